@@ -1,0 +1,593 @@
+"""One configuration shape for every part of the platform.
+
+The testbed builder, the Ryu app, the agents, the profiler and the experiments all
+read the same YAML file through :func:`load_config`, which validates it in one place
+and raises :class:`ConfigError` naming the offending field (``servers[2].cpu: ...``).
+
+Everything derived (instance addresses, switch ports, agent URLs) is computed here so
+that every component agrees on it without talking to the others.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field, asdict
+from typing import Any
+
+DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                   "configs", "paper.yaml")
+CONFIG_ENV_VAR = "MALB_CONFIG"
+
+POLICIES = ("malb", "srr", "ln")
+FLOW_CLASSES = ("short", "long", "auto")
+PROTOCOLS = ("tcp", "udp")
+DATAPATHS = ("auto", "user", "kernel")
+HEALTH_METHODS = ("tcp", "arp", "none")
+PREDICTORS = ("rm", "arma")
+LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or wrong; the message names the field."""
+
+
+# ---------------------------------------------------------------------------
+# Dataclasses: plain data, safe to pass to pure cores and to serialise as JSON.
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    index: int            # 1-based; used in addresses
+    cpu: float            # CPU share in cores (CFS quota / period) for all its containers
+    memory_mb: int        # memory limit shared by all its containers
+    switch: str           # switch the server's containers attach to
+    agent_url: str        # where its host agent answers
+
+
+@dataclass(frozen=True)
+class Microservice:
+    name: str
+    index: int
+    abbrev: str           # short name used in node and interface names
+    vip: str
+    port: int             # L4 port; identifies the microservice at the controller
+    protocol: str
+    flow_class: str       # short | long | auto (auto: decided by the profiler)
+    image: str
+    command: str          # started inside each instance container; {port} is substituted
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One container running one microservice on one server."""
+    name: str             # Mininet node name, e.g. srv1-vid (container mn.srv1-vid)
+    microservice: str
+    server: str
+    ip: str
+    mac: str
+    switch: str
+    dpid: int
+    switch_port: int      # OpenFlow port on its switch
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    ip: str
+    mac: str
+    switch: str
+    dpid: int
+    switch_port: int
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    dpid: int
+
+
+@dataclass(frozen=True)
+class Trunk:
+    a: str
+    b: str
+    a_port: int
+    b_port: int
+    bw_mbit: float | None
+
+
+@dataclass(frozen=True)
+class Testbed:
+    datapath: str
+    controller: str | None          # "host:port", or None for standalone L2 switches
+    prefix_len: int
+    trunk_bw_mbit: float | None
+    host_bw_mbit: float | None
+    switches: tuple[Switch, ...]
+    trunks: tuple[Trunk, ...]
+    clients: tuple[Client, ...]
+
+
+@dataclass(frozen=True)
+class Health:
+    method: str
+    interval_s: float
+    timeout_s: float
+    unhealthy_after: int
+    healthy_after: int
+
+
+@dataclass(frozen=True)
+class ControllerCfg:
+    policy: str
+    monitoring_period_s: float
+    idle_timeout_s: int
+    hard_timeout_s: int
+    rest_host: str
+    rest_port: int
+    ofp_port: int
+    server_stale_after_s: float
+    weights_stale_after_s: float
+    vip_mac: str
+    health: Health
+
+
+@dataclass(frozen=True)
+class ProfilerCfg:
+    url: str
+    listen_host: str
+    listen_port: int
+    period_s: float
+    predictor: str
+    window: int
+    arma_order: tuple[int, int]
+    arma_refit_every: int
+    flow_threshold_s: float
+    flow_classification: str        # threshold | auto
+    history_path: str
+    retention_s: float
+    agent_timeout_s: float
+
+
+@dataclass(frozen=True)
+class AgentsCfg:
+    listen_host: str
+    base_port: int
+    period_s: float
+
+
+@dataclass(frozen=True)
+class Config:
+    testbed: Testbed
+    servers: tuple[Server, ...]
+    microservices: tuple[Microservice, ...]
+    instances: tuple[Instance, ...]
+    controller: ControllerCfg
+    profiler: ProfilerCfg
+    agents: AgentsCfg
+    source: str = ""
+
+    # Lookups used by every component
+    def microservice(self, name: str) -> Microservice:
+        for m in self.microservices:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def server(self, name: str) -> Server:
+        for s in self.servers:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def instances_of(self, microservice: str) -> list[Instance]:
+        return [i for i in self.instances if i.microservice == microservice]
+
+    def instances_on(self, server: str) -> list[Instance]:
+        return [i for i in self.instances if i.server == server]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# Validation helpers: each names the field path in its error.
+# ---------------------------------------------------------------------------
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*$")
+
+
+def _mapping(value: Any, path: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _reject_unknown(data: dict, known: set[str], path: str) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        where = f"{path}." if path else ""
+        raise ConfigError(f"{where}{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
+
+
+def _number(data: dict, key: str, path: str, default: Any, *, lo: float | None = None,
+            hi: float | None = None, integer: bool = False, allow_none: bool = False):
+    value = data.get(key, default)
+    where = f"{path}.{key}" if path else key
+    if value is None:
+        if allow_none:
+            return None
+        raise ConfigError(f"{where}: required")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if integer and int(value) != value:
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if lo is not None and value < lo:
+        raise ConfigError(f"{where}: must be >= {lo}, got {value!r}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{where}: must be <= {hi}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _choice(data: dict, key: str, path: str, default: str, choices: tuple[str, ...]) -> str:
+    value = data.get(key, default)
+    if value not in choices:
+        raise ConfigError(f"{path}.{key}: must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _string(data: dict, key: str, path: str, default: str | None) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}.{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _ipv4(value: Any, where: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except (ipaddress.AddressValueError, ValueError, TypeError):
+        raise ConfigError(f"{where}: not an IPv4 address: {value!r}") from None
+
+
+def _mac(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}", value):
+        raise ConfigError(f"{where}: not a MAC address: {value!r}")
+    return value.lower()
+
+
+def _host_port(value: Any, where: str) -> str:
+    if not isinstance(value, str) or ":" not in value:
+        raise ConfigError(f"{where}: expected 'host:port', got {value!r}")
+    host, port = value.rsplit(":", 1)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{where}: expected 'host:port', got {value!r}")
+    return value
+
+
+def parse_size_mb(value: Any, where: str) -> int:
+    """'256m', '1g', 512 (MB) -> MB."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        mb = float(value)
+    else:
+        m = _SIZE_RE.match(str(value))
+        if not m:
+            raise ConfigError(f"{where}: expected a size like 256m or 1g, got {value!r}")
+        number, unit = float(m.group(1)), m.group(2).lower()
+        mb = number * {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024}[unit]
+    if mb < 6:  # Docker refuses limits below 6 MB
+        raise ConfigError(f"{where}: must be at least 6 MB, got {value!r}")
+    return int(mb)
+
+
+def mac_for(kind: int, a: int, b: int) -> str:
+    """Deterministic locally administered MACs: 02:00:00:<kind>:<a>:<b>."""
+    return "02:00:00:%02x:%02x:%02x" % (kind, a, b)
+
+
+# ---------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------
+
+DEFAULT_MICROSERVICES = [
+    {"name": "video", "abbrev": "vid", "port": 8001, "flow_class": "long",
+     "command": "python3 -m services.rom video --port {port}"},
+    {"name": "ui", "abbrev": "ui", "port": 8002, "flow_class": "short",
+     "command": "python3 -m services.rom ui --port {port}"},
+    {"name": "backend", "abbrev": "be", "port": 8003, "flow_class": "long",
+     "command": "python3 -m services.rom backend --port {port}"},
+]
+
+
+def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_base: int
+                   ) -> tuple[Server, ...]:
+    path = "servers"
+    if raw is None:
+        raw = {}
+    if isinstance(raw, dict):
+        # Shorthand: {count: 4, cpu: 0.4, memory: 256m}
+        _reject_unknown(raw, {"count", "cpu", "memory"}, path)
+        count = _number(raw, "count", path, 4, lo=1, hi=99, integer=True)
+        items = [{"cpu": raw.get("cpu", 0.4), "memory": raw.get("memory", "256m")}
+                 for _ in range(count)]
+    elif isinstance(raw, list):
+        if not raw:
+            raise ConfigError(f"{path}: at least one server is required")
+        items = raw
+    else:
+        raise ConfigError(f"{path}: expected a list of servers or {{count: N, ...}}")
+    servers = []
+    seen = set()
+    for k, item in enumerate(items):
+        where = f"{path}[{k}]"
+        item = _mapping(item, where)
+        _reject_unknown(item, {"name", "cpu", "memory", "switch", "agent_url"}, where)
+        index = k + 1
+        name = item.get("name", f"srv{index}")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ConfigError(f"{where}.name: lowercase letters and digits, starting with a letter; "
+                              f"got {name!r}")
+        if name in seen:
+            raise ConfigError(f"{where}.name: duplicate server name {name!r}")
+        seen.add(name)
+        cpu = _number(item, "cpu", where, 0.4, lo=0.01, hi=1024)
+        memory_mb = parse_size_mb(item.get("memory", "256m"), f"{where}.memory")
+        # Servers are spread over the switches in order: srv1 -> s1, srv2 -> s2, ...
+        switch = item.get("switch", switch_names[k % len(switch_names)])
+        if switch not in switch_names:
+            raise ConfigError(f"{where}.switch: unknown switch {switch!r} "
+                              f"(have {', '.join(switch_names)})")
+        agent_url = item.get("agent_url", f"http://{agent_host}:{agent_base + k}")
+        if not isinstance(agent_url, str) or not agent_url.startswith("http"):
+            raise ConfigError(f"{where}.agent_url: expected an http URL, got {agent_url!r}")
+        servers.append(Server(name, index, cpu, memory_mb, switch, agent_url.rstrip("/")))
+    return tuple(servers)
+
+
+def _parse_microservices(raw: Any, vip_default: str) -> tuple[Microservice, ...]:
+    path = "microservices"
+    if raw is None:
+        raw = DEFAULT_MICROSERVICES
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{path}: expected a non-empty list")
+    result = []
+    seen_names, seen_endpoints, seen_abbrev = set(), set(), set()
+    for k, item in enumerate(raw):
+        where = f"{path}[{k}]"
+        item = _mapping(item, where)
+        _reject_unknown(item, {"name", "abbrev", "vip", "port", "protocol", "flow_class", "image",
+                               "command"}, where)
+        name = item.get("name")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ConfigError(f"{where}.name: lowercase letters and digits, starting with a letter; "
+                              f"got {name!r}")
+        if name in seen_names:
+            raise ConfigError(f"{where}.name: duplicate microservice {name!r}")
+        seen_names.add(name)
+        abbrev = item.get("abbrev", name[:3])
+        if not isinstance(abbrev, str) or not _NAME_RE.match(abbrev):
+            raise ConfigError(f"{where}.abbrev: lowercase letters and digits, got {abbrev!r}")
+        if abbrev in seen_abbrev:
+            raise ConfigError(f"{where}.abbrev: duplicate abbreviation {abbrev!r}")
+        seen_abbrev.add(abbrev)
+        vip = _ipv4(item.get("vip", vip_default), f"{where}.vip")
+        port = _number(item, "port", where, None, lo=1, hi=65535, integer=True)
+        protocol = _choice(item, "protocol", where, "tcp", PROTOCOLS)
+        if (vip, protocol, port) in seen_endpoints:
+            raise ConfigError(f"{where}.port: {protocol} {vip}:{port} is already used by another "
+                              f"microservice")
+        seen_endpoints.add((vip, protocol, port))
+        flow_class = _choice(item, "flow_class", where, "auto", FLOW_CLASSES)
+        image = _string(item, "image", where, "malb/service:latest")
+        command = _string(item, "command", where, f"python3 -m services.rom {name} --port {{port}}")
+        result.append(Microservice(name, k + 1, abbrev, vip, port, protocol, flow_class, image,
+                                   command))
+    return tuple(result)
+
+
+def _parse_testbed(raw: Any) -> dict:
+    path = "testbed"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"switches", "clients", "datapath", "controller", "trunk_bw_mbit",
+                          "host_bw_mbit", "vip"}, path)
+    n_switches = _number(raw, "switches", path, 1, lo=1, hi=4, integer=True)
+    n_clients = _number(raw, "clients", path, 2, lo=1, hi=50, integer=True)
+    datapath = _choice(raw, "datapath", path, "auto", DATAPATHS)
+    controller = raw.get("controller", "127.0.0.1:6653")
+    if controller not in (None, "none"):
+        controller = _host_port(controller, f"{path}.controller")
+    else:
+        controller = None
+    trunk_bw = _number(raw, "trunk_bw_mbit", path, 100, lo=0.1, hi=100000, allow_none=True)
+    host_bw = _number(raw, "host_bw_mbit", path, None, lo=0.1, hi=100000, allow_none=True)
+    vip = _ipv4(raw.get("vip", "10.0.0.100"), f"{path}.vip")
+    return dict(n_switches=n_switches, n_clients=n_clients, datapath=datapath,
+                controller=controller, trunk_bw=trunk_bw, host_bw=host_bw, vip=vip)
+
+
+def _parse_controller(raw: Any) -> ControllerCfg:
+    path = "controller"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"policy", "monitoring_period_s", "idle_timeout_s", "hard_timeout_s",
+                          "rest_host", "rest_port", "ofp_port", "server_stale_after_s",
+                          "weights_stale_after_s", "vip_mac", "health"}, path)
+    hraw = _mapping(raw.get("health"), f"{path}.health")
+    hpath = f"{path}.health"
+    _reject_unknown(hraw, {"method", "interval_s", "timeout_s", "unhealthy_after",
+                           "healthy_after"}, hpath)
+    health = Health(
+        method=_choice(hraw, "method", hpath, "tcp", HEALTH_METHODS),
+        interval_s=_number(hraw, "interval_s", hpath, 2.0, lo=0.1, hi=3600),
+        timeout_s=_number(hraw, "timeout_s", hpath, 1.0, lo=0.05, hi=60),
+        unhealthy_after=_number(hraw, "unhealthy_after", hpath, 2, lo=1, hi=100, integer=True),
+        healthy_after=_number(hraw, "healthy_after", hpath, 1, lo=1, hi=100, integer=True),
+    )
+    period = _number(raw, "monitoring_period_s", path, 3.0, lo=0.1, hi=3600)
+    return ControllerCfg(
+        policy=_choice(raw, "policy", path, "malb", POLICIES),
+        monitoring_period_s=period,
+        idle_timeout_s=_number(raw, "idle_timeout_s", path, 10, lo=0, hi=65535, integer=True),
+        hard_timeout_s=_number(raw, "hard_timeout_s", path, 0, lo=0, hi=65535, integer=True),
+        rest_host=_string(raw, "rest_host", path, "127.0.0.1"),
+        rest_port=_number(raw, "rest_port", path, 8080, lo=1, hi=65535, integer=True),
+        ofp_port=_number(raw, "ofp_port", path, 6653, lo=1, hi=65535, integer=True),
+        server_stale_after_s=_number(raw, "server_stale_after_s", path, 3 * period, lo=0.1),
+        weights_stale_after_s=_number(raw, "weights_stale_after_s", path, 10 * period, lo=0.1),
+        vip_mac=_mac(raw.get("vip_mac", mac_for(0, 0, 0x64)), f"{path}.vip_mac"),
+        health=health,
+    )
+
+
+def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
+    path = "profiler"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"url", "listen_host", "listen_port", "period_s", "predictor", "window",
+                          "arma_order", "arma_refit_every", "flow_threshold_s",
+                          "flow_classification", "history_path", "retention_s",
+                          "agent_timeout_s"}, path)
+    listen_host = _string(raw, "listen_host", path, "127.0.0.1")
+    listen_port = _number(raw, "listen_port", path, 9200, lo=1, hi=65535, integer=True)
+    order = raw.get("arma_order", [2, 1])
+    if (not isinstance(order, (list, tuple)) or len(order) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 10
+                       for x in order) or order[0] + order[1] == 0):
+        raise ConfigError(f"{path}.arma_order: expected [p, q] with 0 <= p, q <= 10 and p + q > 0, "
+                          f"got {order!r}")
+    history = raw.get("history_path", "results/profiler-history.sqlite")
+    if not isinstance(history, str) or not history:
+        raise ConfigError(f"{path}.history_path: expected a path, got {history!r}")
+    if history != ":memory:" and not os.path.isabs(history):
+        history = os.path.join(base_dir, history)
+    url = raw.get("url", f"http://{listen_host}:{listen_port}")
+    if not isinstance(url, str) or not url.startswith("http"):
+        raise ConfigError(f"{path}.url: expected an http URL, got {url!r}")
+    return ProfilerCfg(
+        url=url.rstrip("/"),
+        listen_host=listen_host,
+        listen_port=listen_port,
+        period_s=_number(raw, "period_s", path, 3.0, lo=0.1, hi=3600),
+        predictor=_choice(raw, "predictor", path, "rm", PREDICTORS),
+        window=_number(raw, "window", path, 10, lo=1, hi=10000, integer=True),
+        arma_order=(int(order[0]), int(order[1])),
+        arma_refit_every=_number(raw, "arma_refit_every", path, 10, lo=1, hi=100000, integer=True),
+        flow_threshold_s=_number(raw, "flow_threshold_s", path, 3.0, lo=0.0),
+        flow_classification=_choice(raw, "flow_classification", path, "threshold",
+                                    ("threshold", "auto")),
+        history_path=history,
+        retention_s=_number(raw, "retention_s", path, 7 * 24 * 3600.0, lo=1),
+        agent_timeout_s=_number(raw, "agent_timeout_s", path, 1.0, lo=0.05, hi=60),
+    )
+
+
+def _parse_agents(raw: Any) -> AgentsCfg:
+    path = "agents"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"listen_host", "base_port", "period_s"}, path)
+    return AgentsCfg(
+        listen_host=_string(raw, "listen_host", path, "127.0.0.1"),
+        base_port=_number(raw, "base_port", path, 9101, lo=1, hi=65000, integer=True),
+        period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=3600),
+    )
+
+
+def _derive_topology(tb: dict, servers: tuple[Server, ...],
+                     microservices: tuple[Microservice, ...]
+                     ) -> tuple[Testbed, tuple[Instance, ...]]:
+    """Addresses and switch ports, documented in docs/testbed.md.
+
+    - switch s<k> has dpid k;
+    - instance of microservice j on server i: node srv<i>-<abbrev>, 10.0.<i>.<j>, MAC 02:00:00:01:<i>:<j>;
+    - client k: node cli<k>, 10.0.200.<k>, MAC 02:00:00:02:00:<k>, on s1;
+    - ports on each switch: instances first (server order, then microservice order), then
+      clients (s1 only), then trunk ports.
+    """
+    switches = tuple(Switch(f"s{k}", k) for k in range(1, tb["n_switches"] + 1))
+    next_port = {s.name: 1 for s in switches}
+    instances = []
+    for srv in servers:
+        for ms in microservices:
+            name = f"{srv.name}-{ms.abbrev}"
+            if len(name) + len("-eth0") > LINUX_IFNAME_MAX:
+                raise ConfigError(
+                    f"servers: node name {name!r} is too long for Linux interface names "
+                    f"(<= {LINUX_IFNAME_MAX - 5} characters); shorten the server name or the "
+                    f"microservice abbrev")
+            sw = next(s for s in switches if s.name == srv.switch)
+            instances.append(Instance(
+                name=name, microservice=ms.name, server=srv.name,
+                ip=f"10.0.{srv.index}.{ms.index}", mac=mac_for(1, srv.index, ms.index),
+                switch=sw.name, dpid=sw.dpid, switch_port=next_port[sw.name]))
+            next_port[sw.name] += 1
+    clients = []
+    for k in range(1, tb["n_clients"] + 1):
+        clients.append(Client(name=f"cli{k}", ip=f"10.0.200.{k}", mac=mac_for(2, 0, k),
+                              switch="s1", dpid=1, switch_port=next_port["s1"]))
+        next_port["s1"] += 1
+    trunks = []
+    for a, b in zip(switches, switches[1:]):  # a chain: s1 - s2 - s3 - s4
+        trunks.append(Trunk(a.name, b.name, next_port[a.name], next_port[b.name], tb["trunk_bw"]))
+        next_port[a.name] += 1
+        next_port[b.name] += 1
+    testbed = Testbed(datapath=tb["datapath"], controller=tb["controller"], prefix_len=16,
+                      trunk_bw_mbit=tb["trunk_bw"], host_bw_mbit=tb["host_bw"],
+                      switches=switches, trunks=tuple(trunks), clients=tuple(clients))
+    return testbed, tuple(instances)
+
+
+def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None) -> Config:
+    """Validate a configuration mapping (as read from YAML) and derive the rest."""
+    data = _mapping(data, "configuration")
+    _reject_unknown(data, {"testbed", "servers", "microservices", "controller", "profiler",
+                           "agents"}, "")
+    base_dir = base_dir or os.getcwd()
+    tb = _parse_testbed(data.get("testbed"))
+    agents = _parse_agents(data.get("agents"))
+    switch_names = [f"s{k}" for k in range(1, tb["n_switches"] + 1)]
+    servers = _parse_servers(data.get("servers"), switch_names, agents.listen_host,
+                             agents.base_port)
+    microservices = _parse_microservices(data.get("microservices"), tb["vip"])
+    testbed, instances = _derive_topology(tb, servers, microservices)
+    instance_ips = {i.ip for i in instances} | {c.ip for c in testbed.clients}
+    for ms in microservices:
+        if ms.vip in instance_ips:
+            raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} collides with a "
+                              f"host address")
+    return Config(testbed=testbed, servers=servers, microservices=microservices,
+                  instances=instances, controller=_parse_controller(data.get("controller")),
+                  profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
+                  source=source)
+
+
+def load_config(path: str | None = None, overrides: dict | None = None) -> Config:
+    """Load and validate a YAML file (default: $MALB_CONFIG, else configs/paper.yaml).
+
+    ``overrides`` is merged section by section on top of the file (used by command-line
+    flags such as ``--servers``)."""
+    import yaml  # PyYAML comes with Ryu; imported here so pure users need not have it
+
+    path = path or os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = data or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    for section, values in (overrides or {}).items():
+        if isinstance(values, dict) and isinstance(data.get(section), dict):
+            data[section] = {**data[section], **values}
+        else:
+            data[section] = values
+    # Relative paths in the file (history) are relative to the repository root.
+    base_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        return parse_config(data, source=os.path.abspath(path), base_dir=base_dir)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

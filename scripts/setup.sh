@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Sets up everything the project needs on a Debian or Ubuntu machine, idempotently:
+# each step says what it does, is skipped when already satisfied, and a failing step stops
+# the run with its name and the reason. Run as root: `make setup`.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+LOG_DIR=/var/log/malb
+STEP=""
+
+APT_PACKAGES=(openvswitch-switch mininet docker.io debootstrap iperf3 ethtool iproute2
+              iputils-ping python3 python3-venv python3-dev curl procps psmisc util-linux
+              net-tools ca-certificates build-essential)
+
+step() { STEP="$1"; echo "[setup] $1"; }
+skip() { echo "[setup]   ok: $1"; }
+fail() { echo "[setup] FAILED at step '$STEP': $1" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || { echo "[setup] needs root (Open vSwitch, Docker, network namespaces): sudo make setup" >&2; exit 1; }
+command -v apt-get >/dev/null || { echo "[setup] needs a Debian or Ubuntu machine (apt-get not found)" >&2; exit 1; }
+mkdir -p "$LOG_DIR"
+
+# ---------------------------------------------------------------- Debian packages
+step "Debian packages"
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Ubuntu needs Debian's keyring to debootstrap the Debian base image.
+if ! grep -qi '^ID=debian' /etc/os-release 2>/dev/null; then
+  dpkg-query -W -f='${Status}' debian-archive-keyring 2>/dev/null | grep -q "install ok installed" \
+    || missing+=(debian-archive-keyring)
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  skip "all ${#APT_PACKAGES[@]} packages installed"
+else
+  echo "[setup]   installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >"$LOG_DIR/apt.log" 2>&1 || fail "apt-get update failed (see $LOG_DIR/apt.log)"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOG_DIR/apt.log" 2>&1 \
+    || fail "apt-get install failed (see $LOG_DIR/apt.log)"
+fi
+
+# ---------------------------------------------------------------- Open vSwitch
+step "Open vSwitch"
+if ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+  skip "ovs-vswitchd answers"
+else
+  echo "[setup]   starting Open vSwitch (ovs-ctl)"
+  /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >"$LOG_DIR/ovs-ctl.log" 2>&1 \
+    || fail "ovs-ctl start failed (see $LOG_DIR/ovs-ctl.log)"
+  for _ in $(seq 1 30); do ovs-vsctl --timeout=2 show >/dev/null 2>&1 && break; sleep 1; done
+  ovs-vsctl --timeout=3 show >/dev/null 2>&1 || fail "ovs-vswitchd does not answer after 30 s"
+fi
+
+# ---------------------------------------------------------------- Docker engine
+step "Docker engine"
+DOCKER=/usr/bin/docker; [ -x "$DOCKER" ] || DOCKER=docker
+if $DOCKER info >/dev/null 2>&1; then
+  skip "dockerd answers (left as it is)"
+else
+  if [ "$(cat /proc/1/comm 2>/dev/null)" = "systemd" ] && command -v systemctl >/dev/null; then
+    echo "[setup]   starting docker with systemctl"
+    systemctl start docker >"$LOG_DIR/docker-start.log" 2>&1 || fail "systemctl start docker failed"
+  else
+    if [ ! -S /run/containerd/containerd.sock ]; then
+      echo "[setup]   starting containerd (log: $LOG_DIR/containerd.log)"
+      setsid nohup containerd >"$LOG_DIR/containerd.log" 2>&1 < /dev/null &
+      for _ in $(seq 1 30); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
+      [ -S /run/containerd/containerd.sock ] || fail "containerd did not start (see $LOG_DIR/containerd.log)"
+    fi
+    # No docker0 bridge and no iptables rules: containers only get the topology's links.
+    echo "[setup]   starting dockerd --bridge=none --iptables=false (log: $LOG_DIR/dockerd.log)"
+    setsid nohup dockerd --bridge=none --iptables=false \
+      --containerd=/run/containerd/containerd.sock >"$LOG_DIR/dockerd.log" 2>&1 < /dev/null &
+  fi
+  for _ in $(seq 1 60); do $DOCKER info >/dev/null 2>&1 && break; sleep 1; done
+  $DOCKER info >/dev/null 2>&1 || fail "dockerd does not answer after 60 s (see $LOG_DIR/dockerd.log)"
+fi
+
+# ---------------------------------------------------------------- Python virtualenv
+step "Python virtualenv ($VENV)"
+SYS_PY=/usr/bin/python3
+req_hash="$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16)"
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$req_hash" ]; then
+  skip "requirements.txt unchanged since the last install"
+else
+  [ -x "$VENV/bin/python" ] || { $SYS_PY -m venv "$VENV" || fail "python3 -m venv failed"; }
+  # The virtualenv sees the system's Mininet (Debian's package, or Containernet when a user
+  # installed it into the system Python) through a path holding only that module.
+  mnpath="$($SYS_PY -c 'import mininet, os; print(os.path.dirname(mininet.__file__))' 2>/dev/null)" \
+    || fail "the system Python has no mininet module (apt-get install mininet)"
+  mkdir -p "$VENV/mininet-path"
+  ln -sfn "$mnpath" "$VENV/mininet-path/mininet"
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$VENV/mininet-path" > "$site/malb-mininet.pth"
+  echo "$ROOT" > "$site/malb-project.pth"
+  echo "[setup]   pip install -r requirements.txt (log: $LOG_DIR/pip.log)"
+  # Ryu 4.x builds only with setuptools < 68 (docs/setup.md).
+  "$VENV/bin/pip" install -q "setuptools<68" wheel >"$LOG_DIR/pip.log" 2>&1 \
+    || fail "pip could not install setuptools (see $LOG_DIR/pip.log)"
+  "$VENV/bin/pip" install -q -r "$ROOT/requirements.txt" >>"$LOG_DIR/pip.log" 2>&1 \
+    || fail "pip install -r requirements.txt failed (see $LOG_DIR/pip.log)"
+  "$VENV/bin/python" -c 'import ryu, docker, statsmodels, numpy, networkx, pymetis, mininet.net' \
+    || fail "the virtualenv cannot import its packages"
+  echo "$req_hash" > "$VENV/.malb-requirements"
+fi
+
+# ---------------------------------------------------------------- images
+step "Docker images"
+"$VENV/bin/python" "$ROOT/scripts/images.py" build || fail "image build failed"
+
+echo "[setup] done"

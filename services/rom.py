@@ -1,0 +1,256 @@
+"""Resource-Organized Microservices (ROMs) of the MALB paper's use case, one program.
+
+    python3 -m services.rom video   --port 8001   # long-lived constant-bitrate streams
+    python3 -m services.rom ui      --port 8002   # HTTP objects (1 MB, 10 MB), moderate CPU
+    python3 -m services.rom backend --port 8003   # CPU-bound jobs with a fixed execution time
+
+Standard library only: the images are built offline from a debootstrap base.
+
+Endpoints (all kinds): GET /health, GET /metrics (Prometheus text), GET /bytes?n=N
+(N bytes, used by connectivity checks). Kind-specific:
+- video:   GET /stream?rate=R&seconds=S   constant bitrate of R kB/s for S seconds (or until
+                                         the client leaves)
+- ui:      GET /object?size=BYTES         an object of that size, with cpu_ms_per_mb of work
+- backend: GET /job?seconds=S&cpu=F       busy for a fraction F of one CPU for S seconds
+Every response carries X-Served-By (instance name) so clients can record who served them.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
+CHUNK = os.urandom(64 * 1024)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60,
+                   120, 300)
+MAX_OBJECT = 1 << 30
+MAX_SECONDS = 3600.0
+
+
+class Metrics:
+    """Prometheus counters and a latency histogram per endpoint (thread safe)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.lock = threading.Lock()
+        self.requests: dict[tuple[str, int], int] = {}
+        self.hist: dict[str, list[int]] = {}
+        self.sums: dict[str, float] = {}
+        self.bytes_sent = 0
+        self.in_flight = 0
+
+    def begin(self):
+        with self.lock:
+            self.in_flight += 1
+
+    def end(self, endpoint: str, status: int, seconds: float, nbytes: int):
+        with self.lock:
+            self.in_flight -= 1
+            self.requests[(endpoint, status)] = self.requests.get((endpoint, status), 0) + 1
+            buckets = self.hist.setdefault(endpoint, [0] * (len(LATENCY_BUCKETS) + 1))
+            for k, bound in enumerate(LATENCY_BUCKETS):
+                if seconds <= bound:
+                    buckets[k] += 1
+            buckets[-1] += 1
+            self.sums[endpoint] = self.sums.get(endpoint, 0.0) + seconds
+            self.bytes_sent += nbytes
+
+    def render(self) -> str:
+        lab = f'service="{self.kind}",instance="{INSTANCE}"'
+        out = ["# HELP rom_requests_total Requests served, by endpoint and status.",
+               "# TYPE rom_requests_total counter"]
+        with self.lock:
+            for (ep, status), n in sorted(self.requests.items()):
+                out.append(f'rom_requests_total{{{lab},endpoint="{ep}",status="{status}"}} {n}')
+            out += ["# HELP rom_request_duration_seconds Request latency.",
+                    "# TYPE rom_request_duration_seconds histogram"]
+            for ep, buckets in sorted(self.hist.items()):
+                for bound, n in zip(LATENCY_BUCKETS, buckets):
+                    out.append(f'rom_request_duration_seconds_bucket{{{lab},endpoint="{ep}",'
+                               f'le="{bound}"}} {n}')
+                out.append(f'rom_request_duration_seconds_bucket{{{lab},endpoint="{ep}",'
+                           f'le="+Inf"}} {buckets[-1]}')
+                out.append(f'rom_request_duration_seconds_sum{{{lab},endpoint="{ep}"}} '
+                           f'{self.sums[ep]:.6f}')
+                out.append(f'rom_request_duration_seconds_count{{{lab},endpoint="{ep}"}} '
+                           f'{buckets[-1]}')
+            out += ["# TYPE rom_bytes_sent_total counter",
+                    f"rom_bytes_sent_total{{{lab}}} {self.bytes_sent}",
+                    "# TYPE rom_in_flight gauge", f"rom_in_flight{{{lab}}} {self.in_flight}"]
+        return "\n".join(out) + "\n"
+
+
+def burn(cpu_fraction: float, seconds: float, slice_s: float = 0.05) -> None:
+    """Keep one thread busy for cpu_fraction of each slice, for `seconds` of wall time.
+
+    The job ends at its deadline whatever CPU it actually got (the paper's back-end returns
+    'the best outcome within a deadline')."""
+    deadline = time.monotonic() + seconds
+    while True:
+        start = time.monotonic()
+        if start >= deadline:
+            return
+        busy_until = start + slice_s * cpu_fraction
+        x = 0
+        while time.monotonic() < busy_until:
+            for _ in range(2000):
+                x += 1
+        rest = start + slice_s - time.monotonic()
+        if rest > 0:
+            time.sleep(min(rest, max(0.0, deadline - time.monotonic())))
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def _param(query: dict, name: str, default: float, lo: float, hi: float) -> float:
+    raw = query.get(name, [None])[0]
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name}: not a number: {raw!r}") from None
+    if not lo <= value <= hi:
+        raise BadRequest(f"{name}: must be within [{lo}, {hi}], got {value}")
+    return value
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "malb-rom/1"
+    protocol_version = "HTTP/1.1"
+    kind = "ui"
+    metrics: Metrics = None
+    cpu_ms_per_mb = 20.0
+
+    def log_message(self, fmt, *args):  # keep container logs quiet; metrics tell the story
+        pass
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        query = parse_qs(url.query)
+        endpoint = url.path.rstrip("/") or "/"
+        started = time.monotonic()
+        self.metrics.begin()
+        status, sent = 500, 0
+        try:
+            status, sent = self.route(endpoint, query)
+        except BadRequest as exc:
+            status, sent = self.reply(400, f"{exc}\n".encode())
+        except (BrokenPipeError, ConnectionResetError):
+            status = 499  # client went away (normal end of a video stream)
+        finally:
+            self.metrics.end(endpoint, status, time.monotonic() - started, sent)
+
+    def route(self, endpoint: str, query: dict) -> tuple[int, int]:
+        if endpoint == "/health":
+            return self.reply(200, b"ok\n")
+        if endpoint == "/metrics":
+            return self.reply(200, self.metrics.render().encode(),
+                              "text/plain; version=0.0.4")
+        if endpoint == "/bytes":
+            return self.send_bytes(int(_param(query, "n", 1_000_000, 0, MAX_OBJECT)))
+        if endpoint == "/stream" and self.kind == "video":
+            return self.stream(_param(query, "rate", 200, 1, 1_000_000),
+                               _param(query, "seconds", 10, 0.1, MAX_SECONDS))
+        if endpoint == "/object" and self.kind == "ui":
+            size = int(_param(query, "size", 1_000_000, 0, MAX_OBJECT))
+            self.work(size)
+            return self.send_bytes(size)
+        if endpoint == "/job" and self.kind == "backend":
+            seconds = _param(query, "seconds", 10, 0, MAX_SECONDS)
+            cpu = _param(query, "cpu", 0.15, 0, 1)
+            burn(cpu, seconds)
+            return self.reply(200, f'{{"seconds": {seconds}, "cpu": {cpu}}}\n'.encode(),
+                              "application/json")
+        return self.reply(404, f"no endpoint {endpoint} on a {self.kind} service\n".encode())
+
+    def headers_out(self, status: int, length: int | None, ctype: str):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("X-Served-By", INSTANCE)
+        if length is None:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def reply(self, status: int, body: bytes, ctype: str = "text/plain") -> tuple[int, int]:
+        self.headers_out(status, len(body), ctype)
+        self.wfile.write(body)
+        return status, len(body)
+
+    def send_bytes(self, n: int) -> tuple[int, int]:
+        self.headers_out(200, n, "application/octet-stream")
+        left = n
+        while left > 0:
+            piece = CHUNK[:min(left, len(CHUNK))]
+            self.wfile.write(piece)
+            left -= len(piece)
+        return 200, n
+
+    def work(self, size: int) -> None:
+        """Moderate CPU per object: hashing that takes about cpu_ms_per_mb per MB."""
+        budget = self.cpu_ms_per_mb * size / 1e6 / 1000.0
+        deadline = time.monotonic() + budget
+        h = hashlib.sha256()
+        while time.monotonic() < deadline:
+            h.update(CHUNK[:4096])
+
+    def stream(self, rate_kB_s: float, seconds: float) -> tuple[int, int]:
+        """Constant bitrate: rate_kB_s kilobytes per second in 100 ms ticks, until `seconds`
+        elapse or the client closes the connection."""
+        self.headers_out(200, None, "video/mp2t")
+        per_tick = max(1, int(rate_kB_s * 1000 / 10))
+        start = time.monotonic()
+        sent = 0
+        tick = 0
+        while time.monotonic() - start < seconds:
+            left = per_tick
+            while left > 0:
+                piece = CHUNK[:min(left, len(CHUNK))]
+                self.wfile.write(piece)
+                left -= len(piece)
+            sent += per_tick
+            tick += 1
+            pause = start + tick * 0.1 - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+        return 200, sent
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="A MALB resource-organized microservice.")
+    p.add_argument("kind", choices=("video", "ui", "backend"))
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--cpu-ms-per-mb", type=float, default=20.0,
+                   help="ui: CPU work per MB of object (default 20 ms)")
+    args = p.parse_args(argv)
+    handler = type("H", (Handler,), {"kind": args.kind, "metrics": Metrics(args.kind),
+                                     "cpu_ms_per_mb": args.cpu_ms_per_mb})
+    server = Server((args.host, args.port), handler)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    print(f"{args.kind} service {INSTANCE} on :{args.port}", file=sys.stderr, flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

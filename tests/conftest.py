@@ -1,0 +1,41 @@
+"""Shared fixtures. Integration tests need root and the services `make setup` starts."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="integration tests need root (run `make test` as root)")
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(skip)
+
+
+def run_module(*args, timeout=120, user=None, **kwargs) -> subprocess.CompletedProcess:
+    """Run `python -m <args>` from the repository root, as another user if asked."""
+    cmd = [PY, "-m", *args]
+    if user is not None:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          **kwargs)
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    """Write a YAML configuration and return its path."""
+    import yaml
+
+    def write(data: dict, name: str = "malb.yaml") -> str:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data))
+        return str(path)
+    return write

@@ -1,0 +1,114 @@
+import pytest
+
+from common.config import ConfigError, load_config, parse_config, parse_size_mb
+
+
+def test_default_file_is_the_paper_testbed():
+    cfg = load_config()
+    assert [s.name for s in cfg.servers] == ["srv1", "srv2", "srv3", "srv4"]
+    assert [m.name for m in cfg.microservices] == ["video", "ui", "backend"]
+    assert len(cfg.instances) == 12
+    assert len(cfg.testbed.switches) == 1 and not cfg.testbed.trunks
+    assert cfg.controller.policy == "malb"
+    assert cfg.controller.monitoring_period_s == 3.0
+    assert cfg.profiler.window == 10 and cfg.profiler.predictor == "rm"
+
+
+def test_naming_and_addressing_are_derived_consistently():
+    cfg = parse_config({"servers": {"count": 2}, "testbed": {"clients": 3}})
+    inst = {i.name: i for i in cfg.instances}
+    assert inst["srv2-be"].ip == "10.0.2.3"
+    assert inst["srv2-be"].mac == "02:00:00:01:02:03"
+    assert inst["srv1-vid"].switch_port == 1 and inst["srv2-be"].switch_port == 6
+    clients = cfg.testbed.clients
+    assert [c.ip for c in clients] == ["10.0.200.1", "10.0.200.2", "10.0.200.3"]
+    assert [c.switch_port for c in clients] == [7, 8, 9]
+    assert cfg.servers[1].agent_url == "http://127.0.0.1:9102"
+    # every address and port unique
+    assert len({i.ip for i in cfg.instances}) == len(cfg.instances)
+    assert len({(i.switch, i.switch_port) for i in cfg.instances}) == len(cfg.instances)
+
+
+def test_multiswitch_chain_spreads_servers_and_numbers_trunks():
+    cfg = parse_config({"testbed": {"switches": 3, "trunk_bw_mbit": 20},
+                        "servers": {"count": 4}})
+    assert [s.switch for s in cfg.servers] == ["s1", "s2", "s3", "s1"]
+    assert [(t.a, t.b) for t in cfg.testbed.trunks] == [("s1", "s2"), ("s2", "s3")]
+    t12, t23 = cfg.testbed.trunks
+    assert t12.bw_mbit == 20
+    # s2 has srv2's 3 instances on ports 1-3, then the trunk to s1 (4) and to s3 (5)
+    assert (t12.b_port, t23.a_port) == (4, 5)
+    used = {}
+    for i in cfg.instances:
+        used.setdefault(i.switch, []).append(i.switch_port)
+    for c in cfg.testbed.clients:
+        used.setdefault(c.switch, []).append(c.switch_port)
+    for t in cfg.testbed.trunks:
+        used[t.a].append(t.a_port)
+        used[t.b].append(t.b_port)
+    for ports in used.values():
+        assert sorted(ports) == list(range(1, len(ports) + 1))
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"servers": {"count": 0}}, "servers.count"),
+    ({"servers": [{"cpu": -1}]}, "servers[0].cpu"),
+    ({"servers": [{"memory": "lots"}]}, "servers[0].memory"),
+    ({"servers": [{"name": "a"}, {"name": "a"}]}, "servers[1].name"),
+    ({"servers": [{"switch": "s9"}]}, "servers[0].switch"),
+    ({"microservices": [{"name": "video", "port": 70000}]}, "microservices[0].port"),
+    ({"microservices": [{"name": "video", "port": 80, "flow_class": "medium"}]},
+     "microservices[0].flow_class"),
+    ({"microservices": [{"name": "a", "port": 80}, {"name": "b", "port": 80}]},
+     "microservices[1].port"),
+    ({"microservices": [{"name": "video", "port": 80, "vip": "10.0.0.300"}]},
+     "microservices[0].vip"),
+    ({"microservices": [{"name": "video", "port": 80, "vip": "10.0.1.1"}]},
+     "microservices[0].vip"),
+    ({"testbed": {"switches": 5}}, "testbed.switches"),
+    ({"testbed": {"datapath": "fast"}}, "testbed.datapath"),
+    ({"testbed": {"controller": "localhost"}}, "testbed.controller"),
+    ({"controller": {"policy": "random"}}, "controller.policy"),
+    ({"controller": {"monitoring_period_s": "3s"}}, "controller.monitoring_period_s"),
+    ({"controller": {"health": {"method": "icmp"}}}, "controller.health.method"),
+    ({"profiler": {"arma_order": [0, 0]}}, "profiler.arma_order"),
+    ({"profiler": {"predictor": "lstm"}}, "profiler.predictor"),
+    ({"testbed": {"colour": "blue"}}, "testbed.colour"),
+    ({"extra": 1}, "extra"),
+])
+def test_bad_values_name_their_field(data, field):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert str(err.value).startswith(field), str(err.value)
+
+
+def test_node_names_must_fit_linux_interface_names():
+    with pytest.raises(ConfigError, match="too long"):
+        parse_config({"servers": [{"name": "averyverylongserver"}]})
+
+
+def test_size_parsing():
+    assert parse_size_mb("256m", "x") == 256
+    assert parse_size_mb("1g", "x") == 1024
+    assert parse_size_mb(512, "x") == 512
+    with pytest.raises(ConfigError):
+        parse_size_mb("2m", "x")  # below Docker's minimum
+
+
+def test_file_errors_name_the_file(tmp_path, config_file):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match="nope.yaml: configuration file not found"):
+        load_config(str(missing))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("testbed: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(str(bad))
+    path = config_file({"servers": {"count": 2, "cpu": "a lot"}})
+    with pytest.raises(ConfigError, match=r"malb.yaml: servers.cpu|servers\[0\].cpu"):
+        load_config(path)
+
+
+def test_overrides_merge_per_section(config_file):
+    path = config_file({"testbed": {"clients": 3, "switches": 2}})
+    cfg = load_config(path, {"testbed": {"clients": 5}})
+    assert len(cfg.testbed.clients) == 5 and len(cfg.testbed.switches) == 2

@@ -1,0 +1,79 @@
+"""Which emulator and which OVS datapath this machine offers.
+
+- Backend: real Containernet when ``from mininet.net import Containernet`` works, otherwise
+  Debian's Mininet plus :class:`topologies.dockerhost.DockerHost` (``DockerMininet``).
+- Datapath: the kernel datapath when Open vSwitch can create a bridge with it, else the
+  userspace (netdev) datapath; either can be forced.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from functools import lru_cache
+
+BACKENDS = ("auto", "containernet", "mininet")
+
+
+class BackendError(RuntimeError):
+    pass
+
+
+@lru_cache(maxsize=None)
+def containernet_available() -> bool:
+    try:
+        from mininet.net import Containernet  # noqa: F401  (only real Containernet has it)
+        return True
+    except ImportError:
+        return False
+
+
+def resolve_backend(requested: str = "auto") -> str:
+    if requested not in BACKENDS:
+        raise BackendError(f"unknown backend {requested!r} (choose from {', '.join(BACKENDS)})")
+    if requested == "auto":
+        return "containernet" if containernet_available() else "mininet"
+    if requested == "containernet" and not containernet_available():
+        raise BackendError("Containernet is not importable here (`from mininet.net import "
+                           "Containernet` fails); install it or use --backend mininet")
+    return requested
+
+
+def network_class(backend: str):
+    """The Mininet network class for a backend; both offer addDocker()."""
+    if backend == "containernet":
+        from mininet.net import Containernet
+        return Containernet
+    from topologies.net import DockerMininet
+    return DockerMininet
+
+
+@lru_cache(maxsize=None)
+def kernel_datapath_available() -> bool:
+    """Ask Open vSwitch itself: create a throw-away bridge on the kernel datapath."""
+    if not os.path.exists("/sys/module/openvswitch"):
+        # ovs-ctl loads the module when it can; without it the kernel datapath cannot work
+        return False
+    probe = "malbprobe" + uuid.uuid4().hex[:6]
+    try:
+        out = subprocess.run(["ovs-vsctl", "--timeout=10", "add-br", probe, "--", "set", "bridge",
+                              probe, "datapath_type=system"],
+                             capture_output=True, text=True, timeout=15)
+        return out.returncode == 0 and "Error" not in out.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", probe],
+                       capture_output=True, timeout=15)
+
+
+def resolve_datapath(requested: str = "auto") -> str:
+    """'user' or 'kernel' (Mininet's OVSSwitch datapath argument)."""
+    if requested == "auto":
+        return "kernel" if kernel_datapath_available() else "user"
+    if requested == "kernel" and not kernel_datapath_available():
+        raise BackendError("the Open vSwitch kernel datapath is not available on this machine "
+                           "(no openvswitch kernel module); use --datapath user")
+    if requested not in ("user", "kernel"):
+        raise BackendError(f"unknown datapath {requested!r} (choose from auto, user, kernel)")
+    return requested

@@ -1,0 +1,125 @@
+"""Server groups: several containers sharing one CPU share and one memory limit.
+
+The MALB testbed gives each emulated server an isolated CPU share and memory limit that
+all of its microservice containers share. Docker places a container under
+``--cgroup-parent``; we create that parent per server and put the limits on it:
+
+- cgroup v1, cgroupfs driver (this project's CI machines):
+  /sys/fs/cgroup/cpu/malb/<server>/cpu.cfs_{quota,period}_us and
+  /sys/fs/cgroup/memory/malb/<server>/memory.limit_in_bytes;
+- cgroup v2, cgroupfs driver: /sys/fs/cgroup/malb/<server>/{cpu.max,memory.max};
+- systemd driver (v1 or v2): parent ``malb-<server>.slice`` under ``malb.slice``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+CFS_PERIOD_US = 100_000
+
+
+@dataclass(frozen=True)
+class CgroupLayout:
+    version: int          # 1 or 2
+    driver: str           # cgroupfs or systemd
+
+
+def detect_layout(docker_info: dict) -> CgroupLayout:
+    version = int(docker_info.get("CgroupVersion") or
+                  (2 if os.path.exists(f"{CGROUP_ROOT}/cgroup.controllers") else 1))
+    return CgroupLayout(version, docker_info.get("CgroupDriver", "cgroupfs"))
+
+
+def group_parent(layout: CgroupLayout, server: str) -> str:
+    """The --cgroup-parent value for a server's containers."""
+    if layout.driver == "systemd":
+        return f"malb-{server}.slice"
+    return f"/malb/{server}"
+
+
+def _group_dirs(layout: CgroupLayout, server: str) -> dict[str, str]:
+    if layout.driver == "systemd":
+        rel = f"malb.slice/malb-{server}.slice"
+    else:
+        rel = f"malb/{server}"
+    if layout.version == 2:
+        return {"unified": f"{CGROUP_ROOT}/{rel}"}
+    return {"cpu": f"{CGROUP_ROOT}/cpu/{rel}", "memory": f"{CGROUP_ROOT}/memory/{rel}",
+            "cpuacct": f"{CGROUP_ROOT}/cpuacct/{rel}"}
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(value)
+
+
+def _enable_v2_controllers(path: str) -> None:
+    """cpu and memory must be enabled in every ancestor's subtree_control."""
+    parts = os.path.relpath(path, CGROUP_ROOT).split(os.sep)
+    current = CGROUP_ROOT
+    for part in parts:
+        control = os.path.join(current, "cgroup.subtree_control")
+        try:
+            _write(control, "+cpu +memory")
+        except OSError:
+            pass  # already enabled, or managed by systemd
+        current = os.path.join(current, part)
+
+
+def apply_server_limits(layout: CgroupLayout, server: str, cpu_cores: float,
+                        memory_mb: int) -> str:
+    """Create the server's parent cgroup with its limits; returns the cgroup-parent value."""
+    dirs = _group_dirs(layout, server)
+    quota = max(1000, int(cpu_cores * CFS_PERIOD_US))
+    mem_bytes = int(memory_mb) * 1024 * 1024
+    if layout.version == 2:
+        path = dirs["unified"]
+        os.makedirs(path, exist_ok=True)
+        _enable_v2_controllers(path)
+        _write(f"{path}/cpu.max", f"{quota} {CFS_PERIOD_US}")
+        _write(f"{path}/memory.max", str(mem_bytes))
+    else:
+        for d in dirs.values():
+            os.makedirs(d, exist_ok=True)
+        _write(f"{dirs['cpu']}/cpu.cfs_period_us", str(CFS_PERIOD_US))
+        _write(f"{dirs['cpu']}/cpu.cfs_quota_us", str(quota))
+        _write(f"{dirs['memory']}/memory.limit_in_bytes", str(mem_bytes))
+    return group_parent(layout, server)
+
+
+def read_server_limits(layout: CgroupLayout, server: str) -> tuple[float, int] | None:
+    """(cpu cores, memory bytes) as the kernel holds them, or None if the group is gone."""
+    dirs = _group_dirs(layout, server)
+    try:
+        if layout.version == 2:
+            quota, period = open(f"{dirs['unified']}/cpu.max").read().split()
+            mem = open(f"{dirs['unified']}/memory.max").read().strip()
+            cores = float("inf") if quota == "max" else int(quota) / int(period)
+            return cores, (0 if mem == "max" else int(mem))
+        quota = int(open(f"{dirs['cpu']}/cpu.cfs_quota_us").read())
+        period = int(open(f"{dirs['cpu']}/cpu.cfs_period_us").read())
+        mem = int(open(f"{dirs['memory']}/memory.limit_in_bytes").read())
+        return (float("inf") if quota < 0 else quota / period), mem
+    except (OSError, ValueError):
+        return None
+
+
+def remove_groups() -> list[str]:
+    """Remove every malb server group (empty cgroups only; the kernel refuses others)."""
+    removed = []
+    for top in (f"{CGROUP_ROOT}/{sub}" for sub in ("cpu", "cpuacct", "memory", "cpuset", "pids",
+                                                   "blkio", "devices", "freezer", "systemd",
+                                                   "net_cls", "perf_event", "hugetlb", "")):
+        for base in ("malb", "malb.slice"):
+            root = os.path.join(top, base)
+            if not os.path.isdir(root):
+                continue
+            # children first
+            for dirpath, _dirnames, _files in sorted(os.walk(root), key=lambda w: -len(w[0])):
+                try:
+                    os.rmdir(dirpath)
+                    removed.append(dirpath)
+                except OSError:
+                    pass
+    return removed

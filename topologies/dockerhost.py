@@ -1,0 +1,179 @@
+"""A Docker container as a Mininet host, for machines without Containernet.
+
+Implements the subset of Containernet's ``Docker`` node that the project uses, with the
+same names, so one topology file runs on both backends:
+
+    net.addDocker(name, dimage=..., ip=..., mac=..., cpu_quota=..., cpu_period=...,
+                  cpuset_cpus=..., mem_limit=..., environment=..., volumes=...)
+    node.cmd(...), node.popen(...), node.updateCpuLimit(...), node.updateMemoryLimit(...)
+
+Differences from Containernet, all deliberate:
+- containers run with ``network_mode='none'``: their only interfaces are topology links;
+- every container carries the label ``malb`` (plus ``malb.node`` and caller labels) so
+  cleanup and the host agents can find them;
+- ``cgroup_parent`` is accepted, so several containers can share one server's CPU share
+  and memory limit (see topologies/cgroups.py);
+- only NET_ADMIN is added instead of running privileged.
+"""
+from __future__ import annotations
+
+import shutil
+
+import docker
+from mininet.log import debug, info
+from mininet.node import Host
+
+CONTAINER_PREFIX = "mn."      # the same as Containernet, so `docker ps` reads the same
+PROJECT_LABEL = "malb"
+# Keeps the container alive and exits promptly on SIGTERM (no init process needed).
+KEEPALIVE_CMD = ["bash", "-c", "trap 'exit 0' TERM INT; sleep infinity & wait"]
+
+_client = None
+
+
+def docker_client():
+    """One Docker client per process (the SDK opens a connection pool)."""
+    global _client
+    if _client is None:
+        _client = docker.from_env(timeout=120)
+    return _client
+
+
+def docker_cli() -> str:
+    path = shutil.which("docker")
+    if not path:
+        raise RuntimeError("the docker command is not installed; run `make setup`")
+    return path
+
+
+def _binds(volumes) -> dict:
+    """Containernet style ['/host:/container:rw', ...] -> SDK binds."""
+    binds = {}
+    for spec in volumes or []:
+        parts = spec.split(":")
+        if len(parts) < 2:
+            raise ValueError(f"volume {spec!r}: expected /host/path:/container/path[:ro|rw]")
+        binds[parts[0]] = {"bind": parts[1], "mode": parts[2] if len(parts) > 2 else "rw"}
+    return binds
+
+
+class DockerHost(Host):
+    """Mininet host whose namespaces and cgroups are those of a Docker container."""
+
+    def __init__(self, name, dimage=None, dcmd=None, cpu_quota=-1, cpu_period=None,
+                 cpu_shares=None, cpuset_cpus=None, mem_limit=None, memswap_limit=None,
+                 environment=None, volumes=None, labels=None, cgroup_parent=None, **kwargs):
+        if not dimage:
+            raise ValueError(f"{name}: addDocker needs dimage=<image>")
+        self.dimage = dimage
+        self.dcmd = dcmd
+        self.cname = CONTAINER_PREFIX + name
+        self.resources = dict(cpu_quota=cpu_quota, cpu_period=cpu_period, cpu_shares=cpu_shares,
+                              cpuset_cpus=cpuset_cpus, mem_limit=mem_limit,
+                              memswap_limit=memswap_limit)
+        self._starting_shell = False
+        client = docker_client()
+        self._remove_leftover(client, self.cname)
+        all_labels = {PROJECT_LABEL: "1", "malb.node": name}
+        all_labels.update(labels or {})
+        create = dict(
+            image=dimage, name=self.cname, hostname=name,
+            command=dcmd if dcmd is not None else KEEPALIVE_CMD,
+            detach=True, tty=True, stdin_open=True, network_mode="none",
+            labels=all_labels, environment=environment or {}, volumes=_binds(volumes),
+            cap_add=["NET_ADMIN"], cgroup_parent=cgroup_parent,
+            cpuset_cpus=cpuset_cpus, mem_limit=mem_limit, memswap_limit=memswap_limit,
+            cpu_shares=cpu_shares, cpu_period=cpu_period,
+        )
+        if cpu_quota is not None and cpu_quota > 0:
+            create["cpu_quota"] = cpu_quota
+        create = {k: v for k, v in create.items() if v is not None}
+        try:
+            self.container = client.containers.run(**create)
+        except docker.errors.ImageNotFound:
+            raise RuntimeError(f"{name}: image {dimage!r} not found; run `make setup` to build the "
+                               f"project's images") from None
+        self.container.reload()
+        self.did = self.container.id
+        self.container_pid = self.container.attrs["State"]["Pid"]
+        debug(f"{name}: container {self.did[:12]} pid {self.container_pid}\n")
+        super().__init__(name, **kwargs)
+
+    @staticmethod
+    def _remove_leftover(client, cname):
+        try:
+            old = client.containers.get(cname)
+        except docker.errors.NotFound:
+            return
+        if old.labels.get(PROJECT_LABEL) is None:
+            raise RuntimeError(f"a container named {cname} exists and is not the project's "
+                               f"(no '{PROJECT_LABEL}' label); remove or rename it")
+        info(f"*** removing leftover container {cname}\n")
+        old.remove(force=True)
+
+    # -- shell and processes run *inside* the container (namespaces and cgroups), so what
+    #    they start is limited and accounted like the container itself (docker stats).
+    def startShell(self, mnopts=None):
+        self._starting_shell = True
+        try:
+            super().startShell(mnopts)
+        finally:
+            self._starting_shell = False
+        # Mininet moves interfaces into the namespace of self.pid: the container's.
+        self.pid = self.container_pid
+
+    def _popen(self, cmd, **params):
+        if self._starting_shell:
+            # Mininet's shell command is ['mnexec', '<opts>', 'env', 'PS1=..', 'bash', ...]
+            cmd = [docker_cli(), "exec", "-it", self.cname] + list(cmd[2:])
+            # mnexec -c would have made the shell a session leader; Mininet's terminate()
+            # signals the shell's process group.
+            params["start_new_session"] = True
+        return super()._popen(cmd, **params)
+
+    def popen(self, *args, **kwargs):
+        kwargs.setdefault("mncmd", [docker_cli(), "exec", "-i", self.cname])
+        return super().popen(*args, **kwargs)
+
+    def terminate(self):
+        super().terminate()
+        try:
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+    # -- Containernet's resource API
+    def update_resources(self, **kwargs):
+        self.resources.update(kwargs)
+        update = {k: v for k, v in self.resources.items() if v is not None}
+        if update.get("cpu_quota", 0) in (-1, 0):
+            update.pop("cpu_quota", None)
+        self.container.update(**update)
+
+    def updateCpuLimit(self, cpu_quota=-1, cpu_period=-1, cpu_shares=-1, cores=None):
+        """Same arguments as Containernet: -1 leaves a value unchanged."""
+        update = {}
+        if cpu_quota is not None and cpu_quota != -1:
+            update["cpu_quota"] = cpu_quota
+        if cpu_period is not None and cpu_period >= 0:
+            update["cpu_period"] = cpu_period
+        if cpu_shares is not None and cpu_shares >= 0:
+            update["cpu_shares"] = cpu_shares
+        if cores:
+            update["cpuset_cpus"] = cores
+        if update:
+            self.resources.update(update)
+            self.container.update(**update)
+
+    def updateMemoryLimit(self, mem_limit=-1, memswap_limit=-1):
+        update = {}
+        if mem_limit is not None and mem_limit != -1:
+            update["mem_limit"] = mem_limit
+            # Docker refuses a memory limit above the current memory+swap limit unless both
+            # change together; unlimited swap unless the caller says otherwise.
+            update["memswap_limit"] = -1
+        if memswap_limit is not None and memswap_limit != -1:
+            update["memswap_limit"] = memswap_limit
+        if update:
+            self.resources.update(update)
+            self.container.update(**update)
