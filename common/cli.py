@@ -75,7 +75,8 @@ def overrides_from_args(args: argparse.Namespace, base) -> dict:
     if any(getattr(args, k, None) for k in ("servers", "server_cpu", "server_memory")):
         servers = {"count": args.servers or len(base.servers),
                    "cpu": args.server_cpu or base.servers[0].cpu,
-                   "memory": args.server_memory or f"{base.servers[0].memory_mb}m"}
+                   "memory": args.server_memory or f"{base.servers[0].memory_mb}m",
+                   "network_mbit": base.servers[0].network_mbit}
     out = {}
     if testbed:
         out["testbed"] = testbed

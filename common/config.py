@@ -42,6 +42,7 @@ class Server:
     index: int            # 1-based; used in addresses
     cpu: float            # CPU share in cores (CFS quota / period) for all its containers
     memory_mb: int        # memory limit shared by all its containers
+    network_mbit: float   # network capacity: 100 % network utilization
     switch: str           # switch the server's containers attach to
     agent_url: str        # where its host agent answers
 
@@ -129,6 +130,7 @@ class ControllerCfg:
     ofp_port: int
     server_stale_after_s: float
     weights_stale_after_s: float
+    pending_flow_cost: float
     vip_mac: str
     health: Health
 
@@ -303,16 +305,16 @@ DEFAULT_MICROSERVICES = [
 ]
 
 
-def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_base: int
-                   ) -> tuple[Server, ...]:
+def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_base: int,
+                   default_net_mbit: float) -> tuple[Server, ...]:
     path = "servers"
     if raw is None:
         raw = {}
     if isinstance(raw, dict):
-        # Shorthand: {count: 4, cpu: 0.4, memory: 256m}
-        _reject_unknown(raw, {"count", "cpu", "memory"}, path)
+        # Shorthand: {count: 4, cpu: 0.4, memory: 256m, network_mbit: 100}
+        _reject_unknown(raw, {"count", "cpu", "memory", "network_mbit"}, path)
         count = _number(raw, "count", path, 4, lo=1, hi=99, integer=True)
-        items = [{"cpu": raw.get("cpu", 0.4), "memory": raw.get("memory", "256m")}
+        items = [{k: raw[k] for k in ("cpu", "memory", "network_mbit") if k in raw}
                  for _ in range(count)]
     elif isinstance(raw, list):
         if not raw:
@@ -325,7 +327,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
     for k, item in enumerate(items):
         where = f"{path}[{k}]"
         item = _mapping(item, where)
-        _reject_unknown(item, {"name", "cpu", "memory", "switch", "agent_url"}, where)
+        _reject_unknown(item, {"name", "cpu", "memory", "network_mbit", "switch", "agent_url"},
+                        where)
         index = k + 1
         name = item.get("name", f"srv{index}")
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -336,6 +339,7 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
         seen.add(name)
         cpu = _number(item, "cpu", where, 0.4, lo=0.01, hi=1024)
         memory_mb = parse_size_mb(item.get("memory", "256m"), f"{where}.memory")
+        network_mbit = _number(item, "network_mbit", where, default_net_mbit, lo=0.1, hi=1e6)
         # Servers are spread over the switches in order: srv1 -> s1, srv2 -> s2, ...
         switch = item.get("switch", switch_names[k % len(switch_names)])
         if switch not in switch_names:
@@ -344,7 +348,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
         agent_url = item.get("agent_url", f"http://{agent_host}:{agent_base + k}")
         if not isinstance(agent_url, str) or not agent_url.startswith("http"):
             raise ConfigError(f"{where}.agent_url: expected an http URL, got {agent_url!r}")
-        servers.append(Server(name, index, cpu, memory_mb, switch, agent_url.rstrip("/")))
+        servers.append(Server(name, index, cpu, memory_mb, network_mbit, switch,
+                              agent_url.rstrip("/")))
     return tuple(servers)
 
 
@@ -414,7 +419,8 @@ def _parse_controller(raw: Any) -> ControllerCfg:
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"policy", "monitoring_period_s", "idle_timeout_s", "hard_timeout_s",
                           "rest_host", "rest_port", "ofp_port", "server_stale_after_s",
-                          "weights_stale_after_s", "vip_mac", "health"}, path)
+                          "weights_stale_after_s", "pending_flow_cost", "vip_mac", "health"},
+                    path)
     hraw = _mapping(raw.get("health"), f"{path}.health")
     hpath = f"{path}.health"
     _reject_unknown(hraw, {"method", "interval_s", "timeout_s", "unhealthy_after",
@@ -437,6 +443,7 @@ def _parse_controller(raw: Any) -> ControllerCfg:
         ofp_port=_number(raw, "ofp_port", path, 6653, lo=1, hi=65535, integer=True),
         server_stale_after_s=_number(raw, "server_stale_after_s", path, 3 * period, lo=0.1),
         weights_stale_after_s=_number(raw, "weights_stale_after_s", path, 10 * period, lo=0.1),
+        pending_flow_cost=_number(raw, "pending_flow_cost", path, 5.0, lo=0, hi=100),
         vip_mac=_mac(raw.get("vip_mac", mac_for(0, 0, 0x64)), f"{path}.vip_mac"),
         health=health,
     )
@@ -465,13 +472,18 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
     url = raw.get("url", f"http://{listen_host}:{listen_port}")
     if not isinstance(url, str) or not url.startswith("http"):
         raise ConfigError(f"{path}.url: expected an http URL, got {url!r}")
+    predictor = _choice(raw, "predictor", path, "rm", PREDICTORS)
+    window = _number(raw, "window", path, 10, lo=1, hi=10000, integer=True)
+    if predictor == "arma" and window < max(order[0] + order[1] + 2, 5):
+        raise ConfigError(f"{path}.window: ARMA{tuple(order)} needs a window of at least "
+                          f"{max(order[0] + order[1] + 2, 5)} samples, got {window}")
     return ProfilerCfg(
         url=url.rstrip("/"),
         listen_host=listen_host,
         listen_port=listen_port,
         period_s=_number(raw, "period_s", path, 3.0, lo=0.1, hi=3600),
-        predictor=_choice(raw, "predictor", path, "rm", PREDICTORS),
-        window=_number(raw, "window", path, 10, lo=1, hi=10000, integer=True),
+        predictor=predictor,
+        window=window,
         arma_order=(int(order[0]), int(order[1])),
         arma_refit_every=_number(raw, "arma_refit_every", path, 10, lo=1, hi=100000, integer=True),
         flow_threshold_s=_number(raw, "flow_threshold_s", path, 3.0, lo=0.0),
@@ -548,7 +560,7 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     agents = _parse_agents(data.get("agents"))
     switch_names = [f"s{k}" for k in range(1, tb["n_switches"] + 1)]
     servers = _parse_servers(data.get("servers"), switch_names, agents.listen_host,
-                             agents.base_port)
+                             agents.base_port, tb["host_bw"] or 100.0)
     microservices = _parse_microservices(data.get("microservices"), tb["vip"])
     testbed, instances = _derive_topology(tb, servers, microservices)
     instance_ips = {i.ip for i in instances} | {c.ip for c in testbed.clients}

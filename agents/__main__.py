@@ -1,0 +1,144 @@
+"""Host agent for one server.
+
+    python -m agents --server srv1                      # testbed: containers labelled
+                                                        # malb.server=srv1, port from config
+    python -m agents --server web1 --all --port 9101    # a real machine: all its containers
+    python -m agents --server srv1 --name-regex '^mn\\.srv1-'   # Containernet (no labels)
+
+Serves GET /stats (JSON), GET /health and GET /metrics (Prometheus). See docs/profiler.md.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from urllib.parse import urlparse
+
+from common.cli import fail, positive_float
+from common.config import ConfigError, load_config
+from common.httpjson import JsonServer
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m agents", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--server", required=True, help="server name (as in the configuration)")
+    p.add_argument("--config", help="configuration file (default: $MALB_CONFIG or "
+                                    "configs/paper.yaml)")
+    p.add_argument("--host", help="listen address (default: agents.listen_host)")
+    p.add_argument("--port", type=int, help="listen port (default: from the server's agent_url)")
+    p.add_argument("--period", type=positive_float, help="sampling period in seconds "
+                                                         "(default: agents.period_s)")
+    sel = p.add_mutually_exclusive_group()
+    sel.add_argument("--label", action="append", metavar="KEY=VALUE",
+                     help="select containers by label (repeatable; default: "
+                          "malb.server=<server>)")
+    sel.add_argument("--name-regex", help="select containers whose name matches")
+    sel.add_argument("--all", action="store_true", help="every container on this machine")
+    p.add_argument("--capacity", choices=("auto", "cgroup", "config", "host"), default="auto",
+                   help="what 100%% means: the server's cgroup limits (testbed), the "
+                        "configuration, or this machine (default auto: cgroup, then config)")
+    p.add_argument("--network-mbit", type=positive_float,
+                   help="network capacity (default: the server's network_mbit)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def capacity_function(kind: str, server, network_mbit: float):
+    from agents.agent import host_capacity
+    from agents.dockerstats import Capacity
+    net_bps = network_mbit * 1e6 / 8
+    layout = None
+    cache = {"t": 0.0, "cap": None}
+
+    def from_cgroup():
+        nonlocal layout
+        from topologies.cgroups import detect_layout, read_server_limits
+        if server is None:
+            return None
+        if layout is None:
+            import docker
+            layout = detect_layout(docker.from_env().info())
+        limits = read_server_limits(layout, server.name)
+        if limits is None or limits[0] == float("inf"):
+            return None
+        return Capacity(limits[0], limits[1], net_bps, "cgroup")
+
+    def compute():
+        if kind in ("auto", "cgroup"):
+            cap = from_cgroup()
+            if cap or kind == "cgroup":
+                return cap or Capacity(0.0, 0, net_bps, "cgroup (missing)")
+        if kind in ("auto", "config") and server is not None:
+            return Capacity(server.cpu, server.memory_mb * 1024 * 1024, net_bps, "config")
+        return host_capacity(network_mbit)
+
+    def capacity():
+        # limits can change at run time (updateCpuLimit); re-read every few seconds
+        if cache["cap"] is None or time.monotonic() - cache["t"] > 5:
+            cache["cap"], cache["t"] = compute(), time.monotonic()
+        return cache["cap"]
+    return capacity
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        fail(f"configuration: {exc}", code=2)
+    server = next((s for s in cfg.servers if s.name == args.server), None)
+    if server is None and not (args.all or args.label or args.name_regex):
+        fail(f"--server {args.server}: not in {cfg.source} (known: "
+             f"{', '.join(s.name for s in cfg.servers)}); give --all, --label or --name-regex "
+             f"to run outside the testbed", code=2)
+    labels = None
+    if args.label:
+        labels = {}
+        for item in args.label:
+            key, _, value = item.partition("=")
+            if not key:
+                fail(f"--label {item!r}: expected KEY=VALUE", code=2)
+            labels[key] = value
+    elif not args.all and not args.name_regex:
+        labels = {"malb.server": args.server}
+    url = urlparse(server.agent_url) if server else None
+    host = args.host or (url.hostname if url else cfg.agents.listen_host)
+    port = args.port or (url.port if url else None)
+    if not port:
+        fail("--port: required when the server is not in the configuration", code=2)
+    network_mbit = args.network_mbit or (server.network_mbit if server else 1000.0)
+
+    from agents.agent import Agent, Selector
+    try:
+        agent = Agent(args.server, Selector(labels, args.name_regex),
+                      capacity_function(args.capacity, server, network_mbit),
+                      args.period or cfg.agents.period_s)
+        agent.client.ping()
+    except Exception as exc:
+        fail(f"cannot reach the Docker engine: {exc}")
+    try:
+        http = JsonServer((host, port), agent.routes(), name=f"agent-{args.server}")
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc}")
+    agent.start()
+    logging.getLogger("malb.agent").info("agent for %s on http://%s:%d (%s, every %.1f s)",
+                                         args.server, host, port, agent.selector.describe(),
+                                         agent.period_s)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    http.start_background()
+    stop.wait()
+    agent.stop()
+    http.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""The host agent: per-container CPU, memory and network from the Docker SDK, and the
+server's totals relative to its capacity, served as JSON and Prometheus metrics.
+
+A background thread samples every period; requests read the latest sample, so answering
+never waits for Docker. Containers that appear are picked up at the next sample; those that
+disappear are dropped. A container that cannot be read is reported with ``readable: false``
+and the reason, and the server totals say they are partial: never a zero in its place.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import docker
+
+from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
+    rates, server_totals
+from common.metrics import Registry
+
+log = logging.getLogger("malb.agent")
+MAX_PARALLEL = 32
+
+
+class Selector:
+    """Which containers belong to this server: by labels, by a name pattern, or all."""
+
+    def __init__(self, labels: dict[str, str] | None = None, name_regex: str | None = None):
+        self.labels = labels or {}
+        self.name_re = re.compile(name_regex) if name_regex else None
+
+    def docker_filters(self) -> dict:
+        return {"label": [f"{k}={v}" if v else k for k, v in self.labels.items()]} \
+            if self.labels else {}
+
+    def matches(self, name: str) -> bool:
+        return self.name_re is None or bool(self.name_re.search(name))
+
+    def describe(self) -> str:
+        parts = [f"label {k}={v}" for k, v in self.labels.items()]
+        if self.name_re:
+            parts.append(f"name ~ /{self.name_re.pattern}/")
+        return ", ".join(parts) or "all containers"
+
+
+class Agent:
+    def __init__(self, server: str, selector: Selector, capacity_fn, period_s: float = 1.0,
+                 client=None):
+        self.server = server
+        self.selector = selector
+        self.capacity_fn = capacity_fn          # () -> Capacity (re-read: limits may change)
+        self.period_s = period_s
+        self.client = client or docker.from_env(timeout=10, max_pool_size=MAX_PARALLEL)
+        # Docker's stats collector ticks once a second and a one-shot read waits for the
+        # next tick: read every container at once, or N containers take N seconds.
+        self.pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="stats")
+        self._prev: dict[str, RawSample] = {}    # container id -> last raw sample
+        self._pids: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._latest: dict | None = None
+        self._stop = threading.Event()
+        self.errors = 0
+        self.metrics = Registry()
+        labels = ("server", "container", "microservice")
+        self.m_cpu = self.metrics.gauge("malb_agent_container_cpu_percent",
+                                        "CPU use as docker stats shows it (100 = one core).",
+                                        labels)
+        self.m_mem = self.metrics.gauge("malb_agent_container_memory_bytes",
+                                        "Memory use without inactive page cache.", labels)
+        self.m_rx = self.metrics.gauge("malb_agent_container_rx_bytes_per_second",
+                                       "Bytes received per second.", labels)
+        self.m_tx = self.metrics.gauge("malb_agent_container_tx_bytes_per_second",
+                                       "Bytes sent per second.", labels)
+        self.m_server = self.metrics.gauge("malb_agent_server_utilization_percent",
+                                           "Server use relative to its capacity.",
+                                           ("server", "resource"))
+        self.m_unreadable = self.metrics.gauge("malb_agent_unreadable_containers",
+                                               "Containers that could not be read.", ("server",))
+        self.m_sample = self.metrics.histogram("malb_agent_sample_seconds",
+                                               "Time to sample every container.", ("server",),
+                                               (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+
+    # ---------------------------------------------------------------- sampling
+    def sample_once(self) -> dict:
+        started = time.monotonic()
+        wall = time.time()
+        try:
+            listed = self.client.containers.list(filters=self.selector.docker_filters())
+        except Exception as exc:  # Docker itself unreachable: every container unreadable
+            self.errors += 1
+            return self._publish(wall, [], f"docker: {exc}", started)
+        mine = [c for c in listed if self.selector.matches(c.name)]
+        seen = {c.id for c in mine}
+        docs = {c.id: self.pool.submit(self._stats, c) for c in mine}
+        containers = [self._read(c, docs[c.id]) for c in mine]
+        wall = time.time()  # the data is from now (reads waited for Docker's next tick)
+        for gone in set(self._prev) - seen:     # containers that disappeared
+            self._prev.pop(gone, None)
+            self._pids.pop(gone, None)
+        return self._publish(wall, containers, None, started)
+
+    def _read(self, c, doc_future) -> dict:
+        labels = c.labels or {}
+        entry = {"name": c.name, "id": c.id[:12],
+                 "instance": labels.get("malb.instance", c.name.removeprefix("mn.")),
+                 "microservice": labels.get("malb.microservice"),
+                 "readable": True, "error": None, "cpu_percent": None, "memory_bytes": None,
+                 "memory_percent": None, "rx_bytes_per_s": None, "tx_bytes_per_s": None}
+        try:
+            doc = doc_future.result()
+            raw = parse_stats(doc, time.monotonic(), self._net_from_proc(c)
+                              if not doc.get("networks") else None)
+        except Exception as exc:
+            self.errors += 1
+            entry.update(readable=False, error=f"{type(exc).__name__}: {exc}")
+            self._prev.pop(c.id, None)
+            return entry
+        prev = self._prev.get(c.id)
+        self._prev[c.id] = raw
+        entry["memory_bytes"] = raw.memory_bytes
+        cap = self.capacity_fn()
+        if raw.memory_bytes is not None and cap.memory_bytes:
+            entry["memory_percent"] = round(100.0 * raw.memory_bytes / cap.memory_bytes, 3)
+        if prev is not None:
+            cpu = cpu_percent(prev, raw)
+            entry["cpu_percent"] = None if cpu is None else round(cpu, 3)
+            rx, tx = rates(prev, raw)
+            entry["rx_bytes_per_s"] = None if rx is None else round(rx, 1)
+            entry["tx_bytes_per_s"] = None if tx is None else round(tx, 1)
+        else:
+            entry["error"] = "first sample: rates need a second one"
+        return entry
+
+    def _stats(self, c) -> dict:
+        try:
+            return self.client.api.stats(c.id, stream=False, one_shot=True)
+        except TypeError:       # docker SDK without one_shot (< 6.1): two cycles, ~2 s
+            return self.client.api.stats(c.id, stream=False)
+
+    def _net_from_proc(self, c) -> tuple[int, int] | None:
+        """Containers with network_mode=none have no Docker network stats; read their
+        namespace's counters (the topology's veth) from /proc/<pid>/net/dev."""
+        pid = self._pids.get(c.id)
+        if pid is None:
+            c.reload()
+            pid = c.attrs.get("State", {}).get("Pid") or 0
+            self._pids[c.id] = pid
+        if not pid:
+            return None
+        try:
+            with open(f"/proc/{pid}/net/dev") as fh:
+                return proc_net_dev(fh.read())
+        except OSError:
+            self._pids.pop(c.id, None)
+            return None
+
+    def _publish(self, wall: float, containers: list[dict], error: str | None,
+                 started: float) -> dict:
+        cap = self.capacity_fn()
+        totals = server_totals(containers, cap)
+        if error:
+            totals.update(complete=False, missing=["*"])
+        sample = {
+            "server": self.server, "time": wall, "period_s": self.period_s,
+            "selector": self.selector.describe(), "error": error,
+            "capacity": {"cpu_cores": cap.cpu_cores, "memory_bytes": cap.memory_bytes,
+                         "network_bytes_per_s": cap.network_bytes_per_s, "source": cap.source},
+            "totals": totals, "containers": containers,
+            "unreadable": sum(1 for c in containers if not c["readable"]) + (1 if error else 0),
+        }
+        with self._lock:
+            self._latest = sample
+        self._update_metrics(sample)
+        self.m_sample.observe(time.monotonic() - started, self.server)
+        return sample
+
+    def _update_metrics(self, s: dict) -> None:
+        for g in (self.m_cpu, self.m_mem, self.m_rx, self.m_tx):
+            with g.lock:
+                g.values.clear()      # containers that went away disappear from the metrics
+        for c in s["containers"]:
+            key = (self.server, c["name"], c["microservice"] or "")
+            for gauge, field in ((self.m_cpu, "cpu_percent"), (self.m_mem, "memory_bytes"),
+                                 (self.m_rx, "rx_bytes_per_s"), (self.m_tx, "tx_bytes_per_s")):
+                if c[field] is not None:
+                    gauge.set(*key, value=c[field])
+        t = s["totals"]
+        for res, field in (("cpu", "cpu_percent"), ("memory", "memory_percent"),
+                           ("network", "network_percent")):
+            if t.get(field) is not None:
+                self.m_server.set(self.server, res, value=t[field])
+        self.m_unreadable.set(self.server, value=s["unreadable"])
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.sample_once()
+            except Exception:  # keep sampling; the error is in the log and the counters
+                self.errors += 1
+                log.exception("sampling failed")
+            self._stop.wait(max(0.0, self.period_s - (time.monotonic() - started)))
+
+    def start(self) -> threading.Thread:
+        t = threading.Thread(target=self.run, name=f"agent-{self.server}", daemon=True)
+        t.start()
+        return t
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def latest(self) -> dict | None:
+        with self._lock:
+            return self._latest
+
+    # ---------------------------------------------------------------- HTTP
+    def routes(self) -> dict:
+        def stats(_q, _b):
+            s = self.latest()
+            if s is None:
+                return 503, {"error": "no sample yet", "server": self.server}
+            return 200, {**s, "age_s": round(time.time() - s["time"], 3)}
+
+        def health(_q, _b):
+            s = self.latest()
+            age = None if s is None else round(time.time() - s["time"], 3)
+            ok = age is not None and age < 5 * self.period_s
+            return (200 if ok else 503), {"status": "ok" if ok else "stale",
+                                          "server": self.server, "last_sample_age_s": age,
+                                          "errors": self.errors}
+
+        return {("GET", "/stats"): stats, ("GET", "/health"): health,
+                ("GET", "/metrics"): lambda _q, _b: (200, self.metrics.render())}
+
+
+def host_capacity(network_mbit: float) -> Capacity:
+    """A real machine: all its CPUs and memory."""
+    with open("/proc/meminfo") as fh:
+        mem_kb = next(int(line.split()[1]) for line in fh if line.startswith("MemTotal:"))
+    return Capacity(float(os.cpu_count() or 1), mem_kb * 1024, network_mbit * 1e6 / 8, "host")

@@ -1,0 +1,112 @@
+"""`docker stats` arithmetic on raw stats documents, as plain functions.
+
+CPU % is computed exactly as the docker CLI does: the container's CPU time delta over the
+host's CPU time delta, times the number of online CPUs, times 100 (so one busy core is 100 %,
+and a container can reach N x 100 % on N cores). Memory is usage minus the inactive page
+cache (``total_inactive_file`` on cgroup v1, ``inactive_file`` on v2), as the CLI shows it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RawSample:
+    time: float                 # when we read it (monotonic seconds)
+    cpu_total_ns: int           # container CPU time
+    system_ns: int              # host CPU time
+    online_cpus: int
+    memory_bytes: int | None    # usage without inactive cache
+    memory_limit: int | None
+    rx_bytes: int | None
+    tx_bytes: int | None
+
+
+def parse_stats(doc: dict, now: float, net: tuple[int, int] | None = None) -> RawSample:
+    """A raw sample from one stats document (``one_shot``: no precpu part needed).
+    ``net`` = (rx, tx) bytes read elsewhere, for containers with no Docker network."""
+    cpu = doc.get("cpu_stats") or {}
+    usage = cpu.get("cpu_usage") or {}
+    if "total_usage" not in usage or "system_cpu_usage" not in cpu:
+        raise ValueError("stats have no CPU counters (container not running?)")
+    online = cpu.get("online_cpus") or len(usage.get("percpu_usage") or []) or 1
+    mem = doc.get("memory_stats") or {}
+    memory = None
+    if "usage" in mem:
+        stats = mem.get("stats") or {}
+        inactive = stats.get("total_inactive_file", stats.get("inactive_file", 0))
+        memory = mem["usage"] - inactive if inactive < mem["usage"] else mem["usage"]
+    rx = tx = None
+    networks = doc.get("networks")
+    if networks:
+        rx = sum(n.get("rx_bytes", 0) for n in networks.values())
+        tx = sum(n.get("tx_bytes", 0) for n in networks.values())
+    elif net is not None:
+        rx, tx = net
+    return RawSample(now, int(usage["total_usage"]), int(cpu["system_cpu_usage"]), int(online),
+                     memory, mem.get("limit"), rx, tx)
+
+
+def cpu_percent(prev: RawSample, cur: RawSample) -> float | None:
+    """docker stats' CPU %: None until two samples with the host clock moving exist."""
+    cpu_delta = cur.cpu_total_ns - prev.cpu_total_ns
+    system_delta = cur.system_ns - prev.system_ns
+    if system_delta <= 0 or cpu_delta < 0:
+        return None
+    return cpu_delta / system_delta * cur.online_cpus * 100.0
+
+
+def rates(prev: RawSample, cur: RawSample) -> tuple[float | None, float | None]:
+    dt = cur.time - prev.time
+    if dt <= 0 or None in (prev.rx_bytes, cur.rx_bytes, prev.tx_bytes, cur.tx_bytes):
+        return None, None
+    return (max(0, cur.rx_bytes - prev.rx_bytes) / dt, max(0, cur.tx_bytes - prev.tx_bytes) / dt)
+
+
+def proc_net_dev(text: str) -> tuple[int, int]:
+    """(rx, tx) bytes over every interface but loopback, from /proc/<pid>/net/dev."""
+    rx = tx = 0
+    for line in text.splitlines()[2:]:
+        name, _, data = line.partition(":")
+        if name.strip() == "lo" or not data:
+            continue
+        fields = data.split()
+        rx += int(fields[0])
+        tx += int(fields[8])
+    return rx, tx
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpu_cores: float
+    memory_bytes: int
+    network_bytes_per_s: float
+    source: str
+
+
+def server_totals(containers: list[dict], cap: Capacity) -> dict:
+    """The server's use relative to its capacity, from its readable containers.
+
+    Containers that cannot be read, or that have no rate yet, are left out and named: the
+    totals are then marked partial rather than read as zero."""
+    cpu_cores = mem = rx = tx = 0.0
+    missing = []
+    for c in containers:
+        if not c.get("readable") or c.get("cpu_percent") is None or c.get("memory_bytes") is None:
+            missing.append(c["name"])
+            continue
+        cpu_cores += c["cpu_percent"] / 100.0
+        mem += c["memory_bytes"]
+        rx += c.get("rx_bytes_per_s") or 0.0
+        tx += c.get("tx_bytes_per_s") or 0.0
+    complete = not missing and bool(containers)
+    return {
+        "cpu_cores": round(cpu_cores, 4),
+        "cpu_percent": round(100.0 * cpu_cores / cap.cpu_cores, 3) if cap.cpu_cores else None,
+        "memory_bytes": int(mem),
+        "memory_percent": round(100.0 * mem / cap.memory_bytes, 3) if cap.memory_bytes else None,
+        "rx_bytes_per_s": round(rx, 1), "tx_bytes_per_s": round(tx, 1),
+        "network_percent": round(100.0 * (rx + tx) / cap.network_bytes_per_s, 3)
+        if cap.network_bytes_per_s else None,
+        "complete": complete, "missing": missing,
+    }

@@ -1,0 +1,115 @@
+"""Background services (controller, agents, profiler) started by experiments and tests.
+
+Each records its PID under /run/malb/pids so `make clean-testbed` can stop what a crashed
+run left behind, logs to a file, and counts as started only once it answers on HTTP.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PID_DIR = "/run/malb/pids"
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+class ServiceError(RuntimeError):
+    pass
+
+
+class Service:
+    def __init__(self, name: str, argv: list[str], ready_url: str | None, log_path: str,
+                 env: dict | None = None):
+        self.name, self.argv, self.ready_url, self.log_path = name, argv, ready_url, log_path
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def pid_file(self) -> str:
+        return os.path.join(PID_DIR, f"{self.name}.pid")
+
+    def start(self, timeout_s: float = 30.0) -> "Service":
+        os.makedirs(PID_DIR, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        with open(self.pid_file, "w") as fh:
+            fh.write(f"{self.proc.pid} {self.name}\n")
+        if self.ready_url:
+            self.wait_ready(timeout_s)
+        return self
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError(f"{self.name} exited with {self.proc.returncode} at start; "
+                                   f"last lines of {self.log_path}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(self.ready_url, timeout=1) as r:
+                    if r.status < 500:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise ServiceError(f"{self.name} did not answer on {self.ready_url} within "
+                           f"{timeout_s:.0f} s; last lines of {self.log_path}:\n{self.tail()}")
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                return b"".join(fh.readlines()[-lines:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.running():
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.running():
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        try:
+            os.unlink(self.pid_file)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def controller_service(config_path: str, policy: str | None = None, log_path: str = "",
+                       rest_port: int = 8080, name: str = "controller") -> Service:
+    env = {"MALB_CONFIG": config_path}
+    if policy:
+        env["MALB_POLICY"] = policy
+    argv = [os.path.join(VENV_BIN, "ryu-manager"), "--user-flags",
+            os.path.join(ROOT, "ryu_apps", "flags.py"), os.path.join(ROOT, "ryu_apps", "malb.py")]
+    return Service(name, argv, f"http://127.0.0.1:{rest_port}/malb/status",
+                   log_path or f"/var/log/malb/{name}.log", env)
+
+
+def python_service(name: str, module_args: list[str], ready_url: str | None,
+                   log_path: str = "", env: dict | None = None) -> Service:
+    return Service(name, [sys.executable, "-m", *module_args], ready_url,
+                   log_path or f"/var/log/malb/{name}.log", env)

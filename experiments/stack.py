@@ -1,0 +1,143 @@
+"""The whole platform on this machine: testbed, controller, host agents and profiler,
+started in order from one configuration file and stopped in reverse order.
+
+    with Stack(config_data, run_dir, policy="malb") as stack:
+        stack.testbed.node("cli1").cmd(...)
+        stack.controller_get("/malb/status")
+
+Every component reads the same file (written to ``run_dir/config.yaml``), so they agree
+on names, addresses and ports. Logs go to ``run_dir``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+import urllib.request
+
+import yaml
+
+from common.config import load_config
+from common.procs import Service, controller_service, python_service
+from topologies.testbed import Testbed, TestbedOptions
+
+
+class Stack:
+    def __init__(self, config_data: dict, run_dir: str, policy: str | None = None,
+                 controller: bool = True, agents: bool = True, profiler: bool = True,
+                 start_services: bool = True):
+        self.data = copy.deepcopy(config_data)
+        self.run_dir = os.path.abspath(run_dir)
+        self.policy = policy
+        self.want = {"controller": controller, "agents": agents, "profiler": profiler}
+        self.start_services = start_services
+        self.config_path = os.path.join(self.run_dir, "config.yaml")
+        self.cfg = None
+        self.testbed: Testbed | None = None
+        self.controller: Service | None = None
+        self.agents: dict[str, Service] = {}
+        self.profiler: Service | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> "Stack":
+        os.makedirs(self.run_dir, exist_ok=True)
+        if not self.want["controller"]:
+            self.data.setdefault("testbed", {})["controller"] = "none"
+        self.data.setdefault("profiler", {}).setdefault(
+            "history_path", os.path.join(self.run_dir, "history.sqlite"))
+        with open(self.config_path, "w") as fh:
+            yaml.safe_dump(self.data, fh, sort_keys=False)
+        self.cfg = load_config(self.config_path)
+        try:
+            if self.want["controller"]:
+                self.start_controller()
+            self.testbed = Testbed(self.cfg, TestbedOptions(
+                start_services=self.start_services,
+                wait_controller_s=30 if self.want["controller"] else 0)).start()
+            if self.start_services:
+                missing = self.testbed.wait_services()
+                if missing:
+                    raise RuntimeError(f"services not listening: {', '.join(missing)}")
+            if self.want["agents"]:
+                for srv in self.cfg.servers:
+                    self.start_agent(srv.name)
+            if self.want["profiler"]:
+                self.start_profiler()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_controller(self) -> Service:
+        c = self.cfg.controller
+        self.controller = controller_service(
+            self.config_path, self.policy, os.path.join(self.run_dir, "controller.log"),
+            c.rest_port).start()
+        return self.controller
+
+    def start_agent(self, server: str) -> Service:
+        srv = self.cfg.server(server)
+        self.agents[server] = python_service(
+            f"agent-{server}", ["agents", "--server", server, "--config", self.config_path],
+            f"{srv.agent_url}/health", os.path.join(self.run_dir, f"agent-{server}.log")
+        ).start()
+        return self.agents[server]
+
+    def start_profiler(self) -> Service:
+        self.profiler = python_service(
+            "profiler", ["profiler", "--config", self.config_path],
+            f"{self.cfg.profiler.url}/health", os.path.join(self.run_dir, "profiler.log")
+        ).start()
+        return self.profiler
+
+    def stop(self) -> None:
+        for svc in [self.profiler, *self.agents.values()]:
+            if svc is not None:
+                svc.stop()
+        if self.testbed is not None:
+            self.testbed.stop()
+            self.testbed = None
+        if self.controller is not None:
+            self.controller.stop()
+
+    def __enter__(self) -> "Stack":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- helpers
+    def controller_url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.cfg.controller.rest_port}{path}"
+
+    def controller_get(self, path: str):
+        with urllib.request.urlopen(self.controller_url(path), timeout=5) as r:
+            return json.load(r)
+
+    def controller_put(self, path: str, body) -> tuple[int, dict]:
+        req = urllib.request.Request(self.controller_url(path), method="PUT",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, json.load(r)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    def profiler_get(self, path: str):
+        with urllib.request.urlopen(f"{self.cfg.profiler.url}{path}", timeout=5) as r:
+            return json.load(r)
+
+    def wait_for(self, predicate, timeout_s: float, what: str, interval_s: float = 0.5):
+        deadline = time.time() + timeout_s
+        last = None
+        while time.time() < deadline:
+            try:
+                last = predicate()
+                if last:
+                    return last
+            except OSError as exc:
+                last = exc
+            time.sleep(interval_s)
+        raise TimeoutError(f"{what}: not reached within {timeout_s:.0f} s (last: {last!r})")

@@ -1,0 +1,1 @@
+"""Microservices Profiler: resource-demand prediction, weights, flow classification, history."""

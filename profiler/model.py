@@ -1,0 +1,205 @@
+"""What the profiler knows and predicts, as plain Python (no HTTP, no Docker).
+
+Every period :meth:`ProfilerModel.step` takes the agents' latest samples and the
+controller's flow records, and produces:
+
+- per microservice: its measured use of CPU, memory and network (the mean over its readable
+  instances, each relative to its server's capacity, in percent), the predicted use for the
+  next period, the weights alpha, beta, gamma (each resource's share of the predicted total,
+  MALB paper section IV.A) and the short/long class of its flows;
+- per server: measured and predicted utilization (percent of its CPU share, memory limit and
+  network capacity), with the age of the data and whether it is stale.
+
+A server whose agent does not answer, or answers with an old or incomplete sample, is marked
+stale with its age: its old numbers are never refreshed into zeros.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from profiler.classify import classify_all
+from profiler.predictors import ResourcePredictor
+from profiler.weights import weights_from_usage
+
+RESOURCES = ("cpu", "mem", "net")
+
+
+@dataclass
+class ServerView:
+    name: str
+    agent_url: str
+    sample: dict | None = None        # the agent's latest good /stats answer
+    last_ok: float | None = None      # when we last got a good sample
+    error: str | None = None
+    measured: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
+    predicted: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
+    predictor: ResourcePredictor | None = None
+    complete: bool = False
+    missing: list = field(default_factory=list)
+
+
+@dataclass
+class MicroserviceView:
+    name: str
+    configured_class: str
+    predictor: ResourcePredictor
+    measured: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
+    predicted: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
+    weights: tuple | None = None
+    readable: int = 0
+    instances: int = 0
+    flows: dict = field(default_factory=dict)
+
+
+def instance_usage(container: dict, capacity: dict) -> dict:
+    """A container's use relative to its server's capacity (percent), None when unknown."""
+    cpu = container.get("cpu_percent")
+    mem = container.get("memory_bytes")
+    rx, tx = container.get("rx_bytes_per_s"), container.get("tx_bytes_per_s")
+    cores, mem_cap, net_cap = (capacity.get("cpu_cores"), capacity.get("memory_bytes"),
+                               capacity.get("network_bytes_per_s"))
+    return {
+        "cpu": None if cpu is None or not cores else cpu / cores,   # cpu% of one core / cores
+        "mem": None if mem is None or not mem_cap else 100.0 * mem / mem_cap,
+        "net": None if rx is None or tx is None or not net_cap else 100.0 * (rx + tx) / net_cap,
+    }
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+class ProfilerModel:
+    def __init__(self, cfg, predictor_factory, stale_after_s: float | None = None):
+        self.cfg = cfg
+        p = cfg.profiler
+        self.period_s = p.period_s
+        self.stale_after_s = stale_after_s or 3 * p.period_s
+        self.servers = {s.name: ServerView(s.name, s.agent_url,
+                                           predictor=ResourcePredictor(predictor_factory))
+                        for s in cfg.servers}
+        self.microservices = {m.name: MicroserviceView(m.name, m.flow_class,
+                                                       ResourcePredictor(predictor_factory))
+                              for m in cfg.microservices}
+        self.active_flows: dict[str, dict] = {}     # flow_id -> latest active record
+        self.ports: list[dict] = []
+        self.steps = 0
+
+    # ---------------------------------------------------------------- inputs
+    def ingest_agent(self, server: str, sample: dict | None, error: str | None,
+                     now: float) -> None:
+        view = self.servers[server]
+        if sample is None:
+            view.error = error or "no answer"
+            return
+        age = now - sample.get("time", 0)
+        if age > self.stale_after_s:
+            view.error = f"agent's latest sample is {age:.1f} s old"
+            return
+        view.sample, view.last_ok, view.error = sample, now, None
+
+    def ingest_flows(self, flows: list[dict], ports: list[dict]) -> list[dict]:
+        """Keeps active flows in memory; returns the completed ones (to store)."""
+        done = []
+        for f in flows:
+            if f["active"]:
+                self.active_flows[f["flow_id"]] = f
+            else:
+                self.active_flows.pop(f["flow_id"], None)
+                done.append(f)
+        self.ports = ports
+        return done
+
+    # ---------------------------------------------------------------- period
+    def server_stale(self, view: ServerView, now: float) -> bool:
+        return view.last_ok is None or now - view.last_ok > self.stale_after_s
+
+    def step(self, now: float, completed_durations: dict[str, list[float]]) -> None:
+        """One period: update predictors with the latest fresh measurements."""
+        self.steps += 1
+        per_ms: dict[str, list[dict]] = {m: [] for m in self.microservices}
+        for view in self.servers.values():
+            if self.server_stale(view, now) or view.sample is None:
+                view.predicted = dict.fromkeys(RESOURCES)
+                continue
+            t = view.sample["totals"]
+            view.complete, view.missing = bool(t.get("complete")), t.get("missing", [])
+            view.measured = {"cpu": t.get("cpu_percent"), "mem": t.get("memory_percent"),
+                             "net": t.get("network_percent")}
+            if view.complete:
+                # a partial total would read as a drop in load: feed only complete ones
+                view.predictor.update(*(view.measured[r] for r in RESOURCES))
+            view.predicted = view.predictor.predict() if view.predictor.samples else \
+                dict.fromkeys(RESOURCES)
+            cap = view.sample.get("capacity", {})
+            for c in view.sample.get("containers", []):
+                ms = c.get("microservice")
+                if ms in per_ms:
+                    per_ms[ms].append({"readable": c.get("readable", False),
+                                       **instance_usage(c, cap)})
+        for name, view in self.microservices.items():
+            rows = per_ms[name]
+            view.instances = len(rows)
+            readable = [r for r in rows if r["readable"]]
+            view.readable = len(readable)
+            view.measured = {r: _mean([x[r] for x in readable]) for r in RESOURCES}
+            if any(v is not None for v in view.measured.values()):
+                view.predictor.update(*(view.measured[r] for r in RESOURCES))
+            if view.predictor.samples:
+                view.predicted = view.predictor.predict()
+                basis = {r: view.predicted[r] if view.predicted[r] is not None
+                         else view.measured[r] for r in RESOURCES}
+                view.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
+        self._classify(completed_durations)
+
+    def _classify(self, completed: dict[str, list[float]]) -> None:
+        p = self.cfg.profiler
+        durations = {m: list(completed.get(m, [])) for m in self.microservices}
+        # Flows still running past the threshold are evidence of long flows already: a
+        # live video stream may not end within the run at all.
+        for f in self.active_flows.values():
+            if f["microservice"] in durations and f["duration_s"] > p.flow_threshold_s:
+                durations[f["microservice"]].append(f["duration_s"])
+        result = classify_all(durations, p.flow_threshold_s, p.flow_classification)
+        for name, view in self.microservices.items():
+            view.flows = result[name]
+
+    # ---------------------------------------------------------------- views
+    def profiles(self, now: float) -> dict:
+        out = {}
+        for name, v in self.microservices.items():
+            a, b, g = v.weights or (1 / 3, 1 / 3, 1 / 3)
+            configured = v.configured_class
+            profiled = v.flows.get("flow_class")
+            out[name] = {
+                "measured": _rounded(v.measured), "predicted": _rounded(v.predicted),
+                "weights": {"alpha": round(a, 6), "beta": round(b, 6), "gamma": round(g, 6)},
+                "weights_source": "predicted use" if v.weights else "equal (no samples yet)",
+                "flow_class": configured if configured != "auto" else profiled,
+                "flow_class_source": "config" if configured != "auto" else
+                v.flows.get("source", "insufficient"),
+                "flows": {k: v.flows.get(k) for k in ("count", "median_s", "p90_s",
+                                                      "threshold_s")},
+                "samples": v.predictor.samples, "instances": v.instances,
+                "instances_readable": v.readable,
+            }
+        return {"time": now, "period_s": self.period_s, "microservices": out}
+
+    def servers_view(self, now: float) -> dict:
+        out = {}
+        for name, v in self.servers.items():
+            stale = self.server_stale(v, now)
+            out[name] = {
+                **_rounded(v.measured),
+                "predicted": None if stale else _rounded(v.predicted),
+                "sample_time": v.sample["time"] if v.sample else None,
+                "age_s": None if v.sample is None else round(now - v.sample["time"], 3),
+                "stale": stale, "complete": v.complete, "missing": v.missing,
+                "agent": v.agent_url, "error": v.error,
+            }
+        return {"time": now, "servers": out}
+
+
+def _rounded(d: dict) -> dict:
+    return {k: (None if v is None else round(v, 4)) for k, v in d.items()}

@@ -1,0 +1,296 @@
+"""The profiler's history of monitoring data (paper section III.B: "the historical
+values of monitoring data are being stored in a dataset"), on SQLite.
+
+Four tables, one row per sample and subject, each stamped with the sample time ``t``
+(seconds, the caller's clock): ``container_samples``, ``server_samples``,
+``microservice_samples`` and ``flows`` (one row per flow, the latest record wins).
+A reading that could not be taken is stored as NULL, never as 0, so an unreadable
+sample cannot pass for an idle one.
+
+Durability: WAL journal with ``synchronous=FULL``, and every ``add_*`` call is one
+transaction, so a sample is on disk when its call returns and survives the process
+being killed. One connection serves all threads, serialized by a lock.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sqlite3
+import threading
+from numbers import Real
+from typing import Iterable
+
+SCHEMA_VERSION = 1
+
+# Column kinds: "key" required non-empty text; "text" optional text; "num" optional
+# float; "int" optional integer; "bool" optional 0/1; "flag" required 0/1.
+TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "container_samples": (
+        ("server", "key"), ("instance", "key"), ("microservice", "key"),
+        ("cpu_percent", "num"), ("memory_percent", "num"), ("memory_bytes", "int"),
+        ("rx_bytes_per_s", "num"), ("tx_bytes_per_s", "num"),
+    ),
+    "server_samples": (
+        ("server", "key"), ("cpu", "num"), ("mem", "num"), ("net", "num"),
+        ("stale", "bool"), ("age_s", "num"),
+    ),
+    "microservice_samples": (
+        ("microservice", "key"), ("cpu", "num"), ("mem", "num"), ("net", "num"),
+        ("pred_cpu", "num"), ("pred_mem", "num"), ("pred_net", "num"),
+        ("alpha", "num"), ("beta", "num"), ("gamma", "num"), ("flow_class", "text"),
+    ),
+    "flows": (
+        ("flow_id", "key"), ("microservice", "key"), ("server", "text"),
+        ("instance", "text"), ("client", "text"), ("duration_s", "num"),
+        ("bytes", "int"), ("packets", "int"), ("active", "flag"),
+    ),
+}
+PRIMARY_KEYS = {"flows": "flow_id"}   # tables holding one row per subject, not per sample
+_SQL_TYPE = {"key": "TEXT NOT NULL", "text": "TEXT", "num": "REAL", "int": "INTEGER",
+             "bool": "INTEGER", "flag": "INTEGER NOT NULL"}
+
+# series(kind, key, column): which table, which column identifies the subject, and
+# which (numeric) columns may be asked for.
+SERIES: dict[str, tuple[str, str]] = {
+    "microservice": ("microservice_samples", "microservice"),
+    "server": ("server_samples", "server"),
+    "container": ("container_samples", "instance"),
+}
+SERIES_COLUMNS: dict[str, frozenset[str]] = {
+    kind: frozenset(c for c, k in TABLES[table] if k in ("num", "int", "bool"))
+    for kind, (table, _) in SERIES.items()
+}
+
+
+def _time(t: float) -> float:
+    if isinstance(t, bool) or not isinstance(t, Real) or not math.isfinite(t):
+        raise ValueError(f"t: expected a finite time in seconds, got {t!r}")
+    return float(t)
+
+
+def _convert(table: str, column: str, kind: str, value):
+    """Validate one value for ``table.column``; None (and NaN) become NULL."""
+    where = f"{table}.{column}"
+    if kind in ("key", "text"):
+        if value is None and kind == "text":
+            return None
+        if value is None or str(value) == "":
+            raise ValueError(f"{where}: required, got {value!r}")
+        return str(value)
+    if kind == "flag" and value is None:
+        raise ValueError(f"{where}: required, got None")
+    if value is None:
+        return None
+    if kind in ("bool", "flag"):
+        if not isinstance(value, (bool, int)) or value not in (0, 1):
+            raise ValueError(f"{where}: expected a boolean, got {value!r}")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{where}: expected a number or None, got {value!r}")
+    if math.isnan(value):
+        return None
+    return int(value) if kind == "int" else float(value)
+
+
+class HistoryStore:
+    """SQLite history of container, server, microservice samples and flows.
+
+    ``path`` may be ":memory:" (tests; no WAL there). Rows older than ``retention_s``
+    are removed by :meth:`prune`, which the caller runs periodically.
+    """
+
+    def __init__(self, path: str, retention_s: float) -> None:
+        if isinstance(retention_s, bool) or not isinstance(retention_s, Real) \
+                or not retention_s > 0:
+            raise ValueError(f"retention_s: expected a number > 0, got {retention_s!r}")
+        self.path = path
+        self.retention_s = float(retention_s)
+        if path != ":memory:" and os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._lock = threading.Lock()
+        # isolation_level=None: no implicit transactions; _write opens them explicitly.
+        self._db: sqlite3.Connection | None = sqlite3.connect(
+            path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._create_tables()
+
+    # -- schema ---------------------------------------------------------------
+
+    def _create_tables(self) -> None:
+        statements = []
+        for table, columns in TABLES.items():
+            defs = ", ".join(
+                f"{c} {_SQL_TYPE[k]}" + (" PRIMARY KEY" if c == PRIMARY_KEYS.get(table) else "")
+                for c, k in columns)
+            statements.append(f"CREATE TABLE IF NOT EXISTS {table} (t REAL NOT NULL, {defs})")
+            statements.append(f"CREATE INDEX IF NOT EXISTS {table}_t ON {table} (t)")
+        for table, key in SERIES.values():
+            statements.append(f"CREATE INDEX IF NOT EXISTS {table}_{key}_t ON {table} ({key}, t)")
+        statements.append("CREATE INDEX IF NOT EXISTS flows_done ON flows (active, t)")
+        statements.append(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._write(statements)
+
+    # -- writing --------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise ValueError("history store is closed")
+        return self._db
+
+    def _write(self, statements: Iterable) -> int:
+        """Run (sql) or (sql, rows) items in one transaction; return rows changed."""
+        with self._lock:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            changed = 0
+            try:
+                for item in statements:
+                    if isinstance(item, str):
+                        cur = db.execute(item)
+                    else:
+                        cur = db.executemany(*item)
+                    changed += max(cur.rowcount, 0)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:  # SQLite may already have rolled back itself
+                    db.execute("ROLLBACK")
+                raise
+            return changed
+
+    def _rows(self, table: str, t: float, rows: list[dict]) -> list[tuple]:
+        """Validate ``rows`` for ``table`` (all of them, before anything is written)."""
+        t = _time(t)
+        columns = TABLES[table]
+        names = {c for c, _ in columns}
+        out = []
+        for row in rows:
+            unknown = set(row) - names
+            if unknown:
+                raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
+            out.append((t, *(_convert(table, c, k, row.get(c)) for c, k in columns)))
+        return out
+
+    def _insert(self, table: str, t: float, rows: list[dict], suffix: str = "") -> None:
+        values = self._rows(table, t, rows)
+        columns = ["t", *(c for c, _ in TABLES[table])]
+        sql = (f"INSERT INTO {table} ({', '.join(columns)}) "
+               f"VALUES ({', '.join('?' * len(columns))}){suffix}")
+        self._write([(sql, values)])
+
+    def add_container_samples(self, t: float, rows: list[dict]) -> None:
+        """Rows: server, instance, microservice, cpu_percent, memory_percent,
+        memory_bytes, rx_bytes_per_s, tx_bytes_per_s (readings may be None)."""
+        self._insert("container_samples", t, rows)
+
+    def add_server_samples(self, t: float, rows: list[dict]) -> None:
+        """Rows: server, cpu, mem, net (percent of capacity), stale (bool), age_s."""
+        self._insert("server_samples", t, rows)
+
+    def add_microservice_samples(self, t: float, rows: list[dict]) -> None:
+        """Rows: microservice, cpu, mem, net (measured), pred_cpu, pred_mem, pred_net,
+        alpha, beta, gamma, flow_class."""
+        self._insert("microservice_samples", t, rows)
+
+    def add_flows(self, t: float, rows: list[dict]) -> None:
+        """Rows: flow_id, microservice, server, instance, client, duration_s, bytes,
+        packets, active (bool, required).
+
+        One row per flow_id holds its latest record (``t`` is that record's time): a
+        later record replaces an earlier one, except that a completed flow is never
+        turned back into an active one by a late, out-of-order active record.
+        """
+        updates = ", ".join(f"{c} = excluded.{c}" for c in ["t", *(c for c, _ in TABLES["flows"])]
+                            if c != "flow_id")
+        self._insert("flows", t, rows,
+                     f" ON CONFLICT (flow_id) DO UPDATE SET {updates}"
+                     f" WHERE flows.active = 1 OR excluded.active = 0")
+
+    def prune(self, now: float) -> int:
+        """Delete rows older than ``now - retention_s``; return how many were deleted."""
+        cutoff = _time(now) - self.retention_s
+        return self._write([(f"DELETE FROM {table} WHERE t < ?", [(cutoff,)])
+                            for table in TABLES])
+
+    def flush(self) -> None:
+        """Checkpoint the WAL into the main database file.
+
+        Every ``add_*`` is already durable when it returns; this only makes the
+        ``.sqlite`` file complete on its own (e.g. before copying it).
+        """
+        with self._lock:
+            self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def close(self) -> None:
+        """Checkpoint and close; further calls other than close() raise ValueError."""
+        with self._lock:
+            if self._db is None:
+                return
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> "HistoryStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- reading --------------------------------------------------------------
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn().execute(sql, args).fetchall()
+
+    def flow_durations(self, since: float | None = None) -> dict[str, list[float]]:
+        """Durations of completed flows per microservice, oldest first, optionally only
+        flows whose latest record is at or after ``since``."""
+        sql = ("SELECT microservice, duration_s FROM flows "
+               "WHERE active = 0 AND duration_s IS NOT NULL")
+        args: tuple = ()
+        if since is not None:
+            sql += " AND t >= ?"
+            args = (_time(since),)
+        out: dict[str, list[float]] = {}
+        for microservice, duration in self._query(sql + " ORDER BY t, rowid", args):
+            out.setdefault(microservice, []).append(duration)
+        return out
+
+    def series(self, kind: str, key: str, column: str,
+               since: float | None = None) -> list[tuple[float, float | None]]:
+        """(t, value) of one column for one microservice, server or container
+        (instance name), ordered by time; value None where it was unreadable."""
+        if kind not in SERIES:
+            raise ValueError(f"kind: expected one of {sorted(SERIES)}, got {kind!r}")
+        if column not in SERIES_COLUMNS[kind]:
+            raise ValueError(f"column: expected one of {sorted(SERIES_COLUMNS[kind])} "
+                             f"for kind {kind!r}, got {column!r}")
+        table, key_column = SERIES[kind]
+        sql = f"SELECT t, {column} FROM {table} WHERE {key_column} = ?"
+        args: tuple = (str(key),)
+        if since is not None:
+            sql += " AND t >= ?"
+            args += (_time(since),)
+        rows = self._query(sql + " ORDER BY t, rowid", args)
+        return [(t, None if v is None else float(v)) for t, v in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Number of rows in each table."""
+        return {table: self._query(f"SELECT COUNT(*) FROM {table}")[0][0] for table in TABLES}
+
+    def export_csv(self, directory: str) -> list[str]:
+        """Write ``<table>.csv`` (header, then rows by time; NULL as an empty field) for
+        every table into ``directory``; return the paths."""
+        os.makedirs(directory, exist_ok=True)
+        paths = []
+        for table, columns in TABLES.items():
+            header = ["t", *(c for c, _ in columns)]
+            rows = self._query(f"SELECT {', '.join(header)} FROM {table} ORDER BY t, rowid")
+            path = os.path.join(directory, f"{table}.csv")
+            with open(path, "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(header)
+                writer.writerows(rows)
+            paths.append(path)
+        return paths

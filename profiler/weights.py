@@ -1,0 +1,62 @@
+"""MALB resource weights (alpha, beta, gamma) and the weighted server load.
+
+Section III.B/IV.A of the paper: a microservice's weight for a resource is that
+resource's share of the microservice's total (normalized) utilization, e.g. usage
+0.51 % CPU, 19.26 % memory, 22.87 % network gives 0.012, 0.452, 0.536. Section III.C:
+a server's load for that microservice is alpha*cpu + beta*mem + gamma*net of the
+server's utilization percentages.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+EQUAL_WEIGHTS = (1 / 3, 1 / 3, 1 / 3)
+
+
+def _usage(name: str, value: float | None) -> float:
+    """Validate one utilization percentage; None (no prediction yet) counts as 0."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or value < 0 or math.isinf(value):
+        raise ValueError(f"{name}: expected a finite utilization >= 0, got {value!r}")
+    return value
+
+
+def weights_from_usage(cpu: float | None, mem: float | None,
+                       net: float | None) -> tuple[float, float, float]:
+    """Return (alpha, beta, gamma), each resource's share of cpu + mem + net.
+
+    Inputs are utilization percentages (measured or predicted). A None input means
+    "unknown" and contributes no weight; when nothing is known or all usage is 0 there
+    is no evidence of which resource matters, so the weights are equal (1/3 each).
+    Negative, NaN or infinite inputs raise ValueError naming the resource.
+    """
+    values = (_usage("cpu", cpu), _usage("mem", mem), _usage("net", net))
+    total = sum(values)
+    if total == 0:
+        return EQUAL_WEIGHTS
+    alpha, beta, gamma = (v / total for v in values)
+    return alpha, beta, gamma
+
+
+def weighted_load(weights: tuple[float, float, float], cpu: float, mem: float,
+                  net: float) -> float:
+    """Server load for a microservice: alpha*cpu + beta*mem + gamma*net.
+
+    ``cpu``, ``mem``, ``net`` are the server's utilization percentages; all inputs must
+    be finite numbers (a missing server sample is the caller's to handle, not a 0).
+    """
+    try:
+        alpha, beta, gamma = weights
+    except (TypeError, ValueError):
+        raise ValueError(f"weights: expected (alpha, beta, gamma), got {weights!r}") from None
+    terms = {"alpha": alpha, "beta": beta, "gamma": gamma, "cpu": cpu, "mem": mem, "net": net}
+    for name, value in terms.items():
+        if isinstance(value, bool) or not isinstance(value, Real) \
+                or not math.isfinite(value):
+            raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return alpha * cpu + beta * mem + gamma * net

@@ -1,0 +1,19 @@
+"""Command-line options of the MALB Ryu app, for `ryu-manager --user-flags`.
+
+Ryu parses its command line before it loads applications, so options an application
+registers itself are unknown at parse time; `--user-flags` loads this file first:
+
+    ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py \\
+        --malb-config configs/paper.yaml --malb-policy srr
+
+Without this file, the environment variables MALB_CONFIG and MALB_POLICY do the same.
+"""
+from ryu import cfg
+
+cfg.CONF.register_cli_opts([
+    cfg.StrOpt("malb-config", default=None,
+               help="MALB configuration file (default: $MALB_CONFIG, else configs/paper.yaml)"),
+    cfg.StrOpt("malb-policy", default=None,
+               help="load-balancing policy for this run: malb, srr or ln "
+                    "(default: $MALB_POLICY, else controller.policy in the configuration)"),
+])

@@ -1,0 +1,156 @@
+"""Bookkeeping of the NAT flows the controller installed (plain Python, no Ryu).
+
+Each new client flow to a VIP gets a rule pair on the client's edge switch, both carrying a
+cookie that encodes the flow: ``0x4D4C`` tag, direction, microservice index, instance index
+and a sequence number. The cookie alone tells which microservice and instance a rule serves,
+so statistics map back to flows, and a restarted controller can rebuild its table from the
+switch's rules.
+
+Durations: a rule removed by its idle timeout lived ``idle_timeout`` seconds after the flow's
+last packet, so the flow's duration is the rule's lifetime minus the idle timeout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+COOKIE_TAG = 0x4D4C
+DIR_FORWARD, DIR_REVERSE = 1, 2
+_SEQ_BITS = 24
+
+
+def make_cookie(direction: int, ms_index: int, inst_index: int, seq: int) -> int:
+    return ((COOKIE_TAG << 48) | (direction << 44) | ((ms_index & 0xFF) << 36)
+            | ((inst_index & 0xFFF) << 24) | (seq & ((1 << _SEQ_BITS) - 1)))
+
+
+def parse_cookie(cookie: int) -> tuple[int, int, int, int] | None:
+    """(direction, microservice index, instance index, seq), or None if not ours."""
+    if cookie >> 48 != COOKIE_TAG:
+        return None
+    return ((cookie >> 44) & 0xF, (cookie >> 36) & 0xFF, (cookie >> 24) & 0xFFF,
+            cookie & ((1 << _SEQ_BITS) - 1))
+
+
+def flow_id_of(cookie: int) -> int:
+    """The cookie with the direction cleared: the same for both rules of a flow."""
+    return cookie & ~(0xF << 44)
+
+
+@dataclass
+class FlowRecord:
+    flow_id: int                      # cookie without direction
+    dpid: int
+    protocol: str                     # tcp | udp
+    client_ip: str
+    client_port: int
+    client_in_port: int
+    vip: str
+    vport: int
+    microservice: str
+    instance: str
+    server: str
+    created: float
+    last_active: float
+    bytes_fwd: int = 0
+    bytes_rev: int = 0
+    packets: int = 0
+    rule_age_s: float = 0.0          # from the switch: seconds since the rules were installed
+    ended: float | None = None
+    end_reason: str = ""
+    reported: bool = False            # a completed record goes to the profiler once
+    removed: set = field(default_factory=set)  # directions whose rule is gone
+
+    @property
+    def key(self) -> tuple:
+        return (self.dpid, self.protocol, self.client_ip, self.client_port, self.vip, self.vport)
+
+    def duration_s(self, idle_timeout: int) -> float:
+        if self.ended is not None and self.end_reason == "idle_timeout":
+            return max(0.0, self.rule_age_s - idle_timeout)
+        return self.rule_age_s
+
+    def as_record(self, idle_timeout: int) -> dict:
+        return {"flow_id": f"{self.dpid:x}:{self.flow_id:x}", "microservice": self.microservice,
+                "server": self.server, "instance": self.instance,
+                "client": f"{self.client_ip}:{self.client_port}", "protocol": self.protocol,
+                "duration_s": round(self.duration_s(idle_timeout), 3),
+                "bytes": self.bytes_fwd + self.bytes_rev, "bytes_to_server": self.bytes_fwd,
+                "bytes_to_client": self.bytes_rev, "packets": self.packets,
+                "active": self.ended is None, "end_reason": self.end_reason or None}
+
+
+@dataclass
+class FlowTable:
+    idle_timeout: int
+    keep_ended: int = 5000
+    flows: dict[int, FlowRecord] = field(default_factory=dict)      # flow_id -> record
+    by_key: dict[tuple, int] = field(default_factory=dict)          # 5-tuple key -> flow_id
+    _seq: int = 0
+
+    def next_seq(self) -> int:
+        self._seq = (self._seq + 1) % (1 << _SEQ_BITS)
+        return self._seq
+
+    def lookup(self, key: tuple) -> FlowRecord | None:
+        fid = self.by_key.get(key)
+        rec = self.flows.get(fid) if fid is not None else None
+        return rec if rec is not None and rec.ended is None else None
+
+    def add(self, rec: FlowRecord) -> None:
+        self.flows[rec.flow_id] = rec
+        self.by_key[rec.key] = rec.flow_id
+
+    def on_stats(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
+                 now: float) -> FlowRecord | None:
+        parsed = parse_cookie(cookie)
+        rec = self.flows.get(flow_id_of(cookie)) if parsed else None
+        if rec is None:
+            return None
+        old = rec.bytes_fwd + rec.bytes_rev
+        if parsed[0] == DIR_FORWARD:
+            rec.bytes_fwd = byte_count
+            rec.packets = max(rec.packets, packet_count)
+        else:
+            rec.bytes_rev = byte_count
+        rec.rule_age_s = max(rec.rule_age_s, age_s)
+        if rec.bytes_fwd + rec.bytes_rev > old:
+            rec.last_active = now
+        return rec
+
+    def on_removed(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
+                   reason: str, now: float) -> FlowRecord | None:
+        rec = self.on_stats(cookie, age_s, byte_count, packet_count, now)
+        if rec is None:
+            return rec
+        rec.removed.add(parse_cookie(cookie)[0])
+        if rec.ended is not None:
+            return rec
+        rec.ended = now
+        rec.end_reason = reason
+        rec.rule_age_s = age_s
+        if self.by_key.get(rec.key) == rec.flow_id:
+            del self.by_key[rec.key]
+        self._trim()
+        return rec
+
+    def _trim(self) -> None:
+        ended = [r for r in self.flows.values() if r.ended is not None and r.reported]
+        for r in sorted(ended, key=lambda r: r.ended)[:max(0, len(ended) - self.keep_ended)]:
+            del self.flows[r.flow_id]
+
+    def active(self, dpid: int | None = None) -> list[FlowRecord]:
+        return [r for r in self.flows.values()
+                if r.ended is None and (dpid is None or r.dpid == dpid)]
+
+    def take_report(self, now: float, grace_s: float = 5.0) -> list[dict]:
+        """Every active flow, and each completed flow once: when both of its rules are gone
+        (so both byte counts are final), or grace_s after the first went."""
+        out = []
+        for rec in self.flows.values():
+            if rec.ended is None:
+                out.append(rec.as_record(self.idle_timeout))
+            elif not rec.reported and (len(rec.removed) >= 2 or now - rec.ended > grace_s):
+                out.append(rec.as_record(self.idle_timeout))
+                rec.reported = True
+        self._trim()
+        return out

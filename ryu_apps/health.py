@@ -1,0 +1,72 @@
+"""Health of instances from data-plane probes (plain Python; the Ryu app sends the probes).
+
+An instance turns unhealthy after ``unhealthy_after`` failed probes in a row (a TCP reset,
+or no answer within the timeout) and healthy again after ``healthy_after`` answered ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _State:
+    healthy: bool = True
+    successes: int = 0
+    failures: int = 0
+    last_change: float | None = None
+    last_result: str = "not probed yet"
+
+
+@dataclass
+class HealthTracker:
+    instances: list[str]
+    unhealthy_after: int
+    healthy_after: int
+    timeout_s: float
+    state: dict[str, _State] = field(default_factory=dict)
+    outstanding: dict[object, tuple[str, float]] = field(default_factory=dict)  # token -> (inst, sent)
+
+    def __post_init__(self):
+        self.state = {i: _State() for i in self.instances}
+
+    def sent(self, token, instance: str, now: float) -> None:
+        self.outstanding[token] = (instance, now)
+
+    def answered(self, token, ok: bool, now: float, detail: str = "") -> tuple[str, bool] | None:
+        """A probe was answered (ok: the service accepted). Returns (instance, healthy) when
+        the instance's state changes."""
+        entry = self.outstanding.pop(token, None)
+        if entry is None:
+            return None
+        return self._result(entry[0], ok, now, detail or ("answered" if ok else "refused"))
+
+    def expire(self, now: float) -> list[tuple[str, bool]]:
+        """Probes older than the timeout count as failures."""
+        changes = []
+        for token, (inst, sent) in list(self.outstanding.items()):
+            if now - sent > self.timeout_s:
+                del self.outstanding[token]
+                change = self._result(inst, False, now, f"no answer within {self.timeout_s} s")
+                if change:
+                    changes.append(change)
+        return changes
+
+    def _result(self, inst: str, ok: bool, now: float, detail: str) -> tuple[str, bool] | None:
+        st = self.state[inst]
+        st.last_result = detail
+        if ok:
+            st.successes, st.failures = st.successes + 1, 0
+            if not st.healthy and st.successes >= self.healthy_after:
+                st.healthy, st.last_change = True, now
+                return inst, True
+        else:
+            st.failures, st.successes = st.failures + 1, 0
+            if st.healthy and st.failures >= self.unhealthy_after:
+                st.healthy, st.last_change = False, now
+                return inst, False
+        return None
+
+    def status(self) -> dict:
+        return {i: {"healthy": s.healthy, "last_result": s.last_result,
+                    "consecutive_failures": s.failures, "last_change": s.last_change}
+                for i, s in self.state.items()}

@@ -1,0 +1,608 @@
+"""MALB: microservice-aware load balancing, as a Ryu application (OpenFlow 1.3).
+
+    ryu-manager ryu_apps/malb.py                       # configs/paper.yaml or $MALB_CONFIG
+    MALB_POLICY=srr ryu-manager ryu_apps/malb.py
+    ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py --malb-config my.yaml
+
+What it does (docs/controller.md):
+- answers ARP for the virtual IPs of the microservices;
+- on the first packet of a new TCP/UDP flow to a VIP:port, asks the policy core
+  (ryu_apps/policy.py) for an instance, installs a NAT rule pair on the client's edge switch
+  (client->VIP rewritten to the instance, instance->client rewritten back to the VIP), then
+  sends that first packet on, rewritten: no packet is lost, and later packets of the flow
+  match the rules;
+- forwards everything else as a learning L2 switch, over one or several switches;
+- every monitoring period polls flow and port statistics, pushes flow records and port
+  utilization to the profiler and pulls weights, flow classes and server loads from it;
+- probes instances through the data plane (TCP SYN or ARP from the VIP) and takes unhealthy
+  ones out of the pool;
+- serves REST and Prometheus metrics (ryu_apps/rest.py).
+
+This module is the thin shell: decisions, flow bookkeeping and health state live in plain
+Python modules beside it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sys
+import time
+from collections import deque
+
+from ryu import cfg
+from oslo_config.cfg import NoSuchOptError
+from ryu.app.wsgi import WSGIApplication
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, \
+    set_ev_cls
+from ryu.lib import hub
+from ryu.lib.packet import arp, ethernet, ether_types, in_proto, ipv4, packet, tcp, udp
+from ryu.ofproto import ofproto_v1_3
+
+from common.config import load_config
+from common.httpjson import HttpError, get_json, post_json
+from common.metrics import Registry
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, make_cookie, \
+    parse_cookie, flow_id_of
+from ryu_apps.health import HealthTracker
+from ryu_apps.policy import Backend, NoBackend, PolicyCore
+
+CONF = cfg.CONF
+PRIO_L2, PRIO_VIP, PRIO_NAT = 10, 100, 200
+PROBE_PORTS = (61000, 61999)      # outside Linux's default ephemeral range: never a client
+COOKIE_BASE = 0x4D4C << 48
+COOKIE_MASK = 0xFFFF << 48
+L2_IDLE_TIMEOUT = 300
+LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                   0.1, 0.5)
+
+
+def _conf(name: str):
+    try:
+        return getattr(CONF, name)
+    except NoSuchOptError:  # ryu_apps/flags.py not loaded
+        return None
+
+
+class MalbController(app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cfg = load_config(_conf("malb_config") or None)
+        c = self.cfg.controller
+        policy = _conf("malb_policy") or os.environ.get("MALB_POLICY") or c.policy
+        self._listen_defaults()
+
+        # ---- plain-Python cores
+        self.instances = {i.name: i for i in self.cfg.instances}
+        self.instance_order = {i.name: k for k, i in enumerate(self.cfg.instances)}
+        pools = {}
+        for inst in self.cfg.instances:
+            ms = self.cfg.microservice(inst.microservice)
+            pools.setdefault(ms.name, []).append(Backend(
+                inst.name, ms.name, inst.server, inst.ip, inst.mac, ms.port,
+                self.instance_order[inst.name]))
+        self.core = PolicyCore(
+            pools, {m.name: m.flow_class for m in self.cfg.microservices}, policy=policy,
+            server_stale_after_s=c.server_stale_after_s,
+            weights_stale_after_s=c.weights_stale_after_s,
+            pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s)
+        self.backends = {b.name: b for bs in pools.values() for b in bs}
+        self.flows = FlowTable(idle_timeout=c.idle_timeout_s)
+        self.health = HealthTracker(list(self.instances), c.health.unhealthy_after,
+                                    c.health.healthy_after, c.health.timeout_s)
+
+        # ---- lookups derived from the configuration
+        self.vips = {m.vip for m in self.cfg.microservices}
+        self.service_at = {(m.vip, m.protocol, m.port): m for m in self.cfg.microservices}
+        self.ms_index = {m.name: m.index for m in self.cfg.microservices}
+        self.ms_by_index = {m.index: m for m in self.cfg.microservices}
+        self.instance_by_index = {k: i for k, i in enumerate(self.cfg.instances)}
+        self.instance_ips = {i.ip: i for i in self.cfg.instances}
+        self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.instances}
+        self.next_hop = _next_hops(self.cfg)
+
+        # ---- switch state
+        self.datapaths = {}
+        self.mac_to_port: dict[int, dict[str, int]] = {}
+        self.port_prev: dict[tuple[int, int], tuple[int, int, float]] = {}
+        self.port_rates: dict[tuple[int, int], dict] = {}
+        self.decisions = deque(maxlen=2000)
+        self.profiler_state = {"url": self.cfg.profiler.url, "reachable": None,
+                               "last_ok": None, "last_error": None}
+
+        # ---- metrics
+        self.metrics = Registry()
+        self.m_decisions = self.metrics.counter(
+            "malb_decisions_total", "Load-balancing decisions.",
+            ("microservice", "server", "policy", "algorithm"))
+        self.m_packet_in = self.metrics.counter("malb_packet_in_total", "Packet-in messages.",
+                                                ("kind",))
+        self.m_latency = self.metrics.histogram(
+            "malb_decision_latency_seconds",
+            "From packet-in to the flow rules and packet-out being sent.", (), LATENCY_BUCKETS)
+        self.m_no_backend = self.metrics.counter(
+            "malb_no_backend_total", "New flows dropped: no healthy instance.", ("microservice",))
+        self.m_profiler = self.metrics.counter(
+            "malb_profiler_requests_total", "Calls to the profiler.", ("call", "result"))
+        self.m_health = self.metrics.gauge("malb_instance_healthy",
+                                           "1 when the instance passes its health probe.",
+                                           ("instance",))
+        self.m_flows = self.metrics.gauge("malb_active_flows",
+                                          "NAT flows with rules on a switch.", ())
+
+        from ryu_apps.rest import register_rest
+        register_rest(kwargs["wsgi"], self)
+        self.logger.info("MALB: %d microservices, %d instances on %d servers, policy %s, "
+                         "config %s", len(pools), len(self.instances), len(self.cfg.servers),
+                         policy, self.cfg.source)
+        self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop)]
+        if c.health.method != "none":
+            self.threads.append(hub.spawn(self._health_loop))
+
+    def _listen_defaults(self) -> None:
+        """REST on the configured address (loopback by default) unless --wsapi-host/-port
+        say otherwise; OpenFlow on the configured port unless --ofp-tcp-listen-port does."""
+        c = self.cfg.controller
+        given = " ".join(sys.argv)
+        if "--wsapi-host" not in given:
+            CONF.set_override("wsapi_host", c.rest_host)
+        if "--wsapi-port" not in given:
+            CONF.set_override("wsapi_port", c.rest_port)
+        if "--ofp-tcp-listen-port" not in given:
+            CONF.set_override("ofp_tcp_listen_port", c.ofp_port)
+
+    # ================================================================ switches
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def _state_change(self, ev):
+        dp = ev.datapath
+        if ev.state == MAIN_DISPATCHER:
+            self.datapaths[dp.id] = dp
+        elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
+            del self.datapaths[dp.id]
+            self.logger.warning("switch %016x disconnected", dp.id)
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _switch_features(self, ev):
+        """Base rules on every (re)connection, then the NAT rules of flows still active.
+        Existing rules are never wiped: after a controller restart, connections keep
+        working on the rules they have."""
+        dp = ev.msg.datapath
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        self.mac_to_port.setdefault(dp.id, {})
+        to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+        self._add_flow(dp, 0, parser.OFPMatch(), to_controller)
+        for vip in sorted(self.vips):
+            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ether_types.ETH_TYPE_ARP,
+                                                         arp_tpa=vip), to_controller)
+            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ether_types.ETH_TYPE_IP,
+                                                         ipv4_dst=vip), to_controller)
+        restored = 0
+        for rec in self.flows.active(dp.id):
+            self._install_nat(dp, rec, self.backends[rec.instance])
+            restored += 1
+        self.logger.info("switch %016x connected: base rules installed, %d NAT flows restored",
+                         dp.id, restored)
+        # learn what rules a previous controller left (restart)
+        self._request_stats(dp)
+
+    def _add_flow(self, dp, priority, match, actions, idle=0, hard=0, cookie=0, flags=0):
+        parser = dp.ofproto_parser
+        inst = [parser.OFPInstructionActions(dp.ofproto.OFPIT_APPLY_ACTIONS, actions)]
+        dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=priority, match=match,
+                                      instructions=inst, idle_timeout=idle, hard_timeout=hard,
+                                      cookie=cookie, flags=flags))
+
+    # ================================================================ packet-in
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        started = time.perf_counter()
+        msg = ev.msg
+        dp = msg.datapath
+        in_port = msg.match["in_port"]
+        pkt = packet.Packet(msg.data)
+        eth = pkt.get_protocol(ethernet.ethernet)
+        if eth is None or eth.ethertype == ether_types.ETH_TYPE_LLDP:
+            return
+        vip_mac = self.cfg.controller.vip_mac
+        if eth.src != vip_mac:
+            self.mac_to_port.setdefault(dp.id, {})[eth.src] = in_port
+        arp_pkt = pkt.get_protocol(arp.arp)
+        if arp_pkt is not None and arp_pkt.dst_ip in self.vips:
+            if arp_pkt.opcode == arp.ARP_REQUEST:
+                self.m_packet_in.inc("arp_vip")
+                return self._answer_arp(dp, in_port, eth, arp_pkt)
+            if arp_pkt.opcode == arp.ARP_REPLY and arp_pkt.src_ip in self.instance_ips:
+                self.m_packet_in.inc("health")
+                return self._health_answer(("arp", arp_pkt.src_ip), True, "ARP reply")
+            return
+        ip = pkt.get_protocol(ipv4.ipv4)
+        if ip is not None and ip.dst in self.vips:
+            l4 = pkt.get_protocol(tcp.tcp) or pkt.get_protocol(udp.udp)
+            if l4 is None:
+                return
+            if (isinstance(l4, tcp.tcp) and ip.src in self.instance_ips
+                    and PROBE_PORTS[0] <= l4.dst_port <= PROBE_PORTS[1]):
+                self.m_packet_in.inc("health")
+                return self._tcp_probe_answer(dp, in_port, eth, ip, l4)
+            self.m_packet_in.inc("new_flow")
+            self._new_flow(dp, in_port, msg, eth, ip, l4)
+            self.m_latency.observe(time.perf_counter() - started)
+            return
+        self.m_packet_in.inc("l2")
+        self._l2_forward(dp, in_port, msg, eth)
+
+    def _answer_arp(self, dp, in_port, eth, req):
+        reply = packet.Packet()
+        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=eth.src,
+                                             src=self.cfg.controller.vip_mac))
+        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=self.cfg.controller.vip_mac,
+                                   src_ip=req.dst_ip, dst_mac=req.src_mac, dst_ip=req.src_ip))
+        self._packet_out(dp, reply, [dp.ofproto_parser.OFPActionOutput(in_port)])
+
+    def _packet_out(self, dp, pkt, actions, in_port=None):
+        pkt.serialize()
+        ofp = dp.ofproto
+        dp.send_msg(dp.ofproto_parser.OFPPacketOut(
+            datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
+            in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
+            actions=actions, data=pkt.data))
+
+    def _l2_forward(self, dp, in_port, msg, eth):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        out_port = self.mac_to_port.get(dp.id, {}).get(eth.dst)
+        if out_port is not None and out_port != in_port:
+            self._add_flow(dp, PRIO_L2, parser.OFPMatch(eth_dst=eth.dst),
+                           [parser.OFPActionOutput(out_port)], idle=L2_IDLE_TIMEOUT)
+        elif out_port == in_port:
+            return
+        actions = [parser.OFPActionOutput(out_port if out_port is not None else ofp.OFPP_FLOOD)]
+        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                        in_port=in_port, actions=actions, data=msg.data))
+
+    # ================================================================ NAT flows
+    def _new_flow(self, dp, in_port, msg, eth, ip, l4):
+        proto = "tcp" if isinstance(l4, tcp.tcp) else "udp"
+        ms = self.service_at.get((ip.dst, proto, l4.dst_port))
+        if ms is None:
+            return  # nothing listens on this VIP port
+        key = (dp.id, proto, ip.src, l4.src_port, ip.dst, l4.dst_port)
+        rec = self.flows.lookup(key)
+        if rec is not None:
+            # the rules were sent but this packet raced them (or the flow is being restored):
+            # same instance as before, no new decision
+            self.m_packet_in.inc("repeat")
+            return self._send_first_packet(dp, in_port, msg, rec, self.backends[rec.instance])
+        now = time.time()
+        try:
+            d = self.core.choose(ms.name, now)
+        except NoBackend:
+            self.m_no_backend.inc(ms.name)
+            self.logger.warning("no healthy instance of %s: flow from %s:%d dropped", ms.name,
+                                ip.src, l4.src_port)
+            return
+        backend = self.backends[d.instance]
+        seq = self.flows.next_seq()
+        cookie = make_cookie(0, ms.index, self.instance_order[backend.name], seq)
+        rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=ip.src,
+                         client_port=l4.src_port, client_in_port=in_port, vip=ip.dst,
+                         vport=l4.dst_port, microservice=ms.name, instance=backend.name,
+                         server=backend.server, created=now, last_active=now)
+        self.flows.add(rec)
+        self._install_nat(dp, rec, backend)
+        self._send_first_packet(dp, in_port, msg, rec, backend)
+        self.m_decisions.inc(ms.name, d.server, d.policy, d.algorithm)
+        self.decisions.append({
+            "time": now, "microservice": ms.name, "client": f"{ip.src}:{l4.src_port}",
+            "switch": dp.id, "instance": d.instance, "server": d.server, "policy": d.policy,
+            "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
+            "weights": list(d.weights) if d.weights else None})
+
+    def _forward_actions(self, dp, rec: FlowRecord, backend: Backend) -> list:
+        parser = dp.ofproto_parser
+        inst = self.instances[backend.name]
+        actions = [parser.OFPActionSetField(eth_dst=backend.mac),
+                   parser.OFPActionSetField(ipv4_dst=backend.ip)]
+        if backend.port != rec.vport:
+            actions.append(parser.OFPActionSetField(**{f"{rec.protocol}_dst": backend.port}))
+        actions.append(parser.OFPActionOutput(self._port_towards(dp.id, inst)))
+        return actions
+
+    def _install_nat(self, dp, rec: FlowRecord, backend: Backend) -> None:
+        """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        c = self.cfg.controller
+        ip_proto = in_proto.IPPROTO_TCP if rec.protocol == "tcp" else in_proto.IPPROTO_UDP
+        l4 = rec.protocol
+        rev_match = parser.OFPMatch(**{
+            "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ip_proto,
+            "ipv4_src": backend.ip, f"{l4}_src": backend.port,
+            "ipv4_dst": rec.client_ip, f"{l4}_dst": rec.client_port})
+        rev_actions = [parser.OFPActionSetField(eth_src=c.vip_mac),
+                       parser.OFPActionSetField(ipv4_src=rec.vip)]
+        if backend.port != rec.vport:
+            rev_actions.append(parser.OFPActionSetField(**{f"{l4}_src": rec.vport}))
+        rev_actions.append(parser.OFPActionOutput(rec.client_in_port))
+        fwd_match = parser.OFPMatch(**{
+            "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ip_proto,
+            "ipv4_src": rec.client_ip, f"{l4}_src": rec.client_port,
+            "ipv4_dst": rec.vip, f"{l4}_dst": rec.vport})
+        flags = ofp.OFPFF_SEND_FLOW_REM
+        self._add_flow(dp, PRIO_NAT, rev_match, rev_actions, c.idle_timeout_s, c.hard_timeout_s,
+                       rec.flow_id | (DIR_REVERSE << 44), flags)
+        self._add_flow(dp, PRIO_NAT, fwd_match, self._forward_actions(dp, rec, backend),
+                       c.idle_timeout_s, c.hard_timeout_s, rec.flow_id | (DIR_FORWARD << 44),
+                       flags)
+        # the switch applies both rules before anything sent after this barrier
+        dp.send_msg(parser.OFPBarrierRequest(dp))
+
+    def _send_first_packet(self, dp, in_port, msg, rec, backend) -> None:
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                        in_port=in_port, data=msg.data,
+                                        actions=self._forward_actions(dp, rec, backend)))
+
+    def _port_towards(self, dpid: int, inst) -> int:
+        """The instance's own port on its switch; elsewhere the trunk towards its switch
+        (from the configuration), else where its MAC was learned."""
+        if inst.dpid == dpid:
+            return inst.switch_port
+        port = self.next_hop.get((dpid, inst.dpid))
+        if port is None:
+            port = self.mac_to_port.get(dpid, {}).get(inst.mac)
+        if port is None:
+            raise LookupError(f"no path from switch {dpid} to {inst.name}")
+        return port
+
+    @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+    def _flow_removed(self, ev):
+        msg = ev.msg
+        ofp = msg.datapath.ofproto
+        reason = {ofp.OFPRR_IDLE_TIMEOUT: "idle_timeout", ofp.OFPRR_HARD_TIMEOUT: "hard_timeout",
+                  ofp.OFPRR_DELETE: "deleted"}.get(msg.reason, "other")
+        self.flows.on_removed(msg.cookie, msg.duration_sec + msg.duration_nsec / 1e9,
+                              msg.byte_count, msg.packet_count, reason, time.time())
+
+    # ================================================================ monitoring
+    def _request_stats(self, dp) -> None:
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        dp.send_msg(parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                               COOKIE_BASE, COOKIE_MASK, parser.OFPMatch()))
+        dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
+
+    def _monitor_loop(self):
+        period = self.cfg.controller.monitoring_period_s
+        while True:
+            hub.sleep(period)
+            for dp in list(self.datapaths.values()):
+                self._request_stats(dp)
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _flow_stats(self, ev):
+        now = time.time()
+        dp = ev.msg.datapath
+        for st in ev.msg.body:
+            age = st.duration_sec + st.duration_nsec / 1e9
+            if self.flows.on_stats(st.cookie, age, st.byte_count, st.packet_count, now) is None:
+                self._adopt_rule(dp, st, age, now)
+        self.m_flows.set(value=len(self.flows.active()))
+
+    def _adopt_rule(self, dp, st, age, now) -> None:
+        """A NAT rule this process did not install (a previous controller did): rebuild its
+        flow record from the cookie and the match, so it is counted and reported."""
+        parsed = parse_cookie(st.cookie)
+        if parsed is None:
+            return
+        direction, ms_idx, inst_idx, _seq = parsed
+        ms, inst = self.ms_by_index.get(ms_idx), self.instance_by_index.get(inst_idx)
+        if ms is None or inst is None:
+            return
+        m = st.match
+        l4 = ms.protocol
+        if direction == DIR_FORWARD:
+            client_ip, client_port, in_port = m.get("ipv4_src"), m.get(f"{l4}_src"), 0
+        else:
+            client_ip, client_port = m.get("ipv4_dst"), m.get(f"{l4}_dst")
+            outs = [a.port for i in st.instructions for a in getattr(i, "actions", [])
+                    if hasattr(a, "port")]
+            in_port = outs[-1] if outs else 0
+        fid = flow_id_of(st.cookie)
+        rec = self.flows.flows.get(fid)
+        if rec is None:
+            rec = FlowRecord(flow_id=fid, dpid=dp.id, protocol=l4, client_ip=client_ip,
+                             client_port=client_port, client_in_port=in_port, vip=ms.vip,
+                             vport=ms.port, microservice=ms.name, instance=inst.name,
+                             server=inst.server, created=now - age, last_active=now)
+            self.flows.add(rec)
+            self.logger.info("adopted NAT flow %s:%s -> %s left by a previous controller",
+                             client_ip, client_port, inst.name)
+        elif direction == DIR_REVERSE and not rec.client_in_port:
+            rec.client_in_port = in_port
+        self.flows.on_stats(st.cookie, age, st.byte_count, st.packet_count, now)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _port_stats(self, ev):
+        now = time.time()
+        dpid = ev.msg.datapath.id
+        per_server: dict[str, float] = {}
+        for st in ev.msg.body:
+            key = (dpid, st.port_no)
+            prev = self.port_prev.get(key)
+            self.port_prev[key] = (st.rx_bytes, st.tx_bytes, now)
+            if prev is None or now - prev[2] <= 0:
+                continue
+            dt = now - prev[2]
+            rx = max(0, st.rx_bytes - prev[0]) / dt
+            tx = max(0, st.tx_bytes - prev[1]) / dt
+            owner = self.port_owner.get(key)
+            self.port_rates[key] = {"dpid": dpid, "port": st.port_no, "time": now,
+                                    "rx_bytes_per_s": round(rx, 1), "tx_bytes_per_s": round(tx, 1),
+                                    "instance": owner.name if owner else None,
+                                    "server": owner.server if owner else None}
+            if owner is not None:
+                per_server[owner.server] = per_server.get(owner.server, 0.0) + rx + tx
+        for server, bytes_per_s in per_server.items():
+            capacity = self.cfg.server(server).network_mbit * 1e6 / 8
+            self.core.update_network(server, 100.0 * bytes_per_s / capacity, now)
+
+    # ================================================================ profiler
+    def _profiler_loop(self):
+        period = self.cfg.controller.monitoring_period_s
+        base = self.cfg.profiler.url
+        timeout = min(2.0, period / 2)
+        while True:
+            hub.sleep(period)
+            now = time.time()
+            try:
+                post_json(f"{base}/flows", {"source": "malb-controller", "time": now,
+                                            "flows": self.flows.take_report(now),
+                                            "ports": list(self.port_rates.values())}, timeout)
+                self.m_profiler.inc("flows", "ok")
+                profiles = get_json(f"{base}/profiles", timeout)
+                self.m_profiler.inc("profiles", "ok")
+                servers = get_json(f"{base}/servers", timeout)
+                self.m_profiler.inc("servers", "ok")
+            except HttpError as exc:
+                self.m_profiler.inc("any", "error")
+                if self.profiler_state["reachable"] is not False:
+                    self.logger.warning("profiler unreachable (%s): keeping the last weights; "
+                                        "equal weights after %.0f s", exc,
+                                        self.cfg.controller.weights_stale_after_s)
+                self.profiler_state.update(reachable=False, last_error=str(exc))
+                continue
+            if self.profiler_state["reachable"] is False:
+                self.logger.info("profiler reachable again")
+            self.profiler_state.update(reachable=True, last_ok=now, last_error=None)
+            self._apply_profiles(profiles, servers, now)
+
+    def _apply_profiles(self, profiles: dict, servers: dict, now: float) -> None:
+        weights, classes = {}, {}
+        for name, p in (profiles.get("microservices") or {}).items():
+            w = p.get("weights") or {}
+            if all(isinstance(w.get(k), (int, float)) for k in ("alpha", "beta", "gamma")):
+                weights[name] = (w["alpha"], w["beta"], w["gamma"])
+            classes[name] = p.get("flow_class")
+        try:
+            self.core.update_profiles(weights, classes, now)
+        except ValueError as exc:
+            self.logger.warning("profiler sent bad weights: %s", exc)
+        for name, s in (servers.get("servers") or {}).items():
+            if name not in self.core.loads or s.get("stale"):
+                continue
+            est = s.get("predicted") or s
+            t = s.get("sample_time")
+            if isinstance(t, (int, float)):
+                self.core.update_server_load(name, est.get("cpu"), est.get("mem"),
+                                             est.get("net"), t, "profiler")
+
+    # ================================================================ health
+    def _health_loop(self):
+        h = self.cfg.controller.health
+        next_port = PROBE_PORTS[0]
+        while True:
+            now = time.time()
+            for inst in self.cfg.instances:
+                dp = self.datapaths.get(inst.dpid)
+                if dp is None:
+                    continue
+                ms = self.cfg.microservice(inst.microservice)
+                if h.method == "tcp" and ms.protocol == "tcp":
+                    token = ("tcp", inst.ip, next_port)
+                    self._send_tcp_probe(dp, inst, ms, next_port)
+                    next_port = PROBE_PORTS[0] + (next_port + 1 - PROBE_PORTS[0]) % \
+                        (PROBE_PORTS[1] - PROBE_PORTS[0] + 1)
+                else:
+                    token = ("arp", inst.ip)
+                    self._send_arp_probe(dp, inst, ms)
+                self.health.sent(token, inst.name, now)
+            hub.sleep(h.interval_s)
+            for change in self.health.expire(time.time()):
+                self._apply_health(*change)
+
+    def _send_tcp_probe(self, dp, inst, ms, sport: int) -> None:
+        p = packet.Packet()
+        p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=inst.mac,
+                                         src=self.cfg.controller.vip_mac))
+        p.add_protocol(ipv4.ipv4(src=ms.vip, dst=inst.ip, proto=in_proto.IPPROTO_TCP, ttl=64))
+        p.add_protocol(tcp.tcp(src_port=sport, dst_port=ms.port, seq=random.getrandbits(32),
+                               bits=tcp.TCP_SYN, window_size=1024))
+        self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(inst.switch_port)])
+
+    def _send_arp_probe(self, dp, inst, ms) -> None:
+        p = packet.Packet()
+        p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP,
+                                         dst="ff:ff:ff:ff:ff:ff",
+                                         src=self.cfg.controller.vip_mac))
+        p.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=self.cfg.controller.vip_mac,
+                               src_ip=ms.vip, dst_mac="00:00:00:00:00:00", dst_ip=inst.ip))
+        self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(inst.switch_port)])
+
+    def _tcp_probe_answer(self, dp, in_port, eth, ip, seg) -> None:
+        ok = bool(seg.bits & tcp.TCP_SYN) and bool(seg.bits & tcp.TCP_ACK)
+        refused = bool(seg.bits & tcp.TCP_RST)
+        if ok:
+            # close the half-open connection on the instance
+            p = packet.Packet()
+            p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=eth.src,
+                                             src=self.cfg.controller.vip_mac))
+            p.add_protocol(ipv4.ipv4(src=ip.dst, dst=ip.src, proto=in_proto.IPPROTO_TCP,
+                                     ttl=64))
+            p.add_protocol(tcp.tcp(src_port=seg.dst_port, dst_port=seg.src_port, seq=seg.ack,
+                                   bits=tcp.TCP_RST, window_size=0))
+            self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(in_port)])
+        if ok or refused:
+            self._health_answer(("tcp", ip.src, seg.dst_port), ok,
+                                "TCP SYN-ACK" if ok else "TCP reset (port closed)")
+
+    def _health_answer(self, token, ok: bool, detail: str) -> None:
+        change = self.health.answered(token, ok, time.time(), detail)
+        if change:
+            self._apply_health(*change)
+
+    def _apply_health(self, instance: str, healthy: bool) -> None:
+        self.core.set_health(instance, healthy)
+        self.m_health.set(instance, value=1 if healthy else 0)
+        log = self.logger.info if healthy else self.logger.warning
+        log("instance %s is %s (%s)", instance, "healthy again" if healthy else "DOWN: no new flows",
+            self.health.state[instance].last_result)
+
+    # ================================================================ status
+    def status(self) -> dict:
+        st = self.core.status()
+        health = self.health.status()
+        for s in st["servers"].values():
+            for name, inst in s["instances"].items():
+                inst["health"] = health[name]["last_result"]
+        st["profiler"] = dict(self.profiler_state)
+        st["switches"] = sorted(f"{d:016x}" for d in self.datapaths)
+        st["active_flows"] = len(self.flows.active())
+        st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
+        return st
+
+
+def _next_hops(cfg) -> dict[tuple[int, int], int]:
+    """(from dpid, to dpid) -> output port, over the configured trunks (a tree)."""
+    adj: dict[int, list[tuple[int, int]]] = {}
+    dpid = {s.name: s.dpid for s in cfg.testbed.switches}
+    for t in cfg.testbed.trunks:
+        adj.setdefault(dpid[t.a], []).append((dpid[t.b], t.a_port))
+        adj.setdefault(dpid[t.b], []).append((dpid[t.a], t.b_port))
+    hops = {}
+    for src in dpid.values():
+        # breadth-first from src, remembering the first port taken
+        frontier = [(n, port) for n, port in adj.get(src, [])]
+        seen = {src}
+        while frontier:
+            nxt = []
+            for node, first_port in frontier:
+                if node in seen:
+                    continue
+                seen.add(node)
+                hops[(src, node)] = first_port
+                nxt += [(n, first_port) for n, _ in adj.get(node, []) if n not in seen]
+            frontier = nxt
+    return hops

@@ -1,0 +1,331 @@
+"""The load-balancing decision, as plain Python (no Ryu, no I/O).
+
+Given, per microservice, its pool of instances, and per server its latest utilization, pick
+the instance that serves a new flow:
+
+- ``srr`` (baseline): simple round robin over the microservice's healthy instances;
+- ``ln`` (baseline): least network load, the server with the lowest network utilization;
+- ``malb``: short-flow microservices get round robin; long-flow ones the server with the
+  least weighted load ``alpha*cpu + beta*mem + gamma*net``, with the microservice's weights
+  from the profiler (MALB paper, section III.C).
+
+Least-load choices correct each server's last sample for the flows assigned to it since that
+sample was taken (``pending_flow_cost`` load points each), so a burst of new long flows does
+not all land on the server that looked idlest three seconds ago. Ties break on fewer pending
+flows, then on instance order: the same inputs always give the same choice.
+
+Degraded modes: a server whose sample is older than ``server_stale_after_s`` (or that has
+none) is left out of least-load choices but still served by round robin; when no candidate
+has fresh data, least-load falls back to round robin. Profiler weights older than
+``weights_stale_after_s`` give way to equal weights; manual weights override both.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+
+POLICIES = ("malb", "srr", "ln")
+EQUAL_WEIGHTS = (1 / 3, 1 / 3, 1 / 3)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """An instance of a microservice: where new flows may be sent."""
+    name: str
+    microservice: str
+    server: str
+    ip: str
+    mac: str
+    port: int          # L4 port the instance listens on
+    order: int         # position in the configuration (tie-break)
+
+
+@dataclass
+class ServerLoad:
+    cpu: float | None = None       # percent of the server's CPU share
+    mem: float | None = None       # percent of its memory limit
+    net: float | None = None       # percent of its network capacity
+    sample_time: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    microservice: str
+    instance: str
+    server: str
+    policy: str          # malb | srr | ln
+    algorithm: str       # round-robin | weighted-least-load | least-network-load
+    reason: str
+    scores: dict         # server -> corrected load used for the choice (least-load only)
+    weights: tuple[float, float, float] | None
+    time: float
+
+
+class NoBackend(LookupError):
+    """No healthy instance can take the flow."""
+
+
+@dataclass
+class _Weights:
+    values: tuple[float, float, float]
+    updated: float
+
+
+class PolicyCore:
+    def __init__(self, pools: dict[str, list[Backend]], flow_classes: dict[str, str],
+                 policy: str = "malb", server_stale_after_s: float = 9.0,
+                 weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
+                 period_s: float = 3.0, clock=time.time):
+        if policy not in POLICIES:
+            raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        self.pools = {ms: sorted(b, key=lambda x: x.order) for ms, b in pools.items()}
+        self.servers = sorted({b.server for bs in pools.values() for b in bs})
+        self.configured_class = dict(flow_classes)      # short | long | auto
+        self.profiled_class: dict[str, str] = {}
+        self.policy = policy
+        self.server_stale_after_s = server_stale_after_s
+        self.weights_stale_after_s = weights_stale_after_s
+        self.pending_flow_cost = pending_flow_cost
+        self.period_s = period_s
+        self.clock = clock
+        self.loads: dict[str, ServerLoad] = {s: ServerLoad() for s in self.servers}
+        self.switch_net: dict[str, ServerLoad] = {s: ServerLoad() for s in self.servers}
+        self.healthy: dict[str, bool] = {b.name: True for bs in pools.values() for b in bs}
+        self.profiler_weights: dict[str, _Weights] = {}
+        self.manual_weights: dict[str, tuple[float, float, float]] = {}
+        self._rr_next: dict[str, int] = {ms: 0 for ms in self.pools}
+        # assignment times per server since its last sample (sorted): the pending flows
+        self._assigned_at: dict[str, list[float]] = {s: [] for s in self.servers}
+        self.assigned_total: dict[tuple[str, str], int] = {}   # (server, microservice) -> n
+
+    # ------------------------------------------------------------------ inputs
+    def set_policy(self, policy: str) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        self.policy = policy
+
+    def update_server_load(self, server: str, cpu: float | None, mem: float | None,
+                           net: float | None, sample_time: float, source: str = "profiler"
+                           ) -> None:
+        """Utilization of a server (predicted by the profiler, or measured) at sample_time."""
+        if server not in self.loads:
+            raise KeyError(f"unknown server {server!r}")
+        if (self.loads[server].sample_time or 0.0) > sample_time:
+            return  # an older sample arriving late
+        self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source)
+        self._prune_assignments(server)
+
+    def update_network(self, server: str, net: float, sample_time: float) -> None:
+        """Network utilization measured by the switches (port statistics)."""
+        if server not in self.switch_net:
+            raise KeyError(f"unknown server {server!r}")
+        if (self.switch_net[server].sample_time or 0.0) > sample_time:
+            return
+        self.switch_net[server] = ServerLoad(None, None, net, sample_time, "switch")
+        self._prune_assignments(server)
+
+    def _prune_assignments(self, server: str) -> None:
+        times = [x.sample_time for x in (self.loads[server], self.switch_net[server])
+                 if x.sample_time is not None]
+        if times:
+            horizon = min(times)
+            lst = self._assigned_at[server]
+            del lst[:bisect.bisect_right(lst, horizon)]
+
+    def update_profiles(self, weights: dict[str, tuple[float, float, float]],
+                        flow_classes: dict[str, str | None], updated: float) -> None:
+        for ms, w in weights.items():
+            if ms in self.pools:
+                self.profiler_weights[ms] = _Weights(normalise_weights(w, ms), updated)
+        for ms, cls in flow_classes.items():
+            if ms in self.pools and cls in ("short", "long"):
+                self.profiled_class[ms] = cls
+
+    def set_manual_weights(self, microservice: str,
+                           weights: tuple[float, float, float] | None) -> None:
+        if microservice not in self.pools:
+            raise KeyError(f"unknown microservice {microservice!r}")
+        if weights is None:
+            self.manual_weights.pop(microservice, None)
+        else:
+            self.manual_weights[microservice] = normalise_weights(weights, microservice)
+
+    def set_health(self, instance: str, healthy: bool) -> None:
+        if instance not in self.healthy:
+            raise KeyError(f"unknown instance {instance!r}")
+        self.healthy[instance] = healthy
+
+    # ------------------------------------------------------------------ views
+    def flow_class(self, microservice: str) -> tuple[str, str]:
+        """(short|long, where it comes from). Unknown 'auto' classes count as long: the
+        least-load choice is the safe one until the profiler has seen flows."""
+        configured = self.configured_class.get(microservice, "auto")
+        if configured in ("short", "long"):
+            return configured, "config"
+        if microservice in self.profiled_class:
+            return self.profiled_class[microservice], "profiler"
+        return "long", "default (not profiled yet)"
+
+    def weights(self, microservice: str, now: float | None = None
+                ) -> tuple[tuple[float, float, float], str]:
+        now = self.clock() if now is None else now
+        if microservice in self.manual_weights:
+            return self.manual_weights[microservice], "manual"
+        w = self.profiler_weights.get(microservice)
+        if w is None:
+            return EQUAL_WEIGHTS, "equal (no profile yet)"
+        age = now - w.updated
+        if age > self.weights_stale_after_s:
+            return EQUAL_WEIGHTS, f"equal (profile {age:.0f} s old)"
+        if age <= 2 * self.period_s:
+            return w.values, "profiler"
+        return w.values, f"profiler, stale (last update {age:.0f} s ago)"
+
+    def _fresh(self, sample: ServerLoad, now: float) -> bool:
+        return sample.sample_time is not None and now - sample.sample_time <= \
+            self.server_stale_after_s
+
+    def is_fresh(self, server: str, now: float) -> bool:
+        return self._fresh(self.loads[server], now) or self._fresh(self.switch_net[server], now)
+
+    def pending(self, server: str, since: float | None = None) -> int:
+        """Flows assigned to the server after `since` (default: its oldest sample)."""
+        lst = self._assigned_at[server]
+        return len(lst) if since is None else len(lst) - bisect.bisect_right(lst, since)
+
+    # ------------------------------------------------------------------ decision
+    def choose(self, microservice: str, now: float | None = None) -> Decision:
+        now = self.clock() if now is None else now
+        pool = self.pools.get(microservice)
+        if pool is None:
+            raise KeyError(f"unknown microservice {microservice!r}")
+        candidates = [b for b in pool if self.healthy[b.name]]
+        if not candidates:
+            raise NoBackend(f"no healthy instance of {microservice}")
+        if self.policy == "srr":
+            decision = self._round_robin(microservice, candidates, now, "srr baseline")
+        else:
+            if self.policy == "ln":
+                algorithm, weights = "least-network-load", (0.0, 0.0, 1.0)
+            else:
+                cls, _src = self.flow_class(microservice)
+                if cls == "short":
+                    decision = self._round_robin(microservice, candidates, now,
+                                                 "short flows: round robin")
+                    return self._record(decision)
+                algorithm, weights = "weighted-least-load", self.weights(microservice, now)[0]
+            decision = self._least_load(microservice, candidates, now, algorithm, weights)
+        return self._record(decision)
+
+    def _record(self, d: Decision) -> Decision:
+        bisect.insort(self._assigned_at[d.server], d.time)
+        key = (d.server, d.microservice)
+        self.assigned_total[key] = self.assigned_total.get(key, 0) + 1
+        return d
+
+    def _round_robin(self, ms: str, candidates: list[Backend], now: float,
+                     reason: str) -> Decision:
+        pool = self.pools[ms]
+        start = self._rr_next[ms]
+        for step in range(len(pool)):
+            b = pool[(start + step) % len(pool)]
+            if self.healthy[b.name]:
+                self._rr_next[ms] = (start + step + 1) % len(pool)
+                return Decision(ms, b.name, b.server, self.policy, "round-robin", reason, {},
+                                None, now)
+        raise NoBackend(f"no healthy instance of {ms}")  # unreachable: candidates non-empty
+
+    def _least_load(self, ms: str, candidates: list[Backend], now: float, algorithm: str,
+                    weights: tuple[float, float, float]) -> Decision:
+        measured = {b.server: self._measure(b.server, weights, algorithm, now)
+                    for b in candidates}
+        fresh = [b for b in candidates if measured[b.server] is not None]
+        if not fresh:
+            return self._round_robin(ms, candidates, now,
+                                     f"{algorithm}: no fresh load data, round robin")
+        pending = {b.server: self.pending(b.server, measured[b.server][1]) for b in fresh}
+        scores = {b.server: measured[b.server][0] + pending[b.server] * self.pending_flow_cost
+                  for b in fresh}
+        best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
+        left_out = len(candidates) - len(fresh)
+        reason = f"{algorithm}: {best.server} lowest of {len(fresh)}" + \
+            (f" ({left_out} without fresh load data left out)" if left_out else "")
+        return Decision(ms, best.name, best.server, self.policy, algorithm, reason,
+                        {s: round(v, 3) for s, v in scores.items()}, weights, now)
+
+    def _measure(self, server: str, weights: tuple[float, float, float], algorithm: str,
+                 now: float) -> tuple[float, float] | None:
+        """(load, time of the data it rests on), or None without fresh data.
+
+        Least network load reads the switches' port statistics first (the reactive baseline
+        of the paper); weighted least load reads the profiler's per-server estimates, with the
+        switches' network figure when the profiler has none."""
+        prof, switch = self.loads[server], self.switch_net[server]
+        prof_ok, switch_ok = self._fresh(prof, now), self._fresh(switch, now)
+        if algorithm == "least-network-load":
+            if switch_ok and switch.net is not None:
+                return switch.net, switch.sample_time
+            if prof_ok and prof.net is not None:
+                return prof.net, prof.sample_time
+            return None
+        if not prof_ok:
+            return None
+        net = prof.net if prof.net is not None else (switch.net if switch_ok else None)
+        a, b, g = weights
+        parts = ((a, prof.cpu), (b, prof.mem), (g, net))
+        if any(w > 0 and v is None for w, v in parts):
+            return None
+        return sum(w * v for w, v in parts if w > 0), prof.sample_time
+
+    # ------------------------------------------------------------------ status
+    def status(self, now: float | None = None) -> dict:
+        now = self.clock() if now is None else now
+        servers = {}
+        for s in self.servers:
+            load = self.loads[s]
+            sw = self.switch_net[s]
+            servers[s] = {
+                "cpu": load.cpu, "mem": load.mem, "net": load.net, "source": load.source,
+                "sample_age_s": _age(load.sample_time, now),
+                "net_switch": sw.net, "net_switch_age_s": _age(sw.sample_time, now),
+                "fresh": self.is_fresh(s, now),
+                "pending_flows": self.pending(s),
+                "flows_assigned": {ms: n for (srv, ms), n in sorted(self.assigned_total.items())
+                                   if srv == s},
+                "instances": {b.name: {"microservice": b.microservice,
+                                       "healthy": self.healthy[b.name]}
+                              for bs in self.pools.values() for b in bs if b.server == s},
+            }
+        microservices = {}
+        for ms, pool in self.pools.items():
+            w, wsrc = self.weights(ms, now)
+            cls, csrc = self.flow_class(ms)
+            microservices[ms] = {
+                "weights": {"alpha": round(w[0], 6), "beta": round(w[1], 6),
+                            "gamma": round(w[2], 6)},
+                "weights_source": wsrc, "flow_class": cls, "flow_class_source": csrc,
+                "instances": [b.name for b in pool],
+                "healthy_instances": [b.name for b in pool if self.healthy[b.name]],
+            }
+        return {"policy": self.policy, "servers": servers, "microservices": microservices}
+
+
+def _age(t: float | None, now: float) -> float | None:
+    return None if t is None else round(now - t, 3)
+
+
+def normalise_weights(weights, microservice: str = "") -> tuple[float, float, float]:
+    """Three non-negative numbers, scaled to sum to 1 (all zero: equal weights)."""
+    try:
+        a, b, g = (float(x) for x in weights)
+    except (TypeError, ValueError):
+        raise ValueError(f"{microservice}: weights must be three numbers") from None
+    for name, v in (("alpha", a), ("beta", b), ("gamma", g)):
+        if not v >= 0 or v == float("inf"):
+            raise ValueError(f"{microservice}: {name} must be a finite number >= 0, got {v}")
+    total = a + b + g
+    if total == 0:
+        return EQUAL_WEIGHTS
+    return a / total, b / total, g / total

@@ -1,0 +1,182 @@
+from collections import Counter
+
+import pytest
+
+from ryu_apps.policy import Backend, NoBackend, PolicyCore, normalise_weights
+
+SERVERS = ["srv1", "srv2", "srv3", "srv4"]
+
+
+def make_core(policy="malb", classes=None, **kw):
+    pools = {}
+    order = 0
+    for ms in ("video", "ui", "backend"):
+        for i, srv in enumerate(SERVERS, 1):
+            pools.setdefault(ms, []).append(
+                Backend(f"{srv}-{ms}", ms, srv, f"10.0.{i}.1", f"02:00:00:01:0{i}:01", 80, order))
+            order += 1
+    classes = classes or {"video": "long", "ui": "short", "backend": "long"}
+    return PolicyCore(pools, classes, policy=policy, clock=lambda: 100.0, **kw)
+
+
+def loads(core, t=99.0, **per_server):
+    """per_server: srvN=(cpu, mem, net)"""
+    for srv in SERVERS:
+        cpu, mem, net = per_server.get(srv, (10.0, 10.0, 10.0))
+        core.update_server_load(srv, cpu, mem, net, t)
+
+
+def test_round_robin_spreads_40_short_flows_10_per_server_in_order():
+    core = make_core()
+    picks = [core.choose("ui").server for _ in range(40)]
+    assert Counter(picks) == {s: 10 for s in SERVERS}
+    assert picks[:5] == ["srv1", "srv2", "srv3", "srv4", "srv1"]
+
+
+def test_round_robin_skips_unhealthy_and_resumes():
+    core = make_core()
+    core.set_health("srv2-ui", False)
+    picks = [core.choose("ui").server for _ in range(6)]
+    assert picks == ["srv1", "srv3", "srv4", "srv1", "srv3", "srv4"]
+    core.set_health("srv2-ui", True)
+    assert "srv2" in {core.choose("ui").server for _ in range(4)}
+
+
+def test_no_healthy_instance_raises():
+    core = make_core()
+    for s in SERVERS:
+        core.set_health(f"{s}-video", False)
+    with pytest.raises(NoBackend):
+        core.choose("video")
+
+
+def test_malb_sends_long_flows_to_least_weighted_load():
+    core = make_core()
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)   # CPU-bound
+    loads(core, srv1=(90, 10, 1), srv2=(20, 80, 90), srv3=(50, 5, 5), srv4=(40, 50, 50))
+    d = core.choose("backend")
+    assert (d.server, d.algorithm) == ("srv2", "weighted-least-load")
+    assert d.scores["srv2"] == 20.0 and d.weights == (1.0, 0.0, 0.0)
+
+
+def test_srr_ignores_load_and_flow_class():
+    core = make_core(policy="srr")
+    loads(core, srv1=(99, 99, 99))
+    assert [core.choose("video").server for _ in range(4)] == SERVERS
+
+
+def test_ln_uses_switch_network_measurement_then_profiler():
+    core = make_core(policy="ln")
+    loads(core, srv1=(0, 0, 50), srv2=(0, 0, 40), srv3=(0, 0, 30), srv4=(0, 0, 60))
+    assert core.choose("video").server == "srv3"       # profiler net only
+    for srv, net in zip(SERVERS, (5, 50, 50, 50)):
+        core.update_network(srv, net, 99.5)
+    d = core.choose("video")
+    assert (d.server, d.algorithm) == ("srv1", "least-network-load")
+
+
+def test_a_burst_of_long_flows_is_spread_by_pending_correction():
+    core = make_core(pending_flow_cost=5.0)
+    loads(core)  # all equal
+    picks = [core.choose("video").server for _ in range(8)]
+    assert Counter(picks) == {s: 2 for s in SERVERS}
+    # without correction, the idlest-looking server would take them all
+    flat = make_core(pending_flow_cost=0.0)
+    loads(flat, srv3=(5, 5, 5))
+    assert {flat.choose("video").server for _ in range(8)} == {"srv3"}
+    # a 5-point lead is worth one pending flow at cost 5
+    core = make_core(pending_flow_cost=5.0)
+    loads(core, srv3=(5, 5, 5))
+    assert [core.choose("video").server for _ in range(3)] == ["srv3", "srv1", "srv2"]
+
+
+def test_pending_flows_count_only_since_the_sample():
+    core = make_core(pending_flow_cost=5.0)
+    clock = [100.0]
+    core.clock = lambda: clock[0]
+    loads(core, t=99.0)
+    core.choose("video")            # srv1 at t=100
+    assert core.pending("srv1", 99.0) == 1
+    core.update_server_load("srv1", 10, 10, 10, 100.5)   # sample taken after the assignment
+    assert core.pending("srv1", 100.5) == 0
+    # srv1's new sample already holds its flow: back to a tie, broken by instance order
+    assert core.choose("video").server == "srv1"
+
+
+def test_stale_server_is_left_out_of_least_load_but_kept_in_round_robin():
+    core = make_core(server_stale_after_s=9.0)
+    loads(core, t=99.0, srv1=(0, 0, 0))          # srv1 looks idlest...
+    core.update_server_load("srv1", 0, 0, 0, 99.0)
+    for s in ("srv2", "srv3", "srv4"):
+        core.update_server_load(s, 30, 30, 30, 99.0)
+    core.loads["srv1"].sample_time = 80.0        # ...but its data is 20 s old
+    d = core.choose("video")
+    assert d.server != "srv1" and "left out" in d.reason
+    assert "srv1" in {core.choose("ui").server for _ in range(4)}   # short flows: RR
+
+
+def test_without_any_fresh_data_least_load_falls_back_to_round_robin():
+    core = make_core()
+    picks = [core.choose("video") for _ in range(4)]
+    assert [d.server for d in picks] == SERVERS
+    assert all("no fresh load data" in d.reason for d in picks)
+
+
+def test_weights_sources_manual_profiler_stale_equal():
+    core = make_core(weights_stale_after_s=30.0, period_s=3.0)
+    assert core.weights("video", 100.0)[1].startswith("equal (no profile")
+    core.update_profiles({"video": (0.51, 19.26, 22.87)}, {}, updated=99.0)
+    w, src = core.weights("video", 100.0)
+    assert src == "profiler" and round(w[2], 3) == 0.536
+    w, src = core.weights("video", 115.0)
+    assert "stale" in src and round(w[2], 3) == 0.536       # kept while the profiler is silent
+    w, src = core.weights("video", 140.0)
+    assert w == pytest.approx((1 / 3,) * 3) and src.startswith("equal (profile")
+    core.set_manual_weights("video", (0, 0, 2))
+    assert core.weights("video", 140.0) == ((0.0, 0.0, 1.0), "manual")
+    core.set_manual_weights("video", None)
+    assert core.weights("video", 140.0)[1].startswith("equal")
+
+
+def test_auto_flow_class_comes_from_the_profiler_and_defaults_to_long():
+    core = make_core(classes={"video": "auto", "ui": "auto", "backend": "long"})
+    assert core.flow_class("ui") == ("long", "default (not profiled yet)")
+    core.update_profiles({}, {"ui": "short", "video": None}, updated=99.0)
+    assert core.flow_class("ui") == ("short", "profiler")
+    assert core.choose("ui").algorithm == "round-robin"
+
+
+def test_ties_break_on_instance_order_deterministically():
+    a, b = make_core(pending_flow_cost=0), make_core(pending_flow_cost=0)
+    for core in (a, b):
+        loads(core)
+    # equal loads, no pending cost: fewer pending flows first, then instance order
+    assert [a.choose("video").server for _ in range(5)] == \
+        [b.choose("video").server for _ in range(5)] == SERVERS + ["srv1"]
+
+
+def test_policy_switch_and_bad_values():
+    core = make_core()
+    core.set_policy("srr")
+    assert core.status()["policy"] == "srr"
+    with pytest.raises(ValueError, match="policy"):
+        core.set_policy("random")
+    with pytest.raises(ValueError, match="gamma"):
+        normalise_weights((1, 1, -1), "video")
+    with pytest.raises(ValueError, match="three numbers"):
+        normalise_weights("abc", "video")
+    assert normalise_weights((0, 0, 0)) == pytest.approx((1 / 3,) * 3)
+    with pytest.raises(KeyError):
+        core.set_health("nope", False)
+
+
+def test_status_is_json_ready_and_counts_assignments():
+    import json
+    core = make_core()
+    loads(core)
+    for _ in range(4):
+        core.choose("ui")
+    st = json.loads(json.dumps(core.status()))
+    assert st["servers"]["srv1"]["flows_assigned"] == {"ui": 1}
+    assert st["microservices"]["ui"]["flow_class"] == "short"
+    assert st["servers"]["srv2"]["instances"]["srv2-ui"]["healthy"] is True
