@@ -88,14 +88,15 @@ class Agent:
         started = time.monotonic()
         wall = time.time()
         try:
-            listed = self.client.containers.list(filters=self.selector.docker_filters())
+            listed = self.client.containers.list(all=True,
+                                                 filters=self.selector.docker_filters())
         except Exception as exc:  # Docker itself unreachable: every container unreadable
             self.errors += 1
             return self._publish(wall, [], f"docker: {exc}", started)
         mine = [c for c in listed if self.selector.matches(c.name)]
         seen = {c.id for c in mine}
-        docs = {c.id: self.pool.submit(self._stats, c) for c in mine}
-        containers = [self._read(c, docs[c.id]) for c in mine]
+        docs = {c.id: self.pool.submit(self._stats, c) for c in mine if c.status == "running"}
+        containers = [self._read(c, docs.get(c.id)) for c in mine]
         wall = time.time()  # the data is from now (reads waited for Docker's next tick)
         for gone in set(self._prev) - seen:     # containers that disappeared
             self._prev.pop(gone, None)
@@ -107,8 +108,14 @@ class Agent:
         entry = {"name": c.name, "id": c.id[:12],
                  "instance": labels.get("malb.instance", c.name.removeprefix("mn.")),
                  "microservice": labels.get("malb.microservice"),
-                 "readable": True, "error": None, "cpu_percent": None, "memory_bytes": None,
-                 "memory_percent": None, "rx_bytes_per_s": None, "tx_bytes_per_s": None}
+                 "state": c.status, "readable": True, "error": None, "cpu_percent": None,
+                 "memory_bytes": None, "memory_percent": None, "rx_bytes_per_s": None,
+                 "tx_bytes_per_s": None}
+        if doc_future is None:
+            # not running: it uses nothing, but that is not a measurement of zero either
+            entry.update(readable=False, error=f"container is {c.status}")
+            self._prev.pop(c.id, None)
+            return entry
         try:
             doc = doc_future.result()
             raw = parse_stats(doc, time.monotonic(), self._net_from_proc(c)

@@ -87,11 +87,14 @@ class Capacity:
 def server_totals(containers: list[dict], cap: Capacity) -> dict:
     """The server's use relative to its capacity, from its readable containers.
 
-    Containers that cannot be read, or that have no rate yet, are left out and named: the
-    totals are then marked partial rather than read as zero."""
+    Running containers that cannot be read, or that have no rate yet, are left out and
+    named: the totals are then marked partial rather than read as zero. Containers that are
+    not running use nothing and do not make the totals partial."""
     cpu_cores = mem = rx = tx = 0.0
     missing = []
     for c in containers:
+        if c.get("state", "running") != "running":
+            continue
         if not c.get("readable") or c.get("cpu_percent") is None or c.get("memory_bytes") is None:
             missing.append(c["name"])
             continue
@@ -99,7 +102,7 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
         mem += c["memory_bytes"]
         rx += c.get("rx_bytes_per_s") or 0.0
         tx += c.get("tx_bytes_per_s") or 0.0
-    complete = not missing and bool(containers)
+    complete = not missing and any(c.get("state", "running") == "running" for c in containers)
     return {
         "cpu_cores": round(cpu_cores, 4),
         "cpu_percent": round(100.0 * cpu_cores / cap.cpu_cores, 3) if cap.cpu_cores else None,

@@ -65,9 +65,14 @@ class FlowRecord:
         return (self.dpid, self.protocol, self.client_ip, self.client_port, self.vip, self.vport)
 
     def duration_s(self, idle_timeout: int) -> float:
-        if self.ended is not None and self.end_reason == "idle_timeout":
-            return max(0.0, self.rule_age_s - idle_timeout)
-        return self.rule_age_s
+        """Ended by idle timeout: the rule's life minus the idle tail. Still active: from the
+        first packet to the last traffic seen (a rule idling towards its timeout is not a
+        flow that is still going)."""
+        if self.ended is not None:
+            if self.end_reason == "idle_timeout":
+                return max(0.0, self.rule_age_s - idle_timeout)
+            return self.rule_age_s
+        return max(0.0, self.last_active - self.created)
 
     def as_record(self, idle_timeout: int) -> dict:
         return {"flow_id": f"{self.dpid:x}:{self.flow_id:x}", "microservice": self.microservice,

@@ -1,0 +1,258 @@
+"""The MALB controller with real parts: ryu-manager, userspace OVS, the testbed's
+containers, host agents, the profiler, and real TCP from Mininet clients."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+
+from experiments.stack import Stack
+from tests.integration.helpers import FAST_CONFIG, burn, download, finish_download, \
+    served_by, start_download
+from topologies.clean import clean_testbed
+
+pytestmark = pytest.mark.integration
+VIP = "10.0.0.100"
+UI = f"http://{VIP}:8002/object?size=20000"
+BACKEND = f"http://{VIP}:8003/job?seconds=0.2&cpu=0.1"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    clean_testbed(quiet=True)
+    st = Stack(FAST_CONFIG, str(tmp_path_factory.mktemp("controller")), policy="malb")
+    with st:
+        st.wait_for(lambda: st.controller_get("/malb/status")["profiler"]["reachable"], 20,
+                    "controller reaches the profiler")
+        yield st
+    clean_testbed(quiet=True)
+
+
+@pytest.fixture
+def cli(stack):
+    stack.controller_put("/malb/policy", {"policy": "malb"})
+    return stack.testbed.node("cli1")
+
+
+def status(stack):
+    return stack.controller_get("/malb/status")
+
+
+def test_40_short_flows_land_10_per_server_by_round_robin(stack, cli):
+    before = {s: v["flows_assigned"].get("ui", 0) for s, v in status(stack)["servers"].items()}
+    who = served_by(cli, UI, 40)
+    assert len(who) == 40 and not [w for w in who if w.startswith("FAIL")], who
+    assert Counter(w.split("-")[0] for w in who) == {f"srv{i}": 10 for i in range(1, 5)}
+    after = {s: v["flows_assigned"].get("ui", 0) for s, v in status(stack)["servers"].items()}
+    assert {s: after[s] - before[s] for s in after} == {f"srv{i}": 10 for i in range(1, 5)}
+    last = stack.controller_get("/malb/decisions?limit=40&microservice=ui")["decisions"]
+    assert {d["algorithm"] for d in last} == {"round-robin"}
+
+
+@pytest.mark.parametrize("policy", ["srr", "ln", "malb"])
+def test_tcp_transfers_through_the_vip_succeed_for_every_policy(stack, cli, policy):
+    code, body = stack.controller_put("/malb/policy", {"policy": policy})
+    assert code == 200 and body["policy"] == policy
+    code, size, who = download(cli, f"http://{VIP}:8002/object?size=2000000")
+    assert (code, size) == (200, 2_000_000) and who.endswith("-ui")
+    code, size, who = download(cli, f"http://{VIP}:8001/stream?rate=300&seconds=2")
+    assert code == 200 and 550_000 <= size <= 650_000 and who.endswith("-vid")
+    code, size, who = download(cli, f"http://{VIP}:8003/job?seconds=0.5&cpu=0.2")
+    assert code == 200 and size > 0 and who.endswith("-be")
+    assert status(stack)["policy"] == policy
+
+
+def test_long_flows_avoid_a_busy_server_under_malb_and_not_under_srr(stack, cli):
+    busy = [stack.testbed.node(f"srv2-{a}") for a in ("vid", "ui", "be")]
+    for node in busy:
+        burn(node, True)
+    try:
+        def srv2_is_busiest():
+            servers = stack.profiler_get("/servers")["servers"]
+            pred = {s: v["predicted"]["cpu"] for s, v in servers.items() if v["predicted"]}
+            return len(pred) == 4 and max(pred, key=pred.get) == "srv2" and pred["srv2"] > 60
+        stack.wait_for(srv2_is_busiest, 30, "profiler sees srv2 busiest")
+        time.sleep(2)  # the controller pulls once per period
+        malb = [w.split("-")[0] for w in served_by(cli, BACKEND, 8)]
+        assert len(malb) == 8 and "srv2" not in malb, malb
+        decisions = stack.controller_get("/malb/decisions?limit=8&microservice=backend")
+        assert {d["algorithm"] for d in decisions["decisions"]} == {"weighted-least-load"}
+        stack.controller_put("/malb/policy", {"policy": "srr"})
+        srr = [w.split("-")[0] for w in served_by(cli, BACKEND, 8)]
+        assert Counter(srr)["srv2"] == 2, srr
+    finally:
+        for node in busy:
+            burn(node, False)
+
+
+def test_a_killed_instance_gets_no_new_flows_after_the_health_interval(stack, cli):
+    node = stack.testbed.node("srv3-ui")
+    node.cmd("pkill -f 'services.rom ui'")
+    try:
+        stack.wait_for(lambda: not status(stack)["servers"]["srv3"]["instances"]["srv3-ui"]
+                       ["healthy"], 10, "srv3-ui marked down")
+        inst = status(stack)["servers"]["srv3"]["instances"]["srv3-ui"]
+        assert "reset" in inst["health"] or "no answer" in inst["health"], inst
+        who = served_by(cli, UI, 12)
+        assert len(who) == 12 and "srv3-ui" not in who and not any(w.startswith("FAIL")
+                                                                    for w in who), who
+    finally:
+        stack.testbed.start_service(stack.cfg.instances_of("ui")[2])
+    stack.wait_for(lambda: status(stack)["servers"]["srv3"]["instances"]["srv3-ui"]["healthy"],
+                   10, "srv3-ui healthy again")
+    assert "srv3-ui" in served_by(cli, UI, 8)
+
+
+def test_stale_server_is_left_out_of_least_load_but_served_by_round_robin(stack, cli):
+    stack.agents["srv1"].stop()
+    try:
+        stack.wait_for(lambda: stack.profiler_get("/servers")["servers"]["srv1"]["stale"], 10,
+                       "profiler marks srv1 stale")
+        prof = stack.profiler_get("/servers")["servers"]["srv1"]
+        assert prof["error"] and prof["predicted"] is None and prof["age_s"] > 0
+        stack.wait_for(lambda: not status(stack)["servers"]["srv1"]["fresh"] or
+                       status(stack)["servers"]["srv1"]["sample_age_s"] > 4, 10,
+                       "controller sees srv1's data age")
+        long_flows = [w.split("-")[0] for w in served_by(cli, BACKEND, 6)]
+        assert "srv1" not in long_flows, long_flows
+        reasons = [d["reason"] for d in stack.controller_get(
+            "/malb/decisions?limit=6&microservice=backend")["decisions"]]
+        assert all("left out" in r for r in reasons), reasons
+        short_flows = [w.split("-")[0] for w in served_by(cli, UI, 8)]
+        assert Counter(short_flows)["srv1"] == 2, short_flows
+    finally:
+        stack.start_agent("srv1")
+
+
+def test_profiler_unreachable_keeps_last_weights_then_equal(stack, cli):
+    stack.wait_for(lambda: status(stack)["microservices"]["video"]["weights_source"] ==
+                   "profiler", 15, "weights from the profiler")
+    kept = status(stack)["microservices"]["video"]["weights"]
+    stack.profiler.stop()
+    try:
+        stack.wait_for(lambda: status(stack)["profiler"]["reachable"] is False, 10,
+                       "controller notices the profiler is gone")
+        st = status(stack)
+        assert st["profiler"]["last_error"]
+        ms = st["microservices"]["video"]
+        assert ms["weights"] == kept
+        stack.wait_for(lambda: "stale" in status(stack)["microservices"]["video"]
+                       ["weights_source"], 10, "weights marked stale")
+        with open(stack.controller.log_path) as fh:
+            assert "profiler unreachable" in fh.read()
+        stack.wait_for(lambda: status(stack)["microservices"]["video"]["weights_source"]
+                       .startswith("equal"), 15, "equal weights after the staleness limit")
+        w = status(stack)["microservices"]["video"]["weights"]
+        assert w["alpha"] == pytest.approx(1 / 3, abs=1e-4)
+        # flows are still served meanwhile
+        assert all(x.endswith("-be") for x in served_by(cli, BACKEND, 4))
+    finally:
+        stack.start_profiler()
+    stack.wait_for(lambda: status(stack)["microservices"]["video"]["weights_source"] ==
+                   "profiler", 20, "profiler weights back")
+
+
+def _stream_survives(stack, cli, interrupt) -> None:
+    url = f"http://{VIP}:8001/stream?rate=200&seconds=10"
+    start_download(cli, url, "stream")
+    time.sleep(2)
+    interrupt()
+    code, size = finish_download(cli, "stream", 60)
+    assert code == 200 and size == 2_000_000, (code, size)
+
+
+def test_switch_reconnect_restores_rules_and_connections_continue(stack, cli):
+    def drop_switch():
+        active = stack.controller_get("/malb/flows?active=1")["flows"]
+        assert any(f["microservice"] == "video" for f in active)
+        subprocess.run(["ovs-vsctl", "del-controller", "s1"], check=True)
+        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", "s1"], check=True)
+        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "s1"],
+                             capture_output=True, text=True).stdout
+        assert "nw_dst=10.0.0.100" not in out and "set_field" not in out
+        time.sleep(1)
+        subprocess.run(["ovs-vsctl", "set-controller", "s1", "tcp:127.0.0.1:6653"], check=True)
+        stack.testbed.wait_connected(15)
+        time.sleep(0.5)
+        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "s1"],
+                             capture_output=True, text=True).stdout
+        assert "set_field:10.0.0.100->ip_src" in out, out   # the reverse NAT rule is back
+    _stream_survives(stack, cli, drop_switch)
+    with open(stack.controller.log_path) as fh:
+        assert "NAT flows restored" in fh.read()
+
+
+def test_controller_restart_keeps_existing_connections(stack, cli):
+    def restart():
+        stack.controller.stop()
+        stack.start_controller()
+        stack.testbed.wait_connected(15)
+    _stream_survives(stack, cli, restart)
+    stack.wait_for(lambda: status(stack)["profiler"]["reachable"], 10, "profiler reachable")
+    with open(stack.controller.log_path) as fh:
+        assert "adopted NAT flow" in fh.read()
+    # and the new controller serves new flows
+    assert len([w for w in served_by(cli, UI, 4) if w.endswith("-ui")]) == 4
+
+
+# ------------------------------------------------------------------ REST
+def _req(stack, method, path, body=None, raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(stack.controller_url(path), data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers.get("Content-Type"), r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type"), exc.read()
+
+
+@pytest.mark.parametrize("method, path, body, raw, field", [
+    ("PUT", "/malb/policy", {"policy": "fastest"}, None, "policy"),
+    ("PUT", "/malb/policy", {}, None, "policy"),
+    ("PUT", "/malb/policy", None, b"{not json", "body"),
+    ("PUT", "/malb/weights", {"video": {"alpha": -1, "beta": 0, "gamma": 1}}, None, "alpha"),
+    ("PUT", "/malb/weights", {"video": {"alpha": "x", "beta": 0, "gamma": 1}}, None,
+     "video.alpha"),
+    ("PUT", "/malb/weights", {"nosuch": None}, None, "nosuch"),
+    ("PUT", "/malb/weights", {"video": {"alpha": 1, "beta": 0, "gamma": 0, "delta": 1}}, None,
+     "video.delta"),
+    ("GET", "/malb/decisions?limit=abc", None, None, "limit"),
+])
+def test_bad_requests_get_400_naming_the_field_and_change_nothing(stack, method, path, body,
+                                                                  raw, field):
+    before = stack.controller_get("/malb/weights"), status(stack)["policy"]
+    code, ctype, payload = _req(stack, method, path, body, raw)
+    assert code == 400 and ctype.startswith("application/json")
+    assert field in json.loads(payload)["error"]
+    assert (stack.controller_get("/malb/weights"), status(stack)["policy"]) == before
+
+
+def test_unknown_routes_get_404_json(stack):
+    code, ctype, payload = _req(stack, "GET", "/malb/nothing")
+    assert code == 404 and ctype.startswith("application/json") and "error" in json.loads(payload)
+    code, _, payload = _req(stack, "DELETE", "/malb/status")
+    assert code == 405
+
+
+def test_manual_weights_override_and_release(stack):
+    code, body = stack.controller_put("/malb/weights", {"video": {"alpha": 0, "beta": 0,
+                                                                  "gamma": 2}})
+    assert code == 200 and body["video"]["source"] == "manual" and body["video"]["gamma"] == 1.0
+    assert status(stack)["microservices"]["video"]["weights_source"] == "manual"
+    code, body = stack.controller_put("/malb/weights", {"video": None})
+    assert code == 200 and body["video"]["source"] != "manual"
+
+
+def test_prometheus_metrics(stack, cli):
+    served_by(cli, UI, 2)
+    code, ctype, payload = _req(stack, "GET", "/metrics")
+    text = payload.decode()
+    assert code == 200 and ctype.startswith("text/plain")
+    assert 'malb_decisions_total{microservice="ui"' in text
+    assert "malb_decision_latency_seconds_bucket" in text
+    assert 'malb_packet_in_total{kind="new_flow"}' in text

@@ -1,0 +1,73 @@
+import pytest
+
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, flow_id_of, \
+    make_cookie, parse_cookie
+from ryu_apps.health import HealthTracker
+
+
+def record(table, now=100.0, **kw):
+    fid = make_cookie(0, 2, 7, table.next_seq())
+    rec = FlowRecord(flow_id=fid, dpid=1, protocol="tcp", client_ip="10.0.200.1",
+                     client_port=40000, client_in_port=13, vip="10.0.0.100", vport=8002,
+                     microservice="ui", instance="srv2-ui", server="srv2", created=now,
+                     last_active=now, **kw)
+    table.add(rec)
+    return rec
+
+
+def test_cookie_round_trip_and_direction():
+    c = make_cookie(DIR_REVERSE, 3, 11, 12345)
+    assert parse_cookie(c) == (DIR_REVERSE, 3, 11, 12345)
+    assert flow_id_of(c) == make_cookie(0, 3, 11, 12345)
+    assert parse_cookie(0x1234) is None
+
+
+def test_idle_timeout_flow_duration_excludes_the_idle_tail():
+    t = FlowTable(idle_timeout=10)
+    rec = record(t)
+    fwd, rev = rec.flow_id | (DIR_FORWARD << 44), rec.flow_id | (DIR_REVERSE << 44)
+    t.on_stats(fwd, 1.0, 500, 5, now=101.0)
+    t.on_stats(rev, 1.0, 90_000, 60, now=101.0)
+    assert t.lookup(rec.key) is rec
+    assert rec.duration_s(10) == pytest.approx(1.0)        # first packet to last traffic
+    t.on_stats(fwd, 6.0, 500, 5, now=106.0)                 # idle: no new bytes
+    assert rec.duration_s(10) == pytest.approx(1.0)
+    t.on_removed(fwd, 12.5, 500, 5, "idle_timeout", now=112.5)
+    assert t.lookup(rec.key) is None                        # a new flow with that tuple is new
+    assert rec.duration_s(10) == pytest.approx(2.5)
+    # reported once both rules are gone, with both byte counts
+    assert [r for r in t.take_report(113.0) if not r["active"]] == []
+    t.on_removed(rev, 12.6, 95_000, 61, "idle_timeout", now=112.6)
+    done = [r for r in t.take_report(113.0) if not r["active"]]
+    # the flow lasted until its last packet in either direction
+    assert len(done) == 1 and done[0]["bytes"] == 95_500 and done[0]["duration_s"] == 2.6
+    assert t.take_report(114.0) == []
+
+
+def test_a_half_removed_flow_is_reported_after_the_grace_period():
+    t = FlowTable(idle_timeout=5)
+    rec = record(t)
+    t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 7.0, 10, 1, "idle_timeout", now=107.0)
+    assert t.take_report(108.0) == []
+    assert len(t.take_report(113.0)) == 1
+
+
+def test_stats_for_unknown_cookies_are_ignored():
+    t = FlowTable(idle_timeout=5)
+    assert t.on_stats(make_cookie(DIR_FORWARD, 1, 1, 99), 1.0, 1, 1, 1.0) is None
+
+
+def test_health_goes_down_after_n_failures_and_up_after_m_answers():
+    h = HealthTracker(["a", "b"], unhealthy_after=2, healthy_after=1, timeout_s=1.0)
+    h.sent(1, "a", 0.0)
+    assert h.answered(1, False, 0.1) is None                # one refusal: still up
+    h.sent(2, "a", 1.0)
+    assert h.answered(2, False, 1.1) == ("a", False)
+    h.sent(3, "a", 2.0)
+    assert h.answered(3, True, 2.1) == ("a", True)
+    h.sent(4, "b", 3.0)
+    h.sent(5, "b", 4.0)
+    assert h.expire(4.5) == []                              # probe 5 not yet timed out
+    assert h.expire(5.5) == [("b", False)]                  # two timeouts in a row
+    assert h.status()["b"]["last_result"].startswith("no answer")
+    assert h.answered(99, True, 6.0) is None                # unknown probe
