@@ -85,6 +85,7 @@ class ProfilerModel:
         self.active_flows: dict[str, dict] = {}     # flow_id -> latest active record
         self.ports: list[dict] = []
         self.steps = 0
+        self.flows_dirty = True          # new flow records since the last classification
 
     # ---------------------------------------------------------------- inputs
     def ingest_agent(self, server: str, sample: dict | None, error: str | None,
@@ -102,6 +103,8 @@ class ProfilerModel:
     def ingest_flows(self, flows: list[dict], ports: list[dict]) -> list[dict]:
         """Keeps active flows in memory; returns the completed ones (to store)."""
         done = []
+        if flows:
+            self.flows_dirty = True
         for f in flows:
             if f["active"]:
                 self.active_flows[f["flow_id"]] = f
@@ -115,8 +118,9 @@ class ProfilerModel:
     def server_stale(self, view: ServerView, now: float) -> bool:
         return view.last_ok is None or now - view.last_ok > self.stale_after_s
 
-    def step(self, now: float, completed_durations: dict[str, list[float]]) -> None:
-        """One period: update predictors with the latest fresh measurements."""
+    def step(self, now: float, completed_durations: dict[str, list[float]] | None) -> None:
+        """One period: update predictors with the latest fresh measurements; reclassify
+        flows when given the completed durations (None: classes unchanged)."""
         self.steps += 1
         per_ms: dict[str, list[dict]] = {m: [] for m in self.microservices}
         for view in self.servers.values():
@@ -130,8 +134,8 @@ class ProfilerModel:
             if view.complete:
                 # a partial total would read as a drop in load: feed only complete ones
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
-            view.predicted = view.predictor.predict() if view.predictor.samples else \
-                dict.fromkeys(RESOURCES)
+            view.predicted = _non_negative(view.predictor.predict()) \
+                if view.predictor.samples else dict.fromkeys(RESOURCES)
             cap = view.sample.get("capacity", {})
             for c in view.sample.get("containers", []):
                 ms = c.get("microservice")
@@ -147,11 +151,13 @@ class ProfilerModel:
             if any(v is not None for v in view.measured.values()):
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
             if view.predictor.samples:
-                view.predicted = view.predictor.predict()
+                view.predicted = _non_negative(view.predictor.predict())
                 basis = {r: view.predicted[r] if view.predicted[r] is not None
                          else view.measured[r] for r in RESOURCES}
                 view.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
-        self._classify(completed_durations)
+        if completed_durations is not None:
+            self._classify(completed_durations)
+            self.flows_dirty = False
 
     def _classify(self, completed: dict[str, list[float]]) -> None:
         p = self.cfg.profiler
@@ -199,6 +205,11 @@ class ProfilerModel:
                 "agent": v.agent_url, "error": v.error,
             }
         return {"time": now, "servers": out}
+
+
+def _non_negative(pred: dict) -> dict:
+    """A utilization cannot be below zero; ARMA extrapolating a near-idle series can be."""
+    return {k: (None if v is None else max(0.0, v)) for k, v in pred.items()}
 
 
 def _rounded(d: dict) -> dict:

@@ -177,7 +177,8 @@ class Arma:
     """
 
     def __init__(self, order: tuple[int, int] = (2, 1), window: int = 50,
-                 refit_every: int = 10, executor: Executor | None = None) -> None:
+                 refit_every: int = 10, executor: Executor | None = None,
+                 refit_offset: int = 0) -> None:
         self.order = _check_order(order)
         self.window = _check_window(window)
         p, q = self.order
@@ -188,6 +189,9 @@ class Arma:
         if isinstance(refit_every, bool) or not isinstance(refit_every, int) or refit_every < 1:
             raise ValueError(f"refit_every: expected an integer >= 1, got {refit_every!r}")
         self.refit_every = refit_every
+        # Many series updated together would all refit in the same period; an offset in
+        # [0, refit_every) spreads their fits (the first one waits that many extra samples).
+        self.refit_offset = int(refit_offset) % refit_every
         self.executor = executor
         self.params: ArmaParams | None = None
         self.fits = 0
@@ -230,7 +234,7 @@ class Arma:
 
     def _fit_due(self) -> bool:
         if self._since_fit is None:
-            return len(self._values) >= self.min_samples
+            return len(self._values) >= min(self.window, self.min_samples + self.refit_offset)
         return self._since_fit >= self.refit_every
 
     def _start_fit(self) -> None:
@@ -263,12 +267,14 @@ class Arma:
 
 
 def make_predictor(kind: str, window: int, order: tuple[int, int] = (2, 1),
-                   refit_every: int = 10, executor: Executor | None = None) -> Predictor:
+                   refit_every: int = 10, executor: Executor | None = None,
+                   refit_offset: int = 0) -> Predictor:
     """Build the predictor named by ``kind`` ("rm" or "arma") from configuration values."""
     if kind == "rm":
         return RollingMean(window)
     if kind == "arma":
-        return Arma(order=order, window=window, refit_every=refit_every, executor=executor)
+        return Arma(order=order, window=window, refit_every=refit_every, executor=executor,
+                    refit_offset=refit_offset)
     raise ValueError(f"kind: expected 'rm' or 'arma', got {kind!r}")
 
 

@@ -10,6 +10,7 @@ history, and answers the controller over HTTP (API in docs/profiler.md).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -25,6 +26,7 @@ from profiler.store import HistoryStore
 log = logging.getLogger("malb.profiler")
 PRUNE_EVERY = 100        # periods
 FLOW_WINDOW_S = 600.0    # completed flows considered for classification
+RECLASSIFY_EVERY = 20    # periods: old flows leave the window even when no new ones come
 
 
 def validate_flows(body) -> tuple[list[dict], list[dict]]:
@@ -70,8 +72,9 @@ class ProfilerService:
         self.cfg = cfg
         p = cfg.profiler
         self.executor = ProcessPoolExecutor(max_workers=1) if p.predictor == "arma" else None
+        series = itertools.count()
         factory = lambda: make_predictor(p.predictor, p.window, p.arma_order,  # noqa: E731
-                                         p.arma_refit_every, self.executor)
+                                         p.arma_refit_every, self.executor, next(series))
         self.model = ProfilerModel(cfg, factory)
         self.store = store or HistoryStore(p.history_path, p.retention_s)
         self.fetcher = ThreadPoolExecutor(max_workers=max(1, len(cfg.servers)),
@@ -113,7 +116,9 @@ class ProfilerService:
             for name, (sample, err) in results.items():
                 self.model.ingest_agent(name, sample, err, now)
                 self.m_agent.inc(name, "ok" if sample else "error")
-            durations = self.store.flow_durations(since=now - FLOW_WINDOW_S)
+            durations = None
+            if self.model.flows_dirty or self.model.steps % RECLASSIFY_EVERY == 0:
+                durations = self.store.flow_durations(since=now - FLOW_WINDOW_S)
             self.model.step(now, durations)
             profiles = self.model.profiles(now)
             servers = self.model.servers_view(now)

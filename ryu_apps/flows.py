@@ -59,6 +59,7 @@ class FlowRecord:
     end_reason: str = ""
     reported: bool = False            # a completed record goes to the profiler once
     removed: set = field(default_factory=set)  # directions whose rule is gone
+    dirty: bool = True                # changed since the last report
 
     @property
     def key(self) -> tuple:
@@ -120,6 +121,7 @@ class FlowTable:
         rec.rule_age_s = max(rec.rule_age_s, age_s)
         if rec.bytes_fwd + rec.bytes_rev > old:
             rec.last_active = now
+            rec.dirty = True
         return rec
 
     def on_removed(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
@@ -139,23 +141,38 @@ class FlowTable:
         return rec
 
     def _trim(self) -> None:
-        ended = [r for r in self.flows.values() if r.ended is not None and r.reported]
-        for r in sorted(ended, key=lambda r: r.ended)[:max(0, len(ended) - self.keep_ended)]:
-            del self.flows[r.flow_id]
+        """Keep the newest keep_ended reported records (for GET /malb/flows); unreported
+        ones too, up to ten times that (the profiler may be away for a while)."""
+        for reported, limit in ((True, self.keep_ended), (False, 10 * self.keep_ended)):
+            ended = [r for r in self.flows.values()
+                     if r.ended is not None and r.reported == reported]
+            for r in sorted(ended, key=lambda r: r.ended)[:max(0, len(ended) - limit)]:
+                del self.flows[r.flow_id]
+
+    def report_failed(self, records: list[FlowRecord]) -> None:
+        """A report did not arrive: send these again next time."""
+        for rec in records:
+            if rec.ended is None:
+                rec.dirty = True
+            else:
+                rec.reported = False
 
     def active(self, dpid: int | None = None) -> list[FlowRecord]:
         return [r for r in self.flows.values()
                 if r.ended is None and (dpid is None or r.dpid == dpid)]
 
-    def take_report(self, now: float, grace_s: float = 5.0) -> list[dict]:
-        """Every active flow, and each completed flow once: when both of its rules are gone
-        (so both byte counts are final), or grace_s after the first went."""
+    def take_report(self, now: float, grace_s: float = 5.0) -> list[FlowRecord]:
+        """Active flows that saw traffic since the last report, and each completed flow once:
+        when both of its rules are gone (so both byte counts are final), or grace_s after
+        the first went. Callers turn them into dicts with as_record()."""
         out = []
         for rec in self.flows.values():
             if rec.ended is None:
-                out.append(rec.as_record(self.idle_timeout))
+                if rec.dirty:
+                    out.append(rec)
+                    rec.dirty = False
             elif not rec.reported and (len(rec.removed) >= 2 or now - rec.ended > grace_s):
-                out.append(rec.as_record(self.idle_timeout))
+                out.append(rec)
                 rec.reported = True
         self._trim()
         return out

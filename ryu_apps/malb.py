@@ -23,6 +23,7 @@ Python modules beside it.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -38,7 +39,7 @@ from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, \
     set_ev_cls
 from ryu.lib import hub
-from ryu.lib.packet import arp, ethernet, ether_types, in_proto, ipv4, packet, tcp, udp
+from ryu.lib.packet import arp, ethernet, ether_types, in_proto, ipv4, packet, tcp
 from ryu.ofproto import ofproto_v1_3
 
 from common.config import load_config
@@ -46,6 +47,7 @@ from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, make_cookie, \
     parse_cookie, flow_id_of
+from ryu_apps import ofwire
 from ryu_apps.health import HealthTracker
 from ryu_apps.policy import Backend, NoBackend, PolicyCore
 
@@ -54,6 +56,17 @@ PRIO_L2, PRIO_VIP, PRIO_NAT = 10, 100, 200
 PROBE_PORTS = (61000, 61999)      # outside Linux's default ephemeral range: never a client
 COOKIE_BASE = 0x4D4C << 48
 COOKIE_MASK = 0xFFFF << 48
+# Flow statistics are polled in slices (by the low bits of the flow's sequence number) spread
+# over the period: Ryu parses a whole reply at once on the event loop, at about 0.13 ms per
+# rule, so one reply for hundreds of NAT rules would hold up packet-ins for tens of
+# milliseconds. Slices hold about RULES_PER_SLICE rules each (docs/controller.md).
+RULES_PER_SLICE = 32
+MAX_SLICES = 1024
+# At most this many rules' statistics are parsed per second (about 0.2 of a core): with
+# more NAT rules than a period can cover, the polling cycle stretches beyond the period
+# instead of taking the controller over (docs/controller.md).
+STATS_RULES_PER_S = 1500
+REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields
 L2_IDLE_TIMEOUT = 300
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                    0.1, 0.5)
@@ -134,6 +147,9 @@ class MalbController(app_manager.RyuApp):
                                            ("instance",))
         self.m_flows = self.metrics.gauge("malb_active_flows",
                                           "NAT flows with rules on a switch.", ())
+        self.m_stats_cycle = self.metrics.gauge(
+            "malb_flow_stats_cycle_seconds",
+            "Time to poll every NAT rule once (the period, or longer above the budget).", ())
 
         from ryu_apps.rest import register_rest
         register_rest(kwargs["wsgi"], self)
@@ -141,6 +157,9 @@ class MalbController(app_manager.RyuApp):
                          "config %s", len(pools), len(self.instances), len(self.cfg.servers),
                          policy, self.cfg.source)
         self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop)]
+        # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
+        # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
+        gc.freeze()
         if c.health.method != "none":
             self.threads.append(hub.spawn(self._health_loop))
 
@@ -204,44 +223,40 @@ class MalbController(app_manager.RyuApp):
         msg = ev.msg
         dp = msg.datapath
         in_port = msg.match["in_port"]
-        pkt = packet.Packet(msg.data)
-        eth = pkt.get_protocol(ethernet.ethernet)
-        if eth is None or eth.ethertype == ether_types.ETH_TYPE_LLDP:
+        f = ofwire.parse_frame(msg.data)
+        if f is None or f.eth_type == ether_types.ETH_TYPE_LLDP:
             return
-        vip_mac = self.cfg.controller.vip_mac
-        if eth.src != vip_mac:
-            self.mac_to_port.setdefault(dp.id, {})[eth.src] = in_port
-        arp_pkt = pkt.get_protocol(arp.arp)
-        if arp_pkt is not None and arp_pkt.dst_ip in self.vips:
-            if arp_pkt.opcode == arp.ARP_REQUEST:
+        if f.eth_src != self.cfg.controller.vip_mac:
+            self.mac_to_port.setdefault(dp.id, {})[f.eth_src] = in_port
+        if f.eth_type == ether_types.ETH_TYPE_ARP and f.arp_tpa in self.vips:
+            if f.arp_op == arp.ARP_REQUEST:
                 self.m_packet_in.inc("arp_vip")
-                return self._answer_arp(dp, in_port, eth, arp_pkt)
-            if arp_pkt.opcode == arp.ARP_REPLY and arp_pkt.src_ip in self.instance_ips:
+                return self._answer_arp(dp, in_port, f)
+            if f.arp_op == arp.ARP_REPLY and f.arp_spa in self.instance_ips:
                 self.m_packet_in.inc("health")
-                return self._health_answer(("arp", arp_pkt.src_ip), True, "ARP reply")
+                return self._health_answer(("arp", f.arp_spa), True, "ARP reply")
             return
-        ip = pkt.get_protocol(ipv4.ipv4)
-        if ip is not None and ip.dst in self.vips:
-            l4 = pkt.get_protocol(tcp.tcp) or pkt.get_protocol(udp.udp)
-            if l4 is None:
-                return
-            if (isinstance(l4, tcp.tcp) and ip.src in self.instance_ips
-                    and PROBE_PORTS[0] <= l4.dst_port <= PROBE_PORTS[1]):
+        if f.ip_dst in self.vips and f.ip_proto in (in_proto.IPPROTO_TCP,
+                                                     in_proto.IPPROTO_UDP):
+            if (f.ip_proto == in_proto.IPPROTO_TCP and f.ip_src in self.instance_ips
+                    and PROBE_PORTS[0] <= f.dst_port <= PROBE_PORTS[1]):
                 self.m_packet_in.inc("health")
-                return self._tcp_probe_answer(dp, in_port, eth, ip, l4)
-            self.m_packet_in.inc("new_flow")
-            self._new_flow(dp, in_port, msg, eth, ip, l4)
+                return self._tcp_probe_answer(dp, in_port, f)
+            self._new_flow(dp, in_port, msg.data, f)
             self.m_latency.observe(time.perf_counter() - started)
             return
+        if f.ip_dst in self.vips:
+            return  # other IP protocols to a VIP: nothing serves them
         self.m_packet_in.inc("l2")
-        self._l2_forward(dp, in_port, msg, eth)
+        self._l2_forward(dp, in_port, msg, f)
 
-    def _answer_arp(self, dp, in_port, eth, req):
+    def _answer_arp(self, dp, in_port, f):
+        vip_mac = self.cfg.controller.vip_mac
         reply = packet.Packet()
-        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=eth.src,
-                                             src=self.cfg.controller.vip_mac))
-        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=self.cfg.controller.vip_mac,
-                                   src_ip=req.dst_ip, dst_mac=req.src_mac, dst_ip=req.src_ip))
+        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=f.eth_src,
+                                             src=vip_mac))
+        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=vip_mac, src_ip=f.arp_tpa,
+                                   dst_mac=f.arp_sha, dst_ip=f.arp_spa))
         self._packet_out(dp, reply, [dp.ofproto_parser.OFPActionOutput(in_port)])
 
     def _packet_out(self, dp, pkt, actions, in_port=None):
@@ -252,11 +267,11 @@ class MalbController(app_manager.RyuApp):
             in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
             actions=actions, data=pkt.data))
 
-    def _l2_forward(self, dp, in_port, msg, eth):
+    def _l2_forward(self, dp, in_port, msg, f):
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        out_port = self.mac_to_port.get(dp.id, {}).get(eth.dst)
+        out_port = self.mac_to_port.get(dp.id, {}).get(f.eth_dst)
         if out_port is not None and out_port != in_port:
-            self._add_flow(dp, PRIO_L2, parser.OFPMatch(eth_dst=eth.dst),
+            self._add_flow(dp, PRIO_L2, parser.OFPMatch(eth_dst=f.eth_dst),
                            [parser.OFPActionOutput(out_port)], idle=L2_IDLE_TIMEOUT)
         elif out_port == in_port:
             return
@@ -265,86 +280,66 @@ class MalbController(app_manager.RyuApp):
                                         in_port=in_port, actions=actions, data=msg.data))
 
     # ================================================================ NAT flows
-    def _new_flow(self, dp, in_port, msg, eth, ip, l4):
-        proto = "tcp" if isinstance(l4, tcp.tcp) else "udp"
-        ms = self.service_at.get((ip.dst, proto, l4.dst_port))
+    def _new_flow(self, dp, in_port, data: bytes, f) -> None:
+        proto = "tcp" if f.ip_proto == in_proto.IPPROTO_TCP else "udp"
+        ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
         if ms is None:
             return  # nothing listens on this VIP port
-        key = (dp.id, proto, ip.src, l4.src_port, ip.dst, l4.dst_port)
+        key = (dp.id, proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
         rec = self.flows.lookup(key)
         if rec is not None:
-            # the rules were sent but this packet raced them (or the flow is being restored):
-            # same instance as before, no new decision
+            # The rules are there, but this packet met the switch's cached "to controller"
+            # path before it was revalidated: same instance, no new decision, no new rules.
             self.m_packet_in.inc("repeat")
-            return self._send_first_packet(dp, in_port, msg, rec, self.backends[rec.instance])
+            dp.send(self._first_packet(dp, in_port, data, rec, self.backends[rec.instance]))
+            return
+        self.m_packet_in.inc("new_flow")
         now = time.time()
         try:
             d = self.core.choose(ms.name, now)
         except NoBackend:
             self.m_no_backend.inc(ms.name)
             self.logger.warning("no healthy instance of %s: flow from %s:%d dropped", ms.name,
-                                ip.src, l4.src_port)
+                                f.ip_src, f.src_port)
             return
         backend = self.backends[d.instance]
-        seq = self.flows.next_seq()
-        cookie = make_cookie(0, ms.index, self.instance_order[backend.name], seq)
-        rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=ip.src,
-                         client_port=l4.src_port, client_in_port=in_port, vip=ip.dst,
-                         vport=l4.dst_port, microservice=ms.name, instance=backend.name,
+        cookie = make_cookie(0, ms.index, self.instance_order[backend.name],
+                             self.flows.next_seq())
+        rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=f.ip_src,
+                         client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
+                         vport=f.dst_port, microservice=ms.name, instance=backend.name,
                          server=backend.server, created=now, last_active=now)
         self.flows.add(rec)
-        self._install_nat(dp, rec, backend)
-        self._send_first_packet(dp, in_port, msg, rec, backend)
+        # rules, barrier and the first packet in one write: the switch applies the rules
+        # before it sends the packet on
+        dp.send(self._nat_rules(dp, rec, backend) +
+                self._first_packet(dp, in_port, data, rec, backend))
         self.m_decisions.inc(ms.name, d.server, d.policy, d.algorithm)
         self.decisions.append({
-            "time": now, "microservice": ms.name, "client": f"{ip.src}:{l4.src_port}",
+            "time": now, "microservice": ms.name, "client": f"{f.ip_src}:{f.src_port}",
             "switch": dp.id, "instance": d.instance, "server": d.server, "policy": d.policy,
             "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
             "weights": list(d.weights) if d.weights else None})
 
-    def _forward_actions(self, dp, rec: FlowRecord, backend: Backend) -> list:
-        parser = dp.ofproto_parser
-        inst = self.instances[backend.name]
-        actions = [parser.OFPActionSetField(eth_dst=backend.mac),
-                   parser.OFPActionSetField(ipv4_dst=backend.ip)]
-        if backend.port != rec.vport:
-            actions.append(parser.OFPActionSetField(**{f"{rec.protocol}_dst": backend.port}))
-        actions.append(parser.OFPActionOutput(self._port_towards(dp.id, inst)))
-        return actions
+    def _nat_rules(self, dp, rec: FlowRecord, backend: Backend) -> bytes:
+        """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
+        c = self.cfg.controller
+        return ofwire.nat_messages(
+            lambda: _next_xid(dp), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
+            rec.flow_id | (DIR_REVERSE << 44), PRIO_NAT, c.idle_timeout_s, c.hard_timeout_s,
+            rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,
+            backend.mac, backend.ip, backend.port,
+            self._port_towards(dp.id, self.instances[backend.name]))
 
     def _install_nat(self, dp, rec: FlowRecord, backend: Backend) -> None:
-        """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
-        ofp, parser = dp.ofproto, dp.ofproto_parser
-        c = self.cfg.controller
-        ip_proto = in_proto.IPPROTO_TCP if rec.protocol == "tcp" else in_proto.IPPROTO_UDP
-        l4 = rec.protocol
-        rev_match = parser.OFPMatch(**{
-            "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ip_proto,
-            "ipv4_src": backend.ip, f"{l4}_src": backend.port,
-            "ipv4_dst": rec.client_ip, f"{l4}_dst": rec.client_port})
-        rev_actions = [parser.OFPActionSetField(eth_src=c.vip_mac),
-                       parser.OFPActionSetField(ipv4_src=rec.vip)]
-        if backend.port != rec.vport:
-            rev_actions.append(parser.OFPActionSetField(**{f"{l4}_src": rec.vport}))
-        rev_actions.append(parser.OFPActionOutput(rec.client_in_port))
-        fwd_match = parser.OFPMatch(**{
-            "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ip_proto,
-            "ipv4_src": rec.client_ip, f"{l4}_src": rec.client_port,
-            "ipv4_dst": rec.vip, f"{l4}_dst": rec.vport})
-        flags = ofp.OFPFF_SEND_FLOW_REM
-        self._add_flow(dp, PRIO_NAT, rev_match, rev_actions, c.idle_timeout_s, c.hard_timeout_s,
-                       rec.flow_id | (DIR_REVERSE << 44), flags)
-        self._add_flow(dp, PRIO_NAT, fwd_match, self._forward_actions(dp, rec, backend),
-                       c.idle_timeout_s, c.hard_timeout_s, rec.flow_id | (DIR_FORWARD << 44),
-                       flags)
-        # the switch applies both rules before anything sent after this barrier
-        dp.send_msg(parser.OFPBarrierRequest(dp))
+        dp.send(self._nat_rules(dp, rec, backend))
 
-    def _send_first_packet(self, dp, in_port, msg, rec, backend) -> None:
-        parser, ofp = dp.ofproto_parser, dp.ofproto
-        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
-                                        in_port=in_port, data=msg.data,
-                                        actions=self._forward_actions(dp, rec, backend)))
+    def _first_packet(self, dp, in_port, data: bytes, rec: FlowRecord,
+                      backend: Backend) -> bytes:
+        actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,
+                                         rec.vport,
+                                         self._port_towards(dp.id, self.instances[backend.name]))
+        return ofwire.packet_out(_next_xid(dp), in_port, actions, data)
 
     def _port_towards(self, dpid: int, inst) -> int:
         """The instance's own port on its switch; elsewhere the trunk towards its switch
@@ -368,18 +363,34 @@ class MalbController(app_manager.RyuApp):
                               msg.byte_count, msg.packet_count, reason, time.time())
 
     # ================================================================ monitoring
-    def _request_stats(self, dp) -> None:
+    def _request_stats(self, dp, flow_slice: int = 0, slices: int = 1) -> None:
+        """Port statistics (with slice 0) and one slice of the NAT flow statistics."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
+        cookie, mask = COOKIE_BASE | flow_slice, COOKIE_MASK | (slices - 1)
         dp.send_msg(parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                               COOKIE_BASE, COOKIE_MASK, parser.OFPMatch()))
-        dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
+                                               cookie, mask, parser.OFPMatch()))
+        if flow_slice == 0:
+            dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
 
     def _monitor_loop(self):
+        """Poll one slice per step, so that a cycle covers every rule once: in one period,
+        or longer when the rules exceed the statistics budget. The number of slices follows
+        the number of rules at every step: it grows at once (a burst of new flows must not
+        make one huge reply) and shrinks only at a cycle's end."""
         period = self.cfg.controller.monitoring_period_s
+        slices, flow_slice, cycle = 1, 0, period
         while True:
-            hub.sleep(period)
+            hub.sleep(cycle / slices)
+            rules = 2 * len(self.flows.active())                # after the sleep: rules grow
+            need = _slices_for(rules)
+            if need > slices or (need < slices and flow_slice == 0):
+                slices, flow_slice = need, 0
+            if flow_slice == 0:
+                cycle = max(period, rules / STATS_RULES_PER_S)
+                self.m_stats_cycle.set(value=cycle)
             for dp in list(self.datapaths.values()):
-                self._request_stats(dp)
+                self._request_stats(dp, flow_slice, slices)
+            flow_slice = (flow_slice + 1) % slices
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev):
@@ -457,16 +468,21 @@ class MalbController(app_manager.RyuApp):
         while True:
             hub.sleep(period)
             now = time.time()
+            report = self.flows.take_report(now)
+            idle = self.cfg.controller.idle_timeout_s
             try:
-                post_json(f"{base}/flows", {"source": "malb-controller", "time": now,
-                                            "flows": self.flows.take_report(now),
-                                            "ports": list(self.port_rates.values())}, timeout)
+                for start in range(0, max(1, len(report)), REPORT_CHUNK):
+                    chunk = [r.as_record(idle) for r in report[start:start + REPORT_CHUNK]]
+                    post_json(f"{base}/flows", {
+                        "source": "malb-controller", "time": now, "flows": chunk,
+                        "ports": list(self.port_rates.values()) if start == 0 else []}, timeout)
                 self.m_profiler.inc("flows", "ok")
                 profiles = get_json(f"{base}/profiles", timeout)
                 self.m_profiler.inc("profiles", "ok")
                 servers = get_json(f"{base}/servers", timeout)
                 self.m_profiler.inc("servers", "ok")
             except HttpError as exc:
+                self.flows.report_failed(report)
                 self.m_profiler.inc("any", "error")
                 if self.profiler_state["reachable"] is not False:
                     self.logger.warning("profiler unreachable (%s): keeping the last weights; "
@@ -541,21 +557,21 @@ class MalbController(app_manager.RyuApp):
                                src_ip=ms.vip, dst_mac="00:00:00:00:00:00", dst_ip=inst.ip))
         self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(inst.switch_port)])
 
-    def _tcp_probe_answer(self, dp, in_port, eth, ip, seg) -> None:
-        ok = bool(seg.bits & tcp.TCP_SYN) and bool(seg.bits & tcp.TCP_ACK)
-        refused = bool(seg.bits & tcp.TCP_RST)
+    def _tcp_probe_answer(self, dp, in_port, f) -> None:
+        ok = bool(f.tcp_flags & ofwire.TCP_SYN) and bool(f.tcp_flags & ofwire.TCP_ACK)
+        refused = bool(f.tcp_flags & ofwire.TCP_RST)
         if ok:
             # close the half-open connection on the instance
             p = packet.Packet()
-            p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=eth.src,
+            p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=f.eth_src,
                                              src=self.cfg.controller.vip_mac))
-            p.add_protocol(ipv4.ipv4(src=ip.dst, dst=ip.src, proto=in_proto.IPPROTO_TCP,
+            p.add_protocol(ipv4.ipv4(src=f.ip_dst, dst=f.ip_src, proto=in_proto.IPPROTO_TCP,
                                      ttl=64))
-            p.add_protocol(tcp.tcp(src_port=seg.dst_port, dst_port=seg.src_port, seq=seg.ack,
+            p.add_protocol(tcp.tcp(src_port=f.dst_port, dst_port=f.src_port, seq=f.tcp_ack,
                                    bits=tcp.TCP_RST, window_size=0))
             self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(in_port)])
         if ok or refused:
-            self._health_answer(("tcp", ip.src, seg.dst_port), ok,
+            self._health_answer(("tcp", f.ip_src, f.dst_port), ok,
                                 "TCP SYN-ACK" if ok else "TCP reset (port closed)")
 
     def _health_answer(self, token, ok: bool, detail: str) -> None:
@@ -582,6 +598,19 @@ class MalbController(app_manager.RyuApp):
         st["active_flows"] = len(self.flows.active())
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
         return st
+
+
+def _next_xid(dp) -> int:
+    """Transaction ids from the datapath's own counter, as send_msg() would assign them."""
+    dp.xid = (dp.xid + 1) & dp.ofproto.MAX_XID
+    return dp.xid
+
+
+def _slices_for(rules: int) -> int:
+    slices = 1
+    while slices < MAX_SLICES and rules / slices > RULES_PER_SLICE:
+        slices *= 2
+    return slices
 
 
 def _next_hops(cfg) -> dict[tuple[int, int], int]:

@@ -36,12 +36,24 @@ def test_idle_timeout_flow_duration_excludes_the_idle_tail():
     assert t.lookup(rec.key) is None                        # a new flow with that tuple is new
     assert rec.duration_s(10) == pytest.approx(2.5)
     # reported once both rules are gone, with both byte counts
-    assert [r for r in t.take_report(113.0) if not r["active"]] == []
+    assert [r for r in t.take_report(113.0) if r.ended is not None] == []
     t.on_removed(rev, 12.6, 95_000, 61, "idle_timeout", now=112.6)
-    done = [r for r in t.take_report(113.0) if not r["active"]]
+    done = [r.as_record(10) for r in t.take_report(113.0) if r.ended is not None]
     # the flow lasted until its last packet in either direction
     assert len(done) == 1 and done[0]["bytes"] == 95_500 and done[0]["duration_s"] == 2.6
     assert t.take_report(114.0) == []
+
+
+def test_active_flows_are_reported_when_they_change_and_again_after_a_failed_report():
+    t = FlowTable(idle_timeout=5)
+    rec = record(t)
+    assert t.take_report(100.5) == [rec]          # new
+    assert t.take_report(101.0) == []             # unchanged
+    t.on_stats(rec.flow_id | (DIR_FORWARD << 44), 1.0, 100, 1, now=101.0)
+    report = t.take_report(101.5)
+    assert report == [rec]
+    t.report_failed(report)                       # profiler away: keep it for next time
+    assert t.take_report(102.0) == [rec]
 
 
 def test_a_half_removed_flow_is_reported_after_the_grace_period():

@@ -1,0 +1,181 @@
+"""Controller benchmark: MALB against Ryu's simple_switch_13, same topology, same run.
+
+    sudo .venv/bin/python -m benchmarks.controller [--rates 200,1000] [--seconds 5]
+
+For each app, on the paper testbed (4 servers, userspace OVS):
+1. packet-in to flow-mod latency (p50, p99) measured on the wire (benchmarks/ofcapture.py)
+   while a client sends frames that each start a new flow at the controller, at each
+   offered rate: TCP SYNs to the VIP from fresh source ports (MALB decides and installs a
+   NAT rule pair), or frames from fresh source MACs (simple_switch_13 learns the MAC and
+   installs a flow);
+2. new-flow set-up rate (measured first, on a fresh controller): closed-loop TCP
+   connection set-ups from the client for a few seconds, to the VIP (MALB) or straight to
+   the four ui instances in turn (simple_switch_13, whose rules already cover the host
+   pairs: what the data path gives without per-flow control).
+Between offered rates the earlier flows' rules are left to expire (idle timeout + 5 s).
+Results: results/bench/controller.json and .md (also printed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+
+from benchmarks.ofcapture import latencies, quantile
+from common.cli import require_root
+from common.config import load_config
+from common.procs import ROOT, Service, controller_service
+from topologies.clean import clean_testbed
+from topologies.testbed import Testbed, TestbedOptions
+
+APPS = ("malb", "simple_switch_13")
+
+
+def run_app(app: str, rates: list[float], seconds: float, connect_s: float, workers: int,
+            out_dir: str, keep_pcap: bool = False) -> dict:
+    cfg = load_config(overrides={"testbed": {"clients": 1}})
+    log = os.path.join(out_dir, f"{app}.log")
+    if app == "malb":
+        ctl = controller_service(cfg.source, "malb", log)
+    else:
+        ctl = Service("bench-ryu", [os.path.join(os.path.dirname(sys.executable), "ryu-manager"),
+                                    "ryu.app.simple_switch_13"], None, log)
+    ctl.start()
+    time.sleep(2)
+    result = {"app": app, "rates": []}
+    try:
+        with Testbed(cfg, TestbedOptions(wait_controller_s=30)) as tb:
+            missing = tb.wait_services()
+            assert not missing, missing
+            cli = tb.node("cli1")
+            target = next(i for i in cfg.instances if i.name == "srv1-ui")
+            vip = cfg.microservice("ui")
+            c = cfg.testbed.clients[0]
+            # warm up: ARP everywhere, MAC learning for the learning switch
+            for inst in cfg.instances_of("ui"):
+                cli.cmd(f"ping -c 1 -W 1 {inst.ip}")
+                tb.node(inst.name).cmd(f"ping -c 1 -W 1 {c.ip}")
+            cli.cmd(f"ping -c 1 -W 1 {vip.vip}")
+            # the learning switch gets the same spread over the ui instances that MALB's
+            # round robin gives, so both compare the network path, not one busy instance
+            dest = f"{vip.vip}:{vip.port}" if app == "malb" else ",".join(
+                f"{i.ip}:{vip.port}" for i in cfg.instances_of("ui"))
+            out = cli.cmd(f"{sys.executable} {ROOT}/benchmarks/connect.py --target {dest} "
+                          f"--workers {workers} --seconds {connect_s}")
+            conn = json.loads(out.strip().splitlines()[-1])
+            result["connect"] = {"target": dest, "per_s": round(conn["per_s"], 1),
+                                 "p50_ms": _ms(conn["p50_s"]), "p99_ms": _ms(conn["p99_s"]),
+                                 "failures": conn["failures"], "workers": workers}
+            settle = cfg.controller.idle_timeout_s + 5
+            first_key = 0       # every frame of the run starts a flow never seen before
+            for rate in rates:
+                # start every rate from the same state: earlier flows' rules have expired
+                time.sleep(settle)
+                pcap = os.path.join(out_dir, f"{app}-{int(rate)}.pcap")
+                dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U",
+                                         "-w", pcap, "tcp port 6653"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(1.0)
+                if app == "malb":
+                    gen = (f"syn --dst-mac {cfg.controller.vip_mac} --dst-ip {vip.vip} "
+                           f"--dport {vip.port}")
+                else:
+                    gen = f"mac --dst-mac {target.mac} --dst-ip {target.ip}"
+                gen += f" --first-key {first_key}"
+                first_key += int(rate * seconds)
+                out = cli.cmd(f"{sys.executable} {ROOT}/benchmarks/pktgen.py {gen} "
+                              f"--intf cli1-eth0 --src-mac {c.mac} --src-ip {c.ip} "
+                              f"--rate {rate} --seconds {seconds}")
+                time.sleep(2.0)
+                dump.send_signal(signal.SIGINT)
+                err = dump.communicate(timeout=20)[1].decode()
+                sent = json.loads(out.strip().splitlines()[-1])
+                lat = latencies(pcap, "syn" if app == "malb" else "mac")
+                dropped = next((line for line in err.splitlines() if "dropped by kernel" in line),
+                               "")
+                result["rates"].append({
+                    "offered_per_s": rate, "sent": sent["sent"], "send_seconds": sent["seconds"],
+                    "packet_ins": lat["packet_ins"], "answered": lat["answered"],
+                    "answered_per_s": lat["answered_per_s"],
+                    "p50_ms": _ms(quantile(lat["latencies_s"], 0.5)),
+                    "p99_ms": _ms(quantile(lat["latencies_s"], 0.99)),
+                    "max_ms": _ms(max(lat["latencies_s"]) if lat["latencies_s"] else None),
+                    "capture_drops": dropped.split()[0] if dropped else "0"})
+                if not keep_pcap:
+                    os.unlink(pcap)
+    finally:
+        ctl.stop()
+        clean_testbed(quiet=True)
+    return result
+
+
+def _ms(v):
+    return None if v is None else round(v * 1000, 3)
+
+
+def markdown(results: list[dict], command: str) -> str:
+    lines = ["# Controller benchmark", "",
+             f"Command: `{command}`  ", f"Machine: {os.cpu_count()} CPUs, "
+             f"{platform.platform()}, Python {platform.python_version()}, userspace OVS", "",
+             "## Packet-in to flow-mod latency (measured on the OpenFlow connection)", "",
+             "| app | offered /s | packet-ins | answered | answered /s | p50 ms | p99 ms | max ms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        for x in r["rates"]:
+            lines.append(f"| {r['app']} | {x['offered_per_s']:.0f} | {x['packet_ins']} | "
+                         f"{x['answered']} | {x['answered_per_s'] or 0:.0f} | {x['p50_ms']} | "
+                         f"{x['p99_ms']} | {x['max_ms']} |")
+    lines += ["", "## New-flow set-up rate (TCP connect from a client, closed loop)", "",
+              "| app | target | connections /s | p50 ms | p99 ms | failures |",
+              "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        c = r["connect"]
+        target = c["target"] if "," not in c["target"] else \
+            f"{len(c['target'].split(','))} ui instances in turn"
+        lines.append(f"| {r['app']} | {target} | {c['per_s']} | {c['p50_ms']} | "
+                     f"{c['p99_ms']} | {c['failures']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rates", default="200,1000", help="offered new flows per second")
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--connect-seconds", type=float, default=5.0)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--apps", default=",".join(APPS))
+    p.add_argument("--keep-pcap", action="store_true", help="keep the captures in --out")
+    args = p.parse_args(argv)
+    require_root("the controller benchmark")
+    try:
+        rates = [float(x) for x in args.rates.split(",")]
+    except ValueError:
+        p.error(f"--rates: expected numbers separated by commas, got {args.rates!r}")
+    apps = args.apps.split(",")
+    if set(apps) - set(APPS):
+        p.error(f"--apps: choose from {', '.join(APPS)}")
+    os.makedirs(args.out, exist_ok=True)
+    clean_testbed(quiet=True)
+    results = []
+    for app in apps:
+        print(f"[bench] {app}: rates {rates}, {args.seconds} s each", flush=True)
+        results.append(run_app(app, rates, args.seconds, args.connect_seconds, args.workers,
+                               args.out, args.keep_pcap))
+    command = "sudo .venv/bin/python -m benchmarks.controller " + " ".join(argv or sys.argv[1:])
+    md = markdown(results, command.strip())
+    with open(os.path.join(args.out, "controller.json"), "w") as fh:
+        json.dump({"command": command, "results": results}, fh, indent=1)
+    with open(os.path.join(args.out, "controller.md"), "w") as fh:
+        fh.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Packet-in to flow-mod latency, measured on the wire.
+
+A tcpdump capture of the controller's OpenFlow connection on loopback is reassembled into
+the two byte streams and decoded with Ryu's own OpenFlow 1.3 parser. Each packet-in is
+paired with the first flow-mod that carries the same key (the new flow's TCP source port
+for MALB, the new source MAC for a learning switch); the latency is the time between the
+segment completing the packet-in and the segment completing that flow-mod. Both apps are
+measured the same way, from outside, so the figures compare.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ryu.lib.packet import ethernet, packet, tcp
+from ryu.ofproto import ofproto_v1_3 as ofp
+from ryu.ofproto import ofproto_v1_3_parser as parser
+
+
+class _Datapath:
+    ofproto = ofp
+    ofproto_parser = parser
+
+
+@dataclass
+class Message:
+    time: float
+    msg: object
+
+
+def read_pcap(path: str):
+    """Yield (timestamp, src port, dst port, seq, payload) for TCP segments with data."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    magic = struct.unpack("<I", data[:4])[0]
+    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    nano = struct.unpack(endian + "I", data[:4])[0] == 0xA1B23C4D
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    off = 24
+    while off + 16 <= len(data):
+        sec, frac, incl, _orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        off += 16
+        frame = data[off:off + incl]
+        off += incl
+        t = sec + frac / (1e9 if nano else 1e6)
+        if linktype == 1:          # Ethernet (loopback on Linux)
+            if frame[12:14] != b"\x08\x00":
+                continue
+            ip = frame[14:]
+        elif linktype == 113:      # Linux cooked
+            ip = frame[16:]
+        else:
+            raise ValueError(f"unsupported pcap link type {linktype}")
+        ihl = (ip[0] & 0x0F) * 4
+        if ip[9] != 6:
+            continue
+        total = struct.unpack("!H", ip[2:4])[0]
+        seg = ip[ihl:total]
+        sport, dport, seq = struct.unpack("!HHI", seg[:8])
+        doff = (seg[12] >> 4) * 4
+        payload = seg[doff:]
+        if payload:
+            yield t, sport, dport, seq, payload
+
+
+def openflow_messages(path: str, controller_port: int = 6653) -> tuple[list, list]:
+    """(messages from the switch, messages from the controller), decoded, with times."""
+    streams: dict[tuple[int, int], dict] = {}
+    for t, sport, dport, seq, payload in read_pcap(path):
+        s = streams.setdefault((sport, dport), {"next": None, "buf": b"", "msgs": []})
+        if s["next"] is None:
+            s["next"] = seq
+        if seq < s["next"]:                       # retransmission of bytes we have
+            skip = s["next"] - seq
+            if skip >= len(payload):
+                continue
+            payload, seq = payload[skip:], s["next"]
+        s["buf"] += payload
+        s["next"] = seq + len(payload)
+        buf = s["buf"]
+        while len(buf) >= 8:
+            version, mtype, length, xid = struct.unpack("!BBHI", buf[:8])
+            if length < 8 or len(buf) < length:
+                break
+            if version == ofp.OFP_VERSION and mtype in (ofp.OFPT_PACKET_IN, ofp.OFPT_FLOW_MOD):
+                cls = parser.OFPPacketIn if mtype == ofp.OFPT_PACKET_IN else parser.OFPFlowMod
+                s["msgs"].append(Message(t, cls.parser(_Datapath, version, mtype, length, xid,
+                                                       buf[:length])))
+            buf = buf[length:]
+        s["buf"] = buf
+    from_switch, from_controller = [], []
+    for (sport, dport), s in streams.items():
+        (from_switch if dport == controller_port else from_controller).extend(s["msgs"])
+    return sorted(from_switch, key=lambda m: m.time), sorted(from_controller, key=lambda m: m.time)
+
+
+def packet_in_key(msg, mode: str):
+    pkt = packet.Packet(msg.data)
+    if mode == "syn":
+        seg = pkt.get_protocol(tcp.tcp)
+        return seg.src_port if seg and seg.bits & tcp.TCP_SYN and not seg.bits & tcp.TCP_ACK \
+            else None
+    eth = pkt.get_protocol(ethernet.ethernet)
+    return eth.src if eth else None
+
+
+def flow_mod_key(msg, mode: str):
+    m = msg.match
+    if mode == "syn":
+        return m.get("tcp_src") if "tcp_src" in m else None
+    return m.get("eth_src") if "eth_src" in m else None
+
+
+def latencies(path: str, mode: str, controller_port: int = 6653) -> dict:
+    ins, outs = openflow_messages(path, controller_port)
+    first_in: dict = {}
+    for m in ins:
+        key = packet_in_key(m.msg, mode)
+        if key is not None and key not in first_in:
+            first_in[key] = m.time
+    first_mod: dict = {}
+    for m in outs:
+        if m.msg.command != ofp.OFPFC_ADD:
+            continue
+        key = flow_mod_key(m.msg, mode)
+        if key in first_in and key not in first_mod and m.time >= first_in[key]:
+            first_mod[key] = m.time
+    values = sorted(first_mod[k] - first_in[k] for k in first_mod)
+    span = (max(first_mod.values()) - min(first_in.values())) if first_mod else 0.0
+    return {"packet_ins": len(first_in), "answered": len(first_mod),
+            "unanswered": len(first_in) - len(first_mod), "latencies_s": values,
+            "answered_per_s": len(first_mod) / span if span > 0 else None}
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    k = min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))
+    return sorted(values)[k]

@@ -1,0 +1,204 @@
+"""Open-loop HTTP workload for the MALB services, run on a client host.
+
+    python experiments/loadgen.py --spec spec.json --client 0 --clients 2 --out requests.csv
+
+The spec (JSON, written by the experiment) lists request classes and the rate profile:
+
+    {"seed": 1, "phases": [{"name": "increasing", "seconds": 60, "from": 0.2, "to": 1.0},
+                           {"name": "stable", "seconds": 60, "from": 1.0, "to": 1.0},
+                           {"name": "decreasing", "seconds": 60, "from": 1.0, "to": 0.2}],
+     "classes": [{"name": "ui-light", "host": "10.0.0.100", "port": 8002, "weight": 0.3,
+                  "path": "/object?size=1000000"}, ...],
+     "arrivals": "poisson"}
+
+Rates are requests per second for all clients together; each request class gets its
+``weight`` share of them. Client k of n takes every n-th arrival, so together the clients
+follow the profile exactly.
+
+Open loop: every request has an intended start time fixed in advance by the schedule, and
+is sent at that time whether or not earlier ones have finished (asynchronously); response
+time is measured from the *intended* start, so a slow server cannot hide its delay by
+slowing the arrivals down (no coordinated omission). Every request is recorded: class,
+phase, intended start, actual start, first byte, end, bytes, HTTP status, the instance that
+served it (X-Served-By), and the error if any. For streams the throughput in kB/s is
+bytes over (end - first byte).
+
+Standard library only: it runs in a Mininet host's namespace with any Python 3.9+.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import math
+import random
+import sys
+import time
+
+FIELDS = ["seq", "client", "class", "phase", "intended", "started", "first_byte", "ended",
+          "latency_s", "bytes", "status", "served_by", "throughput_kB_s", "error"]
+
+
+def arrival_times(phases: list[dict], arrivals: str, seed: int) -> list[tuple[float, str]]:
+    """(time offset, phase name) of every arrival, for the whole profile (all clients).
+
+    The rate ramps linearly within each phase. 'uniform' places arrival k where the
+    cumulative expected count reaches k + 1/2; 'poisson' draws a non-homogeneous Poisson
+    process by thinning, with the given seed."""
+    out = []
+    start = 0.0
+    rng = random.Random(seed)
+    for ph in phases:
+        T, r0, r1 = float(ph["seconds"]), float(ph["from"]), float(ph["to"])
+        if T <= 0 or r0 < 0 or r1 < 0:
+            raise ValueError(f"phase {ph.get('name')}: seconds > 0 and rates >= 0 required")
+        if arrivals == "uniform":
+            # cumulative count N(t) = r0 t + (r1 - r0) t^2 / (2T); solve N(t) = k + 1/2
+            total = (r0 + r1) * T / 2
+            k = 0
+            while k + 0.5 <= total + 1e-9:
+                target = k + 0.5
+                a = (r1 - r0) / (2 * T)
+                if abs(a) < 1e-12:
+                    t = target / r0
+                else:
+                    t = (-r0 + math.sqrt(r0 * r0 + 4 * a * target)) / (2 * a)
+                out.append((start + t, ph["name"]))
+                k += 1
+        elif arrivals == "poisson":
+            peak = max(r0, r1)
+            t = 0.0
+            while peak > 0:
+                t += rng.expovariate(peak)
+                if t >= T:
+                    break
+                if rng.random() <= (r0 + (r1 - r0) * t / T) / peak:
+                    out.append((start + t, ph["name"]))
+        else:
+            raise ValueError(f"arrivals: 'uniform' or 'poisson', got {arrivals!r}")
+        start += T
+    return out
+
+
+def schedule(spec: dict, client: int, clients: int) -> list[dict]:
+    """This client's requests: intended offset, phase and class, in time order."""
+    times = arrival_times(spec["phases"], spec.get("arrivals", "poisson"), spec.get("seed", 1))
+    classes = spec["classes"]
+    weights = [float(c["weight"]) for c in classes]
+    if not classes or sum(weights) <= 0:
+        raise ValueError("classes: at least one class with a positive weight")
+    rng = random.Random(spec.get("seed", 1) * 7919 + 1)
+    plan = []
+    for seq, (t, phase) in enumerate(times):
+        cls = rng.choices(classes, weights)[0]   # same draw on every client: same mix
+        if seq % clients == client:
+            plan.append({"seq": seq, "offset": t, "phase": phase, "class": cls})
+    return plan
+
+
+async def one_request(req: dict, t0: float, client: int, timeout: float, record) -> None:
+    cls = req["class"]
+    intended = t0 + req["offset"]
+    delay = intended - time.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    row = {"seq": req["seq"], "client": client, "class": cls["name"], "phase": req["phase"],
+           "intended": round(intended, 6), "started": round(time.time(), 6),
+           "first_byte": "", "ended": "", "latency_s": "", "bytes": 0, "status": "",
+           "served_by": "", "throughput_kB_s": "", "error": ""}
+    writer = None
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(cls["host"], int(cls["port"])), timeout)
+        writer.write(f"GET {cls['path']} HTTP/1.1\r\nHost: {cls['host']}\r\n"
+                     f"Connection: close\r\n\r\n".encode())
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), timeout)
+        row["first_byte"] = round(time.time(), 6)
+        parts = status_line.decode(errors="replace").split()
+        row["status"] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        while True:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = line.decode(errors="replace").partition(":")
+            if name.strip().lower() == "x-served-by":
+                row["served_by"] = value.strip()
+        total = 0
+        while True:
+            chunk = await asyncio.wait_for(reader.read(65536), timeout)
+            if not chunk:
+                break
+            total += len(chunk)
+        row["bytes"] = total
+    except asyncio.TimeoutError:
+        row["error"] = f"timeout after {timeout} s without data"
+    except OSError as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if writer is not None:
+            writer.close()
+    end = time.time()
+    row["ended"] = round(end, 6)
+    row["latency_s"] = round(end - intended, 6)
+    if row["first_byte"] and row["bytes"] and end > row["first_byte"]:
+        row["throughput_kB_s"] = round(row["bytes"] / 1000 / (end - row["first_byte"]), 3)
+    if not row["error"] and row["status"] != 200:
+        row["error"] = f"HTTP {row['status']}"
+    record(row)
+
+
+async def run(spec: dict, client: int, clients: int, out, start_at: float, timeout: float,
+              progress_every: float) -> dict:
+    plan = schedule(spec, client, clients)
+    writer = csv.DictWriter(out, fieldnames=FIELDS)
+    writer.writeheader()
+    done = {"ok": 0, "failed": 0}
+
+    def record(row):
+        writer.writerow(row)
+        done["ok" if not row["error"] else "failed"] += 1
+
+    t0 = start_at if start_at > 0 else time.time() + 0.5
+    total_s = sum(float(p["seconds"]) for p in spec["phases"])
+
+    async def progress():
+        while True:
+            await asyncio.sleep(progress_every)
+            elapsed = time.time() - t0
+            print(f"[loadgen {client}] {elapsed:5.0f}/{total_s:.0f} s: {done['ok']} ok, "
+                  f"{done['failed']} failed of {len(plan)}", file=sys.stderr, flush=True)
+
+    ticker = asyncio.ensure_future(progress()) if progress_every > 0 else None
+    await asyncio.gather(*(one_request(r, t0, client, timeout, record) for r in plan))
+    if ticker:
+        ticker.cancel()
+    out.flush()
+    return {"client": client, "planned": len(plan), **done}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--spec", required=True)
+    p.add_argument("--client", type=int, default=0)
+    p.add_argument("--clients", type=int, default=1)
+    p.add_argument("--out", required=True)
+    p.add_argument("--start-at", type=float, default=0.0, help="common start (epoch seconds)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds without any data before a request fails")
+    p.add_argument("--progress", type=float, default=10.0)
+    args = p.parse_args(argv)
+    if not 0 <= args.client < args.clients:
+        p.error("--client must be in [0, --clients)")
+    with open(args.spec) as fh:
+        spec = json.load(fh)
+    with open(args.out, "w", newline="") as out:
+        summary = asyncio.run(run(spec, args.client, args.clients, out, args.start_at,
+                                  args.timeout, args.progress))
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The hand-packed OpenFlow messages are byte-for-byte what Ryu would send."""
+import itertools
+
+from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp, udp
+from ryu.ofproto import ofproto_v1_3 as ofp
+from ryu.ofproto import ofproto_v1_3_parser as parser
+
+from ryu_apps import ofwire
+
+
+class DP:
+    ofproto = ofp
+    ofproto_parser = parser
+
+
+def ryu_bytes(msg, xid):
+    msg.set_xid(xid)
+    msg.serialize()
+    return bytes(msg.buf)
+
+
+def test_flow_mod_matches_ryu():
+    fields = {"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": "10.0.200.1", "tcp_src": 40000,
+              "ipv4_dst": "10.0.0.100", "tcp_dst": 8002}
+    actions = [parser.OFPActionSetField(eth_dst="02:00:00:01:02:02"),
+               parser.OFPActionSetField(ipv4_dst="10.0.2.2"),
+               parser.OFPActionSetField(tcp_dst=80), parser.OFPActionOutput(6)]
+    ryu = parser.OFPFlowMod(DP, cookie=0x4D4C100200700001, priority=200,
+                            match=parser.OFPMatch(**fields), idle_timeout=10, hard_timeout=30,
+                            flags=ofp.OFPFF_SEND_FLOW_REM,
+                            instructions=[parser.OFPInstructionActions(
+                                ofp.OFPIT_APPLY_ACTIONS, actions)])
+    mine = ofwire.flow_mod(77, 0x4D4C100200700001, 200, fields,
+                           ofwire.forward_actions("tcp", "02:00:00:01:02:02", "10.0.2.2", 80,
+                                                  8002, 6), 10, 30, ofwire.OFPFF_SEND_FLOW_REM)
+    assert mine == ryu_bytes(ryu, 77)
+
+
+def test_nat_pair_and_barrier_match_ryu_for_udp_too():
+    xids = itertools.count(5)
+    buf = ofwire.nat_messages(lambda: next(xids), "udp", 0x11, 0x22, 200, 10, 0, "10.0.200.2",
+                              5353, 9, "10.0.0.100", 53, "02:00:00:00:00:64",
+                              "02:00:00:01:01:03", "10.0.1.3", 53, 3)
+    rev = parser.OFPFlowMod(DP, cookie=0x22, priority=200, idle_timeout=10,
+                            flags=ofp.OFPFF_SEND_FLOW_REM,
+                            match=parser.OFPMatch(eth_type=0x800, ip_proto=17,
+                                                  ipv4_src="10.0.1.3", udp_src=53,
+                                                  ipv4_dst="10.0.200.2", udp_dst=5353),
+                            instructions=[parser.OFPInstructionActions(
+                                ofp.OFPIT_APPLY_ACTIONS,
+                                [parser.OFPActionSetField(eth_src="02:00:00:00:00:64"),
+                                 parser.OFPActionSetField(ipv4_src="10.0.0.100"),
+                                 parser.OFPActionOutput(9)])])
+    fwd = parser.OFPFlowMod(DP, cookie=0x11, priority=200, idle_timeout=10,
+                            flags=ofp.OFPFF_SEND_FLOW_REM,
+                            match=parser.OFPMatch(eth_type=0x800, ip_proto=17,
+                                                  ipv4_src="10.0.200.2", udp_src=5353,
+                                                  ipv4_dst="10.0.0.100", udp_dst=53),
+                            instructions=[parser.OFPInstructionActions(
+                                ofp.OFPIT_APPLY_ACTIONS,
+                                [parser.OFPActionSetField(eth_dst="02:00:00:01:01:03"),
+                                 parser.OFPActionSetField(ipv4_dst="10.0.1.3"),
+                                 parser.OFPActionOutput(3)])])
+    expected = ryu_bytes(rev, 5) + ryu_bytes(fwd, 6) + ryu_bytes(parser.OFPBarrierRequest(DP), 7)
+    assert buf == expected
+
+
+def test_packet_out_matches_ryu():
+    data = b"\x01" * 60
+    acts = ofwire.action_set_field("eth_dst", "02:00:00:01:01:02") + ofwire.action_output(4)
+    ryu = parser.OFPPacketOut(DP, buffer_id=ofp.OFP_NO_BUFFER, in_port=13, data=data,
+                              actions=[parser.OFPActionSetField(eth_dst="02:00:00:01:01:02"),
+                                       parser.OFPActionOutput(4)])
+    assert ofwire.packet_out(9, 13, acts, data) == ryu_bytes(ryu, 9)
+
+
+def _frame(*protocols):
+    p = packet.Packet()
+    for proto in protocols:
+        p.add_protocol(proto)
+    p.serialize()
+    return bytes(p.data)
+
+
+def test_parse_frame_tcp_udp_arp():
+    eth = ethernet.ethernet(dst="02:00:00:00:00:64", src="02:00:00:02:00:01", ethertype=0x800)
+    f = ofwire.parse_frame(_frame(eth, ipv4.ipv4(src="10.0.200.1", dst="10.0.0.100", proto=6),
+                                  tcp.tcp(src_port=40000, dst_port=8002, seq=7, ack=9,
+                                          bits=tcp.TCP_SYN | tcp.TCP_ACK)))
+    assert (f.eth_src, f.eth_dst, f.ip_src, f.ip_dst, f.ip_proto, f.src_port, f.dst_port) == \
+        ("02:00:00:02:00:01", "02:00:00:00:00:64", "10.0.200.1", "10.0.0.100", 6, 40000, 8002)
+    assert f.tcp_flags & ofwire.TCP_SYN and f.tcp_flags & ofwire.TCP_ACK
+    assert (f.tcp_seq, f.tcp_ack) == (7, 9)
+    eth = ethernet.ethernet(dst="02:00:00:00:00:64", src="02:00:00:02:00:01", ethertype=0x800)
+    f = ofwire.parse_frame(_frame(eth, ipv4.ipv4(src="10.0.200.1", dst="10.0.0.100", proto=17),
+                                  udp.udp(src_port=5353, dst_port=53)))
+    assert (f.ip_proto, f.src_port, f.dst_port) == (17, 5353, 53)
+    eth = ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src="02:00:00:02:00:01", ethertype=0x806)
+    f = ofwire.parse_frame(_frame(eth, arp.arp(opcode=1, src_mac="02:00:00:02:00:01",
+                                               src_ip="10.0.200.1", dst_ip="10.0.0.100")))
+    assert (f.arp_op, f.arp_spa, f.arp_tpa, f.arp_sha) == (1, "10.0.200.1", "10.0.0.100",
+                                                           "02:00:00:02:00:01")
+    assert ofwire.parse_frame(b"\x00" * 10) is None

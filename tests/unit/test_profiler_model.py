@@ -1,0 +1,118 @@
+import pytest
+
+from common.config import parse_config
+from profiler.model import ProfilerModel, instance_usage
+from profiler.predictors import RollingMean, Arma
+
+CAP = {"cpu_cores": 0.5, "memory_bytes": 200, "network_bytes_per_s": 1000}
+
+
+def cfg(**profiler):
+    return parse_config({"servers": {"count": 2}, "profiler": {"period_s": 3, **profiler}})
+
+
+def sample(server, t, cpu=(10, 20, 30), mem=(20, 20, 20), net=(0, 0, 100), complete=True):
+    names = ("vid", "ui", "be")
+    ms = ("video", "ui", "backend")
+    containers = [{"name": f"mn.{server}-{a}", "instance": f"{server}-{a}", "microservice": m,
+                   "readable": True, "cpu_percent": c, "memory_bytes": mm,
+                   "rx_bytes_per_s": n / 2, "tx_bytes_per_s": n / 2}
+                  for a, m, c, mm, n in zip(names, ms, cpu, mem, net)]
+    return {"server": server, "time": t, "capacity": CAP, "containers": containers,
+            "totals": {"cpu_percent": sum(cpu) / 100 / 0.5 * 100, "memory_percent": 30.0,
+                       "network_percent": 10.0, "complete": complete,
+                       "missing": [] if complete else ["x"]}}
+
+
+def test_instance_use_is_relative_to_its_servers_capacity():
+    u = instance_usage({"cpu_percent": 25.0, "memory_bytes": 50, "rx_bytes_per_s": 100,
+                        "tx_bytes_per_s": 150}, CAP)
+    assert u == {"cpu": 50.0, "mem": 25.0, "net": 25.0}
+    assert instance_usage({"cpu_percent": None, "memory_bytes": None}, CAP) == \
+        {"cpu": None, "mem": None, "net": None}
+
+
+def test_step_averages_instances_predicts_and_weighs():
+    m = ProfilerModel(cfg(), lambda: RollingMean(10))
+    for k, t in enumerate((100.0, 103.0)):
+        m.ingest_agent("srv1", sample("srv1", t), None, t)
+        m.ingest_agent("srv2", sample("srv2", t, cpu=(30, 20, 50)), None, t)
+        m.step(t, {})
+    p = m.profiles(103.0)["microservices"]
+    # video: cpu 10 and 30 % of one core on 0.5-core servers -> 20 % and 60 % of the server
+    assert p["video"]["measured"]["cpu"] == pytest.approx(40.0)
+    assert p["video"]["measured"]["mem"] == pytest.approx(10.0)
+    # backend: cpu (60 + 100) / 2 = 80 %, memory 10 %, network 10 %: weights 0.8, 0.1, 0.1
+    w = p["backend"]["weights"]
+    assert (w["alpha"], w["beta"], w["gamma"]) == pytest.approx((0.8, 0.1, 0.1), abs=1e-5)
+    servers = m.servers_view(103.0)["servers"]
+    assert servers["srv1"]["predicted"]["cpu"] == pytest.approx(120.0)
+    assert not servers["srv1"]["stale"]
+
+
+def test_a_silent_or_late_agent_makes_its_server_stale_not_zero():
+    m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)
+    m.step(100.0, {})
+    m.ingest_agent("srv1", None, "connection refused", 110.0)
+    m.step(110.0, {})
+    s = m.servers_view(110.0)["servers"]["srv1"]
+    assert s["stale"] and s["predicted"] is None and s["error"] == "connection refused"
+    assert s["cpu"] == pytest.approx(120.0) and s["age_s"] == pytest.approx(10.0)
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 111.0)   # an old sample again
+    assert "old" in m.servers["srv1"].error
+
+
+def test_partial_totals_do_not_feed_the_server_predictor():
+    m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)
+    m.step(100.0, {})
+    m.ingest_agent("srv1", sample("srv1", 103.0, complete=False), None, 103.0)
+    m.step(103.0, {})
+    assert m.servers["srv1"].predictor.samples == 1
+
+
+class Negative:
+    """A predictor that extrapolates below zero, as ARMA can on a near-idle series."""
+    name = "neg"
+
+    def update(self, value):
+        pass
+
+    def predict(self):
+        return -0.03
+
+
+def test_negative_forecasts_are_clipped_and_do_not_break_the_period():
+    m = ProfilerModel(cfg(), Negative)
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)
+    m.step(100.0, {})
+    p = m.profiles(100.0)["microservices"]["video"]
+    assert p["predicted"] == {"cpu": 0.0, "mem": 0.0, "net": 0.0}
+    assert p["weights"]["alpha"] == pytest.approx(1 / 3, abs=1e-5)
+
+
+def test_flow_classes_and_running_flows_as_evidence():
+    m = ProfilerModel(cfg(flow_threshold_s=3), lambda: RollingMean(3))
+    m.ingest_flows([{"flow_id": f"v{k}", "microservice": "video", "duration_s": 12.0 + k,
+                     "active": True} for k in range(5)], [])
+    m.step(100.0, {"ui": [0.2, 0.3, 0.1, 0.4, 0.2], "video": []})
+    p = m.profiles(100.0)["microservices"]
+    assert p["ui"]["flow_class"] == "short" and p["ui"]["flows"]["count"] == 5
+    assert p["video"]["flow_class"] == "long"       # configured long anyway
+    assert p["video"]["flows"]["count"] == 5        # from the running streams
+    assert not m.flows_dirty
+    m.step(103.0, None)                              # nothing new: classes kept
+    assert m.profiles(103.0)["microservices"]["ui"]["flow_class"] == "short"
+
+
+def test_arma_refit_offsets_spread_the_fits():
+    a = Arma((1, 0), window=20, refit_every=10, refit_offset=0)
+    b = Arma((1, 0), window=20, refit_every=10, refit_offset=4)
+    first = {}
+    for k in range(12):
+        for name, p in (("a", a), ("b", b)):
+            p.update(float(k % 3))
+            if p.fits and name not in first:
+                first[name] = k
+    assert first == {"a": 4, "b": 8}
