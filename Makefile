@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 .PHONY: help setup run test test-unit test-integration bench testbed check-testbed clean-testbed clean
 
 help:
-	@echo "make run             set up what is missing, then run the main job (short default experiment)"
+	@echo "make run             set up what is missing, then compare SRR, LN and MALB (short default, < 10 min)"
 	@echo "make test            set up what is missing, then run every test (unit + integration)"
 	@echo "make setup           install packages, start OVS and Docker, virtualenv, images (idempotent)"
 	@echo "make test-unit       fast tests of the pure cores only (no root needed after setup)"
@@ -21,7 +21,7 @@ setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(PY) -m topologies check
+	$(PY) -m experiments.lb_comparison
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -109,7 +109,8 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
         "memory_bytes": int(mem),
         "memory_percent": round(100.0 * mem / cap.memory_bytes, 3) if cap.memory_bytes else None,
         "rx_bytes_per_s": round(rx, 1), "tx_bytes_per_s": round(tx, 1),
-        "network_percent": round(100.0 * (rx + tx) / cap.network_bytes_per_s, 3)
+        # full duplex: the capacity holds in each direction; the busier one is the use
+        "network_percent": round(100.0 * max(rx, tx) / cap.network_bytes_per_s, 3)
         if cap.network_bytes_per_s else None,
         "complete": complete, "missing": missing,
     }

@@ -158,6 +158,7 @@ async def run(spec: dict, client: int, clients: int, out, start_at: float, timeo
 
     def record(row):
         writer.writerow(row)
+        out.flush()   # the experiment counts finished requests for its progress lines
         done["ok" if not row["error"] else "failed"] += 1
 
     t0 = start_at if start_at > 0 else time.time() + 0.5

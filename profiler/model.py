@@ -61,7 +61,8 @@ def instance_usage(container: dict, capacity: dict) -> dict:
     return {
         "cpu": None if cpu is None or not cores else cpu / cores,   # cpu% of one core / cores
         "mem": None if mem is None or not mem_cap else 100.0 * mem / mem_cap,
-        "net": None if rx is None or tx is None or not net_cap else 100.0 * (rx + tx) / net_cap,
+        # full duplex: the busier direction against the capacity
+        "net": None if rx is None or tx is None or not net_cap else 100.0 * max(rx, tx) / net_cap,
     }
 
 
@@ -172,6 +173,28 @@ class ProfilerModel:
             view.flows = result[name]
 
     # ---------------------------------------------------------------- views
+    def prediction_lag_s(self) -> float:
+        """How long until a prediction shows a change in full: a rolling mean of w samples
+        reaches a new level w periods later; ARMA follows within a few periods (we say 2)."""
+        p = self.cfg.profiler
+        return p.window * p.period_s if p.predictor == "rm" else 2 * p.period_s
+
+    def per_flow(self, name: str, view: MicroserviceView) -> dict | None:
+        """What one active flow of the microservice uses, in % of a server: its measured
+        CPU and network over all its instances, divided by its active flows. Memory is left
+        at 0: an instance's memory is mostly its idle footprint, not its flows'."""
+        active = sum(1 for f in self.active_flows.values() if f["microservice"] == name)
+        if not active or view.readable == 0:
+            return None
+        per = {}
+        for r in ("cpu", "net"):
+            m = view.measured.get(r)
+            if m is None:
+                return None
+            per[r] = round(m * view.readable / active, 4)
+        per["mem"] = 0.0
+        return per
+
     def profiles(self, now: float) -> dict:
         out = {}
         for name, v in self.microservices.items():
@@ -188,9 +211,10 @@ class ProfilerModel:
                 "flows": {k: v.flows.get(k) for k in ("count", "median_s", "p90_s",
                                                       "threshold_s")},
                 "samples": v.predictor.samples, "instances": v.instances,
-                "instances_readable": v.readable,
+                "instances_readable": v.readable, "per_flow": self.per_flow(name, v),
             }
-        return {"time": now, "period_s": self.period_s, "microservices": out}
+        return {"time": now, "period_s": self.period_s,
+                "prediction_lag_s": self.prediction_lag_s(), "microservices": out}
 
     def servers_view(self, now: float) -> dict:
         out = {}

@@ -6,8 +6,14 @@ and a sequence number. The cookie alone tells which microservice and instance a 
 so statistics map back to flows, and a restarted controller can rebuild its table from the
 switch's rules.
 
-Durations: a rule removed by its idle timeout lived ``idle_timeout`` seconds after the flow's
-last packet, so the flow's duration is the rule's lifetime minus the idle timeout.
+Durations: a rule removed by its idle timeout was removed ``idle_timeout`` seconds after the
+flow's last packet, so the flow lasted from its first packet to the removal minus the idle
+timeout.
+
+Connections may go quiet for longer than the idle timeout (a 30 s back-end job sends nothing
+until it answers). Ended flows are therefore kept for a while, findable by their client-side
+5-tuple and by their instance-side 4-tuple, so the controller can resume them on the same
+instance when traffic comes back (docs/controller.md).
 """
 from __future__ import annotations
 
@@ -51,6 +57,8 @@ class FlowRecord:
     server: str
     created: float
     last_active: float
+    backend_ip: str = ""
+    backend_port: int = 0
     bytes_fwd: int = 0
     bytes_rev: int = 0
     packets: int = 0
@@ -65,14 +73,18 @@ class FlowRecord:
     def key(self) -> tuple:
         return (self.dpid, self.protocol, self.client_ip, self.client_port, self.vip, self.vport)
 
+    @property
+    def reverse_key(self) -> tuple:
+        return (self.protocol, self.backend_ip, self.backend_port, self.client_ip,
+                self.client_port)
+
     def duration_s(self, idle_timeout: int) -> float:
-        """Ended by idle timeout: the rule's life minus the idle tail. Still active: from the
+        """Ended by idle timeout: to the removal minus the idle tail. Still active: from the
         first packet to the last traffic seen (a rule idling towards its timeout is not a
         flow that is still going)."""
         if self.ended is not None:
-            if self.end_reason == "idle_timeout":
-                return max(0.0, self.rule_age_s - idle_timeout)
-            return self.rule_age_s
+            tail = idle_timeout if self.end_reason == "idle_timeout" else 0
+            return max(0.0, self.ended - tail - self.created)
         return max(0.0, self.last_active - self.created)
 
     def as_record(self, idle_timeout: int) -> dict:
@@ -91,6 +103,8 @@ class FlowTable:
     keep_ended: int = 5000
     flows: dict[int, FlowRecord] = field(default_factory=dict)      # flow_id -> record
     by_key: dict[tuple, int] = field(default_factory=dict)          # 5-tuple key -> flow_id
+    ended_by_key: dict[tuple, int] = field(default_factory=dict)    # ended flows, to resume
+    ended_by_reverse: dict[tuple, int] = field(default_factory=dict)
     _seq: int = 0
 
     def next_seq(self) -> int:
@@ -131,13 +145,33 @@ class FlowTable:
             return rec
         rec.removed.add(parse_cookie(cookie)[0])
         if rec.ended is not None:
+            # the other rule of the pair: the flow lasted until its last packet either way
+            rec.ended = max(rec.ended, now)
             return rec
         rec.ended = now
         rec.end_reason = reason
-        rec.rule_age_s = age_s
         if self.by_key.get(rec.key) == rec.flow_id:
             del self.by_key[rec.key]
+        self.ended_by_key[rec.key] = rec.flow_id
+        if rec.backend_ip:
+            self.ended_by_reverse[rec.reverse_key] = rec.flow_id
         self._trim()
+        return rec
+
+    def resume(self, key: tuple | None = None, reverse_key: tuple | None = None
+               ) -> FlowRecord | None:
+        """An ended flow whose traffic came back (by its 5-tuple at the edge switch, or by
+        the instance's side): active again, same instance, same cookie."""
+        index, k = (self.ended_by_key, key) if key is not None else \
+            (self.ended_by_reverse, reverse_key)
+        rec = self.flows.get(index.get(k, -1))
+        if rec is None or rec.ended is None:
+            return None
+        self.ended_by_key.pop(rec.key, None)
+        self.ended_by_reverse.pop(rec.reverse_key, None)
+        rec.ended, rec.end_reason, rec.removed = None, "", set()
+        rec.reported, rec.dirty = False, True
+        self.by_key[rec.key] = rec.flow_id
         return rec
 
     def _trim(self) -> None:
@@ -148,6 +182,8 @@ class FlowTable:
                      if r.ended is not None and r.reported == reported]
             for r in sorted(ended, key=lambda r: r.ended)[:max(0, len(ended) - limit)]:
                 del self.flows[r.flow_id]
+                self.ended_by_key.pop(r.key, None)
+                self.ended_by_reverse.pop(r.reverse_key, None)
 
     def report_failed(self, records: list[FlowRecord]) -> None:
         """A report did not arrive: send these again next time."""

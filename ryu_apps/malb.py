@@ -52,7 +52,7 @@ from ryu_apps.health import HealthTracker
 from ryu_apps.policy import Backend, NoBackend, PolicyCore
 
 CONF = cfg.CONF
-PRIO_L2, PRIO_VIP, PRIO_NAT = 10, 100, 200
+PRIO_L2, PRIO_VIP, PRIO_ORPHAN, PRIO_NAT = 10, 100, 150, 200
 PROBE_PORTS = (61000, 61999)      # outside Linux's default ephemeral range: never a client
 COOKIE_BASE = 0x4D4C << 48
 COOKIE_MASK = 0xFFFF << 48
@@ -200,6 +200,13 @@ class MalbController(app_manager.RyuApp):
                                                          arp_tpa=vip), to_controller)
             self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ether_types.ETH_TYPE_IP,
                                                          ipv4_dst=vip), to_controller)
+        # Answers of instances that no NAT rule rewrites (the connection outlived its rules'
+        # idle timeout) come to the controller, not out through L2 with the instance's address
+        for inst in self.cfg.instances:
+            ms = self.cfg.microservice(inst.microservice)
+            self._add_flow(dp, PRIO_ORPHAN, parser.OFPMatch(**{
+                "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
+                "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port}), to_controller)
         restored = 0
         for rec in self.flows.active(dp.id):
             self._install_nat(dp, rec, self.backends[rec.instance])
@@ -247,6 +254,9 @@ class MalbController(app_manager.RyuApp):
             return
         if f.ip_dst in self.vips:
             return  # other IP protocols to a VIP: nothing serves them
+        if f.ip_src in self.instance_ips and f.ip_proto in (in_proto.IPPROTO_TCP,
+                                                             in_proto.IPPROTO_UDP):
+            return self._orphan_reply(msg.data, f)
         self.m_packet_in.inc("l2")
         self._l2_forward(dp, in_port, msg, f)
 
@@ -293,6 +303,15 @@ class MalbController(app_manager.RyuApp):
             self.m_packet_in.inc("repeat")
             dp.send(self._first_packet(dp, in_port, data, rec, self.backends[rec.instance]))
             return
+        if proto == "udp" or not f.tcp_flags & ofwire.TCP_SYN:
+            # not the start of a connection: one that went quiet past the idle timeout
+            rec = self.flows.resume(key=key)
+            if rec is not None:
+                self.m_packet_in.inc("resumed")
+                backend = self.backends[rec.instance]
+                dp.send(self._nat_rules(dp, rec, backend) +
+                        self._first_packet(dp, in_port, data, rec, backend))
+                return
         self.m_packet_in.inc("new_flow")
         now = time.time()
         try:
@@ -308,7 +327,8 @@ class MalbController(app_manager.RyuApp):
         rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=f.ip_src,
                          client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
                          vport=f.dst_port, microservice=ms.name, instance=backend.name,
-                         server=backend.server, created=now, last_active=now)
+                         server=backend.server, created=now, last_active=now,
+                         backend_ip=backend.ip, backend_port=backend.port)
         self.flows.add(rec)
         # rules, barrier and the first packet in one write: the switch applies the rules
         # before it sends the packet on
@@ -320,6 +340,24 @@ class MalbController(app_manager.RyuApp):
             "switch": dp.id, "instance": d.instance, "server": d.server, "policy": d.policy,
             "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
             "weights": list(d.weights) if d.weights else None})
+
+    def _orphan_reply(self, data: bytes, f) -> None:
+        """An instance answers on a connection whose rules expired: resume the flow (rules on
+        the client's edge switch again) and deliver the packet rewritten to the VIP."""
+        proto = "tcp" if f.ip_proto == in_proto.IPPROTO_TCP else "udp"
+        rec = self.flows.resume(reverse_key=(proto, f.ip_src, f.src_port, f.ip_dst,
+                                             f.dst_port))
+        edge = self.datapaths.get(rec.dpid) if rec is not None else None
+        if edge is None:
+            self.m_packet_in.inc("orphan_dropped")
+            return
+        self.m_packet_in.inc("resumed")
+        c = self.cfg.controller
+        actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
+                                         rec.client_in_port)
+        edge.send(self._nat_rules(edge, rec, self.backends[rec.instance]) +
+                  ofwire.packet_out(_next_xid(edge), edge.ofproto.OFPP_CONTROLLER, actions,
+                                    data))
 
     def _nat_rules(self, dp, rec: FlowRecord, backend: Backend) -> bytes:
         """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
@@ -427,7 +465,8 @@ class MalbController(app_manager.RyuApp):
             rec = FlowRecord(flow_id=fid, dpid=dp.id, protocol=l4, client_ip=client_ip,
                              client_port=client_port, client_in_port=in_port, vip=ms.vip,
                              vport=ms.port, microservice=ms.name, instance=inst.name,
-                             server=inst.server, created=now - age, last_active=now)
+                             server=inst.server, created=now - age, last_active=now,
+                             backend_ip=inst.ip, backend_port=ms.port)
             self.flows.add(rec)
             self.logger.info("adopted NAT flow %s:%s -> %s left by a previous controller",
                              client_ip, client_port, inst.name)
@@ -439,7 +478,7 @@ class MalbController(app_manager.RyuApp):
     def _port_stats(self, ev):
         now = time.time()
         dpid = ev.msg.datapath.id
-        per_server: dict[str, float] = {}
+        per_server: dict[str, list[float]] = {}
         for st in ev.msg.body:
             key = (dpid, st.port_no)
             prev = self.port_prev.get(key)
@@ -455,10 +494,13 @@ class MalbController(app_manager.RyuApp):
                                     "instance": owner.name if owner else None,
                                     "server": owner.server if owner else None}
             if owner is not None:
-                per_server[owner.server] = per_server.get(owner.server, 0.0) + rx + tx
-        for server, bytes_per_s in per_server.items():
+                both = per_server.setdefault(owner.server, [0.0, 0.0])
+                both[0] += rx
+                both[1] += tx
+        for server, (rx, tx) in per_server.items():
+            # full duplex: the capacity holds in each direction; the busier one is the use
             capacity = self.cfg.server(server).network_mbit * 1e6 / 8
-            self.core.update_network(server, 100.0 * bytes_per_s / capacity, now)
+            self.core.update_network(server, 100.0 * max(rx, tx) / capacity, now)
 
     # ================================================================ profiler
     def _profiler_loop(self):
@@ -496,14 +538,19 @@ class MalbController(app_manager.RyuApp):
             self._apply_profiles(profiles, servers, now)
 
     def _apply_profiles(self, profiles: dict, servers: dict, now: float) -> None:
-        weights, classes = {}, {}
+        weights, classes, per_flow = {}, {}, {}
         for name, p in (profiles.get("microservices") or {}).items():
             w = p.get("weights") or {}
             if all(isinstance(w.get(k), (int, float)) for k in ("alpha", "beta", "gamma")):
                 weights[name] = (w["alpha"], w["beta"], w["gamma"])
             classes[name] = p.get("flow_class")
+            use = p.get("per_flow") or {}
+            if all(isinstance(use.get(k), (int, float)) for k in ("cpu", "mem", "net")):
+                per_flow[name] = (use["cpu"], use["mem"], use["net"])
+        lag = profiles.get("prediction_lag_s")
         try:
-            self.core.update_profiles(weights, classes, now)
+            self.core.update_profiles(weights, classes, now, per_flow,
+                                      lag if isinstance(lag, (int, float)) else None)
         except ValueError as exc:
             self.logger.warning("profiler sent bad weights: %s", exc)
         for name, s in (servers.get("servers") or {}).items():

@@ -103,6 +103,14 @@ def forward_actions(protocol: str, inst_mac: str, inst_ip: str, inst_port: int, 
     return acts + action_output(out_port)
 
 
+def reverse_actions(protocol: str, vip_mac: str, vip: str, vport: int, inst_port: int,
+                    client_port_on_switch: int) -> bytes:
+    acts = action_set_field("eth_src", vip_mac) + action_set_field("ipv4_src", vip)
+    if inst_port != vport:
+        acts += action_set_field(f"{protocol}_src", vport)
+    return acts + action_output(client_port_on_switch)
+
+
 def nat_messages(next_xid, protocol: str, cookie_fwd: int, cookie_rev: int, priority: int,
                  idle: int, hard: int, client_ip: str, client_port: int, client_in_port: int,
                  vip: str, vport: int, vip_mac: str, inst_mac: str, inst_ip: str,
@@ -112,10 +120,7 @@ def nat_messages(next_xid, protocol: str, cookie_fwd: int, cookie_rev: int, prio
     l4 = protocol
     rev_match = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO[l4], "ipv4_src": inst_ip,
                  f"{l4}_src": inst_port, "ipv4_dst": client_ip, f"{l4}_dst": client_port}
-    rev_actions = action_set_field("eth_src", vip_mac) + action_set_field("ipv4_src", vip)
-    if inst_port != vport:
-        rev_actions += action_set_field(f"{l4}_src", vport)
-    rev_actions += action_output(client_in_port)
+    rev_actions = reverse_actions(l4, vip_mac, vip, vport, inst_port, client_in_port)
     fwd_match = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO[l4], "ipv4_src": client_ip,
                  f"{l4}_src": client_port, "ipv4_dst": vip, f"{l4}_dst": vport}
     fwd_actions = forward_actions(l4, inst_mac, inst_ip, inst_port, vport, out_port)

@@ -9,10 +9,15 @@ the instance that serves a new flow:
   least weighted load ``alpha*cpu + beta*mem + gamma*net``, with the microservice's weights
   from the profiler (MALB paper, section III.C).
 
-Least-load choices correct each server's last sample for the flows assigned to it since that
-sample was taken (``pending_flow_cost`` load points each), so a burst of new long flows does
-not all land on the server that looked idlest three seconds ago. Ties break on fewer pending
-flows, then on instance order: the same inputs always give the same choice.
+Least-load choices correct each server's load for the flows assigned to it that the load does
+not show yet, so a burst of new long flows does not all land on the server that looked
+idlest a moment ago. A flow assigned after the data was sampled counts fully; one assigned
+before counts less and less as the data ages past it, over the prediction's lag (a rolling
+mean of w samples shows a new flow fully only w periods later; switch counters at once).
+A flow counts for what one flow of its microservice costs (the profiler's per-flow use,
+weighted by the deciding microservice's weights), or ``pending_flow_cost`` load points while
+that is unknown. Ties break on fewer pending flows, then on instance order: the same inputs
+always give the same choice.
 
 Degraded modes: a server whose sample is older than ``server_stale_after_s`` (or that has
 none) is left out of least-load choices but still served by round robin; when no candidate
@@ -96,8 +101,10 @@ class PolicyCore:
         self.profiler_weights: dict[str, _Weights] = {}
         self.manual_weights: dict[str, tuple[float, float, float]] = {}
         self._rr_next: dict[str, int] = {ms: 0 for ms in self.pools}
-        # assignment times per server since its last sample (sorted): the pending flows
-        self._assigned_at: dict[str, list[float]] = {s: [] for s in self.servers}
+        # (time, microservice) of recent assignments per server, sorted: the pending flows
+        self._assigned_at: dict[str, list[tuple[float, str]]] = {s: [] for s in self.servers}
+        self.per_flow: dict[str, tuple[float, float, float]] = {}  # ms -> use of one flow
+        self.prediction_lag_s = 0.0
         self.assigned_total: dict[tuple[str, str], int] = {}   # (server, microservice) -> n
 
     # ------------------------------------------------------------------ inputs
@@ -127,15 +134,25 @@ class PolicyCore:
         self._prune_assignments(server)
 
     def _prune_assignments(self, server: str) -> None:
+        """Forget assignments that every view of the server already shows in full."""
         times = [x.sample_time for x in (self.loads[server], self.switch_net[server])
                  if x.sample_time is not None]
         if times:
-            horizon = min(times)
+            horizon = min(times) - self.prediction_lag_s
             lst = self._assigned_at[server]
-            del lst[:bisect.bisect_right(lst, horizon)]
+            del lst[:bisect.bisect_right(lst, (horizon, "\uffff"))]
 
     def update_profiles(self, weights: dict[str, tuple[float, float, float]],
-                        flow_classes: dict[str, str | None], updated: float) -> None:
+                        flow_classes: dict[str, str | None], updated: float,
+                        per_flow: dict[str, tuple[float, float, float]] | None = None,
+                        prediction_lag_s: float | None = None) -> None:
+        """Weights and flow classes per microservice; optionally what one flow of each uses
+        (cpu, mem, net in % of a server) and how long the predictions take to show a change."""
+        for ms, use in (per_flow or {}).items():
+            if ms in self.pools and all(isinstance(v, (int, float)) and v >= 0 for v in use):
+                self.per_flow[ms] = tuple(float(v) for v in use)
+        if prediction_lag_s is not None and prediction_lag_s >= 0:
+            self.prediction_lag_s = float(prediction_lag_s)
         for ms, w in weights.items():
             if ms in self.pools:
                 self.profiler_weights[ms] = _Weights(normalise_weights(w, ms), updated)
@@ -191,9 +208,27 @@ class PolicyCore:
         return self._fresh(self.loads[server], now) or self._fresh(self.switch_net[server], now)
 
     def pending(self, server: str, since: float | None = None) -> int:
-        """Flows assigned to the server after `since` (default: its oldest sample)."""
+        """Flows assigned to the server after `since` (default: all still remembered)."""
         lst = self._assigned_at[server]
-        return len(lst) if since is None else len(lst) - bisect.bisect_right(lst, since)
+        return len(lst) if since is None else \
+            len(lst) - bisect.bisect_right(lst, (since, "\uffff"))
+
+    def pending_load(self, server: str, data_time: float, lag_s: float,
+                     weights: tuple[float, float, float]) -> float:
+        """The load the server's data does not show yet: each remembered assignment at its
+        microservice's per-flow cost, fully if made after the data was sampled, fading
+        linearly over lag_s before that."""
+        total = 0.0
+        for t, ms in self._assigned_at[server]:
+            age = data_time - t
+            share = 1.0 if age <= 0 else (0.0 if lag_s <= 0 else max(0.0, 1.0 - age / lag_s))
+            if share <= 0:
+                continue
+            use = self.per_flow.get(ms)
+            cost = self.pending_flow_cost if use is None else \
+                sum(w * u for w, u in zip(weights, use))
+            total += share * cost
+        return total
 
     # ------------------------------------------------------------------ decision
     def choose(self, microservice: str, now: float | None = None) -> Decision:
@@ -220,7 +255,7 @@ class PolicyCore:
         return self._record(decision)
 
     def _record(self, d: Decision) -> Decision:
-        bisect.insort(self._assigned_at[d.server], d.time)
+        bisect.insort(self._assigned_at[d.server], (d.time, d.microservice))
         key = (d.server, d.microservice)
         self.assigned_total[key] = self.assigned_total.get(key, 0) + 1
         return d
@@ -246,7 +281,8 @@ class PolicyCore:
             return self._round_robin(ms, candidates, now,
                                      f"{algorithm}: no fresh load data, round robin")
         pending = {b.server: self.pending(b.server, measured[b.server][1]) for b in fresh}
-        scores = {b.server: measured[b.server][0] + pending[b.server] * self.pending_flow_cost
+        scores = {b.server: measured[b.server][0] + self.pending_load(
+                  b.server, measured[b.server][1], measured[b.server][2], weights)
                   for b in fresh}
         best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
         left_out = len(candidates) - len(fresh)
@@ -256,8 +292,9 @@ class PolicyCore:
                         {s: round(v, 3) for s, v in scores.items()}, weights, now)
 
     def _measure(self, server: str, weights: tuple[float, float, float], algorithm: str,
-                 now: float) -> tuple[float, float] | None:
-        """(load, time of the data it rests on), or None without fresh data.
+                 now: float) -> tuple[float, float, float] | None:
+        """(load, time of the data it rests on, how long that data takes to show a new flow
+        in full), or None without fresh data.
 
         Least network load reads the switches' port statistics first (the reactive baseline
         of the paper); weighted least load reads the profiler's per-server estimates, with the
@@ -266,9 +303,9 @@ class PolicyCore:
         prof_ok, switch_ok = self._fresh(prof, now), self._fresh(switch, now)
         if algorithm == "least-network-load":
             if switch_ok and switch.net is not None:
-                return switch.net, switch.sample_time
+                return switch.net, switch.sample_time, 0.0
             if prof_ok and prof.net is not None:
-                return prof.net, prof.sample_time
+                return prof.net, prof.sample_time, self.prediction_lag_s
             return None
         if not prof_ok:
             return None
@@ -277,7 +314,7 @@ class PolicyCore:
         parts = ((a, prof.cpu), (b, prof.mem), (g, net))
         if any(w > 0 and v is None for w, v in parts):
             return None
-        return sum(w * v for w, v in parts if w > 0), prof.sample_time
+        return sum(w * v for w, v in parts if w > 0), prof.sample_time, self.prediction_lag_s
 
     # ------------------------------------------------------------------ status
     def status(self, now: float | None = None) -> dict:
@@ -309,7 +346,11 @@ class PolicyCore:
                 "instances": [b.name for b in pool],
                 "healthy_instances": [b.name for b in pool if self.healthy[b.name]],
             }
-        return {"policy": self.policy, "servers": servers, "microservices": microservices}
+        for ms, info in microservices.items():
+            use = self.per_flow.get(ms)
+            info["per_flow"] = None if use is None else dict(zip(("cpu", "mem", "net"), use))
+        return {"policy": self.policy, "servers": servers, "microservices": microservices,
+                "prediction_lag_s": self.prediction_lag_s}
 
 
 def _age(t: float | None, now: float) -> float | None:

@@ -26,7 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE_RECIPE = os.path.join(ROOT, "images", "base", "recipe.json")
 CACHE_DIR = os.environ.get("MALB_CACHE_DIR", "/var/cache/malb")
 # (image name, Dockerfile directory, paths copied into the build context)
-BUILT_IMAGES = [("malb/service", os.path.join(ROOT, "images", "service"), ["services"])]
+BUILT_IMAGES = [("malb/service", os.path.join(ROOT, "images", "service"),
+                 ["services", "common"])]
 
 
 def say(msg: str) -> None:

@@ -4,7 +4,8 @@
     python3 -m services.rom ui      --port 8002   # HTTP objects (1 MB, 10 MB), moderate CPU
     python3 -m services.rom backend --port 8003   # CPU-bound jobs with a fixed execution time
 
-Standard library only: the images are built offline from a debootstrap base.
+Standard library only (plus common/metrics.py, copied into the image): the images are
+built offline from a debootstrap base.
 
 Endpoints (all kinds): GET /health, GET /metrics (Prometheus text), GET /bytes?n=N
 (N bytes, used by connectivity checks). Kind-specific:
@@ -27,6 +28,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from common.metrics import Registry
+
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
 CHUNK = os.urandom(64 * 1024)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60,
@@ -36,56 +39,35 @@ MAX_SECONDS = 3600.0
 
 
 class Metrics:
-    """Prometheus counters and a latency histogram per endpoint (thread safe)."""
+    """The service's Prometheus metrics (common/metrics.py, copied into the image)."""
 
     def __init__(self, kind: str):
-        self.kind = kind
-        self.lock = threading.Lock()
-        self.requests: dict[tuple[str, int], int] = {}
-        self.hist: dict[str, list[int]] = {}
-        self.sums: dict[str, float] = {}
-        self.bytes_sent = 0
-        self.in_flight = 0
+        self.labels = (kind, INSTANCE)
+        self.registry = Registry()
+        self.requests = self.registry.counter("rom_requests_total",
+                                              "Requests served, by endpoint and status.",
+                                              ("service", "instance", "endpoint", "status"))
+        self.latency = self.registry.histogram("rom_request_duration_seconds",
+                                               "Request latency.",
+                                               ("service", "instance", "endpoint"),
+                                               LATENCY_BUCKETS)
+        self.bytes_sent = self.registry.counter("rom_bytes_sent_total", "Body bytes sent.",
+                                                ("service", "instance"))
+        self.in_flight = self.registry.gauge("rom_in_flight", "Requests being served.",
+                                             ("service", "instance"))
+        self.in_flight.set(*self.labels, value=0)
 
     def begin(self):
-        with self.lock:
-            self.in_flight += 1
+        self.in_flight.inc(*self.labels)
 
     def end(self, endpoint: str, status: int, seconds: float, nbytes: int):
-        with self.lock:
-            self.in_flight -= 1
-            self.requests[(endpoint, status)] = self.requests.get((endpoint, status), 0) + 1
-            buckets = self.hist.setdefault(endpoint, [0] * (len(LATENCY_BUCKETS) + 1))
-            for k, bound in enumerate(LATENCY_BUCKETS):
-                if seconds <= bound:
-                    buckets[k] += 1
-            buckets[-1] += 1
-            self.sums[endpoint] = self.sums.get(endpoint, 0.0) + seconds
-            self.bytes_sent += nbytes
+        self.in_flight.inc(*self.labels, amount=-1)
+        self.requests.inc(*self.labels, endpoint, status)
+        self.latency.observe(seconds, *self.labels, endpoint)
+        self.bytes_sent.inc(*self.labels, amount=nbytes)
 
     def render(self) -> str:
-        lab = f'service="{self.kind}",instance="{INSTANCE}"'
-        out = ["# HELP rom_requests_total Requests served, by endpoint and status.",
-               "# TYPE rom_requests_total counter"]
-        with self.lock:
-            for (ep, status), n in sorted(self.requests.items()):
-                out.append(f'rom_requests_total{{{lab},endpoint="{ep}",status="{status}"}} {n}')
-            out += ["# HELP rom_request_duration_seconds Request latency.",
-                    "# TYPE rom_request_duration_seconds histogram"]
-            for ep, buckets in sorted(self.hist.items()):
-                for bound, n in zip(LATENCY_BUCKETS, buckets):
-                    out.append(f'rom_request_duration_seconds_bucket{{{lab},endpoint="{ep}",'
-                               f'le="{bound}"}} {n}')
-                out.append(f'rom_request_duration_seconds_bucket{{{lab},endpoint="{ep}",'
-                           f'le="+Inf"}} {buckets[-1]}')
-                out.append(f'rom_request_duration_seconds_sum{{{lab},endpoint="{ep}"}} '
-                           f'{self.sums[ep]:.6f}')
-                out.append(f'rom_request_duration_seconds_count{{{lab},endpoint="{ep}"}} '
-                           f'{buckets[-1]}')
-            out += ["# TYPE rom_bytes_sent_total counter",
-                    f"rom_bytes_sent_total{{{lab}}} {self.bytes_sent}",
-                    "# TYPE rom_in_flight gauge", f"rom_in_flight{{{lab}}} {self.in_flight}"]
-        return "\n".join(out) + "\n"
+        return self.registry.render()
 
 
 def burn(cpu_fraction: float, seconds: float, slice_s: float = 0.05) -> None:

@@ -122,7 +122,9 @@ class Testbed:
             net.addSwitch(sw.name, dpid="%016x" % sw.dpid, protocols="OpenFlow13",
                           datapath=self.datapath,
                           failMode="secure" if controller else "standalone")
-        host_link = {"bw": tb.host_bw_mbit} if tb.host_bw_mbit else {}
+        # TBF rather than Mininet's default HTB: HTB at tens of Mbit/s logs a quantum
+        # warning per link (as an error) and shapes no better
+        host_link = {"bw": tb.host_bw_mbit, "use_tbf": True} if tb.host_bw_mbit else {}
         server_params = self._server_docker_params()
         for inst in self.cfg.instances:
             ms = self.cfg.microservice(inst.microservice)
@@ -138,7 +140,7 @@ class Testbed:
             host = net.addHost(cli.name, ip=f"{cli.ip}/{tb.prefix_len}", mac=cli.mac)
             net.addLink(host, net[cli.switch], port2=cli.switch_port, **host_link)
         for trunk in tb.trunks:
-            extra = {"bw": trunk.bw_mbit} if trunk.bw_mbit else {}
+            extra = {"bw": trunk.bw_mbit, "use_tbf": True} if trunk.bw_mbit else {}
             net.addLink(net[trunk.a], net[trunk.b], port1=trunk.a_port, port2=trunk.b_port,
                         **extra)
 

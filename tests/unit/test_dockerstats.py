@@ -62,7 +62,7 @@ def test_server_totals_relative_to_capacity_and_partial_when_unreadable():
     t = server_totals(containers, cap)
     assert t["cpu_percent"] == pytest.approx(50.0)       # 0.25 cores of 0.5
     assert t["memory_percent"] == pytest.approx(25.0)
-    assert t["network_percent"] == pytest.approx(25.0)
+    assert t["network_percent"] == pytest.approx(15.0)     # busier direction: 150 of 1000
     assert t["complete"] and t["missing"] == []
     broken = containers + [{"name": "c", "readable": False, "cpu_percent": None,
                             "memory_bytes": None}]

@@ -10,7 +10,7 @@ def record(table, now=100.0, **kw):
     rec = FlowRecord(flow_id=fid, dpid=1, protocol="tcp", client_ip="10.0.200.1",
                      client_port=40000, client_in_port=13, vip="10.0.0.100", vport=8002,
                      microservice="ui", instance="srv2-ui", server="srv2", created=now,
-                     last_active=now, **kw)
+                     last_active=now, backend_ip="10.0.2.2", backend_port=8002, **kw)
     table.add(rec)
     return rec
 
@@ -83,3 +83,17 @@ def test_health_goes_down_after_n_failures_and_up_after_m_answers():
     assert h.expire(5.5) == [("b", False)]                  # two timeouts in a row
     assert h.status()["b"]["last_result"].startswith("no answer")
     assert h.answered(99, True, 6.0) is None                # unknown probe
+
+
+def test_a_flow_that_went_quiet_past_the_idle_timeout_can_be_resumed():
+    t = FlowTable(idle_timeout=10)
+    rec = record(t)
+    t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 10.5, 100, 2, "idle_timeout", now=110.5)
+    assert t.lookup(rec.key) is None
+    # the instance answers 20 s later: found by the instance side of the connection
+    again = t.resume(reverse_key=("tcp", "10.0.2.2", 8002, "10.0.200.1", 40000))
+    assert again is rec and rec.ended is None and t.lookup(rec.key) is rec
+    assert t.resume(key=rec.key) is None                  # already active
+    t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 10.0, 900, 5, "idle_timeout", now=140.0)
+    assert t.resume(key=rec.key) is rec                   # or by the client side
+    assert t.resume(reverse_key=("tcp", "10.0.9.9", 1, "10.0.200.1", 40000)) is None

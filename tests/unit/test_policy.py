@@ -180,3 +180,51 @@ def test_status_is_json_ready_and_counts_assignments():
     assert st["servers"]["srv1"]["flows_assigned"] == {"ui": 1}
     assert st["microservices"]["ui"]["flow_class"] == "short"
     assert st["servers"]["srv2"]["instances"]["srv2-ui"]["healthy"] is True
+
+
+def test_pending_flows_fade_over_the_prediction_lag_at_their_per_flow_cost():
+    core = make_core()
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 90.0,
+                         per_flow={"backend": (20.0, 1.0, 0.0)}, prediction_lag_s=30.0)
+    core._assigned_at["srv1"] = [(100.0, "backend")]
+    w = (1.0, 0.0, 0.0)
+    assert core.pending_load("srv1", 99.0, 30.0, w) == pytest.approx(20.0)      # after data
+    assert core.pending_load("srv1", 103.0, 30.0, w) == pytest.approx(18.0)     # 3 s of 30
+    assert core.pending_load("srv1", 131.0, 30.0, w) == 0.0
+    assert core.pending_load("srv1", 103.0, 0.0, w) == 0.0       # switch counters: at once
+    core._assigned_at["srv1"] = [(100.0, "video")]               # no per-flow figure yet
+    assert core.pending_load("srv1", 99.0, 30.0, w) == core.pending_flow_cost
+
+
+def test_a_lagging_prediction_does_not_make_long_flows_pile_up():
+    """Samples every 3 s whose (smoothed) load does not move yet: with the lag known, flows
+    keep counting after the next sample and spread; without it they herd."""
+    def run(lag):
+        core = make_core()
+        clock = [100.0]
+        core.clock = lambda: clock[0]
+        core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 99.0,
+                             per_flow={"backend": (25.0, 0.0, 0.0)}, prediction_lag_s=lag)
+        picks = []
+        for step in range(4):
+            t = 100.0 + 3 * step
+            for srv in SERVERS:
+                core.update_server_load(srv, 10.0 if srv != "srv4" else 30.0, 10, 10, t)
+            for k in range(2):
+                clock[0] = t + 0.5 + k
+                picks.append(core.choose("backend").server)
+        return picks
+    spread = run(30.0)
+    assert Counter(spread).most_common(1)[0][1] <= 3 and "srv4" not in spread[:3]
+    herded = run(0.0)
+    assert Counter(herded).most_common(1)[0][1] >= 4
+
+
+def test_status_shows_per_flow_use_and_lag():
+    core = make_core()
+    core.update_profiles({}, {}, 99.0, per_flow={"video": (1.0, 0.0, 3.0)},
+                         prediction_lag_s=30.0)
+    st = core.status()
+    assert st["prediction_lag_s"] == 30.0
+    assert st["microservices"]["video"]["per_flow"] == {"cpu": 1.0, "mem": 0.0, "net": 3.0}
+    assert st["microservices"]["ui"]["per_flow"] is None

@@ -27,7 +27,7 @@ def sample(server, t, cpu=(10, 20, 30), mem=(20, 20, 20), net=(0, 0, 100), compl
 def test_instance_use_is_relative_to_its_servers_capacity():
     u = instance_usage({"cpu_percent": 25.0, "memory_bytes": 50, "rx_bytes_per_s": 100,
                         "tx_bytes_per_s": 150}, CAP)
-    assert u == {"cpu": 50.0, "mem": 25.0, "net": 25.0}
+    assert u == {"cpu": 50.0, "mem": 25.0, "net": 15.0}    # busier direction: 150 of 1000
     assert instance_usage({"cpu_percent": None, "memory_bytes": None}, CAP) == \
         {"cpu": None, "mem": None, "net": None}
 
@@ -42,9 +42,10 @@ def test_step_averages_instances_predicts_and_weighs():
     # video: cpu 10 and 30 % of one core on 0.5-core servers -> 20 % and 60 % of the server
     assert p["video"]["measured"]["cpu"] == pytest.approx(40.0)
     assert p["video"]["measured"]["mem"] == pytest.approx(10.0)
-    # backend: cpu (60 + 100) / 2 = 80 %, memory 10 %, network 10 %: weights 0.8, 0.1, 0.1
+    # backend: cpu (60 + 100) / 2 = 80 %, memory 10 %, network 50 of 1000 B/s each way = 5 %
     w = p["backend"]["weights"]
-    assert (w["alpha"], w["beta"], w["gamma"]) == pytest.approx((0.8, 0.1, 0.1), abs=1e-5)
+    assert (w["alpha"], w["beta"], w["gamma"]) == pytest.approx((80 / 95, 10 / 95, 5 / 95),
+                                                                abs=1e-5)
     servers = m.servers_view(103.0)["servers"]
     assert servers["srv1"]["predicted"]["cpu"] == pytest.approx(120.0)
     assert not servers["srv1"]["stale"]
@@ -116,3 +117,17 @@ def test_arma_refit_offsets_spread_the_fits():
             if p.fits and name not in first:
                 first[name] = k
     assert first == {"a": 4, "b": 8}
+
+
+def test_per_flow_use_and_prediction_lag():
+    m = ProfilerModel(cfg(window=10), lambda: RollingMean(3))
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)
+    m.ingest_agent("srv2", sample("srv2", 100.0, cpu=(30, 20, 50)), None, 100.0)
+    m.ingest_flows([{"flow_id": f"b{k}", "microservice": "backend", "duration_s": 1.0,
+                     "active": True} for k in range(4)], [])
+    m.step(100.0, {})
+    p = m.profiles(100.0)
+    assert p["prediction_lag_s"] == 30.0                     # w = 10 samples of 3 s
+    # backend: cpu (60 + 100) / 2 = 80 % per instance, 2 instances, 4 flows: 40 % per flow
+    assert p["microservices"]["backend"]["per_flow"] == {"cpu": 40.0, "net": 2.5, "mem": 0.0}
+    assert p["microservices"]["video"]["per_flow"] is None  # no active flows

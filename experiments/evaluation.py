@@ -1,0 +1,186 @@
+"""The statistics of the MALB paper's Scenario 2 (section IV.B), as plain functions.
+
+Inputs are plain data: per-timestamp server samples ``{t: {server: {cpu, mem, net}}}``
+(percent of each server's capacity) and request records (dicts as written by
+experiments/loadgen.py). Outputs are dicts ready for JSON, tables and plots.
+
+- Table II: at each timestamp, the standard deviation and the range (max - min) across
+  servers of CPU, memory, network and energy; averaged over the run.
+- Fig. 3: average and worst-case use of CPU and network, over all servers and for the most
+  loaded one; worst case = mean of the top 3 % of samples (the paper: "the average of the 30
+  higher values ... the 3 % of total measurements").
+- Table III: per request class, the number of requests, the response time (ms) or, for video,
+  the throughput (kB/s), average and standard deviation, and Jain's fairness index.
+- Energy: the non-linear CPU model of Fan, Weber and Barroso (2007) with r = 1.4 and linear
+  memory and network models, each component between a baseline of 40 % of its busy power and
+  its busy power (the paper's figures: CPU 160 W, memory 36 W, disk 12 W, PCI slots 25 W,
+  motherboard 25 W, fan 10 W).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+RESOURCES = ("cpu", "mem", "net")
+WORST_FRACTION = 0.03
+ELASTICITY_THRESHOLD = 70.0
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    cpu_w: float = 160.0
+    memory_w: float = 36.0
+    disk_w: float = 12.0
+    pci_w: float = 25.0         # network interface (PCI slots): linear in network use
+    motherboard_w: float = 25.0
+    fan_w: float = 10.0
+    baseline: float = 0.4       # idle power as a fraction of busy power, every component
+    r: float = 1.4              # Fan et al.'s calibration parameter
+
+
+def _unit(percent: float) -> float:
+    return min(1.0, max(0.0, percent / 100.0))
+
+
+def server_power(cpu: float, mem: float, net: float, m: PowerModel = PowerModel()) -> float:
+    """Watts for utilizations in percent. CPU: P_idle + (P_busy - P_idle)(2u - u^r);
+    memory and network: linear between idle and busy; disk, motherboard and fan, which the
+    model does not load, at their baseline."""
+    u_cpu, u_mem, u_net = _unit(cpu), _unit(mem), _unit(net)
+    b = m.baseline
+    p = m.cpu_w * (b + (1 - b) * (2 * u_cpu - u_cpu ** m.r))
+    p += m.memory_w * (b + (1 - b) * u_mem)
+    p += m.pci_w * (b + (1 - b) * u_net)
+    p += (m.disk_w + m.motherboard_w + m.fan_w) * b
+    return p
+
+
+def _spread(values: list[float]) -> tuple[float, float]:
+    return statistics.pstdev(values), max(values) - min(values)
+
+
+def table2(samples: dict[float, dict[str, dict]], model: PowerModel = PowerModel()) -> dict:
+    """{metric: {"stdev": mean over timestamps, "range": ..., "timestamps": n}} for cpu,
+    mem, net and energy. Timestamps where a server's value is missing are skipped for that
+    metric (never filled with zeros)."""
+    per = {k: {"stdev": [], "range": []} for k in (*RESOURCES, "energy")}
+    for t in sorted(samples):
+        servers = samples[t]
+        if len(servers) < 2:
+            continue
+        for r in RESOURCES:
+            vals = [s.get(r) for s in servers.values()]
+            if all(v is not None for v in vals):
+                sd, rg = _spread(vals)
+                per[r]["stdev"].append(sd)
+                per[r]["range"].append(rg)
+        if all(all(s.get(r) is not None for r in RESOURCES) for s in servers.values()):
+            watts = [server_power(s["cpu"], s["mem"], s["net"], model) for s in servers.values()]
+            sd, rg = _spread(watts)
+            per["energy"]["stdev"].append(sd)
+            per["energy"]["range"].append(rg)
+    return {k: {"stdev": _mean(v["stdev"]), "range": _mean(v["range"]),
+                "timestamps": len(v["stdev"])} for k, v in per.items()}
+
+
+def energy_per_server(samples: dict[float, dict[str, dict]], period_s: float,
+                      model: PowerModel = PowerModel()) -> dict[str, dict]:
+    """Average power (W) and energy (Wh, each sample standing for one period) per server."""
+    watts: dict[str, list[float]] = {}
+    for servers in samples.values():
+        for name, s in servers.items():
+            if all(s.get(r) is not None for r in RESOURCES):
+                watts.setdefault(name, []).append(server_power(s["cpu"], s["mem"], s["net"],
+                                                               model))
+    return {n: {"mean_w": _mean(w), "energy_wh": sum(w) * period_s / 3600.0,
+                "samples": len(w)} for n, w in sorted(watts.items())}
+
+
+def worst_case(values: list[float], fraction: float = WORST_FRACTION) -> float | None:
+    """Mean of the top `fraction` of the values (at least one value)."""
+    if not values:
+        return None
+    k = max(1, int(round(len(values) * fraction)))
+    return _mean(sorted(values, reverse=True)[:k])
+
+
+def fig3(samples: dict[float, dict[str, dict]], fraction: float = WORST_FRACTION) -> dict:
+    """Per resource (cpu, net): the average over all servers and samples; the worst case
+    over all servers (each server's worst case, averaged); and the most loaded server's
+    average and worst case (the server with the highest worst case)."""
+    out = {}
+    for r in ("cpu", "net"):
+        per_server: dict[str, list[float]] = {}
+        for servers in samples.values():
+            for name, s in servers.items():
+                if s.get(r) is not None:
+                    per_server.setdefault(name, []).append(s[r])
+        if not per_server:
+            out[r] = None
+            continue
+        worst = {n: worst_case(v, fraction) for n, v in per_server.items()}
+        top = max(worst, key=lambda n: (worst[n], n))
+        everything = [v for vals in per_server.values() for v in vals]
+        out[r] = {"average": _mean(everything), "worst_case": _mean(list(worst.values())),
+                  "most_loaded_server": top, "most_loaded_average": _mean(per_server[top]),
+                  "most_loaded_worst_case": worst[top],
+                  "above_threshold": worst[top] > ELASTICITY_THRESHOLD}
+    out["threshold"] = ELASTICITY_THRESHOLD
+    return out
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n at worst."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    sq = sum(v * v for v in values)
+    return (sum(values) ** 2) / (len(values) * sq) if sq > 0 else 1.0
+
+
+def table3(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)) -> dict:
+    """Per class: requests sent, completed, failed; the metric (RT in ms, or TP in kB/s for
+    streams) average and standard deviation over completed requests; Jain's index over
+    the completed requests' service rates (1/RT, or TP), so 1 means every request of the
+    class was served equally well."""
+    out = {}
+    classes = sorted({r["class"] for r in requests})
+    for c in classes:
+        rows = [r for r in requests if r["class"] == c]
+        ok = [r for r in rows if not r.get("error")]
+        stream = any(c.startswith(s) for s in stream_classes)
+        if stream:
+            values = [float(r["throughput_kB_s"]) for r in ok if r.get("throughput_kB_s")
+                      not in (None, "")]
+            rates = values
+        else:
+            values = [float(r["latency_s"]) * 1000.0 for r in ok]
+            rates = [1000.0 / v for v in values if v > 0]
+        out[c] = {"requests": len(rows), "completed": len(ok), "failed": len(rows) - len(ok),
+                  "metric": "TP" if stream else "RT",
+                  "unit": "kB/s" if stream else "ms",
+                  "average": _mean(values),
+                  "stdev": statistics.stdev(values) if len(values) > 1 else None,
+                  "jain": jain(rates)}
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def mean_of_runs(results: list[dict]) -> dict:
+    """Average of the numbers in several runs' dicts of the same shape (None stays None
+    when every run has None; otherwise the mean of the runs that have a number)."""
+    if not results:
+        return {}
+    first = results[0]
+    if isinstance(first, dict):
+        return {k: mean_of_runs([r.get(k) for r in results if isinstance(r, dict)])
+                for k in first}
+    numbers = [r for r in results if isinstance(r, (int, float)) and not isinstance(r, bool)
+               and not (isinstance(r, float) and math.isnan(r))]
+    if numbers and len(numbers) == len([r for r in results if r is not None]):
+        return sum(numbers) / len(numbers)
+    return first

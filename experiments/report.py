@@ -1,0 +1,205 @@
+"""Tables, plots and the summary of a Scenario 2 comparison (experiments/lb_comparison.py).
+
+Everything here reads the per-policy results computed by experiments/evaluation.py; the
+paper's own figures (Kalafatidis & Mamatas, Tables II and III) are quoted for comparison,
+labelled as the paper's, never mixed with ours.
+"""
+from __future__ import annotations
+
+import csv
+import os
+
+# The paper's Table II (average over 10 runs of 30 min, four servers).
+PAPER_TABLE2 = {
+    "srr": {"cpu": (17.3, 44.2), "mem": (2.1, 5.2), "net": (9.3, 23.6), "energy": (27.1, 70.1)},
+    "ln": {"cpu": (15.0, 38.4), "mem": (2.0, 5.1), "net": (9.45, 24.3), "energy": (24.7, 62.8)},
+    "malb": {"cpu": (11.2, 29.2), "mem": (1.9, 5.1), "net": (10.1, 25.1),
+             "energy": (18.3, 47.7)},
+}
+# The paper's Table III: requests, metric, (SRR, LN, MALB) averages, (SRR, LN, MALB) STDEVs.
+PAPER_TABLE3 = {
+    "ui-light": (1600, "RT", (448, 460, 429), (313, 256, 201)),
+    "ui-medium": (1500, "RT", (1175, 1177, 1068), (552, 493, 336)),
+    "backend-medium": (900, "RT", (10226, 10224, 10224), (198, 125, 89)),
+    "backend-heavy": (550, "RT", (30232, 30230, 30223), (142, 118, 86)),
+    "video": (650, "TP", (1560, 1818, 1767), (36, 40, 43)),
+}
+RESOURCE_NAMES = {"cpu": "CPU", "mem": "Memory", "net": "Network", "energy": "Energy"}
+POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB"}
+
+
+def _f(v, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.{digits}f}"
+
+
+def table2_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
+    pols = list(results)
+    head = "| metric | " + " | ".join(
+        f"{POLICY_NAMES.get(p, p)} {RESOURCE_NAMES[r]}" for p in pols for r in RESOURCE_NAMES)
+    lines = [head + " |", "|---|" + "---:|" * (len(pols) * 4)]
+    for stat in ("stdev", "range"):
+        cells = [_f(results[p]["table2"][r][stat]) for p in pols for r in RESOURCE_NAMES]
+        lines.append(f"| {'STDEV' if stat == 'stdev' else 'Range'} | " + " | ".join(cells) + " |")
+        if with_paper:
+            paper = [_f(PAPER_TABLE2[p][r][0 if stat == "stdev" else 1])
+                     if p in PAPER_TABLE2 else "–" for p in pols for r in RESOURCE_NAMES]
+            lines.append(f"| paper's {'STDEV' if stat == 'stdev' else 'Range'} | " +
+                         " | ".join(paper) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
+    pols = list(results)
+    classes = sorted({c for p in pols for c in results[p]["table3"]},
+                     key=lambda c: list(PAPER_TABLE3).index(c) if c in PAPER_TABLE3 else 99)
+    cols = (["class", "requests", "metric"] + [f"{POLICY_NAMES.get(p, p)} AVG" for p in pols] +
+            [f"{POLICY_NAMES.get(p, p)} STDEV" for p in pols] +
+            [f"{POLICY_NAMES.get(p, p)} Jain" for p in pols] + ["failed"])
+    lines = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
+    for c in classes:
+        rows = [results[p]["table3"].get(c, {}) for p in pols]
+        metric = next((f"{r['metric']} ({r['unit']})" for r in rows if r), "")
+        lines.append("| " + " | ".join(
+            [c, " / ".join(str(r.get("requests", "–")) for r in rows), metric] +
+            [_f(r.get("average"), 0) for r in rows] + [_f(r.get("stdev"), 0) for r in rows] +
+            [_f(r.get("jain"), 3) for r in rows] +
+            [" / ".join(str(r.get("failed", "–")) for r in rows)]) + " |")
+        if with_paper and c in PAPER_TABLE3:
+            n, m, avg, sd = PAPER_TABLE3[c]
+            idx = {"srr": 0, "ln": 1, "malb": 2}
+            lines.append("| " + " | ".join(
+                [f"paper's {c}", str(n), m] +
+                [str(avg[idx[p]]) if p in idx else "–" for p in pols] +
+                [str(sd[idx[p]]) if p in idx else "–" for p in pols] +
+                ["–" for _ in pols] + ["–"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def fig3_markdown(results: dict[str, dict]) -> str:
+    lines = ["| policy | resource | average | worst case (all servers) | most loaded server | "
+             "its average | its worst case | above 70 % |", "|---|---|---:|---:|---|---:|---:|---|"]
+    for p, res in results.items():
+        for r in ("cpu", "net"):
+            f = res["fig3"].get(r)
+            if not f:
+                continue
+            lines.append(f"| {POLICY_NAMES.get(p, p)} | {RESOURCE_NAMES[r]} | {_f(f['average'])} | "
+                         f"{_f(f['worst_case'])} | {f['most_loaded_server']} | "
+                         f"{_f(f['most_loaded_average'])} | {_f(f['most_loaded_worst_case'])} | "
+                         f"{'yes' if f['above_threshold'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_csvs(results: dict[str, dict], out_dir: str) -> list[str]:
+    paths = [os.path.join(out_dir, "table2.csv"), os.path.join(out_dir, "table3.csv"),
+             os.path.join(out_dir, "fig3.csv")]
+    with open(paths[0], "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["policy", "metric", "stdev", "range", "timestamps"])
+        for p, res in results.items():
+            for r, v in res["table2"].items():
+                w.writerow([p, r, v["stdev"], v["range"], v["timestamps"]])
+    with open(paths[1], "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["policy", "class", "requests", "completed", "failed", "metric", "unit",
+                    "average", "stdev", "jain"])
+        for p, res in results.items():
+            for c, v in res["table3"].items():
+                w.writerow([p, c, v["requests"], v["completed"], v["failed"], v["metric"],
+                            v["unit"], v["average"], v["stdev"], v["jain"]])
+    with open(paths[2], "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["policy", "resource", "average", "worst_case", "most_loaded_server",
+                    "most_loaded_average", "most_loaded_worst_case"])
+        for p, res in results.items():
+            for r in ("cpu", "net"):
+                f = res["fig3"].get(r)
+                if f:
+                    w.writerow([p, r, f["average"], f["worst_case"], f["most_loaded_server"],
+                                f["most_loaded_average"], f["most_loaded_worst_case"]])
+    return paths
+
+
+def plot_fig3(results: dict[str, dict], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pols = list(results)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    bars = (("average", "average (all servers)", "#8da0cb"),
+            ("worst_case", "worst case, all servers", "#66c2a5"),
+            ("most_loaded_worst_case", "worst case, most loaded server", "#a56cc1"))
+    width = 0.26
+    for ax, r in zip(axes, ("cpu", "net")):
+        for k, (key, label, colour) in enumerate(bars):
+            vals = [(results[p]["fig3"].get(r) or {}).get(key) or 0 for p in pols]
+            xs = [i + (k - 1) * width for i in range(len(pols))]
+            ax.bar(xs, vals, width, label=label, color=colour)
+            for x, v in zip(xs, vals):
+                ax.text(x, v + 0.8, f"{v:.0f}", ha="center", fontsize=8)
+        ax.axhline(70, color="#d62728", linestyle="--", linewidth=1, label="elasticity threshold")
+        ax.set_xticks(range(len(pols)), [POLICY_NAMES.get(p, p) for p in pols])
+        ax.set_title(f"{RESOURCE_NAMES[r]} use (% of server capacity)")
+        ax.set_ylim(0, max(100, ax.get_ylim()[1]))
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("percent")
+    axes[1].legend(fontsize=8, loc="upper right")
+    fig.suptitle("Provider side: average and worst-case (top 3 % of samples) use")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_timelines(timelines: dict[str, dict], path: str, resource: str = "cpu") -> None:
+    """timelines: policy -> {server: [(t from start, value), ...]}"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pols = list(timelines)
+    fig, axes = plt.subplots(len(pols), 1, figsize=(10, 2.6 * len(pols)), sharex=True,
+                             squeeze=False)
+    for ax, p in zip(axes[:, 0], pols):
+        for server, pts in sorted(timelines[p].items()):
+            ax.plot([t for t, _ in pts], [v for _, v in pts], label=server, linewidth=1.2)
+        ax.axhline(70, color="#d62728", linestyle="--", linewidth=0.8)
+        ax.set_ylabel(f"{RESOURCE_NAMES[resource]} %")
+        ax.set_title(f"{POLICY_NAMES.get(p, p)}: {RESOURCE_NAMES[resource]} use per server",
+                     fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8, ncol=4, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds since the workload started")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_response_times(requests: dict[str, list[dict]], path: str) -> None:
+    """CDF of response times per class (RT classes) and policy."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    classes = sorted({r["class"] for rows in requests.values() for r in rows
+                      if not r["class"].startswith("video")})
+    if not classes:
+        return
+    fig, axes = plt.subplots(1, len(classes), figsize=(3.6 * len(classes), 3.4), squeeze=False)
+    for ax, c in zip(axes[0], classes):
+        for p, rows in requests.items():
+            rts = sorted(float(r["latency_s"]) * 1000 for r in rows
+                         if r["class"] == c and not r.get("error"))
+            if rts:
+                ax.plot(rts, [(k + 1) / len(rts) for k in range(len(rts))],
+                        label=POLICY_NAMES.get(p, p))
+        ax.set_title(c, fontsize=10)
+        ax.set_xlabel("response time (ms)")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("fraction of requests")
+    axes[0, -1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

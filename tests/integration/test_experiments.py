@@ -1,0 +1,71 @@
+"""The experiments' pipelines end to end, at very short lengths."""
+import csv
+import glob
+import json
+import os
+
+import pytest
+
+from tests.conftest import run_module
+from topologies.clean import clean_testbed, leftovers
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def clean_machine():
+    clean_testbed(quiet=True)
+    yield
+    clean_testbed(quiet=True)
+
+
+def test_lb_comparison_smoke_run_of_all_three_policies(tmp_path):
+    out = tmp_path / "cmp"
+    res = run_module("experiments.lb_comparison", "--phase-seconds", "6", "--peak-rate", "2",
+                     "--duration-scale", "0.1", "--video-seconds", "20", "--period", "1",
+                     "--out", str(out), "--progress", "5", timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "Table II" in res.stdout and "Table III" in res.stdout
+    for name in ("summary.md", "summary.json", "table2.csv", "table3.csv", "fig3.csv",
+                 "fig3.png", "cpu_timeline.png", "response_times.png"):
+        assert (out / name).stat().st_size > 0, name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accounted"] is True
+    for policy in ("srr", "ln", "malb"):
+        run = summary["runs"][policy][0]
+        # every request is accounted for: each one planned was recorded, done or failed
+        assert run["requests_planned"] == run["requests_recorded"] > 0
+        rows = [r for f in glob.glob(str(out / policy / "run1" / "requests-*.csv"))
+                for r in csv.DictReader(open(f))]
+        assert len(rows) == run["requests_planned"]
+        t3 = run["table3"]
+        assert sum(c["completed"] + c["failed"] for c in t3.values()) == len(rows)
+        assert set(run["table2"]) == {"cpu", "mem", "net", "energy"}
+        assert run["table2"]["cpu"]["timestamps"] > 5
+        assert os.path.exists(out / policy / "run1" / "history.sqlite")
+    table2 = list(csv.DictReader(open(out / "table2.csv")))
+    assert {(r["policy"], r["metric"]) for r in table2} == {
+        (p, m) for p in ("srr", "ln", "malb") for m in ("cpu", "mem", "net", "energy")}
+    classes = {r["class"] for r in csv.DictReader(open(out / "table3.csv"))}
+    assert classes <= {"ui-light", "ui-medium", "backend-medium", "backend-heavy", "video"}
+    assert {"ui-light", "ui-medium"} <= classes
+    assert leftovers()["containers"] == []
+
+
+def test_profiling_accuracy_live_and_from_the_recorded_history(tmp_path):
+    out = tmp_path / "s1"
+    res = run_module("experiments.profiling_accuracy", "live", "--out", str(out),
+                     "--microservices", "ui", "--phase-seconds", "12", "--rm-windows", "2,5",
+                     "--arma-windows", "6", timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    rows = list(csv.DictReader(open(out / "mse.csv")))
+    phases = {r["phase"] for r in rows if r["predictor"] == "rm" and r["mse"]}
+    assert phases == {"increasing", "stable", "decreasing"}
+    assert (out / "mse.png").stat().st_size > 0
+    # the same analysis from the recorded history alone
+    again = tmp_path / "again"
+    res = run_module("experiments.profiling_accuracy", "analyse", "--history",
+                     str(out / "history.sqlite"), "--phases", str(out / "phases.json"),
+                     "--out", str(again), "--rm-windows", "2,5", "--arma-windows", "6")
+    assert res.returncode == 0, res.stderr
+    assert (again / "mse.csv").read_text() == (out / "mse.csv").read_text()

@@ -1,0 +1,96 @@
+"""Scenario 2 statistics on small fixtures with hand-computed answers."""
+import pytest
+
+from experiments.evaluation import (PowerModel, energy_per_server, fig3, jain, mean_of_runs,
+                                    server_power, table2, table3, worst_case)
+
+
+def test_power_model_by_hand():
+    # idle: every component at 40 % of busy: 0.4 x (160+36+25+12+25+10) = 107.2 W
+    assert server_power(0, 0, 0) == pytest.approx(107.2)
+    # CPU busy: 160 W, others at baseline 0.4 x 108 = 43.2
+    assert server_power(100, 0, 0) == pytest.approx(203.2)
+    # CPU at 50 %: 2u - u^1.4 = 1 - 0.5^1.4 = 0.6210709; 160 x (0.4 + 0.6 x 0.6210709)
+    assert server_power(50, 0, 0) == pytest.approx(160 * (0.4 + 0.6 * 0.6210709) + 43.2)
+    # memory and network are linear: +0.6 x 36 x 0.5 and +0.6 x 25 x 1
+    assert server_power(0, 50, 100) - server_power(0, 0, 0) == pytest.approx(10.8 + 15.0)
+    assert server_power(150, -5, 0) == server_power(100, 0, 0)      # clipped to [0, 100] %
+
+
+def test_table2_averages_per_timestamp_spread():
+    samples = {1.0: {"a": {"cpu": 10, "mem": 5, "net": 0}, "b": {"cpu": 30, "mem": 5, "net": 4}},
+               2.0: {"a": {"cpu": 20, "mem": 5, "net": 2}, "b": {"cpu": 20, "mem": 7, "net": None}}}
+    t = table2(samples)
+    assert t["cpu"] == {"stdev": 5.0, "range": 10.0, "timestamps": 2}   # (10+0)/2, (20+0)/2
+    assert t["mem"]["stdev"] == pytest.approx(0.5) and t["mem"]["range"] == pytest.approx(1.0)
+    assert t["net"] == {"stdev": 2.0, "range": 4.0, "timestamps": 1}    # missing: skipped
+    e = abs(server_power(10, 5, 0) - server_power(30, 5, 4))
+    assert t["energy"]["range"] == pytest.approx(e) and t["energy"]["timestamps"] == 1
+
+
+def test_worst_case_and_fig3():
+    assert worst_case(list(range(1, 101))) == pytest.approx(99.0)      # top 3 of 100
+    assert worst_case([5.0]) == 5.0 and worst_case([]) is None
+    samples = {float(t): {"a": {"cpu": 10.0, "net": 1.0}, "b": {"cpu": 50.0 + t, "net": 2.0}}
+               for t in range(100)}
+    f = fig3(samples)
+    assert f["cpu"]["most_loaded_server"] == "b"
+    assert f["cpu"]["most_loaded_worst_case"] == pytest.approx(148.0)  # 149, 148, 147
+    assert f["cpu"]["worst_case"] == pytest.approx((148.0 + 10.0) / 2)
+    assert f["cpu"]["average"] == pytest.approx((10 * 100 + sum(50 + t for t in range(100))) / 200)
+    assert f["cpu"]["above_threshold"] and f["threshold"] == 70.0
+
+
+def test_jain():
+    assert jain([3, 3, 3]) == pytest.approx(1.0)
+    assert jain([1, 0]) == pytest.approx(0.5)
+    assert jain([1, 2, 3]) == pytest.approx(36 / (3 * 14))
+    assert jain([]) is None
+
+
+def test_table3_counts_every_request_and_uses_the_right_metric():
+    rows = [{"class": "ui-light", "latency_s": "0.2", "error": ""},
+            {"class": "ui-light", "latency_s": "0.4", "error": ""},
+            {"class": "ui-light", "latency_s": "", "error": "timeout"},
+            {"class": "video", "latency_s": "10", "throughput_kB_s": "100", "error": ""},
+            {"class": "video", "latency_s": "10", "throughput_kB_s": "300", "error": ""}]
+    t = table3(rows)
+    ui = t["ui-light"]
+    assert (ui["requests"], ui["completed"], ui["failed"]) == (3, 2, 1)
+    assert ui["metric"] == "RT" and ui["average"] == pytest.approx(300.0)
+    assert ui["stdev"] == pytest.approx(141.4213562)
+    assert ui["jain"] == pytest.approx(jain([5.0, 2.5]))
+    v = t["video"]
+    assert v["metric"] == "TP" and v["average"] == 200.0 and v["jain"] == pytest.approx(0.8)
+
+
+def test_energy_per_server_and_mean_of_runs():
+    samples = {0.0: {"a": {"cpu": 0, "mem": 0, "net": 0}}, 3.0: {"a": {"cpu": 0, "mem": 0,
+                                                                      "net": 0}}}
+    e = energy_per_server(samples, period_s=3.0)
+    assert e["a"]["mean_w"] == pytest.approx(107.2)
+    assert e["a"]["energy_wh"] == pytest.approx(2 * 107.2 * 3 / 3600)
+    runs = [{"x": 1.0, "y": {"z": 2}, "s": "srv1", "n": None},
+            {"x": 3.0, "y": {"z": 4}, "s": "srv2", "n": None}]
+    assert mean_of_runs(runs) == {"x": 2.0, "y": {"z": 3.0}, "s": "srv1", "n": None}
+
+
+def test_report_tables_have_every_row_and_the_papers_beside(tmp_path):
+    from experiments import report
+    samples = {float(t): {s: {"cpu": 10.0 * i + t % 5, "mem": 5.0, "net": 1.0 * i}
+                          for i, s in enumerate(["srv1", "srv2"])} for t in range(40)}
+    classes = ["ui-light", "ui-medium", "backend-medium", "backend-heavy", "video"]
+    rows = [{"class": c, "latency_s": "1.0", "throughput_kB_s": "100", "error": ""}
+            for c in classes for _ in range(3)]
+    res = {p: {"table2": table2(samples), "fig3": fig3(samples), "table3": table3(rows)}
+           for p in ("srr", "ln", "malb")}
+    t2 = report.table2_markdown(res)
+    assert t2.count("| STDEV |") == 1 and "| paper's Range |" in t2
+    t3 = report.table3_markdown(res)
+    for c in classes:
+        assert f"| {c} |" in t3 and f"| paper's {c} |" in t3
+    assert "| 3 / 3 / 3 | RT (ms) |" in t3
+    paths = report.write_csvs(res, str(tmp_path))
+    assert all(open(p).read().count("\n") > 1 for p in paths)
+    report.plot_fig3(res, str(tmp_path / "fig3.png"))
+    assert (tmp_path / "fig3.png").stat().st_size > 10_000
