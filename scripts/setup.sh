@@ -64,11 +64,17 @@ else
     echo "[setup]   starting docker with systemctl"
     systemctl start docker >"$LOG_DIR/docker-start.log" 2>&1 || fail "systemctl start docker failed"
   else
-    if [ ! -S /run/containerd/containerd.sock ]; then
+    # A socket file alone proves nothing: after a reboot of the sandbox (or a killed
+    # containerd) /run keeps a stale socket, so ask containerd itself.
+    containerd_answers() { timeout 5 ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1; }
+    if containerd_answers; then
+      skip "containerd answers (left as it is)"
+    else
+      rm -f /run/containerd/containerd.sock /run/containerd/containerd.sock.ttrpc
       echo "[setup]   starting containerd (log: $LOG_DIR/containerd.log)"
       setsid nohup containerd >"$LOG_DIR/containerd.log" 2>&1 < /dev/null &
-      for _ in $(seq 1 30); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
-      [ -S /run/containerd/containerd.sock ] || fail "containerd did not start (see $LOG_DIR/containerd.log)"
+      for _ in $(seq 1 30); do containerd_answers && break; sleep 1; done
+      containerd_answers || fail "containerd does not answer after 30 s (see $LOG_DIR/containerd.log)"
     fi
     # No docker0 bridge and no iptables rules: containers only get the topology's links.
     echo "[setup]   starting dockerd --bridge=none --iptables=false (log: $LOG_DIR/dockerd.log)"
