@@ -17,7 +17,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from common.cli import fail, positive_float
+from common.cli import fail, log_level, port_number, positive_float
 from common.config import ConfigError, load_config
 from common.httpjson import JsonServer
 
@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="configuration file (default: $MALB_CONFIG or "
                                     "configs/paper.yaml)")
     p.add_argument("--host", help="listen address (default: agents.listen_host)")
-    p.add_argument("--port", type=int, help="listen port (default: from the server's agent_url)")
+    p.add_argument("--port", type=port_number, help="listen port (default: from the server's agent_url)")
     p.add_argument("--period", type=positive_float, help="sampling period in seconds "
                                                          "(default: agents.period_s)")
     sel = p.add_mutually_exclusive_group()
@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
                         "configuration, or this machine (default auto: cgroup, then config)")
     p.add_argument("--network-mbit", type=positive_float,
                    help="network capacity (default: the server's network_mbit)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", type=log_level, default="INFO")
     return p
 
 

@@ -40,6 +40,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def port_number(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is at most 65535, got {value}")
+    return value
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(text: str) -> str:
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"one of {', '.join(LOG_LEVELS)}, got {text!r}")
+    return text.upper()
+
+
 def add_config_args(p: argparse.ArgumentParser) -> None:
     """--config plus the testbed flags that override it."""
     g = p.add_argument_group("configuration")
@@ -73,16 +89,32 @@ def overrides_from_args(args: argparse.Namespace, base) -> dict:
     if getattr(args, "controller", None):
         testbed["controller"] = args.controller
     if any(getattr(args, k, None) for k in ("servers", "server_cpu", "server_memory")):
-        servers = {"count": args.servers or len(base.servers),
-                   "cpu": args.server_cpu or base.servers[0].cpu,
-                   "memory": args.server_memory or f"{base.servers[0].memory_mb}m",
-                   "network_mbit": base.servers[0].network_mbit}
+        servers = _server_overrides(args, base, switches_changed="switches" in testbed)
     out = {}
     if testbed:
         out["testbed"] = testbed
     if servers:
         out["servers"] = servers
     return out
+
+
+def _server_overrides(args: argparse.Namespace, base, switches_changed: bool):
+    """--servers/--server-cpu/--server-memory on top of the configuration's servers. Servers
+    that differ from each other (names, sizes, switches) keep what the flags do not set."""
+    first = base.servers[0]
+    uniform = all(s.name == f"srv{s.index}" and (s.cpu, s.memory_mb, s.network_mbit) ==
+                  (first.cpu, first.memory_mb, first.network_mbit) for s in base.servers)
+    cpu, memory = args.server_cpu, args.server_memory
+    if uniform:
+        return {"count": args.servers or len(base.servers), "cpu": cpu or first.cpu,
+                "memory": memory or f"{first.memory_mb}m", "network_mbit": first.network_mbit}
+    if args.servers and args.servers != len(base.servers):
+        raise ConfigError(f"--servers {args.servers}: the configuration lists "
+                          f"{len(base.servers)} servers one by one (names or sizes differ); "
+                          f"change that list instead")
+    return [{"name": s.name, "cpu": cpu or s.cpu, "memory": memory or f"{s.memory_mb}m",
+             "network_mbit": s.network_mbit, "agent_url": s.agent_url,
+             **({} if switches_changed else {"switch": s.switch})} for s in base.servers]
 
 
 def config_from_args(args: argparse.Namespace, extra: dict | None = None):

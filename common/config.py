@@ -25,6 +25,9 @@ PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
 HEALTH_METHODS = ("tcp", "arp", "none")
 PREDICTORS = ("rm", "arma")
+MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
+MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
+MAX_INSTANCES = 4095       # 12 bits in the flow cookie
 LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
 
 
@@ -313,12 +316,14 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
     if isinstance(raw, dict):
         # Shorthand: {count: 4, cpu: 0.4, memory: 256m, network_mbit: 100}
         _reject_unknown(raw, {"count", "cpu", "memory", "network_mbit"}, path)
-        count = _number(raw, "count", path, 4, lo=1, hi=99, integer=True)
+        count = _number(raw, "count", path, 4, lo=1, hi=MAX_SERVERS, integer=True)
         items = [{k: raw[k] for k in ("cpu", "memory", "network_mbit") if k in raw}
                  for _ in range(count)]
     elif isinstance(raw, list):
         if not raw:
             raise ConfigError(f"{path}: at least one server is required")
+        if len(raw) > MAX_SERVERS:   # 10.0.<server>.x, below the clients' 10.0.200.x
+            raise ConfigError(f"{path}: at most {MAX_SERVERS} servers, got {len(raw)}")
         items = raw
     else:
         raise ConfigError(f"{path}: expected a list of servers or {{count: N, ...}}")
@@ -389,6 +394,12 @@ def _parse_microservices(raw: Any, vip_default: str) -> tuple[Microservice, ...]
         flow_class = _choice(item, "flow_class", where, "auto", FLOW_CLASSES)
         image = _string(item, "image", where, "malb/service:latest")
         command = _string(item, "command", where, f"python3 -m services.rom {name} --port {{port}}")
+        try:
+            command.format(port=port, name=name, instance=f"srv1-{abbrev}")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"{where}.command: only {{port}}, {{name}} and {{instance}} may "
+                              f"appear in braces (double a literal brace: {{{{ }}}}); "
+                              f"{type(exc).__name__}: {exc}") from None
         result.append(Microservice(name, k + 1, abbrev, vip, port, protocol, flow_class, image,
                                    command))
     return tuple(result)
@@ -432,12 +443,21 @@ def _parse_controller(raw: Any) -> ControllerCfg:
         unhealthy_after=_number(hraw, "unhealthy_after", hpath, 2, lo=1, hi=100, integer=True),
         healthy_after=_number(hraw, "healthy_after", hpath, 1, lo=1, hi=100, integer=True),
     )
+    if health.timeout_s >= health.interval_s:
+        raise ConfigError(f"{hpath}.timeout_s: must be shorter than interval_s "
+                          f"({health.interval_s}), got {health.timeout_s}: a probe is judged "
+                          f"before the next one goes out")
     period = _number(raw, "monitoring_period_s", path, 3.0, lo=0.1, hi=3600)
+    idle = _number(raw, "idle_timeout_s", path, 10, lo=0, hi=65535, integer=True)
+    hard = _number(raw, "hard_timeout_s", path, 0, lo=0, hi=65535, integer=True)
+    if idle == 0 and hard == 0:
+        raise ConfigError(f"{path}.idle_timeout_s: idle_timeout_s and hard_timeout_s are both "
+                          f"0, so NAT rules would never expire and no flow would ever end")
     return ControllerCfg(
         policy=_choice(raw, "policy", path, "malb", POLICIES),
         monitoring_period_s=period,
-        idle_timeout_s=_number(raw, "idle_timeout_s", path, 10, lo=0, hi=65535, integer=True),
-        hard_timeout_s=_number(raw, "hard_timeout_s", path, 0, lo=0, hi=65535, integer=True),
+        idle_timeout_s=idle,
+        hard_timeout_s=hard,
         rest_host=_string(raw, "rest_host", path, "127.0.0.1"),
         rest_port=_number(raw, "rest_port", path, 8080, lo=1, hi=65535, integer=True),
         ofp_port=_number(raw, "ofp_port", path, 6653, lo=1, hi=65535, integer=True),
@@ -564,14 +584,33 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     microservices = _parse_microservices(data.get("microservices"), tb["vip"])
     testbed, instances = _derive_topology(tb, servers, microservices)
     instance_ips = {i.ip for i in instances} | {c.ip for c in testbed.clients}
+    subnet = ipaddress.ip_network(f"10.0.0.0/{testbed.prefix_len}")
     for ms in microservices:
         if ms.vip in instance_ips:
             raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} collides with a "
                               f"host address")
+        if ipaddress.ip_address(ms.vip) not in subnet or ms.vip in (
+                str(subnet.network_address), str(subnet.broadcast_address)):
+            # clients ARP for a VIP only when it is on their own link's subnet
+            raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} is not a host "
+                              f"address in the testbed's subnet {subnet}")
     return Config(testbed=testbed, servers=servers, microservices=microservices,
                   instances=instances, controller=_parse_controller(data.get("controller")),
                   profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
                   source=source)
+
+
+def check_deployable(cfg: Config) -> None:
+    """What a testbed and the controller need beyond a valid configuration (the profiler
+    alone, e.g. its benchmark, scales further): addresses 10.0.<server>.<microservice> and
+    flow cookies with 8 bits for the microservice and 12 for the instance."""
+    if len(cfg.microservices) > MAX_MICROSERVICES:
+        raise ConfigError(f"microservices: a testbed or controller takes at most "
+                          f"{MAX_MICROSERVICES} microservices, got {len(cfg.microservices)}")
+    if len(cfg.instances) > MAX_INSTANCES:
+        raise ConfigError(f"servers x microservices: a testbed or controller takes at most "
+                          f"{MAX_INSTANCES} instances, got {len(cfg.servers)} x "
+                          f"{len(cfg.microservices)}")
 
 
 def load_config(path: str | None = None, overrides: dict | None = None) -> Config:

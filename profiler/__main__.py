@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-from common.cli import fail, positive_float, positive_int
+from common.cli import fail, log_level, port_number, positive_float, positive_int
 from common.config import ConfigError, load_config
 
 
@@ -26,13 +26,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=("serve", "export"), default="serve")
     p.add_argument("--config", help="configuration file")
     p.add_argument("--host", help="listen address (default: profiler.listen_host)")
-    p.add_argument("--port", type=positive_int, help="listen port (default: profiler.listen_port)")
+    p.add_argument("--port", type=port_number, help="listen port (default: profiler.listen_port)")
     p.add_argument("--predictor", choices=("rm", "arma"), help="rolling mean or ARMA")
     p.add_argument("--window", type=positive_int, help="predictor window (samples)")
     p.add_argument("--period", type=positive_float, help="collection period (seconds)")
     p.add_argument("--history", help="SQLite history file (default: profiler.history_path)")
     p.add_argument("--out", help="export: directory for the CSV files")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", type=log_level, default="INFO")
     return p
 
 

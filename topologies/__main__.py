@@ -16,7 +16,7 @@ import sys
 import time
 
 from common.cli import add_config_args, config_from_args, fail, require_root
-from common.config import ConfigError
+from common.config import ConfigError, check_deployable
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,6 +75,10 @@ def main(argv=None) -> int:
         return 0
     require_root(args.command)
     cfg = config_from_args(args)
+    try:
+        check_deployable(cfg)
+    except ConfigError as exc:
+        fail(str(exc), code=2)
     from topologies import backend as backends
     from topologies.testbed import Testbed, TestbedOptions
     try:
@@ -90,6 +94,9 @@ def main(argv=None) -> int:
     setLogLevel(os.environ.get("MALB_MININET_LOG", "warning"))
     # Ctrl-C and SIGTERM both end in the `finally` below, which tears everything down.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # A shell without job control starts background jobs with SIGINT ignored, and Python
+    # keeps an inherited SIG_IGN: restore Ctrl-C so it still tears the testbed down.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     opts = TestbedOptions(backend=backend, datapath=datapath,
                           start_services=not args.no_services)
     testbed = Testbed(cfg, opts)

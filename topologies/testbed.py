@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from common.config import Config, Instance
+from common.config import Config, Instance, check_deployable
 from topologies import backend as backends
 from topologies.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
 
@@ -50,6 +50,7 @@ class Testbed:
         from mininet.link import TCLink
         from mininet.node import OVSSwitch, RemoteController
 
+        check_deployable(self.cfg)
         self.backend = backends.resolve_backend(self.options.backend)
         self.datapath = backends.resolve_datapath(self.options.datapath or
                                                   self.cfg.testbed.datapath)

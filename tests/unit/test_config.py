@@ -1,6 +1,7 @@
 import pytest
 
-from common.config import ConfigError, load_config, parse_config, parse_size_mb
+from common.config import ConfigError, check_deployable, load_config, parse_config, \
+    parse_size_mb
 
 
 def test_default_file_is_the_paper_testbed():
@@ -74,6 +75,16 @@ def test_multiswitch_chain_spreads_servers_and_numbers_trunks():
     ({"profiler": {"arma_order": [0, 0]}}, "profiler.arma_order"),
     ({"profiler": {"predictor": "lstm"}}, "profiler.predictor"),
     ({"testbed": {"colour": "blue"}}, "testbed.colour"),
+    ({"microservices": [{"name": "video", "port": 80, "vip": "192.168.1.10"}]},
+     "microservices[0].vip"),
+    ({"microservices": [{"name": "video", "port": 80, "command": "serve --port {prot}"}]},
+     "microservices[0].command"),
+    ({"microservices": [{"name": "video", "port": 80, "command": "awk '{print}'"}]},
+     "microservices[0].command"),
+    ({"controller": {"health": {"interval_s": 1, "timeout_s": 1}}},
+     "controller.health.timeout_s"),
+    ({"controller": {"idle_timeout_s": 0, "hard_timeout_s": 0}}, "controller.idle_timeout_s"),
+    ({"servers": [{}] * 100}, "servers"),
     ({"extra": 1}, "extra"),
 ])
 def test_bad_values_name_their_field(data, field):
@@ -112,3 +123,14 @@ def test_overrides_merge_per_section(config_file):
     path = config_file({"testbed": {"clients": 3, "switches": 2}})
     cfg = load_config(path, {"testbed": {"clients": 5}})
     assert len(cfg.testbed.clients) == 5 and len(cfg.testbed.switches) == 2
+
+
+def test_profiler_scale_configurations_parse_but_do_not_deploy():
+    many = [{"name": f"m{j}", "abbrev": f"m{j}", "port": 10000 + j} for j in range(300)]
+    cfg = parse_config({"microservices": many})       # the profiler alone takes this
+    with pytest.raises(ConfigError, match="at most 254 microservices"):
+        check_deployable(cfg)
+    check_deployable(parse_config({}))
+    wide = parse_config({"servers": {"count": 99}, "microservices": many[:42]})
+    with pytest.raises(ConfigError, match="at most 4095 instances"):
+        check_deployable(wide)
