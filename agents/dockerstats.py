@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.netuse import network_percent
+
 
 @dataclass(frozen=True)
 class RawSample:
@@ -84,6 +86,10 @@ class Capacity:
     source: str
 
 
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 def server_totals(containers: list[dict], cap: Capacity) -> dict:
     """The server's use relative to its capacity, from its readable containers.
 
@@ -100,8 +106,11 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
             continue
         cpu_cores += c["cpu_percent"] / 100.0
         mem += c["memory_bytes"]
-        rx += c.get("rx_bytes_per_s") or 0.0
-        tx += c.get("tx_bytes_per_s") or 0.0
+        if c.get("rx_bytes_per_s") is None or c.get("tx_bytes_per_s") is None:
+            missing.append(f"{c['name']} (network)")   # unread traffic is not zero traffic
+            continue
+        rx += c["rx_bytes_per_s"]
+        tx += c["tx_bytes_per_s"]
     complete = not missing and any(c.get("state", "running") == "running" for c in containers)
     return {
         "cpu_cores": round(cpu_cores, 4),
@@ -109,8 +118,6 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
         "memory_bytes": int(mem),
         "memory_percent": round(100.0 * mem / cap.memory_bytes, 3) if cap.memory_bytes else None,
         "rx_bytes_per_s": round(rx, 1), "tx_bytes_per_s": round(tx, 1),
-        # full duplex: the capacity holds in each direction; the busier one is the use
-        "network_percent": round(100.0 * max(rx, tx) / cap.network_bytes_per_s, 3)
-        if cap.network_bytes_per_s else None,
+        "network_percent": _round(network_percent(rx, tx, cap.network_bytes_per_s), 3),
         "complete": complete, "missing": missing,
     }

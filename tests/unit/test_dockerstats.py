@@ -71,3 +71,7 @@ def test_server_totals_relative_to_capacity_and_partial_when_unreadable():
     stopped = containers + [{"name": "d", "state": "exited", "readable": False,
                              "cpu_percent": None, "memory_bytes": None}]
     assert server_totals(stopped, cap)["complete"]
+    no_net = containers + [{"name": "e", "readable": True, "cpu_percent": 1.0,
+                            "memory_bytes": 1, "rx_bytes_per_s": None, "tx_bytes_per_s": None}]
+    t = server_totals(no_net, cap)       # traffic it could not read is not zero traffic
+    assert not t["complete"] and t["missing"] == ["e (network)"]
