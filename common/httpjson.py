@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -24,6 +25,9 @@ class BadRequest(ValueError):
     """Raised by a handler: answered with 400 and {"error": message}."""
 
 
+MAX_BODY_BYTES = 64 * 1024 * 1024   # a flow report of 100k records is ~25 MB
+
+
 def _call(req: urllib.request.Request, timeout: float) -> dict:
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -31,7 +35,8 @@ def _call(req: urllib.request.Request, timeout: float) -> dict:
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:300].decode(errors="replace")
         raise HttpError(f"{req.full_url}: HTTP {exc.code} {detail}") from None
-    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as exc:
+    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError,
+            http.client.HTTPException) as exc:   # HTTPException: a peer that hung up early
         reason = getattr(exc, "reason", exc)
         raise HttpError(f"{req.full_url}: {reason}") from None
     try:
@@ -88,7 +93,13 @@ class _Handler(BaseHTTPRequestHandler):
                                     "resources": sorted({p for _, p in self.server.routes})})
         body = None
         if method in ("POST", "PUT"):
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                if not 0 <= length <= MAX_BODY_BYTES:
+                    raise ValueError(length)
+            except ValueError:
+                return self._send(400, {"error": "Content-Length: expected a number of bytes "
+                                                 f"from 0 to {MAX_BODY_BYTES}"})
             raw = self.rfile.read(length) if length else b""
             try:
                 body = json.loads(raw) if raw else None

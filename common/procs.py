@@ -42,7 +42,11 @@ class Service:
         with open(self.pid_file, "w") as fh:
             fh.write(f"{self.proc.pid} {self.name}\n")
         if self.ready_url:
-            self.wait_ready(timeout_s)
+            try:
+                self.wait_ready(timeout_s)
+            except BaseException:
+                self.stop()   # a service that never became ready is not left running
+                raise
         return self
 
     def wait_ready(self, timeout_s: float) -> None:

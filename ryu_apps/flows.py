@@ -17,6 +17,7 @@ instance when traffic comes back (docs/controller.md).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 COOKIE_TAG = 0x4D4C
@@ -62,6 +63,10 @@ class FlowRecord:
     bytes_fwd: int = 0
     bytes_rev: int = 0
     packets: int = 0
+    # The switch's counters restart at zero whenever the rules are installed again (a
+    # resumed flow, a restarted switch): what earlier rules counted is kept here.
+    raw: dict = field(default_factory=lambda: {DIR_FORWARD: (0, 0), DIR_REVERSE: (0, 0)})
+    base: dict = field(default_factory=lambda: {DIR_FORWARD: (0, 0), DIR_REVERSE: (0, 0)})
     rule_age_s: float = 0.0          # from the switch: seconds since the rules were installed
     ended: float | None = None
     end_reason: str = ""
@@ -87,8 +92,28 @@ class FlowRecord:
             return max(0.0, self.ended - tail - self.created)
         return max(0.0, self.last_active - self.created)
 
-    def as_record(self, idle_timeout: int) -> dict:
-        return {"flow_id": f"{self.dpid:x}:{self.flow_id:x}", "microservice": self.microservice,
+    def count(self, direction: int, byte_count: int, packet_count: int) -> None:
+        """Take a rule's counters (bytes, packets) into the flow's totals."""
+        last = self.raw[direction]
+        if byte_count < last[0] or packet_count < last[1]:
+            # the rule was installed anew since the last reading: its counts restarted
+            self.rebase(direction)
+        self.raw[direction] = (byte_count, packet_count)
+        base = self.base[direction]
+        if direction == DIR_FORWARD:
+            self.bytes_fwd, self.packets = base[0] + byte_count, base[1] + packet_count
+        else:
+            self.bytes_rev = base[0] + byte_count
+
+    def rebase(self, direction: int | None = None) -> None:
+        """The rules are (re)installed: their counters start from zero again."""
+        for d in ((direction,) if direction else (DIR_FORWARD, DIR_REVERSE)):
+            b, r = self.base[d], self.raw[d]
+            self.base[d], self.raw[d] = (b[0] + r[0], b[1] + r[1]), (0, 0)
+
+    def as_record(self, idle_timeout: int, epoch: str = "") -> dict:
+        return {"flow_id": f"{epoch}{self.dpid:x}:{self.flow_id:x}",
+                "microservice": self.microservice,
                 "server": self.server, "instance": self.instance,
                 "client": f"{self.client_ip}:{self.client_port}", "protocol": self.protocol,
                 "duration_s": round(self.duration_s(idle_timeout), 3),
@@ -101,24 +126,51 @@ class FlowRecord:
 class FlowTable:
     idle_timeout: int
     keep_ended: int = 5000
+    # Sequence numbers restart with each controller process: the epoch (its start time)
+    # keeps the flow ids it reports apart from those of an earlier process.
+    epoch: str = field(default_factory=lambda: f"{int(time.time()):x}.")
     flows: dict[int, FlowRecord] = field(default_factory=dict)      # flow_id -> record
     by_key: dict[tuple, int] = field(default_factory=dict)          # 5-tuple key -> flow_id
+    by_reverse: dict[tuple, int] = field(default_factory=dict)      # instance side, active
     ended_by_key: dict[tuple, int] = field(default_factory=dict)    # ended flows, to resume
     ended_by_reverse: dict[tuple, int] = field(default_factory=dict)
+    # ended flow ids, oldest first, apart by whether the profiler has them yet (for _trim)
+    _ended: dict[bool, dict[int, None]] = field(
+        default_factory=lambda: {True: {}, False: {}})
     _seq: int = 0
 
     def next_seq(self) -> int:
-        self._seq = (self._seq + 1) % (1 << _SEQ_BITS)
+        self._seq = self._seq % ((1 << _SEQ_BITS) - 1) + 1    # 1 .. 2^24 - 1, then 1 again
         return self._seq
+
+    def new_flow_id(self, ms_index: int, inst_index: int) -> int:
+        """A cookie no record holds, also after the sequence wrapped or rules of an earlier
+        controller were adopted."""
+        for _ in range(1 << _SEQ_BITS):
+            fid = make_cookie(0, ms_index, inst_index, self.next_seq())
+            if fid not in self.flows:
+                return fid
+        raise RuntimeError("no free flow cookie: the flow table is full")
 
     def lookup(self, key: tuple) -> FlowRecord | None:
         fid = self.by_key.get(key)
         rec = self.flows.get(fid) if fid is not None else None
         return rec if rec is not None and rec.ended is None else None
 
+    def lookup_reverse(self, reverse_key: tuple) -> FlowRecord | None:
+        """The active flow an instance's packet belongs to (by the instance side)."""
+        fid = self.by_reverse.get(reverse_key)
+        rec = self.flows.get(fid) if fid is not None else None
+        return rec if rec is not None and rec.ended is None else None
+
     def add(self, rec: FlowRecord) -> None:
         self.flows[rec.flow_id] = rec
         self.by_key[rec.key] = rec.flow_id
+        if rec.backend_ip:
+            self.by_reverse[rec.reverse_key] = rec.flow_id
+        parsed = parse_cookie(rec.flow_id)
+        if parsed and parsed[3] > self._seq:   # adopted: go on after the earlier controller
+            self._seq = parsed[3]
 
     def on_stats(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
                  now: float) -> FlowRecord | None:
@@ -127,11 +179,7 @@ class FlowTable:
         if rec is None:
             return None
         old = rec.bytes_fwd + rec.bytes_rev
-        if parsed[0] == DIR_FORWARD:
-            rec.bytes_fwd = byte_count
-            rec.packets = max(rec.packets, packet_count)
-        else:
-            rec.bytes_rev = byte_count
+        rec.count(parsed[0], byte_count, packet_count)
         rec.rule_age_s = max(rec.rule_age_s, age_s)
         if rec.bytes_fwd + rec.bytes_rev > old:
             rec.last_active = now
@@ -152,9 +200,12 @@ class FlowTable:
         rec.end_reason = reason
         if self.by_key.get(rec.key) == rec.flow_id:
             del self.by_key[rec.key]
+        if self.by_reverse.get(rec.reverse_key) == rec.flow_id:
+            del self.by_reverse[rec.reverse_key]
         self.ended_by_key[rec.key] = rec.flow_id
         if rec.backend_ip:
             self.ended_by_reverse[rec.reverse_key] = rec.flow_id
+        self._ended[rec.reported][rec.flow_id] = None
         self._trim()
         return rec
 
@@ -169,21 +220,33 @@ class FlowTable:
             return None
         self.ended_by_key.pop(rec.key, None)
         self.ended_by_reverse.pop(rec.reverse_key, None)
+        self._ended[rec.reported].pop(rec.flow_id, None)
         rec.ended, rec.end_reason, rec.removed = None, "", set()
         rec.reported, rec.dirty = False, True
+        rec.rebase()   # the controller installs its rules again, counting from zero
         self.by_key[rec.key] = rec.flow_id
+        if rec.backend_ip:
+            self.by_reverse[rec.reverse_key] = rec.flow_id
         return rec
+
+    def _mark_reported(self, rec: FlowRecord, reported: bool) -> None:
+        self._ended[rec.reported].pop(rec.flow_id, None)
+        rec.reported = reported
+        self._ended[reported][rec.flow_id] = None
 
     def _trim(self) -> None:
         """Keep the newest keep_ended reported records (for GET /malb/flows); unreported
         ones too, up to ten times that (the profiler may be away for a while)."""
         for reported, limit in ((True, self.keep_ended), (False, 10 * self.keep_ended)):
-            ended = [r for r in self.flows.values()
-                     if r.ended is not None and r.reported == reported]
-            for r in sorted(ended, key=lambda r: r.ended)[:max(0, len(ended) - limit)]:
-                del self.flows[r.flow_id]
-                self.ended_by_key.pop(r.key, None)
-                self.ended_by_reverse.pop(r.reverse_key, None)
+            ended = self._ended[reported]
+            while len(ended) > limit:
+                fid = next(iter(ended))
+                del ended[fid]
+                r = self.flows.pop(fid)
+                if self.ended_by_key.get(r.key) == fid:
+                    del self.ended_by_key[r.key]
+                if self.ended_by_reverse.get(r.reverse_key) == fid:
+                    del self.ended_by_reverse[r.reverse_key]
 
     def report_failed(self, records: list[FlowRecord]) -> None:
         """A report did not arrive: send these again next time."""
@@ -191,7 +254,7 @@ class FlowTable:
             if rec.ended is None:
                 rec.dirty = True
             else:
-                rec.reported = False
+                self._mark_reported(rec, False)
 
     def active(self, dpid: int | None = None) -> list[FlowRecord]:
         return [r for r in self.flows.values()
@@ -209,6 +272,8 @@ class FlowTable:
                     rec.dirty = False
             elif not rec.reported and (len(rec.removed) >= 2 or now - rec.ended > grace_s):
                 out.append(rec)
-                rec.reported = True
+        for rec in out:
+            if rec.ended is not None:
+                self._mark_reported(rec, True)
         self._trim()
         return out

@@ -29,8 +29,15 @@ class HealthTracker:
     def __post_init__(self):
         self.state = {i: _State() for i in self.instances}
 
-    def sent(self, token, instance: str, now: float) -> None:
+    def sent(self, token, instance: str, now: float) -> tuple[str, bool] | None:
+        """A probe went out. An earlier probe with the same token still unanswered is a
+        failure (its answer could no longer be told apart); returns a state change then."""
+        earlier = self.outstanding.get(token)
         self.outstanding[token] = (instance, now)
+        if earlier is not None:
+            return self._result(earlier[0], False, now,
+                                "no answer before the next probe")
+        return None
 
     def answered(self, token, ok: bool, now: float, detail: str = "") -> tuple[str, bool] | None:
         """A probe was answered (ok: the service accepted). Returns (instance, healthy) when

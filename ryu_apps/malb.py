@@ -42,9 +42,10 @@ from ryu.lib import hub
 from ryu.lib.packet import arp, ethernet, ether_types, in_proto, ipv4, packet, tcp
 from ryu.ofproto import ofproto_v1_3
 
-from common.config import load_config
+from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
+from common.netuse import network_percent
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, make_cookie, \
     parse_cookie, flow_id_of
 from ryu_apps import ofwire
@@ -85,9 +86,17 @@ class MalbController(app_manager.RyuApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.cfg = load_config(_conf("malb_config") or None)
+        try:
+            self.cfg = load_config(_conf("malb_config") or None)
+            check_deployable(self.cfg)
+        except ConfigError as exc:
+            # one clear line and a non-zero exit, not a traceback from inside ryu-manager
+            raise SystemExit(f"malb: bad configuration: {exc}") from None
         c = self.cfg.controller
         policy = _conf("malb_policy") or os.environ.get("MALB_POLICY") or c.policy
+        if policy not in POLICIES:
+            raise SystemExit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
+                             f"controller.policy) is not one of {', '.join(POLICIES)}")
         self._listen_defaults()
 
         # ---- plain-Python cores
@@ -118,6 +127,7 @@ class MalbController(app_manager.RyuApp):
         self.instance_ips = {i.ip: i for i in self.cfg.instances}
         self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.instances}
         self.next_hop = _next_hops(self.cfg)
+        self.client_dpids = {c.dpid for c in self.cfg.testbed.clients}
 
         # ---- switch state
         self.datapaths = {}
@@ -201,8 +211,10 @@ class MalbController(app_manager.RyuApp):
             self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ether_types.ETH_TYPE_IP,
                                                          ipv4_dst=vip), to_controller)
         # Answers of instances that no NAT rule rewrites (the connection outlived its rules'
-        # idle timeout) come to the controller, not out through L2 with the instance's address
-        for inst in self.cfg.instances:
+        # idle timeout) come to the controller, not out through L2 with the instance's address.
+        # Only on the clients' edge switches, where NAT happens: on a server's own switch the
+        # answers of NATed flows pass through plain L2 towards the edge.
+        for inst in (self.cfg.instances if dp.id in self.client_dpids else ()):
             ms = self.cfg.microservice(inst.microservice)
             self._add_flow(dp, PRIO_ORPHAN, parser.OFPMatch(**{
                 "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
@@ -256,7 +268,8 @@ class MalbController(app_manager.RyuApp):
             return  # other IP protocols to a VIP: nothing serves them
         if f.ip_src in self.instance_ips and f.ip_proto in (in_proto.IPPROTO_TCP,
                                                              in_proto.IPPROTO_UDP):
-            return self._orphan_reply(msg.data, f)
+            if self._orphan_reply(msg.data, f):
+                return
         self.m_packet_in.inc("l2")
         self._l2_forward(dp, in_port, msg, f)
 
@@ -312,6 +325,15 @@ class MalbController(app_manager.RyuApp):
                 dp.send(self._nat_rules(dp, rec, backend) +
                         self._first_packet(dp, in_port, data, rec, backend))
                 return
+            if proto == "tcp":
+                # Only a SYN opens a connection (as IPVS does): a segment of a connection
+                # nobody knows any more would be refused by any instance, and counting it
+                # as a new flow would add zero-length flows to the profiler's statistics.
+                self.m_packet_in.inc("tcp_not_syn")
+                return
+        elif f.tcp_flags & ofwire.TCP_ACK:
+            self.m_packet_in.inc("tcp_not_syn")   # a SYN-ACK towards a VIP: nothing to open
+            return
         self.m_packet_in.inc("new_flow")
         now = time.time()
         try:
@@ -322,8 +344,7 @@ class MalbController(app_manager.RyuApp):
                                 f.ip_src, f.src_port)
             return
         backend = self.backends[d.instance]
-        cookie = make_cookie(0, ms.index, self.instance_order[backend.name],
-                             self.flows.next_seq())
+        cookie = self.flows.new_flow_id(ms.index, self.instance_order[backend.name])
         rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=f.ip_src,
                          client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
                          vport=f.dst_port, microservice=ms.name, instance=backend.name,
@@ -341,23 +362,36 @@ class MalbController(app_manager.RyuApp):
             "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
             "weights": list(d.weights) if d.weights else None})
 
-    def _orphan_reply(self, data: bytes, f) -> None:
+    def _orphan_reply(self, data: bytes, f) -> bool:
         """An instance answers on a connection whose rules expired: resume the flow (rules on
-        the client's edge switch again) and deliver the packet rewritten to the VIP."""
+        the client's edge switch again) and deliver the packet rewritten to the VIP. False
+        when no NATed flow owns the packet (traffic sent to the instance's own address),
+        which then goes on as plain L2."""
         proto = "tcp" if f.ip_proto == in_proto.IPPROTO_TCP else "udp"
-        rec = self.flows.resume(reverse_key=(proto, f.ip_src, f.src_port, f.ip_dst,
-                                             f.dst_port))
-        edge = self.datapaths.get(rec.dpid) if rec is not None else None
+        reverse_key = (proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
+        rec = self.flows.lookup_reverse(reverse_key)
+        if rec is not None:
+            # The flow was just resumed and this packet, sent right behind the one that
+            # resumed it, met the switch before the new rules: deliver it the same way
+            # (plain L2 would carry the instance's address and the client would reset).
+            self.m_packet_in.inc("repeat")
+            resumed = False
+        else:
+            rec = self.flows.resume(reverse_key=reverse_key)
+            if rec is None:
+                return False
+            self.m_packet_in.inc("resumed")
+            resumed = True
+        edge = self.datapaths.get(rec.dpid)
         if edge is None:
-            self.m_packet_in.inc("orphan_dropped")
-            return
-        self.m_packet_in.inc("resumed")
+            return True   # the edge switch is away; its reconnection restores the rules
         c = self.cfg.controller
         actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
                                          rec.client_in_port)
-        edge.send(self._nat_rules(edge, rec, self.backends[rec.instance]) +
-                  ofwire.packet_out(_next_xid(edge), edge.ofproto.OFPP_CONTROLLER, actions,
-                                    data))
+        rules = self._nat_rules(edge, rec, self.backends[rec.instance]) if resumed else b""
+        edge.send(rules + ofwire.packet_out(_next_xid(edge), edge.ofproto.OFPP_CONTROLLER,
+                                            actions, data))
+        return True
 
     def _nat_rules(self, dp, rec: FlowRecord, backend: Backend) -> bytes:
         """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
@@ -498,48 +532,58 @@ class MalbController(app_manager.RyuApp):
                 both[0] += rx
                 both[1] += tx
         for server, (rx, tx) in per_server.items():
-            # full duplex: the capacity holds in each direction; the busier one is the use
             capacity = self.cfg.server(server).network_mbit * 1e6 / 8
-            self.core.update_network(server, 100.0 * max(rx, tx) / capacity, now)
+            self.core.update_network(server, network_percent(rx, tx, capacity), now)
 
     # ================================================================ profiler
     def _profiler_loop(self):
         period = self.cfg.controller.monitoring_period_s
-        base = self.cfg.profiler.url
-        timeout = min(2.0, period / 2)
         while True:
             hub.sleep(period)
-            now = time.time()
-            report = self.flows.take_report(now)
-            idle = self.cfg.controller.idle_timeout_s
             try:
-                for start in range(0, max(1, len(report)), REPORT_CHUNK):
-                    chunk = [r.as_record(idle) for r in report[start:start + REPORT_CHUNK]]
-                    post_json(f"{base}/flows", {
-                        "source": "malb-controller", "time": now, "flows": chunk,
-                        "ports": list(self.port_rates.values()) if start == 0 else []}, timeout)
-                self.m_profiler.inc("flows", "ok")
-                profiles = get_json(f"{base}/profiles", timeout)
-                self.m_profiler.inc("profiles", "ok")
-                servers = get_json(f"{base}/servers", timeout)
-                self.m_profiler.inc("servers", "ok")
-            except HttpError as exc:
-                self.flows.report_failed(report)
-                self.m_profiler.inc("any", "error")
-                if self.profiler_state["reachable"] is not False:
-                    self.logger.warning("profiler unreachable (%s): keeping the last weights; "
-                                        "equal weights after %.0f s", exc,
-                                        self.cfg.controller.weights_stale_after_s)
-                self.profiler_state.update(reachable=False, last_error=str(exc))
-                continue
-            if self.profiler_state["reachable"] is False:
-                self.logger.info("profiler reachable again")
-            self.profiler_state.update(reachable=True, last_ok=now, last_error=None)
-            self._apply_profiles(profiles, servers, now)
+                self._profiler_exchange(time.time(), timeout=min(2.0, period / 2))
+            except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
+                self.logger.exception("profiler exchange failed; trying again next period")
+
+    def _profiler_exchange(self, now: float, timeout: float) -> None:
+        """Report flows and ports to the profiler; take its weights, classes and loads."""
+        base = self.cfg.profiler.url
+        report = self.flows.take_report(now)
+        idle = self.cfg.controller.idle_timeout_s
+        try:
+            for start in range(0, max(1, len(report)), REPORT_CHUNK):
+                body = {"source": "malb-controller", "time": now,
+                        "flows": [r.as_record(idle, self.flows.epoch)
+                                  for r in report[start:start + REPORT_CHUNK]]}
+                if start == 0:   # ports once per period, not emptied by later chunks
+                    body["ports"] = list(self.port_rates.values())
+                post_json(f"{base}/flows", body, timeout)
+            self.m_profiler.inc("flows", "ok")
+            profiles = get_json(f"{base}/profiles", timeout)
+            self.m_profiler.inc("profiles", "ok")
+            servers = get_json(f"{base}/servers", timeout)
+            self.m_profiler.inc("servers", "ok")
+            if not isinstance(profiles, dict) or not isinstance(servers, dict):
+                raise HttpError("profiler answered something other than JSON objects")
+        except HttpError as exc:
+            self.flows.report_failed(report)
+            self.m_profiler.inc("any", "error")
+            if self.profiler_state["reachable"] is not False:
+                self.logger.warning("profiler unreachable (%s): keeping the last weights; "
+                                    "equal weights after %.0f s", exc,
+                                    self.cfg.controller.weights_stale_after_s)
+            self.profiler_state.update(reachable=False, last_error=str(exc))
+            return
+        if self.profiler_state["reachable"] is False:
+            self.logger.info("profiler reachable again")
+        self.profiler_state.update(reachable=True, last_ok=now, last_error=None)
+        self._apply_profiles(profiles, servers, now)
 
     def _apply_profiles(self, profiles: dict, servers: dict, now: float) -> None:
         weights, classes, per_flow = {}, {}, {}
         for name, p in (profiles.get("microservices") or {}).items():
+            if not isinstance(p, dict):
+                continue
             w = p.get("weights") or {}
             if all(isinstance(w.get(k), (int, float)) for k in ("alpha", "beta", "gamma")):
                 weights[name] = (w["alpha"], w["beta"], w["gamma"])
@@ -554,13 +598,14 @@ class MalbController(app_manager.RyuApp):
         except ValueError as exc:
             self.logger.warning("profiler sent bad weights: %s", exc)
         for name, s in (servers.get("servers") or {}).items():
-            if name not in self.core.loads or s.get("stale"):
+            if name not in self.core.loads or not isinstance(s, dict) or s.get("stale"):
                 continue
             est = s.get("predicted") or s
             t = s.get("sample_time")
-            if isinstance(t, (int, float)):
-                self.core.update_server_load(name, est.get("cpu"), est.get("mem"),
-                                             est.get("net"), t, "profiler")
+            use = [est.get(k) if isinstance(est, dict) else None for k in ("cpu", "mem", "net")]
+            if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
+                                                   for v in use):
+                self.core.update_server_load(name, *use, t, "profiler")
 
     # ================================================================ health
     def _health_loop(self):
@@ -581,7 +626,9 @@ class MalbController(app_manager.RyuApp):
                 else:
                     token = ("arp", inst.ip)
                     self._send_arp_probe(dp, inst, ms)
-                self.health.sent(token, inst.name, now)
+                change = self.health.sent(token, inst.name, now)
+                if change:
+                    self._apply_health(*change)
             hub.sleep(h.interval_s)
             for change in self.health.expire(time.time()):
                 self._apply_health(*change)

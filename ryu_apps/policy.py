@@ -30,8 +30,8 @@ import bisect
 import time
 from dataclasses import dataclass, field
 
-POLICIES = ("malb", "srr", "ln")
-EQUAL_WEIGHTS = (1 / 3, 1 / 3, 1 / 3)
+from common.config import POLICIES  # noqa: F401 -- re-exported: the policy names live there
+from profiler.weights import EQUAL_WEIGHTS
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ class MalbRest(ControllerBase):
     def get_flows(self, req, **_):
         active_only = req.GET.get("active") in ("1", "true", "yes")
         idle = self.app.flows.idle_timeout
-        recs = [r.as_record(idle) for r in self.app.flows.flows.values()
+        recs = [r.as_record(idle, self.app.flows.epoch) for r in self.app.flows.flows.values()
                 if not active_only or r.ended is None]
         return _json({"flows": recs})
 

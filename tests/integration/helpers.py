@@ -9,7 +9,7 @@ FAST_CONFIG = {
     "testbed": {"clients": 2},
     "controller": {"monitoring_period_s": 1, "idle_timeout_s": 5, "server_stale_after_s": 4,
                    "weights_stale_after_s": 8,
-                   "health": {"method": "tcp", "interval_s": 1, "timeout_s": 1,
+                   "health": {"method": "tcp", "interval_s": 1, "timeout_s": 0.5,
                               "unhealthy_after": 2, "healthy_after": 1}},
     "profiler": {"period_s": 1, "window": 3, "flow_threshold_s": 2},
     "agents": {"period_s": 1},
@@ -67,3 +67,11 @@ def burn(node, on: bool) -> None:
         node.cmd("python3 -c 'while True: pass' > /dev/null 2>&1 &")
     else:
         node.cmd("pkill -f 'while True: pass'")
+
+
+def packet_in_count(stack, kind: str) -> float:
+    """The controller's malb_packet_in_total for one kind, from its Prometheus text."""
+    import urllib.request
+    text = urllib.request.urlopen(stack.controller_url("/metrics"), timeout=5).read().decode()
+    m = re.search(r'^malb_packet_in_total\{kind="%s"\} (\S+)$' % re.escape(kind), text, re.M)
+    return float(m.group(1)) if m else 0.0

@@ -12,7 +12,7 @@ import pytest
 
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, burn, download, finish_download, \
-    served_by, start_download
+    packet_in_count, served_by, start_download
 from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
@@ -91,12 +91,11 @@ def test_long_flows_avoid_a_busy_server_under_malb_and_not_under_srr(stack, cli)
 
 def test_a_connection_quiet_for_longer_than_the_idle_timeout_still_gets_its_answer(stack, cli):
     # a back-end job computing for 8 s sends nothing: its rules (idle timeout 5 s) expire
-    before = stack.controller_get("/malb/flows")["flows"]
+    resumed = packet_in_count(stack, "resumed")
     code, size, who = download(cli, f"http://{VIP}:8003/job?seconds=8&cpu=0.05", max_time=30)
     assert code == 200 and size > 0 and who.endswith("-be"), (code, size, who)
-    text = urllib.request.urlopen(stack.controller_url("/metrics")).read().decode()
-    assert 'malb_packet_in_total{kind="resumed"}' in text
-    assert len(stack.controller_get("/malb/flows")["flows"]) >= len(before)
+    # the answer came back to the controller once and the flow went on with new rules
+    assert packet_in_count(stack, "resumed") >= resumed + 1
 
 
 def test_a_killed_instance_gets_no_new_flows_after_the_health_interval(stack, cli):

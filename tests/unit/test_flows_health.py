@@ -91,9 +91,68 @@ def test_a_flow_that_went_quiet_past_the_idle_timeout_can_be_resumed():
     t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 10.5, 100, 2, "idle_timeout", now=110.5)
     assert t.lookup(rec.key) is None
     # the instance answers 20 s later: found by the instance side of the connection
+    assert t.lookup_reverse(("tcp", "10.0.2.2", 8002, "10.0.200.1", 40000)) is None
     again = t.resume(reverse_key=("tcp", "10.0.2.2", 8002, "10.0.200.1", 40000))
     assert again is rec and rec.ended is None and t.lookup(rec.key) is rec
+    # the instance's next packet, racing the new rules, finds the flow active
+    assert t.lookup_reverse(("tcp", "10.0.2.2", 8002, "10.0.200.1", 40000)) is rec
     assert t.resume(key=rec.key) is None                  # already active
     t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 10.0, 900, 5, "idle_timeout", now=140.0)
     assert t.resume(key=rec.key) is rec                   # or by the client side
     assert t.resume(reverse_key=("tcp", "10.0.9.9", 1, "10.0.200.1", 40000)) is None
+
+
+def test_byte_counts_add_up_over_reinstalled_rules():
+    t = FlowTable(idle_timeout=10)
+    rec = record(t)
+    fwd = rec.flow_id | (DIR_FORWARD << 44)
+    t.on_stats(fwd, 1.0, 1000, 10, now=101.0)
+    t.on_removed(fwd, 12.0, 1500, 12, "idle_timeout", now=112.0)
+    t.resume(key=rec.key)                         # new rules: the switch counts from zero
+    t.on_stats(fwd, 1.0, 2000, 3, now=120.0)      # even when it passes the old count
+    assert (rec.bytes_fwd, rec.packets) == (3500, 15)
+    # a restarted switch (rules reinstalled on reconnection) also counts from zero
+    t.on_stats(fwd, 0.5, 100, 1, now=130.0)
+    assert (rec.bytes_fwd, rec.packets) == (3600, 16)
+    assert rec.last_active == 130.0
+
+
+def test_flow_ids_stay_unique_after_adopting_rules_and_wrapping():
+    t = FlowTable(idle_timeout=10)
+    adopted = FlowRecord(flow_id=make_cookie(0, 2, 7, 500), dpid=1, protocol="tcp",
+                         client_ip="10.0.200.1", client_port=1, client_in_port=1,
+                         vip="10.0.0.100", vport=8002, microservice="ui", instance="srv2-ui",
+                         server="srv2", created=0.0, last_active=0.0)
+    t.add(adopted)                                # left by an earlier controller
+    assert parse_cookie(t.new_flow_id(2, 7))[3] == 501
+    t._seq = (1 << 24) - 1                        # the sequence wraps ...
+    t.add(FlowRecord(**{**adopted.__dict__, "flow_id": make_cookie(0, 2, 7, 1),
+                        "removed": set()}))
+    assert parse_cookie(t.new_flow_id(2, 7))[3] == 2   # ... past ids still in use
+    # ids reported to the profiler carry the controller's epoch
+    assert adopted.as_record(10, t.epoch)["flow_id"].startswith(t.epoch)
+
+
+def test_ended_flows_are_trimmed_oldest_first_reported_or_not():
+    t = FlowTable(idle_timeout=1, keep_ended=3)
+    recs = []
+    for k in range(40):
+        rec = record(t, now=float(k))
+        rec.client_port = 1000 + k
+        t.by_key[rec.key] = rec.flow_id
+        t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 1.0, 1, 1, "idle_timeout", now=k + 1.0)
+        recs.append(rec)
+    # unreported: kept up to ten times keep_ended, so the profiler misses none
+    assert len(t.flows) == 30 and recs[9].flow_id not in t.flows
+    assert t.resume(key=recs[9].key) is None and t.resume(key=recs[10].key) is recs[10]
+    t.take_report(1000.0)                         # all reported now: the newest 3 stay
+    assert sorted(r.client_port for r in t.flows.values() if r.ended) == [1037, 1038, 1039]
+    assert recs[10].flow_id in t.flows            # the resumed (active) one is not trimmed
+
+
+def test_a_probe_sent_while_the_last_is_unanswered_counts_that_one_as_failed():
+    h = HealthTracker(["a"], unhealthy_after=2, healthy_after=1, timeout_s=5.0)
+    assert h.sent(("arp", "10.0.1.1"), "a", 0.0) is None
+    assert h.sent(("arp", "10.0.1.1"), "a", 2.0) is None          # one miss
+    assert h.sent(("arp", "10.0.1.1"), "a", 4.0) == ("a", False)  # two in a row
+    assert h.answered(("arp", "10.0.1.1"), True, 4.1) == ("a", True)

@@ -1,0 +1,56 @@
+"""The controller on the multi-switch topology: NAT at the clients' edge switch, answers of
+live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched."""
+from __future__ import annotations
+
+import copy
+import subprocess
+from collections import Counter
+
+import pytest
+
+from experiments.stack import Stack
+from tests.integration.helpers import FAST_CONFIG, download, packet_in_count, served_by
+from topologies.clean import clean_testbed
+
+pytestmark = pytest.mark.integration
+VIP = "10.0.0.100"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    clean_testbed(quiet=True)
+    data = copy.deepcopy(FAST_CONFIG)
+    data["testbed"] = {"clients": 1, "switches": 2, "trunk_bw_mbit": 50}
+    with Stack(data, str(tmp_path_factory.mktemp("multiswitch")), policy="srr",
+               agents=False, profiler=False) as st:
+        st.wait_for(lambda: len(st.controller_get("/malb/status")["switches"]) == 2, 20,
+                    "both switches connected")
+        yield st
+    clean_testbed(quiet=True)
+
+
+def _rules(switch: str, priority: int) -> int:
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in out.splitlines() if f"priority={priority}," in line)
+
+
+def test_flows_cross_the_trunk_and_their_answers_skip_the_controller(stack):
+    cli = stack.testbed.node("cli1")
+    resumed = packet_in_count(stack, "resumed")
+    who = served_by(cli, f"http://{VIP}:8002/object?size=20000", 8)
+    # round robin over srv1, srv3 (on s1) and srv2, srv4 (on s2, behind the trunk)
+    assert Counter(w.split("-")[0] for w in who) == {f"srv{i}": 2 for i in range(1, 5)}, who
+    code, size, who = download(cli, f"http://{VIP}:8002/object?size=3000000")
+    assert (code, size) == (200, 3_000_000), (code, size, who)
+    # answers of live flows never went to the controller: no orphan rule away from the edge
+    assert packet_in_count(stack, "resumed") == resumed
+    assert _rules("s1", 150) == len(stack.cfg.instances) and _rules("s2", 150) == 0
+    assert _rules("s2", 200) == 0           # NAT happens only on the clients' edge switch
+
+
+def test_a_client_still_reaches_instance_addresses_directly(stack):
+    cli = stack.testbed.node("cli1")
+    for ip, name in (("10.0.1.2", "srv1-ui"), ("10.0.2.2", "srv2-ui")):
+        code, size, who = download(cli, f"http://{ip}:8002/object?size=100000")
+        assert (code, size, who) == (200, 100_000, name)
