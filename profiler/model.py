@@ -15,13 +15,18 @@ stale with its age: its old numbers are never refreshed into zeros.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from common.netuse import network_percent
 from profiler.classify import classify_all
 from profiler.predictors import ResourcePredictor
 from profiler.weights import weights_from_usage
 
 RESOURCES = ("cpu", "mem", "net")
+# An active flow the controller has not reported for this long is forgotten: its controller
+# went away. Live flows are reported whenever they carry traffic.
+ACTIVE_FLOW_TTL_S = 300.0
 
 
 @dataclass
@@ -36,6 +41,7 @@ class ServerView:
     predictor: ResourcePredictor | None = None
     complete: bool = False
     missing: list = field(default_factory=list)
+    fed_time: float | None = None     # time of the sample last fed to the predictor
 
 
 @dataclass
@@ -61,8 +67,7 @@ def instance_usage(container: dict, capacity: dict) -> dict:
     return {
         "cpu": None if cpu is None or not cores else cpu / cores,   # cpu% of one core / cores
         "mem": None if mem is None or not mem_cap else 100.0 * mem / mem_cap,
-        # full duplex: the busier direction against the capacity
-        "net": None if rx is None or tx is None or not net_cap else 100.0 * max(rx, tx) / net_cap,
+        "net": network_percent(rx, tx, net_cap),
     }
 
 
@@ -84,6 +89,7 @@ class ProfilerModel:
                                                        ResourcePredictor(predictor_factory))
                               for m in cfg.microservices}
         self.active_flows: dict[str, dict] = {}     # flow_id -> latest active record
+        self.active_seen: dict[str, float] = {}     # flow_id -> when last reported
         self.ports: list[dict] = []
         self.steps = 0
         self.flows_dirty = True          # new flow records since the last classification
@@ -101,19 +107,36 @@ class ProfilerModel:
             return
         view.sample, view.last_ok, view.error = sample, now, None
 
-    def ingest_flows(self, flows: list[dict], ports: list[dict]) -> list[dict]:
-        """Keeps active flows in memory; returns the completed ones (to store)."""
+    def ingest_flows(self, flows: list[dict], ports: list[dict] | None,
+                     now: float | None = None) -> list[dict]:
+        """Keeps active flows in memory; returns the completed ones (to store). ports=None:
+        the report carried no port list (a later chunk), the last one stays."""
+        now = time.time() if now is None else now
         done = []
         if flows:
             self.flows_dirty = True
         for f in flows:
             if f["active"]:
                 self.active_flows[f["flow_id"]] = f
+                self.active_seen[f["flow_id"]] = now
             else:
                 self.active_flows.pop(f["flow_id"], None)
+                self.active_seen.pop(f["flow_id"], None)
                 done.append(f)
-        self.ports = ports
+        if ports is not None:
+            self.ports = ports
         return done
+
+    def expire_active_flows(self, now: float) -> int:
+        """Forget active flows not reported for ACTIVE_FLOW_TTL_S: the controller that
+        owned them is gone (a quiet but live flow is reported again when it sends)."""
+        old = [fid for fid, t in self.active_seen.items() if now - t > ACTIVE_FLOW_TTL_S]
+        for fid in old:
+            del self.active_seen[fid]
+            self.active_flows.pop(fid, None)
+        if old:
+            self.flows_dirty = True
+        return len(old)
 
     # ---------------------------------------------------------------- period
     def server_stale(self, view: ServerView, now: float) -> bool:
@@ -123,6 +146,7 @@ class ProfilerModel:
         """One period: update predictors with the latest fresh measurements; reclassify
         flows when given the completed durations (None: classes unchanged)."""
         self.steps += 1
+        self.expire_active_flows(now)
         per_ms: dict[str, list[dict]] = {m: [] for m in self.microservices}
         for view in self.servers.values():
             if self.server_stale(view, now) or view.sample is None:
@@ -132,9 +156,12 @@ class ProfilerModel:
             view.complete, view.missing = bool(t.get("complete")), t.get("missing", [])
             view.measured = {"cpu": t.get("cpu_percent"), "mem": t.get("memory_percent"),
                              "net": t.get("network_percent")}
-            if view.complete:
-                # a partial total would read as a drop in load: feed only complete ones
+            fresh = view.sample.get("time") != view.fed_time
+            if view.complete and fresh:
+                # a partial total would read as a drop in load: feed only complete ones;
+                # and each sample once (an agent that missed a period is not a flat load)
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
+                view.fed_time = view.sample.get("time")
             view.predicted = _non_negative(view.predictor.predict()) \
                 if view.predictor.samples else dict.fromkeys(RESOURCES)
             cap = view.sample.get("capacity", {})
@@ -181,8 +208,11 @@ class ProfilerModel:
 
     def per_flow(self, name: str, view: MicroserviceView) -> dict | None:
         """What one active flow of the microservice uses, in % of a server: its measured
-        CPU and network over all its instances, divided by its active flows. Memory is left
-        at 0: an instance's memory is mostly its idle footprint, not its flows'."""
+        CPU and network over all its instances, divided by its active flows, counting at
+        least one flow per instance: with fewer flows than instances, most of what they use
+        is not the flows' (idle work, or load from elsewhere), and one short-lived flow must
+        not be charged a whole busy instance. Memory is left at 0: an instance's memory is
+        mostly its idle footprint, not its flows'."""
         active = sum(1 for f in self.active_flows.values() if f["microservice"] == name)
         if not active or view.readable == 0:
             return None
@@ -191,7 +221,7 @@ class ProfilerModel:
             m = view.measured.get(r)
             if m is None:
                 return None
-            per[r] = round(m * view.readable / active, 4)
+            per[r] = round(m * view.readable / max(active, view.readable), 4)
         per["mem"] = 0.0
         return per
 

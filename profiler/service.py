@@ -15,7 +15,8 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from common.httpjson import BadRequest, HttpError, get_json
 from common.metrics import Registry
@@ -33,10 +34,10 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
     """Check a POST /flows body completely before anything is stored (400 names the field)."""
     if not isinstance(body, dict):
         raise BadRequest('body: expected {"flows": [...], "ports": [...]}')
-    flows, ports = body.get("flows", []), body.get("ports", [])
+    flows, ports = body.get("flows", []), body.get("ports")
     if not isinstance(flows, list):
         raise BadRequest("flows: expected a list")
-    if not isinstance(ports, list):
+    if ports is not None and not isinstance(ports, list):
         raise BadRequest("ports: expected a list")
     clean = []
     for k, f in enumerate(flows):
@@ -52,8 +53,12 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
             raise BadRequest(f"{where}.duration_s: expected a number >= 0, got {d!r}")
         for key in ("bytes", "packets"):
             v = f.get(key, 0)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise BadRequest(f"{where}.{key}: expected an integer >= 0, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 63:
+                raise BadRequest(f"{where}.{key}: expected an integer from 0 to 2^63-1, "
+                                 f"got {v!r}")
+        for key in ("server", "instance", "client"):
+            if f.get(key) is not None and not isinstance(f[key], str):
+                raise BadRequest(f"{where}.{key}: expected a string, got {f[key]!r}")
         if not isinstance(f.get("active"), bool):
             raise BadRequest(f"{where}.active: expected true or false")
         clean.append({"flow_id": f["flow_id"], "microservice": f["microservice"],
@@ -61,17 +66,39 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
                       "client": f.get("client"), "duration_s": float(d),
                       "bytes": f.get("bytes", 0), "packets": f.get("packets", 0),
                       "active": f["active"]})
-    for k, p in enumerate(ports):
+    for k, p in enumerate(ports or []):
         if not isinstance(p, dict):
             raise BadRequest(f"ports[{k}]: expected an object")
     return clean, ports
+
+
+class RespawningProcessPool(Executor):
+    """A one-worker process pool for the ARMA fits that starts a new worker when the old
+    one died (killed, out of memory) instead of failing every later fit."""
+
+    def __init__(self):
+        self._pool = ProcessPoolExecutor(max_workers=1)
+        self.respawns = 0
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        try:
+            return self._pool.submit(fn, *args, **kwargs)
+        except BrokenProcessPool:
+            log.warning("the ARMA fit worker died; starting a new one")
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = ProcessPoolExecutor(max_workers=1)
+            self.respawns += 1
+            return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 class ProfilerService:
     def __init__(self, cfg, store: HistoryStore | None = None):
         self.cfg = cfg
         p = cfg.profiler
-        self.executor = ProcessPoolExecutor(max_workers=1) if p.predictor == "arma" else None
+        self.executor = RespawningProcessPool() if p.predictor == "arma" else None
         series = itertools.count()
         factory = lambda: make_predictor(p.predictor, p.window, p.arma_order,  # noqa: E731
                                          p.arma_refit_every, self.executor, next(series))
@@ -183,7 +210,7 @@ class ProfilerService:
     def post_flows(self, _query, body):
         flows, ports = validate_flows(body)
         with self.lock:
-            completed = self.model.ingest_flows(flows, ports)
+            completed = self.model.ingest_flows(flows, ports, time.time())
         if completed:
             self.store.add_flows(time.time(), completed)
         self.m_flows.inc("completed", amount=len(completed))

@@ -1,15 +1,15 @@
-"""MALB resource weights (alpha, beta, gamma) and the weighted server load.
+"""MALB resource weights (alpha, beta, gamma).
 
 Section III.B/IV.A of the paper: a microservice's weight for a resource is that
 resource's share of the microservice's total (normalized) utilization, e.g. usage
 0.51 % CPU, 19.26 % memory, 22.87 % network gives 0.012, 0.452, 0.536. Section III.C:
 a server's load for that microservice is alpha*cpu + beta*mem + gamma*net of the
-server's utilization percentages.
+server's utilization percentages (computed by the controller's policy core,
+ryu_apps/policy.py, which also decides what a missing value means).
 """
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 EQUAL_WEIGHTS = (1 / 3, 1 / 3, 1 / 3)
 
@@ -41,22 +41,3 @@ def weights_from_usage(cpu: float | None, mem: float | None,
         return EQUAL_WEIGHTS
     alpha, beta, gamma = (v / total for v in values)
     return alpha, beta, gamma
-
-
-def weighted_load(weights: tuple[float, float, float], cpu: float, mem: float,
-                  net: float) -> float:
-    """Server load for a microservice: alpha*cpu + beta*mem + gamma*net.
-
-    ``cpu``, ``mem``, ``net`` are the server's utilization percentages; all inputs must
-    be finite numbers (a missing server sample is the caller's to handle, not a 0).
-    """
-    try:
-        alpha, beta, gamma = weights
-    except (TypeError, ValueError):
-        raise ValueError(f"weights: expected (alpha, beta, gamma), got {weights!r}") from None
-    terms = {"alpha": alpha, "beta": beta, "gamma": gamma, "cpu": cpu, "mem": mem, "net": net}
-    for name, value in terms.items():
-        if isinstance(value, bool) or not isinstance(value, Real) \
-                or not math.isfinite(value):
-            raise ValueError(f"{name}: expected a finite number, got {value!r}")
-    return alpha * cpu + beta * mem + gamma * net

@@ -131,3 +131,32 @@ def test_per_flow_use_and_prediction_lag():
     # backend: cpu (60 + 100) / 2 = 80 % per instance, 2 instances, 4 flows: 40 % per flow
     assert p["microservices"]["backend"]["per_flow"] == {"cpu": 40.0, "net": 2.5, "mem": 0.0}
     assert p["microservices"]["video"]["per_flow"] is None  # no active flows
+    # one flow on two busy instances is charged one instance's use, not both
+    for fid in ("b1", "b2", "b3"):
+        m.active_flows.pop(fid)
+    m.step(103.0, {})
+    assert m.profiles(103.0)["microservices"]["backend"]["per_flow"]["cpu"] == 80.0
+
+
+def test_an_agent_sample_feeds_the_predictor_once():
+    m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)
+    m.step(100.0, {})
+    m.step(103.0, {})                 # the agent missed a period: same sample, not fed again
+    assert m.servers["srv1"].predictor.samples == 1
+    m.ingest_agent("srv1", sample("srv1", 103.5), None, 104.0)
+    m.step(106.0, {})
+    assert m.servers["srv1"].predictor.samples == 2
+
+
+def test_ports_stay_when_a_report_has_none_and_silent_flows_expire():
+    from profiler.model import ACTIVE_FLOW_TTL_S
+    m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    flow = {"flow_id": "a.1:1", "microservice": "ui", "duration_s": 1.0, "active": True}
+    m.ingest_flows([flow], [{"port": 1}], now=100.0)
+    m.ingest_flows([], None, now=101.0)                 # a later chunk of the same report
+    assert m.ports == [{"port": 1}] and "a.1:1" in m.active_flows
+    m.step(100.0 + ACTIVE_FLOW_TTL_S - 1, {})
+    assert "a.1:1" in m.active_flows
+    m.step(100.0 + ACTIVE_FLOW_TTL_S + 1, {})          # its controller went away
+    assert m.active_flows == {} and m.active_seen == {}

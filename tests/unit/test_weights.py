@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from profiler.weights import weighted_load, weights_from_usage
+from profiler.weights import weights_from_usage
 
 
 def test_paper_profiling_example():
@@ -31,19 +31,3 @@ def test_bad_usage_names_the_resource(resource, bad):
     args = {"cpu": 1.0, "mem": 1.0, "net": 1.0, resource: bad}
     with pytest.raises(ValueError, match=resource):
         weights_from_usage(**args)
-
-
-def test_weighted_load():
-    assert weighted_load((0.2, 0.3, 0.5), 50.0, 10.0, 40.0) == pytest.approx(33.0)
-    # the paper's video microservice: the network-heavy server is the loaded one
-    video = weights_from_usage(0.51, 19.26, 22.87)
-    assert weighted_load(video, 10, 40, 80) > weighted_load(video, 80, 40, 10)
-
-
-def test_weighted_load_rejects_missing_values():
-    with pytest.raises(ValueError, match="net"):
-        weighted_load((0.2, 0.3, 0.5), 1.0, 2.0, None)
-    with pytest.raises(ValueError, match="cpu"):
-        weighted_load((0.2, 0.3, 0.5), float("nan"), 2.0, 3.0)
-    with pytest.raises(ValueError, match="weights"):
-        weighted_load((0.5, 0.5), 1.0, 2.0, 3.0)
