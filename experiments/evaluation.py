@@ -60,23 +60,27 @@ def _spread(values: list[float]) -> tuple[float, float]:
     return statistics.pstdev(values), max(values) - min(values)
 
 
-def table2(samples: dict[float, dict[str, dict]], model: PowerModel = PowerModel()) -> dict:
+def table2(samples: dict[float, dict[str, dict]], model: PowerModel = PowerModel(),
+           servers: list[str] | None = None) -> dict:
     """{metric: {"stdev": mean over timestamps, "range": ..., "timestamps": n}} for cpu,
-    mem, net and energy. Timestamps where a server's value is missing are skipped for that
-    metric (never filled with zeros)."""
+    mem, net and energy. Timestamps where a server's value is missing (or, given the
+    expected ``servers``, where one of them has no fresh sample) are skipped for that metric,
+    never filled with zeros: a spread over fewer servers is a different number."""
     per = {k: {"stdev": [], "range": []} for k in (*RESOURCES, "energy")}
     for t in sorted(samples):
-        servers = samples[t]
-        if len(servers) < 2:
+        servers_at = samples[t]
+        if len(servers_at) < 2 or (servers and not set(servers) <= set(servers_at)):
             continue
+        servers_at = {n: s for n, s in servers_at.items() if not servers or n in servers}
         for r in RESOURCES:
-            vals = [s.get(r) for s in servers.values()]
+            vals = [s.get(r) for s in servers_at.values()]
             if all(v is not None for v in vals):
                 sd, rg = _spread(vals)
                 per[r]["stdev"].append(sd)
                 per[r]["range"].append(rg)
-        if all(all(s.get(r) is not None for r in RESOURCES) for s in servers.values()):
-            watts = [server_power(s["cpu"], s["mem"], s["net"], model) for s in servers.values()]
+        if all(all(s.get(r) is not None for r in RESOURCES) for s in servers_at.values()):
+            watts = [server_power(s["cpu"], s["mem"], s["net"], model)
+                     for s in servers_at.values()]
             sd, rg = _spread(watts)
             per["energy"]["stdev"].append(sd)
             per["energy"]["range"].append(rg)
@@ -168,6 +172,22 @@ def table3(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)) -
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def mean_fig3(fig3s: list[dict]) -> dict:
+    """Fig. 3 over several runs: the numbers averaged, the threshold verdict taken on the
+    averaged worst case, the most loaded server named only when every run agrees."""
+    merged = mean_of_runs(fig3s)
+    for r in ("cpu", "net"):
+        m = merged.get(r)
+        if not isinstance(m, dict):
+            continue
+        names = {f[r]["most_loaded_server"] for f in fig3s if isinstance(f.get(r), dict)}
+        m["most_loaded_server"] = names.pop() if len(names) == 1 else None
+        worst = m.get("most_loaded_worst_case")
+        m["above_threshold"] = (worst > merged.get("threshold", ELASTICITY_THRESHOLD)
+                                if isinstance(worst, (int, float)) else None)
+    return merged
 
 
 def mean_of_runs(results: list[dict]) -> dict:

@@ -27,12 +27,14 @@ import time
 import yaml
 
 from common.cli import fail, positive_float, positive_int, require_root
+from common import config
 from common.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
 from experiments import evaluation, report
 from experiments.stack import Stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICIES = ("srr", "ln", "malb")
+POLICIES = ("srr", "ln", "malb")     # the run order: the baselines first
+assert set(POLICIES) == set(config.POLICIES)
 LOADGEN = os.path.join(ROOT, "experiments", "loadgen.py")
 
 
@@ -157,6 +159,7 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
             json.dump(st.profiler_get("/profiles"), fh, indent=1)
         history = st.cfg.profiler.history_path
         period = st.cfg.profiler.period_s
+        server_names = [s.name for s in st.cfg.servers]
     requests = []
     for k in range(len(clients)):
         with open(f"{run_dir}/requests-{k}.csv") as fh:
@@ -168,7 +171,8 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         "wall_s": round(time.time() - started, 1),
         "requests_planned": planned, "requests_recorded": len(requests),
         "requests_failed": sum(1 for r in requests if r["error"]),
-        "table2": evaluation.table2(samples), "fig3": evaluation.fig3(samples),
+        "table2": evaluation.table2(samples, servers=server_names),
+        "fig3": evaluation.fig3(samples),
         "table3": evaluation.table3(requests),
         "energy": evaluation.energy_per_server(samples, period),
         "server_samples": len(samples),
@@ -189,6 +193,7 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
     results = {}
     for p, runs in per_policy.items():
         merged = evaluation.mean_of_runs([r["result"] for r in runs])
+        merged["fig3"] = evaluation.mean_fig3([r["result"]["fig3"] for r in runs])
         results[p] = merged
     report.write_csvs(results, out_dir)
     report.plot_fig3(results, os.path.join(out_dir, "fig3.png"))

@@ -519,9 +519,9 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
     with open(config_path or DEFAULT_CONFIG_PATH) as fh:
         data = yaml.safe_load(fh)
     data.setdefault("profiler", {}).update(period_s=period_s)
-    data["profiler"]["history_path"] = os.path.join(os.path.abspath(out_dir), "history.sqlite")
+    history = os.path.join(os.path.abspath(out_dir), "history.sqlite")
     phases = []
-    with Stack(data, os.path.join(out_dir, "run")) as st:
+    with Stack(data, os.path.join(out_dir, "run"), history_path=history) as st:
         clients = [st.testbed.node(c.name) for c in st.cfg.testbed.clients]
         for name in microservices:
             ms = st.cfg.microservice(name)
@@ -548,7 +548,7 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
             time.sleep(2 * period_s)   # idle gap: the next type starts from quiet servers
     with open(os.path.join(out_dir, "phases.json"), "w") as fh:
         json.dump(phases, fh, indent=1)
-    return data["profiler"]["history_path"], phases
+    return history, phases
 
 
 def _cmd_live(args, fail) -> int:

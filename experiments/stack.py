@@ -26,9 +26,11 @@ from topologies.testbed import Testbed, TestbedOptions
 class Stack:
     def __init__(self, config_data: dict, run_dir: str, policy: str | None = None,
                  controller: bool = True, agents: bool = True, profiler: bool = True,
-                 start_services: bool = True):
+                 start_services: bool = True, history_path: str | None = None):
         self.data = copy.deepcopy(config_data)
         self.run_dir = os.path.abspath(run_dir)
+        self.history_path = os.path.abspath(
+            history_path or os.path.join(self.run_dir, "history.sqlite"))
         self.policy = policy
         self.want = {"controller": controller, "agents": agents, "profiler": profiler}
         self.start_services = start_services
@@ -44,8 +46,9 @@ class Stack:
         os.makedirs(self.run_dir, exist_ok=True)
         if not self.want["controller"]:
             self.data.setdefault("testbed", {})["controller"] = "none"
-        self.data.setdefault("profiler", {}).setdefault(
-            "history_path", os.path.join(self.run_dir, "history.sqlite"))
+        # Each run keeps its own history beside its other results, whatever the base
+        # configuration names (paper.yaml points at a shared file for interactive use).
+        self.data.setdefault("profiler", {})["history_path"] = self.history_path
         with open(self.config_path, "w") as fh:
             yaml.safe_dump(self.data, fh, sort_keys=False)
         self.cfg = load_config(self.config_path)

@@ -59,13 +59,16 @@ def test_agent_reads_a_half_cpu_busy_container_at_45_to_55_percent(tmp_path):
                            f"http://127.0.0.1:{SOLO_PORT}/health", str(tmp_path / "agent.log"))
     with agent:
         readings = []
-        for _ in range(4):
+        for _ in range(6):
             time.sleep(1.1)
             s = get(f"http://127.0.0.1:{SOLO_PORT}/stats")
             c = next(c for c in s["containers"] if c["name"] == "malb-test-busy")
             if c["cpu_percent"] is not None:
                 readings.append(c["cpu_percent"])
-        assert readings and all(45 <= r <= 55 for r in readings), readings
+        # One reading spans ~1 s of 100 ms CFS periods that the sample times do not align
+        # with, so single readings wander a few points; their mean must sit at the quota.
+        assert len(readings) >= 3 and all(40 <= r <= 62 for r in readings), readings
+        assert 45 <= sum(readings) / len(readings) <= 55, readings
 
         # a container that appears is followed; one that is not running is reported as
         # such, never as zero

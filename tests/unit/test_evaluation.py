@@ -1,8 +1,8 @@
 """Scenario 2 statistics on small fixtures with hand-computed answers."""
 import pytest
 
-from experiments.evaluation import (PowerModel, energy_per_server, fig3, jain, mean_of_runs,
-                                    server_power, table2, table3, worst_case)
+from experiments.evaluation import (PowerModel, energy_per_server, fig3, jain, mean_fig3,
+                                    mean_of_runs, server_power, table2, table3, worst_case)
 
 
 def test_power_model_by_hand():
@@ -94,3 +94,25 @@ def test_report_tables_have_every_row_and_the_papers_beside(tmp_path):
     assert all(open(p).read().count("\n") > 1 for p in paths)
     report.plot_fig3(res, str(tmp_path / "fig3.png"))
     assert (tmp_path / "fig3.png").stat().st_size > 10_000
+
+
+def test_table2_leaves_out_timestamps_without_every_expected_server():
+    full = {"a": {"cpu": 10, "mem": 5, "net": 0}, "b": {"cpu": 30, "mem": 5, "net": 0},
+            "c": {"cpu": 20, "mem": 5, "net": 0}}
+    samples = {1.0: full, 2.0: {k: full[k] for k in ("a", "b")}}     # c stale at t=2
+    t = table2(samples, servers=["a", "b", "c"])
+    assert t["cpu"]["timestamps"] == 1 and t["cpu"]["range"] == 20.0
+    assert table2(samples)["cpu"]["timestamps"] == 2                  # without the list
+
+
+def test_fig3_over_runs_judges_the_averaged_worst_case():
+    def run(top, worst):
+        return {"cpu": {"average": 50.0, "worst_case": worst, "most_loaded_server": top,
+                        "most_loaded_average": 60.0, "most_loaded_worst_case": worst,
+                        "above_threshold": worst > 70.0},
+                "net": None, "threshold": 70.0}
+    merged = mean_fig3([run("srv1", 90.0), run("srv2", 40.0)])     # mean 65: below
+    assert merged["cpu"]["most_loaded_worst_case"] == 65.0
+    assert merged["cpu"]["above_threshold"] is False
+    assert merged["cpu"]["most_loaded_server"] is None               # runs disagree
+    assert mean_fig3([run("srv1", 90.0)])["cpu"]["most_loaded_server"] == "srv1"
