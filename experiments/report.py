@@ -50,6 +50,13 @@ def table2_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _count(value) -> str:
+    """A request count; a mean over runs keeps one decimal only when it has one."""
+    if value is None:
+        return "–"
+    return f"{value:g}" if float(value).is_integer() else f"{value:.1f}"
+
+
 def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
     pols = list(results)
     classes = sorted({c for p in pols for c in results[p]["table3"]},
@@ -62,10 +69,10 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
         rows = [results[p]["table3"].get(c, {}) for p in pols]
         metric = next((f"{r['metric']} ({r['unit']})" for r in rows if r), "")
         lines.append("| " + " | ".join(
-            [c, " / ".join(str(r.get("requests", "–")) for r in rows), metric] +
+            [c, " / ".join(_count(r.get("requests")) for r in rows), metric] +
             [_f(r.get("average"), 0) for r in rows] + [_f(r.get("stdev"), 0) for r in rows] +
             [_f(r.get("jain"), 3) for r in rows] +
-            [" / ".join(str(r.get("failed", "–")) for r in rows)]) + " |")
+            [" / ".join(_count(r.get("failed")) for r in rows)]) + " |")
         if with_paper and c in PAPER_TABLE3:
             n, m, avg, sd = PAPER_TABLE3[c]
             idx = {"srr": 0, "ln": 1, "malb": 2}

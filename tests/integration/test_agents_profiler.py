@@ -116,7 +116,13 @@ def test_profiler_collects_two_agents_marks_a_dead_one_stale_and_recovers(tmp_pa
         srv2 = st.profiler_get("/servers")["servers"]["srv2"]
         assert srv2["stale"] and srv2["predicted"] is None
         assert srv2["age_s"] > 3 and srv2["error"]
-        assert srv2["cpu"] is None or srv2["cpu"] >= 0   # the last reading, not a zero
+        # the last reading is kept (not refreshed into zeros): it is the last fresh sample
+        db = sqlite3.connect(os.path.join(str(tmp_path), "history.sqlite"))
+        last = db.execute("SELECT cpu, mem FROM server_samples WHERE server = 'srv2' AND "
+                          "stale = 0 ORDER BY t DESC LIMIT 1").fetchone()
+        db.close()
+        assert srv2["cpu"] is not None and srv2["mem"] > 0
+        assert (srv2["cpu"], srv2["mem"]) == pytest.approx(last, abs=1e-3)
         assert not st.profiler_get("/servers")["servers"]["srv1"]["stale"]
 
         st.start_agent("srv2")
