@@ -72,6 +72,7 @@ class FlowRecord:
     end_reason: str = ""
     reported: bool = False            # a completed record goes to the profiler once
     removed: set = field(default_factory=set)  # directions whose rule is gone
+    rules_sent: float = 0.0           # when the controller last sent this flow's rules
     dirty: bool = True                # changed since the last report
 
     @property
@@ -128,7 +129,7 @@ class FlowTable:
     keep_ended: int = 5000
     # Sequence numbers restart with each controller process: the epoch (its start time)
     # keeps the flow ids it reports apart from those of an earlier process.
-    epoch: str = field(default_factory=lambda: f"{int(time.time()):x}.")
+    epoch: str = field(default_factory=lambda: f"{time.time_ns() // 1_000_000:x}.")
     flows: dict[int, FlowRecord] = field(default_factory=dict)      # flow_id -> record
     by_key: dict[tuple, int] = field(default_factory=dict)          # 5-tuple key -> flow_id
     by_reverse: dict[tuple, int] = field(default_factory=dict)      # instance side, active
@@ -221,9 +222,12 @@ class FlowTable:
         self.ended_by_key.pop(rec.key, None)
         self.ended_by_reverse.pop(rec.reverse_key, None)
         self._ended[rec.reported].pop(rec.flow_id, None)
+        # The controller installs both rules again: a removed one counts from zero, one
+        # still on the switch is replaced and keeps its counters (OpenFlow 1.3 ADD).
+        for direction in rec.removed:
+            rec.rebase(direction)
         rec.ended, rec.end_reason, rec.removed = None, "", set()
         rec.reported, rec.dirty = False, True
-        rec.rebase()   # the controller installs its rules again, counting from zero
         self.by_key[rec.key] = rec.flow_id
         if rec.backend_ip:
             self.by_reverse[rec.reverse_key] = rec.flow_id

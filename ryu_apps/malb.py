@@ -69,6 +69,7 @@ MAX_SLICES = 1024
 STATS_RULES_PER_S = 1500
 REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields
 L2_IDLE_TIMEOUT = 300
+RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                    0.1, 0.5)
 
@@ -128,6 +129,7 @@ class MalbController(app_manager.RyuApp):
         self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.instances}
         self.next_hop = _next_hops(self.cfg)
         self.client_dpids = {c.dpid for c in self.cfg.testbed.clients}
+        self.client_ports = {(c.dpid, c.ip): c.switch_port for c in self.cfg.testbed.clients}
 
         # ---- switch state
         self.datapaths = {}
@@ -326,10 +328,14 @@ class MalbController(app_manager.RyuApp):
                         self._first_packet(dp, in_port, data, rec, backend))
                 return
             if proto == "tcp":
-                # Only a SYN opens a connection (as IPVS does): a segment of a connection
-                # nobody knows any more would be refused by any instance, and counting it
-                # as a new flow would add zero-length flows to the profiler's statistics.
+                # Only a SYN opens a connection: a segment of a connection nobody knows any
+                # more would be refused by any instance, and counting it as a new flow
+                # would add zero-length flows to the profiler's statistics. The client gets
+                # a reset at once, as from a host that lost the connection, instead of
+                # retransmitting into silence.
                 self.m_packet_in.inc("tcp_not_syn")
+                if f.tcp_flags & ofwire.TCP_ACK and not f.tcp_flags & ofwire.TCP_RST:
+                    self._send_tcp_reset(dp, in_port, f)
                 return
         elif f.tcp_flags & ofwire.TCP_ACK:
             self.m_packet_in.inc("tcp_not_syn")   # a SYN-ACK towards a VIP: nothing to open
@@ -375,26 +381,29 @@ class MalbController(app_manager.RyuApp):
             # resumed it, met the switch before the new rules: deliver it the same way
             # (plain L2 would carry the instance's address and the client would reset).
             self.m_packet_in.inc("repeat")
-            resumed = False
+            # rules sent a while ago and still answers come here: a rule is missing (an
+            # adopted flow had only one, a switch lost one); send the pair again
+            resend = time.time() - rec.rules_sent > RULES_RESEND_AFTER_S
         else:
             rec = self.flows.resume(reverse_key=reverse_key)
             if rec is None:
                 return False
             self.m_packet_in.inc("resumed")
-            resumed = True
+            resend = True
         edge = self.datapaths.get(rec.dpid)
         if edge is None:
             return True   # the edge switch is away; its reconnection restores the rules
         c = self.cfg.controller
         actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
                                          rec.client_in_port)
-        rules = self._nat_rules(edge, rec, self.backends[rec.instance]) if resumed else b""
+        rules = self._nat_rules(edge, rec, self.backends[rec.instance]) if resend else b""
         edge.send(rules + ofwire.packet_out(_next_xid(edge), edge.ofproto.OFPP_CONTROLLER,
                                             actions, data))
         return True
 
     def _nat_rules(self, dp, rec: FlowRecord, backend: Backend) -> bytes:
         """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
+        rec.rules_sent = time.time()
         c = self.cfg.controller
         return ofwire.nat_messages(
             lambda: _next_xid(dp), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
@@ -487,7 +496,9 @@ class MalbController(app_manager.RyuApp):
         m = st.match
         l4 = ms.protocol
         if direction == DIR_FORWARD:
-            client_ip, client_port, in_port = m.get("ipv4_src"), m.get(f"{l4}_src"), 0
+            # the forward rule does not say where the client hangs; the configuration does
+            client_ip, client_port = m.get("ipv4_src"), m.get(f"{l4}_src")
+            in_port = self.client_ports.get((dp.id, client_ip), 0)
         else:
             client_ip, client_port = m.get("ipv4_dst"), m.get(f"{l4}_dst")
             outs = [a.port for i in st.instructions for a in getattr(i, "actions", [])
@@ -655,18 +666,22 @@ class MalbController(app_manager.RyuApp):
         ok = bool(f.tcp_flags & ofwire.TCP_SYN) and bool(f.tcp_flags & ofwire.TCP_ACK)
         refused = bool(f.tcp_flags & ofwire.TCP_RST)
         if ok:
-            # close the half-open connection on the instance
-            p = packet.Packet()
-            p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=f.eth_src,
-                                             src=self.cfg.controller.vip_mac))
-            p.add_protocol(ipv4.ipv4(src=f.ip_dst, dst=f.ip_src, proto=in_proto.IPPROTO_TCP,
-                                     ttl=64))
-            p.add_protocol(tcp.tcp(src_port=f.dst_port, dst_port=f.src_port, seq=f.tcp_ack,
-                                   bits=tcp.TCP_RST, window_size=0))
-            self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(in_port)])
+            self._send_tcp_reset(dp, in_port, f)   # close the half-open connection
         if ok or refused:
             self._health_answer(("tcp", f.ip_src, f.dst_port), ok,
                                 "TCP SYN-ACK" if ok else "TCP reset (port closed)")
+
+    def _send_tcp_reset(self, dp, in_port, f) -> None:
+        """A RST answering segment f (which carries an ACK), from where f was sent to, out of
+        the port f came in on (RFC 9293: seq = the segment's acknowledgment number)."""
+        p = packet.Packet()
+        p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=f.eth_src,
+                                         src=self.cfg.controller.vip_mac))
+        p.add_protocol(ipv4.ipv4(src=f.ip_dst, dst=f.ip_src, proto=in_proto.IPPROTO_TCP,
+                                 ttl=64))
+        p.add_protocol(tcp.tcp(src_port=f.dst_port, dst_port=f.src_port, seq=f.tcp_ack,
+                               bits=tcp.TCP_RST, window_size=0))
+        self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(in_port)])
 
     def _health_answer(self, token, ok: bool, detail: str) -> None:
         change = self.health.answered(token, ok, time.time(), detail)

@@ -3,6 +3,7 @@ containers, host agents, the profiler, and real TCP from Mininet clients."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -96,6 +97,18 @@ def test_a_connection_quiet_for_longer_than_the_idle_timeout_still_gets_its_answ
     assert code == 200 and size > 0 and who.endswith("-be"), (code, size, who)
     # the answer came back to the controller once and the flow went on with new rules
     assert packet_in_count(stack, "resumed") >= resumed + 1
+
+
+def test_a_segment_of_a_connection_nobody_knows_is_reset_not_made_a_flow(stack, cli):
+    flows = len(stack.controller_get("/malb/flows")["flows"])
+    not_syn = packet_in_count(stack, "tcp_not_syn")
+    script = os.path.join(os.path.dirname(__file__), "rawtcp.py")
+    out = cli.cmd(f"python3 {script} {cli.IP()} {VIP} 8002 0x10")    # a bare ACK
+    assert "answer flags=0x04" in out, out                           # RST
+    seq, expected = (int(x.split("=")[1]) for x in out.split()[2:4])
+    assert seq == expected                                           # RFC 9293: seq = ACK
+    assert packet_in_count(stack, "tcp_not_syn") == not_syn + 1
+    assert len(stack.controller_get("/malb/flows")["flows"]) == flows
 
 
 def test_a_killed_instance_gets_no_new_flows_after_the_health_interval(stack, cli):

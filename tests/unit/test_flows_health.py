@@ -106,11 +106,16 @@ def test_byte_counts_add_up_over_reinstalled_rules():
     t = FlowTable(idle_timeout=10)
     rec = record(t)
     fwd = rec.flow_id | (DIR_FORWARD << 44)
+    rev = rec.flow_id | (DIR_REVERSE << 44)
     t.on_stats(fwd, 1.0, 1000, 10, now=101.0)
+    t.on_stats(rev, 1.0, 20000, 20, now=101.0)
     t.on_removed(fwd, 12.0, 1500, 12, "idle_timeout", now=112.0)
     t.resume(key=rec.key)                         # new rules: the switch counts from zero
     t.on_stats(fwd, 1.0, 2000, 3, now=120.0)      # even when it passes the old count
     assert (rec.bytes_fwd, rec.packets) == (3500, 15)
+    # the reverse rule was never removed: replaced, it kept its counters
+    t.on_stats(rev, 20.0, 20500, 21, now=120.0)
+    assert rec.bytes_rev == 20500
     # a restarted switch (rules reinstalled on reconnection) also counts from zero
     t.on_stats(fwd, 0.5, 100, 1, now=130.0)
     assert (rec.bytes_fwd, rec.packets) == (3600, 16)
