@@ -102,8 +102,13 @@ def _server_overrides(args: argparse.Namespace, base, switches_changed: bool):
     """--servers/--server-cpu/--server-memory on top of the configuration's servers. Servers
     that differ from each other (names, sizes, switches) keep what the flags do not set."""
     first = base.servers[0]
-    uniform = all(s.name == f"srv{s.index}" and (s.cpu, s.memory_mb, s.network_mbit) ==
-                  (first.cpu, first.memory_mb, first.network_mbit) for s in base.servers)
+    n_switches = len(base.testbed.switches)
+    # the shorthand form can say it only when every server has what the shorthand derives
+    uniform = all(
+        s.name == f"srv{s.index}" and s.switch == f"s{(s.index - 1) % n_switches + 1}"
+        and s.agent_url == f"http://{base.agents.listen_host}:{base.agents.base_port + s.index - 1}"
+        and (s.cpu, s.memory_mb, s.network_mbit) == (first.cpu, first.memory_mb, first.network_mbit)
+        for s in base.servers)
     cpu, memory = args.server_cpu, args.server_memory
     if uniform:
         return {"count": args.servers or len(base.servers), "cpu": cpu or first.cpu,

@@ -443,7 +443,7 @@ def _parse_controller(raw: Any) -> ControllerCfg:
         unhealthy_after=_number(hraw, "unhealthy_after", hpath, 2, lo=1, hi=100, integer=True),
         healthy_after=_number(hraw, "healthy_after", hpath, 1, lo=1, hi=100, integer=True),
     )
-    if health.timeout_s >= health.interval_s:
+    if health.method != "none" and health.timeout_s >= health.interval_s:
         raise ConfigError(f"{hpath}.timeout_s: must be shorter than interval_s "
                           f"({health.interval_s}), got {health.timeout_s}: a probe is judged "
                           f"before the next one goes out")

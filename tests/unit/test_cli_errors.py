@@ -59,6 +59,13 @@ def test_server_flags_keep_what_an_explicit_server_list_says():
     with pytest.raises(ConfigError, match="--servers 3: the configuration lists 2 servers"):
         overrides_from_args(argparse.Namespace(servers=3, server_cpu=None,
                                                server_memory=None), base)
+    remote = parse_config({"servers": [{"switch": "s1", "agent_url": "http://10.1.1.1:9101"},
+                                       {"switch": "s1"}], "testbed": {"switches": 2}})
+    out = overrides_from_args(argparse.Namespace(servers=None, server_cpu=0.8,
+                                                 server_memory=None), remote)
+    cfg = parse_config({"testbed": {"switches": 2}, **out})
+    assert [(s.switch, s.cpu) for s in cfg.servers] == [("s1", 0.8), ("s1", 0.8)]
+    assert cfg.servers[0].agent_url == "http://10.1.1.1:9101"
     uniform = parse_config({"servers": {"count": 2, "cpu": 0.5}})
     out = overrides_from_args(argparse.Namespace(servers=5, server_cpu=None,
                                                  server_memory=None), uniform)

@@ -125,6 +125,12 @@ def test_overrides_merge_per_section(config_file):
     assert len(cfg.testbed.clients) == 5 and len(cfg.testbed.switches) == 2
 
 
+def test_health_timing_is_only_checked_when_probes_are_sent():
+    cfg = parse_config({"controller": {"health": {"method": "none", "interval_s": 1,
+                                                  "timeout_s": 1}}})
+    assert cfg.controller.health.method == "none"
+
+
 def test_profiler_scale_configurations_parse_but_do_not_deploy():
     many = [{"name": f"m{j}", "abbrev": f"m{j}", "port": 10000 + j} for j in range(300)]
     cfg = parse_config({"microservices": many})       # the profiler alone takes this
