@@ -24,8 +24,8 @@ from profiler.predictors import ResourcePredictor
 from profiler.weights import weights_from_usage
 
 RESOURCES = ("cpu", "mem", "net")
-# An active flow the controller has not reported for this long is forgotten: its controller
-# went away. Live flows are reported whenever they carry traffic.
+# An active flow the controller has not reported for this long (at least; longer when the
+# controller's rule timeouts are) is forgotten: its controller went away.
 ACTIVE_FLOW_TTL_S = 300.0
 
 
@@ -41,7 +41,7 @@ class ServerView:
     predictor: ResourcePredictor | None = None
     complete: bool = False
     missing: list = field(default_factory=list)
-    fed_time: float | None = None     # time of the sample last fed to the predictor
+    seen_time: float | None = None    # time of the sample the last period looked at
 
 
 @dataclass
@@ -90,6 +90,11 @@ class ProfilerModel:
                               for m in cfg.microservices}
         self.active_flows: dict[str, dict] = {}     # flow_id -> latest active record
         self.active_seen: dict[str, float] = {}     # flow_id -> when last reported
+        # A live flow is reported again when it carries traffic; a quiet one may stay quiet
+        # as long as its rules may live.
+        c = cfg.controller
+        self.active_flow_ttl_s = max(ACTIVE_FLOW_TTL_S, 3.0 * c.idle_timeout_s,
+                                     c.hard_timeout_s + 3.0 * c.monitoring_period_s)
         self.ports: list[dict] = []
         self.steps = 0
         self.flows_dirty = True          # new flow records since the last classification
@@ -128,9 +133,9 @@ class ProfilerModel:
         return done
 
     def expire_active_flows(self, now: float) -> int:
-        """Forget active flows not reported for ACTIVE_FLOW_TTL_S: the controller that
+        """Forget active flows not reported for active_flow_ttl_s: the controller that
         owned them is gone (a quiet but live flow is reported again when it sends)."""
-        old = [fid for fid, t in self.active_seen.items() if now - t > ACTIVE_FLOW_TTL_S]
+        old = [fid for fid, t in self.active_seen.items() if now - t > self.active_flow_ttl_s]
         for fid in old:
             del self.active_seen[fid]
             self.active_flows.pop(fid, None)
@@ -148,6 +153,7 @@ class ProfilerModel:
         self.steps += 1
         self.expire_active_flows(now)
         per_ms: dict[str, list[dict]] = {m: [] for m in self.microservices}
+        any_new = False       # did any agent sample arrive since the last period?
         for view in self.servers.values():
             if self.server_stale(view, now) or view.sample is None:
                 view.predicted = dict.fromkeys(RESOURCES)
@@ -156,12 +162,13 @@ class ProfilerModel:
             view.complete, view.missing = bool(t.get("complete")), t.get("missing", [])
             view.measured = {"cpu": t.get("cpu_percent"), "mem": t.get("memory_percent"),
                              "net": t.get("network_percent")}
-            fresh = view.sample.get("time") != view.fed_time
-            if view.complete and fresh:
+            new = view.sample.get("time") != view.seen_time
+            view.seen_time = view.sample.get("time")
+            any_new = any_new or new
+            if view.complete and new:
                 # a partial total would read as a drop in load: feed only complete ones;
                 # and each sample once (an agent that missed a period is not a flat load)
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
-                view.fed_time = view.sample.get("time")
             view.predicted = _non_negative(view.predictor.predict()) \
                 if view.predictor.samples else dict.fromkeys(RESOURCES)
             cap = view.sample.get("capacity", {})
@@ -176,7 +183,9 @@ class ProfilerModel:
             readable = [r for r in rows if r["readable"]]
             view.readable = len(readable)
             view.measured = {r: _mean([x[r] for x in readable]) for r in RESOURCES}
-            if any(v is not None for v in view.measured.values()):
+            # fed when some agent sent something new (a late one adds its last reading):
+            # a period in which none did is not another sample of the same load
+            if any_new and any(v is not None for v in view.measured.values()):
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
             if view.predictor.samples:
                 view.predicted = _non_negative(view.predictor.predict())

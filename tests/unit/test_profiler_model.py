@@ -144,6 +144,7 @@ def test_an_agent_sample_feeds_the_predictor_once():
     m.step(100.0, {})
     m.step(103.0, {})                 # the agent missed a period: same sample, not fed again
     assert m.servers["srv1"].predictor.samples == 1
+    assert m.microservices["video"].predictor.samples == 1   # nor to the weights
     m.ingest_agent("srv1", sample("srv1", 103.5), None, 104.0)
     m.step(106.0, {})
     assert m.servers["srv1"].predictor.samples == 2
@@ -152,6 +153,9 @@ def test_an_agent_sample_feeds_the_predictor_once():
 def test_ports_stay_when_a_report_has_none_and_silent_flows_expire():
     from profiler.model import ACTIVE_FLOW_TTL_S
     m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    assert m.active_flow_ttl_s == ACTIVE_FLOW_TTL_S     # 10 s idle timeout: the floor
+    slow = parse_config({"controller": {"idle_timeout_s": 0, "hard_timeout_s": 900}})
+    assert ProfilerModel(slow, lambda: RollingMean(3)).active_flow_ttl_s == 909.0
     flow = {"flow_id": "a.1:1", "microservice": "ui", "duration_s": 1.0, "active": True}
     m.ingest_flows([flow], [{"port": 1}], now=100.0)
     m.ingest_flows([], None, now=101.0)                 # a later chunk of the same report
