@@ -93,7 +93,7 @@ def fig3_markdown(results: dict[str, dict]) -> str:
             if not f:
                 continue
             lines.append(f"| {POLICY_NAMES.get(p, p)} | {RESOURCE_NAMES[r]} | {_f(f['average'])} | "
-                         f"{_f(f['worst_case'])} | {f['most_loaded_server']} | "
+                         f"{_f(f['worst_case'])} | {f['most_loaded_server'] or 'differs by run'} | "
                          f"{_f(f['most_loaded_average'])} | {_f(f['most_loaded_worst_case'])} | "
                          f"{'yes' if f['above_threshold'] else 'no'} |")
     return "\n".join(lines) + "\n"
