@@ -39,11 +39,16 @@ def ipv4(src: str, dst: str, proto: int, payload: bytes) -> bytes:
     return header[:10] + struct.pack("!H", checksum(header)) + header[12:] + payload
 
 
-def tcp_syn(src: str, dst: str, sport: int, dport: int, seq: int) -> bytes:
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x02, 64240, 0, 0)
+def tcp_segment(src: str, dst: str, sport: int, dport: int, seq: int, ack: int = 0,
+                flags: int = 0x02, window: int = 64240) -> bytes:
+    """A bare TCP header (no options, no payload) with its checksum; no IP header."""
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, window, 0, 0)
     pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(tcp))
-    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
-    return ipv4(src, dst, 6, tcp)
+    return tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+
+
+def tcp_syn(src: str, dst: str, sport: int, dport: int, seq: int) -> bytes:
+    return ipv4(src, dst, 6, tcp_segment(src, dst, sport, dport, seq))
 
 
 def udp(src: str, dst: str, sport: int, dport: int) -> bytes:

@@ -24,7 +24,6 @@ Python modules beside it.
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import random
 import sys
@@ -46,7 +45,7 @@ from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
 from common.netuse import network_percent
-from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, make_cookie, \
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, \
     parse_cookie, flow_id_of
 from ryu_apps import ofwire
 from ryu_apps.health import HealthTracker

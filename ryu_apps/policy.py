@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from common.config import POLICIES  # noqa: F401 -- re-exported: the policy names live there
 from profiler.weights import EQUAL_WEIGHTS

@@ -3,8 +3,10 @@
     python3 rawtcp.py SRC_IP DST_IP DST_PORT FLAGS      # FLAGS: hex, e.g. 0x10 for ACK
 
 Prints e.g. "answer flags=0x04 seq=1234" or "no answer". Only the standard library: the
-segment is built by hand (the kernel adds the IP header), the answer read from a raw socket.
+segment is built by benchmarks/pktgen.py (the kernel adds the IP header), the answer is
+read from a raw socket.
 """
+import os
 import random
 import select
 import socket
@@ -12,22 +14,15 @@ import struct
 import sys
 import time
 
-
-def checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
+# runs with the system python3 inside a client host: find the project's modules by path
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.pktgen import tcp_segment  # noqa: E402
 
 
 def main() -> int:
     src, dst, dport, flags = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4], 16)
     sport, seq, ack = random.randint(41000, 42000), random.getrandbits(32), random.getrandbits(32)
-    header = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 1024, 0, 0)
-    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, 20)
-    header = header[:16] + struct.pack("!H", checksum(pseudo + header)) + header[18:]
+    header = tcp_segment(src, dst, sport, dport, seq, ack, flags, window=1024)
     rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
     tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
     tx.sendto(header, (dst, 0))
