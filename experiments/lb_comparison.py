@@ -35,7 +35,6 @@ from experiments.stack import Stack
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = ("srr", "ln", "malb")     # the run order: the baselines first
 assert set(POLICIES) == set(config.POLICIES)
-LOADGEN = os.path.join(ROOT, "experiments", "loadgen.py")
 
 
 def request_classes(opts) -> list[dict]:
@@ -115,26 +114,16 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         spec_path = os.path.join(run_dir, "workload.json")
         with open(spec_path, "w") as fh:
             json.dump(spec, fh, indent=1)
-        clients = [st.testbed.node(c.name) for c in st.cfg.testbed.clients]
+        clients = st.cfg.testbed.clients
         longest = max(30 * opts.duration_scale, opts.video_seconds * opts.duration_scale)
         t0 = time.time() + 2
-        for k, cli in enumerate(clients):
-            cli.cmd(f"{sys.executable} {LOADGEN} --spec {spec_path} --client {k} "
-                    f"--clients {len(clients)} --out {run_dir}/requests-{k}.csv "
-                    f"--start-at {t0} --timeout {longest + 60:g} --progress 0 "
-                    f"> {run_dir}/loadgen-{k}.json 2> {run_dir}/loadgen-{k}.log &")
+        st.start_loadgen(spec_path, t0, timeout_s=longest + 60)
         total = 3 * opts.phase_seconds
         deadline = t0 + total + longest + 90
         summaries: list[dict] = []
         last_print = 0.0
         while time.time() < deadline:
-            summaries = []
-            for k in range(len(clients)):
-                try:
-                    with open(f"{run_dir}/loadgen-{k}.json") as fh:
-                        summaries.append(json.loads(fh.read().strip().splitlines()[-1]))
-                except (OSError, ValueError, IndexError):
-                    pass
+            summaries = st.loadgen_summaries()
             if len(summaries) == len(clients):
                 break
             if time.time() - last_print >= opts.progress:

@@ -522,28 +522,21 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
     history = os.path.join(os.path.abspath(out_dir), "history.sqlite")
     phases = []
     with Stack(data, os.path.join(out_dir, "run"), history_path=history) as st:
-        clients = [st.testbed.node(c.name) for c in st.cfg.testbed.clients]
+        n_clients = len(st.cfg.testbed.clients)
         for name in microservices:
             ms = st.cfg.microservice(name)
             spec_path = os.path.join(st.run_dir, f"spec-{name}.json")
             with open(spec_path, "w") as fh:
                 json.dump(live_spec(ms, phase_s, rate_from, rate_to, seed), fh)
             t0 = time.time() + 2
-            for k, cli in enumerate(clients):
-                cli.cmd(f"{sys.executable} {os.path.abspath(__file__).rsplit('/', 1)[0]}"
-                        f"/loadgen.py --spec {spec_path} --client {k} --clients {len(clients)} "
-                        f"--out {st.run_dir}/requests-{name}-{k}.csv --start-at {t0} "
-                        f"--progress 0 > {st.run_dir}/loadgen-{name}-{k}.json 2>&1 &")
+            st.start_loadgen(spec_path, t0, tag=name)
             for j, phase in enumerate(PHASES):
                 phases.append({"microservice": name, "phase": phase,
                                "start": t0 + j * phase_s, "end": t0 + (j + 1) * phase_s})
                 print(f"[scenario1] {name}: {phase} ({phase_s:.0f} s)", flush=True)
                 time.sleep(max(0.0, t0 + (j + 1) * phase_s - time.time()))
             deadline = time.time() + 120
-            while time.time() < deadline and not all(
-                    '"planned"' in (open(f"{st.run_dir}/loadgen-{name}-{k}.json").read()
-                                    if os.path.exists(f"{st.run_dir}/loadgen-{name}-{k}.json")
-                                    else "") for k in range(len(clients))):
+            while time.time() < deadline and len(st.loadgen_summaries(name)) < n_clients:
                 time.sleep(1)
             time.sleep(2 * period_s)   # idle gap: the next type starts from quiet servers
     with open(os.path.join(out_dir, "phases.json"), "w") as fh:

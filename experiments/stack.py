@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 import time
 import urllib.request
 
@@ -21,6 +22,8 @@ import yaml
 from common.config import load_config
 from common.procs import Service, controller_service, python_service
 from topologies.testbed import Testbed, TestbedOptions
+
+LOADGEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loadgen.py")
 
 
 class Stack:
@@ -109,6 +112,37 @@ class Stack:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # ---------------------------------------------------------------- workload
+    def start_loadgen(self, spec_path: str, t0: float, tag: str = "",
+                      timeout_s: float | None = None) -> None:
+        """Start experiments/loadgen.py in the background on every client host, each on its
+        share of the spec, all at t0. Client k writes <run_dir>/requests-[<tag>-]<k>.csv,
+        its summary line to loadgen-[<tag>-]<k>.json and its log to loadgen-[<tag>-]<k>.log."""
+        clients = [self.testbed.node(c.name) for c in self.cfg.testbed.clients]
+        for k, cli in enumerate(clients):
+            name = self._loadgen_name(tag, k)
+            cli.cmd(f"{sys.executable} {LOADGEN} --spec {spec_path} --client {k} "
+                    f"--clients {len(clients)} --out {self.run_dir}/requests-{name}.csv "
+                    f"--start-at {t0} --progress 0"
+                    + (f" --timeout {timeout_s:g}" if timeout_s else "") +
+                    f" > {self.run_dir}/loadgen-{name}.json"
+                    f" 2> {self.run_dir}/loadgen-{name}.log &")
+
+    def loadgen_summaries(self, tag: str = "") -> list[dict]:
+        """The summaries of the clients whose load generator has finished."""
+        out = []
+        for k in range(len(self.cfg.testbed.clients)):
+            try:
+                with open(f"{self.run_dir}/loadgen-{self._loadgen_name(tag, k)}.json") as fh:
+                    out.append(json.loads(fh.read().strip().splitlines()[-1]))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+
+    @staticmethod
+    def _loadgen_name(tag: str, k: int) -> str:
+        return f"{tag}-{k}" if tag else str(k)
 
     # ---------------------------------------------------------------- helpers
     def controller_url(self, path: str) -> str:
