@@ -13,6 +13,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 
 from common.cli import add_config_args, config_from_args, fail, require_root
@@ -115,9 +116,16 @@ def main(argv=None) -> int:
                 from mininet.cli import CLI
                 CLI(testbed.net)
             else:
+                # From here a signal only sets a flag: the exception the handlers above
+                # raise can land anywhere, even inside the print below (one CI run hung
+                # after SIGTERM there, and printed nothing).
+                stop = threading.Event()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, lambda *_: stop.set())
                 print("[topologies] running; Ctrl-C tears it down", flush=True)
-                while True:
-                    time.sleep(3600)
+                while not stop.wait(1.0):
+                    pass
+                print("\n[topologies] interrupted", flush=True)
     except KeyboardInterrupt:
         print("\n[topologies] interrupted", flush=True)
     except (RuntimeError, TimeoutError, OSError) as exc:
