@@ -106,11 +106,10 @@ class FlowRecord:
         else:
             self.bytes_rev = base[0] + byte_count
 
-    def rebase(self, direction: int | None = None) -> None:
-        """The rules are (re)installed: their counters start from zero again."""
-        for d in ((direction,) if direction else (DIR_FORWARD, DIR_REVERSE)):
-            b, r = self.base[d], self.raw[d]
-            self.base[d], self.raw[d] = (b[0] + r[0], b[1] + r[1]), (0, 0)
+    def rebase(self, direction: int) -> None:
+        """The rule of that direction is (re)installed: its counters start from zero."""
+        b, r = self.base[direction], self.raw[direction]
+        self.base[direction], self.raw[direction] = (b[0] + r[0], b[1] + r[1]), (0, 0)
 
     def as_record(self, idle_timeout: int, epoch: str = "") -> dict:
         return {"flow_id": f"{epoch}{self.dpid:x}:{self.flow_id:x}",
@@ -259,6 +258,11 @@ class FlowTable:
                 rec.dirty = True
             else:
                 self._mark_reported(rec, False)
+
+    def active_count(self) -> int:
+        """How many flows are active, without a scan: by_key holds exactly the active ones
+        (for the monitoring path, which asks on every statistics reply)."""
+        return len(self.by_key)
 
     def active(self, dpid: int | None = None) -> list[FlowRecord]:
         return [r for r in self.flows.values()

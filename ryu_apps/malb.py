@@ -461,7 +461,7 @@ class MalbController(app_manager.RyuApp):
         slices, flow_slice, cycle = 1, 0, period
         while True:
             hub.sleep(cycle / slices)
-            rules = 2 * len(self.flows.active())                # after the sleep: rules grow
+            rules = 2 * self.flows.active_count()                # after the sleep: rules grow
             need = _slices_for(rules)
             if need > slices or (need < slices and flow_slice == 0):
                 slices, flow_slice = need, 0
@@ -480,7 +480,7 @@ class MalbController(app_manager.RyuApp):
             age = st.duration_sec + st.duration_nsec / 1e9
             if self.flows.on_stats(st.cookie, age, st.byte_count, st.packet_count, now) is None:
                 self._adopt_rule(dp, st, age, now)
-        self.m_flows.set(value=len(self.flows.active()))
+        self.m_flows.set(value=self.flows.active_count())
 
     def _adopt_rule(self, dp, st, age, now) -> None:
         """A NAT rule this process did not install (a previous controller did): rebuild its
@@ -703,7 +703,7 @@ class MalbController(app_manager.RyuApp):
                 inst["health"] = health[name]["last_result"]
         st["profiler"] = dict(self.profiler_state)
         st["switches"] = sorted(f"{d:016x}" for d in self.datapaths)
-        st["active_flows"] = len(self.flows.active())
+        st["active_flows"] = self.flows.active_count()
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
         return st
 

@@ -5,10 +5,10 @@ from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, flow
 from ryu_apps.health import HealthTracker
 
 
-def record(table, now=100.0, **kw):
+def record(table, now=100.0, client_port=40000, **kw):
     fid = make_cookie(0, 2, 7, table.next_seq())
     rec = FlowRecord(flow_id=fid, dpid=1, protocol="tcp", client_ip="10.0.200.1",
-                     client_port=40000, client_in_port=13, vip="10.0.0.100", vport=8002,
+                     client_port=client_port, client_in_port=13, vip="10.0.0.100", vport=8002,
                      microservice="ui", instance="srv2-ui", server="srv2", created=now,
                      last_active=now, backend_ip="10.0.2.2", backend_port=8002, **kw)
     table.add(rec)
@@ -142,17 +142,17 @@ def test_ended_flows_are_trimmed_oldest_first_reported_or_not():
     t = FlowTable(idle_timeout=1, keep_ended=3)
     recs = []
     for k in range(40):
-        rec = record(t, now=float(k))
-        rec.client_port = 1000 + k
-        t.by_key[rec.key] = rec.flow_id
+        rec = record(t, now=float(k), client_port=1000 + k)
         t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 1.0, 1, 1, "idle_timeout", now=k + 1.0)
         recs.append(rec)
     # unreported: kept up to ten times keep_ended, so the profiler misses none
     assert len(t.flows) == 30 and recs[9].flow_id not in t.flows
     assert t.resume(key=recs[9].key) is None and t.resume(key=recs[10].key) is recs[10]
+    assert t.active_count() == len(t.active()) == 1
     t.take_report(1000.0)                         # all reported now: the newest 3 stay
     assert sorted(r.client_port for r in t.flows.values() if r.ended) == [1037, 1038, 1039]
     assert recs[10].flow_id in t.flows            # the resumed (active) one is not trimmed
+    assert t.active_count() == len(t.active()) == 1
 
 
 def test_a_probe_sent_while_the_last_is_unanswered_counts_that_one_as_failed():
