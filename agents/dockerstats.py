@@ -93,31 +93,42 @@ def _round(value: float | None, digits: int) -> float | None:
 def server_totals(containers: list[dict], cap: Capacity) -> dict:
     """The server's use relative to its capacity, from its readable containers.
 
-    Running containers that cannot be read, or that have no rate yet, are left out and
-    named: the totals are then marked partial rather than read as zero. Containers that are
-    not running use nothing and do not make the totals partial."""
+    Running containers that cannot be read, or that have no rate yet, are named in
+    ``missing`` and the totals are partial: a resource that one of them leaves unknown is
+    None, never the sum of the others (which would read as a drop in load). With no running
+    container at all the totals are 0 but not complete: the agent cannot tell an idle server
+    from one whose containers it has not seen yet. Containers that are not running use
+    nothing and do not make the totals partial."""
     cpu_cores = mem = rx = tx = 0.0
-    missing = []
+    missing, cpu_known, net_known = [], True, True
     for c in containers:
         if c.get("state", "running") != "running":
             continue
         if not c.get("readable") or c.get("cpu_percent") is None or c.get("memory_bytes") is None:
             missing.append(c["name"])
+            cpu_known = net_known = False
             continue
         cpu_cores += c["cpu_percent"] / 100.0
         mem += c["memory_bytes"]
         if c.get("rx_bytes_per_s") is None or c.get("tx_bytes_per_s") is None:
             missing.append(f"{c['name']} (network)")   # unread traffic is not zero traffic
+            net_known = False
             continue
         rx += c["rx_bytes_per_s"]
         tx += c["tx_bytes_per_s"]
     complete = not missing and any(c.get("state", "running") == "running" for c in containers)
+
+    def known(ok: bool, value: float | None, digits: int):
+        return _round(value, digits) if ok else None
     return {
-        "cpu_cores": round(cpu_cores, 4),
-        "cpu_percent": round(100.0 * cpu_cores / cap.cpu_cores, 3) if cap.cpu_cores else None,
-        "memory_bytes": int(mem),
-        "memory_percent": round(100.0 * mem / cap.memory_bytes, 3) if cap.memory_bytes else None,
-        "rx_bytes_per_s": round(rx, 1), "tx_bytes_per_s": round(tx, 1),
-        "network_percent": _round(network_percent(rx, tx, cap.network_bytes_per_s), 3),
+        "cpu_cores": known(cpu_known, cpu_cores, 4),
+        "cpu_percent": known(cpu_known, 100.0 * cpu_cores / cap.cpu_cores
+                             if cap.cpu_cores else None, 3),
+        "memory_bytes": int(mem) if cpu_known else None,
+        "memory_percent": known(cpu_known, 100.0 * mem / cap.memory_bytes
+                                if cap.memory_bytes else None, 3),
+        "rx_bytes_per_s": known(net_known, rx, 1), "tx_bytes_per_s": known(net_known, tx, 1),
+        "network_percent": known(net_known,
+                                 network_percent(rx, tx, cap.network_bytes_per_s), 3),
         "complete": complete, "missing": missing,
     }

@@ -10,8 +10,12 @@ controller's flow records, and produces:
 - per server: measured and predicted utilization (percent of its CPU share, memory limit and
   network capacity), with the age of the data and whether it is stale.
 
-A server whose agent does not answer, or answers with an old or incomplete sample, is marked
-stale with its age: its old numbers are never refreshed into zeros.
+A server's figures come only from complete samples (every running container read). A partial
+sample (a container the agent could not read yet, or at all) updates the per-microservice
+figures of the containers it did read, never the server's totals: those keep the last
+complete reading with its age. A server with no complete sample within ``stale_after_s`` (its
+agent silent, late, or only partial) is stale: its old numbers are never refreshed into
+zeros, and a partial total is never served as a fresh reading.
 """
 from __future__ import annotations
 
@@ -33,13 +37,15 @@ ACTIVE_FLOW_TTL_S = 300.0
 class ServerView:
     name: str
     agent_url: str
-    sample: dict | None = None        # the agent's latest good /stats answer
-    last_ok: float | None = None      # when we last got a good sample
+    sample: dict | None = None        # the agent's latest timely /stats answer (maybe partial)
+    last_ok: float | None = None      # when we got it
     error: str | None = None
     measured: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
+    measured_time: float | None = None   # the agent's time of the last complete sample
+    measured_at: float | None = None     # when we got that one (staleness, our clock)
     predicted: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
     predictor: ResourcePredictor | None = None
-    complete: bool = False
+    complete: bool = False            # whether the latest sample is complete
     missing: list = field(default_factory=list)
     seen_time: float | None = None    # time of the sample the last period looked at
 
@@ -111,6 +117,18 @@ class ProfilerModel:
             view.error = f"agent's latest sample is {age:.1f} s old"
             return
         view.sample, view.last_ok, view.error = sample, now, None
+        totals = sample.get("totals") or {}
+        view.complete, view.missing = bool(totals.get("complete")), totals.get("missing") or []
+        if not view.complete:
+            missing = ", ".join(map(str, view.missing[:5])) or "no running container"
+            view.error = (f"partial sample ({missing}): server totals kept from the last "
+                          f"complete sample")
+            return
+        if sample.get("time") != view.measured_time:
+            view.measured = {"cpu": totals.get("cpu_percent"),
+                             "mem": totals.get("memory_percent"),
+                             "net": totals.get("network_percent")}
+            view.measured_time, view.measured_at = sample.get("time"), now
 
     def ingest_flows(self, flows: list[dict], ports: list[dict] | None,
                      now: float | None = None) -> list[dict]:
@@ -145,7 +163,11 @@ class ProfilerModel:
 
     # ---------------------------------------------------------------- period
     def server_stale(self, view: ServerView, now: float) -> bool:
-        return view.last_ok is None or now - view.last_ok > self.stale_after_s
+        """No complete sample within stale_after_s: silent, late or only partial."""
+        return view.measured_at is None or now - view.measured_at > self.stale_after_s
+
+    def _timely(self, view: ServerView, now: float) -> bool:
+        return view.last_ok is not None and now - view.last_ok <= self.stale_after_s
 
     def step(self, now: float, completed_durations: dict[str, list[float]] | None) -> None:
         """One period: update predictors with the latest fresh measurements; reclassify
@@ -155,13 +177,9 @@ class ProfilerModel:
         per_ms: dict[str, list[dict]] = {m: [] for m in self.microservices}
         any_new = False       # did any agent sample arrive since the last period?
         for view in self.servers.values():
-            if self.server_stale(view, now) or view.sample is None:
+            if not self._timely(view, now) or view.sample is None:
                 view.predicted = dict.fromkeys(RESOURCES)
                 continue
-            t = view.sample["totals"]
-            view.complete, view.missing = bool(t.get("complete")), t.get("missing", [])
-            view.measured = {"cpu": t.get("cpu_percent"), "mem": t.get("memory_percent"),
-                             "net": t.get("network_percent")}
             new = view.sample.get("time") != view.seen_time
             view.seen_time = view.sample.get("time")
             any_new = any_new or new
@@ -170,7 +188,8 @@ class ProfilerModel:
                 # and each sample once (an agent that missed a period is not a flat load)
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
             view.predicted = _non_negative(view.predictor.predict()) \
-                if view.predictor.samples else dict.fromkeys(RESOURCES)
+                if view.predictor.samples and not self.server_stale(view, now) \
+                else dict.fromkeys(RESOURCES)
             cap = view.sample.get("capacity", {})
             for c in view.sample.get("containers", []):
                 ms = c.get("microservice")
@@ -262,8 +281,8 @@ class ProfilerModel:
             out[name] = {
                 **_rounded(v.measured),
                 "predicted": None if stale else _rounded(v.predicted),
-                "sample_time": v.sample["time"] if v.sample else None,
-                "age_s": None if v.sample is None else round(now - v.sample["time"], 3),
+                "sample_time": v.measured_time,
+                "age_s": None if v.measured_time is None else round(now - v.measured_time, 3),
                 "stale": stale, "complete": v.complete, "missing": v.missing,
                 "agent": v.agent_url, "error": v.error,
             }

@@ -101,8 +101,8 @@ def test_profiler_collects_two_agents_marks_a_dead_one_stale_and_recovers(tmp_pa
     with Stack(data, str(tmp_path), controller=False) as st:
         def both_fresh():
             servers = st.profiler_get("/servers")["servers"]
-            return all(not v["stale"] and v["cpu"] is not None for v in servers.values())
-        st.wait_for(both_fresh, 15, "profiler has both servers")
+            return all(not v["stale"] and v["complete"] for v in servers.values())
+        st.wait_for(both_fresh, 30, "profiler has a complete sample of both servers")
         profiles = st.profiler_get("/profiles")["microservices"]
         assert set(profiles) == {"video", "ui", "backend"}
         assert profiles["video"]["instances"] == 2 and profiles["video"]["samples"] > 0

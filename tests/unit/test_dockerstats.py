@@ -68,6 +68,9 @@ def test_server_totals_relative_to_capacity_and_partial_when_unreadable():
                             "memory_bytes": None}]
     t = server_totals(broken, cap)
     assert not t["complete"] and t["missing"] == ["c"]
+    # what c leaves unknown is unknown, not the sum of the others (a drop in load)
+    assert t["cpu_percent"] is None and t["memory_percent"] is None
+    assert t["network_percent"] is None and t["cpu_cores"] is None
     stopped = containers + [{"name": "d", "state": "exited", "readable": False,
                              "cpu_percent": None, "memory_bytes": None}]
     assert server_totals(stopped, cap)["complete"]
@@ -75,3 +78,7 @@ def test_server_totals_relative_to_capacity_and_partial_when_unreadable():
                             "memory_bytes": 1, "rx_bytes_per_s": None, "tx_bytes_per_s": None}]
     t = server_totals(no_net, cap)       # traffic it could not read is not zero traffic
     assert not t["complete"] and t["missing"] == ["e (network)"]
+    assert t["network_percent"] is None and t["cpu_percent"] == pytest.approx(52.0)
+    # no running container: nothing to add up, but not a reading of an idle server either
+    t = server_totals([], cap)
+    assert not t["complete"] and t["cpu_percent"] == 0.0

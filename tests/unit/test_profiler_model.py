@@ -73,6 +73,50 @@ def test_partial_totals_do_not_feed_the_server_predictor():
     assert m.servers["srv1"].predictor.samples == 1
 
 
+def first_sample(server, t):
+    """What an agent publishes before it has two readings of its containers (rates need a
+    second one): every running container missing, the totals partial."""
+    s = sample(server, t, complete=False)
+    s["totals"].update(cpu_percent=None, memory_percent=None, network_percent=None,
+                       missing=[c["name"] for c in s["containers"]])
+    for c in s["containers"]:
+        c.update(cpu_percent=None, rx_bytes_per_s=None, tx_bytes_per_s=None)
+    return s
+
+
+def test_a_server_with_only_partial_samples_is_stale_never_a_fresh_zero():
+    m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    for t in (100.0, 101.0):
+        m.ingest_agent("srv2", first_sample("srv2", t), None, t)
+        m.step(t, {})
+    s = m.servers_view(101.0)["servers"]["srv2"]
+    assert s["stale"] and s["predicted"] is None and not s["complete"]
+    assert s["cpu"] is None and s["mem"] is None and s["sample_time"] is None
+    assert "partial" in s["error"] and "mn.srv2-vid" in s["error"]
+    assert m.servers["srv2"].predictor.samples == 0
+    # the first complete sample makes it fresh
+    m.ingest_agent("srv2", sample("srv2", 102.0), None, 102.0)
+    m.step(102.0, {})
+    s = m.servers_view(102.0)["servers"]["srv2"]
+    assert not s["stale"] and s["complete"] and s["cpu"] == pytest.approx(120.0)
+    assert s["error"] is None
+
+
+def test_a_partial_sample_keeps_the_last_complete_totals_with_their_age():
+    m = ProfilerModel(cfg(), lambda: RollingMean(3))
+    m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)
+    m.step(100.0, {})
+    m.ingest_agent("srv1", first_sample("srv1", 103.0), None, 103.0)
+    m.step(103.0, {})
+    s = m.servers_view(103.0)["servers"]["srv1"]
+    assert s["cpu"] == pytest.approx(120.0) and s["sample_time"] == 100.0
+    assert s["age_s"] == pytest.approx(3.0) and not s["complete"] and not s["stale"]
+    m.ingest_agent("srv1", first_sample("srv1", 110.0), None, 110.0)
+    m.step(110.0, {})
+    s = m.servers_view(110.0)["servers"]["srv1"]   # only partial for longer than 9 s
+    assert s["stale"] and s["predicted"] is None and s["cpu"] == pytest.approx(120.0)
+
+
 class Negative:
     """A predictor that extrapolates below zero, as ARMA can on a near-idle series."""
     name = "neg"
