@@ -128,6 +128,8 @@ class MalbController(app_manager.RyuApp):
         self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.instances}
         self.next_hop = _next_hops(self.cfg)
         self.client_dpids = {c.dpid for c in self.cfg.testbed.clients}
+        self.switch_dpids = {s.dpid for s in self.cfg.testbed.switches}
+        self.foreign_switches: set[int] = set()   # warned about once each
         self.client_ports = {(c.dpid, c.ip): c.switch_port for c in self.cfg.testbed.clients}
 
         # ---- switch state
@@ -309,6 +311,15 @@ class MalbController(app_manager.RyuApp):
         ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
         if ms is None:
             return  # nothing listens on this VIP port
+        if dp.id not in self.switch_dpids:
+            # A switch outside the configured topology: no path from it to any instance is
+            # known, so no flow may be recorded or counted for it.
+            self.m_packet_in.inc("foreign_switch")
+            if dp.id not in self.foreign_switches:
+                self.foreign_switches.add(dp.id)
+                self.logger.warning("switch %016x is not in the configuration: new flows "
+                                    "from it to the VIPs are dropped", dp.id)
+            return
         key = (dp.id, proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
         rec = self.flows.lookup(key)
         if rec is not None:
@@ -355,11 +366,13 @@ class MalbController(app_manager.RyuApp):
                          vport=f.dst_port, microservice=ms.name, instance=backend.name,
                          server=backend.server, created=now, last_active=now,
                          backend_ip=backend.ip, backend_port=backend.port)
-        self.flows.add(rec)
         # rules, barrier and the first packet in one write: the switch applies the rules
-        # before it sends the packet on
-        dp.send(self._nat_rules(dp, rec, backend) +
-                self._first_packet(dp, in_port, data, rec, backend))
+        # before it sends the packet on. Built before the record is kept, so nothing is
+        # recorded for a flow whose rules could not be made.
+        messages = self._nat_rules(dp, rec, backend) + \
+            self._first_packet(dp, in_port, data, rec, backend)
+        self.flows.add(rec)
+        dp.send(messages)
         self.m_decisions.inc(ms.name, d.server, d.policy, d.algorithm)
         self.decisions.append({
             "time": now, "microservice": ms.name, "client": f"{f.ip_src}:{f.src_port}",

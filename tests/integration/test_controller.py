@@ -111,6 +111,56 @@ def test_a_segment_of_a_connection_nobody_knows_is_reset_not_made_a_flow(stack, 
     assert len(stack.controller_get("/malb/flows")["flows"]) == flows
 
 
+def test_a_new_flow_from_a_switch_outside_the_configuration_leaves_no_ghost(stack):
+    """A stray switch (dpid 0x99, not configured) connects and a host behind it opens a
+    connection to a VIP. No path from there to any instance is known: nothing may be
+    recorded or counted. (It used to leave an active flow without rules that the policy
+    had counted, and every later packet of it raised again.)"""
+    def sh(*cmd):
+        return subprocess.run(cmd, check=True, capture_output=True, text=True)
+    br, ns, near, far = "malbx99", "malbx99ns", "malbx99-a", "malbx99-b"
+    assigned = sum(n for v in status(stack)["servers"].values()
+                   for n in v["flows_assigned"].values())
+    seen = packet_in_count(stack, "foreign_switch") + packet_in_count(stack, "new_flow")
+    script = os.path.join(os.path.dirname(__file__), "rawtcp.py")
+    try:
+        sh("ovs-vsctl", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+           "other-config:datapath-id=0000000000000099", "fail_mode=secure",
+           "protocols=OpenFlow13", "external-ids:malb=1")
+        sh("ovs-vsctl", "set-controller", br, "tcp:127.0.0.1:6653")
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", near, "type", "veth", "peer", "name", far)
+        sh("ip", "link", "set", far, "netns", ns)
+        sh("ovs-vsctl", "add-port", br, near)
+        sh("ip", "link", "set", near, "up")
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", "10.0.250.1/16", "dev", far)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", far, "up")
+        sh("ip", "netns", "exec", ns, "ip", "neigh", "add", VIP, "lladdr",
+           stack.cfg.controller.vip_mac, "dev", far)
+        stack.wait_for(lambda: sh("ovs-vsctl", "get", "controller", br,
+                                  "is_connected").stdout.strip() == "true", 15,
+                       "stray switch connected")
+        time.sleep(0.5)   # its base rules (VIP traffic to the controller)
+        for _ in range(3):
+            subprocess.run(["ip", "netns", "exec", ns, "python3", script, "10.0.250.1", VIP,
+                            "8002", "0x02"], capture_output=True, timeout=10)
+        stack.wait_for(lambda: packet_in_count(stack, "foreign_switch") +
+                       packet_in_count(stack, "new_flow") > seen, 10,
+                       "the controller saw the stray switch's SYN")
+    finally:
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", br], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", near], capture_output=True)
+    active = stack.controller_get("/malb/flows?active=1")["flows"]
+    assert not [f for f in active if f["client"].startswith("10.0.250.1:")], active
+    assert sum(n for v in status(stack)["servers"].values()
+               for n in v["flows_assigned"].values()) == assigned
+    with open(stack.controller.log_path) as fh:
+        log = fh.read()
+    assert "0000000000000099 is not in the configuration" in log
+    assert "LookupError" not in log
+
+
 def test_a_killed_instance_gets_no_new_flows_after_the_health_interval(stack, cli):
     node = stack.testbed.node("srv3-ui")
     node.cmd("pkill -f 'services.rom ui'")
