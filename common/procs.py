@@ -12,8 +12,9 @@ import sys
 import time
 import urllib.request
 
+from common.state import PID_DIR, write_pid_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PID_DIR = "/run/malb/pids"
 VENV_BIN = os.path.dirname(sys.executable)
 
 
@@ -33,14 +34,12 @@ class Service:
         return os.path.join(PID_DIR, f"{self.name}.pid")
 
     def start(self, timeout_s: float = 30.0) -> "Service":
-        os.makedirs(PID_DIR, exist_ok=True)
         os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
-        with open(self.pid_file, "w") as fh:
-            fh.write(f"{self.proc.pid} {self.name}\n")
+        write_pid_file(self.name, self.proc.pid)
         if self.ready_url:
             try:
                 self.wait_ready(timeout_s)

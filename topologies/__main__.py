@@ -16,13 +16,13 @@ import sys
 import threading
 import time
 
-from common.cli import add_config_args, config_from_args, fail, require_root
+from common.cli import ArgumentParser, add_config_args, config_from_args, fail, require_root
 from common.config import ConfigError, check_deployable
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m topologies", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="python -m topologies", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     for name, helptext in (("up", "bring the testbed up and keep it until Ctrl-C"),
                            ("check", "bring it up, check connectivity, tear it down"),
@@ -72,8 +72,7 @@ def main(argv=None) -> int:
     if args.command == "clean":
         require_root("clean")
         from topologies.clean import clean_testbed
-        clean_testbed(mininet=args.mininet)
-        return 0
+        return 1 if clean_testbed(mininet=args.mininet)["errors"] else 0
     require_root(args.command)
     cfg = config_from_args(args)
     try:

@@ -62,8 +62,17 @@ def _enable_v2_controllers(path: str) -> None:
         control = os.path.join(current, "cgroup.subtree_control")
         try:
             _write(control, "+cpu +memory")
-        except OSError:
-            pass  # already enabled, or managed by systemd
+        except OSError as exc:
+            # refused, e.g. by systemd's delegation: fine only if they are on already
+            try:
+                with open(control) as fh:
+                    enabled = set(fh.read().split())
+            except OSError:
+                enabled = set()
+            if not {"cpu", "memory"} <= enabled:
+                raise RuntimeError(f"{control}: cannot enable the cpu and memory controllers "
+                                   f"({exc.strerror}); the server limits would not "
+                                   f"apply") from None
         current = os.path.join(current, part)
 
 
@@ -102,6 +111,21 @@ def read_server_limits(layout: CgroupLayout, server: str) -> tuple[float, int] |
         mem = int(open(f"{dirs['memory']}/memory.limit_in_bytes").read())
         return (float("inf") if quota < 0 else quota / period), mem
     except (OSError, ValueError):
+        return None
+
+
+def read_server_cpu_seconds(layout: CgroupLayout, server: str) -> float | None:
+    """CPU time the server's containers used so far, in seconds, or None if the group is
+    gone (cgroup v1: cpuacct.usage in ns; v2: usage_usec in cpu.stat)."""
+    dirs = _group_dirs(layout, server)
+    try:
+        if layout.version == 2:
+            with open(f"{dirs['unified']}/cpu.stat") as fh:
+                stat = dict(line.split() for line in fh if line.strip())
+            return int(stat["usage_usec"]) / 1e6
+        with open(f"{dirs['cpuacct']}/cpuacct.usage") as fh:
+            return int(fh.read()) / 1e9
+    except (OSError, ValueError, KeyError):
         return None
 
 

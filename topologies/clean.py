@@ -19,11 +19,9 @@ import signal
 import subprocess
 import time
 
+from common.state import PID_DIR, TESTBED_STATE_FILE, process_start_ticks, read_pid_file, \
+    same_process
 from topologies.cgroups import remove_groups
-
-STATE_DIR = "/run/malb"
-STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
-PID_DIR = os.path.join(STATE_DIR, "pids")
 # Node names the configuration can produce: srv1-vid, cli2, s3 (see common/config.py).
 NODE_NAME_RE = r"(?:[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|s\d+)"
 # Without a state file, switch names (s1, ...) count as ours only when their bridge carries
@@ -35,28 +33,47 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+class CleanupError(RuntimeError):
+    """What is left on the machine cannot be told (the Docker engine does not answer)."""
+
+
 def _state() -> dict:
     try:
-        with open(STATE_FILE) as fh:
+        with open(TESTBED_STATE_FILE) as fh:
             return json.load(fh)
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        print(f"clean-testbed: ignoring an unreadable {TESTBED_STATE_FILE} ({exc}); "
+              f"looking for our nodes by their names")
         return {}
 
 
-def remove_containers() -> list[str]:
+def our_containers(timeout: int = 60) -> list:
+    """Containers labelled malb. CleanupError when Docker cannot say: stopped containers
+    of ours may still exist, and an unanswered question is not "none"."""
     try:
         import docker
-        client = docker.from_env(timeout=60)
-        containers = client.containers.list(all=True, filters={"label": "malb"})
-    except Exception:  # no daemon: nothing of ours can be running either
+        client = docker.from_env(timeout=timeout)
+        return client.containers.list(all=True, filters={"label": "malb"})
+    except Exception as exc:
+        raise CleanupError(f"cannot list containers: the Docker engine does not answer "
+                           f"({type(exc).__name__}: {exc})") from None
+
+
+def remove_containers(errors: list[str]) -> list[str]:
+    try:
+        containers = our_containers()
+    except CleanupError as exc:
+        errors.append(str(exc))
         return []
     removed = []
     for c in containers:
         try:
             c.remove(force=True)
             removed.append(c.name)
-        except Exception:
-            pass
+        except Exception as exc:
+            errors.append(f"container {c.name}: not removed ({type(exc).__name__}: {exc})")
     return removed
 
 
@@ -129,37 +146,75 @@ def _kill(pids: list[int]) -> list[int]:
     return killed
 
 
-def stop_recorded_processes() -> list[str]:
-    """Background services (controller, agents, profiler) record their PID here."""
-    stopped = []
-    if not os.path.isdir(PID_DIR):
-        return stopped
-    for name in os.listdir(PID_DIR):
-        path = os.path.join(PID_DIR, name)
+def _terminate(pid: int, start: int) -> str:
+    """SIGTERM, then SIGKILL after 3 s, to a verified process (its whole group when it leads
+    one: the services run in sessions of their own, with workers under them)."""
+    try:
+        group = os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return "already gone"
+
+    def send(sig) -> None:
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+    for sig, wait_s in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
         try:
-            pid = int(open(path).read().split()[0])
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(30):
-                os.kill(pid, 0)
-                time.sleep(0.1)
-            os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
-        stopped.append(name)
+            send(sig)
+        except ProcessLookupError:
+            return "stopped"
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not same_process(pid, start):
+                return "stopped" if sig == signal.SIGTERM else "killed (did not stop on SIGTERM)"
+            time.sleep(0.05)
+    return "STILL RUNNING after SIGKILL"
+
+
+def stop_recorded_processes(pid_dir: str = PID_DIR) -> dict[str, str]:
+    """Stop the background services (controller, agents, profiler) that recorded their PID,
+    each only while it is verifiably the recorded process. {pid file: what happened}."""
+    outcome: dict[str, str] = {}
+    if not os.path.isdir(pid_dir):
+        return outcome
+    for name in sorted(os.listdir(pid_dir)):
+        path = os.path.join(pid_dir, name)
+        keep = False
         try:
-            os.unlink(path)
-        except OSError:
-            pass
-    return stopped
+            pid, label, start = read_pid_file(path)
+        except (OSError, ValueError) as exc:
+            outcome[name] = f"unreadable ({exc}): nothing signalled"
+        else:
+            if process_start_ticks(pid) is None:
+                outcome[name] = f"{label} (pid {pid}): already gone"
+            elif start is None:
+                outcome[name] = (f"{label} (pid {pid}): the file records no start time, so "
+                                 f"the process cannot be told ours: not signalled")
+            elif not same_process(pid, start):
+                outcome[name] = (f"{label}: pid {pid} now belongs to another process: "
+                                 f"not signalled")
+            else:
+                result = _terminate(pid, start)
+                keep = result.startswith("STILL")
+                outcome[name] = f"{label} (pid {pid}): {result}"
+        if not keep:
+            try:
+                os.unlink(path)
+            except OSError as exc:
+                outcome[name] += f"; {path} not removed ({exc.strerror})"
+    return outcome
 
 
 def clean_testbed(quiet: bool = False, mininet: bool = False) -> dict:
     state = _state()
     bridges = our_bridges(state.get("switches", []))
     names, fallback = set(state.get("nodes", [])) | set(bridges), not state
+    errors: list[str] = []
     report = {
         "processes": stop_recorded_processes(),
-        "containers": remove_containers(),
+        "containers": remove_containers(errors),
         "shells": _kill(node_shells(names, fallback)),
         "bridges": remove_bridges(bridges),
         "interfaces": [i for i in node_interfaces(names, fallback)
@@ -169,27 +224,33 @@ def clean_testbed(quiet: bool = False, mininet: bool = False) -> dict:
     if mininet:
         report["mn -c"] = _run(["mn", "-c"]).returncode == 0
     try:
-        os.unlink(STATE_FILE)
-    except OSError:
+        os.unlink(TESTBED_STATE_FILE)
+    except FileNotFoundError:
         pass
+    except OSError as exc:
+        errors.append(f"{TESTBED_STATE_FILE}: not removed ({exc.strerror})")
+    errors += [f"process {w}" for w in report["processes"].values() if "STILL RUNNING" in w]
+    report["errors"] = errors
     if not quiet:
         for what, items in report.items():
+            if what in ("processes", "errors"):
+                continue
             count = len(items) if isinstance(items, list) else items
             print(f"clean-testbed: {what}: {count}")
+        for name, what in report["processes"].items():
+            print(f"clean-testbed: process {what}")
+        for err in errors:
+            print(f"clean-testbed: ERROR: {err}")
     return report
 
 
 def leftovers() -> dict:
-    """What of ours is still on the machine (used by tests and `make clean-testbed`)."""
+    """What of ours is still on the machine (used by tests and `make clean-testbed`).
+    CleanupError when the Docker engine cannot be asked."""
     state = _state()
     bridges = our_bridges(state.get("switches", []))
     names, fallback = set(state.get("nodes", [])) | set(bridges), not state
-    try:
-        import docker
-        containers = [c.name for c in docker.from_env().containers.list(
-            all=True, filters={"label": "malb"})]
-    except Exception:
-        containers = []
+    containers = [c.name for c in our_containers()]
     return {"containers": containers, "bridges": bridges,
             "interfaces": node_interfaces(names, fallback),
             "namespaces": node_shells(names, fallback)}
@@ -204,4 +265,4 @@ if __name__ == "__main__":
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("clean-testbed: needs root (try: sudo make clean-testbed)")
-    clean_testbed(mininet=args.mininet)
+    raise SystemExit(1 if clean_testbed(mininet=args.mininet)["errors"] else 0)

@@ -17,16 +17,18 @@ Differences from Containernet, all deliberate:
 """
 from __future__ import annotations
 
+import select
 import shutil
 
 import docker
-from mininet.log import debug, info
+from mininet.log import debug, info, warn
 from mininet.node import Host
 
 CONTAINER_PREFIX = "mn."      # the same as Containernet, so `docker ps` reads the same
 PROJECT_LABEL = "malb"
 # Keeps the container alive and exits promptly on SIGTERM (no init process needed).
 KEEPALIVE_CMD = ["bash", "-c", "trap 'exit 0' TERM INT; sleep infinity & wait"]
+SHELL_POLL_MS = 500   # how often a wait for a node's output checks that its shell lives
 
 _client = None
 
@@ -134,6 +136,28 @@ class DockerHost(Host):
     def popen(self, *args, **kwargs):
         kwargs.setdefault("mncmd", [docker_cli(), "exec", "-i", self.cname])
         return super().popen(*args, **kwargs)
+
+    # -- a container that is killed or removed behind Mininet's back ends its shell. Mininet
+    #    keeps the other end of the shell's pty open, so no end of file ever comes and cmd()
+    #    would wait forever in read() (a teardown after a killed container hung there): the
+    #    wait for output is sliced and ends when the shell has gone.
+    def _shell_alive(self) -> bool:
+        return self.shell is not None and self.shell.poll() is None
+
+    def read(self, size=1024):
+        if not self.readbuf:
+            while not select.select([self.stdout.fileno()], [], [], SHELL_POLL_MS / 1000)[0]:
+                if not self._shell_alive():
+                    return ""
+        return super().read(size)
+
+    def monitor(self, timeoutms=None, findPid=True):
+        data = super().monitor(timeoutms, findPid)
+        if self.waiting and not data and not self._shell_alive():
+            warn(f"*** {self.name}: its container's shell has ended (container stopped or "
+                 f"removed); not completed: {self.lastCmd}\n")
+            self.waiting = False
+        return data
 
     def terminate(self):
         super().terminate()

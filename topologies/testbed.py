@@ -17,11 +17,10 @@ import time
 from dataclasses import dataclass, field
 
 from common.config import Config, Instance, check_deployable
+from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
 from topologies.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
 
-STATE_DIR = "/run/malb"
-STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
 SERVICE_DIR = "/opt/malb"
 
 
@@ -216,10 +215,10 @@ class Testbed:
                       [s.name for s in self.cfg.testbed.switches]),
             "servers": [s.name for s in self.cfg.servers],
         }
-        tmp = STATE_FILE + ".tmp"
+        tmp = TESTBED_STATE_FILE + ".tmp"
         with open(tmp, "w") as fh:
             json.dump(state, fh, indent=2)
-        os.replace(tmp, STATE_FILE)
+        os.replace(tmp, TESTBED_STATE_FILE)
 
 
 def disable_tx_offload(pid: int, intf: str) -> None:

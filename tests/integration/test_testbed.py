@@ -11,7 +11,7 @@ import pytest
 from common.config import load_config
 from tests.conftest import PY, ROOT, run_module
 from topologies import backend as backends
-from topologies.cgroups import detect_layout, read_server_limits
+from topologies.cgroups import detect_layout, read_server_cpu_seconds, read_server_limits
 from topologies.check import check_reach, check_testbed
 from topologies.clean import clean_testbed, leftovers
 from topologies.dockerhost import docker_client
@@ -66,12 +66,11 @@ def test_containers_of_a_server_share_its_cpu_share_and_memory_limit():
             parent = docker_client().containers.get("mn." + name).attrs["HostConfig"]["CgroupParent"]
             assert parent.endswith("malb/srv1")
             tb.node(name).cmd("python3 -c 'while True: pass' > /dev/null 2>&1 &")
-        usage_file = "/sys/fs/cgroup/cpuacct/malb/srv1/cpuacct.usage"
         time.sleep(1.0)
-        u0, t0 = int(open(usage_file).read()), time.monotonic()
+        u0, t0 = read_server_cpu_seconds(layout, "srv1"), time.monotonic()
         time.sleep(3.0)
-        u1, t1 = int(open(usage_file).read()), time.monotonic()
-        used_cores = (u1 - u0) / 1e9 / (t1 - t0)
+        u1, t1 = read_server_cpu_seconds(layout, "srv1"), time.monotonic()
+        used_cores = (u1 - u0) / (t1 - t0)
         # three busy loops, one 0.3-core share: the group gets 0.3 cores, not 3 x 0.3
         assert 0.24 <= used_cores <= 0.34, used_cores
     _nothing_left()
@@ -109,6 +108,23 @@ def test_docker_node_offers_containernets_resource_api():
         assert node.cmd("hostname").strip() == "srv1-vid"
         intfs = node.cmd("ls /sys/class/net").split()
         assert sorted(intfs) == ["lo", "srv1-vid-eth0"]
+
+
+def test_a_container_removed_behind_the_testbeds_back_does_not_hang_it():
+    cfg = load_config(overrides={"testbed": {"controller": "none", "clients": 1},
+                                 "servers": {"count": 1}})
+    tb = Testbed(cfg, TestbedOptions(start_services=False)).start()
+    try:
+        docker_client().containers.get("mn.srv1-vid").remove(force=True)
+        started = time.monotonic()
+        out = tb.node("srv1-vid").cmd("echo alive")   # its pty echoes what was written
+        assert time.monotonic() - started < 10 and out.strip() != "alive", out
+        assert tb.node("srv1-ui").cmd("echo alive").strip() == "alive"
+    finally:
+        started = time.monotonic()
+        tb.stop()
+        assert time.monotonic() - started < 60
+    _nothing_left()
 
 
 def test_clean_testbed_removes_what_a_killed_run_left():

@@ -1,0 +1,60 @@
+"""Where the platform keeps its run-time state on this machine, and the records in it.
+
+    /run/malb/testbed.json       the running testbed (topologies/testbed.py writes it,
+                                 topologies/clean.py reads it)
+    /run/malb/pids/<name>.pid    background services the project started (common/procs.py)
+
+A PID file holds ``<pid> <name> <start>``, where start is the process's start time in clock
+ticks since boot (/proc/<pid>/stat, field 22). A PID alone may name some other process once
+ours has ended and the number was reused; cleanup signals a recorded process only while its
+start time still matches.
+"""
+from __future__ import annotations
+
+import os
+
+STATE_DIR = "/run/malb"
+TESTBED_STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
+PID_DIR = os.path.join(STATE_DIR, "pids")
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When the process started (clock ticks since boot), or None when there is none or it
+    has ended (a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces and parentheses
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if fields[:1] == [b"Z"]:
+        return None
+    try:
+        return int(fields[19])      # field 22 of the whole line
+    except (IndexError, ValueError):
+        return None
+
+
+def write_pid_file(name: str, pid: int, pid_dir: str = PID_DIR) -> str:
+    os.makedirs(pid_dir, exist_ok=True)
+    path = os.path.join(pid_dir, f"{name}.pid")
+    with open(path, "w") as fh:
+        fh.write(f"{pid} {name} {process_start_ticks(pid)}\n")
+    return path
+
+
+def read_pid_file(path: str) -> tuple[int, str, int | None]:
+    """(pid, name, start ticks or None when the file does not say). ValueError when the
+    file is not a PID file."""
+    with open(path) as fh:
+        parts = fh.read().split()
+    if not parts or not parts[0].isdigit():
+        raise ValueError(f"{path}: not a PID file")
+    start = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
+    return int(parts[0]), parts[1] if len(parts) > 1 else "?", start
+
+
+def same_process(pid: int, start: int | None) -> bool:
+    """Is the process with this PID still the one that was recorded?"""
+    return start is not None and process_start_ticks(pid) == start
