@@ -17,14 +17,15 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from common.cli import fail, log_level, port_number, positive_float
+from common.cli import ArgumentParser, fail, log_level, port_number, positive_float, \
+    regex
 from common.config import ConfigError, load_config
 from common.httpjson import JsonServer
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m agents", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="python -m agents", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--server", required=True, help="server name (as in the configuration)")
     p.add_argument("--config", help="configuration file (default: $MALB_CONFIG or "
                                     "configs/paper.yaml)")
@@ -36,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     sel.add_argument("--label", action="append", metavar="KEY=VALUE",
                      help="select containers by label (repeatable; default: "
                           "malb.server=<server>)")
-    sel.add_argument("--name-regex", help="select containers whose name matches")
+    sel.add_argument("--name-regex", type=regex, help="select containers whose name matches")
     sel.add_argument("--all", action="store_true", help="every container on this machine")
     p.add_argument("--capacity", choices=("auto", "cgroup", "config", "host"), default="auto",
                    help="what 100%% means: the server's cgroup limits (testbed), the "
@@ -114,14 +115,17 @@ def main(argv=None) -> int:
         fail("--port: required when the server is not in the configuration", code=2)
     network_mbit = args.network_mbit or (server.network_mbit if server else 1000.0)
 
-    from agents.agent import Agent, Selector
+    import docker
+
+    from agents.agent import MAX_PARALLEL, Agent, Selector
     try:
-        agent = Agent(args.server, Selector(labels, args.name_regex),
-                      capacity_function(args.capacity, server, network_mbit),
-                      args.period or cfg.agents.period_s)
-        agent.client.ping()
-    except Exception as exc:
-        fail(f"cannot reach the Docker engine: {exc}")
+        client = docker.from_env(timeout=10, max_pool_size=MAX_PARALLEL)
+        client.ping()
+    except Exception as exc:   # the SDK raises DockerException, requests' errors, OSError
+        fail(f"cannot reach the Docker engine: {type(exc).__name__}: {exc}")
+    agent = Agent(args.server, Selector(labels, args.name_regex and args.name_regex.pattern),
+                  capacity_function(args.capacity, server, network_mbit),
+                  args.period or cfg.agents.period_s, client=client)
     try:
         http = JsonServer((host, port), agent.routes(), name=f"agent-{args.server}")
     except OSError as exc:

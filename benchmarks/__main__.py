@@ -1,11 +1,22 @@
 """All benchmarks: `make bench` (root). Results in results/bench/ (JSON and Markdown);
-the figures quoted in docs/controller.md and docs/profiler.md come from these runs."""
+the figures quoted in docs/controller.md and docs/profiler.md come from these runs.
+
+    sudo .venv/bin/python -m benchmarks      # every benchmark at its default settings
+
+Each benchmark has its own flags: python -m benchmarks.controller --help,
+python -m benchmarks.profiler_period --help.
+"""
+from argparse import RawDescriptionHelpFormatter
 import sys
 
 from benchmarks import controller, profiler_period
+from common.cli import ArgumentParser
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                            formatter_class=RawDescriptionHelpFormatter
+                            ).parse_args(argv)
     status = profiler_period.main([])
     status |= controller.main([])
     return status

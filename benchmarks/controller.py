@@ -17,7 +17,6 @@ Results: results/bench/controller.json and .md (also printed).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -27,7 +26,7 @@ import sys
 import time
 
 from benchmarks.ofcapture import latencies, quantile
-from common.cli import require_root
+from common.cli import ArgumentParser, bounded, choice_list, number_list, require_root
 from common.config import load_config
 from common.procs import ROOT, Service, controller_service
 from topologies.clean import clean_testbed
@@ -143,23 +142,20 @@ def markdown(results: list[dict], command: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rates", default="200,1000", help="offered new flows per second")
-    p.add_argument("--seconds", type=float, default=5.0)
-    p.add_argument("--connect-seconds", type=float, default=5.0)
-    p.add_argument("--workers", type=int, default=8)
+    p = ArgumentParser(prog="python -m benchmarks.controller",
+                       description=__doc__.split("\n")[0])
+    p.add_argument("--rates", type=number_list(float, 0, 100000, lo_open=True),
+                   default=[200.0, 1000.0], help="offered new flows per second")
+    p.add_argument("--seconds", type=bounded(float, 0, 3600, lo_open=True), default=5.0)
+    p.add_argument("--connect-seconds", type=bounded(float, 0, 3600, lo_open=True),
+                   default=5.0)
+    p.add_argument("--workers", type=bounded(int, 1, 256), default=8)
     p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
-    p.add_argument("--apps", default=",".join(APPS))
+    p.add_argument("--apps", type=choice_list(APPS), default=list(APPS))
     p.add_argument("--keep-pcap", action="store_true", help="keep the captures in --out")
     args = p.parse_args(argv)
     require_root("the controller benchmark")
-    try:
-        rates = [float(x) for x in args.rates.split(",")]
-    except ValueError:
-        p.error(f"--rates: expected numbers separated by commas, got {args.rates!r}")
-    apps = args.apps.split(",")
-    if set(apps) - set(APPS):
-        p.error(f"--apps: choose from {', '.join(APPS)}")
+    rates, apps = args.rates, args.apps
     os.makedirs(args.out, exist_ok=True)
     clean_testbed(quiet=True)
     results = []

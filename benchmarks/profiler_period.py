@@ -54,7 +54,6 @@ figures are the ones to read for the worker's lag.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -70,6 +69,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from agents.dockerstats import Capacity, server_totals
+from common.cli import ArgumentParser, bounded, choice_list, non_negative_float, number_list
 from common.config import parse_config
 from profiler import predictors
 from profiler.model import ProfilerModel
@@ -721,50 +721,20 @@ def render_markdown(doc: dict) -> str:
 
 # ---------------------------------------------------------------------------- CLI
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
-def _modes(text: str) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise argparse.ArgumentTypeError(f"unknown mode {bad[0] if bad else text!r} "
-                                         f"(choose from {', '.join(MODES)})")
-    return modes
-
-
-def _count(lo: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {v}")
-        return v
-    return parse
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.profiler_period",
-                                 description="Time one profiler period for N microservices.")
-    ap.add_argument("--sizes", type=_int_list, default=list(DEFAULT_SIZES),
+    ap = ArgumentParser(prog="python -m benchmarks.profiler_period",
+                        description="Time one profiler period for N microservices.")
+    ap.add_argument("--sizes", type=number_list(int, 1, 99999), default=list(DEFAULT_SIZES),
                     help="numbers of microservices (default 10,100,1000)")
-    ap.add_argument("--periods", type=_count(1), default=DEFAULT_PERIODS,
+    ap.add_argument("--periods", type=bounded(int, 1), default=DEFAULT_PERIODS,
                     help=f"measured periods per size and mode (default {DEFAULT_PERIODS})")
-    ap.add_argument("--warmup", type=_count(0), default=None,
+    ap.add_argument("--warmup", type=bounded(int, 0), default=None,
                     help="unmeasured periods first (default: the predictor's window)")
-    ap.add_argument("--modes", type=_modes, default=list(MODES),
+    ap.add_argument("--modes", type=choice_list(MODES), default=list(MODES),
                     help=f"comma-separated, from {', '.join(MODES)} (default all)")
-    ap.add_argument("--inline-wave-budget-s", type=float, default=DEFAULT_WAVE_BUDGET_S,
+    ap.add_argument("--inline-wave-budget-s", type=non_negative_float,
+                    default=DEFAULT_WAVE_BUDGET_S,
                     help="arma-inline: when one refit wave would take longer, measure the "
                          "periods before it and estimate the wave period (default "
                          f"{DEFAULT_WAVE_BUDGET_S:g}; 0 = always measure)")

@@ -3,10 +3,20 @@ everywhere, bad values end with one clear line and a non-zero exit code, not a t
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 
 from common.config import CONFIG_ENV_VAR, ConfigError, load_config
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line: what is wrong, and where the usage is;
+    exit code 2. Subcommands inherit it."""
+
+    def error(self, message: str) -> "NoReturn":  # noqa: F821
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def fail(message: str, code: int = 1) -> "NoReturn":  # noqa: F821
@@ -20,24 +30,36 @@ def require_root(what: str) -> None:
              f"run it with sudo", code=1)
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, kind):
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text[:40]!r}")
     return value
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
+def bounded(kind=float, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False):
+    """An argparse type: a number of `kind` (int or float, finite) within [lo, hi]
+    ((lo, hi] with lo_open)."""
+    def parse(text: str):
+        value = _number(text, kind)
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(
+                "must be positive" if (lo_open and lo == 0) else
+                f"must be {'above' if lo_open else 'at least'} {lo:g}, got {value:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi:g}, got {value:g}")
+        return value
+    return parse
+
+
+positive_int = bounded(int, 1)
+positive_float = bounded(float, 0, lo_open=True)
+non_negative_float = bounded(float, 0)
 
 
 def port_number(text: str) -> int:
@@ -47,6 +69,48 @@ def port_number(text: str) -> int:
     return value
 
 
+def number_list(kind=float, lo: float | None = None, hi: float | None = None,
+                lo_open: bool = False, length: int | None = None):
+    """An argparse type: comma-separated numbers, each as `bounded` checks it; at least one
+    (exactly `length` when given)."""
+    one = bounded(kind, lo, hi, lo_open)
+
+    def parse(text: str) -> list:
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        if not items or (length is not None and len(items) != length):
+            n = f"{length} numbers" if length else "numbers"
+            raise argparse.ArgumentTypeError(f"expected {n} separated by commas, "
+                                             f"got {text[:40]!r}")
+        out = []
+        for item in items:
+            try:
+                out.append(one(item))
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{item[:40]!r}: {exc}") from None
+        return out
+    return parse
+
+
+def choice_list(choices):
+    """An argparse type: comma-separated names, each one of `choices`, at least one."""
+    def parse(text: str) -> list[str]:
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in items if x not in choices]
+        if not items or bad:
+            raise argparse.ArgumentTypeError(
+                f"choose from {', '.join(choices)}, got {(bad[0] if bad else text)[:40]!r}")
+        return items
+    return parse
+
+
+def regex(text: str):
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression ({exc}): "
+                                         f"{text[:40]!r}") from None
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -54,6 +118,17 @@ def log_level(text: str) -> str:
     if text.upper() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"one of {', '.join(LOG_LEVELS)}, got {text!r}")
     return text.upper()
+
+
+def flag_config_error(exc: Exception, flag_of_field: dict[str, str]) -> str:
+    """A configuration error caused by command-line flags, with the flag named: the first
+    flag whose field (a substring of the field path) the message starts with."""
+    message = str(exc)
+    field = message.split(": ")[-2] if message.count(": ") >= 1 else ""
+    for part, flag in flag_of_field.items():
+        if part in field:
+            return f"{flag}: {field}: {message.split(': ')[-1]}"
+    return f"configuration: {message}"
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:

@@ -613,32 +613,52 @@ def check_deployable(cfg: Config) -> None:
                           f"{len(cfg.microservices)}")
 
 
-def load_config(path: str | None = None, overrides: dict | None = None) -> Config:
-    """Load and validate a YAML file (default: $MALB_CONFIG, else configs/paper.yaml).
+def config_path(path: str | None = None) -> str:
+    """The file to read: the one given, else $MALB_CONFIG, else configs/paper.yaml."""
+    return path or os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
 
-    ``overrides`` is merged section by section on top of the file (used by command-line
-    flags such as ``--servers``)."""
+
+def load_config_data(path: str | None = None) -> dict:
+    """The YAML mapping of a configuration file (default as config_path says), unvalidated:
+    for tools that change a few fields before validating the whole (experiments)."""
     import yaml  # PyYAML comes with Ryu; imported here so pure users need not have it
 
-    path = path or os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
+    path = config_path(path)
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
-    for section, values in (overrides or {}).items():
-        if isinstance(values, dict) and isinstance(data.get(section), dict):
-            data[section] = {**data[section], **values}
-        else:
-            data[section] = values
-    # Relative paths in the file (history) are relative to the repository root.
+    return data
+
+
+def parse_config_file_data(data: dict, path: str) -> Config:
+    """Validate a mapping read from ``path`` (relative paths in it, such as the history,
+    are relative to the repository root)."""
     base_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         return parse_config(data, source=os.path.abspath(path), base_dir=base_dir)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def load_config(path: str | None = None, overrides: dict | None = None) -> Config:
+    """Load and validate a YAML file (default: $MALB_CONFIG, else configs/paper.yaml).
+
+    ``overrides`` is merged section by section on top of the file (used by command-line
+    flags such as ``--servers``)."""
+    path = config_path(path)
+    data = load_config_data(path)
+    for section, values in (overrides or {}).items():
+        if isinstance(values, dict) and isinstance(data.get(section), dict):
+            data[section] = {**data[section], **values}
+        else:
+            data[section] = values
+    return parse_config_file_data(data, path)

@@ -19,18 +19,18 @@ import csv
 import datetime
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 
-import yaml
-
-from common.cli import fail, positive_float, positive_int, require_root
+from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_error, \
+    positive_float, positive_int, require_root
 from common import config
-from common.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from common.config import ConfigError, check_deployable, config_path, load_config_data, \
+    parse_config_file_data
 from experiments import evaluation, report
 from experiments.stack import Stack
+from profiler.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = ("srr", "ln", "malb")     # the run order: the baselines first
@@ -68,8 +68,7 @@ def workload_spec(cfg, opts, seed: int) -> dict:
 
 
 def config_data(opts) -> dict:
-    with open(opts.config or DEFAULT_CONFIG_PATH) as fh:
-        data = yaml.safe_load(fh) or {}
+    data = load_config_data(opts.config)
     data.setdefault("testbed", {}).update(clients=opts.clients, host_bw_mbit=opts.host_bw)
     data["servers"] = {"count": opts.servers, "cpu": opts.server_cpu,
                        "memory": f"{opts.server_memory}m", "network_mbit": opts.host_bw}
@@ -80,16 +79,12 @@ def config_data(opts) -> dict:
 
 def read_server_samples(history: str, t0: float, t1: float) -> dict[float, dict[str, dict]]:
     """{t: {server: {cpu, mem, net}}} from the profiler's history, fresh samples only."""
-    db = sqlite3.connect(f"file:{history}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT t, server, cpu, mem, net FROM server_samples "
-                          "WHERE t >= ? AND t <= ? AND (stale = 0 OR stale IS NULL) "
-                          "ORDER BY t", (t0, t1)).fetchall()
-    finally:
-        db.close()
+    with HistoryStore.open_read_only(history) as store:
+        rows = store.rows("server_samples", ("server", "cpu", "mem", "net", "stale"), t0, t1)
     samples: dict[float, dict[str, dict]] = {}
-    for t, server, cpu, mem, net in rows:
-        samples.setdefault(t, {})[server] = {"cpu": cpu, "mem": mem, "net": net}
+    for t, server, cpu, mem, net, stale in rows:
+        if not stale:
+            samples.setdefault(t, {})[server] = {"cpu": cpu, "mem": mem, "net": net}
     return samples
 
 
@@ -240,15 +235,16 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), respons
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m experiments.lb_comparison", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--policies", default=",".join(POLICIES), help="default srr,ln,malb")
+    p = ArgumentParser(prog="python -m experiments.lb_comparison", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--policies", type=choice_list(POLICIES), default=list(POLICIES),
+                   help="default srr,ln,malb")
     p.add_argument("--runs", type=positive_int, help="runs per policy (default 1; --paper 10)")
     p.add_argument("--phase-seconds", type=positive_float,
                    help="length of each of the three phases (default 35; --paper 600)")
     p.add_argument("--peak-rate", type=positive_float, default=1.5,
                    help="requests per second in the stable phase, all classes (default 1.5)")
-    p.add_argument("--low-fraction", type=positive_float, default=0.25,
+    p.add_argument("--low-fraction", type=bounded(float, 0, 1, lo_open=True), default=0.25,
                    help="start/end rate as a fraction of the peak (default 0.25)")
     p.add_argument("--servers", type=positive_int, default=4)
     p.add_argument("--clients", type=positive_int, default=2)
@@ -279,20 +275,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Which flag sets a configuration field, to name it in an error.
+FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
+                 ".memory": "--server-memory", "network_mbit": "--host-bw",
+                 "host_bw_mbit": "--host-bw", "period_s": "--period",
+                 "testbed.clients": "--clients"}
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    policies = [x for x in args.policies.split(",") if x]
-    if not policies or set(policies) - set(POLICIES):
-        fail(f"--policies: choose from {', '.join(POLICIES)}, got {args.policies!r}", code=2)
-    if args.low_fraction > 1:
-        fail("--low-fraction: must be at most 1", code=2)
+    policies = args.policies
     args.runs = args.runs or (10 if args.paper else 1)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else 35.0)
-    require_root("the comparison")
+    # Everything the runs will use is validated before anything starts.
     try:
-        load_config(args.config)
+        check_deployable(parse_config_file_data(config_data(args), config_path(args.config)))
     except ConfigError as exc:
-        fail(f"configuration: {exc}", code=2)
+        fail(flag_config_error(exc, FLAG_OF_FIELD), code=2)
+    require_root("the comparison")
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)

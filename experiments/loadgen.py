@@ -179,6 +179,52 @@ async def run(spec: dict, client: int, clients: int, out, start_at: float, timeo
     return {"client": client, "planned": len(plan), **done}
 
 
+def _finite(value, where: str, lo: float = 0.0, lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or (value <= lo if lo_open else value < lo):
+        raise ValueError(f"{where}: expected a finite number {'>' if lo_open else '>='} "
+                         f"{lo:g}, got {str(value)[:40]!r}")
+    return float(value)
+
+
+def validate_spec(spec) -> None:
+    """Check a workload spec completely (ValueError naming the field) before any request."""
+    if not isinstance(spec, dict):
+        raise ValueError("spec: expected a JSON object with phases and classes")
+    unknown = set(spec) - {"seed", "arrivals", "phases", "classes"}
+    if unknown:
+        raise ValueError(f"{sorted(unknown)[0]}: unknown field")
+    if spec.get("arrivals", "poisson") not in ("poisson", "uniform"):
+        raise ValueError(f"arrivals: 'uniform' or 'poisson', got {spec['arrivals']!r}")
+    if not isinstance(spec.get("seed", 1), int):
+        raise ValueError(f"seed: expected an integer, got {spec['seed']!r}")
+    phases, classes = spec.get("phases"), spec.get("classes")
+    if not isinstance(phases, list) or not phases:
+        raise ValueError("phases: expected a non-empty list")
+    for k, ph in enumerate(phases):
+        if not isinstance(ph, dict) or not isinstance(ph.get("name"), str):
+            raise ValueError(f"phases[{k}]: expected an object with a name")
+        _finite(ph.get("seconds"), f"phases[{k}].seconds", lo_open=True)
+        for key in ("from", "to"):
+            _finite(ph.get(key), f"phases[{k}].{key}")
+    if not isinstance(classes, list) or not classes:
+        raise ValueError("classes: expected a non-empty list")
+    for k, c in enumerate(classes):
+        if not isinstance(c, dict):
+            raise ValueError(f"classes[{k}]: expected an object")
+        for key in ("name", "host", "path"):
+            if not isinstance(c.get(key), str) or not c[key]:
+                raise ValueError(f"classes[{k}].{key}: expected a non-empty string")
+        if not c["path"].startswith("/") or any(ch in c["path"] for ch in "\r\n "):
+            raise ValueError(f"classes[{k}].path: expected an absolute path without spaces")
+        port = c.get("port")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"classes[{k}].port: expected a port number, got {port!r}")
+        _finite(c.get("weight"), f"classes[{k}].weight")
+    if sum(float(c["weight"]) for c in classes) <= 0:
+        raise ValueError("classes: at least one class with a positive weight")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--spec", required=True)
@@ -190,10 +236,23 @@ def main(argv=None) -> int:
                    help="seconds without any data before a request fails")
     p.add_argument("--progress", type=float, default=10.0)
     args = p.parse_args(argv)
-    if not 0 <= args.client < args.clients:
-        p.error("--client must be in [0, --clients)")
-    with open(args.spec) as fh:
-        spec = json.load(fh)
+    if args.clients < 1 or not 0 <= args.client < args.clients:
+        p.error("--client must be in [0, --clients) and --clients at least 1")
+    for flag, value, lo_open in (("--start-at", args.start_at, False),
+                                 ("--timeout", args.timeout, True),
+                                 ("--progress", args.progress, False)):
+        try:
+            _finite(value, flag, lo_open=lo_open)
+        except ValueError as exc:
+            p.error(str(exc))
+    try:
+        with open(args.spec) as fh:
+            spec = json.load(fh)
+        validate_spec(spec)
+    except OSError as exc:
+        p.error(f"--spec {args.spec}: {exc.strerror}")
+    except ValueError as exc:     # JSON errors too
+        p.error(f"--spec {args.spec}: {exc}")
     with open(args.out, "w", newline="") as out:
         summary = asyncio.run(run(spec, args.client, args.clients, out, args.start_at,
                                   args.timeout, args.progress))

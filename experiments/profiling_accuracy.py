@@ -42,11 +42,12 @@ import csv
 import json
 import math
 import os
-import sqlite3
 import sys
 from numbers import Real
 from typing import Iterable, Sequence
 
+from common.cli import ArgumentParser, bounded, choice_list, number_list, positive_float, \
+    positive_int
 from profiler.predictors import Arma, RollingMean, walk_forward_mse
 
 RESOURCES = ("cpu", "mem", "net")
@@ -221,22 +222,12 @@ def _load_csv(path: str) -> dict:
 
 
 def _load_sqlite(path: str) -> dict:
-    # Read-only: never create, migrate or checkpoint someone's history (the profiler may be
-    # writing it right now; WAL lets us read alongside).
+    from profiler.store import HistoryStore
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise InputError(f"{path}: cannot open as SQLite: {exc}") from None
-    try:
-        rows = db.execute("SELECT t, microservice, cpu, mem, net FROM microservice_samples "
-                          "ORDER BY t, rowid").fetchall()
-    except sqlite3.DatabaseError as exc:
-        msg = str(exc)
-        if "no such table" in msg:
-            msg = "no microservice_samples table (not a MALB profiler history?)"
-        raise InputError(f"{path}: {msg}") from None
-    finally:
-        db.close()
+        with HistoryStore.open_read_only(path) as store:
+            rows = store.rows("microservice_samples", ("microservice", "cpu", "mem", "net"))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     out: dict = {}
     for t, ms, *values in rows:
         for r, v in zip(RESOURCES, values):
@@ -430,36 +421,6 @@ def write_outputs(rows: list[dict], out_dir: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- CLI
 
-def _windows_arg(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"windows must be >= 1, got {text!r}")
-    return values
-
-
-def _order_arg(text: str) -> tuple[int, int]:
-    try:
-        p, q = (int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected P,Q, got {text!r}")
-    if p < 0 or q < 0:
-        raise argparse.ArgumentTypeError(f"expected P,Q >= 0, got {text!r}")
-    return p, q
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
-
-
 def _cmd_analyse(args, fail) -> int:
     try:
         series = load_history(args.history)
@@ -512,12 +473,9 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
     of it: controller, agents, profiler), and return (history path, phases)."""
     import time
 
-    import yaml
-
-    from common.config import DEFAULT_CONFIG_PATH
+    from common.config import load_config_data
     from experiments.stack import Stack
-    with open(config_path or DEFAULT_CONFIG_PATH) as fh:
-        data = yaml.safe_load(fh)
+    data = load_config_data(config_path)
     data.setdefault("profiler", {}).update(period_s=period_s)
     history = os.path.join(os.path.abspath(out_dir), "history.sqlite")
     phases = []
@@ -545,13 +503,16 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
 
 
 def _cmd_live(args, fail) -> int:
-    import os as _os
-    if _os.geteuid() != 0:
-        return fail("live runs need root (Open vSwitch, Docker, namespaces)")
-    names = [m for m in args.microservices.split(",") if m]
-    unknown = [m for m in names if m not in LIVE_REQUESTS]
-    if not names or unknown:
-        return fail(f"--microservices: choose from {', '.join(LIVE_REQUESTS)}")
+    from common.config import ConfigError, check_deployable, load_config
+    try:
+        check_deployable(load_config(args.config, {"profiler": {"period_s": args.period}}))
+    except ConfigError as exc:
+        return fail(f"configuration: {exc}")
+    if os.geteuid() != 0:
+        print(f"error: live runs need root (Open vSwitch, Docker, namespaces); run it with "
+              f"sudo", file=sys.stderr)
+        return 1
+    names = args.microservices
     history, phases = run_live(args.out, names, args.phase_seconds, args.period,
                                args.rate_from, args.rate_to, args.seed, args.config)
     rows = analyse(load_history(history), phases, args.rm_windows, args.arma_windows,
@@ -563,9 +524,9 @@ def _cmd_live(args, fail) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI: one subparser per subcommand (``analyse``; more can be added here)."""
-    ap = argparse.ArgumentParser(prog="python -m experiments.profiling_accuracy",
-                                 description="Scenario 1: accuracy of the profiler's "
-                                             "RM and ARMA predictions per workload phase.")
+    ap = ArgumentParser(prog="python -m experiments.profiling_accuracy",
+                        description="Scenario 1: accuracy of the profiler's "
+                                    "RM and ARMA predictions per workload phase.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
     an = sub.add_parser("analyse", help="MSE per microservice, resource, phase and predictor "
                                         "from a recorded history",
@@ -577,12 +538,13 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--phases", required=True, help="JSON list of {microservice, phase, "
                                                     "start, end}")
     an.add_argument("--out", required=True, help="output directory (mse.csv, mse.md, mse.png)")
-    an.add_argument("--rm-windows", type=_windows_arg, default=RM_WINDOWS,
+    an.add_argument("--rm-windows", type=number_list(int, 1), default=RM_WINDOWS,
                     help="default 2,5,10 (the paper's)")
-    an.add_argument("--arma-windows", type=_windows_arg, default=ARMA_WINDOWS,
+    an.add_argument("--arma-windows", type=number_list(int, 1), default=ARMA_WINDOWS,
                     help="default 20,50,100 (the paper's)")
-    an.add_argument("--arma-order", type=_order_arg, default=ARMA_ORDER, help="P,Q (default 2,1)")
-    an.add_argument("--refit-every", type=_positive_int, default=ARMA_REFIT_EVERY,
+    an.add_argument("--arma-order", type=number_list(int, 0, 10, length=2), default=ARMA_ORDER,
+                    help="P,Q (default 2,1)")
+    an.add_argument("--refit-every", type=positive_int, default=ARMA_REFIT_EVERY,
                     help="ARMA refit interval in samples (default 10; not stated in the paper)")
     an.add_argument("--score", choices=SCORES, default="full",
                     help="full: score predictions made with a full window (default); "
@@ -593,14 +555,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Each microservice type on its own through increasing, "
                                     "stable and decreasing load; then the MSE tables.")
     lv.add_argument("--out", required=True, help="output directory")
-    lv.add_argument("--microservices", default="video,ui,backend")
-    lv.add_argument("--phase-seconds", type=float, default=120.0,
+    lv.add_argument("--microservices", type=choice_list(tuple(LIVE_REQUESTS)),
+                    default=list(LIVE_REQUESTS))
+    lv.add_argument("--phase-seconds", type=positive_float, default=120.0,
                     help="length of each phase (default 120; the paper: 600)")
-    lv.add_argument("--period", type=float, default=1.0,
+    lv.add_argument("--period", type=bounded(float, 0.1, 3600), default=1.0,
                     help="profiler period in seconds (default 1, so a 120 s phase holds "
                          "enough samples for ARMA w=100; the paper: 3)")
-    lv.add_argument("--rate-from", type=float, default=1.0, help="requests/s (paper: 1)")
-    lv.add_argument("--rate-to", type=float, default=3.0, help="requests/s (paper: 3)")
+    lv.add_argument("--rate-from", type=positive_float, default=1.0,
+                    help="requests/s (paper: 1)")
+    lv.add_argument("--rate-to", type=positive_float, default=3.0, help="requests/s (paper: 3)")
     lv.add_argument("--seed", type=int, default=1)
     lv.add_argument("--config", help="base configuration (default configs/paper.yaml)")
     for a in an._actions:

@@ -16,13 +16,14 @@ import signal
 import sys
 import threading
 
-from common.cli import fail, log_level, port_number, positive_float, positive_int
+from common.cli import ArgumentParser, fail, log_level, port_number, positive_float, \
+    positive_int
 from common.config import ConfigError, load_config
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m profiler", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="python -m profiler", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", nargs="?", choices=("serve", "export"), default="serve")
     p.add_argument("--config", help="configuration file")
     p.add_argument("--host", help="listen address (default: profiler.listen_host)")
@@ -56,9 +57,17 @@ def main(argv=None) -> int:
     if args.action == "export":
         if not args.out:
             fail("export: --out DIRECTORY is required", code=2)
-        with HistoryStore(cfg.profiler.history_path, cfg.profiler.retention_s) as store:
-            for path in store.export_csv(args.out):
-                print(path)
+        try:
+            store = HistoryStore.open_read_only(cfg.profiler.history_path)
+        except ValueError as exc:
+            fail(f"export: {exc} (give --history FILE, or profiler.history_path)", code=2)
+        with store:
+            try:
+                paths = store.export_csv(args.out)
+            except OSError as exc:
+                fail(f"export: --out {args.out}: {exc.strerror}", code=2)
+        for path in paths:
+            print(path)
         return 0
 
     from common.httpjson import JsonServer

@@ -100,21 +100,52 @@ class HistoryStore:
     are removed by :meth:`prune`, which the caller runs periodically.
     """
 
-    def __init__(self, path: str, retention_s: float) -> None:
+    def __init__(self, path: str, retention_s: float, read_only: bool = False) -> None:
         if isinstance(retention_s, bool) or not isinstance(retention_s, Real) \
                 or not retention_s > 0:
             raise ValueError(f"retention_s: expected a number > 0, got {retention_s!r}")
         self.path = path
         self.retention_s = float(retention_s)
+        self.read_only = read_only
+        self._lock = threading.Lock()
+        if read_only:
+            self._db = self._open_read_only(path)
+            return
         if path != ":memory:" and os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        self._lock = threading.Lock()
         # isolation_level=None: no implicit transactions; _write opens them explicitly.
         self._db: sqlite3.Connection | None = sqlite3.connect(
             path, check_same_thread=False, isolation_level=None, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._create_tables()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._create_tables()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise ValueError(f"{path}: not a history database ({exc})") from None
+
+    @classmethod
+    def open_read_only(cls, path: str) -> "HistoryStore":
+        """An existing history, for reading: never created, migrated or checkpointed (the
+        profiler may be writing it right now; WAL lets readers in alongside). ValueError
+        naming the file when it is missing or not a history."""
+        return cls(path, retention_s=1.0, read_only=True)
+
+    @staticmethod
+    def _open_read_only(path: str) -> sqlite3.Connection:
+        if not os.path.isfile(path):
+            raise ValueError(f"{path}: no such history file")
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False,
+                                 isolation_level=None)
+            names = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"{path}: not a SQLite history ({exc})") from None
+        if not names & set(TABLES):
+            db.close()
+            raise ValueError(f"{path}: no history tables (not a MALB profiler history?)")
+        return db
 
     # -- schema ---------------------------------------------------------------
 
@@ -227,7 +258,8 @@ class HistoryStore:
         with self._lock:
             if self._db is None:
                 return
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            if not self.read_only:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
             self._db.close()
             self._db = None
 
@@ -274,6 +306,28 @@ class HistoryStore:
             args += (_time(since),)
         rows = self._query(sql + " ORDER BY t, rowid", args)
         return [(t, None if v is None else float(v)) for t, v in rows]
+
+    def rows(self, table: str, columns: Iterable[str], since: float | None = None,
+             until: float | None = None) -> list[tuple]:
+        """(t, *columns) of every row of a table with since <= t <= until, by time."""
+        if table not in TABLES:
+            raise ValueError(f"table: expected one of {sorted(TABLES)}, got {table!r}")
+        columns = list(columns)
+        unknown = set(columns) - {c for c, _ in TABLES[table]}
+        if unknown:
+            raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
+        sql = f"SELECT {', '.join(['t', *columns])} FROM {table} WHERE 1 = 1"
+        args: tuple = ()
+        if since is not None:
+            sql += " AND t >= ?"
+            args += (_time(since),)
+        if until is not None:
+            sql += " AND t <= ?"
+            args += (_time(until),)
+        try:
+            return self._query(sql + " ORDER BY t, rowid", args)
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"{self.path}: {table}: {exc}") from None
 
     def counts(self) -> dict[str, int]:
         """Number of rows in each table."""

@@ -8,21 +8,82 @@ from tests.conftest import run_module
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
 
 
-@pytest.mark.parametrize("args, expected", [
+BAD_SPEC = '{"phases": [{"name": "a", "seconds": -1, "from": 1, "to": 1}], "classes": []}'
+
+# Every command, with bad input: (arguments, what the error must say). {tmp} is a fresh
+# directory; {out} a path inside it that must not exist afterwards (nothing started).
+BAD_INVOCATIONS = [
     (["topologies", "up", "--servers", "abc"], "expected a whole number"),
     (["topologies", "up", "--servers", "0"], "must be at least 1"),
     (["topologies", "up", "--datapath", "turbo"], "invalid choice: 'turbo'"),
     (["topologies", "frobnicate"], "invalid choice: 'frobnicate'"),
     (["topologies", "up", "--trunk-bw", "-3"], "must be positive"),
+    (["topologies", "check", "--server-cpu", "nan"], "expected a finite number"),
     (["agents", "--server", "srv1", "--port", "70000"], "at most 65535"),
     (["agents", "--server", "srv1", "--log-level", "chatty"], "one of DEBUG"),
+    (["agents", "--server", "srv1", "--name-regex", "("], "not a regular expression"),
+    (["agents", "--server", "nosuch"], "--server nosuch: not in"),
     (["profiler", "--port", "0"], "must be at least 1"),
-])
-def test_bad_flags(args, expected):
-    res = run_module(*args)
-    assert res.returncode == 2
-    assert expected in res.stderr
+    (["profiler", "--period", "nan"], "expected a finite number"),
+    (["profiler", "--window", "0"], "must be at least 1"),
+    (["profiler", "export", "--history", "{tmp}/none.sqlite"], "export: --out DIRECTORY"),
+    (["profiler", "export", "--history", "{tmp}/none.sqlite", "--out", "{out}"],
+     "no such history file"),
+    (["experiments.lb_comparison", "--servers", "120", "--out", "{out}"],
+     "--servers: servers.count: must be <= 99"),
+    (["experiments.lb_comparison", "--period", "0.05", "--out", "{out}"],
+     "--period: controller.monitoring_period_s: must be >= 0.1"),
+    (["experiments.lb_comparison", "--server-memory", "3", "--out", "{out}"],
+     "--server-memory: servers[0].memory: must be at least 6 MB"),
+    (["experiments.lb_comparison", "--host-bw", "0.01", "--out", "{out}"],
+     "--host-bw: testbed.host_bw_mbit: must be >= 0.1"),
+    (["experiments.lb_comparison", "--policies", "srr,best", "--out", "{out}"],
+     "choose from srr, ln, malb, got 'best'"),
+    (["experiments.lb_comparison", "--low-fraction", "2", "--out", "{out}"], "at most 1"),
+    (["experiments.lb_comparison", "--config", "{tmp}/none.yaml", "--out", "{out}"],
+     "configuration file not found"),
+    (["experiments.profiling_accuracy", "live", "--out", "{out}", "--period", "0.01"],
+     "must be at least 0.1"),
+    (["experiments.profiling_accuracy", "live", "--out", "{out}", "--microservices", "db"],
+     "choose from video, ui, backend, got 'db'"),
+    (["experiments.profiling_accuracy", "live", "--out", "{out}", "--phase-seconds", "-1"],
+     "must be positive"),
+    (["experiments.profiling_accuracy", "analyse", "--history", "h", "--phases", "p",
+      "--out", "{out}", "--rm-windows", "2,0"], "'0': must be at least 1"),
+    (["experiments.loadgen", "--spec", "{tmp}/none.json", "--out", "{out}"],
+     "No such file or directory"),
+    (["experiments.loadgen", "--spec", "{tmp}/bad.json", "--out", "{out}"],
+     "phases[0].seconds: expected a finite number > 0"),
+    (["experiments.loadgen", "--spec", "{tmp}/bad.json", "--out", "{out}", "--client", "2",
+      "--clients", "2"], "--client must be in [0, --clients)"),
+    (["experiments.loadgen", "--spec", "{tmp}/bad.json", "--out", "{out}", "--timeout",
+      "0"], "--timeout: expected a finite number > 0"),
+    (["benchmarks.controller", "--rates", "abc", "--out", "{out}"], "expected a number"),
+    (["benchmarks.controller", "--rates", "200,0", "--out", "{out}"], "must be positive"),
+    (["benchmarks.controller", "--apps", "nginx", "--out", "{out}"],
+     "choose from malb, simple_switch_13"),
+    (["benchmarks.controller", "--workers", "0", "--out", "{out}"], "must be at least 1"),
+    (["benchmarks.profiler_period", "--sizes", "0", "--out", "{out}"], "must be at least 1"),
+    (["benchmarks.profiler_period", "--modes", "fast", "--out", "{out}"], "choose from"),
+    (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
+]
+
+
+@pytest.mark.parametrize("args, expected", BAD_INVOCATIONS,
+                         ids=[" ".join(a)[:60] for a, _ in BAD_INVOCATIONS])
+def test_bad_invocations_exit_2_with_one_line_and_start_nothing(tmp_path, args, expected):
+    (tmp_path / "bad.json").write_text(BAD_SPEC)
+    out = tmp_path / "out"
+    argv = [a.format(tmp=tmp_path, out=out) for a in args]
+    res = run_module(*argv)
+    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-2000:])
+    assert expected in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    if not argv[0].startswith("experiments.loadgen"):   # stdlib argparse: usage, then error
+        assert len(lines) == 1, res.stderr
+    assert "error" in lines[-1]
+    assert not out.exists(), "a command that refused its input still made its output"
 
 
 @root_only
