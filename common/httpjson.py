@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import socket
 import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+
+log = logging.getLogger("malb.http")
 
 
 class HttpError(RuntimeError):
@@ -110,7 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as exc:
             status, payload = 400, {"error": str(exc)}
         except Exception as exc:  # a bug must not kill the server; say what happened
-            status, payload = 500, {"error": f"{type(exc).__name__}: {exc}"}
+            log.exception("%s: %s %s failed", self.server.name, method, path)
+            status, payload = 500, {"error": f"internal error ({type(exc).__name__}); "
+                                             f"the server's log has the details"}
         self._send(status, payload)
 
     def _send(self, status: int, payload) -> None:

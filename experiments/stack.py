@@ -21,6 +21,7 @@ import yaml
 
 from common.config import load_config
 from common.procs import Service, controller_service, python_service
+from common.state import process_start_ticks, same_process
 from topologies.testbed import Testbed, TestbedOptions
 
 LOADGEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loadgen.py")
@@ -43,6 +44,7 @@ class Stack:
         self.controller: Service | None = None
         self.agents: dict[str, Service] = {}
         self.profiler: Service | None = None
+        self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "Stack":
@@ -122,23 +124,47 @@ class Stack:
         clients = [self.testbed.node(c.name) for c in self.cfg.testbed.clients]
         for k, cli in enumerate(clients):
             name = self._loadgen_name(tag, k)
-            cli.cmd(f"{sys.executable} {LOADGEN} --spec {spec_path} --client {k} "
-                    f"--clients {len(clients)} --out {self.run_dir}/requests-{name}.csv "
-                    f"--start-at {t0} --progress 0"
-                    + (f" --timeout {timeout_s:g}" if timeout_s else "") +
-                    f" > {self.run_dir}/loadgen-{name}.json"
-                    f" 2> {self.run_dir}/loadgen-{name}.log &")
+            out = cli.cmd(f"{sys.executable} {LOADGEN} --spec {spec_path} --client {k} "
+                          f"--clients {len(clients)} --out {self.run_dir}/requests-{name}.csv "
+                          f"--start-at {t0} --progress 0"
+                          + (f" --timeout {timeout_s:g}" if timeout_s else "") +
+                          f" > {self.run_dir}/loadgen-{name}.json"
+                          f" 2> {self.run_dir}/loadgen-{name}.log & echo $!")
+            pid = int(out.strip().split()[-1])
+            self.loadgens[name] = (pid, process_start_ticks(pid))
 
     def loadgen_summaries(self, tag: str = "") -> list[dict]:
-        """The summaries of the clients whose load generator has finished."""
+        """The summaries of the clients whose load generator has finished. RuntimeError
+        when one ended without a summary (it crashed): waiting on would only reach the
+        deadline."""
         out = []
         for k in range(len(self.cfg.testbed.clients)):
-            try:
-                with open(f"{self.run_dir}/loadgen-{self._loadgen_name(tag, k)}.json") as fh:
-                    out.append(json.loads(fh.read().strip().splitlines()[-1]))
-            except (OSError, ValueError, IndexError):
-                pass
+            name = self._loadgen_name(tag, k)
+            summary = self._loadgen_summary(name)
+            if summary is not None:
+                out.append(summary)
+                continue
+            pid, start = self.loadgens.get(name, (None, None))
+            if pid is not None and not same_process(pid, start):
+                summary = self._loadgen_summary(name)   # it may have just finished
+                if summary is None:
+                    with open(f"{self.run_dir}/loadgen-{name}.log", errors="replace") as fh:
+                        tail = "".join(fh.readlines()[-5:]).strip()
+                    raise RuntimeError(f"the load generator of client {k} ({name}) ended "
+                                       f"without a summary; its log ends: {tail or '(empty)'}")
+                out.append(summary)
         return out
+
+    def _loadgen_summary(self, name: str) -> dict | None:
+        try:
+            with open(f"{self.run_dir}/loadgen-{name}.json") as fh:
+                lines = fh.read().strip().splitlines()
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(lines[-1]) if lines else None
+        except ValueError:
+            return None      # being written
 
     @staticmethod
     def _loadgen_name(tag: str, k: int) -> str:

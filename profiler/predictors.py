@@ -14,6 +14,7 @@ a cheap numpy recursion from the stored parameters.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 import warnings
@@ -27,6 +28,8 @@ import numpy as np
 from scipy.signal import lfilter
 
 RESOURCES = ("cpu", "mem", "net")
+
+log = logging.getLogger("malb.profiler.arma")
 
 
 class Predictor(Protocol):
@@ -139,11 +142,27 @@ def fit_arma(y: np.ndarray, order: tuple[int, int]) -> tuple[ArmaParams | None, 
         mu = float(res.params[0])
         ar = tuple(float(v) for v in res.arparams) if p else ()
         ma = tuple(float(v) for v in res.maparams) if q else ()
-    except Exception:  # any estimation error is a failed fit; the caller keeps old params
+    except Exception as exc:  # any estimation error is a failed fit; the caller keeps old params
+        warn_limited(f"ARMA{order} fit failed ({type(exc).__name__}: {exc}); the series "
+                     f"keeps its previous parameters")
         return None, time.perf_counter() - start
     if not all(math.isfinite(v) for v in (mu, *ar, *ma)):
         return None, time.perf_counter() - start
     return ArmaParams(mu, ar, ma), time.perf_counter() - start
+
+
+_last_warning = [0.0, 0]     # when the last one was logged, how many were held back since
+
+
+def warn_limited(message: str, every_s: float = 60.0) -> None:
+    """Log a warning, at most one a minute (fits fail in bursts on a thousand series): the
+    held-back ones are counted in the next."""
+    now = time.monotonic()
+    if now - _last_warning[0] < every_s and _last_warning[0]:
+        _last_warning[1] += 1
+        return
+    held, _last_warning[:] = _last_warning[1], [now, 0]
+    log.warning("%s%s", message, f" ({held} more like it in the last minute)" if held else "")
 
 
 def _check_order(order: tuple[int, int]) -> tuple[int, int]:
@@ -252,7 +271,9 @@ class Arma:
         future, self._pending = self._pending, None
         try:
             params, seconds = future.result()
-        except Exception:  # cancelled, or the worker died: keep the current params
+        except Exception as exc:  # cancelled, or the worker died: keep the current params
+            warn_limited(f"ARMA fit lost ({type(exc).__name__}: {exc}); the series keeps its "
+                         f"previous parameters")
             params, seconds = None, None
         self._apply(params, seconds)
 

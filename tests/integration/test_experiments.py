@@ -4,8 +4,11 @@ import glob
 import json
 import os
 
+import time
+
 import pytest
 
+from experiments.stack import Stack
 from tests.conftest import run_module
 from topologies.clean import clean_testbed, leftovers
 
@@ -69,3 +72,15 @@ def test_profiling_accuracy_live_and_from_the_recorded_history(tmp_path):
                      "--out", str(again), "--rm-windows", "2,5", "--arma-windows", "6")
     assert res.returncode == 0, res.stderr
     assert (again / "mse.csv").read_text() == (out / "mse.csv").read_text()
+
+
+def test_a_load_generator_that_crashes_is_reported_at_once_not_at_the_deadline(tmp_path):
+    data = {"testbed": {"clients": 1}, "servers": {"count": 1}}
+    with Stack(data, str(tmp_path), controller=False, agents=False, profiler=False,
+               start_services=False) as st:
+        st.start_loadgen(str(tmp_path / "no-such-spec.json"), time.time())
+        deadline = time.time() + 15
+        with pytest.raises(RuntimeError, match="(?s)ended without a summary.*no-such-spec"):
+            while time.time() < deadline:
+                assert st.loadgen_summaries() == []
+                time.sleep(0.5)

@@ -165,15 +165,22 @@ def test_failed_fits_are_counted_and_keep_the_previous_params(monkeypatch):
     assert arma.predict() == pytest.approx(1.0 + 0.5 * (6.0 - 1.0))
 
 
-def test_fit_arma_reports_estimation_errors_as_failure(monkeypatch):
+def test_fit_arma_reports_estimation_errors_as_failure_and_says_why(monkeypatch, caplog):
     import statsmodels.tsa.arima.model as sm_model
 
     class Broken:
         def __init__(self, *args, **kwargs):
             raise np.linalg.LinAlgError("singular")
     monkeypatch.setattr(sm_model, "ARIMA", Broken)
-    params, seconds = fit_arma(np.arange(10.0), (1, 0))
-    assert params is None and seconds >= 0
+    monkeypatch.setattr(predictors, "_last_warning", [0.0, 0])
+    with caplog.at_level("WARNING", logger="malb.profiler.arma"):
+        params, seconds = fit_arma(np.arange(10.0), (1, 0))
+        params2, _ = fit_arma(np.arange(10.0), (1, 0))    # within the minute: held back
+    assert params is None and params2 is None and seconds >= 0
+    assert [r.getMessage() for r in caplog.records] == [
+        "ARMA(1, 0) fit failed (LinAlgError: singular); the series keeps its previous "
+        "parameters"]
+    assert predictors._last_warning[1] == 1
 
 
 def test_arma_validates_its_arguments():
