@@ -1,4 +1,4 @@
-"""Closed-loop TCP connection setups from a client host (standard library only).
+"""Closed-loop TCP connection setups from a client host (the project's virtualenv Python).
 
     python3 benchmarks/connect.py --target 10.0.0.100:8002 --workers 8 --seconds 5
     python3 benchmarks/connect.py --target 10.0.1.2:8002,10.0.2.2:8002 ...   # in turn
@@ -13,6 +13,8 @@ import socket
 import struct
 import threading
 import time
+
+from common.stats import quantile
 
 
 def main(argv=None):
@@ -56,9 +58,10 @@ def main(argv=None):
         t.join()
     elapsed = time.perf_counter() - started
     lat.sort()
-    q = lambda f: lat[min(len(lat) - 1, int(f * (len(lat) - 1)))] if lat else None  # noqa
     print(json.dumps({"connections": len(lat), "failures": fails[0], "seconds": elapsed,
-                      "per_s": len(lat) / elapsed, "p50_s": q(0.5), "p99_s": q(0.99)}))
+                      "per_s": len(lat) / elapsed,
+                      "p50_s": quantile(lat, 0.5, is_sorted=True),
+                      "p99_s": quantile(lat, 0.99, is_sorted=True)}))
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ import subprocess
 import sys
 import time
 
-from benchmarks.ofcapture import latencies, quantile
+from benchmarks.ofcapture import latencies
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_root
 from common.config import load_config
 from common.procs import ROOT, Service, controller_service
+from common.stats import quantile
 from topologies.clean import clean_testbed
 from topologies.testbed import Testbed, TestbedOptions
 

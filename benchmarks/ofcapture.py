@@ -130,10 +130,3 @@ def latencies(path: str, mode: str, controller_port: int = 6653) -> dict:
     return {"packet_ins": len(first_in), "answered": len(first_mod),
             "unanswered": len(first_in) - len(first_mod), "latencies_s": values,
             "answered_per_s": len(first_mod) / span if span > 0 else None}
-
-
-def quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    k = min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))
-    return sorted(values)[k]

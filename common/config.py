@@ -600,6 +600,22 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
                   source=source)
 
 
+# The profiler forgets an active flow the controller has not mentioned for this long (at
+# least; longer when the rule timeouts are): its controller went away. The controller
+# mentions every active flow at least every fifth of that (a keep-alive).
+ACTIVE_FLOW_TTL_S = 300.0
+
+
+def active_flow_ttl_s(cfg: Config) -> float:
+    c = cfg.controller
+    return max(ACTIVE_FLOW_TTL_S, 3.0 * c.idle_timeout_s,
+               c.hard_timeout_s + 3.0 * c.monitoring_period_s)
+
+
+def active_flow_refresh_s(cfg: Config) -> float:
+    return active_flow_ttl_s(cfg) / 5
+
+
 def check_deployable(cfg: Config) -> None:
     """What a testbed and the controller need beyond a valid configuration (the profiler
     alone, e.g. its benchmark, scales further): addresses 10.0.<server>.<microservice> and

@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from common.stats import quantile as quantile_of
+
 MIN_DURATION_S = 1e-3       # durations are clipped here before taking log10
 MIN_FLOWS_AUTO = 10         # fewer pooled flows: no automatic threshold
 MIN_CLASS_FLOWS = 3         # a "mode" of one or two stray flows is not a mode
@@ -32,6 +34,22 @@ def _durations(values: Sequence[float], name: str = "durations") -> np.ndarray:
     return arr
 
 
+def _checked(values: Sequence[float], name: str = "durations") -> list[float]:
+    """The durations, sorted, each a finite number >= 0 (plain Python: per microservice
+    these are a few to a few hundred values, where numpy's per-call cost dominates)."""
+    out = []
+    for v in values:
+        if type(v) is not float:
+            if isinstance(v, bool) or not isinstance(v, Real):
+                raise ValueError(f"{name}: expected finite durations >= 0 seconds")
+            v = float(v)
+        if not (v >= 0 and v != math.inf):
+            raise ValueError(f"{name}: expected finite durations >= 0 seconds")
+        out.append(v)
+    out.sort()
+    return out
+
+
 def classify_threshold(durations: Sequence[float], threshold_s: float,
                        quantile: float = 0.5) -> str | None:
     """Return "short" if the ``quantile`` of ``durations`` is below ``threshold_s``,
@@ -41,10 +59,10 @@ def classify_threshold(durations: Sequence[float], threshold_s: float,
     if isinstance(threshold_s, bool) or not isinstance(threshold_s, Real) \
             or not math.isfinite(threshold_s) or threshold_s < 0:
         raise ValueError(f"threshold_s: expected a finite value >= 0, got {threshold_s!r}")
-    arr = _durations(durations)
-    if arr.size == 0:
+    values = _checked(durations)
+    if not values:
         return None
-    return "short" if float(np.quantile(arr, quantile)) < threshold_s else "long"
+    return "short" if quantile_of(values, quantile, is_sorted=True) < threshold_s else "long"
 
 
 @dataclass(frozen=True)
@@ -129,21 +147,25 @@ def classify_all(durations_by_microservice: dict[str, Sequence[float]], threshol
         raise ValueError(f"mode: expected 'threshold' or 'auto', got {mode!r}")
     if isinstance(min_flows, bool) or not isinstance(min_flows, int) or min_flows < 1:
         raise ValueError(f"min_flows: expected an integer >= 1, got {min_flows!r}")
-    arrays = {ms: _durations(d, f"durations[{ms}]") for ms, d in durations_by_microservice.items()}
+    if isinstance(threshold_s, bool) or not isinstance(threshold_s, Real) \
+            or not math.isfinite(threshold_s) or threshold_s < 0:
+        raise ValueError(f"threshold_s: expected a finite value >= 0, got {threshold_s!r}")
+    lists = {ms: _checked(d, f"durations[{ms}]") for ms, d in durations_by_microservice.items()}
     threshold, source = threshold_s, "threshold"
     if mode == "auto":
-        found = auto_threshold(arrays)
+        found = auto_threshold(lists)
         if found is not None:
             threshold, source = found, "auto"
     result: dict[str, dict] = {}
-    for ms, arr in arrays.items():
-        enough = arr.size >= min_flows
+    for ms, values in lists.items():
+        enough = len(values) >= min_flows
+        median = quantile_of(values, 0.5, is_sorted=True)
         result[ms] = {
-            "flow_class": classify_threshold(arr, threshold) if enough else None,
+            "flow_class": ("short" if median < threshold else "long") if enough else None,
             "threshold_s": threshold,
             "source": source if enough else "insufficient",
-            "count": int(arr.size),
-            "median_s": float(np.median(arr)) if arr.size else None,
-            "p90_s": float(np.quantile(arr, 0.9)) if arr.size else None,
+            "count": len(values),
+            "median_s": median,
+            "p90_s": quantile_of(values, 0.9, is_sorted=True),
         }
     return result

@@ -20,17 +20,16 @@ zeros, and a partial total is never served as a fresh reading.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass, field
 
+from common.config import active_flow_ttl_s
 from common.netuse import network_percent
 from profiler.classify import classify_all
 from profiler.predictors import ResourcePredictor
 from profiler.weights import weights_from_usage
 
 RESOURCES = ("cpu", "mem", "net")
-# An active flow the controller has not reported for this long (at least; longer when the
-# controller's rule timeouts are) is forgotten: its controller went away.
-ACTIVE_FLOW_TTL_S = 300.0
 
 
 @dataclass
@@ -82,6 +81,80 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+FLOW_WINDOW_S = 600.0        # completed flows considered for classification
+RECLASSIFY_EVERY = 20        # periods: old flows leave the window even when no new ones come
+
+
+class FlowBook:
+    """The flows the profiler knows, kept so that a period costs the same whatever their
+    number: active ones by microservice (a count, and the durations of those already past
+    the short/long threshold, the evidence of a long class), oldest report first for the
+    expiry; completed durations per microservice over the classification window."""
+
+    def __init__(self, threshold_s: float, ttl_s: float, window_s: float = FLOW_WINDOW_S):
+        self.threshold_s, self.ttl_s, self.window_s = threshold_s, ttl_s, window_s
+        self.seen: OrderedDict[str, float] = OrderedDict()   # active id -> last report
+        self.ms_of: dict[str, str] = {}                      # active id -> microservice
+        self.count: dict[str, int] = defaultdict(int)        # microservice -> active flows
+        self.long: dict[str, dict[str, float]] = defaultdict(dict)   # ms -> {id: duration}
+        self.completed: dict[str, deque] = defaultdict(deque)        # ms -> (t, duration)
+        self.changed: set[str] = set()     # microservices whose evidence changed
+
+    def __len__(self) -> int:
+        return len(self.seen)
+
+    def _forget(self, fid: str) -> None:
+        ms = self.ms_of.pop(fid)
+        del self.seen[fid]
+        self.count[ms] -= 1
+        if self.long[ms].pop(fid, None) is not None:
+            self.changed.add(ms)
+
+    def active(self, f: dict, now: float) -> None:
+        fid, ms = f["flow_id"], f["microservice"]
+        if fid in self.ms_of:
+            if self.ms_of[fid] != ms:
+                self._forget(fid)
+            else:
+                self.seen.move_to_end(fid)
+        if fid not in self.ms_of:
+            self.ms_of[fid] = ms
+            self.count[ms] += 1
+        self.seen[fid] = now
+        if f["duration_s"] > self.threshold_s:
+            self.long[ms][fid] = f["duration_s"]
+            self.changed.add(ms)
+
+    def complete(self, f: dict, now: float) -> None:
+        if f["flow_id"] in self.ms_of:
+            self._forget(f["flow_id"])
+        self.completed[f["microservice"]].append((now, f["duration_s"]))
+        self.changed.add(f["microservice"])
+
+    def expire(self, now: float) -> int:
+        """Forget active flows not reported for ttl_s: the controller that owned them is
+        gone (it mentions a live one at least every fifth of that)."""
+        n = 0
+        while self.seen:
+            fid, t = next(iter(self.seen.items()))
+            if now - t <= self.ttl_s:
+                break
+            self._forget(fid)
+            n += 1
+        return n
+
+    def durations(self, now: float, names) -> dict[str, list[float]]:
+        """Per microservice: completed durations within the window, then those of its active
+        flows already past the threshold (a live stream may not end within a run at all)."""
+        out = {}
+        for ms in names:
+            done = self.completed[ms]
+            while done and now - done[0][0] > self.window_s:
+                done.popleft()
+            out[ms] = [d for _t, d in done] + list(self.long[ms].values())
+        return out
+
+
 class ProfilerModel:
     def __init__(self, cfg, predictor_factory, stale_after_s: float | None = None):
         self.cfg = cfg
@@ -94,16 +167,12 @@ class ProfilerModel:
         self.microservices = {m.name: MicroserviceView(m.name, m.flow_class,
                                                        ResourcePredictor(predictor_factory))
                               for m in cfg.microservices}
-        self.active_flows: dict[str, dict] = {}     # flow_id -> latest active record
-        self.active_seen: dict[str, float] = {}     # flow_id -> when last reported
-        # A live flow is reported again when it carries traffic; a quiet one may stay quiet
-        # as long as its rules may live.
-        c = cfg.controller
-        self.active_flow_ttl_s = max(ACTIVE_FLOW_TTL_S, 3.0 * c.idle_timeout_s,
-                                     c.hard_timeout_s + 3.0 * c.monitoring_period_s)
+        # The controller mentions every live flow at least every fifth of the TTL.
+        self.active_flow_ttl_s = active_flow_ttl_s(cfg)
+        self.flows = FlowBook(p.flow_threshold_s, self.active_flow_ttl_s)
+        self.classified_at = -RECLASSIFY_EVERY     # step of the last full classification
         self.ports: list[dict] = []
         self.steps = 0
-        self.flows_dirty = True          # new flow records since the last classification
 
     # ---------------------------------------------------------------- inputs
     def ingest_agent(self, server: str, sample: dict | None, error: str | None,
@@ -132,34 +201,27 @@ class ProfilerModel:
 
     def ingest_flows(self, flows: list[dict], ports: list[dict] | None,
                      now: float | None = None) -> list[dict]:
-        """Keeps active flows in memory; returns the completed ones (to store). ports=None:
-        the report carried no port list (a later chunk), the last one stays."""
+        """Takes a report's flows; returns the completed ones (to store). ports=None: the
+        report carried no port list (a later chunk), the last one stays."""
         now = time.time() if now is None else now
         done = []
-        if flows:
-            self.flows_dirty = True
         for f in flows:
             if f["active"]:
-                self.active_flows[f["flow_id"]] = f
-                self.active_seen[f["flow_id"]] = now
+                self.flows.active(f, now)
             else:
-                self.active_flows.pop(f["flow_id"], None)
-                self.active_seen.pop(f["flow_id"], None)
+                self.flows.complete(f, now)
                 done.append(f)
         if ports is not None:
             self.ports = ports
         return done
 
-    def expire_active_flows(self, now: float) -> int:
-        """Forget active flows not reported for active_flow_ttl_s: the controller that
-        owned them is gone (a quiet but live flow is reported again when it sends)."""
-        old = [fid for fid, t in self.active_seen.items() if now - t > self.active_flow_ttl_s]
-        for fid in old:
-            del self.active_seen[fid]
-            self.active_flows.pop(fid, None)
-        if old:
-            self.flows_dirty = True
-        return len(old)
+    def add_completed(self, rows, now: float) -> None:
+        """Completed flows from the history, (t, microservice, duration) oldest first: a
+        restarted profiler classifies with what the window held."""
+        for t, ms, duration in rows:
+            if now - t <= self.flows.window_s:
+                self.flows.completed[ms].append((t, duration))
+                self.flows.changed.add(ms)
 
     # ---------------------------------------------------------------- period
     def server_stale(self, view: ServerView, now: float) -> bool:
@@ -169,11 +231,12 @@ class ProfilerModel:
     def _timely(self, view: ServerView, now: float) -> bool:
         return view.last_ok is not None and now - view.last_ok <= self.stale_after_s
 
-    def step(self, now: float, completed_durations: dict[str, list[float]] | None) -> None:
-        """One period: update predictors with the latest fresh measurements; reclassify
-        flows when given the completed durations (None: classes unchanged)."""
+    def step(self, now: float) -> None:
+        """One period: update predictors with the latest fresh measurements; reclassify the
+        microservices whose flows changed (all of them every RECLASSIFY_EVERY periods, as
+        completed flows leave the window, or when the threshold is found automatically)."""
         self.steps += 1
-        self.expire_active_flows(now)
+        self.flows.expire(now)
         per_ms: dict[str, list[dict]] = {m: [] for m in self.microservices}
         any_new = False       # did any agent sample arrive since the last period?
         for view in self.servers.values():
@@ -211,21 +274,23 @@ class ProfilerModel:
                 basis = {r: view.predicted[r] if view.predicted[r] is not None
                          else view.measured[r] for r in RESOURCES}
                 view.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
-        if completed_durations is not None:
-            self._classify(completed_durations)
-            self.flows_dirty = False
+        self._classify(now)
 
-    def _classify(self, completed: dict[str, list[float]]) -> None:
+    def _classify(self, now: float) -> None:
         p = self.cfg.profiler
-        durations = {m: list(completed.get(m, [])) for m in self.microservices}
-        # Flows still running past the threshold are evidence of long flows already: a
-        # live video stream may not end within the run at all.
-        for f in self.active_flows.values():
-            if f["microservice"] in durations and f["duration_s"] > p.flow_threshold_s:
-                durations[f["microservice"]].append(f["duration_s"])
-        result = classify_all(durations, p.flow_threshold_s, p.flow_classification)
-        for name, view in self.microservices.items():
-            view.flows = result[name]
+        every = self.steps - self.classified_at >= RECLASSIFY_EVERY
+        if every or (p.flow_classification == "auto" and self.flows.changed):
+            names = list(self.microservices)      # auto: one threshold from all of them
+            self.classified_at = self.steps
+        else:
+            names = [m for m in self.flows.changed if m in self.microservices]
+        self.flows.changed.clear()
+        if not names:
+            return
+        result = classify_all(self.flows.durations(now, names), p.flow_threshold_s,
+                              p.flow_classification)
+        for name in names:
+            self.microservices[name].flows = result[name]
 
     # ---------------------------------------------------------------- views
     def prediction_lag_s(self) -> float:
@@ -241,7 +306,7 @@ class ProfilerModel:
         is not the flows' (idle work, or load from elsewhere), and one short-lived flow must
         not be charged a whole busy instance. Memory is left at 0: an instance's memory is
         mostly its idle footprint, not its flows'."""
-        active = sum(1 for f in self.active_flows.values() if f["microservice"] == name)
+        active = self.flows.count.get(name, 0)
         if not active or view.readable == 0:
             return None
         per = {}

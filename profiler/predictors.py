@@ -45,9 +45,11 @@ class Predictor(Protocol):
 
 def _finite(value: float) -> float:
     """Return ``value`` as a float, rejecting None/NaN/inf (a gap is the caller's to skip)."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-        raise ValueError(f"value: expected a finite number, got {value!r}")
-    return float(value)
+    kind = type(value)
+    if (kind is float or kind is int or (kind is not bool and isinstance(value, Real))) \
+            and math.isfinite(value):
+        return float(value)
+    raise ValueError(f"value: expected a finite number, got {value!r}")
 
 
 def _check_window(window: int) -> int:

@@ -20,14 +20,12 @@ from concurrent.futures.process import BrokenProcessPool
 
 from common.httpjson import BadRequest, HttpError, get_json
 from common.metrics import Registry
-from profiler.model import ProfilerModel
+from profiler.model import FLOW_WINDOW_S, ProfilerModel
 from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
 
 log = logging.getLogger("malb.profiler")
 PRUNE_EVERY = 100        # periods
-FLOW_WINDOW_S = 600.0    # completed flows considered for classification
-RECLASSIFY_EVERY = 20    # periods: old flows leave the window even when no new ones come
 
 
 def validate_flows(body) -> tuple[list[dict], list[dict]]:
@@ -95,8 +93,15 @@ class RespawningProcessPool(Executor):
 
 
 class ProfilerService:
-    def __init__(self, cfg, store: HistoryStore | None = None):
+    """collector: what run_period() gathers the agents' samples with, () -> {server:
+    (sample or None, error or None)}; the default asks every agent over HTTP. clock: the
+    time of day (default time.time). Benchmarks give their own of both."""
+
+    def __init__(self, cfg, store: HistoryStore | None = None, collector=None,
+                 clock=time.time):
         self.cfg = cfg
+        self.collector = collector or self.collect
+        self.clock = clock
         p = cfg.profiler
         self.executor = RespawningProcessPool() if p.predictor == "arma" else None
         series = itertools.count()
@@ -104,12 +109,15 @@ class ProfilerService:
                                          p.arma_refit_every, self.executor, next(series))
         self.model = ProfilerModel(cfg, factory)
         self.store = store or HistoryStore(p.history_path, p.retention_s)
+        started = clock()
+        self.model.add_completed(self.store.completed_flows(since=started - FLOW_WINDOW_S),
+                                 started)
         self.fetcher = ThreadPoolExecutor(max_workers=max(1, len(cfg.servers)),
                                           thread_name_prefix="agent-fetch")
         self.lock = threading.Lock()          # guards model and snapshots
         self._stop = threading.Event()
-        self.snapshot = {"profiles": self.model.profiles(time.time()),
-                         "servers": self.model.servers_view(time.time())}
+        self.snapshot = {"profiles": self.model.profiles(started),
+                         "servers": self.model.servers_view(started)}
         self.metrics = Registry()
         self.m_period = self.metrics.histogram(
             "malb_profiler_period_seconds", "Time one period takes (collection included).",
@@ -137,16 +145,13 @@ class ProfilerService:
 
     def run_period(self, now: float | None = None) -> None:
         started = time.perf_counter()
-        results = self.collect()
-        now = time.time() if now is None else now
+        results = self.collector()
+        now = self.clock() if now is None else now
         with self.lock:
             for name, (sample, err) in results.items():
                 self.model.ingest_agent(name, sample, err, now)
                 self.m_agent.inc(name, "ok" if sample else "error")
-            durations = None
-            if self.model.flows_dirty or self.model.steps % RECLASSIFY_EVERY == 0:
-                durations = self.store.flow_durations(since=now - FLOW_WINDOW_S)
-            self.model.step(now, durations)
+            self.model.step(now)
             profiles = self.model.profiles(now)
             servers = self.model.servers_view(now)
             self.snapshot = {"profiles": profiles, "servers": servers}
@@ -210,9 +215,10 @@ class ProfilerService:
     def post_flows(self, _query, body):
         flows, ports = validate_flows(body)
         with self.lock:
-            completed = self.model.ingest_flows(flows, ports, time.time())
+            now = self.clock()
+            completed = self.model.ingest_flows(flows, ports, now)
         if completed:
-            self.store.add_flows(time.time(), completed)
+            self.store.add_flows(now, completed)
         self.m_flows.inc("completed", amount=len(completed))
         self.m_flows.inc("active", amount=len(flows) - len(completed))
         return 200, {"accepted": len(flows), "completed": len(completed)}

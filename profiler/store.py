@@ -63,34 +63,60 @@ SERIES_COLUMNS: dict[str, frozenset[str]] = {
 }
 
 
+def _is_number(value) -> bool:
+    """A real number and not a bool (the exact types first: ABC checks are slow, and the
+    history takes thousands of values a period)."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return True
+    return kind is not bool and isinstance(value, Real)
+
+
 def _time(t: float) -> float:
-    if isinstance(t, bool) or not isinstance(t, Real) or not math.isfinite(t):
+    if not _is_number(t) or not math.isfinite(t):
         raise ValueError(f"t: expected a finite time in seconds, got {t!r}")
     return float(t)
 
 
-def _convert(table: str, column: str, kind: str, value):
-    """Validate one value for ``table.column``; None (and NaN) become NULL."""
+def _converter(table: str, column: str, kind: str):
+    """A function validating one value for ``table.column``; None (and NaN) become NULL
+    where the column allows it."""
     where = f"{table}.{column}"
-    if kind in ("key", "text"):
-        if value is None and kind == "text":
-            return None
-        if value is None or str(value) == "":
-            raise ValueError(f"{where}: required, got {value!r}")
-        return str(value)
-    if kind == "flag" and value is None:
-        raise ValueError(f"{where}: required, got None")
-    if value is None:
-        return None
-    if kind in ("bool", "flag"):
-        if not isinstance(value, (bool, int)) or value not in (0, 1):
+
+    def text(value):
+        if value is None:
+            if kind == "text":
+                return None
+            raise ValueError(f"{where}: required, got None")
+        value = value if type(value) is str else str(value)
+        if value == "":
+            raise ValueError(f"{where}: required, got ''")
+        return value
+
+    def flag(value):
+        if value is None:
+            if kind == "bool":
+                return None
+            raise ValueError(f"{where}: required, got None")
+        if type(value) not in (bool, int) or value not in (0, 1):
             raise ValueError(f"{where}: expected a boolean, got {value!r}")
         return int(value)
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{where}: expected a number or None, got {value!r}")
-    if math.isnan(value):
-        return None
-    return int(value) if kind == "int" else float(value)
+
+    def number(value):
+        if value is None:
+            return None
+        if not _is_number(value):
+            raise ValueError(f"{where}: expected a number or None, got {value!r}")
+        if value != value:      # NaN
+            return None
+        return int(value) if kind == "int" else float(value)
+
+    return text if kind in ("key", "text") else flag if kind in ("bool", "flag") else number
+
+
+# Per table: (column, converter) in column order.
+_CONVERTERS = {table: tuple((c, _converter(table, c, k)) for c, k in columns)
+               for table, columns in TABLES.items()}
 
 
 class HistoryStore:
@@ -193,14 +219,14 @@ class HistoryStore:
     def _rows(self, table: str, t: float, rows: list[dict]) -> list[tuple]:
         """Validate ``rows`` for ``table`` (all of them, before anything is written)."""
         t = _time(t)
-        columns = TABLES[table]
-        names = {c for c, _ in columns}
+        converters = _CONVERTERS[table]
+        names = {c for c, _ in converters}
         out = []
         for row in rows:
-            unknown = set(row) - names
-            if unknown:
-                raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
-            out.append((t, *(_convert(table, c, k, row.get(c)) for c, k in columns)))
+            if not row.keys() <= names:
+                raise ValueError(f"{table}: unknown column(s) {sorted(set(row) - names)}")
+            get = row.get
+            out.append((t, *[conv(get(c)) for c, conv in converters]))
         return out
 
     def _insert(self, table: str, t: float, rows: list[dict], suffix: str = "") -> None:
@@ -275,19 +301,16 @@ class HistoryStore:
         with self._lock:
             return self._conn().execute(sql, args).fetchall()
 
-    def flow_durations(self, since: float | None = None) -> dict[str, list[float]]:
-        """Durations of completed flows per microservice, oldest first, optionally only
-        flows whose latest record is at or after ``since``."""
-        sql = ("SELECT microservice, duration_s FROM flows "
+    def completed_flows(self, since: float | None = None) -> list[tuple[float, str, float]]:
+        """(t, microservice, duration_s) of completed flows, oldest first, optionally only
+        those whose latest record is at or after ``since``."""
+        sql = ("SELECT t, microservice, duration_s FROM flows "
                "WHERE active = 0 AND duration_s IS NOT NULL")
         args: tuple = ()
         if since is not None:
             sql += " AND t >= ?"
             args = (_time(since),)
-        out: dict[str, list[float]] = {}
-        for microservice, duration in self._query(sql + " ORDER BY t, rowid", args):
-            out.setdefault(microservice, []).append(duration)
-        return out
+        return self._query(sql + " ORDER BY t, rowid", args)
 
     def series(self, kind: str, key: str, column: str,
                since: float | None = None) -> list[tuple[float, float | None]]:

@@ -73,7 +73,9 @@ class FlowRecord:
     reported: bool = False            # a completed record goes to the profiler once
     removed: set = field(default_factory=set)  # directions whose rule is gone
     rules_sent: float = 0.0           # when the controller last sent this flow's rules
-    dirty: bool = True                # changed since the last report
+    dirty: bool = True                # the profiler must hear of it at the next report
+    told_at: float = 0.0              # when the profiler last heard of it while active
+    told_long: bool = False           # whether that report had it past the threshold
 
     @property
     def key(self) -> tuple:
@@ -126,6 +128,10 @@ class FlowRecord:
 class FlowTable:
     idle_timeout: int
     keep_ended: int = 5000
+    # What the profiler is told about active flows (take_report): once when they pass its
+    # short/long threshold, and a keep-alive every refresh_s, within its TTL for them.
+    threshold_s: float | None = None
+    refresh_s: float = 60.0
     # Sequence numbers restart with each controller process: the epoch (its start time)
     # keeps the flow ids it reports apart from those of an earlier process.
     epoch: str = field(default_factory=lambda: f"{time.time_ns() // 1_000_000:x}.")
@@ -183,7 +189,6 @@ class FlowTable:
         rec.rule_age_s = max(rec.rule_age_s, age_s)
         if rec.bytes_fwd + rec.bytes_rev > old:
             rec.last_active = now
-            rec.dirty = True
         return rec
 
     def on_removed(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
@@ -269,15 +274,22 @@ class FlowTable:
                 if r.ended is None and (dpid is None or r.dpid == dpid)]
 
     def take_report(self, now: float, grace_s: float = 5.0) -> list[FlowRecord]:
-        """Active flows that saw traffic since the last report, and each completed flow once:
-        when both of its rules are gone (so both byte counts are final), or grace_s after
-        the first went. Callers turn them into dicts with as_record()."""
+        """What the profiler must hear, each completed flow once: when both of its rules are
+        gone (so both byte counts are final), or grace_s after the first went; an active
+        flow when it is new to the profiler (new, resumed, adopted, or its last report was
+        lost), when its duration first passes threshold_s (the evidence of a long-flow
+        class), and otherwise every refresh_s while it lasts. Not every period: a busy
+        controller has tens of thousands of active flows, which the profiler only counts.
+        Callers turn them into dicts with as_record()."""
         out = []
         for rec in self.flows.values():
             if rec.ended is None:
-                if rec.dirty:
+                long = self.threshold_s is not None and \
+                    rec.duration_s(self.idle_timeout) > self.threshold_s
+                if rec.dirty or (long and not rec.told_long) or \
+                        now - rec.told_at >= self.refresh_s:
                     out.append(rec)
-                    rec.dirty = False
+                    rec.dirty, rec.told_at, rec.told_long = False, now, long
             elif not rec.reported and (len(rec.removed) >= 2 or now - rec.ended > grace_s):
                 out.append(rec)
         for rec in out:

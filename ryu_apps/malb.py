@@ -41,7 +41,8 @@ from ryu.lib import hub
 from ryu.lib.packet import arp, ethernet, ether_types, in_proto, ipv4, packet, tcp
 from ryu.ofproto import ofproto_v1_3
 
-from common.config import POLICIES, ConfigError, check_deployable, load_config
+from common.config import POLICIES, ConfigError, active_flow_refresh_s, check_deployable, \
+    load_config
 from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
 from common.netuse import network_percent
@@ -114,7 +115,9 @@ class MalbController(app_manager.RyuApp):
             weights_stale_after_s=c.weights_stale_after_s,
             pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s)
         self.backends = {b.name: b for bs in pools.values() for b in bs}
-        self.flows = FlowTable(idle_timeout=c.idle_timeout_s)
+        self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
+                               threshold_s=self.cfg.profiler.flow_threshold_s,
+                               refresh_s=active_flow_refresh_s(self.cfg))
         self.health = HealthTracker(list(self.instances), c.health.unhealthy_after,
                                     c.health.healthy_after, c.health.timeout_s)
 

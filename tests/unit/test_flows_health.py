@@ -44,16 +44,23 @@ def test_idle_timeout_flow_duration_excludes_the_idle_tail():
     assert t.take_report(114.0) == []
 
 
-def test_active_flows_are_reported_when_they_change_and_again_after_a_failed_report():
-    t = FlowTable(idle_timeout=5)
+def test_active_flows_are_reported_when_new_long_or_due_and_again_after_a_failed_report():
+    t = FlowTable(idle_timeout=5, threshold_s=3.0, refresh_s=60.0)
     rec = record(t)
+    fwd = rec.flow_id | (DIR_FORWARD << 44)
     assert t.take_report(100.5) == [rec]          # new
-    assert t.take_report(101.0) == []             # unchanged
-    t.on_stats(rec.flow_id | (DIR_FORWARD << 44), 1.0, 100, 1, now=101.0)
-    report = t.take_report(101.5)
-    assert report == [rec]
+    assert t.take_report(101.0) == []             # told already
+    t.on_stats(fwd, 1.0, 100, 1, now=101.0)
+    assert t.take_report(101.5) == []             # traffic alone is no news to the profiler
+    t.on_stats(fwd, 4.0, 200, 2, now=104.0)
+    report = t.take_report(104.5)                 # now past the 3 s threshold: long
+    assert report == [rec] and report[0].as_record(5)["duration_s"] == 4.0
     t.report_failed(report)                       # profiler away: keep it for next time
-    assert t.take_report(102.0) == [rec]
+    assert t.take_report(105.0) == [rec]
+    t.on_stats(fwd, 9.0, 300, 3, now=109.0)
+    assert t.take_report(110.0) == []             # still long: nothing new
+    assert t.take_report(165.0) == [rec]          # the keep-alive, a minute after
+    assert t.take_report(166.0) == []
 
 
 def test_a_half_removed_flow_is_reported_after_the_grace_period():

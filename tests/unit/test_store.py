@@ -55,7 +55,7 @@ def test_round_trip_of_every_table(store):
     assert store.series("server", "srv1", "cpu") == [(1.0, 30.0)]
     assert store.series("server", "srv1", "stale") == [(1.0, 0.0)]
     assert store.series("microservice", "video", "gamma") == [(1.0, 0.536)]
-    assert store.flow_durations() == {"ui": [0.2]}
+    assert store.completed_flows() == [(1.0, "ui", 0.2)]
 
 
 def test_unreadable_values_stay_null_never_zero(store):
@@ -90,15 +90,16 @@ def test_series_validates_kind_and_column(store):
 def test_completed_flow_is_stored_once_and_later_records_replace_it(store):
     store.add_flows(1.0, [flow("f1", duration_s=None, active=True, bytes=10)])
     store.add_flows(2.0, [flow("f1", duration_s=1.0, active=True, bytes=20)])
-    assert store.flow_durations() == {}          # still running
+    assert store.completed_flows() == []          # still running
     store.add_flows(3.0, [flow("f1", duration_s=2.5, active=False, bytes=30)])
     store.add_flows(4.0, [flow("f1", duration_s=2.6, active=False, bytes=31)])
     store.add_flows(5.0, [flow("f1", duration_s=1.5, active=True)])   # late, out of order
     assert store.counts()["flows"] == 1
-    assert store.flow_durations() == {"ui": [2.6]}
+    assert store.completed_flows() == [(4.0, "ui", 2.6)]
     store.add_flows(6.0, [flow("f2", "backend", 10.0), flow("f3", "ui", 0.1)])
-    assert store.flow_durations() == {"ui": [2.6, 0.1], "backend": [10.0]}
-    assert store.flow_durations(since=5.0) == {"ui": [0.1], "backend": [10.0]}
+    assert store.completed_flows() == [(4.0, "ui", 2.6), (6.0, "backend", 10.0),
+                                       (6.0, "ui", 0.1)]
+    assert store.completed_flows(since=5.0) == [(6.0, "backend", 10.0), (6.0, "ui", 0.1)]
 
 
 def test_bad_rows_raise_and_write_nothing(store):
@@ -175,7 +176,7 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert os.path.exists(path + "-wal")   # killed before any close/checkpoint
     with HistoryStore(path, retention_s=3600) as s:
         assert s.series("server", "srv1", "cpu") == [(float(i), float(i)) for i in range(40)]
-        assert s.flow_durations() == {"ui": [i / 10 for i in range(40)]}
+        assert [d for _t, _ms, d in s.completed_flows()] == [i / 10 for i in range(40)]
 
 
 def test_concurrent_writers_share_one_store(tmp_path):

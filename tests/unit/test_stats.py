@@ -1,0 +1,18 @@
+import numpy as np
+import pytest
+
+from common.stats import quantile
+
+
+@pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0],
+                                    list(np.random.default_rng(1).lognormal(0, 1, 101))])
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 0.99, 1.0])
+def test_quantile_is_numpys_linear_interpolation(values, q):
+    assert quantile(values, q) == pytest.approx(float(np.quantile(values, q)))
+    assert quantile(sorted(values), q, is_sorted=True) == quantile(values, q)
+
+
+def test_quantile_edges():
+    assert quantile([], 0.5) is None
+    with pytest.raises(ValueError, match="q in"):
+        quantile([1.0], 1.5)
