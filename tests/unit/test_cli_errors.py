@@ -64,7 +64,7 @@ BAD_INVOCATIONS = [
      "choose from malb, simple_switch_13"),
     (["benchmarks.controller", "--workers", "0", "--out", "{out}"], "must be at least 1"),
     (["benchmarks.profiler_period", "--sizes", "0", "--out", "{out}"], "must be at least 1"),
-    (["benchmarks.profiler_period", "--modes", "fast", "--out", "{out}"], "choose from"),
+    (["benchmarks.profiler_period", "--predictors", "fast", "--out", "{out}"], "choose from"),
     (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
 ]
 
