@@ -1,6 +1,6 @@
 """Send raw frames that each start a new flow at the controller, at a fixed rate.
 
-Runs inside a client host's namespace (standard library only):
+Runs inside a client host's namespace, with the project's virtualenv Python:
 
     python3 benchmarks/pktgen.py syn --intf cli1-eth0 --src-mac .. --src-ip .. \\
         --dst-mac <VIP MAC> --dst-ip <VIP> --dport 8002 --rate 500 --seconds 5
@@ -16,45 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import struct
 import time
 
-
-def checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
-
-
-def mac_bytes(mac: str) -> bytes:
-    return bytes(int(x, 16) for x in mac.split(":"))
-
-
-def ipv4(src: str, dst: str, proto: int, payload: bytes) -> bytes:
-    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0x4000, 64, proto, 0,
-                         socket.inet_aton(src), socket.inet_aton(dst))
-    return header[:10] + struct.pack("!H", checksum(header)) + header[12:] + payload
-
-
-def tcp_segment(src: str, dst: str, sport: int, dport: int, seq: int, ack: int = 0,
-                flags: int = 0x02, window: int = 64240) -> bytes:
-    """A bare TCP header (no options, no payload) with its checksum; no IP header."""
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, window, 0, 0)
-    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(tcp))
-    return tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+from ryu_apps.ofwire import ETH_TYPE_IP, ethernet, ipv4, tcp_segment, udp_datagram
 
 
 def tcp_syn(src: str, dst: str, sport: int, dport: int, seq: int) -> bytes:
     return ipv4(src, dst, 6, tcp_segment(src, dst, sport, dport, seq))
-
-
-def udp(src: str, dst: str, sport: int, dport: int) -> bytes:
-    payload = b"malb-bench"
-    u = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    return ipv4(src, dst, 17, u)
 
 
 def main(argv=None) -> int:
@@ -87,15 +55,15 @@ def main(argv=None) -> int:
             time.sleep(min(wait, 0.01))
         if args.mode == "syn":
             sport = 20000 + (args.first_key + k) % 40000
-            frame = (mac_bytes(args.dst_mac) + mac_bytes(args.src_mac) + b"\x08\x00" +
-                     tcp_syn(args.src_ip, args.dst_ip, sport, args.dport, 1000 + k))
+            frame = ethernet(args.dst_mac, args.src_mac, ETH_TYPE_IP,
+                             tcp_syn(args.src_ip, args.dst_ip, sport, args.dport, 1000 + k))
             keys.append(sport)
         else:
             n = args.first_key + k
             src_mac = "02:be:%02x:%02x:%02x:%02x" % ((n >> 24) & 255, (n >> 16) & 255,
                                                      (n >> 8) & 255, n & 255)
-            frame = (mac_bytes(args.dst_mac) + mac_bytes(src_mac) + b"\x08\x00" +
-                     udp(args.src_ip, args.dst_ip, 40000, 9))
+            frame = ethernet(args.dst_mac, src_mac, ETH_TYPE_IP,
+                             udp_datagram(args.src_ip, args.dst_ip, 40000, 9, b"malb-bench"))
             keys.append(src_mac)
         sock.send(frame)
     elapsed = time.perf_counter() - started

@@ -53,10 +53,10 @@ from agents.dockerstats import Capacity, server_totals
 from common.cli import ArgumentParser, bounded, choice_list, number_list
 from common.config import active_flow_refresh_s, parse_config
 from common.httpjson import JsonServer
+from common.markdown import number
 from profiler.predictors import fit_arma
 from profiler.service import ProfilerService
-from profiler.store import HistoryStore
-from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, make_cookie
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable
 
 PREDICTORS = ("rm", "arma")
 DEFAULT_SIZES = (10, 100, 1000)
@@ -421,10 +421,6 @@ def _commit() -> str:
         return "unknown"
 
 
-def _f(v, digits=1) -> str:
-    return "–" if v is None else f"{v:,.{digits}f}"
-
-
 def results_table(doc: dict) -> str:
     lines = ["| microservices | active flows | predictor | records / period | period CPU ms "
              "(mean / p95) | report CPU ms | total CPU ms | share of a core | ARMA fits done / "
@@ -436,9 +432,9 @@ def results_table(doc: dict) -> str:
                                   f"{100 * (a['worker_cpu_share'] or 0):.0f} %")
         lines.append(
             f"| {r['size']} | {r['active_flows']:,} | {r['predictor']} | "
-            f"{_f(r['records_per_period']['mean'], 0)} | "
-            f"{_f(r['period_cpu_ms']['mean'])} / {_f(r['period_cpu_ms']['p95'])} | "
-            f"{_f(r['report_cpu_ms']['mean'])} | {_f(r['total_cpu_ms']['mean'])} | "
+            f"{number(r['records_per_period']['mean'], 0)} | "
+            f"{number(r['period_cpu_ms']['mean'])} / {number(r['period_cpu_ms']['p95'])} | "
+            f"{number(r['report_cpu_ms']['mean'])} | {number(r['total_cpu_ms']['mean'])} | "
             f"{100 * r['core_share']:.1f} % | {arma} |")
     return "\n".join(lines)
 

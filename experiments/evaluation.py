@@ -22,7 +22,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-RESOURCES = ("cpu", "mem", "net")
+from profiler.weights import RESOURCES
+
 WORST_FRACTION = 0.03
 ELASTICITY_THRESHOLD = 70.0
 

@@ -49,8 +49,8 @@ from typing import Iterable, Sequence
 from common.cli import ArgumentParser, bounded, choice_list, number_list, positive_float, \
     positive_int
 from profiler.predictors import Arma, RollingMean, walk_forward_mse
+from profiler.weights import RESOURCES
 
-RESOURCES = ("cpu", "mem", "net")
 PHASES = ("increasing", "stable", "decreasing")
 RM_WINDOWS = (2, 5, 10)            # the paper's RM windows
 ARMA_WINDOWS = (20, 50, 100)       # the paper's ARMA windows

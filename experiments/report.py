@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import os
 
+from common.markdown import number
+
 # The paper's Table II (average over 10 runs of 30 min, four servers).
 PAPER_TABLE2 = {
     "srr": {"cpu": (17.3, 44.2), "mem": (2.1, 5.2), "net": (9.3, 23.6), "energy": (27.1, 70.1)},
@@ -28,22 +30,16 @@ RESOURCE_NAMES = {"cpu": "CPU", "mem": "Memory", "net": "Network", "energy": "En
 POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB"}
 
 
-def _f(v, digits: int = 1) -> str:
-    if v is None:
-        return "–"
-    return f"{v:,.{digits}f}"
-
-
 def table2_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
     pols = list(results)
     head = "| metric | " + " | ".join(
         f"{POLICY_NAMES.get(p, p)} {RESOURCE_NAMES[r]}" for p in pols for r in RESOURCE_NAMES)
     lines = [head + " |", "|---|" + "---:|" * (len(pols) * 4)]
     for stat in ("stdev", "range"):
-        cells = [_f(results[p]["table2"][r][stat]) for p in pols for r in RESOURCE_NAMES]
+        cells = [number(results[p]["table2"][r][stat]) for p in pols for r in RESOURCE_NAMES]
         lines.append(f"| {'STDEV' if stat == 'stdev' else 'Range'} | " + " | ".join(cells) + " |")
         if with_paper:
-            paper = [_f(PAPER_TABLE2[p][r][0 if stat == "stdev" else 1])
+            paper = [number(PAPER_TABLE2[p][r][0 if stat == "stdev" else 1])
                      if p in PAPER_TABLE2 else "–" for p in pols for r in RESOURCE_NAMES]
             lines.append(f"| paper's {'STDEV' if stat == 'stdev' else 'Range'} | " +
                          " | ".join(paper) + " |")
@@ -70,8 +66,9 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
         metric = next((f"{r['metric']} ({r['unit']})" for r in rows if r), "")
         lines.append("| " + " | ".join(
             [c, " / ".join(_count(r.get("requests")) for r in rows), metric] +
-            [_f(r.get("average"), 0) for r in rows] + [_f(r.get("stdev"), 0) for r in rows] +
-            [_f(r.get("jain"), 3) for r in rows] +
+            [number(r.get("average"), 0) for r in rows] +
+            [number(r.get("stdev"), 0) for r in rows] +
+            [number(r.get("jain"), 3) for r in rows] +
             [" / ".join(_count(r.get("failed")) for r in rows)]) + " |")
         if with_paper and c in PAPER_TABLE3:
             n, m, avg, sd = PAPER_TABLE3[c]
@@ -92,10 +89,11 @@ def fig3_markdown(results: dict[str, dict]) -> str:
             f = res["fig3"].get(r)
             if not f:
                 continue
-            lines.append(f"| {POLICY_NAMES.get(p, p)} | {RESOURCE_NAMES[r]} | {_f(f['average'])} | "
-                         f"{_f(f['worst_case'])} | {f['most_loaded_server'] or 'differs by run'} | "
-                         f"{_f(f['most_loaded_average'])} | {_f(f['most_loaded_worst_case'])} | "
-                         f"{'yes' if f['above_threshold'] else 'no'} |")
+            lines.append(
+                f"| {POLICY_NAMES.get(p, p)} | {RESOURCE_NAMES[r]} | {number(f['average'])} | "
+                f"{number(f['worst_case'])} | {f['most_loaded_server'] or 'differs by run'} | "
+                f"{number(f['most_loaded_average'])} | {number(f['most_loaded_worst_case'])} | "
+                f"{'yes' if f['above_threshold'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -27,9 +27,8 @@ from common.config import active_flow_ttl_s
 from common.netuse import network_percent
 from profiler.classify import classify_all
 from profiler.predictors import ResourcePredictor
-from profiler.weights import weights_from_usage
+from profiler.weights import RESOURCES, weights_from_usage
 
-RESOURCES = ("cpu", "mem", "net")
 
 
 @dataclass

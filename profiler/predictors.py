@@ -27,7 +27,8 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 from scipy.signal import lfilter
 
-RESOURCES = ("cpu", "mem", "net")
+from profiler.weights import RESOURCES
+
 
 log = logging.getLogger("malb.profiler.arma")
 

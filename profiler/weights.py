@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import math
 
+# The three resources of a load, in the order of their weights alpha, beta, gamma:
+# everything that keeps per-resource figures uses these names.
+RESOURCES = ("cpu", "mem", "net")
 EQUAL_WEIGHTS = (1 / 3, 1 / 3, 1 / 3)
 
 

@@ -38,7 +38,6 @@ from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, \
     set_ev_cls
 from ryu.lib import hub
-from ryu.lib.packet import arp, ethernet, ether_types, in_proto, ipv4, packet, tcp
 from ryu.ofproto import ofproto_v1_3
 
 from common.config import POLICIES, ConfigError, active_flow_refresh_s, check_deployable, \
@@ -212,9 +211,9 @@ class MalbController(app_manager.RyuApp):
         to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
         self._add_flow(dp, 0, parser.OFPMatch(), to_controller)
         for vip in sorted(self.vips):
-            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ether_types.ETH_TYPE_ARP,
+            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_ARP,
                                                          arp_tpa=vip), to_controller)
-            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ether_types.ETH_TYPE_IP,
+            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_IP,
                                                          ipv4_dst=vip), to_controller)
         # Answers of instances that no NAT rule rewrites (the connection outlived its rules'
         # idle timeout) come to the controller, not out through L2 with the instance's address.
@@ -223,7 +222,7 @@ class MalbController(app_manager.RyuApp):
         for inst in (self.cfg.instances if dp.id in self.client_dpids else ()):
             ms = self.cfg.microservice(inst.microservice)
             self._add_flow(dp, PRIO_ORPHAN, parser.OFPMatch(**{
-                "eth_type": ether_types.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
+                "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
                 "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port}), to_controller)
         restored = 0
         for rec in self.flows.active(dp.id):
@@ -249,21 +248,21 @@ class MalbController(app_manager.RyuApp):
         dp = msg.datapath
         in_port = msg.match["in_port"]
         f = ofwire.parse_frame(msg.data)
-        if f is None or f.eth_type == ether_types.ETH_TYPE_LLDP:
+        if f is None or f.eth_type == ofwire.ETH_TYPE_LLDP:
             return
         if f.eth_src != self.cfg.controller.vip_mac:
             self.mac_to_port.setdefault(dp.id, {})[f.eth_src] = in_port
-        if f.eth_type == ether_types.ETH_TYPE_ARP and f.arp_tpa in self.vips:
-            if f.arp_op == arp.ARP_REQUEST:
+        if f.eth_type == ofwire.ETH_TYPE_ARP and f.arp_tpa in self.vips:
+            if f.arp_op == ofwire.ARP_REQUEST:
                 self.m_packet_in.inc("arp_vip")
                 return self._answer_arp(dp, in_port, f)
-            if f.arp_op == arp.ARP_REPLY and f.arp_spa in self.instance_ips:
+            if f.arp_op == ofwire.ARP_REPLY and f.arp_spa in self.instance_ips:
                 self.m_packet_in.inc("health")
                 return self._health_answer(("arp", f.arp_spa), True, "ARP reply")
             return
-        if f.ip_dst in self.vips and f.ip_proto in (in_proto.IPPROTO_TCP,
-                                                     in_proto.IPPROTO_UDP):
-            if (f.ip_proto == in_proto.IPPROTO_TCP and f.ip_src in self.instance_ips
+        if f.ip_dst in self.vips and f.ip_proto in (ofwire.IPPROTO_TCP,
+                                                     ofwire.IPPROTO_UDP):
+            if (f.ip_proto == ofwire.IPPROTO_TCP and f.ip_src in self.instance_ips
                     and PROBE_PORTS[0] <= f.dst_port <= PROBE_PORTS[1]):
                 self.m_packet_in.inc("health")
                 return self._tcp_probe_answer(dp, in_port, f)
@@ -272,8 +271,8 @@ class MalbController(app_manager.RyuApp):
             return
         if f.ip_dst in self.vips:
             return  # other IP protocols to a VIP: nothing serves them
-        if f.ip_src in self.instance_ips and f.ip_proto in (in_proto.IPPROTO_TCP,
-                                                             in_proto.IPPROTO_UDP):
+        if f.ip_src in self.instance_ips and f.ip_proto in (ofwire.IPPROTO_TCP,
+                                                             ofwire.IPPROTO_UDP):
             if self._orphan_reply(msg.data, f):
                 return
         self.m_packet_in.inc("l2")
@@ -281,20 +280,13 @@ class MalbController(app_manager.RyuApp):
 
     def _answer_arp(self, dp, in_port, f):
         vip_mac = self.cfg.controller.vip_mac
-        reply = packet.Packet()
-        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=f.eth_src,
-                                             src=vip_mac))
-        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=vip_mac, src_ip=f.arp_tpa,
-                                   dst_mac=f.arp_sha, dst_ip=f.arp_spa))
-        self._packet_out(dp, reply, [dp.ofproto_parser.OFPActionOutput(in_port)])
+        self._packet_out(dp, ofwire.arp_frame(ofwire.ARP_REPLY, vip_mac, f.arp_tpa, f.arp_sha,
+                                              f.arp_spa, eth_dst=f.eth_src), in_port)
 
-    def _packet_out(self, dp, pkt, actions, in_port=None):
-        pkt.serialize()
-        ofp = dp.ofproto
-        dp.send_msg(dp.ofproto_parser.OFPPacketOut(
-            datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
-            in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
-            actions=actions, data=pkt.data))
+    def _packet_out(self, dp, frame: bytes, out_port: int) -> None:
+        """Send a frame the controller made out of one port of the switch."""
+        dp.send(ofwire.packet_out(_next_xid(dp), dp.ofproto.OFPP_CONTROLLER,
+                                  ofwire.action_output(out_port), frame))
 
     def _l2_forward(self, dp, in_port, msg, f):
         ofp, parser = dp.ofproto, dp.ofproto_parser
@@ -310,7 +302,7 @@ class MalbController(app_manager.RyuApp):
 
     # ================================================================ NAT flows
     def _new_flow(self, dp, in_port, data: bytes, f) -> None:
-        proto = "tcp" if f.ip_proto == in_proto.IPPROTO_TCP else "udp"
+        proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
         if ms is None:
             return  # nothing listens on this VIP port
@@ -388,7 +380,7 @@ class MalbController(app_manager.RyuApp):
         the client's edge switch again) and deliver the packet rewritten to the VIP. False
         when no NATed flow owns the packet (traffic sent to the instance's own address),
         which then goes on as plain L2."""
-        proto = "tcp" if f.ip_proto == in_proto.IPPROTO_TCP else "udp"
+        proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         reverse_key = (proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
         rec = self.flows.lookup_reverse(reverse_key)
         if rec is not None:
@@ -660,22 +652,14 @@ class MalbController(app_manager.RyuApp):
                 self._apply_health(*change)
 
     def _send_tcp_probe(self, dp, inst, ms, sport: int) -> None:
-        p = packet.Packet()
-        p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=inst.mac,
-                                         src=self.cfg.controller.vip_mac))
-        p.add_protocol(ipv4.ipv4(src=ms.vip, dst=inst.ip, proto=in_proto.IPPROTO_TCP, ttl=64))
-        p.add_protocol(tcp.tcp(src_port=sport, dst_port=ms.port, seq=random.getrandbits(32),
-                               bits=tcp.TCP_SYN, window_size=1024))
-        self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(inst.switch_port)])
+        self._packet_out(dp, ofwire.tcp_frame(
+            inst.mac, self.cfg.controller.vip_mac, ms.vip, inst.ip, sport, ms.port,
+            random.getrandbits(32), flags=ofwire.TCP_SYN, window=1024), inst.switch_port)
 
     def _send_arp_probe(self, dp, inst, ms) -> None:
-        p = packet.Packet()
-        p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP,
-                                         dst="ff:ff:ff:ff:ff:ff",
-                                         src=self.cfg.controller.vip_mac))
-        p.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=self.cfg.controller.vip_mac,
-                               src_ip=ms.vip, dst_mac="00:00:00:00:00:00", dst_ip=inst.ip))
-        self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(inst.switch_port)])
+        self._packet_out(dp, ofwire.arp_frame(
+            ofwire.ARP_REQUEST, self.cfg.controller.vip_mac, ms.vip, "00:00:00:00:00:00",
+            inst.ip, eth_dst="ff:ff:ff:ff:ff:ff"), inst.switch_port)
 
     def _tcp_probe_answer(self, dp, in_port, f) -> None:
         ok = bool(f.tcp_flags & ofwire.TCP_SYN) and bool(f.tcp_flags & ofwire.TCP_ACK)
@@ -689,14 +673,9 @@ class MalbController(app_manager.RyuApp):
     def _send_tcp_reset(self, dp, in_port, f) -> None:
         """A RST answering segment f (which carries an ACK), from where f was sent to, out of
         the port f came in on (RFC 9293: seq = the segment's acknowledgment number)."""
-        p = packet.Packet()
-        p.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_IP, dst=f.eth_src,
-                                         src=self.cfg.controller.vip_mac))
-        p.add_protocol(ipv4.ipv4(src=f.ip_dst, dst=f.ip_src, proto=in_proto.IPPROTO_TCP,
-                                 ttl=64))
-        p.add_protocol(tcp.tcp(src_port=f.dst_port, dst_port=f.src_port, seq=f.tcp_ack,
-                               bits=tcp.TCP_RST, window_size=0))
-        self._packet_out(dp, p, [dp.ofproto_parser.OFPActionOutput(in_port)])
+        self._packet_out(dp, ofwire.tcp_frame(
+            f.eth_src, self.cfg.controller.vip_mac, f.ip_dst, f.ip_src, f.dst_port, f.src_port,
+            f.tcp_ack, flags=ofwire.TCP_RST, window=0), in_port)
 
     def _health_answer(self, token, ok: bool, detail: str) -> None:
         change = self.health.answered(token, ok, time.time(), detail)
@@ -707,7 +686,8 @@ class MalbController(app_manager.RyuApp):
         self.core.set_health(instance, healthy)
         self.m_health.set(instance, value=1 if healthy else 0)
         log = self.logger.info if healthy else self.logger.warning
-        log("instance %s is %s (%s)", instance, "healthy again" if healthy else "DOWN: no new flows",
+        log("instance %s is %s (%s)", instance,
+            "healthy again" if healthy else "DOWN: no new flows",
             self.health.state[instance].last_result)
 
     # ================================================================ status

@@ -1,4 +1,6 @@
-"""OpenFlow 1.3 messages of the new-flow path, built as bytes, and frames parsed with struct.
+"""OpenFlow 1.3 messages of the new-flow path built as bytes, and the frames the platform
+sends (ARP answers, health probes, resets; benchmark and test traffic) built and parsed with
+struct.
 
 The new-flow path (packet-in -> rule pair -> barrier -> packet-out) is MALB's hot path.
 Building its messages with Ryu's generic classes costs about 2 ms per flow (OXM objects,
@@ -26,8 +28,9 @@ OXM_CLASS = 0x8000
 OXM = {"in_port": (0, 4), "eth_dst": (3, 6), "eth_src": (4, 6), "eth_type": (5, 2),
        "ip_proto": (10, 1), "ipv4_src": (11, 4), "ipv4_dst": (12, 4), "tcp_src": (13, 2),
        "tcp_dst": (14, 2), "udp_src": (15, 2), "udp_dst": (16, 2)}
-ETH_TYPE_IP, ETH_TYPE_ARP = 0x0800, 0x0806
-IPPROTO = {"tcp": 6, "udp": 17}
+ETH_TYPE_IP, ETH_TYPE_ARP, ETH_TYPE_LLDP = 0x0800, 0x0806, 0x88CC
+IPPROTO_TCP, IPPROTO_UDP = 6, 17
+IPPROTO = {"tcp": IPPROTO_TCP, "udp": IPPROTO_UDP}
 
 
 def _value(name: str, value) -> bytes:
@@ -131,7 +134,65 @@ def nat_messages(next_xid, protocol: str, cookie_fwd: int, cookie_rev: int, prio
             barrier_request(next_xid()))
 
 
-# ------------------------------------------------------------------ frames
+# ------------------------------------------------------------------ frames built
+ARP_REQUEST, ARP_REPLY = 1, 2
+
+
+def checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071)."""
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return ~s & 0xFFFF
+
+
+def mac_bytes(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", ""))
+
+
+def ethernet(dst: str, src: str, eth_type: int, payload: bytes) -> bytes:
+    return mac_bytes(dst) + mac_bytes(src) + struct.pack("!H", eth_type) + payload
+
+
+def arp_frame(op: int, src_mac: str, src_ip: str, dst_mac: str, dst_ip: str,
+              eth_dst: str | None = None) -> bytes:
+    """An ARP request or reply in its Ethernet frame (to dst_mac, or eth_dst)."""
+    body = struct.pack("!HHBBH6s4s6s4s", 1, ETH_TYPE_IP, 6, 4, op, mac_bytes(src_mac),
+                       socket.inet_aton(src_ip), mac_bytes(dst_mac), socket.inet_aton(dst_ip))
+    return ethernet(eth_dst or dst_mac, src_mac, ETH_TYPE_ARP, body)
+
+
+def ipv4(src: str, dst: str, proto: int, payload: bytes, ttl: int = 64) -> bytes:
+    """An IPv4 packet (no options, don't fragment) around payload, with its checksum."""
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0x4000, ttl, proto,
+                         0, socket.inet_aton(src), socket.inet_aton(dst))
+    return header[:10] + struct.pack("!H", checksum(header)) + header[12:] + payload
+
+
+def tcp_segment(src: str, dst: str, sport: int, dport: int, seq: int, ack: int = 0,
+                flags: int = 0x02, window: int = 64240) -> bytes:
+    """A bare TCP header (no options, no payload) with its checksum; no IP header."""
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, window, 0, 0)
+    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(tcp))
+    return tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+
+
+def tcp_frame(eth_dst: str, eth_src: str, src: str, dst: str, sport: int, dport: int,
+              seq: int, ack: int = 0, flags: int = 0x02, window: int = 64240) -> bytes:
+    return ethernet(eth_dst, eth_src, ETH_TYPE_IP,
+                    ipv4(src, dst, 6, tcp_segment(src, dst, sport, dport, seq, ack, flags,
+                                                   window)))
+
+
+def udp_datagram(src: str, dst: str, sport: int, dport: int, payload: bytes) -> bytes:
+    """A UDP packet in its IPv4 packet (checksum 0: optional over IPv4)."""
+    return ipv4(src, dst, 17, struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) +
+                payload)
+
+
+# ------------------------------------------------------------------ frames parsed
 class Frame(NamedTuple):
     eth_dst: str
     eth_src: str

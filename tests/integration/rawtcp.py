@@ -3,8 +3,8 @@
     python3 rawtcp.py SRC_IP DST_IP DST_PORT FLAGS      # FLAGS: hex, e.g. 0x10 for ACK
 
 Prints e.g. "answer flags=0x04 seq=1234" or "no answer". Only the standard library: the
-segment is built by benchmarks/pktgen.py (the kernel adds the IP header), the answer is
-read from a raw socket.
+segment is built by ryu_apps/ofwire.py (the kernel adds the IP header), the answer is read
+from a raw socket.
 """
 import os
 import random
@@ -16,7 +16,7 @@ import time
 
 # runs with the system python3 inside a client host: find the project's modules by path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from benchmarks.pktgen import tcp_segment  # noqa: E402
+from ryu_apps.ofwire import tcp_segment  # noqa: E402
 
 
 def main() -> int:

@@ -101,3 +101,32 @@ def test_parse_frame_tcp_udp_arp():
     assert (f.arp_op, f.arp_spa, f.arp_tpa, f.arp_sha) == (1, "10.0.200.1", "10.0.0.100",
                                                            "02:00:00:02:00:01")
     assert ofwire.parse_frame(b"\x00" * 10) is None
+
+
+def test_frames_the_controller_sends_are_what_ryu_builds_and_parses():
+    from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp
+    vip_mac, cli_mac = "02:00:00:00:00:64", "02:00:00:02:00:01"
+    # an ARP reply for a VIP: the bytes Ryu's packet library makes (which pads the frame to
+    # Ethernet's 60-byte minimum, as the switch does anyway)
+    mine = ofwire.arp_frame(ofwire.ARP_REPLY, vip_mac, "10.0.0.100", cli_mac, "10.0.200.1")
+    ryu = packet.Packet()
+    ryu.add_protocol(ethernet.ethernet(ethertype=0x0806, dst=cli_mac, src=vip_mac))
+    ryu.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=vip_mac, src_ip="10.0.0.100",
+                             dst_mac=cli_mac, dst_ip="10.0.200.1"))
+    ryu.serialize()
+    theirs = bytes(ryu.data)
+    assert len(mine) == 42 and theirs[:42] == mine and not any(theirs[42:])
+    # a TCP reset: Ryu reads the fields back, and both checksums hold
+    frame = ofwire.tcp_frame(cli_mac, vip_mac, "10.0.0.100", "10.0.200.1", 8002, 40000,
+                             seq=123456, flags=ofwire.TCP_RST, window=0)
+    p = packet.Packet(frame)
+    ip, seg = p.get_protocol(ipv4.ipv4), p.get_protocol(tcp.tcp)
+    assert (ip.src, ip.dst, ip.proto, ip.ttl) == ("10.0.0.100", "10.0.200.1", 6, 64)
+    assert (seg.src_port, seg.dst_port, seg.seq, seg.bits, seg.window_size) == \
+        (8002, 40000, 123456, tcp.TCP_RST, 0)
+    assert ofwire.checksum(frame[14:34]) == 0
+    pseudo = frame[26:34] + bytes([0, 6, 0, 20])
+    assert ofwire.checksum(pseudo + frame[34:54]) == 0
+    f = ofwire.parse_frame(frame)
+    assert (f.ip_src, f.src_port, f.tcp_seq, f.tcp_flags) == ("10.0.0.100", 8002, 123456,
+                                                              ofwire.TCP_RST)
