@@ -1,9 +1,9 @@
 """Host agent for one server.
 
-    python -m agents --server srv1                      # testbed: containers labelled
-                                                        # malb.server=srv1, port from config
+    python -m agents --server srv1                      # testbed: the containers the
+                                                        # configuration puts on srv1
     python -m agents --server web1 --all --port 9101    # a real machine: all its containers
-    python -m agents --server srv1 --name-regex '^mn\\.srv1-'   # Containernet (no labels)
+    python -m agents --server web1 --label app=web --port 9101   # by label
 
 Serves GET /stats (JSON), GET /health and GET /metrics (Prometheus). See docs/profiler.md.
 """
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         fail(f"--server {args.server}: not in {cfg.source} (known: "
              f"{', '.join(s.name for s in cfg.servers)}); give --all, --label or --name-regex "
              f"to run outside the testbed", code=2)
-    labels = None
+    labels, names = None, None
     if args.label:
         labels = {}
         for item in args.label:
@@ -107,7 +107,8 @@ def main(argv=None) -> int:
                 fail(f"--label {item!r}: expected KEY=VALUE", code=2)
             labels[key] = value
     elif not args.all and not args.name_regex:
-        labels = {"malb.server": args.server}
+        # the testbed's containers of this server, by name (Containernet drops labels)
+        names = {i.container: (i.name, i.microservice) for i in cfg.instances_on(args.server)}
     url = urlparse(server.agent_url) if server else None
     host = args.host or (url.hostname if url else cfg.agents.listen_host)
     port = args.port or (url.port if url else None)
@@ -123,7 +124,8 @@ def main(argv=None) -> int:
         client.ping()
     except Exception as exc:   # the SDK raises DockerException, requests' errors, OSError
         fail(f"cannot reach the Docker engine: {type(exc).__name__}: {exc}")
-    agent = Agent(args.server, Selector(labels, args.name_regex and args.name_regex.pattern),
+    agent = Agent(args.server, Selector(labels, args.name_regex and args.name_regex.pattern,
+                                        names),
                   capacity_function(args.capacity, server, network_mbit),
                   args.period or cfg.agents.period_s, client=client)
     try:

@@ -26,20 +26,40 @@ MAX_PARALLEL = 32
 
 
 class Selector:
-    """Which containers belong to this server: by labels, by a name pattern, or all."""
+    """Which containers belong to this server: the instances the configuration places on
+    it (by container name: that holds on every backend, where labels do not: Containernet
+    drops them), or by labels, by a name pattern, or all.
 
-    def __init__(self, labels: dict[str, str] | None = None, name_regex: str | None = None):
+    names: {container name: (instance, microservice)}."""
+
+    def __init__(self, labels: dict[str, str] | None = None, name_regex: str | None = None,
+                 names: dict[str, tuple[str, str]] | None = None):
         self.labels = labels or {}
         self.name_re = re.compile(name_regex) if name_regex else None
+        self.names = names
 
     def docker_filters(self) -> dict:
+        if self.names is not None:   # Docker matches parts of names; matches() is exact
+            return {"name": sorted(self.names)}
         return {"label": [f"{k}={v}" if v else k for k, v in self.labels.items()]} \
             if self.labels else {}
 
     def matches(self, name: str) -> bool:
+        if self.names is not None:
+            return name in self.names
         return self.name_re is None or bool(self.name_re.search(name))
 
+    def identity(self, name: str, labels: dict) -> tuple[str, str | None]:
+        """(instance, microservice) of a selected container: the configuration's, else its
+        labels', else its name without Mininet's prefix."""
+        if self.names and name in self.names:
+            return self.names[name]
+        return (labels.get("malb.instance", name.removeprefix("mn.")),
+                labels.get("malb.microservice"))
+
     def describe(self) -> str:
+        if self.names is not None:
+            return f"the configured containers {', '.join(sorted(self.names))}"
         parts = [f"label {k}={v}" for k, v in self.labels.items()]
         if self.name_re:
             parts.append(f"name ~ /{self.name_re.pattern}/")
@@ -104,10 +124,9 @@ class Agent:
         return self._publish(wall, containers, None, started)
 
     def _read(self, c, doc_future) -> dict:
-        labels = c.labels or {}
-        entry = {"name": c.name, "id": c.id[:12],
-                 "instance": labels.get("malb.instance", c.name.removeprefix("mn.")),
-                 "microservice": labels.get("malb.microservice"),
+        instance, microservice = self.selector.identity(c.name, c.labels or {})
+        entry = {"name": c.name, "id": c.id[:12], "instance": instance,
+                 "microservice": microservice,
                  "state": c.status, "readable": True, "error": None, "cpu_percent": None,
                  "memory_bytes": None, "memory_percent": None, "rx_bytes_per_s": None,
                  "tx_bytes_per_s": None}

@@ -28,7 +28,7 @@ import time
 from benchmarks.ofcapture import latencies
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_root
 from common.config import load_config
-from common.procs import ROOT, Service, controller_service
+from common.procs import ROOT, Service, controller_service, git_commit
 from common.stats import quantile
 from topologies.clean import clean_testbed
 from topologies.testbed import Testbed, TestbedOptions
@@ -50,6 +50,7 @@ def run_app(app: str, rates: list[float], seconds: float, connect_s: float, work
     result = {"app": app, "rates": []}
     try:
         with Testbed(cfg, TestbedOptions(wait_controller_s=30)) as tb:
+            result.update(backend=tb.backend, datapath=tb.datapath)
             missing = tb.wait_services()
             assert not missing, missing
             cli = tb.node("cli1")
@@ -121,7 +122,9 @@ def _ms(v):
 def markdown(results: list[dict], command: str) -> str:
     lines = ["# Controller benchmark", "",
              f"Command: `{command}`  ", f"Machine: {os.cpu_count()} CPUs, "
-             f"{platform.platform()}, Python {platform.python_version()}, userspace OVS", "",
+             f"{platform.platform()}, Python {platform.python_version()}; testbed: "
+             + "; ".join(sorted({f"{r.get('backend')}, {r.get('datapath')} datapath"
+                                 for r in results})), "",
              "## Packet-in to flow-mod latency (measured on the OpenFlow connection)", "",
              "| app | offered /s | packet-ins | answered | answered /s | p50 ms | p99 ms | max ms |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -167,7 +170,8 @@ def main(argv=None) -> int:
     command = "sudo .venv/bin/python -m benchmarks.controller " + " ".join(argv or sys.argv[1:])
     md = markdown(results, command.strip())
     with open(os.path.join(args.out, "controller.json"), "w") as fh:
-        json.dump({"command": command, "results": results}, fh, indent=1)
+        json.dump({"command": command, "commit": git_commit(), "results": results}, fh,
+                  indent=1)
     with open(os.path.join(args.out, "controller.md"), "w") as fh:
         fh.write(md)
     print(md)

@@ -54,6 +54,7 @@ from common.cli import ArgumentParser, bounded, choice_list, number_list
 from common.config import active_flow_refresh_s, parse_config
 from common.httpjson import JsonServer
 from common.markdown import number
+from common.procs import git_commit
 from profiler.predictors import fit_arma
 from profiler.service import ProfilerService
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable
@@ -380,7 +381,7 @@ def machine_info() -> dict:
 def run_benchmark(sizes, flows, predictors, periods: int, out_dir: str | None,
                   seed: int = SEED, store_dir: str | None = None, command: str = "",
                   log=None, pace: bool = False) -> dict:
-    doc = {"benchmark": "profiler_period", "command": command, "commit": _commit(),
+    doc = {"benchmark": "profiler_period", "command": command, "commit": git_commit(),
            "machine": machine_info(),
            "setup": {"servers": N_SERVERS, "period_s": PERIOD_S, "seed": seed,
                      "periods": periods, "report_chunk": REPORT_CHUNK,
@@ -409,16 +410,6 @@ def run_benchmark(sizes, flows, predictors, periods: int, out_dir: str | None,
         with open(os.path.join(out_dir, "profiler_period.md"), "w") as fh:
             fh.write(render_markdown(doc))
     return doc
-
-
-def _commit() -> str:
-    import subprocess
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.dirname(
-                                  os.path.abspath(__file__)))).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def results_table(doc: dict) -> str:

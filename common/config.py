@@ -63,6 +63,9 @@ class Microservice:
     command: str          # started inside each instance container; {port} is substituted
 
 
+CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as container mn.srv1-vid
+
+
 @dataclass(frozen=True)
 class Instance:
     """One container running one microservice on one server."""
@@ -74,6 +77,10 @@ class Instance:
     switch: str
     dpid: int
     switch_port: int      # OpenFlow port on its switch
+
+    @property
+    def container(self) -> str:
+        return CONTAINER_PREFIX + self.name
 
 
 @dataclass(frozen=True)

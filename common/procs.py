@@ -18,6 +18,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
 
 
+def git_commit() -> str:
+    """The checkout's commit (short), for the results a run writes; "unknown" outside git."""
+    try:
+        res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True)
+    except OSError:
+        return "unknown"
+    return res.stdout.strip() or "unknown"
+
+
 class ServiceError(RuntimeError):
     pass
 

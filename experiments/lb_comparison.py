@@ -19,7 +19,6 @@ import csv
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -28,6 +27,7 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_e
 from common import config
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
+from common.procs import git_commit
 from experiments import evaluation, report
 from experiments.stack import Stack
 from profiler.store import HistoryStore
@@ -102,9 +102,7 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
     data = config_data(opts)
     started = time.time()
     with Stack(data, run_dir, policy=policy) as st:
-        st.wait_for(lambda: all(not s["stale"] for s in
-                                st.profiler_get("/servers")["servers"].values()),
-                    30, "profiler sees every server")
+        st.wait_monitoring(30)
         spec = workload_spec(st.cfg, opts, opts.seed + run)
         spec_path = os.path.join(run_dir, "workload.json")
         with open(spec_path, "w") as fh:
@@ -144,14 +142,22 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         history = st.cfg.profiler.history_path
         period = st.cfg.profiler.period_s
         server_names = [s.name for s in st.cfg.servers]
+        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
     requests = []
     for k in range(len(clients)):
         with open(f"{run_dir}/requests-{k}.csv") as fh:
             requests += list(csv.DictReader(fh))
     planned = sum(s["planned"] for s in summaries)
     samples = read_server_samples(history, t0, t_end)
+    seen = {name: sum(1 for servers in samples.values() if name in servers)
+            for name in server_names}
+    if not all(seen.values()):
+        # A table of the servers' balance without their samples would be a table of nothing
+        raise RuntimeError(f"{tag} monitoring: no complete sample during the run of "
+                           f"{', '.join(n for n, k in seen.items() if not k)}; see "
+                           f"{run_dir}/agent-*.log and profiler.log")
     result = {
-        "policy": policy, "run": run, "t0": t0, "t_end": t_end,
+        "policy": policy, "run": run, "t0": t0, "t_end": t_end, **backend,
         "wall_s": round(time.time() - started, 1),
         "requests_planned": planned, "requests_recorded": len(requests),
         "requests_failed": sum(1 for r in requests if r["error"]),
@@ -188,17 +194,17 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                                os.path.join(out_dir, "response_times.png"))
     t2, t3, f3 = (report.table2_markdown(results), report.table3_markdown(results),
                   report.fig3_markdown(results))
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip() or "unknown"
-    except OSError:
-        commit = "unknown"
+    commit = git_commit()
     accounted = all(r["result"]["requests_planned"] == r["result"]["requests_recorded"]
                     for runs in per_policy.values() for r in runs)
+    testbeds = sorted({f"{r['result']['backend']}, {r['result']['datapath']} datapath"
+                       for runs in per_policy.values() for r in runs})
     summary = f"""# Scenario 2: SRR, LN and MALB
 
 Command: `{command}`
 Commit: {commit}; {datetime.datetime.now().isoformat(timespec='seconds')}
+Testbed: {'; '.join(testbeds)} (backend: real Containernet, or Debian's Mininet with the
+project's Docker node)
 Runs per policy: {opts.runs}; phases: 3 x {opts.phase_seconds:g} s (linear increase from
 {opts.peak_rate * opts.low_fraction:g} to {opts.peak_rate:g} requests/s, stable, decrease);
 {opts.servers} servers of {opts.server_cpu:g} CPU and {opts.server_memory} MB, links of
@@ -227,7 +233,8 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), respons
     with open(os.path.join(out_dir, "summary.md"), "w") as fh:
         fh.write(summary)
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump({"command": command, "commit": commit, "options": vars(opts),
+        json.dump({"command": command, "commit": commit, "testbed": testbeds,
+                   "options": vars(opts),
                    "accounted": accounted, "results": results,
                    "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
                   fh, indent=1, default=str)
@@ -296,7 +303,7 @@ def main(argv=None) -> int:
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
-    command = "sudo .venv/bin/python -m experiments.lb_comparison " + \
+    command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.lb_comparison " + \
         " ".join(argv if argv is not None else sys.argv[1:])
     per_run_s = 3 * args.phase_seconds + 30 * args.duration_scale + 40
     print(f"[comparison] {len(policies)} policies x {args.runs} runs, about "

@@ -192,6 +192,26 @@ class Stack:
         with urllib.request.urlopen(f"{self.cfg.profiler.url}{path}", timeout=5) as r:
             return json.load(r)
 
+    def wait_monitoring(self, timeout_s: float = 30.0) -> None:
+        """Until the profiler has a complete, fresh sample of every server. RuntimeError
+        naming each server that has none, and why (an agent that sees no container of its
+        server would otherwise make an experiment of zeros)."""
+        last: dict = {}
+
+        def all_fresh():
+            nonlocal last
+            last = self.profiler_get("/servers")["servers"]
+            return all(not v["stale"] and v["complete"] for v in last.values())
+        try:
+            self.wait_for(all_fresh, timeout_s, "monitoring of every server")
+        except TimeoutError:
+            bad = [f"{name}: {v.get('error') or 'no complete sample'}"
+                   for name, v in sorted(last.items()) if v["stale"] or not v["complete"]]
+            raise RuntimeError(f"the profiler has no complete sample of "
+                               f"{len(bad)} server(s) after {timeout_s:.0f} s: "
+                               f"{'; '.join(bad)} (agents' logs: {self.run_dir}/agent-*.log)"
+                               ) from None
+
     def wait_for(self, predicate, timeout_s: float, what: str, interval_s: float = 0.5):
         deadline = time.time() + timeout_s
         last = None

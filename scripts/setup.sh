@@ -89,12 +89,12 @@ fi
 step "Python virtualenv ($VENV)"
 SYS_PY=/usr/bin/python3
 req_hash="$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16)"
-if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$req_hash" ]; then
-  skip "requirements.txt unchanged since the last install"
-else
-  [ -x "$VENV/bin/python" ] || { $SYS_PY -m venv "$VENV" || fail "python3 -m venv failed"; }
-  # The virtualenv sees the system's Mininet (Debian's package, or Containernet when a user
-  # installed it into the system Python) through a path holding only that module.
+# The virtualenv sees the system's Mininet (Debian's package, or Containernet where a user
+# installed it system-wide) through a path holding only that module; a Containernet
+# installed into the virtualenv itself (docs/testbed.md) comes first. Refreshed on every
+# run, so a Mininet or Containernet installed later is picked up.
+link_mininet() {
+  local mnpath site
   mnpath="$($SYS_PY -c 'import mininet, os; print(os.path.dirname(mininet.__file__))' 2>/dev/null)" \
     || fail "the system Python has no mininet module (apt-get install mininet)"
   mkdir -p "$VENV/mininet-path"
@@ -102,6 +102,13 @@ else
   site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   echo "$VENV/mininet-path" > "$site/malb-mininet.pth"
   echo "$ROOT" > "$site/malb-project.pth"
+}
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$req_hash" ]; then
+  link_mininet
+  skip "requirements.txt unchanged since the last install"
+else
+  [ -x "$VENV/bin/python" ] || { $SYS_PY -m venv "$VENV" || fail "python3 -m venv failed"; }
+  link_mininet
   echo "[setup]   pip install -r requirements.txt (log: $LOG_DIR/pip.log)"
   # Ryu 4.x builds only with setuptools < 68 (docs/setup.md).
   "$VENV/bin/pip" install -q "setuptools<68" wheel >"$LOG_DIR/pip.log" 2>&1 \

@@ -28,7 +28,17 @@ def containernet_available() -> bool:
         return False
 
 
+BACKEND_ENV_VAR = "MALB_BACKEND"
+
+
 def resolve_backend(requested: str = "auto") -> str:
+    """'containernet' or 'mininet'. auto: $MALB_BACKEND when set, else Containernet when it
+    is importable."""
+    if requested == "auto" and os.environ.get(BACKEND_ENV_VAR):
+        requested = os.environ[BACKEND_ENV_VAR]
+        if requested not in BACKENDS:
+            raise BackendError(f"${BACKEND_ENV_VAR}: unknown backend {requested!r} (choose "
+                               f"from {', '.join(BACKENDS)})")
     if requested not in BACKENDS:
         raise BackendError(f"unknown backend {requested!r} (choose from {', '.join(BACKENDS)})")
     if requested == "auto":
@@ -46,6 +56,15 @@ def network_class(backend: str):
         return Containernet
     from topologies.net import DockerMininet
     return DockerMininet
+
+
+def docker_node_class(backend: str):
+    """The project's container node for a backend (the same API on both)."""
+    if backend == "containernet":
+        from topologies.containernet import ContainernetDocker
+        return ContainernetDocker
+    from topologies.dockerhost import DockerHost
+    return DockerHost
 
 
 @lru_cache(maxsize=None)

@@ -1,6 +1,7 @@
 """Remove what a testbed left behind, and only what the project made.
 
-- containers labelled ``malb``;
+- containers labelled ``malb``, and those Containernet made for us (its own label, our
+  MALB_INSTANCE in their environment);
 - Open vSwitch bridges tagged ``external-ids:malb=1`` (and those named in the state file);
 - Mininet node shells of our nodes (which hold their network namespaces);
 - veth interfaces of our nodes left in the root namespace;
@@ -22,6 +23,7 @@ import time
 from common.state import PID_DIR, TESTBED_STATE_FILE, process_start_ticks, read_pid_file, \
     same_process
 from topologies.cgroups import remove_groups
+from topologies.dockerhost import leftover_is_ours
 # Node names the configuration can produce: srv1-vid, cli2, s3 (see common/config.py).
 NODE_NAME_RE = r"(?:[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|s\d+)"
 # Without a state file, switch names (s1, ...) count as ours only when their bridge carries
@@ -50,12 +52,19 @@ def _state() -> dict:
 
 
 def our_containers(timeout: int = 60) -> list:
-    """Containers labelled malb. CleanupError when Docker cannot say: stopped containers
-    of ours may still exist, and an unanswered question is not "none"."""
+    """Containers of ours: labelled malb, or made by Containernet (which drops our labels)
+    with our MALB_INSTANCE in their environment. CleanupError when Docker cannot say:
+    stopped containers of ours may still exist, and an unanswered question is not "none"."""
     try:
         import docker
         client = docker.from_env(timeout=timeout)
-        return client.containers.list(all=True, filters={"label": "malb"})
+        mine = {c.id: c for c in client.containers.list(all=True, filters={"label": "malb"})}
+        for c in client.containers.list(all=True, filters={"label": "com.containernet"}):
+            if c.id not in mine:
+                c.reload()     # the list omits the environment
+                if leftover_is_ours(c):
+                    mine[c.id] = c
+        return list(mine.values())
     except Exception as exc:
         raise CleanupError(f"cannot list containers: the Docker engine does not answer "
                            f"({type(exc).__name__}: {exc})") from None

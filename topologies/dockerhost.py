@@ -24,7 +24,8 @@ import docker
 from mininet.log import debug, info, warn
 from mininet.node import Host
 
-CONTAINER_PREFIX = "mn."      # the same as Containernet, so `docker ps` reads the same
+from common.config import CONTAINER_PREFIX
+
 PROJECT_LABEL = "malb"
 # Keeps the container alive and exits promptly on SIGTERM (no init process needed).
 KEEPALIVE_CMD = ["bash", "-c", "trap 'exit 0' TERM INT; sleep infinity & wait"]
@@ -59,7 +60,104 @@ def _binds(volumes) -> dict:
     return binds
 
 
-class DockerHost(Host):
+class ProjectNode:
+    """What the project's container nodes do alike on both backends (a mixin for
+    DockerHost here and for Containernet's Docker in topologies/containernet.py).
+
+    Resource updates go through the Docker API, so Docker's record of the limits is what
+    the kernel enforces, and -1 (the default) leaves a value as it is. (Containernet's own
+    updateCpuLimit writes the cgroup directly and takes cpu_quota=-1 as "no limit".)
+    Subclasses provide _docker_update(**limits)."""
+
+    resources: dict
+
+    def _docker_update(self, **limits) -> None:
+        raise NotImplementedError
+
+    def update_resources(self, **kwargs):
+        self.resources.update(kwargs)
+        update = {k: v for k, v in self.resources.items() if v is not None}
+        if update.get("cpu_quota", 0) in (-1, 0):
+            update.pop("cpu_quota", None)
+        self._docker_update(**update)
+
+    def updateCpuLimit(self, cpu_quota=-1, cpu_period=-1, cpu_shares=-1, cores=None):
+        """Containernet's arguments; -1 leaves a value unchanged."""
+        update = {}
+        if cpu_quota is not None and cpu_quota != -1:
+            update["cpu_quota"] = cpu_quota
+        if cpu_period is not None and cpu_period >= 0:
+            update["cpu_period"] = cpu_period
+        if cpu_shares is not None and cpu_shares >= 0:
+            update["cpu_shares"] = cpu_shares
+        if cores:
+            update["cpuset_cpus"] = cores
+        if update:
+            self.resources.update(update)
+            self._docker_update(**update)
+
+    def updateMemoryLimit(self, mem_limit=-1, memswap_limit=-1):
+        update = {}
+        if mem_limit is not None and mem_limit != -1:
+            update["mem_limit"] = mem_limit
+            # Docker refuses a memory limit above the current memory+swap limit unless both
+            # change together; unlimited swap unless the caller says otherwise.
+            update["memswap_limit"] = -1
+        if memswap_limit is not None and memswap_limit != -1:
+            update["memswap_limit"] = memswap_limit
+        if update:
+            self.resources.update(update)
+            self._docker_update(**update)
+
+    # -- a container that is killed or removed behind Mininet's back ends its shell. Mininet
+    #    keeps the other end of the shell's pty open, so no end of file ever comes and cmd()
+    #    would wait forever in read() (a teardown after a killed container hung there): the
+    #    wait for output is sliced and ends when the shell has gone.
+    def _shell_alive(self) -> bool:
+        return self.shell is not None and self.shell.poll() is None
+
+    def read(self, size=1024):
+        if not self.readbuf:
+            while not select.select([self.stdout.fileno()], [], [], SHELL_POLL_MS / 1000)[0]:
+                if not self._shell_alive():
+                    return ""
+        return super().read(size)
+
+    def monitor(self, timeoutms=None, findPid=True):
+        data = super().monitor(timeoutms, findPid)
+        if self.waiting and not data and not self._shell_alive():
+            warn(f"*** {self.name}: its container's shell has ended (container stopped or "
+                 f"removed); not completed: {self.lastCmd}\n")
+            self.waiting = False
+        return data
+
+
+def leftover_is_ours(container) -> bool:
+    """A container of an earlier testbed of this project: labelled malb (our own node), or
+    made by Containernet (which drops our labels) with our environment."""
+    if container.labels.get(PROJECT_LABEL) is not None:
+        return True
+    env = container.attrs.get("Config", {}).get("Env") or []
+    return "com.containernet" in container.labels and \
+        any(e.startswith("MALB_INSTANCE=") for e in env)
+
+
+def remove_leftover(client, cname: str) -> None:
+    """Remove an earlier run's container of that name if it is the project's (a killed run
+    leaves them, and Docker refuses the name again); refuse to touch anyone else's."""
+    try:
+        old = client.containers.get(cname)
+    except docker.errors.NotFound:
+        return
+    if not leftover_is_ours(old):
+        raise RuntimeError(f"a container named {cname} exists and is not the project's "
+                           f"(no '{PROJECT_LABEL}' label, no MALB_INSTANCE); remove or "
+                           f"rename it")
+    info(f"*** removing leftover container {cname}\n")
+    old.remove(force=True)
+
+
+class DockerHost(ProjectNode, Host):
     """Mininet host whose namespaces and cgroups are those of a Docker container."""
 
     def __init__(self, name, dimage=None, dcmd=None, cpu_quota=-1, cpu_period=None,
@@ -75,7 +173,7 @@ class DockerHost(Host):
                               memswap_limit=memswap_limit)
         self._starting_shell = False
         client = docker_client()
-        self._remove_leftover(client, self.cname)
+        remove_leftover(client, self.cname)
         all_labels = {PROJECT_LABEL: "1", "malb.node": name}
         all_labels.update(labels or {})
         create = dict(
@@ -101,18 +199,6 @@ class DockerHost(Host):
         debug(f"{name}: container {self.did[:12]} pid {self.container_pid}\n")
         super().__init__(name, **kwargs)
 
-    @staticmethod
-    def _remove_leftover(client, cname):
-        try:
-            old = client.containers.get(cname)
-        except docker.errors.NotFound:
-            return
-        if old.labels.get(PROJECT_LABEL) is None:
-            raise RuntimeError(f"a container named {cname} exists and is not the project's "
-                               f"(no '{PROJECT_LABEL}' label); remove or rename it")
-        info(f"*** removing leftover container {cname}\n")
-        old.remove(force=True)
-
     # -- shell and processes run *inside* the container (namespaces and cgroups), so what
     #    they start is limited and accounted like the container itself (docker stats).
     def startShell(self, mnopts=None):
@@ -137,28 +223,6 @@ class DockerHost(Host):
         kwargs.setdefault("mncmd", [docker_cli(), "exec", "-i", self.cname])
         return super().popen(*args, **kwargs)
 
-    # -- a container that is killed or removed behind Mininet's back ends its shell. Mininet
-    #    keeps the other end of the shell's pty open, so no end of file ever comes and cmd()
-    #    would wait forever in read() (a teardown after a killed container hung there): the
-    #    wait for output is sliced and ends when the shell has gone.
-    def _shell_alive(self) -> bool:
-        return self.shell is not None and self.shell.poll() is None
-
-    def read(self, size=1024):
-        if not self.readbuf:
-            while not select.select([self.stdout.fileno()], [], [], SHELL_POLL_MS / 1000)[0]:
-                if not self._shell_alive():
-                    return ""
-        return super().read(size)
-
-    def monitor(self, timeoutms=None, findPid=True):
-        data = super().monitor(timeoutms, findPid)
-        if self.waiting and not data and not self._shell_alive():
-            warn(f"*** {self.name}: its container's shell has ended (container stopped or "
-                 f"removed); not completed: {self.lastCmd}\n")
-            self.waiting = False
-        return data
-
     def terminate(self):
         super().terminate()
         try:
@@ -166,38 +230,6 @@ class DockerHost(Host):
         except docker.errors.NotFound:
             pass
 
-    # -- Containernet's resource API
-    def update_resources(self, **kwargs):
-        self.resources.update(kwargs)
-        update = {k: v for k, v in self.resources.items() if v is not None}
-        if update.get("cpu_quota", 0) in (-1, 0):
-            update.pop("cpu_quota", None)
-        self.container.update(**update)
+    def _docker_update(self, **limits) -> None:
+        self.container.update(**limits)
 
-    def updateCpuLimit(self, cpu_quota=-1, cpu_period=-1, cpu_shares=-1, cores=None):
-        """Same arguments as Containernet: -1 leaves a value unchanged."""
-        update = {}
-        if cpu_quota is not None and cpu_quota != -1:
-            update["cpu_quota"] = cpu_quota
-        if cpu_period is not None and cpu_period >= 0:
-            update["cpu_period"] = cpu_period
-        if cpu_shares is not None and cpu_shares >= 0:
-            update["cpu_shares"] = cpu_shares
-        if cores:
-            update["cpuset_cpus"] = cores
-        if update:
-            self.resources.update(update)
-            self.container.update(**update)
-
-    def updateMemoryLimit(self, mem_limit=-1, memswap_limit=-1):
-        update = {}
-        if mem_limit is not None and mem_limit != -1:
-            update["mem_limit"] = mem_limit
-            # Docker refuses a memory limit above the current memory+swap limit unless both
-            # change together; unlimited swap unless the caller says otherwise.
-            update["memswap_limit"] = -1
-        if memswap_limit is not None and memswap_limit != -1:
-            update["memswap_limit"] = memswap_limit
-        if update:
-            self.resources.update(update)
-            self.container.update(**update)

@@ -46,8 +46,10 @@ class Testbed:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "Testbed":
-        from mininet.link import TCLink
+        # mininet.node before mininet.link: Containernet's two modules import each other,
+        # and only this order resolves
         from mininet.node import OVSSwitch, RemoteController
+        from mininet.link import TCLink
 
         check_deployable(self.cfg)
         self.backend = backends.resolve_backend(self.options.backend)
@@ -126,10 +128,11 @@ class Testbed:
         # warning per link (as an error) and shapes no better
         host_link = {"bw": tb.host_bw_mbit, "use_tbf": True} if tb.host_bw_mbit else {}
         server_params = self._server_docker_params()
+        node_cls = backends.docker_node_class(self.backend)
         for inst in self.cfg.instances:
             ms = self.cfg.microservice(inst.microservice)
             node = net.addDocker(
-                inst.name, dimage=ms.image, ip=f"{inst.ip}/{tb.prefix_len}", mac=inst.mac,
+                inst.name, cls=node_cls, dimage=ms.image, ip=f"{inst.ip}/{tb.prefix_len}", mac=inst.mac,
                 environment={"MALB_INSTANCE": inst.name, "MALB_SERVER": inst.server,
                              "MALB_MICROSERVICE": ms.name},
                 labels={"malb.server": inst.server, "malb.microservice": ms.name,

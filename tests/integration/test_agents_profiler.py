@@ -207,3 +207,14 @@ def test_flow_classes_from_real_flows_reach_the_controller(tmp_path):
         assert code == 200
         last = st.controller_get("/malb/decisions?limit=1&microservice=ui")["decisions"][-1]
         assert last["algorithm"] == "round-robin"
+
+
+def test_an_experiment_whose_monitoring_sees_no_container_of_a_server_stops_and_says_so(
+        tmp_path):
+    data = {**FAST_CONFIG, "servers": {"count": 2}, "testbed": {"clients": 1}}
+    with Stack(data, str(tmp_path), controller=False, start_services=False) as st:
+        for inst in st.cfg.instances_on("srv2"):
+            docker.from_env().containers.get(inst.container).remove(force=True)
+        time.sleep(4)     # its last complete sample, from before, is over 3 periods old
+        with pytest.raises(RuntimeError, match="no complete sample of 1 server.*srv2"):
+            st.wait_monitoring(10)

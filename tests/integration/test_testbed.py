@@ -42,13 +42,19 @@ def test_paper_testbed_reach_every_container_then_leave_nothing():
         assert len(results) == 12
         bad = [r for r in results if not r.ok]
         assert not bad, bad
-        # every container carries the project label and its server/microservice labels
-        containers = docker_client().containers.list(filters={"label": "malb"})
+        # every container is found as the project's and says what it runs, on both
+        # backends (Containernet keeps only its own and the image's labels)
+        containers = docker_client().containers.list(filters={"name": "mn."})
         by_name = {c.name: c for c in containers}
-        assert len(by_name) == 12
+        assert set(by_name) == {i.container for i in cfg.instances}
         c = by_name["mn.srv3-be"]
-        assert c.labels["malb.server"] == "srv3" and c.labels["malb.microservice"] == "backend"
+        assert {"MALB_SERVER=srv3", "MALB_MICROSERVICE=backend",
+                "MALB_INSTANCE=srv3-be"} <= set(c.attrs["Config"]["Env"])
+        if tb.backend == "mininet":
+            assert c.labels["malb.server"] == "srv3"
         assert c.attrs["HostConfig"]["NetworkMode"] == "none"
+        assert sorted(tb.node("srv3-be").cmd("ls /sys/class/net").split()) == \
+            ["lo", "srv3-be-eth0"]
     _nothing_left()
 
 
@@ -167,6 +173,22 @@ def test_up_tears_down_on_ctrl_c_and_sigterm(sig):
 def test_same_topology_on_real_containernet():
     cfg = load_config(overrides={"testbed": {"controller": "none", "clients": 1},
                                  "servers": {"count": 2}})
+    # a container of a killed earlier run has the name: ours, so it is replaced (no 409)
+    docker_client().containers.run("malb/service:latest", ["sleep", "600"], detach=True,
+                                   name="mn.srv1-vid", network_mode="none",
+                                   environment={"MALB_INSTANCE": "srv1-vid"})
     with Testbed(cfg, TestbedOptions(backend="containernet")) as tb:
+        assert tb.backend == "containernet"
         assert not tb.wait_services()
         assert all(r.ok for r in check_testbed(tb))
+        node = tb.node("srv1-vid")
+        # only the topology's link, no Docker network, no published ports
+        hc = docker_client().containers.get("mn.srv1-vid").attrs["HostConfig"]
+        assert hc["NetworkMode"] == "none" and not hc.get("PublishAllPorts")
+        # command output without line-editing escapes
+        assert node.cmd("echo plain").strip() == "plain"
+        # limits through Docker, -1 leaves a value unchanged
+        node.updateCpuLimit(cpu_quota=20000, cpu_period=100000)
+        node.updateCpuLimit(cpu_period=100000)
+        hc = docker_client().containers.get("mn.srv1-vid").attrs["HostConfig"]
+        assert (hc["CpuQuota"], hc["CpuPeriod"]) == (20000, 100000)
