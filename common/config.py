@@ -9,6 +9,7 @@ that every component agrees on it without talking to the others.
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import re
@@ -25,6 +26,7 @@ PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
 HEALTH_METHODS = ("tcp", "arp", "none")
 PREDICTORS = ("rm", "arma")
+KINDS = ("rom", "callgraph")
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
@@ -51,6 +53,15 @@ class Server:
 
 
 @dataclass(frozen=True)
+class Call:
+    """A downstream call a call-graph microservice makes for each request it serves."""
+    service: str
+    count: int = 1                  # fan-out: calls per request
+    request_bytes: int = 0          # body sent with each call
+    response_bytes: int = 1000      # what the callee answers to it
+
+
+@dataclass(frozen=True)
 class Microservice:
     name: str
     index: int
@@ -61,6 +72,11 @@ class Microservice:
     flow_class: str       # short | long | auto (auto: decided by the profiler)
     image: str
     command: str          # started inside each instance container; {port} is substituted
+    kind: str = "rom"     # rom (services/rom.py) | callgraph (services/callgraph.py)
+    servers: tuple[str, ...] = ()   # where its instances run at the start
+    calls: tuple[Call, ...] = ()    # callgraph: what it calls per request
+    cpu_ms: float = 0.0             # callgraph: CPU work per request
+    response_bytes: int = 1000      # callgraph: its answer's size
 
 
 CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as container mn.srv1-vid
@@ -68,7 +84,10 @@ CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as cont
 
 @dataclass(frozen=True)
 class Instance:
-    """One container running one microservice on one server."""
+    """One container running one microservice on one server. Every (server, microservice)
+    pair has its own slot, whether an instance runs there or not: its address, MAC,
+    switch port and cookie index are fixed, so an instance can be started in any slot at
+    run time (a placement's move) and nothing else changes."""
     name: str             # Mininet node name, e.g. srv1-vid (container mn.srv1-vid)
     microservice: str
     server: str
@@ -77,6 +96,7 @@ class Instance:
     switch: str
     dpid: int
     switch_port: int      # OpenFlow port on its switch
+    slot: int = 0         # (server index - 1) x microservices + microservice index - 1
 
     @property
     def container(self) -> str:
@@ -118,6 +138,7 @@ class Testbed:
     switches: tuple[Switch, ...]
     trunks: tuple[Trunk, ...]
     clients: tuple[Client, ...]
+    control_port: int = 9300        # `topologies up`: start and stop instances (placement)
 
 
 @dataclass(frozen=True)
@@ -160,6 +181,7 @@ class ProfilerCfg:
     history_path: str
     retention_s: float
     agent_timeout_s: float
+    graph_window_s: float = 30.0     # the communication graph's EWMA memory
 
 
 @dataclass(frozen=True)
@@ -180,7 +202,16 @@ class Config:
     agents: AgentsCfg
     source: str = ""
 
+    slots: tuple[Instance, ...] = ()     # every (server, microservice) pair, deployed or not
+
     # Lookups used by every component
+    def slot(self, server: str, microservice: str) -> Instance:
+        """The instance slot of a microservice on a server (running there or not)."""
+        for i in self.slots:
+            if i.server == server and i.microservice == microservice:
+                return i
+        raise KeyError(f"{microservice} on {server}")
+
     def microservice(self, name: str) -> Microservice:
         for m in self.microservices:
             if m.name == name:
@@ -365,19 +396,22 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
     return tuple(servers)
 
 
-def _parse_microservices(raw: Any, vip_default: str) -> tuple[Microservice, ...]:
+def _parse_microservices(raw: Any, vip_default: str
+                         ) -> tuple[tuple[Microservice, ...], dict[str, int | None]]:
     path = "microservices"
     if raw is None:
         raw = DEFAULT_MICROSERVICES
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{path}: expected a non-empty list")
     result = []
+    replicas_of: dict[str, int | None] = {}
     seen_names, seen_endpoints, seen_abbrev = set(), set(), set()
     for k, item in enumerate(raw):
         where = f"{path}[{k}]"
         item = _mapping(item, where)
         _reject_unknown(item, {"name", "abbrev", "vip", "port", "protocol", "flow_class", "image",
-                               "command"}, where)
+                               "command", "kind", "replicas", "servers", "calls", "cpu_ms",
+                               "response_bytes"}, where)
         name = item.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ConfigError(f"{where}.name: lowercase letters and digits, starting with a letter; "
@@ -400,7 +434,28 @@ def _parse_microservices(raw: Any, vip_default: str) -> tuple[Microservice, ...]
         seen_endpoints.add((vip, protocol, port))
         flow_class = _choice(item, "flow_class", where, "auto", FLOW_CLASSES)
         image = _string(item, "image", where, "malb/service:latest")
-        command = _string(item, "command", where, f"python3 -m services.rom {name} --port {{port}}")
+        kind = _choice(item, "kind", where, "rom", KINDS)
+        default_command = "python3 -m services.callgraph --port {port}" \
+            if kind == "callgraph" else f"python3 -m services.rom {name} --port {{port}}"
+        command = _string(item, "command", where, default_command)
+        calls = _parse_calls(item.get("calls"), f"{where}.calls") if kind == "callgraph" \
+            else ()
+        if kind != "callgraph":
+            for key in ("calls", "cpu_ms", "response_bytes"):
+                if key in item:
+                    raise ConfigError(f"{where}.{key}: only for kind callgraph")
+        cpu_ms = _number(item, "cpu_ms", where, 0.0, lo=0, hi=60000)
+        response_bytes = _number(item, "response_bytes", where, 1000, lo=0, hi=1 << 30,
+                                 integer=True)
+        if "servers" in item and "replicas" in item:
+            raise ConfigError(f"{where}.replicas: give servers or replicas, not both")
+        servers = item.get("servers")
+        if servers is not None and (not isinstance(servers, list) or not servers or not all(
+                isinstance(x, str) for x in servers) or len(set(servers)) != len(servers)):
+            raise ConfigError(f"{where}.servers: expected a list of distinct server names, "
+                              f"got {servers!r}")
+        replicas = _number(item, "replicas", where, None, lo=1, hi=MAX_SERVERS, integer=True,
+                           allow_none=True)
         try:
             command.format(port=port, name=name, instance=f"srv1-{abbrev}")
         except (KeyError, IndexError, ValueError) as exc:
@@ -408,15 +463,63 @@ def _parse_microservices(raw: Any, vip_default: str) -> tuple[Microservice, ...]
                               f"appear in braces (double a literal brace: {{{{ }}}}); "
                               f"{type(exc).__name__}: {exc}") from None
         result.append(Microservice(name, k + 1, abbrev, vip, port, protocol, flow_class, image,
-                                   command))
-    return tuple(result)
+                                   command, kind, tuple(servers or ()), calls, float(cpu_ms),
+                                   response_bytes))
+        replicas_of[name] = replicas
+    for k, ms in enumerate(result):
+        for j, call in enumerate(ms.calls):
+            if call.service not in seen_names:
+                raise ConfigError(f"{path}[{k}].calls[{j}].service: unknown microservice "
+                                  f"{call.service!r}")
+    _check_acyclic(result)
+    return tuple(result), replicas_of
+
+
+def _parse_calls(raw: Any, path: str) -> tuple[Call, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: expected a list of {{service, count, request_bytes, "
+                          f"response_bytes}}")
+    calls = []
+    for j, item in enumerate(raw):
+        where = f"{path}[{j}]"
+        item = _mapping(item, where)
+        _reject_unknown(item, {"service", "count", "request_bytes", "response_bytes"}, where)
+        calls.append(Call(
+            service=_string(item, "service", where, None),
+            count=_number(item, "count", where, 1, lo=1, hi=100, integer=True),
+            request_bytes=_number(item, "request_bytes", where, 0, lo=0, hi=1 << 30,
+                                  integer=True),
+            response_bytes=_number(item, "response_bytes", where, 1000, lo=0, hi=1 << 30,
+                                   integer=True)))
+    return tuple(calls)
+
+
+def _check_acyclic(microservices) -> None:
+    """Calls must form a DAG: a cycle would make requests call each other for ever."""
+    calls = {m.name: [c.service for c in m.calls] for m in microservices}
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = trail[trail.index(name):] + [name]
+            raise ConfigError(f"microservices: calls form a cycle: {' -> '.join(cycle)}")
+        state[name] = 1
+        for callee in calls[name]:
+            visit(callee, trail + [name])
+        state[name] = 2
+    for m in microservices:
+        visit(m.name, [])
 
 
 def _parse_testbed(raw: Any) -> dict:
     path = "testbed"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"switches", "clients", "datapath", "controller", "trunk_bw_mbit",
-                          "host_bw_mbit", "vip"}, path)
+                          "host_bw_mbit", "vip", "control_port"}, path)
     n_switches = _number(raw, "switches", path, 1, lo=1, hi=4, integer=True)
     n_clients = _number(raw, "clients", path, 2, lo=1, hi=50, integer=True)
     datapath = _choice(raw, "datapath", path, "auto", DATAPATHS)
@@ -428,8 +531,10 @@ def _parse_testbed(raw: Any) -> dict:
     trunk_bw = _number(raw, "trunk_bw_mbit", path, 100, lo=0.1, hi=100000, allow_none=True)
     host_bw = _number(raw, "host_bw_mbit", path, None, lo=0.1, hi=100000, allow_none=True)
     vip = _ipv4(raw.get("vip", "10.0.0.100"), f"{path}.vip")
+    control_port = _number(raw, "control_port", path, 9300, lo=1, hi=65535, integer=True)
     return dict(n_switches=n_switches, n_clients=n_clients, datapath=datapath,
-                controller=controller, trunk_bw=trunk_bw, host_bw=host_bw, vip=vip)
+                controller=controller, trunk_bw=trunk_bw, host_bw=host_bw, vip=vip,
+                control_port=control_port)
 
 
 def _parse_controller(raw: Any) -> ControllerCfg:
@@ -482,7 +587,7 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
     _reject_unknown(raw, {"url", "listen_host", "listen_port", "period_s", "predictor", "window",
                           "arma_order", "arma_refit_every", "flow_threshold_s",
                           "flow_classification", "history_path", "retention_s",
-                          "agent_timeout_s"}, path)
+                          "agent_timeout_s", "graph_window_s"}, path)
     listen_host = _string(raw, "listen_host", path, "127.0.0.1")
     listen_port = _number(raw, "listen_port", path, 9200, lo=1, hi=65535, integer=True)
     order = raw.get("arma_order", [2, 1])
@@ -519,6 +624,7 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
         history_path=history,
         retention_s=_number(raw, "retention_s", path, 7 * 24 * 3600.0, lo=1),
         agent_timeout_s=_number(raw, "agent_timeout_s", path, 1.0, lo=0.05, hi=60),
+        graph_window_s=_number(raw, "graph_window_s", path, 30.0, lo=0.1, hi=86400),
     )
 
 
@@ -533,20 +639,48 @@ def _parse_agents(raw: Any) -> AgentsCfg:
     )
 
 
+def _place_microservices(microservices: tuple[Microservice, ...], replicas_of: dict,
+                         servers: tuple[Server, ...]) -> tuple[Microservice, ...]:
+    """Each microservice's servers at the start: as listed; or `replicas` of them, spread
+    round robin from the microservice's own offset; or every server."""
+    names = [s.name for s in servers]
+    out = []
+    for ms in microservices:
+        where = f"microservices[{ms.index - 1}]"
+        if ms.servers:
+            unknown = [x for x in ms.servers if x not in names]
+            if unknown:
+                raise ConfigError(f"{where}.servers: unknown server {unknown[0]!r} (have "
+                                  f"{', '.join(names)})")
+            chosen = ms.servers
+        elif replicas_of.get(ms.name):
+            r = replicas_of[ms.name]
+            if r > len(names):
+                raise ConfigError(f"{where}.replicas: {r} replicas for {len(names)} servers "
+                                  f"(at most one instance of a microservice per server)")
+            chosen = tuple(names[(ms.index - 1 + j) % len(names)] for j in range(r))
+        else:
+            chosen = tuple(names)
+        out.append(dataclasses.replace(ms, servers=chosen))
+    return tuple(out)
+
+
 def _derive_topology(tb: dict, servers: tuple[Server, ...],
                      microservices: tuple[Microservice, ...]
-                     ) -> tuple[Testbed, tuple[Instance, ...]]:
+                     ) -> tuple[Testbed, tuple[Instance, ...], tuple[Instance, ...]]:
     """Addresses and switch ports, documented in docs/testbed.md.
 
     - switch s<k> has dpid k;
-    - instance of microservice j on server i: node srv<i>-<abbrev>, 10.0.<i>.<j>, MAC 02:00:00:01:<i>:<j>;
+    - the slot of microservice j on server i: node srv<i>-<abbrev>, 10.0.<i>.<j>, MAC
+      02:00:00:01:<i>:<j>, whether an instance runs there or not;
     - client k: node cli<k>, 10.0.200.<k>, MAC 02:00:00:02:00:<k>, on s1;
-    - ports on each switch: instances first (server order, then microservice order), then
+    - ports on each switch: slots first (server order, then microservice order), then
       clients (s1 only), then trunk ports.
+    Returns (testbed, the instances running at the start, every slot).
     """
     switches = tuple(Switch(f"s{k}", k) for k in range(1, tb["n_switches"] + 1))
     next_port = {s.name: 1 for s in switches}
-    instances = []
+    slots = []
     for srv in servers:
         for ms in microservices:
             name = f"{srv.name}-{ms.abbrev}"
@@ -556,11 +690,14 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
                     f"(<= {LINUX_IFNAME_MAX - 5} characters); shorten the server name or the "
                     f"microservice abbrev")
             sw = next(s for s in switches if s.name == srv.switch)
-            instances.append(Instance(
+            slots.append(Instance(
                 name=name, microservice=ms.name, server=srv.name,
                 ip=f"10.0.{srv.index}.{ms.index}", mac=mac_for(1, srv.index, ms.index),
-                switch=sw.name, dpid=sw.dpid, switch_port=next_port[sw.name]))
+                switch=sw.name, dpid=sw.dpid, switch_port=next_port[sw.name],
+                slot=(srv.index - 1) * len(microservices) + ms.index - 1))
             next_port[sw.name] += 1
+    placed = {(ms.name, srv) for ms in microservices for srv in ms.servers}
+    instances = [i for i in slots if (i.microservice, i.server) in placed]
     clients = []
     for k in range(1, tb["n_clients"] + 1):
         clients.append(Client(name=f"cli{k}", ip=f"10.0.200.{k}", mac=mac_for(2, 0, k),
@@ -573,8 +710,9 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
         next_port[b.name] += 1
     testbed = Testbed(datapath=tb["datapath"], controller=tb["controller"], prefix_len=16,
                       trunk_bw_mbit=tb["trunk_bw"], host_bw_mbit=tb["host_bw"],
-                      switches=switches, trunks=tuple(trunks), clients=tuple(clients))
-    return testbed, tuple(instances)
+                      switches=switches, trunks=tuple(trunks), clients=tuple(clients),
+                      control_port=tb["control_port"])
+    return testbed, tuple(instances), tuple(slots)
 
 
 def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None) -> Config:
@@ -588,9 +726,10 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     switch_names = [f"s{k}" for k in range(1, tb["n_switches"] + 1)]
     servers = _parse_servers(data.get("servers"), switch_names, agents.listen_host,
                              agents.base_port, tb["host_bw"] or 100.0)
-    microservices = _parse_microservices(data.get("microservices"), tb["vip"])
-    testbed, instances = _derive_topology(tb, servers, microservices)
-    instance_ips = {i.ip for i in instances} | {c.ip for c in testbed.clients}
+    microservices, replicas_of = _parse_microservices(data.get("microservices"), tb["vip"])
+    microservices = _place_microservices(microservices, replicas_of, servers)
+    testbed, instances, slots = _derive_topology(tb, servers, microservices)
+    instance_ips = {i.ip for i in slots} | {c.ip for c in testbed.clients}
     subnet = ipaddress.ip_network(f"10.0.0.0/{testbed.prefix_len}")
     for ms in microservices:
         if ms.vip in instance_ips:
@@ -604,7 +743,7 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     return Config(testbed=testbed, servers=servers, microservices=microservices,
                   instances=instances, controller=_parse_controller(data.get("controller")),
                   profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
-                  source=source)
+                  source=source, slots=slots)
 
 
 # The profiler forgets an active flow the controller has not mentioned for this long (at
@@ -623,6 +762,17 @@ def active_flow_refresh_s(cfg: Config) -> float:
     return active_flow_ttl_s(cfg) / 5
 
 
+def callgraph_spec(cfg: Config, ms: Microservice) -> dict:
+    """What a call-graph instance needs to know (services/callgraph.py reads it from
+    $MALB_SPEC): its own work and answer, and where each downstream service answers (its
+    VIP and port, so every call is a flow the controller balances)."""
+    return {"service": ms.name, "cpu_ms": ms.cpu_ms, "response_bytes": ms.response_bytes,
+            "calls": [{"service": c.service, "host": cfg.microservice(c.service).vip,
+                       "port": cfg.microservice(c.service).port, "count": c.count,
+                       "request_bytes": c.request_bytes, "response_bytes": c.response_bytes}
+                      for c in ms.calls]}
+
+
 def check_deployable(cfg: Config) -> None:
     """What a testbed and the controller need beyond a valid configuration (the profiler
     alone, e.g. its benchmark, scales further): addresses 10.0.<server>.<microservice> and
@@ -630,7 +780,7 @@ def check_deployable(cfg: Config) -> None:
     if len(cfg.microservices) > MAX_MICROSERVICES:
         raise ConfigError(f"microservices: a testbed or controller takes at most "
                           f"{MAX_MICROSERVICES} microservices, got {len(cfg.microservices)}")
-    if len(cfg.instances) > MAX_INSTANCES:
+    if len(cfg.slots) > MAX_INSTANCES:
         raise ConfigError(f"servers x microservices: a testbed or controller takes at most "
                           f"{MAX_INSTANCES} instances, got {len(cfg.servers)} x "
                           f"{len(cfg.microservices)}")

@@ -1,7 +1,7 @@
 import pytest
 
-from common.config import ConfigError, check_deployable, load_config, parse_config, \
-    parse_size_mb
+from common.config import ConfigError, callgraph_spec, check_deployable, load_config, \
+    parse_config, parse_size_mb
 
 
 def test_default_file_is_the_paper_testbed():
@@ -140,3 +140,48 @@ def test_profiler_scale_configurations_parse_but_do_not_deploy():
     wide = parse_config({"servers": {"count": 99}, "microservices": many[:42]})
     with pytest.raises(ConfigError, match="at most 4095 instances"):
         check_deployable(wide)
+
+
+def test_slots_for_every_server_and_microservice_and_instances_where_placed():
+    cfg = parse_config({"testbed": {"switches": 2},
+                        "servers": {"count": 3},
+                        "microservices": [
+                            {"name": "front", "abbrev": "fr", "port": 9001, "kind": "callgraph",
+                             "servers": ["srv2"], "calls": [{"service": "back", "count": 2,
+                                                             "request_bytes": 100,
+                                                             "response_bytes": 5000}],
+                             "cpu_ms": 3, "response_bytes": 20000},
+                            {"name": "back", "abbrev": "bk", "port": 9002, "kind": "callgraph",
+                             "replicas": 2}]})
+    assert len(cfg.slots) == 6
+    assert [i.name for i in cfg.instances] == ["srv2-fr", "srv2-bk", "srv3-bk"]
+    # replicas spread round robin from the microservice's own offset (back is the second)
+    assert cfg.microservice("back").servers == ("srv2", "srv3")
+    slot = cfg.slot("srv3", "front")
+    assert (slot.ip, slot.slot, slot.switch) == ("10.0.3.1", 4, "s1")
+    # ports: every slot has its own, clients and trunks after them
+    ports = sorted(i.switch_port for i in cfg.slots if i.switch == "s1")
+    assert ports == [1, 2, 3, 4] and cfg.testbed.clients[0].switch_port == 5
+    spec = callgraph_spec(cfg, cfg.microservice("front"))
+    assert spec == {"service": "front", "cpu_ms": 3.0, "response_bytes": 20000,
+                    "calls": [{"service": "back", "host": "10.0.0.100", "port": 9002,
+                               "count": 2, "request_bytes": 100, "response_bytes": 5000}]}
+
+
+def test_bad_call_graphs_are_refused_naming_the_field():
+    base = {"name": "a", "abbrev": "a", "port": 9001, "kind": "callgraph"}
+    with pytest.raises(ConfigError, match=r"calls\[0\].service: unknown microservice 'zz'"):
+        parse_config({"microservices": [{**base, "calls": [{"service": "zz"}]}]})
+    with pytest.raises(ConfigError, match="calls form a cycle: a -> b -> a"):
+        parse_config({"microservices": [
+            {**base, "calls": [{"service": "b"}]},
+            {"name": "b", "abbrev": "b", "port": 9002, "kind": "callgraph",
+             "calls": [{"service": "a"}]}]})
+    with pytest.raises(ConfigError, match=r"microservices\[0\].calls: only for kind callgraph"):
+        parse_config({"microservices": [{"name": "x", "port": 9001, "calls": []}]})
+    with pytest.raises(ConfigError, match=r"servers: unknown server 'srv9'"):
+        parse_config({"microservices": [{**base, "servers": ["srv9"]}]})
+    with pytest.raises(ConfigError, match="replicas: 5 replicas for 4 servers"):
+        parse_config({"microservices": [{**base, "replicas": 5}]})
+    with pytest.raises(ConfigError, match="give servers or replicas, not both"):
+        parse_config({"microservices": [{**base, "replicas": 1, "servers": ["srv1"]}]})
