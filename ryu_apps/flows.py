@@ -144,6 +144,11 @@ class FlowTable:
     _ended: dict[bool, dict[int, None]] = field(
         default_factory=lambda: {True: {}, False: {}})
     _seq: int = 0
+    # traffic between each client (an address: a host, or an instance calling another
+    # microservice) and the instance serving it, since the last take_pairs(): bytes both
+    # ways and new flows. What the communication graph is built from.
+    pair_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
+    pair_flows: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def next_seq(self) -> int:
         self._seq = self._seq % ((1 << _SEQ_BITS) - 1) + 1    # 1 .. 2^24 - 1, then 1 again
@@ -169,7 +174,12 @@ class FlowTable:
         rec = self.flows.get(fid) if fid is not None else None
         return rec if rec is not None and rec.ended is None else None
 
-    def add(self, rec: FlowRecord) -> None:
+    def add(self, rec: FlowRecord, new: bool = True) -> None:
+        """Keep a flow's record; new: a flow that just started (not one adopted from the
+        rules of an earlier controller), counted for its pair."""
+        if new:
+            pair = (rec.client_ip, rec.instance)
+            self.pair_flows[pair] = self.pair_flows.get(pair, 0) + 1
         self.flows[rec.flow_id] = rec
         self.by_key[rec.key] = rec.flow_id
         if rec.backend_ip:
@@ -187,9 +197,24 @@ class FlowTable:
         old = rec.bytes_fwd + rec.bytes_rev
         rec.count(parsed[0], byte_count, packet_count)
         rec.rule_age_s = max(rec.rule_age_s, age_s)
-        if rec.bytes_fwd + rec.bytes_rev > old:
+        grown = rec.bytes_fwd + rec.bytes_rev - old
+        if grown > 0:
             rec.last_active = now
+            pair = (rec.client_ip, rec.instance)
+            self.pair_bytes[pair] = self.pair_bytes.get(pair, 0) + grown
         return rec
+
+    def take_pairs(self) -> tuple[dict, dict]:
+        """(bytes, new flows) per (client address, instance) since the last call."""
+        taken = self.pair_bytes, self.pair_flows
+        self.pair_bytes, self.pair_flows = {}, {}
+        return taken
+
+    def restore_pairs(self, taken: tuple[dict, dict]) -> None:
+        """A report that did not arrive: its pairs go out with the next one."""
+        for mine, old in zip((self.pair_bytes, self.pair_flows), taken):
+            for pair, n in old.items():
+                mine[pair] = mine.get(pair, 0) + n
 
     def on_removed(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
                    reason: str, now: float) -> FlowRecord | None:

@@ -29,6 +29,14 @@ class HealthTracker:
     def __post_init__(self):
         self.state = {i: _State() for i in self.instances}
 
+    def add(self, instance: str, healthy: bool = False) -> None:
+        """Probe a new instance too (unhealthy until it answers, unless told otherwise)."""
+        self.state[instance] = _State(healthy=healthy, last_result="added, not probed yet")
+
+    def remove(self, instance: str) -> None:
+        self.state.pop(instance, None)
+        self.outstanding = {t: v for t, v in self.outstanding.items() if v[0] != instance}
+
     def sent(self, token, instance: str, now: float) -> tuple[str, bool] | None:
         """A probe went out. An earlier probe with the same token still unanswered is a
         failure (its answer could no longer be told apart); returns a state change then."""
@@ -59,7 +67,9 @@ class HealthTracker:
         return changes
 
     def _result(self, inst: str, ok: bool, now: float, detail: str) -> tuple[str, bool] | None:
-        st = self.state[inst]
+        st = self.state.get(inst)
+        if st is None:        # removed while a probe was out
+            return None
         st.last_result = detail
         if ok:
             st.successes, st.failures = st.successes + 1, 0

@@ -99,35 +99,37 @@ class MalbController(app_manager.RyuApp):
                              f"controller.policy) is not one of {', '.join(POLICIES)}")
         self._listen_defaults()
 
-        # ---- plain-Python cores
-        self.instances = {i.name: i for i in self.cfg.instances}
-        self.instance_order = {i.name: k for k, i in enumerate(self.cfg.instances)}
-        pools = {}
+        # ---- plain-Python cores. Every slot (a microservice on a server) is known: an
+        # instance can join a pool at run time (a placement's move, REST).
+        self.instances = {i.name: i for i in self.cfg.slots}
+        self.backends = {i.name: Backend(i.name, i.microservice, i.server, i.ip, i.mac,
+                                         self.cfg.microservice(i.microservice).port, i.slot)
+                         for i in self.cfg.slots}
+        pools = {m.name: [] for m in self.cfg.microservices}
         for inst in self.cfg.instances:
-            ms = self.cfg.microservice(inst.microservice)
-            pools.setdefault(ms.name, []).append(Backend(
-                inst.name, ms.name, inst.server, inst.ip, inst.mac, ms.port,
-                self.instance_order[inst.name]))
+            pools[inst.microservice].append(self.backends[inst.name])
         self.core = PolicyCore(
             pools, {m.name: m.flow_class for m in self.cfg.microservices}, policy=policy,
             server_stale_after_s=c.server_stale_after_s,
             weights_stale_after_s=c.weights_stale_after_s,
-            pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s)
-        self.backends = {b.name: b for bs in pools.values() for b in bs}
+            pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s,
+            servers=[s.name for s in self.cfg.servers])
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=self.cfg.profiler.flow_threshold_s,
                                refresh_s=active_flow_refresh_s(self.cfg))
-        self.health = HealthTracker(list(self.instances), c.health.unhealthy_after,
-                                    c.health.healthy_after, c.health.timeout_s)
+        self.health = HealthTracker([i.name for i in self.cfg.instances],
+                                    c.health.unhealthy_after, c.health.healthy_after,
+                                    c.health.timeout_s)
 
         # ---- lookups derived from the configuration
         self.vips = {m.vip for m in self.cfg.microservices}
         self.service_at = {(m.vip, m.protocol, m.port): m for m in self.cfg.microservices}
         self.ms_index = {m.name: m.index for m in self.cfg.microservices}
         self.ms_by_index = {m.index: m for m in self.cfg.microservices}
-        self.instance_by_index = {k: i for k, i in enumerate(self.cfg.instances)}
-        self.instance_ips = {i.ip: i for i in self.cfg.instances}
-        self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.instances}
+        self.instance_by_index = {i.slot: i for i in self.cfg.slots}
+        self.instance_ips = {i.ip: i for i in self.cfg.slots}
+        self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.slots}
+        self.client_names = {c.ip: c.name for c in self.cfg.testbed.clients}
         self.next_hop = _next_hops(self.cfg)
         self.client_dpids = {c.dpid for c in self.cfg.testbed.clients}
         self.switch_dpids = {s.dpid for s in self.cfg.testbed.switches}
@@ -140,6 +142,7 @@ class MalbController(app_manager.RyuApp):
         self.port_prev: dict[tuple[int, int], tuple[int, int, float]] = {}
         self.port_rates: dict[tuple[int, int], dict] = {}
         self.decisions = deque(maxlen=2000)
+        self._pairs_since = time.time()     # the traffic in take_pairs() counts from here
         self.profiler_state = {"url": self.cfg.profiler.url, "reachable": None,
                                "last_ok": None, "last_error": None}
 
@@ -219,7 +222,7 @@ class MalbController(app_manager.RyuApp):
         # idle timeout) come to the controller, not out through L2 with the instance's address.
         # Only on the clients' edge switches, where NAT happens: on a server's own switch the
         # answers of NATed flows pass through plain L2 towards the edge.
-        for inst in (self.cfg.instances if dp.id in self.client_dpids else ()):
+        for inst in (self.cfg.slots if dp.id in self.client_dpids else ()):
             ms = self.cfg.microservice(inst.microservice)
             self._add_flow(dp, PRIO_ORPHAN, parser.OFPMatch(**{
                 "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
@@ -355,7 +358,7 @@ class MalbController(app_manager.RyuApp):
                                 f.ip_src, f.src_port)
             return
         backend = self.backends[d.instance]
-        cookie = self.flows.new_flow_id(ms.index, self.instance_order[backend.name])
+        cookie = self.flows.new_flow_id(ms.index, backend.order)
         rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=f.ip_src,
                          client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
                          vport=f.dst_port, microservice=ms.name, instance=backend.name,
@@ -519,7 +522,7 @@ class MalbController(app_manager.RyuApp):
                              vport=ms.port, microservice=ms.name, instance=inst.name,
                              server=inst.server, created=now - age, last_active=now,
                              backend_ip=inst.ip, backend_port=ms.port)
-            self.flows.add(rec)
+            self.flows.add(rec, new=False)
             self.logger.info("adopted NAT flow %s:%s -> %s left by a previous controller",
                              client_ip, client_port, inst.name)
         elif direction == DIR_REVERSE and not rec.client_in_port:
@@ -567,15 +570,19 @@ class MalbController(app_manager.RyuApp):
         """Report flows and ports to the profiler; take its weights, classes and loads."""
         base = self.cfg.profiler.url
         report = self.flows.take_report(now)
+        pairs = self.flows.take_pairs()
         idle = self.cfg.controller.idle_timeout_s
         try:
             for start in range(0, max(1, len(report)), REPORT_CHUNK):
                 body = {"source": "malb-controller", "time": now,
                         "flows": [r.as_record(idle, self.flows.epoch)
                                   for r in report[start:start + REPORT_CHUNK]]}
-                if start == 0:   # ports once per period, not emptied by later chunks
+                if start == 0:   # ports and pairs once per period, with the first chunk
                     body["ports"] = list(self.port_rates.values())
+                    body["pairs"] = self._pairs_report(pairs, now)
                 post_json(f"{base}/flows", body, timeout)
+                if start == 0:      # the pairs arrived: they count from now on
+                    pairs, self._pairs_since = ({}, {}), now
             self.m_profiler.inc("flows", "ok")
             profiles = get_json(f"{base}/profiles", timeout)
             self.m_profiler.inc("profiles", "ok")
@@ -585,6 +592,7 @@ class MalbController(app_manager.RyuApp):
                 raise HttpError("profiler answered something other than JSON objects")
         except HttpError as exc:
             self.flows.report_failed(report)
+            self.flows.restore_pairs(pairs)
             self.m_profiler.inc("any", "error")
             if self.profiler_state["reachable"] is not False:
                 self.logger.warning("profiler unreachable (%s): keeping the last weights; "
@@ -596,6 +604,20 @@ class MalbController(app_manager.RyuApp):
             self.logger.info("profiler reachable again")
         self.profiler_state.update(reachable=True, last_ok=now, last_error=None)
         self._apply_profiles(profiles, servers, now)
+
+    def _pairs_report(self, pairs: tuple[dict, dict], now: float) -> dict:
+        """Who sent how much to which instance since the last report: the edges of the
+        microservice communication graph. A sender is an instance (a microservice calling
+        another through its VIP) or a client host."""
+        sent, started = pairs
+        rows = []
+        for (client_ip, instance) in sorted(set(sent) | set(started)):
+            caller = self.instance_ips.get(client_ip)
+            rows.append({"src": caller.name if caller else
+                         self.client_names.get(client_ip, client_ip),
+                         "dst": instance, "bytes": sent.get((client_ip, instance), 0),
+                         "flows": started.get((client_ip, instance), 0)})
+        return {"interval_s": round(now - self._pairs_since, 3), "edges": rows}
 
     def _apply_profiles(self, profiles: dict, servers: dict, now: float) -> None:
         weights, classes, per_flow = {}, {}, {}
@@ -631,7 +653,8 @@ class MalbController(app_manager.RyuApp):
         next_port = PROBE_PORTS[0]
         while True:
             now = time.time()
-            for inst in self.cfg.instances:
+            for inst in [self.instances[b.name] for pool in self.core.pools.values()
+                         for b in pool]:
                 dp = self.datapaths.get(inst.dpid)
                 if dp is None:
                     continue
@@ -689,6 +712,54 @@ class MalbController(app_manager.RyuApp):
         log("instance %s is %s (%s)", instance,
             "healthy again" if healthy else "DOWN: no new flows",
             self.health.state[instance].last_result)
+
+    # ================================================================ pools at run time
+    def active_flows_of(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for rec in self.flows.flows.values():
+            if rec.ended is None:
+                counts[rec.instance] = counts.get(rec.instance, 0) + 1
+        return counts
+
+    def instances_view(self) -> dict:
+        counts = self.active_flows_of()
+        out = {}
+        for pool in self.core.pools.values():
+            for b in pool:
+                out[b.name] = {"microservice": b.microservice, "server": b.server,
+                               "healthy": self.core.healthy[b.name],
+                               "draining": b.name in self.core.draining,
+                               "active_flows": counts.get(b.name, 0),
+                               "health": self.health.state[b.name].last_result
+                               if b.name in self.health.state else None}
+        # instances out of every pool that still carry flows (removed while draining)
+        for name, n in counts.items():
+            out.setdefault(name, {"microservice": self.instances[name].microservice,
+                                  "server": self.instances[name].server, "healthy": None,
+                                  "draining": None, "active_flows": n, "health": None,
+                                  "in_pool": False})
+        return out
+
+    def add_instance(self, name: str) -> None:
+        """A slot's instance joins its pool: unhealthy until its probe answers."""
+        if name not in self.instances:
+            raise KeyError(name)
+        self.core.add_backend(self.backends[name])
+        self.health.add(name)
+        self.m_health.set(name, value=0)
+        self.logger.info("instance %s added to the pool of %s (healthy once it answers)",
+                         name, self.instances[name].microservice)
+
+    def set_draining(self, name: str, draining: bool) -> None:
+        self.core.set_draining(name, draining)
+        self.logger.info("instance %s %s", name,
+                         "draining: no new flows" if draining else "takes new flows again")
+
+    def remove_instance(self, name: str) -> None:
+        self.core.remove_backend(name)
+        self.health.remove(name)
+        self.logger.info("instance %s removed from the pool of %s", name,
+                         self.instances[name].microservice)
 
     # ================================================================ status
     def status(self) -> dict:

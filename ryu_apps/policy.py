@@ -82,11 +82,14 @@ class PolicyCore:
     def __init__(self, pools: dict[str, list[Backend]], flow_classes: dict[str, str],
                  policy: str = "malb", server_stale_after_s: float = 9.0,
                  weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
-                 period_s: float = 3.0, clock=time.time):
+                 period_s: float = 3.0, clock=time.time, servers: list[str] | None = None):
         if policy not in POLICIES:
             raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.pools = {ms: sorted(b, key=lambda x: x.order) for ms, b in pools.items()}
-        self.servers = sorted({b.server for bs in pools.values() for b in bs})
+        # every server that may hold an instance (a placement can move one anywhere)
+        self.servers = sorted(set(servers or ()) | {b.server for bs in pools.values()
+                                                    for b in bs})
+        self.draining: set[str] = set()    # instances that take no new flows
         self.configured_class = dict(flow_classes)      # short | long | auto
         self.profiled_class: dict[str, str] = {}
         self.policy = policy
@@ -174,6 +177,43 @@ class PolicyCore:
             raise KeyError(f"unknown instance {instance!r}")
         self.healthy[instance] = healthy
 
+    # ------------------------------------------------------------------ pools
+    def add_backend(self, backend: Backend, healthy: bool = False) -> None:
+        """An instance joins its microservice's pool (a placement started it); unhealthy
+        until its health probe answers, unless told otherwise."""
+        pool = self.pools.setdefault(backend.microservice, [])
+        if any(b.name == backend.name for b in pool):
+            raise ValueError(f"{backend.name}: already in the pool of {backend.microservice}")
+        if backend.server not in self.loads:
+            raise KeyError(f"unknown server {backend.server!r}")
+        pool.append(backend)
+        pool.sort(key=lambda x: x.order)
+        self.healthy[backend.name] = healthy
+        self.draining.discard(backend.name)
+        self._rr_next.setdefault(backend.microservice, 0)
+
+    def set_draining(self, instance: str, draining: bool = True) -> None:
+        """A draining instance gets no new flows; those it has go on."""
+        if instance not in self.healthy:
+            raise KeyError(f"unknown instance {instance!r}")
+        (self.draining.add if draining else self.draining.discard)(instance)
+
+    def remove_backend(self, instance: str) -> Backend:
+        """The instance leaves its pool (after draining)."""
+        for ms, pool in self.pools.items():
+            for k, b in enumerate(pool):
+                if b.name == instance:
+                    del pool[k]
+                    del self.healthy[instance]
+                    self.draining.discard(instance)
+                    if pool:
+                        self._rr_next[ms] %= len(pool)
+                    return b
+        raise KeyError(f"unknown instance {instance!r}")
+
+    def in_service(self, b: Backend) -> bool:
+        return self.healthy[b.name] and b.name not in self.draining
+
     # ------------------------------------------------------------------ views
     def flow_class(self, microservice: str) -> tuple[str, str]:
         """(short|long, where it comes from). Unknown 'auto' classes count as long: the
@@ -236,7 +276,7 @@ class PolicyCore:
         pool = self.pools.get(microservice)
         if pool is None:
             raise KeyError(f"unknown microservice {microservice!r}")
-        candidates = [b for b in pool if self.healthy[b.name]]
+        candidates = [b for b in pool if self.in_service(b)]
         if not candidates:
             raise NoBackend(f"no healthy instance of {microservice}")
         if self.policy == "srr":
@@ -266,7 +306,7 @@ class PolicyCore:
         start = self._rr_next[ms]
         for step in range(len(pool)):
             b = pool[(start + step) % len(pool)]
-            if self.healthy[b.name]:
+            if self.in_service(b):
                 self._rr_next[ms] = (start + step + 1) % len(pool)
                 return Decision(ms, b.name, b.server, self.policy, "round-robin", reason, {},
                                 None, now)
@@ -332,7 +372,8 @@ class PolicyCore:
                 "flows_assigned": {ms: n for (srv, ms), n in sorted(self.assigned_total.items())
                                    if srv == s},
                 "instances": {b.name: {"microservice": b.microservice,
-                                       "healthy": self.healthy[b.name]}
+                                       "healthy": self.healthy[b.name],
+                                       "draining": b.name in self.draining}
                               for bs in self.pools.values() for b in bs if b.server == s},
             }
         microservices = {}

@@ -8,6 +8,10 @@
                             manual override (null: back to the profiler's weights)
     GET  /malb/decisions    recent decisions, newest last (?limit=N, ?microservice=M)
     GET  /malb/flows        NAT flows the controller knows (?active=1 for active only)
+    GET  /malb/instances    instances in the pools: health, draining, active flows
+    POST /malb/instances    {"instance": "<slot>"}: it joins its pool (a placement's move)
+    PUT  /malb/instances/X  {"draining": true|false}: no new flows / new flows again
+    DELETE /malb/instances/X  it leaves its pool (409 while it has flows, unless ?force=1)
     GET  /metrics           Prometheus text
 Bad bodies get 400 with {"error": "<field>: <problem>"}; unknown routes 404 with JSON.
 A rejected request changes nothing.
@@ -140,6 +144,51 @@ class MalbRest(ControllerBase):
                 if not active_only or r.ended is None]
         return _json({"flows": recs})
 
+    @route("malb", "/malb/instances", methods=["GET"])
+    def get_instances(self, req, **_):
+        return _json({"instances": self.app.instances_view()})
+
+    @route("malb", "/malb/instances", methods=["POST"])
+    def post_instance(self, req, **_):
+        body, err = _body(req)
+        if err:
+            return err
+        if not isinstance(body, dict) or set(body) != {"instance"} or \
+                not isinstance(body["instance"], str):
+            return _error(400, 'instance: required, e.g. {"instance": "srv3-ui"}')
+        name = body["instance"]
+        if name not in self.app.instances:
+            return _error(400, f"instance: no slot {name[:60]!r} in the configuration")
+        try:
+            self.app.add_instance(name)
+        except ValueError as exc:
+            return _error(409, str(exc))
+        return _json({"instance": name, **self.app.instances_view()[name]}, 201)
+
+    @route("malb", "/malb/instances/{name}", methods=["PUT"])
+    def put_instance(self, req, name, **_):
+        body, err = _body(req)
+        if err:
+            return err
+        if not isinstance(body, dict) or set(body) != {"draining"} or \
+                not isinstance(body["draining"], bool):
+            return _error(400, 'draining: required, true or false, e.g. {"draining": true}')
+        if name not in self.app.core.healthy:
+            return _error(404, f"{name[:60]}: not in any pool")
+        self.app.set_draining(name, body["draining"])
+        return _json({"instance": name, **self.app.instances_view()[name]})
+
+    @route("malb", "/malb/instances/{name}", methods=["DELETE"])
+    def delete_instance(self, req, name, **_):
+        if name not in self.app.core.healthy:
+            return _error(404, f"{name[:60]}: not in any pool")
+        force = req.GET.get("force") in ("1", "true")
+        left = self.app.active_flows_of().get(name, 0)
+        if left and not force:
+            return _error(409, f"{name}: {left} active flows; drain it first, or ?force=1")
+        self.app.remove_instance(name)
+        return _json({"instance": name, "removed": True, "active_flows": left})
+
     @route("malb", "/metrics", methods=["GET"])
     def get_metrics(self, req, **_):
         return Response(status=200, content_type=CONTENT_TYPE.split(";")[0], charset="utf-8",
@@ -152,7 +201,7 @@ class NotFound(ControllerBase):
     @route("malb-404", "/{path:.*}", methods=["GET", "PUT", "POST", "DELETE", "PATCH"])
     def not_found(self, req, **kwargs):
         known = ["/malb/status", "/malb/policy", "/malb/weights", "/malb/decisions",
-                 "/malb/flows", "/metrics"]
+                 "/malb/flows", "/malb/instances", "/metrics"]
         if req.path in known:
             return _error(405, f"{req.method} not allowed on {req.path}")
         return _error(404, f"no such resource: {req.path} (known: {', '.join(known)})")

@@ -294,6 +294,9 @@ def _req(stack, method, path, body=None, raw=None):
     ("PUT", "/malb/weights", {"video": {"alpha": 1, "beta": 0, "gamma": 0, "delta": 1}}, None,
      "video.delta"),
     ("GET", "/malb/decisions?limit=abc", None, None, "limit"),
+    ("POST", "/malb/instances", {}, None, "instance"),
+    ("POST", "/malb/instances", {"instance": "srv9-zz"}, None, "instance: no slot"),
+    ("PUT", "/malb/instances/srv1-ui", {"draining": "yes"}, None, "draining"),
 ])
 def test_bad_requests_get_400_naming_the_field_and_change_nothing(stack, method, path, body,
                                                                   raw, field):
@@ -302,6 +305,26 @@ def test_bad_requests_get_400_naming_the_field_and_change_nothing(stack, method,
     assert code == 400 and ctype.startswith("application/json")
     assert field in json.loads(payload)["error"]
     assert (stack.controller_get("/malb/weights"), status(stack)["policy"]) == before
+
+
+def test_instances_join_drain_and_leave_their_pool_over_rest(stack, cli):
+    code, _, payload = _req(stack, "POST", "/malb/instances", {"instance": "srv1-ui"})
+    assert code == 409 and "already" in json.loads(payload)["error"]
+    code, _, payload = _req(stack, "DELETE", "/malb/instances/srv9-zz")
+    assert code == 404
+    code, _, _ = _req(stack, "PUT", "/malb/instances/srv2-ui", {"draining": True})
+    assert code == 200
+    try:
+        who = served_by(cli, UI, 6)
+        assert len(who) == 6 and "srv2-ui" not in who, who      # draining: no new flows
+        # it still carries the flows it had: leaving is refused unless forced
+        listing = stack.controller_get("/malb/instances")["instances"]
+        if listing["srv2-ui"]["active_flows"]:
+            code, _, _ = _req(stack, "DELETE", "/malb/instances/srv2-ui")
+            assert code == 409
+    finally:
+        _req(stack, "PUT", "/malb/instances/srv2-ui", {"draining": False})
+    assert "srv2-ui" in served_by(cli, UI, 8)
 
 
 def test_unknown_routes_get_404_json(stack):
