@@ -107,8 +107,10 @@ def main(argv=None) -> int:
                 fail(f"--label {item!r}: expected KEY=VALUE", code=2)
             labels[key] = value
     elif not args.all and not args.name_regex:
-        # the testbed's containers of this server, by name (Containernet drops labels)
-        names = {i.container: (i.name, i.microservice) for i in cfg.instances_on(args.server)}
+        # the testbed's containers of this server, by name (Containernet drops labels):
+        # every slot, since a placement may start an instance in any of them
+        names = {i.container: (i.name, i.microservice) for i in cfg.slots
+                 if i.server == args.server}
     url = urlparse(server.agent_url) if server else None
     host = args.host or (url.hostname if url else cfg.agents.listen_host)
     port = args.port or (url.port if url else None)
@@ -124,10 +126,13 @@ def main(argv=None) -> int:
         client.ping()
     except Exception as exc:   # the SDK raises DockerException, requests' errors, OSError
         fail(f"cannot reach the Docker engine: {type(exc).__name__}: {exc}")
+    scrape = {i.container: cfg.microservice(i.microservice).port for i in cfg.slots
+              if i.server == args.server and
+              cfg.microservice(i.microservice).kind == "callgraph"} if names else {}
     agent = Agent(args.server, Selector(labels, args.name_regex and args.name_regex.pattern,
                                         names),
                   capacity_function(args.capacity, server, network_mbit),
-                  args.period or cfg.agents.period_s, client=client)
+                  args.period or cfg.agents.period_s, client=client, scrape=scrape)
     try:
         http = JsonServer((host, port), agent.routes(), name=f"agent-{args.server}")
     except OSError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ import docker
 
 from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
     rates, server_totals
+from agents.latency import call_deltas, parse_calls
 from common.metrics import Registry
 
 log = logging.getLogger("malb.agent")
@@ -67,8 +69,11 @@ class Selector:
 
 
 class Agent:
+    """scrape: {container name: port} of the call-graph services whose call latencies are
+    read from their /metrics (inside the container's network namespace) every scrape_s."""
+
     def __init__(self, server: str, selector: Selector, capacity_fn, period_s: float = 1.0,
-                 client=None):
+                 client=None, scrape: dict[str, int] | None = None, scrape_s: float = 5.0):
         self.server = server
         self.selector = selector
         self.capacity_fn = capacity_fn          # () -> Capacity (re-read: limits may change)
@@ -82,6 +87,9 @@ class Agent:
         self._lock = threading.Lock()
         self._latest: dict | None = None
         self._stop = threading.Event()
+        self.scrape, self.scrape_s = scrape or {}, scrape_s
+        self._scraped: dict[str, tuple[float, dict]] = {}    # container -> (time, histograms)
+        self._last_scrape = 0.0
         self.errors = 0
         self.metrics = Registry()
         labels = ("server", "container", "microservice")
@@ -116,7 +124,15 @@ class Agent:
         mine = [c for c in listed if self.selector.matches(c.name)]
         seen = {c.id for c in mine}
         docs = {c.id: self.pool.submit(self._stats, c) for c in mine if c.status == "running"}
+        scrape = self.scrape and time.monotonic() - self._last_scrape >= self.scrape_s
+        calls = {c.name: self.pool.submit(self._calls, c) for c in mine
+                 if scrape and c.status == "running" and c.name in self.scrape}
+        if scrape:
+            self._last_scrape = time.monotonic()
         containers = [self._read(c, docs.get(c.id)) for c in mine]
+        for entry in containers:
+            if entry["name"] in calls:
+                entry["calls"] = calls[entry["name"]].result()
         wall = time.time()  # the data is from now (reads waited for Docker's next tick)
         for gone in set(self._prev) - seen:     # containers that disappeared
             self._prev.pop(gone, None)
@@ -160,6 +176,38 @@ class Agent:
             entry["error"] = "first sample: rates need a second one"
         return entry
 
+    def _calls(self, c) -> dict | None:
+        """The calls the container's service made since the last scrape, per callee (count,
+        mean and p95 in ms, over interval_s), or None when it could not be read."""
+        pid = self._pid(c)
+        if not pid:
+            return None
+        try:
+            res = subprocess.run(["nsenter", "-t", str(pid), "-n", "curl", "-s", "-m", "2",
+                                  f"http://127.0.0.1:{self.scrape[c.name]}/metrics"],
+                                 capture_output=True, text=True, timeout=5)
+            now, hist = time.monotonic(), parse_calls(res.stdout) if res.returncode == 0 \
+                else None
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            log.warning("%s: its service's metrics could not be read: %s", c.name, exc)
+            return None
+        if hist is None:
+            return None
+        before = self._scraped.get(c.name)
+        self._scraped[c.name] = (now, hist)
+        if before is None:
+            return {"interval_s": None, "callees": []}     # the first scrape: a baseline
+        return {"interval_s": round(now - before[0], 3),
+                "callees": call_deltas(before[1], hist)}
+
+    def _pid(self, c) -> int:
+        pid = self._pids.get(c.id)
+        if pid is None:
+            c.reload()
+            pid = c.attrs.get("State", {}).get("Pid") or 0
+            self._pids[c.id] = pid
+        return pid
+
     def _stats(self, c) -> dict:
         try:
             return self.client.api.stats(c.id, stream=False, one_shot=True)
@@ -169,11 +217,7 @@ class Agent:
     def _net_from_proc(self, c) -> tuple[int, int] | None:
         """Containers with network_mode=none have no Docker network stats; read their
         namespace's counters (the topology's veth) from /proc/<pid>/net/dev."""
-        pid = self._pids.get(c.id)
-        if pid is None:
-            c.reload()
-            pid = c.attrs.get("State", {}).get("Pid") or 0
-            self._pids[c.id] = pid
+        pid = self._pid(c)
         if not pid:
             return None
         try:

@@ -95,10 +95,10 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
 
     Running containers that cannot be read, or that have no rate yet, are named in
     ``missing`` and the totals are partial: a resource that one of them leaves unknown is
-    None, never the sum of the others (which would read as a drop in load). With no running
-    container at all the totals are 0 but not complete: the agent cannot tell an idle server
-    from one whose containers it has not seen yet. Containers that are not running use
-    nothing and do not make the totals partial."""
+    None, never the sum of the others (which would read as a drop in load). A server with
+    no running container uses nothing: a complete reading of 0 (a placement may empty a
+    server). Containers that are not running use nothing and do not make the totals
+    partial."""
     cpu_cores = mem = rx = tx = 0.0
     missing, cpu_known, net_known = [], True, True
     for c in containers:
@@ -116,7 +116,7 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
             continue
         rx += c["rx_bytes_per_s"]
         tx += c["tx_bytes_per_s"]
-    complete = not missing and any(c.get("state", "running") == "running" for c in containers)
+    complete = not missing
 
     def known(ok: bool, value: float | None, digits: int):
         return _round(value, digits) if ok else None

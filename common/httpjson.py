@@ -53,11 +53,20 @@ def get_json(url: str, timeout: float = 2.0) -> dict:
     return _call(urllib.request.Request(url, headers={"Accept": "application/json"}), timeout)
 
 
-def post_json(url: str, body, timeout: float = 2.0) -> dict:
+def post_json(url: str, body, timeout: float = 2.0, method: str = "POST") -> dict:
     data = json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="POST",
+    req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
     return _call(req, timeout)
+
+
+def put_json(url: str, body, timeout: float = 2.0) -> dict:
+    return post_json(url, body, timeout, method="PUT")
+
+
+def delete_json(url: str, timeout: float = 2.0) -> dict:
+    return _call(urllib.request.Request(url, method="DELETE",
+                                        headers={"Accept": "application/json"}), timeout)
 
 
 class JsonServer(ThreadingHTTPServer):

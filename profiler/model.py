@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from common.config import active_flow_ttl_s
 from common.netuse import network_percent
 from profiler.classify import classify_all
+from profiler.graph import GraphBook
 from profiler.predictors import ResourcePredictor
 from profiler.weights import RESOURCES, weights_from_usage
 
@@ -59,6 +60,8 @@ class MicroserviceView:
     readable: int = 0
     instances: int = 0
     flows: dict = field(default_factory=dict)
+    # its instances' latest absolute use: {instance: {"server", "cpu_cores", "memory_mb"}}
+    use: dict = field(default_factory=dict)
 
 
 def instance_usage(container: dict, capacity: dict) -> dict:
@@ -169,6 +172,9 @@ class ProfilerModel:
         # The controller mentions every live flow at least every fifth of the TTL.
         self.active_flow_ttl_s = active_flow_ttl_s(cfg)
         self.flows = FlowBook(p.flow_threshold_s, self.active_flow_ttl_s)
+        self.graph = GraphBook({i.name: i.microservice for i in cfg.slots},
+                               {c.name: c.switch for c in cfg.testbed.clients},
+                               window_s=p.graph_window_s)
         self.classified_at = -RECLASSIFY_EVERY     # step of the last full classification
         self.ports: list[dict] = []
         self.steps = 0
@@ -199,10 +205,13 @@ class ProfilerModel:
             view.measured_time, view.measured_at = sample.get("time"), now
 
     def ingest_flows(self, flows: list[dict], ports: list[dict] | None,
-                     now: float | None = None) -> list[dict]:
+                     now: float | None = None, pairs: dict | None = None) -> list[dict]:
         """Takes a report's flows; returns the completed ones (to store). ports=None: the
-        report carried no port list (a later chunk), the last one stays."""
+        report carried no port list (a later chunk), the last one stays. pairs: the
+        traffic between senders and instances since the last report (the graph's edges)."""
         now = time.time() if now is None else now
+        if pairs is not None:
+            self.graph.add_report(pairs, now)
         done = []
         for f in flows:
             if f["active"]:
@@ -245,6 +254,8 @@ class ProfilerModel:
             new = view.sample.get("time") != view.seen_time
             view.seen_time = view.sample.get("time")
             any_new = any_new or new
+            if new:
+                self._take_call_latencies(view.sample)
             if view.complete and new:
                 # a partial total would read as a drop in load: feed only complete ones;
                 # and each sample once (an agent that missed a period is not a flat load)
@@ -257,9 +268,17 @@ class ProfilerModel:
                 ms = c.get("microservice")
                 if ms in per_ms:
                     per_ms[ms].append({"readable": c.get("readable", False),
+                                       "instance": c.get("instance"), "server": view.name,
+                                       "cores": None if c.get("cpu_percent") is None
+                                       else c["cpu_percent"] / 100.0,
+                                       "memory_mb": None if c.get("memory_bytes") is None
+                                       else c["memory_bytes"] / 2 ** 20,
                                        **instance_usage(c, cap)})
         for name, view in self.microservices.items():
             rows = per_ms[name]
+            view.use = {r["instance"]: {"server": r["server"], "cpu_cores": r["cores"],
+                                        "memory_mb": r["memory_mb"]}
+                        for r in rows if r["readable"] and r["instance"]}
             view.instances = len(rows)
             readable = [r for r in rows if r["readable"]]
             view.readable = len(readable)
@@ -274,6 +293,17 @@ class ProfilerModel:
                          else view.measured[r] for r in RESOURCES}
                 view.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
         self._classify(now)
+
+    def _take_call_latencies(self, sample: dict) -> None:
+        """The call latencies an agent read from its call-graph services: the graph's edge
+        response times (each sample once)."""
+        for c in sample.get("containers", []):
+            calls, ms = c.get("calls"), c.get("microservice")
+            if not calls or ms not in self.microservices or not calls.get("interval_s"):
+                continue
+            for row in calls.get("callees", []):
+                self.graph.add_latency(ms, row["callee"], row["mean_ms"], row["p95_ms"],
+                                       calls["interval_s"])
 
     def _classify(self, now: float) -> None:
         p = self.cfg.profiler
@@ -337,6 +367,21 @@ class ProfilerModel:
             }
         return {"time": now, "period_s": self.period_s,
                 "prediction_lag_s": self.prediction_lag_s(), "microservices": out}
+
+    def graph_view(self, now: float) -> dict:
+        """The microservice communication graph with each microservice's instances and
+        their measured use (the vertex weights)."""
+        vertices = {}
+        for name, v in self.microservices.items():
+            known = [u for u in v.use.values() if u["cpu_cores"] is not None]
+            vertices[name] = {
+                "instances": {k: {kk: (None if vv is None else
+                                       (round(vv, 4) if isinstance(vv, float) else vv))
+                                  for kk, vv in u.items()} for k, u in sorted(v.use.items())},
+                "cpu_cores": round(sum(u["cpu_cores"] for u in known), 4) if known else None,
+                "memory_mb": round(sum(u["memory_mb"] or 0 for u in known), 2)
+                if known else None}
+        return self.graph.view(now, vertices)
 
     def servers_view(self, now: float) -> dict:
         out = {}

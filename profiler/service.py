@@ -3,6 +3,8 @@ history, and answers the controller over HTTP (API in docs/profiler.md).
 
     GET  /profiles   weights, predictions and flow class per microservice
     GET  /servers    measured and predicted utilization per server, with staleness
+    GET  /graph      the microservice communication graph: edges (traffic, response times)
+                     and vertices (the instances' use)
     POST /flows      flow records (and port utilization) from the controller
     GET  /links      the latest port utilization the controller sent
     GET  /history    ?kind=microservice|server|container&key=NAME&column=COL[&since=T]
@@ -70,6 +72,39 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
     return clean, ports
 
 
+def validate_pairs(body) -> dict | None:
+    """The optional "pairs" of a POST /flows body: {"interval_s": s, "edges": [{"src",
+    "dst", "bytes", "flows"}]} (400 naming the field)."""
+    pairs = body.get("pairs") if isinstance(body, dict) else None
+    if pairs is None:
+        return None
+    if not isinstance(pairs, dict):
+        raise BadRequest("pairs: expected {\"interval_s\": s, \"edges\": [...]}")
+    interval = pairs.get("interval_s")
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or \
+            not math.isfinite(interval) or interval < 0:
+        raise BadRequest(f"pairs.interval_s: expected a number >= 0, got {interval!r}")
+    edges = pairs.get("edges")
+    if not isinstance(edges, list):
+        raise BadRequest("pairs.edges: expected a list")
+    clean = []
+    for k, e in enumerate(edges):
+        where = f"pairs.edges[{k}]"
+        if not isinstance(e, dict):
+            raise BadRequest(f"{where}: expected an object")
+        for key in ("src", "dst"):
+            if not isinstance(e.get(key), str) or not e[key]:
+                raise BadRequest(f"{where}.{key}: expected a non-empty string")
+        for key in ("bytes", "flows"):
+            v = e.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 63:
+                raise BadRequest(f"{where}.{key}: expected an integer from 0 to 2^63-1, "
+                                 f"got {v!r}")
+        clean.append({"src": e["src"], "dst": e["dst"], "bytes": e["bytes"],
+                      "flows": e["flows"]})
+    return {"interval_s": float(interval), "edges": clean}
+
+
 class RespawningProcessPool(Executor):
     """A one-worker process pool for the ARMA fits that starts a new worker when the old
     one died (killed, out of memory) instead of failing every later fit."""
@@ -117,7 +152,8 @@ class ProfilerService:
         self.lock = threading.Lock()          # guards model and snapshots
         self._stop = threading.Event()
         self.snapshot = {"profiles": self.model.profiles(started),
-                         "servers": self.model.servers_view(started)}
+                         "servers": self.model.servers_view(started),
+                         "graph": self.model.graph_view(started)}
         self.metrics = Registry()
         self.m_period = self.metrics.histogram(
             "malb_profiler_period_seconds", "Time one period takes (collection included).",
@@ -154,13 +190,14 @@ class ProfilerService:
             self.model.step(now)
             profiles = self.model.profiles(now)
             servers = self.model.servers_view(now)
-            self.snapshot = {"profiles": profiles, "servers": servers}
-        self._record(now, results, profiles, servers)
+            graph = self.model.graph_view(now)
+            self.snapshot = {"profiles": profiles, "servers": servers, "graph": graph}
+        self._record(now, results, profiles, servers, graph)
         if self.model.steps % PRUNE_EVERY == 0:
             self.store.prune(now)
         self.m_period.observe(time.perf_counter() - started)
 
-    def _record(self, now, results, profiles, servers) -> None:
+    def _record(self, now, results, profiles, servers, graph) -> None:
         rows = []
         for name, (sample, _err) in results.items():
             for c in (sample or {}).get("containers", []):
@@ -186,6 +223,12 @@ class ProfilerService:
             for res, key in (("cpu", "alpha"), ("mem", "beta"), ("net", "gamma")):
                 self.m_weight.set(n, res, value=w[key])
         self.store.add_microservice_samples(now, ms_rows)
+        if graph["edges"]:
+            self.store.add_edge_samples(now, [
+                {"edge": f"{e['caller']}->{e['callee']}", "caller": e["caller"],
+                 "callee": e["callee"], "bytes_per_s": e["bytes_per_s"],
+                 "flows_per_s": e["flows_per_s"], "rt_ms": e["rt_ms"]}
+                for e in graph["edges"]])
         for n, s in servers["servers"].items():
             self.m_stale.set(n, value=1 if s["stale"] else 0)
 
@@ -214,9 +257,10 @@ class ProfilerService:
     # ---------------------------------------------------------------- HTTP
     def post_flows(self, _query, body):
         flows, ports = validate_flows(body)
+        pairs = validate_pairs(body)
         with self.lock:
             now = self.clock()
-            completed = self.model.ingest_flows(flows, ports, now)
+            completed = self.model.ingest_flows(flows, ports, now, pairs)
         if completed:
             self.store.add_flows(now, completed)
         self.m_flows.inc("completed", amount=len(completed))
@@ -249,6 +293,7 @@ class ProfilerService:
                                                           "window": p.window,
                                                           "arma_order": list(p.arma_order)}}),
             ("GET", "/servers"): lambda q, b: (200, self.snapshot["servers"]),
+            ("GET", "/graph"): lambda q, b: (200, self.snapshot["graph"]),
             ("POST", "/flows"): self.post_flows,
             ("GET", "/links"): lambda q, b: (200, {"ports": self.model.ports}),
             ("GET", "/history"): self.history,

@@ -1,9 +1,10 @@
 """The profiler's history of monitoring data (paper section III.B: "the historical
 values of monitoring data are being stored in a dataset"), on SQLite.
 
-Four tables, one row per sample and subject, each stamped with the sample time ``t``
+Five tables, one row per sample and subject, each stamped with the sample time ``t``
 (seconds, the caller's clock): ``container_samples``, ``server_samples``,
-``microservice_samples`` and ``flows`` (one row per flow, the latest record wins).
+``microservice_samples``, ``edge_samples`` (the communication graph's edges) and ``flows``
+(one row per flow, the latest record wins).
 A reading that could not be taken is stored as NULL, never as 0, so an unreadable
 sample cannot pass for an idle one.
 
@@ -45,6 +46,10 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("instance", "text"), ("client", "text"), ("duration_s", "num"),
         ("bytes", "int"), ("packets", "int"), ("active", "flag"),
     ),
+    "edge_samples": (
+        ("edge", "key"), ("caller", "key"), ("callee", "key"), ("bytes_per_s", "num"),
+        ("flows_per_s", "num"), ("rt_ms", "num"),
+    ),
 }
 PRIMARY_KEYS = {"flows": "flow_id"}   # tables holding one row per subject, not per sample
 _SQL_TYPE = {"key": "TEXT NOT NULL", "text": "TEXT", "num": "REAL", "int": "INTEGER",
@@ -56,6 +61,7 @@ SERIES: dict[str, tuple[str, str]] = {
     "microservice": ("microservice_samples", "microservice"),
     "server": ("server_samples", "server"),
     "container": ("container_samples", "instance"),
+    "edge": ("edge_samples", "edge"),          # key: "<caller>-><callee>"
 }
 SERIES_COLUMNS: dict[str, frozenset[str]] = {
     kind: frozenset(c for c, k in TABLES[table] if k in ("num", "int", "bool"))
@@ -249,6 +255,11 @@ class HistoryStore:
         """Rows: microservice, cpu, mem, net (measured), pred_cpu, pred_mem, pred_net,
         alpha, beta, gamma, flow_class."""
         self._insert("microservice_samples", t, rows)
+
+    def add_edge_samples(self, t: float, rows: list[dict]) -> None:
+        """Rows: edge ("caller->callee"), caller, callee, bytes_per_s, flows_per_s, rt_ms:
+        the communication graph's edges at t."""
+        self._insert("edge_samples", t, rows)
 
     def add_flows(self, t: float, rows: list[dict]) -> None:
         """Rows: flow_id, microservice, server, instance, client, duration_s, bytes,

@@ -79,6 +79,6 @@ def test_server_totals_relative_to_capacity_and_partial_when_unreadable():
     t = server_totals(no_net, cap)       # traffic it could not read is not zero traffic
     assert not t["complete"] and t["missing"] == ["e (network)"]
     assert t["network_percent"] is None and t["cpu_percent"] == pytest.approx(52.0)
-    # no running container: nothing to add up, but not a reading of an idle server either
+    # no running container (a placement emptied the server): it uses nothing
     t = server_totals([], cap)
-    assert not t["complete"] and t["cpu_percent"] == 0.0
+    assert t["complete"] and t["cpu_percent"] == 0.0

@@ -16,3 +16,14 @@ def test_quantile_edges():
     assert quantile([], 0.5) is None
     with pytest.raises(ValueError, match="q in"):
         quantile([1.0], 1.5)
+
+
+def test_histogram_quantile_interpolates_inside_the_bucket():
+    from common.stats import histogram_quantile
+    buckets = [(0.01, 50.0), (0.02, 90.0), (0.05, 100.0), (float("inf"), 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.01)
+    assert histogram_quantile(0.7, buckets) == pytest.approx(0.015)     # halfway in 10-20 ms
+    assert histogram_quantile(0.95, buckets) == pytest.approx(0.035)
+    assert histogram_quantile(1.0, [(0.1, 1.0), (float("inf"), 2.0)]) == 0.1  # open bucket
+    assert histogram_quantile(0.5, []) is None
+    assert histogram_quantile(0.5, [(0.1, 0.0), (float("inf"), 0.0)]) is None

@@ -49,8 +49,13 @@ def test_round_trip_of_every_table(store):
                                     "stale": False, "age_s": 0.4}])
     store.add_microservice_samples(1.0, [ms_row()])
     store.add_flows(1.0, [flow("f1")])
+    store.add_edge_samples(1.0, [{"edge": "clients@s1->ui", "caller": "clients@s1",
+                                  "callee": "ui", "bytes_per_s": 1500.0, "flows_per_s": 0.5,
+                                  "rt_ms": None}])
     assert store.counts() == {"container_samples": 2, "server_samples": 1,
-                              "microservice_samples": 1, "flows": 1}
+                              "microservice_samples": 1, "flows": 1, "edge_samples": 1}
+    assert store.series("edge", "clients@s1->ui", "bytes_per_s") == [(1.0, 1500.0)]
+    assert store.series("edge", "clients@s1->ui", "rt_ms") == [(1.0, None)]
     assert store.series("container", "srv1-vid", "memory_bytes") == [(1.0, 104857600.0)]
     assert store.series("server", "srv1", "cpu") == [(1.0, 30.0)]
     assert store.series("server", "srv1", "stale") == [(1.0, 0.0)]
@@ -132,7 +137,8 @@ def test_export_csv_writes_a_header_and_the_rows(store, tmp_path):
     store.add_flows(2.0, [flow("f1")])
     paths = store.export_csv(str(tmp_path / "csv"))
     assert sorted(os.path.basename(p) for p in paths) == [
-        "container_samples.csv", "flows.csv", "microservice_samples.csv", "server_samples.csv"]
+        "container_samples.csv", "edge_samples.csv", "flows.csv", "microservice_samples.csv",
+        "server_samples.csv"]
     with open(tmp_path / "csv" / "server_samples.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert rows == [["t", "server", "cpu", "mem", "net", "stale", "age_s"],

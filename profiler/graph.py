@@ -1,0 +1,125 @@
+"""The microservice communication graph (MCG, paper 000), as plain Python.
+
+Built from what the platform measures already:
+
+- edges from the controller's traffic pairs: each report says, for an interval, how many
+  bytes (both ways) and new flows went between a sender (a client host, or an instance
+  calling another microservice through its VIP) and the instance that served them. They
+  are summed per (caller microservice, callee microservice) (clients: the caller is
+  ``clients@<switch>``) and smoothed per interval by an EWMA over ``window_s``;
+- response times per edge from the call-graph services' latency histograms (the caller's
+  view of each of its calls), smoothed the same way;
+- vertex weights from the agents: each instance's CPU (cores) and memory (MB).
+
+An edge exists once it was observed: a pair never reported is unknown, not zero. A known
+edge that a report does not mention carried nothing in that interval (a report lists
+every pair that sent a byte); with no report at all, nothing changes and the edge's age
+grows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+CLIENTS = "clients"
+
+
+def ewma_alpha(interval_s: float, window_s: float) -> float:
+    """The weight of a new interval in an EWMA whose memory is window_s (time constant)."""
+    return 1.0 - math.exp(-max(0.0, interval_s) / window_s) if window_s > 0 else 1.0
+
+
+@dataclass
+class Edge:
+    bytes_per_s: float = 0.0
+    flows_per_s: float = 0.0
+    rt_ms: float | None = None         # mean response time of the calls, smoothed
+    rt_p95_ms: float | None = None
+    first_seen: float = 0.0
+    last_seen: float = 0.0             # last report in which it carried traffic
+    intervals: int = 0                 # reports it was smoothed over
+    total_bytes: int = 0
+
+    def as_dict(self, now: float) -> dict:
+        return {"bytes_per_s": round(self.bytes_per_s, 3),
+                "flows_per_s": round(self.flows_per_s, 4),
+                "rt_ms": None if self.rt_ms is None else round(self.rt_ms, 3),
+                "rt_p95_ms": None if self.rt_p95_ms is None else round(self.rt_p95_ms, 3),
+                "intervals": self.intervals, "total_bytes": self.total_bytes,
+                "age_s": round(now - self.last_seen, 3)}
+
+
+@dataclass
+class GraphBook:
+    """Edges between microservices (and clients), kept up to date from reports.
+
+    service_of: instance name -> microservice; client_switch: client host -> its switch."""
+    service_of: dict[str, str]
+    client_switch: dict[str, str]
+    window_s: float = 30.0
+    edges: dict[tuple[str, str], Edge] = field(default_factory=dict)
+    last_report: float | None = None
+
+    def caller(self, src: str) -> str | None:
+        if src in self.service_of:
+            return self.service_of[src]
+        if src in self.client_switch:
+            return f"{CLIENTS}@{self.client_switch[src]}"
+        return None
+
+    def add_report(self, pairs: dict, now: float) -> int:
+        """One report of the controller's pairs ({"interval_s", "edges": [{"src", "dst",
+        "bytes", "flows"}]}); returns how many edges it touched. Pairs naming neither a
+        known instance nor a client are left out (a foreign host)."""
+        interval = float(pairs.get("interval_s") or 0.0)
+        sums: dict[tuple[str, str], list[float]] = {}
+        for row in pairs.get("edges") or []:
+            src, dst = self.caller(row["src"]), self.service_of.get(row["dst"])
+            if src is None or dst is None:
+                continue
+            acc = sums.setdefault((src, dst), [0.0, 0.0])
+            acc[0] += row["bytes"]
+            acc[1] += row["flows"]
+        self.last_report = now
+        if interval <= 0:
+            return 0
+        alpha = ewma_alpha(interval, self.window_s)
+        for key in set(self.edges) | set(sums):
+            nbytes, nflows = sums.get(key, (0.0, 0.0))
+            edge = self.edges.get(key)
+            if edge is None:
+                # the first observation is the level: nothing before it was known
+                edge = self.edges[key] = Edge(nbytes / interval, nflows / interval,
+                                              first_seen=now, last_seen=now)
+            else:
+                edge.bytes_per_s += alpha * (nbytes / interval - edge.bytes_per_s)
+                edge.flows_per_s += alpha * (nflows / interval - edge.flows_per_s)
+            if nbytes or nflows:
+                edge.last_seen = now
+            edge.intervals += 1
+            edge.total_bytes += int(nbytes)
+        return len(sums)
+
+    def add_latency(self, caller: str, callee: str, mean_ms: float, p95_ms: float | None,
+                    interval_s: float) -> None:
+        """A caller's view of its calls to a callee over an interval (from its service's
+        histogram). Only for edges already seen in the traffic."""
+        edge = self.edges.get((caller, callee))
+        if edge is None or not math.isfinite(mean_ms):
+            return
+        alpha = ewma_alpha(interval_s, self.window_s)
+        edge.rt_ms = mean_ms if edge.rt_ms is None else edge.rt_ms + alpha * (mean_ms -
+                                                                               edge.rt_ms)
+        if p95_ms is not None and math.isfinite(p95_ms):
+            edge.rt_p95_ms = p95_ms if edge.rt_p95_ms is None else \
+                edge.rt_p95_ms + alpha * (p95_ms - edge.rt_p95_ms)
+
+    def view(self, now: float, vertices: dict[str, dict]) -> dict:
+        """The graph as JSON: vertices (microservices, with their instances' measured use)
+        and edges (caller -> callee), plus the clients' anchors."""
+        return {"time": now, "window_s": self.window_s,
+                "last_report_age_s": None if self.last_report is None
+                else round(now - self.last_report, 3),
+                "vertices": vertices,
+                "edges": [{"caller": a, "callee": b, **e.as_dict(now)}
+                          for (a, b), e in sorted(self.edges.items())]}
