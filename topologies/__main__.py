@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     opts = TestbedOptions(backend=backend, datapath=datapath, controller=controller,
                           start_services=not args.no_services)
     testbed = Testbed(cfg, opts)
-    status = 0
+    status, control = 0, None
     try:
         t0 = time.time()
         print(f"[topologies] bringing up {len(cfg.testbed.switches)} switch(es), "
@@ -119,6 +119,7 @@ def main(argv=None) -> int:
         if args.command == "check" or getattr(args, "check", False):
             status = run_check(testbed, services=not args.no_services)
         if args.command == "up":
+            control = start_control(testbed)
             if args.cli:
                 from mininet.cli import CLI
                 CLI(testbed.net)
@@ -139,10 +140,28 @@ def main(argv=None) -> int:
         print(f"[topologies] error: {exc}", file=sys.stderr)
         status = 1
     finally:
+        if control is not None:
+            control.shutdown()
         t0 = time.time()
         testbed.stop()
         print(f"[topologies] torn down in {time.time() - t0:.1f} s", flush=True)
     return status
+
+
+def start_control(testbed):
+    """Serve the testbed's control API (placement moves) on loopback; None when the port is
+    taken (said so: the testbed still runs)."""
+    from common.httpjson import JsonServer
+    port = testbed.cfg.testbed.control_port
+    try:
+        server = JsonServer(("127.0.0.1", port), testbed.control_routes(), name="testbed")
+    except OSError as exc:
+        print(f"[topologies] no control API on 127.0.0.1:{port} ({exc.strerror}); placement "
+              f"moves cannot reach this testbed", file=sys.stderr, flush=True)
+        return None
+    server.start_background()
+    print(f"[topologies] control API on http://127.0.0.1:{port} (instances)", flush=True)
+    return server
 
 
 def controller_answers(address: str, timeout_s: float = 1.0) -> bool:

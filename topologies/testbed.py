@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 
-from common.config import Config, Instance, check_deployable
+from common.config import Config, Instance, callgraph_spec, check_deployable
+from common.httpjson import BadRequest
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
 from topologies.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
@@ -43,6 +45,8 @@ class Testbed:
     net: object = None
     backend: str = ""
     datapath: str = ""
+    deployed: set = field(default_factory=set)     # instances running (names)
+    _server_params: dict | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "Testbed":
@@ -114,6 +118,29 @@ class Testbed:
                                     "mem_limit": f"{max(6, srv.memory_mb // n)}m"}
         return params
 
+    def _host_link(self) -> dict:
+        # TBF rather than Mininet's default HTB: HTB at tens of Mbit/s logs a quantum
+        # warning per link (as an error) and shapes no better
+        bw = self.cfg.testbed.host_bw_mbit
+        return {"bw": bw, "use_tbf": True} if bw else {}
+
+    def _docker_params(self, inst: Instance) -> dict:
+        """How the container of an instance is made: its image, address, environment
+        (call-graph services find their spec in MALB_SPEC) and its server's limits."""
+        if self._server_params is None:
+            self._server_params = self._server_docker_params()
+        ms = self.cfg.microservice(inst.microservice)
+        env = {"MALB_INSTANCE": inst.name, "MALB_SERVER": inst.server,
+               "MALB_MICROSERVICE": ms.name}
+        if ms.kind == "callgraph":
+            env["MALB_SPEC"] = json.dumps(callgraph_spec(self.cfg, ms))
+        return dict(cls=backends.docker_node_class(self.backend), dimage=ms.image,
+                    ip=f"{inst.ip}/{self.cfg.testbed.prefix_len}", mac=inst.mac,
+                    environment=env,
+                    labels={"malb.server": inst.server, "malb.microservice": ms.name,
+                            "malb.instance": inst.name},
+                    **self._server_params[inst.server])
+
     def _build(self, controller, RemoteController, TCLink) -> None:
         tb = self.cfg.testbed
         net = self.net
@@ -124,21 +151,11 @@ class Testbed:
             net.addSwitch(sw.name, dpid="%016x" % sw.dpid, protocols="OpenFlow13",
                           datapath=self.datapath,
                           failMode="secure" if controller else "standalone")
-        # TBF rather than Mininet's default HTB: HTB at tens of Mbit/s logs a quantum
-        # warning per link (as an error) and shapes no better
-        host_link = {"bw": tb.host_bw_mbit, "use_tbf": True} if tb.host_bw_mbit else {}
-        server_params = self._server_docker_params()
-        node_cls = backends.docker_node_class(self.backend)
+        host_link = self._host_link()
         for inst in self.cfg.instances:
-            ms = self.cfg.microservice(inst.microservice)
-            node = net.addDocker(
-                inst.name, cls=node_cls, dimage=ms.image, ip=f"{inst.ip}/{tb.prefix_len}", mac=inst.mac,
-                environment={"MALB_INSTANCE": inst.name, "MALB_SERVER": inst.server,
-                             "MALB_MICROSERVICE": ms.name},
-                labels={"malb.server": inst.server, "malb.microservice": ms.name,
-                        "malb.instance": inst.name},
-                **server_params[inst.server])
+            node = net.addDocker(inst.name, **self._docker_params(inst))
             net.addLink(node, net[inst.switch], port2=inst.switch_port, **host_link)
+            self.deployed.add(inst.name)
         for cli in tb.clients:
             host = net.addHost(cli.name, ip=f"{cli.ip}/{tb.prefix_len}", mac=cli.mac)
             net.addLink(host, net[cli.switch], port2=cli.switch_port, **host_link)
@@ -159,7 +176,7 @@ class Testbed:
                     if intf != "lo":
                         disable_tx_offload(host.pid, intf)
         if self.options.start_services:
-            for inst in self.cfg.instances:
+            for inst in self.running_instances():
                 self.start_service(inst)
         if self.options.wait_controller_s > 0 and self.cfg.testbed.controller:
             self.wait_connected(self.options.wait_controller_s)
@@ -178,10 +195,91 @@ class Testbed:
         self.net[inst.name].cmd(f"cd {SERVICE_DIR} 2>/dev/null; nohup {cmd} "
                                 f"> /tmp/{ms.name}.log 2>&1 &")
 
-    def wait_services(self, timeout_s: float = 20.0) -> list[str]:
-        """Wait until every instance listens on its port; returns those that do not."""
+    # ---------------------------------------------------------------- run-time changes
+    def add_instance(self, inst: Instance, start_service: bool = True) -> None:
+        """Start an instance in a slot of the running testbed (a placement's move): its
+        container with its server's limits, its link on the slot's switch port, its
+        service. The controller is told separately (REST)."""
+        if inst.name in self.deployed:
+            raise ValueError(f"{inst.name} is running already")
+        node = self.net.addDocker(inst.name, **self._docker_params(inst))
+        switch = self.net[inst.switch]
+        link = self.net.addLink(node, switch, port2=inst.switch_port, **self._host_link())
+        port = link.intf2.name
+        # Mininet's attach() would let OVS number the port: the slot's number is fixed
+        subprocess.run(["ovs-vsctl", "add-port", switch.name, port, "--", "set", "Interface",
+                        port, f"ofport_request={inst.switch_port}"], check=True,
+                       capture_output=True, text=True)
+        subprocess.run(["ip", "link", "set", port, "up"], check=True, capture_output=True)
+        node.configDefault()
+        if self.datapath == "user":
+            for intf in node.intfNames():
+                if intf != "lo":
+                    disable_tx_offload(node.pid, intf)
+        self.deployed.add(inst.name)
+        if start_service:
+            self.start_service(inst)
+        self._write_state(status="running")
+
+    def remove_instance(self, name: str) -> None:
+        """Stop an instance and remove its container and link."""
+        if name not in self.deployed:
+            raise ValueError(f"{name} is not running")
+        node = self.net[name]
+        inst = next(i for i in self.cfg.slots if i.name == name)
+        switch = self.net[inst.switch]
+        for link in self.net.linksBetween(node, switch):
+            peer = link.intf2 if link.intf2.node is switch else link.intf1
+            subprocess.run(["ovs-vsctl", "--if-exists", "del-port", switch.name, peer.name],
+                           capture_output=True)
+            self.net.delLink(link)
+        self.net.delHost(node)
+        self.deployed.discard(name)
+        self._write_state(status="running")
+
+    def control_routes(self) -> dict:
+        """The control API of a running testbed (`topologies up` serves it on
+        testbed.control_port): start and stop instances in their slots (a placement's
+        moves, placement/apply.py). One change at a time."""
+        lock = threading.Lock()
+        slots = {i.name: i for i in self.cfg.slots}
+
+        def listing(_q, _b):
+            return 200, {"running": sorted(self.deployed), "slots": sorted(slots)}
+
+        def start(_q, body):
+            name = body.get("instance") if isinstance(body, dict) else None
+            if name not in slots:
+                raise BadRequest(f"instance: no slot {str(name)[:60]!r} in the configuration")
+            with lock:
+                if name in self.deployed:
+                    return 409, {"error": f"{name} is running already"}
+                self.add_instance(slots[name])
+                if self.wait_services(20.0, [slots[name]]):
+                    return 504, {"error": f"{name}: its service is not listening after 20 s"}
+            return 201, {"instance": name, "running": True}
+
+        def stop(query, _b):
+            name = (query.get("instance") or [None])[0]
+            if name not in slots:
+                raise BadRequest(f"instance: no slot {str(name)[:60]!r} in the configuration")
+            with lock:
+                if name not in self.deployed:
+                    return 404, {"error": f"{name} is not running"}
+                self.remove_instance(name)
+            return 200, {"instance": name, "running": False}
+        return {("GET", "/instances"): listing, ("POST", "/instances"): start,
+                ("DELETE", "/instances"): stop}
+
+    def running_instances(self) -> list[Instance]:
+        return [i for i in self.cfg.slots if i.name in self.deployed]
+
+    def wait_services(self, timeout_s: float = 20.0,
+                      instances: list[Instance] | None = None) -> list[str]:
+        """Wait until every instance (default: those running) listens on its port; returns
+        those that do not."""
         deadline = time.time() + timeout_s
-        pending = list(self.cfg.instances)
+        pending = list(instances if instances is not None else self.running_instances())
         while pending and time.time() < deadline:
             still = []
             for inst in pending:
@@ -213,7 +311,8 @@ class Testbed:
             "status": status, "pid": os.getpid(), "config": self.cfg.source,
             "backend": self.backend, "datapath": self.datapath,
             "switches": [s.name for s in self.cfg.testbed.switches],
-            "nodes": ([i.name for i in self.cfg.instances] +
+            # every slot: cleanup must find an instance a placement started anywhere
+            "nodes": ([i.name for i in self.cfg.slots] +
                       [c.name for c in self.cfg.testbed.clients] +
                       [s.name for s in self.cfg.testbed.switches]),
             "servers": [s.name for s in self.cfg.servers],

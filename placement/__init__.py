@@ -1,0 +1,1 @@
+"""Placement of microservice instances on servers from their communication graph."""

@@ -1,0 +1,247 @@
+"""Placement of microservice instances by their communication graph (paper 000).
+
+    python -m placement plan      # the plan for the running testbed: graph from the
+                                  # profiler, layout from the controller; nothing moves
+    python -m placement plan --graph graph.json --layout layout.json --config configs/bookinfo.yaml
+    python -m placement apply     # plan, then move instances live (testbed control API)
+    python -m placement apply --every 5        # re-plan every 5 minutes, with hysteresis
+    python -m placement export --format k8s --out bookinfo-k8s.yaml
+    python -m placement generate --services 30 --seed 7 --out configs/callgraph30.yaml
+
+Methods: ours (METIS partition, mapping by distance, local search; exact up to 12 units),
+greedy (network-aware greedy score), spread (round robin), random. docs/placement.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from common.cli import ArgumentParser, bounded, fail, non_negative_float, positive_float
+from common.config import ConfigError, load_config
+from common.httpjson import HttpError, get_json
+from placement.core import PlacementError, greedy_network_aware, plan, random_placement, \
+    should_replace, spread
+from placement.problem import build_problem, check_layout, current_assignment, layout_of, \
+    moves_between
+
+METHODS = ("ours", "greedy", "spread", "random")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="python -m placement", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, helptext in (("plan", "compute a placement; nothing moves"),
+                           ("apply", "compute a placement and carry it out live"),
+                           ("export", "write the placement as Kubernetes manifests"),
+                           ("generate", "write a generated call-graph application")):
+        sp = sub.add_parser(name, help=helptext)
+        if name == "generate":
+            sp.add_argument("--services", type=bounded(int, 2, 99), default=30)
+            sp.add_argument("--seed", type=int, default=7)
+            sp.add_argument("--out", help="file (default: standard output)")
+            continue
+        sp.add_argument("--config", help="configuration (default $MALB_CONFIG or "
+                                         "configs/paper.yaml)")
+        sp.add_argument("--graph", help="the graph as JSON (GET /graph of the profiler; "
+                                        "default: ask the profiler)")
+        sp.add_argument("--layout", help="JSON {microservice: [servers]} (default: ask the "
+                                         "controller)")
+        sp.add_argument("--controller", help="controller REST URL (default from the "
+                                             "configuration)")
+        sp.add_argument("--method", choices=METHODS, default="ours")
+        sp.add_argument("--seed", type=int, default=1, help="for --method random")
+        sp.add_argument("--headroom", type=non_negative_float, default=0.2,
+                        help="capacity kept free when choosing servers (default 0.2)")
+        sp.add_argument("--out", help="write the plan (or manifests) here as well")
+        if name == "apply":
+            sp.add_argument("--testbed", help="testbed control URL (default "
+                                              "http://127.0.0.1:<testbed.control_port>)")
+            sp.add_argument("--min-gain", type=bounded(float, 0, 1), default=0.10,
+                            help="re-place only for this share less cost (default 0.10)")
+            sp.add_argument("--dwell", type=non_negative_float, default=600.0,
+                            help="seconds since the last change before another (default 600)")
+            sp.add_argument("--force", action="store_true", help="no hysteresis")
+            sp.add_argument("--every", type=positive_float, metavar="MINUTES",
+                            help="re-plan periodically")
+            sp.add_argument("--drain-timeout", type=positive_float, default=60.0,
+                            help="seconds to wait for an old instance's flows (default 60)")
+        if name == "export":
+            sp.add_argument("--format", choices=("k8s",), required=True)
+            sp.add_argument("--namespace", default="default")
+            sp.add_argument("--plan", help="a plan written by `plan --out` (default: compute "
+                                           "one)")
+    return p
+
+
+def _read_json(path: str, what: str):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except OSError as exc:
+        fail(f"{what} {path}: {exc.strerror}", code=2)
+    except ValueError as exc:
+        fail(f"{what} {path}: not valid JSON: {exc}", code=2)
+
+
+def inputs(args, cfg) -> tuple[dict, dict]:
+    """(graph, layout) from the files given, or from the running profiler and controller."""
+    if args.graph:
+        graph = _read_json(args.graph, "--graph")
+    else:
+        try:
+            graph = get_json(f"{cfg.profiler.url}/graph", 5.0)
+        except HttpError as exc:
+            fail(f"no --graph, and the profiler does not answer: {exc}", code=1)
+    if args.layout:
+        layout = _read_json(args.layout, "--layout")
+        if not isinstance(layout, dict):
+            fail("--layout: expected a JSON object {microservice: [servers]}", code=2)
+    else:
+        from placement.apply import ControllerClient
+        try:
+            layout = ControllerClient(controller_url(args, cfg)).layout()
+        except HttpError as exc:
+            fail(f"no --layout, and the controller does not answer: {exc}", code=1)
+    return graph, layout
+
+
+def controller_url(args, cfg) -> str:
+    return args.controller or f"http://127.0.0.1:{cfg.controller.rest_port}"
+
+
+def compute(args, cfg, graph: dict, layout: dict) -> dict:
+    """The plan: the chosen method's layout, its cost and the current one's, the moves."""
+    problem = build_problem(cfg, graph, layout)
+    before = current_assignment(problem, layout)
+    near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
+    if args.method == "ours":
+        result = plan(problem, near=near, headroom=args.headroom)
+    elif args.method == "greedy":
+        result = greedy_network_aware(problem)
+    elif args.method == "spread":
+        result = spread(problem)
+    else:
+        result = random_placement(problem, args.seed)
+    after = layout_of(result.assignment, problem)
+    return {"method": result.method, "optimal": result.optimal,
+            "before": {"cost": problem.cost(before),
+                       "trunk_traffic": problem.trunk_traffic(before), "layout": layout},
+            "after": {"cost": result.cost, "trunk_traffic": result.trunk_traffic,
+                      "servers_used": result.hosts_used, "layout": after},
+            "moves": [m.as_dict() for m in moves_between(layout, after)],
+            "edges": graph.get("edges", [])}
+
+
+def show(doc: dict) -> None:
+    b, a = doc["before"], doc["after"]
+    print(f"method: {doc['method']}" + (" (optimal)" if doc["optimal"] else ""))
+    print(f"cost (traffic x distance, bytes/s): {b['cost']:,.0f} -> {a['cost']:,.0f}; over "
+          f"trunks {b['trunk_traffic']:,.0f} -> {a['trunk_traffic']:,.0f} bytes/s; "
+          f"{a['servers_used']} servers")
+    for ms in sorted(a["layout"]):
+        was, now = b["layout"].get(ms, []), a["layout"][ms]
+        print(f"  {ms:<16} {','.join(was):<20} -> {','.join(now)}"
+              + ("" if sorted(was) == sorted(now) else "   (moves)"))
+    print(f"{len(doc['moves'])} move(s)")
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "generate":
+        import yaml
+        from placement.apps import generate
+        text = yaml.safe_dump(generate(args.services, args.seed), sort_keys=False)
+        if args.out:
+            with open(args.out, "w") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        fail(f"configuration: {exc}", code=2)
+    if args.command == "export":
+        return export(args, cfg)
+    while True:
+        graph, layout = inputs(args, cfg)
+        try:
+            doc = compute(args, cfg, graph, layout)
+        except PlacementError as exc:
+            fail(str(exc), code=2)
+        show(doc)
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(doc, fh, indent=1)
+        if args.command == "plan":
+            return 0
+        status = apply(args, cfg, doc)
+        if not args.every:
+            return status
+        time.sleep(args.every * 60)
+
+
+_last_change: list[float | None] = [None]
+
+
+def apply(args, cfg, doc: dict) -> int:
+    from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_moves
+    from placement.problem import Move
+    since = None if _last_change[0] is None else time.monotonic() - _last_change[0]
+    go, why = (True, "forced") if args.force else should_replace(
+        doc["before"]["cost"], doc["after"]["cost"], since, args.min_gain, args.dwell)
+    if not go:
+        print(f"[placement] not applied: {why}")
+        return 0
+    if not doc["moves"]:
+        print("[placement] nothing to move")
+        return 0
+    print(f"[placement] applying ({why})", flush=True)
+    moves = [Move(m["microservice"], m["from"], m["to"]) for m in doc["moves"]]
+    testbed_url = args.testbed or f"http://127.0.0.1:{cfg.testbed.control_port}"
+    try:
+        results = apply_moves(cfg, moves, ControllerClient(controller_url(args, cfg)),
+                              RemoteTestbed(testbed_url), drain_timeout_s=args.drain_timeout,
+                              log=lambda m: print(m, flush=True))
+    except (ApplyError, HttpError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    _last_change[0] = time.monotonic()
+    print(f"[placement] {len(results)} move(s) done: " +
+          json.dumps([r.as_dict() for r in results]))
+    return 0
+
+
+def export(args, cfg) -> int:
+    from placement.k8s import manifests, to_yaml
+    if args.plan:
+        doc = _read_json(args.plan, "--plan")
+        try:
+            layout, graph = doc["after"]["layout"], {"edges": doc.get("edges", [])}
+            check_layout(cfg, layout)
+        except (KeyError, TypeError):
+            fail("--plan: expected a plan written by `python -m placement plan --out`", code=2)
+        except PlacementError as exc:
+            fail(f"--plan: {exc}", code=2)
+    else:
+        graph, layout = inputs(args, cfg)
+        try:
+            doc = compute(args, cfg, graph, layout)
+        except PlacementError as exc:
+            fail(str(exc), code=2)
+        layout = doc["after"]["layout"]
+    text = to_yaml(manifests(cfg, layout, graph, args.namespace))
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+        print(f"written {args.out}: {2 * len(cfg.microservices)} manifests")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Carry a placement out on a running testbed, move by move, without losing a request.
+
+A move of a microservice from one server to another is a live migration in the platform's
+terms:
+
+1. start the new instance in its slot on the target server (container, link, service) and
+   wait until it listens;
+2. tell the controller to add it to the pool (REST); it takes new flows once its health
+   probe answers;
+3. drain the old instance (REST): no new flows, those it has go on;
+4. when it has no active flow left (or after ``drain_timeout_s``), take it out of the pool
+   and remove its container.
+
+Where the testbed runs decides how it is reached: ``InProcessTestbed`` for an experiment
+that holds the Testbed object, ``RemoteTestbed`` for `python -m topologies up`, whose
+control API (``testbed.control_port``) starts and stops instances. The controller is
+reached over its REST API. Time and sleeping are passed in, so the sequence is tested with
+fakes as well as on the real testbed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from common.httpjson import HttpError, delete_json, get_json, post_json, put_json
+from placement.problem import Move
+
+
+class ApplyError(RuntimeError):
+    pass
+
+
+class ControllerClient:
+    def __init__(self, url: str, timeout_s: float = 5.0):
+        self.url, self.timeout_s = url.rstrip("/"), timeout_s
+
+    def instances(self) -> dict:
+        return get_json(f"{self.url}/malb/instances", self.timeout_s)["instances"]
+
+    def add(self, name: str) -> None:
+        post_json(f"{self.url}/malb/instances", {"instance": name}, self.timeout_s)
+
+    def drain(self, name: str) -> None:
+        put_json(f"{self.url}/malb/instances/{name}", {"draining": True}, self.timeout_s)
+
+    def remove(self, name: str, force: bool = False) -> None:
+        delete_json(f"{self.url}/malb/instances/{name}" + ("?force=1" if force else ""),
+                    self.timeout_s)
+
+    def layout(self) -> dict[str, list[str]]:
+        """Where each microservice runs: its instances in the pools, not draining."""
+        out: dict[str, list[str]] = {}
+        for v in self.instances().values():
+            if v.get("draining") is False:
+                out.setdefault(v["microservice"], []).append(v["server"])
+        return {ms: sorted(servers) for ms, servers in out.items()}
+
+
+class InProcessTestbed:
+    """A Testbed object of this process (an experiment's)."""
+
+    def __init__(self, testbed, ready_timeout_s: float = 20.0):
+        self.testbed, self.ready_timeout_s = testbed, ready_timeout_s
+
+    def start(self, instance) -> None:
+        self.testbed.add_instance(instance)
+        if self.testbed.wait_services(self.ready_timeout_s, [instance]):
+            raise ApplyError(f"{instance.name}: its service did not start listening within "
+                             f"{self.ready_timeout_s:.0f} s")
+
+    def stop(self, name: str) -> None:
+        self.testbed.remove_instance(name)
+
+
+class RemoteTestbed:
+    """`python -m topologies up`'s control API."""
+
+    def __init__(self, url: str, timeout_s: float = 60.0):
+        self.url, self.timeout_s = url.rstrip("/"), timeout_s
+
+    def start(self, instance) -> None:
+        post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s)
+
+    def stop(self, name: str) -> None:
+        delete_json(f"{self.url}/instances?instance={name}", self.timeout_s)
+
+
+@dataclass
+class MoveResult:
+    move: Move
+    seconds: float = 0.0
+    flows_left: int = 0           # active flows on the old instance when it was removed
+    forced: bool = False          # removed at the drain timeout, flows still on it
+    steps: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {**self.move.as_dict(), "seconds": round(self.seconds, 2),
+                "flows_left": self.flows_left, "forced": self.forced}
+
+
+def apply_moves(cfg, moves: list[Move], controller, testbed, drain_timeout_s: float = 60.0,
+                health_timeout_s: float = 30.0, poll_s: float = 0.5, log=print,
+                clock=time.monotonic, sleep=time.sleep) -> list[MoveResult]:
+    """Carry the moves out one after the other (see the module's docstring)."""
+    results = []
+    for move in moves:
+        new = cfg.slot(move.target, move.microservice)
+        old = cfg.slot(move.source, move.microservice)
+        started = clock()
+        result = MoveResult(move)
+        log(f"[placement] {move.microservice}: {move.source} -> {move.target}: starting "
+            f"{new.name}")
+        testbed.start(new)
+        try:
+            controller.add(new.name)
+        except HttpError as exc:
+            testbed.stop(new.name)
+            raise ApplyError(f"{new.name}: the controller refused it: {exc}") from None
+        deadline = clock() + health_timeout_s
+        while not controller.instances().get(new.name, {}).get("healthy"):
+            if clock() > deadline:
+                controller.remove(new.name, force=True)
+                testbed.stop(new.name)
+                raise ApplyError(f"{new.name}: not healthy within {health_timeout_s:.0f} s; "
+                                 f"the move is undone, {old.name} keeps serving")
+            sleep(poll_s)
+        controller.drain(old.name)
+        deadline = clock() + drain_timeout_s
+        while True:
+            left = controller.instances().get(old.name, {}).get("active_flows", 0)
+            if left == 0 or clock() > deadline:
+                break
+            sleep(poll_s)
+        result.flows_left, result.forced = left, left > 0
+        controller.remove(old.name, force=result.forced)
+        testbed.stop(old.name)
+        result.seconds = clock() - started
+        log(f"[placement] {move.microservice}: on {move.target} in {result.seconds:.1f} s"
+            + (f" ({left} flows still on {old.name} at the drain timeout)" if left else ""))
+        results.append(result)
+    return results

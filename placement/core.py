@@ -1,0 +1,608 @@
+"""Where each microservice instance runs: the placement of paper 000, as plain Python.
+
+Given the microservice communication graph (units: instances to place, with the CPU and
+memory they need; undirected edges: the traffic between two units; anchors: traffic
+between a unit and endpoints fixed to a switch, such as the clients) and the servers with
+their capacities and switches, choose an assignment of every unit to a server that
+minimises the distance-weighted traffic
+
+    cost = sum over edges (u, v) of w(u, v) * d(server(u), server(v))
+         + sum over anchors (u, switch) of w * d(server(u), switch)
+
+with d = 0 on the same server, 1 on the same switch, and one more per trunk hop, under the
+servers' CPU and memory capacities and with the replicas of a service on different servers.
+
+``plan()``: choose the number of servers (the fewest, nearest to the clients, with
+headroom: consolidation, as the paper prefers), partition the graph with METIS (pymetis,
+k-way or recursive bisection, target part weights from the chosen servers' capacities),
+map parts to servers by distance (every permutation up to 6 servers), then refine by local
+search: single moves and swaps that lower the cost, the paper's migration of a unit next to
+the peer it talks to most included. Graphs of up to ``EXACT_MAX_UNITS`` units are also
+solved exactly (branch and bound) and the better answer is kept, so tests can compare with
+the optimum. ``should_replace()`` is the hysteresis: re-place only for a set gain and after
+a dwell time.
+
+Baselines for the comparison: ``spread`` (round robin over the servers in order, the
+testbed's default layout), ``random_placement`` (seeded) and ``greedy_network_aware`` (the
+Kubernetes network-aware scheduler's idea: place each unit, heaviest talkers first, where
+the traffic times distance to its already placed peers is least).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+
+EXACT_MAX_UNITS = 12
+HEADROOM = 0.2            # capacity kept free when choosing how many servers to use
+METIS_SEED = 1
+METIS_UFACTOR = 30        # allowed imbalance, 1/1000 (METIS's k-way default)
+
+
+class PlacementError(ValueError):
+    """The input cannot be placed (names, capacities): the message says why."""
+
+
+@dataclass(frozen=True)
+class Host:
+    """A server that can hold units."""
+    name: str
+    cpu: float               # cores (its CPU share)
+    memory_mb: float
+    switch: str
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One instance to place (a replica of a microservice)."""
+    name: str
+    service: str
+    cpu: float               # cores it needs
+    memory_mb: float = 0.0
+
+
+@dataclass
+class Problem:
+    """units; edges {(u, v): weight} between unit names (either order; both directions
+    are added up); anchors {(unit, switch): weight}; hosts; the switch chain (switch ->
+    position, for distances); pinned {unit: host} units that must stay."""
+    units: list[Unit]
+    hosts: list[Host]
+    edges: dict[tuple[str, str], float] = field(default_factory=dict)
+    anchors: dict[tuple[str, str], float] = field(default_factory=dict)
+    switch_position: dict[str, int] = field(default_factory=dict)
+    pinned: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.unit = {u.name: u for u in self.units}
+        self.host = {h.name: h for h in self.hosts}
+        if len(self.unit) != len(self.units):
+            raise PlacementError("units: a unit name appears twice")
+        if len(self.host) != len(self.hosts):
+            raise PlacementError("servers: a server name appears twice")
+        if not self.switch_position:
+            self.switch_position = {s: k for k, s in
+                                    enumerate(dict.fromkeys(h.switch for h in self.hosts))}
+        for h in self.hosts:
+            if h.switch not in self.switch_position:
+                raise PlacementError(f"servers: {h.name}'s switch {h.switch!r} is not in the "
+                                     f"topology")
+            if not (h.cpu >= 0 and h.memory_mb >= 0) or math.inf in (h.cpu, h.memory_mb):
+                raise PlacementError(f"servers: {h.name}: capacities must be finite and >= 0")
+        for u in self.units:
+            if not (u.cpu >= 0 and u.memory_mb >= 0) or math.inf in (u.cpu, u.memory_mb):
+                raise PlacementError(f"units: {u.name}: demands must be finite and >= 0")
+        merged: dict[tuple[str, str], float] = {}
+        for (a, b), w in self.edges.items():
+            for name in (a, b):
+                if name not in self.unit:
+                    raise PlacementError(f"edges: unknown unit {name!r}")
+            if not (w >= 0) or w == math.inf:
+                raise PlacementError(f"edges: {a}-{b}: weight must be finite and >= 0")
+            if a != b and w > 0:
+                key = (a, b) if a < b else (b, a)
+                merged[key] = merged.get(key, 0.0) + float(w)
+        self.edges = merged
+        for (name, switch), w in self.anchors.items():
+            if name not in self.unit:
+                raise PlacementError(f"anchors: unknown unit {name!r}")
+            if switch not in self.switch_position:
+                raise PlacementError(f"anchors: unknown switch {switch!r}")
+            if not (w >= 0) or w == math.inf:
+                raise PlacementError(f"anchors: {name}@{switch}: weight must be finite, >= 0")
+        for name, host in self.pinned.items():
+            if name not in self.unit or host not in self.host:
+                raise PlacementError(f"pinned: unknown unit or server in {name}->{host}")
+        self.neighbours: dict[str, dict[str, float]] = {u.name: {} for u in self.units}
+        for (a, b), w in self.edges.items():
+            self.neighbours[a][b] = w
+            self.neighbours[b][a] = w
+        self.anchored: dict[str, list[tuple[str, float]]] = {u.name: [] for u in self.units}
+        for (name, switch), w in self.anchors.items():
+            if w > 0:
+                self.anchored[name].append((switch, float(w)))
+        self.replicas: dict[str, list[str]] = {}
+        for u in self.units:
+            self.replicas.setdefault(u.service, []).append(u.name)
+
+    # -------------------------------------------------------------- distances and cost
+    def switch_distance(self, a: str, b: str) -> int:
+        return abs(self.switch_position[a] - self.switch_position[b])
+
+    def distance(self, h1: str, h2: str) -> int:
+        """0 on the same server, 1 on the same switch, one more per trunk hop."""
+        if h1 == h2:
+            return 0
+        return 1 + self.switch_distance(self.host[h1].switch, self.host[h2].switch)
+
+    def anchor_distance(self, host: str, switch: str) -> int:
+        """A unit on host to an endpoint on switch: 1 on the same switch, +1 per hop."""
+        return 1 + self.switch_distance(self.host[host].switch, switch)
+
+    def cost(self, assignment: dict[str, str]) -> float:
+        total = sum(w * self.distance(assignment[a], assignment[b])
+                    for (a, b), w in self.edges.items())
+        return total + sum(w * self.anchor_distance(assignment[n], s)
+                           for n, links in self.anchored.items() for s, w in links)
+
+    def trunk_traffic(self, assignment: dict[str, str]) -> float:
+        """Traffic times trunk hops: what crosses the inter-switch links."""
+        total = sum(w * self.switch_distance(self.host[assignment[a]].switch,
+                                             self.host[assignment[b]].switch)
+                    for (a, b), w in self.edges.items())
+        return total + sum(w * self.switch_distance(self.host[assignment[n]].switch, s)
+                           for n, links in self.anchored.items() for s, w in links)
+
+    def unit_cost(self, name: str, host: str, assignment: dict[str, str]) -> float:
+        """What unit name adds to the cost on host, given where its peers are."""
+        c = sum(w * self.distance(host, assignment[p])
+                for p, w in self.neighbours[name].items() if p in assignment)
+        return c + sum(w * self.anchor_distance(host, s) for s, w in self.anchored[name])
+
+    # -------------------------------------------------------------- feasibility
+    def load(self, assignment: dict[str, str]) -> dict[str, list[float]]:
+        used = {h.name: [0.0, 0.0] for h in self.hosts}
+        for name, host in assignment.items():
+            used[host][0] += self.unit[name].cpu
+            used[host][1] += self.unit[name].memory_mb
+        return used
+
+    def fits(self, name: str, host: str, assignment: dict[str, str],
+             used: dict[str, list[float]]) -> bool:
+        """Whether unit name may go to host: capacity, a replica of its service not there
+        already, its pin."""
+        u, h = self.unit[name], self.host[host]
+        if self.pinned.get(name, host) != host:
+            return False
+        if used[host][0] + u.cpu > h.cpu + 1e-9 or \
+                used[host][1] + u.memory_mb > h.memory_mb + 1e-9:
+            return False
+        return not any(assignment.get(r) == host for r in self.replicas[u.service]
+                       if r != name)
+
+    def violations(self, assignment: dict[str, str]) -> list[str]:
+        """Everything wrong with a complete assignment (empty: feasible)."""
+        out = [f"{n}: not placed" for n in self.unit if n not in assignment]
+        out += [f"{n}: unknown server {h!r}" for n, h in assignment.items()
+                if h not in self.host]
+        if out:
+            return out
+        used = self.load(assignment)
+        for h in self.hosts:
+            cpu, mem = used[h.name]
+            if cpu > h.cpu + 1e-9:
+                out.append(f"{h.name}: CPU {cpu:.3g} of {h.cpu:.3g} cores")
+            if mem > h.memory_mb + 1e-9:
+                out.append(f"{h.name}: memory {mem:.4g} of {h.memory_mb:.4g} MB")
+        for service, names in self.replicas.items():
+            hosts = [assignment[n] for n in names]
+            if len(set(hosts)) < len(hosts):
+                out.append(f"{service}: two replicas on one server")
+        out += [f"{n}: pinned to {h}" for n, h in self.pinned.items() if assignment[n] != h]
+        return out
+
+    def check_solvable(self) -> None:
+        """Refuse what cannot fit at all, naming the reason (PlacementError)."""
+        need_cpu = sum(u.cpu for u in self.units)
+        need_mem = sum(u.memory_mb for u in self.units)
+        have_cpu = sum(h.cpu for h in self.hosts)
+        have_mem = sum(h.memory_mb for h in self.hosts)
+        if need_cpu > have_cpu + 1e-9:
+            raise PlacementError(f"capacity: the units need {need_cpu:.3g} cores, the "
+                                 f"servers have {have_cpu:.3g}")
+        if need_mem > have_mem + 1e-9:
+            raise PlacementError(f"capacity: the units need {need_mem:.4g} MB, the servers "
+                                 f"have {have_mem:.4g}")
+        for u in self.units:
+            if not any(u.cpu <= h.cpu + 1e-9 and u.memory_mb <= h.memory_mb + 1e-9
+                       for h in self.hosts):
+                raise PlacementError(f"capacity: {u.name} ({u.cpu:.3g} cores, "
+                                     f"{u.memory_mb:.4g} MB) fits on no server")
+        widest = max((len(v) for v in self.replicas.values()), default=0)
+        if widest > len(self.hosts):
+            raise PlacementError(f"replicas: a service has {widest} replicas for "
+                                 f"{len(self.hosts)} servers")
+
+
+@dataclass
+class Plan:
+    assignment: dict[str, str]
+    cost: float
+    trunk_traffic: float
+    hosts_used: int
+    method: str
+    optimal: bool = False             # the exact search finished: this is the optimum
+
+    def as_dict(self) -> dict:
+        return {"assignment": dict(sorted(self.assignment.items())), "cost": self.cost,
+                "trunk_traffic": self.trunk_traffic, "servers_used": self.hosts_used,
+                "method": self.method, "optimal": self.optimal}
+
+
+def _plan(problem: Problem, assignment: dict[str, str], method: str,
+          optimal: bool = False) -> Plan:
+    return Plan(dict(assignment), problem.cost(assignment), problem.trunk_traffic(assignment),
+                len(set(assignment.values())), method, optimal)
+
+
+# ------------------------------------------------------------------ baselines
+def spread(problem: Problem) -> Plan:
+    """Round robin over the servers in order: unit k on the k-th server with room (the
+    testbed's default layout spreads every service over every server)."""
+    assignment: dict[str, str] = {}
+    used = problem.load({})
+    names = [h.name for h in problem.hosts]
+    k = 0
+    for u in problem.units:
+        for step in range(len(names)):
+            host = names[(k + step) % len(names)]
+            if problem.fits(u.name, host, assignment, used):
+                break
+        else:
+            raise PlacementError(f"spread: no server has room for {u.name}")
+        _place(assignment, used, problem, u.name, host)
+        k = (names.index(host) + 1) % len(names)
+    return _plan(problem, assignment, "spread")
+
+
+def random_placement(problem: Problem, seed: int = 1) -> Plan:
+    """Each unit, in random order, on a random server with room."""
+    rng = random.Random(seed)
+    for _attempt in range(100):
+        assignment: dict[str, str] = {}
+        used = problem.load({})
+        order = list(problem.units)
+        rng.shuffle(order)
+        ok = True
+        for u in order:
+            room = [h.name for h in problem.hosts
+                    if problem.fits(u.name, h.name, assignment, used)]
+            if not room:
+                ok = False
+                break
+            _place(assignment, used, problem, u.name, rng.choice(room))
+        if ok:
+            return _plan(problem, assignment, f"random (seed {seed})")
+    raise PlacementError("random: found no placement with room for every unit")
+
+
+def greedy_network_aware(problem: Problem) -> Plan:
+    """The Kubernetes network-aware scheduler's idea (Diktyo): place units one at a time,
+    those with the most traffic first (pinned ones before all), each on the server where
+    its traffic times distance to its already placed peers (and anchors) is least; ties to
+    the server with most free CPU."""
+    assignment: dict[str, str] = {}
+    used = problem.load({})
+    volume = {u.name: sum(problem.neighbours[u.name].values()) +
+              sum(w for _s, w in problem.anchored[u.name]) for u in problem.units}
+    order = sorted(problem.units, key=lambda u: (u.name not in problem.pinned,
+                                                 -volume[u.name], u.name))
+    for u in order:
+        best = None
+        for h in problem.hosts:
+            if not problem.fits(u.name, h.name, assignment, used):
+                continue
+            key = (problem.unit_cost(u.name, h.name, assignment),
+                   -(h.cpu - used[h.name][0]), h.name)
+            if best is None or key < best[0]:
+                best = (key, h.name)
+        if best is None:
+            raise PlacementError(f"greedy: no server has room for {u.name}")
+        _place(assignment, used, problem, u.name, best[1])
+    return _plan(problem, assignment, "greedy network-aware")
+
+
+def _place(assignment, used, problem, name, host) -> None:
+    assignment[name] = host
+    used[host][0] += problem.unit[name].cpu
+    used[host][1] += problem.unit[name].memory_mb
+
+
+def _unplace(assignment, used, problem, name) -> None:
+    host = assignment.pop(name)
+    used[host][0] -= problem.unit[name].cpu
+    used[host][1] -= problem.unit[name].memory_mb
+
+
+# ------------------------------------------------------------------ ours
+def choose_hosts(problem: Problem, headroom: float = HEADROOM,
+                 near: str | None = None) -> list[str]:
+    """The fewest servers that hold every unit with headroom (the paper's consolidation),
+    taken nearest first to the switch `near` (the clients'), then by capacity; at least as
+    many as the widest service has replicas, and every pinned unit's server."""
+    pos = problem.switch_position
+    origin = pos[near] if near in pos else 0
+    ranked = sorted(problem.hosts, key=lambda h: (abs(pos[h.switch] - origin), -h.cpu,
+                                                  -h.memory_mb, h.name))
+    need_cpu = (1 + headroom) * sum(u.cpu for u in problem.units)
+    need_mem = (1 + headroom) * sum(u.memory_mb for u in problem.units)
+    widest = max((len(v) for v in problem.replicas.values()), default=1)
+    chosen = [h.name for h in problem.hosts if h.name in set(problem.pinned.values())]
+    for h in ranked:
+        if len(chosen) >= widest and \
+                sum(problem.host[c].cpu for c in chosen) >= need_cpu - 1e-9 and \
+                sum(problem.host[c].memory_mb for c in chosen) >= need_mem - 1e-9:
+            break
+        if h.name not in chosen:
+            chosen.append(h.name)
+    return chosen
+
+
+def metis_parts(problem: Problem, hosts: list[str], seed: int = METIS_SEED) -> list[int]:
+    """pymetis k-way partition of the units into len(hosts) parts, sized by the hosts' CPU
+    capacities (target part weights), minimising the cut traffic."""
+    import pymetis
+    names = [u.name for u in problem.units]
+    index = {n: k for k, n in enumerate(names)}
+    top = max(problem.edges.values(), default=1.0) or 1.0
+    xadj, adjncy, eweights = [0], [], []
+    for n in names:
+        for peer, w in sorted(problem.neighbours[n].items()):
+            adjncy.append(index[peer])
+            eweights.append(max(1, round(1000 * w / top)))
+        xadj.append(len(adjncy))
+    vweights = [max(1, round(1000 * problem.unit[n].cpu)) for n in names]
+    caps = [problem.host[h].cpu for h in hosts]
+    total = sum(caps) or 1.0
+    opts = pymetis.Options(seed=seed, ufactor=METIS_UFACTOR)
+    result = pymetis.part_graph(len(hosts), xadj=xadj, adjncy=adjncy, vweights=vweights,
+                                eweights=eweights or None,
+                                tpwgts=[c / total for c in caps], options=opts)
+    return list(result[1])
+
+
+def map_parts(problem: Problem, parts: list[int], hosts: list[str],
+              current: dict[str, str] | None = None, move_cost: float = 0.0
+              ) -> dict[str, str]:
+    """Parts to hosts by distance: every permutation up to 6 hosts (those that fit the
+    capacities, if any do), the one with the least cost plus move_cost per unit that moves
+    from `current`; greedily beyond (parts with the most traffic first, each to the free
+    host where it costs least against the parts already mapped)."""
+    names = [u.name for u in problem.units]
+    k = len(hosts)
+
+    def assignment_for(perm) -> dict[str, str]:
+        return {n: hosts[perm[p]] for n, p in zip(names, parts)}
+
+    def score(a):
+        moves = sum(1 for n in names if current and current.get(n) not in (None, a[n]))
+        return (bool(problem.violations(a)), problem.cost(a) + move_cost * moves)
+    if k <= 6:
+        return min((assignment_for(perm) for perm in itertools.permutations(range(k))),
+                   key=score)
+    members: dict[int, list[str]] = {}
+    for n, p in zip(names, parts):
+        members.setdefault(p, []).append(n)
+    volume = {p: sum(sum(problem.neighbours[n].values()) +
+                     sum(w for _s, w in problem.anchored[n]) for n in ns)
+              for p, ns in members.items()}
+    mapping: dict[int, str] = {}
+    placed: dict[str, str] = {}
+    for p in sorted(members, key=lambda p: -volume[p]):
+        free = [h for h in hosts if h not in mapping.values()]
+        best = min(free, key=lambda h: (sum(problem.unit_cost(n, h, placed)
+                                            for n in members[p]), h))
+        mapping[p] = best
+        placed.update({n: best for n in members[p]})
+    for p in range(k):             # parts METIS left empty
+        if p not in mapping:
+            mapping[p] = next(h for h in hosts if h not in mapping.values())
+    return {n: mapping[p] for n, p in zip(names, parts)}
+
+
+def repair(problem: Problem, assignment: dict[str, str]) -> dict[str, str]:
+    """Make an assignment feasible when a partition left a server over its capacity (METIS
+    balances within a few per cent) or two replicas together: move the unit that costs
+    least to move, to the server with room where it costs least, until nothing is wrong."""
+    a = dict(assignment)
+    for _ in range(4 * len(a) + 1):
+        used = problem.load(a)
+        bad = [h.name for h in problem.hosts
+               if used[h.name][0] > h.cpu + 1e-9 or used[h.name][1] > h.memory_mb + 1e-9]
+        crowded = [n for names in problem.replicas.values() for n in names
+                   if any(a[r] == a[n] for r in names if r < n)]
+        movable = [n for n in a if n not in problem.pinned and (a[n] in bad or n in crowded)]
+        if not movable:
+            return a
+        best = None
+        for n in movable:
+            here = problem.unit_cost(n, a[n], a)
+            origin = a[n]
+            _unplace(a, used, problem, n)
+            for h in problem.hosts:
+                if h.name != origin and problem.fits(n, h.name, a, used):
+                    key = (problem.unit_cost(n, h.name, a) - here, n, h.name)
+                    if best is None or key < best:
+                        best = key
+            _place(a, used, problem, n, origin)
+        if best is None:
+            raise PlacementError("capacity: the units do not fit the servers "
+                                 "(no move makes room)")
+        a[best[1]] = best[2]
+    raise PlacementError("capacity: could not repair the placement")
+
+
+def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
+           swaps: bool | None = None) -> dict[str, str]:
+    """Local search from a feasible assignment: move a unit to another server, or swap two
+    units on different servers, whenever that lowers the cost and keeps every limit, until
+    nothing helps (the paper's refinement, a unit moved next to the peer it talks to most,
+    is one such move). Swaps only between units that talk to each other's servers, and
+    only up to a few hundred units unless asked."""
+    a = dict(assignment)
+    used = problem.load(a)
+    names = [u.name for u in problem.units if u.name not in problem.pinned]
+    swaps = len(names) <= 300 if swaps is None else swaps
+    for _ in range(max_passes):
+        improved = False
+        for n in names:
+            origin = a[n]
+            here = problem.unit_cost(n, origin, a)
+            _unplace(a, used, problem, n)
+            target, gain = origin, 1e-9
+            for h in problem.hosts:
+                if h.name != origin and problem.fits(n, h.name, a, used):
+                    g = here - problem.unit_cost(n, h.name, a)
+                    if g > gain:
+                        target, gain = h.name, g
+            _place(a, used, problem, n, target)
+            improved |= target != origin
+        if swaps:
+            for u in names:
+                wanted = {a[p] for p in problem.neighbours[u]} - {a[u]}
+                for v in [x for x in names if a[x] in wanted]:
+                    if _try_swap(problem, a, used, u, v):
+                        improved = True
+        if not improved:
+            break
+    return a
+
+
+def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
+    hu, hv = a[u], a[v]
+    if hu == hv:
+        return False
+    shared = problem.neighbours[u].get(v, 0.0) * problem.distance(hu, hv)
+    before = problem.unit_cost(u, hu, a) + problem.unit_cost(v, hv, a) - shared
+    _unplace(a, used, problem, u)
+    _unplace(a, used, problem, v)
+    if problem.fits(u, hv, a, used):
+        _place(a, used, problem, u, hv)
+        if problem.fits(v, hu, a, used):
+            _place(a, used, problem, v, hu)
+            after = problem.unit_cost(u, hv, a) + problem.unit_cost(v, hu, a) - shared
+            if after < before - 1e-9:
+                return True
+            _unplace(a, used, problem, v)
+        _unplace(a, used, problem, u)
+    _place(a, used, problem, u, hu)
+    _place(a, used, problem, v, hv)
+    return False
+
+
+def exact(problem: Problem, upper: float = math.inf,
+          max_nodes: int = 5_000_000) -> tuple[dict[str, str] | None, bool]:
+    """The optimum by branch and bound (units with the most traffic first; a branch is cut
+    when its cost so far reaches the best found; servers that are alike and still empty
+    are tried once). (the best assignment cheaper than `upper` or None, whether the search
+    finished: after max_nodes it stops, and no optimum can be claimed)."""
+    order = sorted(problem.units, key=lambda u: (u.name not in problem.pinned,
+                                                 -sum(problem.neighbours[u.name].values()),
+                                                 u.name))
+    best: list = [upper, None]
+    a: dict[str, str] = {}
+    used = problem.load({})
+    nodes = [0]
+
+    def alike(h: Host) -> tuple:
+        return (h.cpu, h.memory_mb, h.switch)
+
+    def walk(k: int, so_far: float) -> None:
+        nodes[0] += 1
+        if nodes[0] > max_nodes:
+            raise TimeoutError
+        if so_far >= best[0] - 1e-9:
+            return
+        if k == len(order):
+            best[0], best[1] = so_far, dict(a)
+            return
+        n = order[k].name
+        tried_empty = set()
+        options = []
+        for h in problem.hosts:
+            if not problem.fits(n, h.name, a, used):
+                continue
+            if used[h.name] == [0.0, 0.0]:
+                if alike(h) in tried_empty:
+                    continue
+                tried_empty.add(alike(h))
+            options.append((problem.unit_cost(n, h.name, a), h.name))
+        for c, h in sorted(options):
+            _place(a, used, problem, n, h)
+            walk(k + 1, so_far + c)
+            _unplace(a, used, problem, n)
+    try:
+        walk(0, 0.0)
+    except TimeoutError:
+        return best[1], False
+    return best[1], True
+
+
+def plan(problem: Problem, near: str | None = None, current: dict[str, str] | None = None,
+         move_cost: float = 0.0, headroom: float = HEADROOM) -> Plan:
+    """Our placement: the fewest servers near `near` with headroom, a METIS partition sized
+    by their capacities, parts mapped by distance, repaired to the limits and refined by
+    local search; the greedy score refined as well; and, up to EXACT_MAX_UNITS units, the
+    exact optimum. The cheapest wins (then the one that uses fewer servers)."""
+    problem.check_solvable()
+    results = []
+    hosts = choose_hosts(problem, headroom, near)
+    # A few starts: the fewest servers and one or two more (capacity headroom against
+    # traffic), METIS with a few seeds; fewer on large graphs, where each costs more.
+    small = len(problem.units) <= 300
+    extra = [h.name for h in problem.hosts if h.name not in hosts]
+    for more in range(min(3 if small else 2, len(extra) + 1)):
+        chosen = hosts + extra[:more]
+        for seed in (METIS_SEED, METIS_SEED + 1, METIS_SEED + 2)[:3 if small else 1]:
+            if len(chosen) == 1:
+                first = {u.name: chosen[0] for u in problem.units}
+            else:
+                first = map_parts(problem, metis_parts(problem, chosen, seed), chosen,
+                                  current, move_cost)
+            try:
+                results.append((refine(problem, repair(problem, first), swaps=small),
+                                "metis k-way + refinement"))
+            except PlacementError:
+                pass      # the greedy path below still finds one if there is one
+            if len(chosen) == 1:
+                break
+    try:
+        greedy = greedy_network_aware(problem).assignment
+        results.append((refine(problem, greedy), "greedy + refinement"))
+    except PlacementError:
+        pass
+    if not results:
+        raise PlacementError("capacity: found no placement that fits every unit")
+    best_a, method = min(results, key=lambda r: (problem.cost(r[0]), len(set(r[0].values()))))
+    optimal = False
+    if len(problem.units) <= EXACT_MAX_UNITS:
+        found, optimal = exact(problem, upper=problem.cost(best_a))
+        if found is not None and problem.cost(found) < problem.cost(best_a) - 1e-9:
+            best_a, method = found, "exact"
+    return _plan(problem, best_a, method, optimal)
+
+
+def should_replace(current_cost: float, new_cost: float, since_last_change_s: float | None,
+                   min_gain: float = 0.10, min_dwell_s: float = 600.0) -> tuple[bool, str]:
+    """Hysteresis: re-place only when the cost falls by at least min_gain (a share of the
+    current cost) and the last change is at least min_dwell_s old. (decision, reason)."""
+    if since_last_change_s is not None and since_last_change_s < min_dwell_s:
+        return False, (f"the last change is {since_last_change_s:.0f} s old, under the "
+                       f"{min_dwell_s:.0f} s dwell")
+    if current_cost <= 0:
+        return False, "the current placement already costs nothing"
+    gain = (current_cost - new_cost) / current_cost
+    if gain < min_gain:
+        return False, f"a gain of {100 * gain:.1f} %, under {100 * min_gain:.0f} %"
+    return True, f"a gain of {100 * gain:.1f} %"

@@ -1,0 +1,75 @@
+"""A placement as Kubernetes manifests (paper 000 enforces its placement through affinity
+in the manifests): per microservice a Deployment and a Service.
+
+- nodeAffinity (required): its pods run on the servers the plan chose for it (node names =
+  server names, label kubernetes.io/hostname);
+- podAntiAffinity (required): one replica per node, as in the testbed;
+- podAffinity (preferred): towards the microservices it exchanges most traffic with, the
+  weight (1-100) in proportion to the edge's bytes/s against the heaviest edge, so a
+  scheduler that re-places a pod later keeps heavy talkers together.
+
+Plain data in, plain dicts out (``manifests``); ``to_yaml`` joins them as one multi-document
+YAML stream for ``kubectl apply -f``.
+"""
+from __future__ import annotations
+
+from common.config import Config
+
+HOSTNAME = "kubernetes.io/hostname"
+MAX_AFFINITY_TERMS = 5       # the heaviest peers of each microservice
+
+
+def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
+              namespace: str = "default") -> list[dict]:
+    edges: dict[tuple[str, str], float] = {}
+    for e in graph.get("edges", []):
+        a, b = e["caller"], e["callee"]
+        if a in layout and b in layout and a != b:
+            key = (a, b) if a < b else (b, a)
+            edges[key] = edges.get(key, 0.0) + float(e["bytes_per_s"])
+    top = max(edges.values(), default=0.0)
+    out = []
+    for m in cfg.microservices:
+        servers = layout[m.name]
+        labels = {"app": m.name, "malb/microservice": m.name}
+        peers = sorted(((w, b if a == m.name else a) for (a, b), w in edges.items()
+                        if m.name in (a, b) and w > 0), reverse=True)[:MAX_AFFINITY_TERMS]
+        affinity = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": HOSTNAME, "operator": "In", "values": list(servers)}]}]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": m.name}},
+                 "topologyKey": HOSTNAME}]},
+        }
+        if peers and top > 0:
+            affinity["podAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": max(1, min(100, round(100 * w / top))),
+                 "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": peer}},
+                                     "topologyKey": HOSTNAME}}
+                for w, peer in peers]}
+        container = {"name": m.name, "image": m.image,
+                     "ports": [{"containerPort": m.port, "protocol": m.protocol.upper()}],
+                     "env": [{"name": "MALB_MICROSERVICE", "value": m.name}]}
+        if m.kind == "callgraph":
+            container["command"] = ["python3", "-m", "services.callgraph", "--port",
+                                    str(m.port)]
+        out.append({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": m.name, "namespace": namespace, "labels": labels},
+            "spec": {"replicas": len(servers), "selector": {"matchLabels": {"app": m.name}},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"affinity": affinity,
+                                           "containers": [container]}}}})
+        out.append({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": m.name, "namespace": namespace, "labels": labels},
+            "spec": {"selector": {"app": m.name},
+                     "ports": [{"name": m.protocol, "port": m.port, "targetPort": m.port,
+                                "protocol": m.protocol.upper()}]}})
+    return out
+
+
+def to_yaml(docs: list[dict]) -> str:
+    import yaml
+    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)

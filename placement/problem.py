@@ -1,0 +1,155 @@
+"""From what the platform knows to a placement problem, and from a plan to the moves that
+carry it out (plain Python: the configuration, the profiler's graph and the current layout
+in, plain data out).
+
+- Units: each microservice's instances (replicas keep their number; one unit each, the
+  service's measured CPU and memory split evenly among them, with floors so an idle
+  service still counts).
+- Edges: the graph's traffic between microservices (bytes/s, both directions added), split
+  evenly between the replicas' pairs; traffic from clients anchors the unit to the
+  clients' switch.
+- Servers: the configuration's, with their CPU share and memory, on their switches.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from common.config import Config
+from placement.core import Host, PlacementError, Problem, Unit
+
+CPU_FLOOR_CORES = 0.02
+MEMORY_FLOOR_MB = 20.0
+CLIENTS_PREFIX = "clients@"
+
+
+@dataclass(frozen=True)
+class Move:
+    microservice: str
+    source: str            # server it leaves
+    target: str            # server it goes to
+
+    def as_dict(self) -> dict:
+        return {"microservice": self.microservice, "from": self.source, "to": self.target}
+
+
+def unit_names(microservice: str, replicas: int) -> list[str]:
+    return [microservice] if replicas == 1 else \
+        [f"{microservice}#{k + 1}" for k in range(replicas)]
+
+
+def check_graph(cfg: Config, graph: dict) -> None:
+    """Refuse a graph that does not fit the configuration, naming the problem."""
+    if not isinstance(graph, dict) or not isinstance(graph.get("edges", []), list) or \
+            not isinstance(graph.get("vertices", {}), dict):
+        raise PlacementError("graph: expected {\"vertices\": {...}, \"edges\": [...]} as "
+                             "GET /graph of the profiler answers")
+    names = {m.name for m in cfg.microservices}
+    switches = {s.name for s in cfg.testbed.switches}
+    for k, e in enumerate(graph.get("edges", [])):
+        if not isinstance(e, dict):
+            raise PlacementError(f"graph.edges[{k}]: expected an object")
+        caller, callee = e.get("caller"), e.get("callee")
+        if callee not in names:
+            raise PlacementError(f"graph.edges[{k}].callee: unknown microservice {callee!r}")
+        if caller not in names and not (isinstance(caller, str) and
+                                        caller.startswith(CLIENTS_PREFIX) and
+                                        caller[len(CLIENTS_PREFIX):] in switches):
+            raise PlacementError(f"graph.edges[{k}].caller: unknown microservice or client "
+                                 f"switch {caller!r}")
+        w = e.get("bytes_per_s")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
+                or w < 0:
+            raise PlacementError(f"graph.edges[{k}].bytes_per_s: expected a number >= 0, "
+                                 f"got {w!r}")
+    for name, v in graph.get("vertices", {}).items():
+        if name not in names:
+            raise PlacementError(f"graph.vertices: unknown microservice {name!r}")
+        for key in ("cpu_cores", "memory_mb"):
+            x = v.get(key) if isinstance(v, dict) else "?"
+            if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or
+                                  not math.isfinite(x) or x < 0):
+                raise PlacementError(f"graph.vertices.{name}.{key}: expected a number >= 0 "
+                                     f"or null, got {x!r}")
+
+
+def check_layout(cfg: Config, layout: dict[str, list[str]]) -> None:
+    names = {m.name for m in cfg.microservices}
+    servers = {s.name for s in cfg.servers}
+    for ms, where in layout.items():
+        if ms not in names:
+            raise PlacementError(f"layout: unknown microservice {ms!r}")
+        if not isinstance(where, list) or not where or len(set(where)) != len(where):
+            raise PlacementError(f"layout.{ms}: expected a list of distinct servers")
+        for s in where:
+            if s not in servers:
+                raise PlacementError(f"layout.{ms}: unknown server {s!r}")
+    missing = names - set(layout)
+    if missing:
+        raise PlacementError(f"layout: no server for {sorted(missing)[0]}")
+
+
+def build_problem(cfg: Config, graph: dict, layout: dict[str, list[str]],
+                  cpu_floor: float = CPU_FLOOR_CORES,
+                  memory_floor: float = MEMORY_FLOOR_MB) -> Problem:
+    """The placement problem for the current layout {microservice: [servers]} (its
+    replica counts) and the profiler's graph."""
+    check_graph(cfg, graph)
+    check_layout(cfg, layout)
+    vertices = graph.get("vertices", {})
+    units, names_of = [], {}
+    for m in cfg.microservices:
+        replicas = len(layout[m.name])
+        v = vertices.get(m.name) or {}
+        cpu = max(cpu_floor, (v.get("cpu_cores") or 0.0) / replicas)
+        mem = max(memory_floor, (v.get("memory_mb") or 0.0) / replicas)
+        names_of[m.name] = unit_names(m.name, replicas)
+        units += [Unit(n, m.name, cpu, mem) for n in names_of[m.name]]
+    edges: dict[tuple[str, str], float] = {}
+    anchors: dict[tuple[str, str], float] = {}
+    for e in graph.get("edges", []):
+        w = float(e["bytes_per_s"])
+        callee_units = names_of[e["callee"]]
+        if e["caller"].startswith(CLIENTS_PREFIX):
+            switch = e["caller"][len(CLIENTS_PREFIX):]
+            for u in callee_units:
+                key = (u, switch)
+                anchors[key] = anchors.get(key, 0.0) + w / len(callee_units)
+            continue
+        caller_units = names_of[e["caller"]]
+        share = w / (len(caller_units) * len(callee_units))
+        for a in caller_units:
+            for b in callee_units:
+                if a != b:
+                    key = (a, b)
+                    edges[key] = edges.get(key, 0.0) + share
+    hosts = [Host(s.name, s.cpu, float(s.memory_mb), s.switch) for s in cfg.servers]
+    position = {s.name: k for k, s in enumerate(cfg.testbed.switches)}
+    return Problem(units, hosts, edges=edges, anchors=anchors, switch_position=position)
+
+
+def current_assignment(problem: Problem, layout: dict[str, list[str]]) -> dict[str, str]:
+    """The units where the layout has them (replica k on the k-th server listed)."""
+    out = {}
+    for ms, servers in layout.items():
+        for name, server in zip(problem.replicas.get(ms, []), servers):
+            out[name] = server
+    return out
+
+
+def layout_of(assignment: dict[str, str], problem: Problem) -> dict[str, list[str]]:
+    return {ms: [assignment[n] for n in names] for ms, names in problem.replicas.items()}
+
+
+def moves_between(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[Move]:
+    """The instance moves that turn one layout into another: per microservice, each server
+    it leaves paired with one it goes to (the replica count is the same)."""
+    out = []
+    for ms in sorted(after):
+        leave = [s for s in before.get(ms, []) if s not in after[ms]]
+        go = [s for s in after[ms] if s not in before.get(ms, [])]
+        if len(leave) != len(go):
+            raise PlacementError(f"{ms}: {len(before.get(ms, []))} replicas now, "
+                                 f"{len(after[ms])} in the plan")
+        out += [Move(ms, a, b) for a, b in zip(leave, go)]
+    return out

@@ -1,0 +1,217 @@
+"""From configuration and graph to a problem, from a plan to moves and manifests; the move
+sequence against fakes; the command line's refusals (nothing moves on bad input)."""
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from common.config import load_config, parse_config
+from placement.apply import ApplyError, MoveResult, apply_moves
+from placement.apps import generate
+from placement.core import PlacementError
+from placement.k8s import manifests
+from placement.problem import Move, build_problem, current_assignment, moves_between
+from tests.conftest import ROOT, run_module
+
+BOOKINFO = f"{ROOT}/configs/bookinfo.yaml"
+GRAPH = {"vertices": {"productpage": {"cpu_cores": 0.12, "memory_mb": 30},
+                      "details": {"cpu_cores": 0.05, "memory_mb": 25},
+                      "reviews": {"cpu_cores": 0.08, "memory_mb": 25},
+                      "ratings": {"cpu_cores": None, "memory_mb": None}},
+         "edges": [{"caller": "clients@s1", "callee": "productpage", "bytes_per_s": 2e5},
+                   {"caller": "productpage", "callee": "details", "bytes_per_s": 3e5},
+                   {"caller": "productpage", "callee": "reviews", "bytes_per_s": 4e5},
+                   {"caller": "reviews", "callee": "ratings", "bytes_per_s": 2e5}]}
+SPREAD = {"productpage": ["srv1"], "details": ["srv2"], "reviews": ["srv3"],
+          "ratings": ["srv4"]}
+
+
+def test_problem_from_the_configuration_and_the_graph():
+    cfg = load_config(BOOKINFO)
+    p = build_problem(cfg, GRAPH, SPREAD)
+    assert {u.name: round(u.cpu, 3) for u in p.units} == {
+        "productpage": 0.12, "details": 0.05, "reviews": 0.08, "ratings": 0.02}  # a floor
+    assert p.anchors == {("productpage", "s1"): 2e5}
+    assert p.edges[("details", "productpage")] == 3e5
+    a = current_assignment(p, SPREAD)
+    # details and ratings sit across the trunk from their callers
+    assert p.trunk_traffic(a) == 3e5 + 2e5
+    assert [h.switch for h in p.hosts] == ["s1", "s2", "s1", "s2"]
+
+
+def test_replicas_split_the_traffic_and_the_use():
+    cfg = parse_config({"servers": {"count": 3}, "microservices": [
+        {"name": "web", "abbrev": "web", "port": 9001, "kind": "callgraph", "replicas": 2,
+         "calls": [{"service": "db"}]},
+        {"name": "db", "abbrev": "db", "port": 9002, "kind": "callgraph", "replicas": 1}]})
+    graph = {"vertices": {"web": {"cpu_cores": 0.4, "memory_mb": 100}},
+             "edges": [{"caller": "web", "callee": "db", "bytes_per_s": 1000}]}
+    p = build_problem(cfg, graph, {"web": ["srv1", "srv2"], "db": ["srv3"]})
+    assert {u.name: u.cpu for u in p.units} == {"web#1": 0.2, "web#2": 0.2, "db": 0.02}
+    assert p.edges == {("db", "web#1"): 500.0, ("db", "web#2"): 500.0}
+
+
+def test_moves_pair_the_servers_left_with_those_taken():
+    before = {"a": ["srv1", "srv2"], "b": ["srv3"]}
+    after = {"a": ["srv2", "srv4"], "b": ["srv3"]}
+    assert moves_between(before, after) == [Move("a", "srv1", "srv4")]
+    with pytest.raises(PlacementError, match="2 replicas now, 1 in the plan"):
+        moves_between(before, {"a": ["srv1"], "b": ["srv3"]})
+
+
+@pytest.mark.parametrize("graph, message", [
+    ({"edges": [{"caller": "x", "callee": "details", "bytes_per_s": 1}]},
+     "edges[0].caller: unknown microservice or client switch 'x'"),
+    ({"edges": [{"caller": "clients@s9", "callee": "details", "bytes_per_s": 1}]},
+     "unknown microservice or client switch 'clients@s9'"),
+    ({"edges": [{"caller": "details", "callee": "nope", "bytes_per_s": 1}]},
+     "edges[0].callee: unknown microservice 'nope'"),
+    ({"edges": [{"caller": "details", "callee": "reviews", "bytes_per_s": -1}]},
+     "edges[0].bytes_per_s: expected a number >= 0"),
+    ({"vertices": {"mystery": {}}}, "vertices: unknown microservice 'mystery'"),
+    ([], "graph: expected"),
+])
+def test_a_graph_that_does_not_fit_the_configuration_is_refused(graph, message):
+    with pytest.raises(PlacementError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        build_problem(load_config(BOOKINFO), graph, SPREAD)
+
+
+def test_kubernetes_manifests_pass_the_kubernetes_schema():
+    cfg = load_config(BOOKINFO)
+    docs = manifests(cfg, {"productpage": ["srv1"], "details": ["srv1"],
+                           "reviews": ["srv3"], "ratings": ["srv3"]}, GRAPH)
+    assert [d["kind"] for d in docs] == ["Deployment", "Service"] * 4
+    for d in docs:
+        kubernetes_validate.validate(d, "1.29", strict=True)
+    pp = docs[0]["spec"]["template"]["spec"]["affinity"]
+    node = pp["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert node["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["srv1"]
+    weights = {t["podAffinityTerm"]["labelSelector"]["matchLabels"]["app"]: t["weight"] for t
+               in pp["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]}
+    assert weights == {"reviews": 100, "details": 75}     # heaviest edge = 100
+    # a manifest the schema refuses is refused (the check can fail)
+    bad = json.loads(json.dumps(docs[0]))
+    bad["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, "1.29", strict=True)
+
+
+class FakeController:
+    def __init__(self, healthy_after=1, flows=None):
+        self.pool = {"srv2-det": {"microservice": "details", "server": "srv2",
+                                  "healthy": True, "draining": False, "active_flows": 0}}
+        self.calls, self.healthy_after, self.flows = [], healthy_after, list(flows or [0])
+
+    def instances(self):
+        for v in self.pool.values():
+            if v["draining"]:
+                v["active_flows"] = self.flows.pop(0) if self.flows else 0
+            elif not v["healthy"]:
+                self.healthy_after -= 1
+                v["healthy"] = self.healthy_after <= 0
+        return self.pool
+
+    def add(self, name):
+        self.calls.append(("add", name))
+        self.pool[name] = {"healthy": False, "draining": False, "active_flows": 0}
+
+    def drain(self, name):
+        self.calls.append(("drain", name))
+        self.pool[name]["draining"] = True
+
+    def remove(self, name, force=False):
+        self.calls.append(("remove", name, force))
+        self.pool.pop(name)
+
+
+class FakeTestbed:
+    def __init__(self):
+        self.calls = []
+
+    def start(self, inst):
+        self.calls.append(("start", inst.name))
+
+    def stop(self, name):
+        self.calls.append(("stop", name))
+
+
+def fake_clock():
+    t = [0.0]
+    return (lambda: t[0]), (lambda s: t.__setitem__(0, t[0] + s))
+
+
+def test_a_move_starts_the_new_instance_then_drains_and_removes_the_old():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(healthy_after=2, flows=[3, 1, 0]), FakeTestbed()
+    clock, sleep = fake_clock()
+    (result,) = apply_moves(cfg, [Move("details", "srv2", "srv1")], ctl, tb, log=lambda m: None,
+                            clock=clock, sleep=sleep)
+    assert tb.calls == [("start", "srv1-det"), ("stop", "srv2-det")]
+    assert ctl.calls == [("add", "srv1-det"), ("drain", "srv2-det"),
+                         ("remove", "srv2-det", False)]
+    assert isinstance(result, MoveResult) and not result.forced and result.flows_left == 0
+
+
+def test_a_move_forces_out_flows_at_the_drain_timeout_and_undoes_an_unhealthy_start():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(flows=[5] * 1000), FakeTestbed()
+    clock, sleep = fake_clock()
+    (result,) = apply_moves(cfg, [Move("details", "srv2", "srv1")], ctl, tb,
+                            drain_timeout_s=10, log=lambda m: None, clock=clock, sleep=sleep)
+    assert result.forced and result.flows_left == 5 and ctl.calls[-1] == \
+        ("remove", "srv2-det", True)
+    ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
+    with pytest.raises(ApplyError, match="not healthy within 30 s; the move is undone"):
+        apply_moves(cfg, [Move("details", "srv2", "srv1")], ctl, tb, log=lambda m: None,
+                    clock=clock, sleep=sleep)
+    assert tb.calls == [("start", "srv1-det"), ("stop", "srv1-det")]
+    assert "srv2-det" in ctl.pool and not ctl.pool["srv2-det"]["draining"]
+
+
+def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
+    cfg = parse_config(generate(30, seed=7))
+    assert len(cfg.microservices) == 30 and all(m.kind == "callgraph" for m in cfg.microservices)
+    called = {c.service for m in cfg.microservices for c in m.calls}
+    assert called == {m.name for m in cfg.microservices[1:]}      # all but the entry
+    sizes = {c.response_bytes for m in cfg.microservices for c in m.calls}
+    assert sizes == {2000, 40000}                                   # heavy and light
+    assert generate(30, seed=7) == generate(30, seed=7)
+
+
+@pytest.mark.parametrize("args, files, message", [
+    (["plan", "--graph", "{g}", "--layout", "{l}"], {"g": "{bad json"}, "not valid JSON"),
+    (["plan", "--graph", "{g}", "--layout", "{l}"],
+     {"g": json.dumps({"edges": [{"caller": "nobody", "callee": "details",
+                                  "bytes_per_s": 1}]})}, "unknown microservice or client"),
+    (["plan", "--graph", "{g}", "--layout", "{l}"],
+     {"l": json.dumps({**SPREAD, "details": ["srv9"]})}, "layout.details: unknown server"),
+    (["plan", "--graph", "{g}", "--layout", "{l}"],
+     {"g": json.dumps({**GRAPH, "vertices": {"details": {"cpu_cores": 5.0}}})},
+     "capacity: the units need 5.06 cores, the servers have 2"),
+    (["apply", "--graph", "{g}", "--layout", "{l}", "--testbed", "http://127.0.0.1:1"],
+     {"g": json.dumps({**GRAPH, "vertices": {"details": {"cpu_cores": 5.0}}})},
+     "capacity: the units need 5.06 cores, the servers have 2"),
+    (["export", "--format", "k8s", "--plan", "{g}"], {"g": "[]"}, "--plan: expected a plan"),
+])
+def test_bad_input_is_one_line_and_exit_2_and_nothing_moves(tmp_path, args, files, message):
+    paths = {"g": tmp_path / "graph.json", "l": tmp_path / "layout.json"}
+    paths["g"].write_text(files.get("g", json.dumps(GRAPH)))
+    paths["l"].write_text(files.get("l", json.dumps(SPREAD)))
+    argv = [a.format(g=paths["g"], l=paths["l"]) for a in args]
+    res = run_module("placement", *argv, "--config", BOOKINFO, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert message in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "move" not in res.stdout
+
+
+def test_generate_writes_a_configuration_that_loads(tmp_path):
+    out = tmp_path / "app.yaml"
+    res = run_module("placement", "generate", "--services", "20", "--seed", "3", "--out",
+                     str(out), timeout=60)
+    assert res.returncode == 0, res.stderr
+    cfg = load_config(str(out))
+    assert len(cfg.microservices) == 20 and yaml.safe_load(out.read_text())["servers"]

@@ -1,0 +1,180 @@
+"""The placement core on hand-checked graphs, against brute force and the baselines."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from placement.core import Host, PlacementError, Problem, Unit, choose_hosts, exact, \
+    greedy_network_aware, plan, random_placement, refine, should_replace, spread
+
+
+def hosts(n, cpu=1.0, mem=1000.0, switches=None):
+    switches = switches or ["s1"] * n
+    return [Host(f"srv{k + 1}", cpu, mem, switches[k]) for k in range(n)]
+
+
+def units(names, cpu=0.2, mem=10.0):
+    return [Unit(n, n.split("#")[0], cpu, mem) for n in names]
+
+
+def brute_force(problem: Problem) -> float:
+    """The optimum by trying every assignment."""
+    best = float("inf")
+    names = [u.name for u in problem.units]
+    for combo in itertools.product([h.name for h in problem.hosts], repeat=len(names)):
+        a = dict(zip(names, combo))
+        if not problem.violations(a):
+            best = min(best, problem.cost(a))
+    return best
+
+
+def test_distances_and_cost_by_hand():
+    p = Problem(units(["a", "b", "c"]), hosts(3, switches=["s1", "s1", "s2"]),
+                edges={("a", "b"): 10, ("b", "a"): 5, ("b", "c"): 2},
+                anchors={("a", "s2"): 4},
+                switch_position={"s1": 0, "s2": 1})
+    assert p.edges == {("a", "b"): 15.0, ("b", "c"): 2.0}       # both directions added
+    assert (p.distance("srv1", "srv1"), p.distance("srv1", "srv2"),
+            p.distance("srv1", "srv3")) == (0, 1, 2)
+    a = {"a": "srv1", "b": "srv2", "c": "srv3"}
+    # a-b same switch: 15 x 1; b-c one trunk hop: 2 x 2; a to the s2 anchor: 4 x 2
+    assert p.cost(a) == 15 + 4 + 8
+    assert p.trunk_traffic(a) == 2 + 4
+
+
+def test_two_cliques_joined_by_a_light_edge_split_at_that_edge():
+    left, right = ["a", "b", "c", "d"], ["e", "f", "g", "h"]
+    edges = {(x, y): 10 for group in (left, right) for x, y in itertools.combinations(group, 2)}
+    edges[("d", "e")] = 1
+    # each server holds one clique only (4 x 0.2 = 0.8 of 1 core)
+    p = Problem(units(left + right), hosts(2), edges=edges)
+    result = plan(p)
+    groups = {result.assignment[n] for n in left}, {result.assignment[n] for n in right}
+    assert all(len(g) == 1 for g in groups) and groups[0] != groups[1]
+    assert result.cost == 1 and result.optimal
+
+
+def test_target_part_weights_follow_capacities():
+    # a 3:1 capacity split: the big server takes about three quarters of the load
+    names = [f"u{k}" for k in range(16)]
+    edges = {(names[k], names[k + 1]): 5 for k in range(15)}      # a chain
+    p = Problem(units(names, cpu=0.1), [Host("big", 1.5, 1000, "s1"),
+                                        Host("small", 0.5, 1000, "s1")], edges=edges)
+    result = plan(p, headroom=0.0)
+    load = p.load(result.assignment)
+    assert not p.violations(result.assignment)
+    assert load["big"][0] == pytest.approx(1.2) and load["small"][0] == pytest.approx(0.4)
+    assert result.cost == 5        # a chain cut once
+
+
+def test_clients_pull_the_entry_service_to_their_switch():
+    p = Problem(units(["front", "back"], cpu=0.6),
+                hosts(2, switches=["s1", "s2"]),
+                edges={("front", "back"): 3}, anchors={("front", "s1"): 100},
+                switch_position={"s1": 0, "s2": 1})
+    result = plan(p, near="s1")
+    assert result.assignment["front"] == "srv1"
+    assert result.cost == 100 * 1 + 3 * 2
+
+
+def test_consolidation_uses_the_fewest_servers_with_headroom():
+    p = Problem(units(["a", "b", "c"], cpu=0.25), hosts(4), edges={("a", "b"): 1})
+    assert choose_hosts(p) == ["srv1"]                  # 0.75 x 1.2 = 0.9 <= 1 core
+    heavy = Problem(units(["a", "b", "c"], cpu=0.3), hosts(4))
+    assert len(choose_hosts(heavy)) == 2                # 0.9 x 1.2 > 1
+    assert plan(p).cost == 0
+
+
+def test_replicas_of_a_service_never_share_a_server():
+    p = Problem(units(["web#1", "web#2", "db"], cpu=0.1), hosts(3),
+                edges={("web#1", "db"): 10, ("web#2", "db"): 10})
+    result = plan(p)
+    assert result.assignment["web#1"] != result.assignment["web#2"]
+    assert result.cost == 10       # db next to one replica
+    assert not p.violations(result.assignment)
+
+
+def test_pinned_units_stay_and_others_follow():
+    p = Problem(units(["a", "b"]), hosts(3), edges={("a", "b"): 7}, pinned={"a": "srv3"})
+    result = plan(p)
+    assert result.assignment == {"a": "srv3", "b": "srv3"}
+
+
+def test_what_cannot_fit_is_refused_with_the_reason():
+    with pytest.raises(PlacementError, match="need 2.4 cores, the servers have 2"):
+        plan(Problem(units(list("abcdef"), cpu=0.4), hosts(2)))
+    with pytest.raises(PlacementError, match="fits on no server"):
+        plan(Problem([Unit("huge", "huge", 1.5)], hosts(2)))
+    with pytest.raises(PlacementError, match="3 replicas for 2 servers"):
+        plan(Problem(units(["w#1", "w#2", "w#3"], cpu=0.1), hosts(2)))
+    with pytest.raises(PlacementError, match="unknown unit 'nope'"):
+        Problem(units(["a"]), hosts(1), edges={("a", "nope"): 1})
+    with pytest.raises(PlacementError, match="unknown switch 's9'"):
+        Problem(units(["a"]), hosts(1), anchors={("a", "s9"): 1})
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_plan_is_the_optimum_on_small_random_graphs(seed):
+    rng = random.Random(seed)
+    n = rng.randint(5, 8)
+    names = [f"u{k}" for k in range(n)]
+    edges = {(a, b): rng.choice([1, 5, 20]) for a, b in itertools.combinations(names, 2)
+             if rng.random() < 0.4}
+    p = Problem([Unit(x, x, rng.choice([0.1, 0.2, 0.3]), 10) for x in names],
+                hosts(4, cpu=0.6, switches=["s1", "s1", "s2", "s3"]), edges=edges,
+                anchors={(names[0], "s1"): 10}, switch_position={"s1": 0, "s2": 1, "s3": 2})
+    result = plan(p, near="s1")
+    assert result.optimal and not p.violations(result.assignment)
+    assert result.cost == pytest.approx(brute_force(p))
+
+
+def test_ours_beats_the_baselines_on_a_layered_graph():
+    rng = random.Random(3)
+    names = [f"m{k}" for k in range(40)]
+    edges = {}
+    for k in range(1, 40):
+        parent = names[rng.randrange(max(0, k - 4), k)]
+        edges[(parent, names[k])] = rng.choice([1, 1, 2, 50])
+    p = Problem([Unit(x, x, 0.05, 10) for x in names],
+                hosts(8, cpu=0.5, switches=["s1", "s1", "s2", "s2", "s3", "s3", "s4", "s4"]),
+                edges=edges, anchors={(names[0], "s1"): 100},
+                switch_position={"s1": 0, "s2": 1, "s3": 2, "s4": 3})
+    ours = plan(p, near="s1")
+    assert not p.violations(ours.assignment)
+    for baseline in (spread(p), random_placement(p, 1), greedy_network_aware(p)):
+        assert not p.violations(baseline.assignment)
+        assert ours.cost <= baseline.cost
+    assert ours.trunk_traffic <= 0.5 * spread(p).trunk_traffic
+
+
+def test_refinement_moves_a_unit_next_to_the_peer_it_talks_to_most():
+    p = Problem(units(["a", "b", "c"]), hosts(2), edges={("a", "b"): 9, ("b", "c"): 1})
+    start = {"a": "srv1", "b": "srv2", "c": "srv2"}
+    better = refine(p, start)
+    assert better["a"] == better["b"] and p.cost(better) < p.cost(start)
+
+
+def test_exact_search_prunes_and_can_give_up():
+    names = [f"u{k}" for k in range(10)]
+    p = Problem(units(names, cpu=0.1), hosts(4),
+                edges={(a, b): 1 for a, b in itertools.combinations(names, 2)})
+    found, finished = exact(p)
+    assert finished and p.cost(found) == 0
+    assert exact(p, max_nodes=3)[1] is False      # stopped: no claim of an optimum
+
+
+def test_baselines_spread_random_and_greedy():
+    p = Problem(units(["a", "b", "c", "d"]), hosts(2), edges={("a", "b"): 5, ("c", "d"): 5})
+    assert spread(p).assignment == {"a": "srv1", "b": "srv2", "c": "srv1", "d": "srv2"}
+    assert random_placement(p, 7).assignment == random_placement(p, 7).assignment
+    g = greedy_network_aware(p).assignment
+    assert g["a"] == g["b"] and g["c"] == g["d"]
+
+
+def test_hysteresis_needs_a_gain_and_a_dwell():
+    assert should_replace(100, 95, None) == (False, "a gain of 5.0 %, under 10 %")
+    assert should_replace(100, 80, None)[0]
+    assert not should_replace(100, 50, since_last_change_s=120)[0]
+    assert should_replace(100, 50, since_last_change_s=900)[0]
