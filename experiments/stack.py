@@ -193,22 +193,28 @@ class Stack:
             return json.load(r)
 
     def wait_monitoring(self, timeout_s: float = 30.0) -> None:
-        """Until the profiler has a complete, fresh sample of every server. RuntimeError
-        naming each server that has none, and why (an agent that sees no container of its
-        server would otherwise make an experiment of zeros)."""
+        """Until the profiler has a complete, fresh sample of every server, and sees every
+        instance the testbed runs. RuntimeError naming what it lacks, and why (an agent that
+        sees no container of its server would otherwise make an experiment of zeros)."""
         last: dict = {}
+        unseen: set = set()
 
-        def all_fresh():
-            nonlocal last
+        def all_seen():
+            nonlocal last, unseen
             last = self.profiler_get("/servers")["servers"]
-            return all(not v["stale"] and v["complete"] for v in last.values())
+            vertices = self.profiler_get("/graph")["vertices"]
+            seen = {i for v in vertices.values() for i in v["instances"]}
+            unseen = set(self.testbed.deployed) - seen
+            return not unseen and all(not v["stale"] and v["complete"]
+                                      for v in last.values())
         try:
-            self.wait_for(all_fresh, timeout_s, "monitoring of every server")
+            self.wait_for(all_seen, timeout_s, "monitoring of every server")
         except TimeoutError:
             bad = [f"{name}: {v.get('error') or 'no complete sample'}"
                    for name, v in sorted(last.items()) if v["stale"] or not v["complete"]]
-            raise RuntimeError(f"the profiler has no complete sample of "
-                               f"{len(bad)} server(s) after {timeout_s:.0f} s: "
+            if unseen:
+                bad.append(f"no reading of the instance(s) {', '.join(sorted(unseen))}")
+            raise RuntimeError(f"monitoring is incomplete after {timeout_s:.0f} s: "
                                f"{'; '.join(bad)} (agents' logs: {self.run_dir}/agent-*.log)"
                                ) from None
 
