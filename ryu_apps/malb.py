@@ -52,7 +52,7 @@ from ryu_apps.health import HealthTracker
 from ryu_apps.policy import Backend, NoBackend, PolicyCore
 
 CONF = cfg.CONF
-PRIO_L2, PRIO_VIP, PRIO_ORPHAN, PRIO_NAT = 10, 100, 150, 200
+PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN, PRIO_NAT = 10, 20, 100, 150, 200
 PROBE_PORTS = (61000, 61999)      # outside Linux's default ephemeral range: never a client
 COOKIE_BASE = 0x4D4C << 48
 COOKIE_MASK = 0xFFFF << 48
@@ -135,6 +135,17 @@ class MalbController(app_manager.RyuApp):
         self.switch_dpids = {s.dpid for s in self.cfg.testbed.switches}
         self.foreign_switches: set[int] = set()   # warned about once each
         self.client_ports = {(c.dpid, c.ip): c.switch_port for c in self.cfg.testbed.clients}
+        # every host the configuration knows: MAC -> (its switch, its port there)
+        self.host_at = {h.mac: (h.dpid, h.switch_port)
+                        for h in (*self.cfg.slots, *self.cfg.testbed.clients)}
+        # per switch, the address blocks of the hosts on it: 10.0.<server>.0/24 for its
+        # servers' instances, 10.0.200.0/24 where the clients are
+        self.local_blocks: dict[int, list[str]] = {}
+        for srv in self.cfg.servers:
+            dpid = next(s.dpid for s in self.cfg.testbed.switches if s.name == srv.switch)
+            self.local_blocks.setdefault(dpid, []).append(f"10.0.{srv.index}.0")
+        for dpid in self.client_dpids:
+            self.local_blocks.setdefault(dpid, []).append("10.0.200.0")
 
         # ---- switch state
         self.datapaths = {}
@@ -218,15 +229,25 @@ class MalbController(app_manager.RyuApp):
                                                          arp_tpa=vip), to_controller)
             self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_IP,
                                                          ipv4_dst=vip), to_controller)
+        # Every host the configuration knows gets a rule towards it on every switch (its own
+        # port, or the trunk towards its switch): traffic crossing switches, such as an
+        # instance's answers to a caller on another switch, never waits for the controller.
+        for mac, (dpid, port) in self.host_at.items():
+            out = port if dpid == dp.id else self.next_hop.get((dp.id, dpid))
+            if out is not None:
+                self._add_flow(dp, PRIO_HOSTS, parser.OFPMatch(eth_dst=mac),
+                               [parser.OFPActionOutput(out)])
         # Answers of instances that no NAT rule rewrites (the connection outlived its rules'
         # idle timeout) come to the controller, not out through L2 with the instance's address.
-        # Only on the clients' edge switches, where NAT happens: on a server's own switch the
-        # answers of NATed flows pass through plain L2 towards the edge.
-        for inst in (self.cfg.slots if dp.id in self.client_dpids else ()):
-            ms = self.cfg.microservice(inst.microservice)
-            self._add_flow(dp, PRIO_ORPHAN, parser.OFPMatch(**{
-                "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
-                "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port}), to_controller)
+        # Only for callers on this switch, where the flow's NAT happens: answers passing
+        # through towards another switch go on by the host rules above.
+        for block in self.local_blocks.get(dp.id, ()):
+            for inst in self.cfg.slots:
+                ms = self.cfg.microservice(inst.microservice)
+                self._add_flow(dp, PRIO_ORPHAN, parser.OFPMatch(**{
+                    "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
+                    "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port,
+                    "ipv4_dst": (block, "255.255.255.0")}), to_controller)
         restored = 0
         for rec in self.flows.active(dp.id):
             self._install_nat(dp, rec, self.backends[rec.instance])
@@ -276,9 +297,11 @@ class MalbController(app_manager.RyuApp):
             return  # other IP protocols to a VIP: nothing serves them
         if f.ip_src in self.instance_ips and f.ip_proto in (ofwire.IPPROTO_TCP,
                                                              ofwire.IPPROTO_UDP):
-            if self._orphan_reply(msg.data, f):
+            if self._orphan_reply(dp, msg.data, f):
                 return
-        self.m_packet_in.inc("l2")
+        # broadcasts (ARP, neighbour discovery) always come here; unicast only for hosts the
+        # configuration does not know
+        self.m_packet_in.inc("l2_broadcast" if int(f.eth_dst[:2], 16) & 1 else "l2")
         self._l2_forward(dp, in_port, msg, f)
 
     def _answer_arp(self, dp, in_port, f):
@@ -378,7 +401,7 @@ class MalbController(app_manager.RyuApp):
             "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
             "weights": list(d.weights) if d.weights else None})
 
-    def _orphan_reply(self, data: bytes, f) -> bool:
+    def _orphan_reply(self, dp, data: bytes, f) -> bool:
         """An instance answers on a connection whose rules expired: resume the flow (rules on
         the client's edge switch again) and deliver the packet rewritten to the VIP. False
         when no NATed flow owns the packet (traffic sent to the instance's own address),
@@ -386,6 +409,8 @@ class MalbController(app_manager.RyuApp):
         proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         reverse_key = (proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
         rec = self.flows.lookup_reverse(reverse_key)
+        if rec is not None and dp.id != rec.dpid:
+            return False     # on its way to the flow's edge switch: plain L2 takes it
         if rec is not None:
             # The flow was just resumed and this packet, sent right behind the one that
             # resumed it, met the switch before the new rules: deliver it the same way

@@ -1,4 +1,4 @@
-"""The controller on the multi-switch topology: NAT at the clients' edge switch, answers of
+"""The controller on the multi-switch topology: NAT at the caller's edge switch, answers of
 live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched."""
 from __future__ import annotations
 
@@ -45,8 +45,27 @@ def test_flows_cross_the_trunk_and_their_answers_skip_the_controller(stack):
     assert (code, size) == (200, 3_000_000), (code, size, who)
     # answers of live flows never went to the controller: no orphan rule away from the edge
     assert packet_in_count(stack, "resumed") == resumed
-    assert _rules("s1", 150) == len(stack.cfg.instances) and _rules("s2", 150) == 0
-    assert _rules("s2", 200) == 0           # NAT happens only on the clients' edge switch
+    # orphan rules only for callers on the switch: s1 has srv1, srv3 and the clients, s2 has
+    # srv2 and srv4
+    slots = len(stack.cfg.slots)
+    assert (_rules("s1", 150), _rules("s2", 150)) == (3 * slots, 2 * slots)
+    assert _rules("s2", 200) == 0           # NAT happens only on the callers' edge switch
+
+
+def test_an_instance_calling_across_the_trunk_never_goes_through_the_controller(stack):
+    """A caller on s2 reaches a VIP served on s1: its NAT is on s2, and the answers cross s1
+    and the trunk by the host rules, never one packet at a time through the controller."""
+    caller = stack.testbed.node("srv2-ui")
+    kinds = ("resumed", "repeat", "l2")       # unicast only: broadcasts (ARP) may come
+    before = {k: packet_in_count(stack, k) for k in kinds}
+    served_on_s1 = 0
+    for _ in range(4):      # round robin over four servers: two of them on s1
+        code, size, who = download(caller, f"http://{VIP}:8002/object?size=2000000")
+        assert (code, size) == (200, 2_000_000), (code, size, who)
+        served_on_s1 += who.split("-")[0] in ("srv1", "srv3")
+    assert served_on_s1 >= 1
+    assert {k: packet_in_count(stack, k) for k in kinds} == before
+    assert _rules("s2", 200) > 0            # the caller's NAT rules are on its own switch
 
 
 def test_a_client_still_reaches_instance_addresses_directly(stack):
