@@ -59,12 +59,17 @@ def test_an_instance_calling_across_the_trunk_never_goes_through_the_controller(
     kinds = ("resumed", "repeat", "l2")       # unicast only: broadcasts (ARP) may come
     before = {k: packet_in_count(stack, k) for k in kinds}
     served_on_s1 = 0
-    for _ in range(4):      # round robin over four servers: two of them on s1
+    downloads = 4           # round robin over four servers: two of them on s1
+    for _ in range(downloads):
         code, size, who = download(caller, f"http://{VIP}:8002/object?size=2000000")
         assert (code, size) == (200, 2_000_000), (code, size, who)
         served_on_s1 += who.split("-")[0] in ("srv1", "srv3")
     assert served_on_s1 >= 1
-    assert {k: packet_in_count(stack, k) for k in kinds} == before
+    after = {k: packet_in_count(stack, k) for k in kinds}
+    assert (after["resumed"], after["l2"]) == (before["resumed"], before["l2"])
+    # A connection's first packets may race its new rules ("repeat", seen 0-3 per connection
+    # on a slow machine); a 2 MB answer through the controller would be ~1400 of them.
+    assert after["repeat"] - before["repeat"] <= 3 * downloads, (before, after)
     assert _rules("s2", 200) > 0            # the caller's NAT rules are on its own switch
 
 
