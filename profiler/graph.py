@@ -9,7 +9,8 @@ Built from what the platform measures already:
   ``clients@<switch>``) and smoothed per interval by an EWMA over ``window_s``;
 - response times per edge from the call-graph services' latency histograms (the caller's
   view of each of its calls), smoothed the same way;
-- vertex weights from the agents: each instance's CPU (cores) and memory (MB).
+- vertex weights from the agents: each instance's CPU (cores) and memory (MB), smoothed
+  the same way, so a graph read just after a burst still shows the load it carried.
 
 An edge exists once it was observed: a pair never reported is unknown, not zero. A known
 edge that a report does not mention carried nothing in that interval (a report lists
@@ -50,6 +51,25 @@ class Edge:
 
 
 @dataclass
+class InstanceUse:
+    server: str
+    cpu_cores: float | None
+    memory_mb: float | None
+    time: float                        # the agent sample it was last updated from
+
+    def as_dict(self) -> dict:
+        return {"server": self.server,
+                "cpu_cores": None if self.cpu_cores is None else round(self.cpu_cores, 4),
+                "memory_mb": None if self.memory_mb is None else round(self.memory_mb, 4)}
+
+
+def _smooth(old: float | None, new: float | None, alpha: float) -> float | None:
+    if new is None or old is None:
+        return new       # unknown now, or the first reading: the level is what was read
+    return old + alpha * (new - old)
+
+
+@dataclass
 class GraphBook:
     """Edges between microservices (and clients), kept up to date from reports.
 
@@ -59,6 +79,7 @@ class GraphBook:
     window_s: float = 30.0
     edges: dict[tuple[str, str], Edge] = field(default_factory=dict)
     last_report: float | None = None
+    use: dict[str, InstanceUse] = field(default_factory=dict)   # instance -> smoothed use
 
     def caller(self, src: str) -> str | None:
         if src in self.service_of:
@@ -114,12 +135,46 @@ class GraphBook:
             edge.rt_p95_ms = p95_ms if edge.rt_p95_ms is None else \
                 edge.rt_p95_ms + alpha * (p95_ms - edge.rt_p95_ms)
 
-    def view(self, now: float, vertices: dict[str, dict]) -> dict:
-        """The graph as JSON: vertices (microservices, with their instances' measured use)
+    def add_use(self, server: str, readings: dict[str, tuple[float | None, float | None]],
+                sample_time: float) -> None:
+        """One agent sample of a server: {instance: (cpu cores, memory MB)} for every
+        instance it runs (None: unreadable). Instances the server no longer reports have
+        left it (removed or moved) and leave the graph with it."""
+        for name in [n for n, u in self.use.items()
+                     if u.server == server and n not in readings]:
+            del self.use[name]
+        for name, (cpu, mem) in readings.items():
+            u = self.use.get(name)
+            if u is None or u.server != server:
+                self.use[name] = InstanceUse(server, cpu, mem, sample_time)
+                continue
+            if sample_time <= u.time:
+                continue     # the same sample again: one load, counted once
+            alpha = ewma_alpha(sample_time - u.time, self.window_s)
+            u.cpu_cores, u.memory_mb = _smooth(u.cpu_cores, cpu, alpha), \
+                _smooth(u.memory_mb, mem, alpha)
+            u.time = sample_time
+
+    def vertices(self, microservices) -> dict[str, dict]:
+        """Each microservice with its instances' smoothed use and the sums (None when no
+        instance could be read)."""
+        out = {}
+        for ms in microservices:
+            inst = {n: u for n, u in sorted(self.use.items()) if self.service_of.get(n) == ms}
+            known = [u for u in inst.values() if u.cpu_cores is not None]
+            out[ms] = {"instances": {n: u.as_dict() for n, u in inst.items()},
+                       "cpu_cores": round(sum(u.cpu_cores for u in known), 4)
+                       if known else None,
+                       "memory_mb": round(sum(u.memory_mb or 0.0 for u in known), 2)
+                       if known else None}
+        return out
+
+    def view(self, now: float, microservices) -> dict:
+        """The graph as JSON: vertices (microservices, with their instances' smoothed use)
         and edges (caller -> callee), plus the clients' anchors."""
         return {"time": now, "window_s": self.window_s,
                 "last_report_age_s": None if self.last_report is None
                 else round(now - self.last_report, 3),
-                "vertices": vertices,
+                "vertices": self.vertices(microservices),
                 "edges": [{"caller": a, "callee": b, **e.as_dict(now)}
                           for (a, b), e in sorted(self.edges.items())]}

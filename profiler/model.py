@@ -60,8 +60,6 @@ class MicroserviceView:
     readable: int = 0
     instances: int = 0
     flows: dict = field(default_factory=dict)
-    # its instances' latest absolute use: {instance: {"server", "cpu_cores", "memory_mb"}}
-    use: dict = field(default_factory=dict)
 
 
 def instance_usage(container: dict, capacity: dict) -> dict:
@@ -264,21 +262,24 @@ class ProfilerModel:
                 if view.predictor.samples and not self.server_stale(view, now) \
                 else dict.fromkeys(RESOURCES)
             cap = view.sample.get("capacity", {})
+            readings = {}     # the graph's vertex weights: {instance: (cores, MB)}
             for c in view.sample.get("containers", []):
                 ms = c.get("microservice")
                 if ms in per_ms:
-                    per_ms[ms].append({"readable": c.get("readable", False),
-                                       "instance": c.get("instance"), "server": view.name,
-                                       "cores": None if c.get("cpu_percent") is None
-                                       else c["cpu_percent"] / 100.0,
-                                       "memory_mb": None if c.get("memory_bytes") is None
-                                       else c["memory_bytes"] / 2 ** 20,
-                                       **instance_usage(c, cap)})
+                    row = {"readable": c.get("readable", False),
+                           "instance": c.get("instance"),
+                           "cores": None if c.get("cpu_percent") is None
+                           else c["cpu_percent"] / 100.0,
+                           "memory_mb": None if c.get("memory_bytes") is None
+                           else c["memory_bytes"] / 2 ** 20,
+                           **instance_usage(c, cap)}
+                    per_ms[ms].append(row)
+                    if row["readable"] and row["instance"]:
+                        readings[row["instance"]] = (row["cores"], row["memory_mb"])
+            if new:
+                self.graph.add_use(view.name, readings, view.sample.get("time") or now)
         for name, view in self.microservices.items():
             rows = per_ms[name]
-            view.use = {r["instance"]: {"server": r["server"], "cpu_cores": r["cores"],
-                                        "memory_mb": r["memory_mb"]}
-                        for r in rows if r["readable"] and r["instance"]}
             view.instances = len(rows)
             readable = [r for r in rows if r["readable"]]
             view.readable = len(readable)
@@ -370,18 +371,8 @@ class ProfilerModel:
 
     def graph_view(self, now: float) -> dict:
         """The microservice communication graph with each microservice's instances and
-        their measured use (the vertex weights)."""
-        vertices = {}
-        for name, v in self.microservices.items():
-            known = [u for u in v.use.values() if u["cpu_cores"] is not None]
-            vertices[name] = {
-                "instances": {k: {kk: (None if vv is None else
-                                       (round(vv, 4) if isinstance(vv, float) else vv))
-                                  for kk, vv in u.items()} for k, u in sorted(v.use.items())},
-                "cpu_cores": round(sum(u["cpu_cores"] for u in known), 4) if known else None,
-                "memory_mb": round(sum(u["memory_mb"] or 0 for u in known), 2)
-                if known else None}
-        return self.graph.view(now, vertices)
+        their smoothed use (the vertex weights)."""
+        return self.graph.view(now, list(self.microservices))
 
     def servers_view(self, now: float) -> dict:
         out = {}

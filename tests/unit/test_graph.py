@@ -24,7 +24,7 @@ def test_pairs_become_edges_between_microservices_and_from_the_clients():
                                   ("srv1-pp", "srv1-rev", 600, 3),
                                   ("10.9.9.9", "srv1-pp", 999, 1)), now=100.0)
     assert touched == 2                       # the foreign sender is left out
-    view = g.view(100.0, {})
+    view = g.view(100.0, [])
     edges = {(e["caller"], e["callee"]): e for e in view["edges"]}
     assert set(edges) == {("clients@s1", "productpage"), ("productpage", "reviews")}
     # the first observation is the level: two clients x 3000 B in 3 s
@@ -43,7 +43,7 @@ def test_edges_are_smoothed_and_decay_only_when_a_report_says_nothing_went():
     level = e.bytes_per_s
     g.add_report(report(3.0), now=106.0)          # a report without it: nothing went
     assert e.bytes_per_s == pytest.approx(level * (1 - a)) and e.last_seen == 103.0
-    assert g.view(110.0, {})["edges"][0]["age_s"] == 7.0
+    assert g.view(110.0, [])["edges"][0]["age_s"] == 7.0
     assert ewma_alpha(30.0, 30.0) == pytest.approx(1 - math.exp(-1))
 
 
@@ -78,3 +78,20 @@ def test_the_controller_counts_bytes_and_new_flows_per_sender_and_instance():
                      instance="srv2-rev", server="srv2", created=4.0, last_active=4.0),
           new=False)                         # adopted from an earlier controller: not new
     assert t.take_pairs() == ({("10.0.1.1", "srv2-rev"): 7800}, {("10.0.1.1", "srv2-rev"): 1})
+
+
+def test_vertex_use_is_smoothed_over_the_window_and_follows_moves():
+    g = book(window_s=30.0)
+    g.add_use("srv1", {"srv1-pp": (0.4, 20.0), "srv1-rev": (0.2, 10.0)}, 100.0)
+    g.add_use("srv1", {"srv1-pp": (0.0, 20.0), "srv1-rev": (0.2, 10.0)}, 103.0)   # load stops
+    g.add_use("srv1", {"srv1-pp": (0.0, 20.0), "srv1-rev": (0.2, 10.0)}, 103.0)   # same sample
+    a = ewma_alpha(3.0, 30.0)
+    v = g.vertices(["productpage", "reviews", "ratings"])
+    # a graph read right after a burst still shows the load it carried
+    assert v["productpage"]["cpu_cores"] == pytest.approx(round(0.4 * (1 - a), 4))
+    assert v["ratings"] == {"instances": {}, "cpu_cores": None, "memory_mb": None}
+    g.add_use("srv2", {"srv2-rev": (None, 8.0)}, 103.5)          # unreadable CPU: not a zero
+    assert g.vertices(["reviews"])["reviews"]["cpu_cores"] == pytest.approx(0.2)
+    # reviews left srv1: it leaves the graph with the server's next sample
+    g.add_use("srv1", {"srv1-pp": (0.0, 20.0)}, 106.0)
+    assert set(g.vertices(["reviews"])["reviews"]["instances"]) == {"srv2-rev"}
