@@ -33,7 +33,8 @@ import subprocess
 import sys
 import time
 
-from common.cli import ArgumentParser, choice_list, fail, positive_float, require_root
+from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
+    require_root
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number
@@ -43,7 +44,8 @@ from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
 from placement.core import PlacementError, greedy_network_aware, plan, random_placement, \
     spread
-from placement.problem import build_problem, current_assignment, layout_of, moves_between
+from placement.problem import MAX_UTILIZATION, build_problem, current_assignment, layout_of, \
+    moves_between
 from profiler.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,8 +63,9 @@ def entry_service(cfg) -> str:
     return next(m.name for m in cfg.microservices if m.name not in called)
 
 
-def plans(cfg, graph: dict, layout: dict, seed: int) -> dict[str, dict]:
-    problem = build_problem(cfg, graph, layout)
+def plans(cfg, graph: dict, layout: dict, seed: int,
+          max_utilization: float = MAX_UTILIZATION) -> dict[str, dict]:
+    problem = build_problem(cfg, graph, layout, max_utilization=max_utilization)
     near = cfg.testbed.clients[0].switch
     made = {"spread": spread(problem), "random": random_placement(problem, seed),
             "greedy": greedy_network_aware(problem), "ours": plan(problem, near=near)}
@@ -165,11 +168,13 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         log(f"[placement] warm-up: {opts.warmup:g} s at {opts.rate:g} requests/s on "
             f"{entry}, spread layout")
         run_load(st, "warmup", opts.warmup, opts.rate, entry)
-        collect_load(st, "warmup", opts.warmup + 120)
-        time.sleep(2 * cfg.profiler.period_s)
+        # the graph is taken while the load still runs: its vertices' use is the use under
+        # load (the window's average), not the idle tail after the load stops
+        time.sleep(opts.warmup - 1)
         graph = st.profiler_get("/graph")
+        collect_load(st, "warmup", opts.warmup + 120)
         start_layout = controller.layout()
-        made = plans(cfg, graph, start_layout, opts.seed)
+        made = plans(cfg, graph, start_layout, opts.seed, opts.max_utilization)
         with open(os.path.join(out_dir, "graph.json"), "w") as fh:
             json.dump(graph, fh, indent=1)
         with open(os.path.join(out_dir, "plans.json"), "w") as fh:
@@ -232,7 +237,8 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         f"configuration {doc['config']}; {opts.rate:g} requests/s open loop (Poisson); "
         f"warm-up {opts.warmup:g} s, each placement measured {opts.phase:g} s after its "
         f"moves; trunks {doc['trunk_bw_mbit']} Mbit/s (no netem here: congestion, not added "
-        f"delay).", "",
+        f"delay); every plan fills at most {100 * opts.max_utilization:g} % of a server's "
+        f"CPU.", "",
         "## End to end and trunks", "",
         "| placement | servers | moves | failed during moves | requests | failed | p50 ms | "
         "p95 ms | p99 ms | p95 vs spread | trunk Mbit/s | predicted trunk B/s |",
@@ -295,7 +301,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", type=choice_list(METHODS), default=list(METHODS))
     p.add_argument("--rate", type=positive_float, default=20.0,
                    help="requests per second to the entry service (default 20)")
-    p.add_argument("--warmup", type=positive_float, default=40.0,
+    p.add_argument("--warmup", type=bounded(float, 10), default=40.0,
                    help="seconds of load before planning (default 40)")
     p.add_argument("--phase", type=positive_float, default=60.0,
                    help="seconds measured per placement (default 60)")
@@ -304,6 +310,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drain-timeout", type=positive_float, default=30.0)
     p.add_argument("--trunk-bw", type=positive_float, help="Mbit/s of the trunks (default: "
                                                             "the configuration's)")
+    p.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0),
+                   default=MAX_UTILIZATION, help="share of each server's CPU a plan may "
+                   f"fill, for every method (default {MAX_UTILIZATION:g})")
     p.add_argument("--seed", type=int, default=1, help="for the random placement")
     p.add_argument("--out", help="results directory (default results/placement-<time>)")
     return p

@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int, default=1, help="for --method random")
         sp.add_argument("--headroom", type=non_negative_float, default=0.2,
                         help="capacity kept free when choosing servers (default 0.2)")
+        sp.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0), default=0.6,
+                        help="share of each server's CPU a plan may fill (default 0.6)")
         sp.add_argument("--out", help="write the plan (or manifests) here as well")
         if name == "apply":
             sp.add_argument("--testbed", help="testbed control URL (default "
@@ -114,7 +116,7 @@ def controller_url(args, cfg) -> str:
 
 def compute(args, cfg, graph: dict, layout: dict) -> dict:
     """The plan: the chosen method's layout, its cost and the current one's, the moves."""
-    problem = build_problem(cfg, graph, layout)
+    problem = build_problem(cfg, graph, layout, max_utilization=args.max_utilization)
     before = current_assignment(problem, layout)
     near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
     if args.method == "ours":
@@ -171,7 +173,10 @@ def main(argv=None) -> int:
         try:
             doc = compute(args, cfg, graph, layout)
         except PlacementError as exc:
-            fail(str(exc), code=2)
+            why = str(exc)
+            if why.startswith("capacity"):
+                why += f" (each filled to at most --max-utilization {args.max_utilization:g})"
+            fail(why, code=2)
         show(doc)
         if args.out:
             with open(args.out, "w") as fh:

@@ -11,7 +11,7 @@ import yaml
 from common.config import load_config, parse_config
 from placement.apply import ApplyError, MoveResult, apply_moves
 from placement.apps import generate
-from placement.core import PlacementError
+from placement.core import PlacementError, plan
 from placement.k8s import manifests
 from placement.problem import Move, build_problem, current_assignment, moves_between
 from tests.conftest import ROOT, run_module
@@ -40,6 +40,19 @@ def test_problem_from_the_configuration_and_the_graph():
     # details and ratings sit across the trunk from their callers
     assert p.trunk_traffic(a) == 3e5 + 2e5
     assert [h.switch for h in p.hosts] == ["s1", "s2", "s1", "s2"]
+
+
+def test_a_plan_fills_a_server_only_to_the_utilization_cap():
+    cfg = load_config(BOOKINFO)       # 0.5 cores per server; the units need 0.27 cores
+    on_one = plan(build_problem(cfg, GRAPH, SPREAD, max_utilization=1.0), near="s1")
+    assert on_one.hosts_used == 1 and on_one.trunk_traffic == 0
+    capped = build_problem(cfg, GRAPH, SPREAD, max_utilization=0.5)
+    assert [h.cpu for h in capped.hosts] == [0.25] * 4
+    two = plan(capped, near="s1")
+    assert two.hosts_used == 2 and two.trunk_traffic == 0     # srv1 and srv3, both on s1
+    assert set(two.assignment.values()) == {"srv1", "srv3"}
+    with pytest.raises(PlacementError, match="max_utilization"):
+        build_problem(cfg, GRAPH, SPREAD, max_utilization=0)
 
 
 def test_replicas_split_the_traffic_and_the_use():
@@ -190,10 +203,12 @@ def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
      {"l": json.dumps({**SPREAD, "details": ["srv9"]})}, "layout.details: unknown server"),
     (["plan", "--graph", "{g}", "--layout", "{l}"],
      {"g": json.dumps({**GRAPH, "vertices": {"details": {"cpu_cores": 5.0}}})},
-     "capacity: the units need 5.06 cores, the servers have 2"),
+     "capacity: the units need 5.06 cores, the servers have 1.2 (each filled to at most "
+     "--max-utilization 0.6)"),
     (["apply", "--graph", "{g}", "--layout", "{l}", "--testbed", "http://127.0.0.1:1"],
      {"g": json.dumps({**GRAPH, "vertices": {"details": {"cpu_cores": 5.0}}})},
-     "capacity: the units need 5.06 cores, the servers have 2"),
+     "capacity: the units need 5.06 cores, the servers have 1.2 (each filled to at most "
+     "--max-utilization 0.6)"),
     (["export", "--format", "k8s", "--plan", "{g}"], {"g": "[]"}, "--plan: expected a plan"),
 ])
 def test_bad_input_is_one_line_and_exit_2_and_nothing_moves(tmp_path, args, files, message):
