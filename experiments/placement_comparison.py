@@ -301,8 +301,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", type=choice_list(METHODS), default=list(METHODS))
     p.add_argument("--rate", type=positive_float, default=20.0,
                    help="requests per second to the entry service (default 20)")
-    p.add_argument("--warmup", type=bounded(float, 10), default=40.0,
-                   help="seconds of load before planning (default 40)")
+    p.add_argument("--warmup", type=bounded(float, 10), default=90.0,
+                   help="seconds of load before planning (default 90: three time constants "
+                        "of the profiler's 30 s graph window, so its averages reach 95 %% of "
+                        "the load)")
     p.add_argument("--phase", type=positive_float, default=60.0,
                    help="seconds measured per placement (default 60)")
     p.add_argument("--settle", type=positive_float, default=10.0,
