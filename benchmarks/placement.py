@@ -115,8 +115,9 @@ def small_graphs(count: int) -> list[dict]:
 def markdown(doc: dict) -> str:
     lines = ["# Placement benchmark", "", f"Command: `{doc['command']}` at commit "
              f"{doc['commit']}", "",
-             "| services | servers | plan time s (median of 3) | servers used | cost | vs "
-             "spread | vs greedy | vs random |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| services | servers | plan time s (median of 3) | servers used | cost | % of "
+             "spread's cost | % of greedy's | % of random's |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in doc["scale"]:
         b = r["baseline_cost"]
         lines.append(f"| {r['services']} | {r['servers']} | {r['plan_s']} | "

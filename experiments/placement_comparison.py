@@ -241,7 +241,7 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         f"CPU.", "",
         "## End to end and trunks", "",
         "| placement | servers | moves | failed during moves | requests | failed | p50 ms | "
-        "p95 ms | p99 ms | p95 vs spread | trunk Mbit/s | predicted trunk B/s |",
+        "p95 ms | p99 ms | p95 below spread | trunk Mbit/s | predicted trunk B/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for m, r in res.items():
         e = r["end_to_end"]
@@ -252,7 +252,9 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
             f"{e['failed']} | {number(e['p50_ms'], 0)} | {number(e['p95_ms'], 0)} | "
             f"{number(e['p99_ms'], 0)} | {'–' if g is None else f'{g:+.0f} %'} | "
             f"{r['trunk_mbit_s']} | {number(r['plan']['trunk_traffic'], 0)} |")
-    lines += ["", f"Paper: {PAPER_RT_GAIN}.", "", "## Per service (p50 / p95 / p99 ms of "
+    lines += ["", "Failed during moves: every request that failed while that placement's "
+              "moves ran, whatever the cause (requests time out after 10 s on a congested "
+              "trunk).", "", f"Paper: {PAPER_RT_GAIN}.", "", "## Per service (p50 / p95 / p99 ms of "
               "the requests each served)", "",
               "| service | " + " | ".join(res) + " |", "|---|" + "---:|" * len(res)]
     for ms in next(iter(res.values()))["services"]:
