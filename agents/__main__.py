@@ -6,6 +6,8 @@
     python -m agents --server web1 --label app=web --port 9101   # by label
 
 Serves GET /stats (JSON), GET /health and GET /metrics (Prometheus). See docs/profiler.md.
+With microservices that have an SLO on this server, it also runs their SLO frequency loop
+(GET /slo, PUT /slo; docs/slo.md).
 """
 from __future__ import annotations
 
@@ -44,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
                         "configuration, or this machine (default auto: cgroup, then config)")
     p.add_argument("--network-mbit", type=positive_float,
                    help="network capacity (default: the server's network_mbit)")
+    p.add_argument("--slo-actuator", choices=("auto", "cpufreq", "emulated"),
+                   help="what sets the frequency of services with an SLO (default: "
+                        "agents.slo.actuator)")
     p.add_argument("--log-level", type=log_level, default="INFO")
     return p
 
@@ -133,11 +138,20 @@ def main(argv=None) -> int:
                                         names),
                   capacity_function(args.capacity, server, network_mbit),
                   args.period or cfg.agents.period_s, client=client, scrape=scrape)
+    routes = agent.routes()
+    slo = None
+    if server is not None and any(cfg.microservice(i.microservice).slo
+                                  for i in cfg.instances_on(server.name)):
+        from agents.slo import SloRunner
+        slo = SloRunner(cfg, server.name, client, agent.metrics, args.slo_actuator)
+        routes.update(slo.routes())
     try:
-        http = JsonServer((host, port), agent.routes(), name=f"agent-{args.server}")
+        http = JsonServer((host, port), routes, name=f"agent-{args.server}")
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc}")
     agent.start()
+    if slo is not None:
+        slo.start()
     logging.getLogger("malb.agent").info("agent for %s on http://%s:%d (%s, every %.1f s)",
                                          args.server, host, port, agent.selector.describe(),
                                          agent.period_s)
@@ -146,6 +160,8 @@ def main(argv=None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     http.start_background()
     stop.wait()
+    if slo is not None:
+        slo.stop()          # frequencies back as they were
     agent.stop()
     http.shutdown()
     return 0

@@ -42,6 +42,24 @@ class ConfigError(ValueError):
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Frequency:
+    """A server's frequency range for the SLO loop (MHz; the cpufreq driver's or, emulated,
+    the share of the CPU quota: f / max_mhz)."""
+    min_mhz: int = 1000
+    max_mhz: int = 2100
+    step_mhz: int = 100
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A microservice's latency objective: its `percentile` latency over the loop's window
+    at most `target_ms`; the hold band reaches `margin` below it."""
+    target_ms: float
+    percentile: float = 95.0
+    margin: float = 0.10
+
+
+@dataclass(frozen=True)
 class Server:
     name: str
     index: int            # 1-based; used in addresses
@@ -50,6 +68,8 @@ class Server:
     network_mbit: float   # network capacity: 100 % network utilization
     switch: str           # switch the server's containers attach to
     agent_url: str        # where its host agent answers
+    cores: tuple[int, ...] = ()      # CPUs its containers are pinned to (empty: not pinned)
+    frequency: Frequency = Frequency()
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ class Microservice:
     calls: tuple[Call, ...] = ()    # callgraph: what it calls per request
     cpu_ms: float = 0.0             # callgraph: CPU work per request
     response_bytes: int = 1000      # callgraph: its answer's size
+    slo: Slo | None = None          # latency objective for the host SLO loop
 
 
 CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as container mn.srv1-vid
@@ -185,10 +206,24 @@ class ProfilerCfg:
 
 
 @dataclass(frozen=True)
+class SloLoopCfg:
+    """The host agents' SLO frequency loop (slo/control.py has the rule)."""
+    period_s: float = 1.0
+    window_s: float = 5.0
+    min_samples: int = 100
+    band_mode: str = "safe"          # safe | paper (the literal band of paper 004)
+    actuator: str = "auto"           # auto (cpufreq, else emulated) | cpufreq | emulated
+    emergency: float = 0.5
+    cooldown_s: float = 10.0
+    dwell_s: float = 3.0
+
+
+@dataclass(frozen=True)
 class AgentsCfg:
     listen_host: str
     base_port: int
     period_s: float
+    slo: SloLoopCfg = SloLoopCfg()
 
 
 @dataclass(frozen=True)
@@ -353,10 +388,10 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
         raw = {}
     if isinstance(raw, dict):
         # Shorthand: {count: 4, cpu: 0.4, memory: 256m, network_mbit: 100}
-        _reject_unknown(raw, {"count", "cpu", "memory", "network_mbit"}, path)
+        _reject_unknown(raw, {"count", "cpu", "memory", "network_mbit", "frequency"}, path)
         count = _number(raw, "count", path, 4, lo=1, hi=MAX_SERVERS, integer=True)
-        items = [{k: raw[k] for k in ("cpu", "memory", "network_mbit") if k in raw}
-                 for _ in range(count)]
+        items = [{k: raw[k] for k in ("cpu", "memory", "network_mbit", "frequency")
+                  if k in raw} for _ in range(count)]
     elif isinstance(raw, list):
         if not raw:
             raise ConfigError(f"{path}: at least one server is required")
@@ -370,8 +405,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
     for k, item in enumerate(items):
         where = f"{path}[{k}]"
         item = _mapping(item, where)
-        _reject_unknown(item, {"name", "cpu", "memory", "network_mbit", "switch", "agent_url"},
-                        where)
+        _reject_unknown(item, {"name", "cpu", "memory", "network_mbit", "switch", "agent_url",
+                               "cores", "frequency"}, where)
         index = k + 1
         name = item.get("name", f"srv{index}")
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -392,8 +427,49 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
         if not isinstance(agent_url, str) or not agent_url.startswith("http"):
             raise ConfigError(f"{where}.agent_url: expected an http URL, got {agent_url!r}")
         servers.append(Server(name, index, cpu, memory_mb, network_mbit, switch,
-                              agent_url.rstrip("/")))
+                              agent_url.rstrip("/"), _parse_cores(item.get("cores"), where),
+                              _parse_frequency(item.get("frequency"), f"{where}.frequency")))
     return tuple(servers)
+
+
+def _parse_cores(raw: Any, where: str) -> tuple[int, ...]:
+    """CPUs a server's containers are pinned to: they must exist on this machine, where the
+    testbed and its agents run."""
+    if raw is None:
+        return ()
+    have = os.cpu_count() or 1
+    if not isinstance(raw, list) or not raw or len(set(map(str, raw))) != len(raw):
+        raise ConfigError(f"{where}.cores: expected a list of distinct CPU numbers, got "
+                          f"{raw!r}")
+    for c in raw:
+        if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < have:
+            raise ConfigError(f"{where}.cores: CPU {c!r} does not exist here (CPUs 0-"
+                              f"{have - 1})")
+    return tuple(raw)
+
+
+def _parse_frequency(raw: Any, path: str) -> Frequency:
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"min_mhz", "max_mhz", "step_mhz"}, path)
+    f = Frequency(_number(raw, "min_mhz", path, 1000, lo=100, hi=10000, integer=True),
+                  _number(raw, "max_mhz", path, 2100, lo=100, hi=10000, integer=True),
+                  _number(raw, "step_mhz", path, 100, lo=1, hi=5000, integer=True))
+    if f.min_mhz > f.max_mhz:
+        raise ConfigError(f"{path}: min_mhz {f.min_mhz} is above max_mhz {f.max_mhz}")
+    return f
+
+
+def _parse_slo(raw: Any, path: str) -> Slo | None:
+    if raw is None:
+        return None
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"target_ms", "percentile", "margin"}, path)
+    percentile = _number(raw, "percentile", path, 95, integer=False)
+    if percentile not in (90, 95, 99):
+        raise ConfigError(f"{path}.percentile: must be 90, 95 or 99, got {raw['percentile']!r}")
+    return Slo(target_ms=_number(raw, "target_ms", path, None, lo=0.1, hi=600_000),
+               percentile=float(percentile),
+               margin=_number(raw, "margin", path, 0.10, lo=0.01, hi=0.9))
 
 
 def _parse_microservices(raw: Any, vip_default: str
@@ -411,7 +487,7 @@ def _parse_microservices(raw: Any, vip_default: str
         item = _mapping(item, where)
         _reject_unknown(item, {"name", "abbrev", "vip", "port", "protocol", "flow_class", "image",
                                "command", "kind", "replicas", "servers", "calls", "cpu_ms",
-                               "response_bytes"}, where)
+                               "response_bytes", "slo"}, where)
         name = item.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ConfigError(f"{where}.name: lowercase letters and digits, starting with a letter; "
@@ -464,7 +540,7 @@ def _parse_microservices(raw: Any, vip_default: str
                               f"{type(exc).__name__}: {exc}") from None
         result.append(Microservice(name, k + 1, abbrev, vip, port, protocol, flow_class, image,
                                    command, kind, tuple(servers or ()), calls, float(cpu_ms),
-                                   response_bytes))
+                                   response_bytes, _parse_slo(item.get("slo"), f"{where}.slo")))
         replicas_of[name] = replicas
     for k, ms in enumerate(result):
         for j, call in enumerate(ms.calls):
@@ -631,12 +707,29 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
 def _parse_agents(raw: Any) -> AgentsCfg:
     path = "agents"
     raw = _mapping(raw, path)
-    _reject_unknown(raw, {"listen_host", "base_port", "period_s"}, path)
+    _reject_unknown(raw, {"listen_host", "base_port", "period_s", "slo"}, path)
     return AgentsCfg(
         listen_host=_string(raw, "listen_host", path, "127.0.0.1"),
         base_port=_number(raw, "base_port", path, 9101, lo=1, hi=65000, integer=True),
         period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=3600),
+        slo=_parse_slo_loop(raw.get("slo")),
     )
+
+
+def _parse_slo_loop(raw: Any) -> SloLoopCfg:
+    path = "agents.slo"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"period_s", "window_s", "min_samples", "band_mode", "actuator",
+                          "emergency", "cooldown_s", "dwell_s"}, path)
+    return SloLoopCfg(
+        period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=600),
+        window_s=_number(raw, "window_s", path, 5.0, lo=0.5, hi=60),
+        min_samples=_number(raw, "min_samples", path, 100, lo=1, hi=1_000_000, integer=True),
+        band_mode=_choice(raw, "band_mode", path, "safe", ("safe", "paper")),
+        actuator=_choice(raw, "actuator", path, "auto", ("auto", "cpufreq", "emulated")),
+        emergency=_number(raw, "emergency", path, 0.5, lo=0.05, hi=10),
+        cooldown_s=_number(raw, "cooldown_s", path, 10.0, lo=0, hi=3600),
+        dwell_s=_number(raw, "dwell_s", path, 3.0, lo=0, hi=3600))
 
 
 def _place_microservices(microservices: tuple[Microservice, ...], replicas_of: dict,

@@ -21,7 +21,8 @@ when one failed.
 Metrics (GET /metrics, Prometheus text): requests served by caller (X-Caller, "client" for
 none) with a latency histogram per caller, and the calls it made with a latency histogram
 per callee: the response time of each edge of the communication graph, as its caller sees
-it. GET /health. Standard library only, plus common/metrics.py (both copied into the image).
+it. GET /latency?window=S: count and exact p50/p90/p95/p99 (ms) of the requests answered
+in the last S seconds (default 5; the SLO loop's SLI). GET /health. Standard library only, plus common/metrics.py (both copied into the image).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from common.latency_window import LatencyWindow
 from common.metrics import Registry
 
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
@@ -109,6 +111,7 @@ class Metrics:
         self.bytes_sent = self.registry.counter("callgraph_bytes_sent_total",
                                                 "Response body bytes sent.",
                                                 ("service", "instance"))
+        self.recent = LatencyWindow()       # raw latencies of answered requests: GET /latency
 
 
 def call_once(spec_service: str, call: dict) -> None:
@@ -151,6 +154,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/metrics":
             return self.reply(200, self.metrics.registry.render().encode(),
                               "text/plain; version=0.0.4")
+        if path == "/latency":
+            return self.latency_summary()
         started = time.monotonic()
         caller = self.headers.get("X-Caller") or "client"
         status = 500
@@ -177,8 +182,26 @@ class Handler(BaseHTTPRequestHandler):
             status = 499
         finally:
             self.metrics.requests.inc(self.spec["service"], INSTANCE, caller, status)
-            self.metrics.latency.observe(time.monotonic() - started, self.spec["service"],
-                                         INSTANCE, caller)
+            took = time.monotonic() - started
+            self.metrics.latency.observe(took, self.spec["service"], INSTANCE, caller)
+            if status == 200:
+                self.metrics.recent.add(took)
+
+    def latency_summary(self) -> None:
+        query = self.path.partition("?")[2]
+        window = 5.0
+        for part in query.split("&"):
+            key, _, value = part.partition("=")
+            if key == "window":
+                try:
+                    window = float(value)
+                    if not 0.1 <= window <= 60:
+                        raise ValueError
+                except ValueError:
+                    return self.reply(400, b'{"error": "window: expected seconds in '
+                                      b'[0.1, 60]"}\n', "application/json")
+        self.reply(200, json.dumps(self.metrics.recent.summary(window)).encode() + b"\n",
+                   "application/json")
 
     def call_all(self) -> str | None:
         """Every downstream call: services in parallel, a service's calls in turn. The

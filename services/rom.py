@@ -8,7 +8,9 @@ Standard library only (plus common/metrics.py, copied into the image): the image
 built offline from a debootstrap base.
 
 Endpoints (all kinds): GET /health, GET /metrics (Prometheus text), GET /bytes?n=N
-(N bytes, used by connectivity checks). Kind-specific:
+(N bytes, used by connectivity checks), GET /latency?window=S (count and exact p50/p90/p95/
+p99 in ms of the work requests that ended in the last S seconds, default 5: the SLI of the
+host SLO loop). Kind-specific:
 - video:   GET /stream?rate=R&seconds=S   constant bitrate of R kB/s for S seconds (or until
                                          the client leaves)
 - ui:      GET /object?size=BYTES         an object of that size, with cpu_ms_per_mb of work
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -28,12 +31,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from common.latency_window import LatencyWindow
 from common.metrics import Registry
 
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
 CHUNK = os.urandom(64 * 1024)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60,
                    120, 300)
+WORK_ENDPOINTS = ("/object", "/job", "/stream", "/bytes")
 MAX_OBJECT = 1 << 30
 MAX_SECONDS = 3600.0
 
@@ -56,6 +61,7 @@ class Metrics:
         self.in_flight = self.registry.gauge("rom_in_flight", "Requests being served.",
                                              ("service", "instance"))
         self.in_flight.set(*self.labels, value=0)
+        self.recent = LatencyWindow()      # raw latencies of the work endpoints: GET /latency
 
     def begin(self):
         self.in_flight.inc(*self.labels)
@@ -65,6 +71,8 @@ class Metrics:
         self.requests.inc(*self.labels, endpoint, status)
         self.latency.observe(seconds, *self.labels, endpoint)
         self.bytes_sent.inc(*self.labels, amount=nbytes)
+        if endpoint in WORK_ENDPOINTS and status == 200:
+            self.recent.add(seconds)
 
     def render(self) -> str:
         return self.registry.render()
@@ -139,6 +147,9 @@ class Handler(BaseHTTPRequestHandler):
         if endpoint == "/metrics":
             return self.reply(200, self.metrics.render().encode(),
                               "text/plain; version=0.0.4")
+        if endpoint == "/latency":
+            body = json.dumps(self.metrics.recent.summary(_param(query, "window", 5, 0.1, 60)))
+            return self.reply(200, body.encode() + b"\n", "application/json")
         if endpoint == "/bytes":
             return self.send_bytes(int(_param(query, "n", 1_000_000, 0, MAX_OBJECT)))
         if endpoint == "/stream" and self.kind == "video":

@@ -134,7 +134,9 @@ class Testbed:
                "MALB_MICROSERVICE": ms.name}
         if ms.kind == "callgraph":
             env["MALB_SPEC"] = json.dumps(callgraph_spec(self.cfg, ms))
-        return dict(cls=backends.docker_node_class(self.backend), dimage=ms.image,
+        cores = self.cfg.server(inst.server).cores
+        pinned = {"cpuset_cpus": ",".join(map(str, cores))} if cores else {}
+        return dict(**pinned,cls=backends.docker_node_class(self.backend), dimage=ms.image,
                     ip=f"{inst.ip}/{self.cfg.testbed.prefix_len}", mac=inst.mac,
                     environment=env,
                     labels={"malb.server": inst.server, "malb.microservice": ms.name,

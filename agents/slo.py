@@ -1,0 +1,221 @@
+"""The host SLO loop inside the agent (paper 004): for each microservice with an SLO that
+runs on this server, a slo.loop.ServiceLoop whose SLI is the service's GET /latency (read in
+the container's network namespace), whose CPU time is its cgroup's and whose actuator is
+cpufreq on the server's pinned cores where the machine has it, else the container's CPU
+quota (emulated). REST: GET /slo, PUT /slo; Prometheus metrics in the agent's /metrics.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import threading
+import time
+
+from common.config import Config
+from common.httpjson import BadRequest
+from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
+    cgroup_cpu_dir
+from slo.control import LoopSettings
+from slo.energy import PowerModel, Rapl
+from slo.loop import ServiceLoop
+
+log = logging.getLogger("malb.slo")
+OBJECTIVE_FIELDS = {"target_ms": (int, float), "percentile": (int, float),
+                    "margin": (int, float), "band_mode": (str,), "policy": (str,)}
+
+
+def choose_actuator(kind: str, cores: tuple[int, ...], sysfs: str = SYSFS_CPU) -> str:
+    """cpufreq when asked, or (auto) when every pinned core has a cpufreq directory; else
+    emulated."""
+    if kind != "auto":
+        return kind
+    if cores and all(os.path.isdir(f"{sysfs}/cpu{c}/cpufreq") for c in cores):
+        return "cpufreq"
+    return "emulated"
+
+
+class ContainerProbe:
+    """The container of one instance: its pid (looked up again after a restart), its
+    service's latency summary and its CPU time."""
+
+    def __init__(self, client, container: str, port: int, window_s: float):
+        self.client, self.container, self.port, self.window_s = client, container, port, \
+            window_s
+        self.pid = 0
+
+    def _pid(self) -> int:
+        if self.pid and os.path.exists(f"/proc/{self.pid}"):
+            return self.pid
+        c = self.client.containers.get(self.container)
+        self.pid = c.attrs.get("State", {}).get("Pid") or 0
+        if not self.pid:
+            raise ActuatorError(f"{self.container}: not running")
+        return self.pid
+
+    def latency(self) -> dict | None:
+        res = subprocess.run(["nsenter", "-t", str(self._pid()), "-n", "curl", "-s", "-m",
+                              "1", f"http://127.0.0.1:{self.port}/latency?window="
+                                   f"{self.window_s:g}"],
+                             capture_output=True, text=True, timeout=3)
+        return json.loads(res.stdout) if res.returncode == 0 else None
+
+    def cgroup(self) -> tuple[str, int]:
+        return cgroup_cpu_dir(self._pid())
+
+    def cpu_seconds(self) -> float | None:
+        where, version = self.cgroup()
+        if version == 2:
+            with open(f"{where}/cpu.stat") as fh:
+                return int(dict(line.split() for line in fh)["usage_usec"]) / 1e6
+        acct = where if os.path.exists(f"{where}/cpuacct.usage") else \
+            where.replace("/cpu/", "/cpuacct/", 1)
+        with open(f"{acct}/cpuacct.usage") as fh:
+            return int(fh.read()) / 1e9
+
+
+class SloRunner:
+    def __init__(self, cfg: Config, server: str, client, registry, actuator: str | None = None):
+        self.cfg, self.server = cfg, server
+        srv = cfg.server(server)
+        lc = cfg.agents.slo
+        self.period_s = lc.period_s
+        self.kind = choose_actuator(actuator or lc.actuator, srv.cores)
+        rapl = Rapl()
+        self.rapl = rapl if rapl.available() else None
+        self.loops: dict[str, ServiceLoop] = {}
+        for inst in cfg.instances_on(server):
+            ms = cfg.microservice(inst.microservice)
+            if ms.slo is None:
+                continue
+            settings = LoopSettings(
+                target_ms=ms.slo.target_ms, percentile=ms.slo.percentile,
+                margin=ms.slo.margin, f_min_mhz=srv.frequency.min_mhz,
+                f_max_mhz=srv.frequency.max_mhz, step_mhz=srv.frequency.step_mhz,
+                emergency=lc.emergency, cooldown_s=lc.cooldown_s, dwell_s=lc.dwell_s,
+                min_samples=lc.min_samples, band_mode=lc.band_mode)
+            probe = ContainerProbe(client, inst.container, ms.port, lc.window_s)
+            self.loops[ms.name] = ServiceLoop(
+                ms.name, settings, self._factory(probe, srv, settings), probe.latency,
+                probe.cpu_seconds, cores=max(1, len(srv.cores)),
+                capacity_cores=self._base_cores(srv),
+                power=PowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl)
+        self._stop = threading.Event()
+        self._thread = None
+        self._metrics(registry)
+
+    def _base_cores(self, srv) -> float:
+        """What the service can use at the maximum: its pinned cores (cpufreq) or, emulated,
+        the server's CPU share within them."""
+        if self.kind == "cpufreq":
+            return float(len(srv.cores))
+        return min(srv.cpu, len(srv.cores)) if srv.cores else srv.cpu
+
+    def _factory(self, probe: ContainerProbe, srv, settings: LoopSettings):
+        def make():
+            if self.kind == "cpufreq":
+                if not srv.cores:
+                    raise ActuatorError(f"{srv.name}: cpufreq needs the server's cores "
+                                        f"(servers[].cores)")
+                return SysfsFrequency(list(srv.cores))
+            base = self._base_cores(srv)
+            where, version = probe.cgroup()
+            # a 10 ms CFS period: throttling fine-grained enough to read as a slower clock
+            return QuotaFrequency(where, version, base, settings.f_max_mhz, period_us=10_000)
+        return make
+
+    def _metrics(self, registry) -> None:
+        self.m_sli = registry.gauge("malb_slo_sli_ms", "SLI: the service's tail latency over "
+                                    "the loop's window (ms).", ("service",))
+        self.m_target = registry.gauge("malb_slo_target_ms", "SLO target (ms).", ("service",))
+        self.m_freq = registry.gauge("malb_slo_frequency_mhz", "Frequency set for the "
+                                     "service's cores (emulated or real).", ("service",))
+        self.m_energy = registry.gauge("malb_slo_modelled_energy_joules", "Modelled CPU "
+                                       "energy of the service's cores since the start.",
+                                       ("service",))
+        self.m_decisions = registry.counter("malb_slo_decisions_total", "Loop decisions by "
+                                            "action.", ("service", "action"))
+
+    # ------------------------------------------------------------ running
+    def step(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for name, loop in self.loops.items():
+            d = loop.step(now)
+            self.m_decisions.inc(name, d.action)
+            self.m_freq.set(name, value=d.state.freq_mhz)
+            self.m_target.set(name, value=loop.settings.target_ms)
+            self.m_sli.set(name, value=d.sli_ms if d.sli_ms is not None else float("nan"))
+            self.m_energy.set(name, value=loop.energy_j)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.step(started)
+            except Exception:   # keep the loop alive; the log has it
+                log.exception("SLO loop step failed")
+            self._stop.wait(max(0.0, self.period_s - (time.monotonic() - started)))
+        for loop in self.loops.values():
+            loop.restore()
+
+    def start(self) -> None:
+        if self.loops:
+            self._thread = threading.Thread(target=self.run, name="slo-loop", daemon=True)
+            self._thread.start()
+            log.info("SLO loop for %s every %.1f s (%s actuator)", ", ".join(self.loops),
+                     self.period_s, self.kind)
+
+    def stop(self) -> None:
+        """Stop and put every frequency setting back as it was."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        else:
+            for loop in self.loops.values():
+                loop.restore()
+
+    # ------------------------------------------------------------ HTTP
+    def routes(self) -> dict:
+        def get(_q, _b):
+            return 200, {"server": self.server, "actuator": self.kind,
+                         "energy_source": "rapl" if self.rapl else "modelled",
+                         "period_s": self.period_s,
+                         "services": {n: loop.status() for n, loop in self.loops.items()}}
+
+        def put(_q, body):
+            return self.change(body)
+        return {("GET", "/slo"): get, ("PUT", "/slo"): put}
+
+    def change(self, body) -> tuple[int, dict]:
+        """PUT /slo {"service": name, "target_ms": .., "percentile": .., "margin": ..,
+        "band_mode": ..}: a 400 naming the field, and nothing changed, on a bad body."""
+        if not isinstance(body, dict):
+            raise BadRequest("body: expected a JSON object {\"service\": ..., "
+                             "\"target_ms\": ...}")
+        name = body.get("service")
+        if name not in self.loops:
+            raise BadRequest(f"service: {name!r} has no SLO loop on {self.server} (have: "
+                             f"{', '.join(sorted(self.loops)) or 'none'})")
+        changes = {k: v for k, v in body.items() if k != "service"}
+        if not changes:
+            raise BadRequest("body: nothing to change (target_ms, percentile, margin, "
+                             "band_mode, policy)")
+        for k, v in changes.items():
+            if k not in OBJECTIVE_FIELDS:
+                raise BadRequest(f"{k}: unknown field (known: "
+                                 f"{', '.join(sorted(OBJECTIVE_FIELDS))})")
+            if isinstance(v, bool) or not isinstance(v, OBJECTIVE_FIELDS[k]):
+                raise BadRequest(f"{k}: expected a "
+                                 f"{'string' if OBJECTIVE_FIELDS[k] == (str,) else 'number'}"
+                                 f", got {v!r}")
+        if "percentile" in changes:
+            changes["percentile"] = float(changes["percentile"])
+        try:
+            settings = self.loops[name].set_objective(**changes)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return 200, {"service": name, "policy": self.loops[name].policy,
+                     "slo": {"target_ms": settings.target_ms,
+                             "percentile": settings.percentile,
+                             "margin": settings.margin, "band_mode": settings.band_mode}}

@@ -1,0 +1,331 @@
+"""SLO-driven frequency against the usual governors (paper 004), in one run on the testbed.
+
+    sudo .venv/bin/python -m experiments.slo_energy                  # configs/slo.yaml
+    sudo .venv/bin/python -m experiments.slo_energy --low 30 --high 70 --profiles step
+
+A latency-sensitive service pinned to a core with an SLO (configs/slo.yaml) under the
+open-loop generator (Poisson). For each load profile (step: low, high, low; ramp: low to
+high) and each policy in turn, the agent's loop is switched to the policy (PUT /slo) and
+the profile is played:
+
+- max: fixed maximum frequency (the paper's operators' "lock at peak F");
+- min: fixed minimum;
+- ondemand: Linux's ondemand rule on the measured load (emulated here);
+- slo: the SLO loop, the safe band (hold in [0.9 SLO, SLO]);
+- slo-paper: the SLO loop with the paper's literal band (10 % of the SLI around the SLO).
+
+Reported per policy: CPU energy (modelled unless RAPL is readable: every output says which)
+and energy per request, the share of control intervals with the SLI over the SLO (all, and
+at the stable load: outside the settling window after each change of load), p50/p95/p99 at
+the client, frequency changes per minute, settling time after the step up. Results:
+summary.md (beside the paper's Table 2), summary.json, per-policy CSVs, slo-<profile>.png.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import glob
+import json
+import os
+import sys
+import time
+
+from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
+    require_root
+from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
+from common.httpjson import HttpError, get_json, put_json
+from common.markdown import number
+from common.procs import git_commit
+from common.stats import quantile
+from experiments.stack import Stack
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
+POLICIES = ("max", "min", "ondemand", "slo", "slo-paper")
+PROFILES = ("step", "ramp")
+STABLE_AFTER_S = 15.0        # intervals this soon after a change of load are settling
+PAPER = ("Paper 004, Table 2: 1.6 GHz against 2.1 GHz fixed, p90 86 vs 63 ms, 12.6 % less "
+         "CPU power (the paper: \"~15 %\"), 18.6 % less throughput (closed-loop wrk), 7.3 % "
+         "more energy per request")
+
+
+def slo_service(cfg):
+    names = [m for m in cfg.microservices if m.slo is not None]
+    if not names:
+        raise ConfigError("microservices: no microservice has an slo")
+    return names[0]
+
+
+def profile_phases(profile: str, low: float, high: float, seconds: float) -> list[dict]:
+    """The load profile's phases (requests per second), `seconds` long in all."""
+    if profile == "step":
+        a, b = round(seconds * 0.25), round(seconds * 0.45)
+        return [{"name": "low", "seconds": a, "from": low, "to": low},
+                {"name": "high", "seconds": b, "from": high, "to": high},
+                {"name": "low-again", "seconds": seconds - a - b, "from": low, "to": low}]
+    return [{"name": "ramp", "seconds": seconds, "from": low, "to": high}]
+
+
+def load_changes(phases: list[dict]) -> list[float]:
+    """Seconds from the start at which the offered load steps (a ramp never settles)."""
+    out, t = [], 0.0
+    for prev, ph in zip(phases, phases[1:]):
+        t += prev["seconds"]
+        if ph["from"] != prev["to"]:
+            out.append(t)
+    return out
+
+
+def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: list[dict],
+            ramp: bool) -> dict:
+    """Per-policy figures from the loop's per-period rows (t from the profile's start,
+    sli_ms, samples, freq_mhz, energy_j) and the client's requests."""
+    seconds = sum(p["seconds"] for p in phases)
+    rows = [r for r in rows if 0 <= r["t"] <= seconds]
+    judged = [r for r in rows if r["sli_ms"] is not None]
+    changes = load_changes(phases)
+
+    def stable(r):
+        return not ramp and all(not 0 <= r["t"] - c < STABLE_AFTER_S for c in changes) \
+            and r["t"] >= STABLE_AFTER_S
+    steady = [r for r in judged if stable(r)]
+    over = [r for r in judged if r["sli_ms"] > target_ms]
+    ok = sorted(float(q["latency_s"]) * 1000 for q in requests if not q["error"])
+    energy = rows[-1]["energy_j"] - rows[0]["energy_j"] if len(rows) > 1 else None
+    freq_changes = sum(1 for a, b in zip(rows, rows[1:]) if a["freq_mhz"] != b["freq_mhz"])
+    settle = None
+    if changes and not ramp:
+        up = changes[0]
+        end = up + phases[1]["seconds"]
+        window = [r for r in judged if up <= r["t"] < end]
+        for k, r in enumerate(window):
+            if all(x["sli_ms"] <= target_ms for x in window[k:]):
+                settle = round(r["t"] - up, 1)
+                break
+    return {
+        "requests": len(requests), "failed": sum(1 for q in requests if q["error"]),
+        "p50_ms": quantile(ok, 0.5, is_sorted=True), "p95_ms": quantile(ok, 0.95,
+                                                                         is_sorted=True),
+        "p99_ms": quantile(ok, 0.99, is_sorted=True),
+        "energy_j": None if energy is None else round(energy, 2),
+        "energy_per_request_mj": None if energy is None or not ok else
+        round(1000 * energy / len(ok), 3),
+        "intervals": len(judged), "over_slo_share": round(len(over) / len(judged), 4)
+        if judged else None,
+        "stable_intervals": len(steady),
+        "stable_within_slo_share": round(sum(1 for r in steady if r["sli_ms"] <= target_ms)
+                                         / len(steady), 4) if steady else None,
+        "mean_freq_mhz": round(sum(r["freq_mhz"] for r in rows) / len(rows)) if rows else None,
+        "freq_changes_per_min": round(60 * freq_changes / seconds, 2),
+        "settling_s": settle}
+
+
+class LoopWatcher:
+    """The agent's loop rows, polled every period and kept once each."""
+
+    def __init__(self, url: str):
+        self.url, self.rows, self.seen = url, [], set()
+
+    def poll(self, service: str) -> dict:
+        doc = get_json(f"{self.url}/slo", 5.0)["services"][service]
+        for r in doc["last_decisions"]:
+            if r["time"] not in self.seen:
+                self.seen.add(r["time"])
+                self.rows.append(r)
+        return doc
+
+
+def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
+    agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
+    body = {"service": svc.name, "policy": "slo" if policy.startswith("slo") else policy,
+            "band_mode": "paper" if policy == "slo-paper" else "safe"}
+    put_json(f"{agent}/slo", body, 5.0)
+    tag = f"{profile}-{policy}"
+    spec = {"seed": opts.seed, "arrivals": "poisson", "phases": phases,
+            "classes": [{"name": "request", "weight": 1, "host": svc.vip, "port": svc.port,
+                         "path": "/work"}]}
+    path = os.path.join(st.run_dir, f"spec-{tag}.json")
+    with open(path, "w") as fh:
+        json.dump(spec, fh)
+    watcher = LoopWatcher(agent)
+    seconds = sum(p["seconds"] for p in phases)
+    t0 = time.time() + 2
+    st.start_loadgen(path, t0, tag=tag, timeout_s=10)
+    mono0 = time.monotonic() + (t0 - time.time())
+    while time.time() < t0 + seconds + 2:
+        try:
+            doc = watcher.poll(svc.name)
+        except (HttpError, KeyError) as exc:
+            raise RuntimeError(f"the agent's SLO loop does not answer: {exc}") from None
+        time.sleep(min(2.0, opts.period))
+        if opts.progress:
+            print(f"\r[slo] {tag}: {time.time() - t0:5.0f}/{seconds:.0f} s, "
+                  f"{doc['frequency_mhz']} MHz, SLI {number(doc['sli_ms'], 1)} ms   ",
+                  end="", file=sys.stderr, flush=True)
+    if opts.progress:
+        print(file=sys.stderr)
+    st.wait_for(lambda: len(st.loadgen_summaries(tag)) == len(st.cfg.testbed.clients),
+                seconds + 120, f"load {tag}", interval_s=1.0)
+    requests = []
+    for f in glob.glob(os.path.join(st.run_dir, f"requests-{tag}-*.csv")):
+        with open(f) as fh:
+            requests += list(csv.DictReader(fh))
+    rows = [{"t": round(r["time"] - mono0, 3), "sli_ms": r["sli_ms"],
+             "samples": r["samples"], "freq_mhz": r["freq_mhz"], "action": r["action"],
+             "load": r["load"], "energy_j": r["energy_j"]} for r in watcher.rows]
+    rows.sort(key=lambda r: r["t"])
+    with open(os.path.join(st.run_dir, f"loop-{tag}.csv"), "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["t"])
+        w.writeheader()
+        w.writerows(rows)
+    result = analyse(rows, requests, svc.slo.target_ms, phases, profile == "ramp")
+    log(f"[slo] {tag}: energy {result['energy_j']} J, "
+        f"{result['energy_per_request_mj']} mJ/request, over SLO "
+        f"{result['over_slo_share']}, p95 {number(result['p95_ms'], 1)} ms, "
+        f"mean {result['mean_freq_mhz']} MHz")
+    return {"result": result, "rows": rows}
+
+
+def run(opts, data: dict, out_dir: str, log=print) -> dict:
+    out: dict = {}
+    with Stack(data, os.path.join(out_dir, "run"), policy="malb", profiler=False) as st:
+        svc = slo_service(st.cfg)
+        agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
+        st.wait_for(lambda: get_json(f"{agent}/slo", 5.0)["services"][svc.name]["actuator"],
+                    30, "the SLO loop's actuator")
+        slo_doc = get_json(f"{agent}/slo", 5.0)
+        for profile in opts.profiles:
+            phases = profile_phases(profile, opts.low, opts.high, opts.seconds)
+            for policy in opts.policies:
+                out.setdefault(profile, {})[policy] = play(st, svc, policy, profile, phases,
+                                                           opts, log)
+        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+    return {"profiles": out, "loop": {k: slo_doc[k] for k in ("actuator", "energy_source",
+                                                              "period_s")},
+            "energy_model": slo_doc["services"][svc.name]["energy"]["model"],
+            "service": svc.name, "slo": {"target_ms": svc.slo.target_ms,
+                                         "percentile": svc.slo.percentile,
+                                         "margin": svc.slo.margin}, "testbed": backend}
+
+
+def summary_markdown(doc: dict, opts) -> str:
+    energy_src = "measured (RAPL)" if doc["loop"]["energy_source"] == "rapl" else \
+        "modelled (P = m V + C V^2 f, V linear in f: no RAPL here)"
+    act = doc["loop"]["actuator"]
+    lines = ["# SLO-driven frequency against fixed and ondemand (paper 004)", "",
+             f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
+             f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
+             f"service {doc['service']}, SLO p{doc['slo']['percentile']:g} <= "
+             f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %); "
+             f"frequency: {act}{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
+             f"energy: {energy_src}; load {opts.low:g} -> {opts.high:g} requests/s, "
+             f"{opts.seconds:g} s per profile and policy.", ""]
+    for profile, res in doc["profiles"].items():
+        base = res.get("max", {}).get("result", {})
+        lines += [f"## Profile: {profile}", "",
+                  "| policy | energy J | vs max | mJ/request | SLI over SLO (all) | within SLO "
+                  "(stable) | p50 ms | p95 ms | p99 ms | mean MHz | changes/min | settling s "
+                  "| failed |", "|---|" + "---:|" * 12]
+        for policy, r in res.items():
+            r = r["result"]
+            gain = None if not base.get("energy_j") or r["energy_j"] is None else \
+                100 * (r["energy_j"] / base["energy_j"] - 1)
+            lines.append(
+                f"| {policy} | {number(r['energy_j'], 1)} | "
+                f"{'–' if gain is None else f'{gain:+.1f} %'} | "
+                f"{number(r['energy_per_request_mj'], 2)} | "
+                f"{number(None if r['over_slo_share'] is None else 100 * r['over_slo_share'], 1)} % | "
+                f"{number(None if r['stable_within_slo_share'] is None else 100 * r['stable_within_slo_share'], 1)} % | "
+                f"{number(r['p50_ms'], 1)} | {number(r['p95_ms'], 1)} | {number(r['p99_ms'], 1)} | "
+                f"{number(r['mean_freq_mhz'], 0)} | {r['freq_changes_per_min']} | "
+                f"{number(r['settling_s'], 1)} | {r['failed']} |")
+        lines.append("")
+    lines += [f"{PAPER}.", "",
+              "Control intervals are the loop's periods with an SLI (enough requests in its "
+              "window); 'stable' leaves out the first "
+              f"{STABLE_AFTER_S:g} s of the profile and after each change of load (none in a "
+              "ramp). Settling: seconds from the step up until the SLI stays within the SLO "
+              "for the rest of the high phase."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict, out_dir: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    target = doc["slo"]["target_ms"]
+    for profile, res in doc["profiles"].items():
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+        for policy, r in res.items():
+            rows = r["rows"]
+            a1.plot([x["t"] for x in rows], [x["sli_ms"] for x in rows], label=policy, lw=1)
+            a2.step([x["t"] for x in rows], [x["freq_mhz"] for x in rows], label=policy,
+                    where="post", lw=1)
+        a1.axhline(target, color="k", ls="--", lw=0.8, label="SLO")
+        a1.set_ylabel(f"SLI p{doc['slo']['percentile']:g} (ms)")
+        a1.legend(fontsize=8, ncol=3)
+        a2.set_ylabel("frequency (MHz)" + (" (emulated)" if doc["loop"]["actuator"] ==
+                                           "emulated" else ""))
+        a2.set_xlabel("seconds")
+        fig.suptitle(f"SLO loop and baselines, {profile} load")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, f"slo-{profile}.png"), dpi=110)
+        plt.close(fig)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="python -m experiments.slo_energy", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=DEFAULT_CONFIG,
+                   help="service with an SLO and its pinned server (default configs/slo.yaml)")
+    p.add_argument("--policies", type=choice_list(POLICIES), default=list(POLICIES))
+    p.add_argument("--profiles", type=choice_list(PROFILES), default=list(PROFILES))
+    p.add_argument("--low", type=positive_float, default=30.0,
+                   help="requests per second at low load (default 30)")
+    p.add_argument("--high", type=positive_float, default=70.0,
+                   help="requests per second at high load (default 70)")
+    p.add_argument("--seconds", type=bounded(float, 30, 3600), default=90.0,
+                   help="seconds per profile and policy (default 90)")
+    p.add_argument("--period", type=positive_float, default=1.0,
+                   help="how often the loop is read (default 1 s)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("--out", help="results directory (default results/slo-<time>)")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        data = load_config_data(args.config)
+        cfg = parse_config_file_data(data, config_path(args.config))
+        slo_service(cfg)
+    except ConfigError as exc:
+        fail(f"configuration: {exc}", code=2)
+    require_root("the SLO experiment")
+    out_dir = args.out or os.path.join(
+        ROOT, "results", datetime.datetime.now().strftime("slo-%Y%m%d-%H%M%S"))
+    os.makedirs(out_dir, exist_ok=True)
+    command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.slo_energy " + \
+        " ".join(argv if argv is not None else sys.argv[1:])
+    measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
+    doc = {**measured, "command": command.strip(), "commit": git_commit(),
+           "when": datetime.datetime.now().isoformat(timespec="seconds"),
+           "config": os.path.relpath(config_path(args.config), ROOT),
+           "options": vars(args)}
+    with open(os.path.join(out_dir, "summary.json"), "w") as fh:
+        slim = {**doc, "profiles": {p: {k: v["result"] for k, v in r.items()}
+                                    for p, r in doc["profiles"].items()}}
+        json.dump(slim, fh, indent=1, default=str)
+    text = summary_markdown(doc, args)
+    with open(os.path.join(out_dir, "summary.md"), "w") as fh:
+        fh.write(text)
+    plot(doc, out_dir)
+    print(text)
+    print(f"[slo] results in {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

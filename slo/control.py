@@ -1,0 +1,167 @@
+"""The SLO frequency loop of paper 004 as a pure function: a service's tail latency (the
+SLI) against its objective decides the frequency of the cores it is pinned to.
+
+    error = SLI - SLO target
+    SLI over the SLO by more than `emergency` (default 50 %)  -> the maximum at once, and
+                                                              no step down for `cooldown_s`
+    SLI over the SLO                                          -> up, 1-4 steps by how far over
+    SLI under the band (default: below (1 - margin) * SLO)     -> down one step, no sooner
+                                                              than `dwell_s` after a change
+    inside the band                                           -> hold
+
+The band is the safe reading of the paper (spec F1: hold in [0.9 R, R], so the SLO is never
+held while violated). ``band_mode="paper"`` is the paper's literal rule for comparison: band
+= margin * SLI around the target (up only when SLI - R > 0.1 SLI, i.e. SLI > 1.11 R; down
+when SLI < 0.91 R). Fewer than `min_samples` requests in the window: hold (the quantile is
+noise). No SLI at all (the service or its metrics are gone): the maximum, and the state says
+so. Frequencies are in MHz, quantised to the step; time is passed in.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+BAND_MODES = ("safe", "paper")
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    target_ms: float
+    percentile: float = 95.0
+    margin: float = 0.10
+    f_min_mhz: int = 1000
+    f_max_mhz: int = 2100
+    step_mhz: int = 100
+    max_up_steps: int = 4          # proportional up-steps: one per 5 % over the SLO
+    emergency: float = 0.5         # SLI > (1 + emergency) * SLO: straight to the maximum
+    cooldown_s: float = 10.0       # after an emergency, no down-steps for this long
+    dwell_s: float = 3.0           # no down-step sooner than this after any change
+    min_samples: int = 100
+    band_mode: str = "safe"
+
+    def __post_init__(self):
+        if not self.target_ms > 0:
+            raise ValueError(f"target_ms: expected > 0, got {self.target_ms!r}")
+        if self.percentile not in (90.0, 95.0, 99.0):
+            raise ValueError(f"percentile: expected 90, 95 or 99, got {self.percentile!r}")
+        if not 0 < self.margin < 1:
+            raise ValueError(f"margin: expected a share in (0, 1), got {self.margin!r}")
+        if not 0 < self.f_min_mhz <= self.f_max_mhz:
+            raise ValueError(f"frequency range: expected 0 < min <= max, got "
+                             f"{self.f_min_mhz}-{self.f_max_mhz} MHz")
+        if self.step_mhz <= 0:
+            raise ValueError(f"step_mhz: expected > 0, got {self.step_mhz!r}")
+        if self.band_mode not in BAND_MODES:
+            raise ValueError(f"band_mode: expected one of {', '.join(BAND_MODES)}, got "
+                             f"{self.band_mode!r}")
+
+
+@dataclass(frozen=True)
+class LoopState:
+    freq_mhz: int
+    last_change: float | None = None     # time of the last frequency change
+    cooldown_until: float = -math.inf    # no down-steps before this (after an emergency)
+    decision: str = "start"
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: LoopState
+    action: str            # up, down, hold, emergency, insufficient, no-signal, dwell, cooldown
+    sli_ms: float | None
+    samples: int
+    error_ms: float | None = None
+    reason: str = ""
+    changed: bool = field(default=False)
+
+
+def initial_state(settings: LoopSettings) -> LoopState:
+    """The loop starts at the maximum: safe until the first SLI says otherwise."""
+    return LoopState(freq_mhz=settings.f_max_mhz)
+
+
+def quantise(settings: LoopSettings, mhz: float) -> int:
+    """Clamp to the range and round to whole steps above the minimum."""
+    steps = round((mhz - settings.f_min_mhz) / settings.step_mhz)
+    f = settings.f_min_mhz + steps * settings.step_mhz
+    return int(min(settings.f_max_mhz, max(settings.f_min_mhz, f)))
+
+
+def _bounds(s: LoopSettings, sli: float) -> tuple[float, float]:
+    """(go up above, go down below) for this SLI."""
+    if s.band_mode == "paper":
+        band = s.margin * sli                  # Band_T = 10 % of TL_T, around the target
+        return s.target_ms + band, s.target_ms - band
+    return s.target_ms, (1.0 - s.margin) * s.target_ms
+
+
+def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int,
+           now: float) -> Decision:
+    """One control period: the new state and why."""
+    def result(action, freq, reason, error=None, **changes):
+        changed = freq != state.freq_mhz
+        new = replace(state, freq_mhz=freq, decision=action,
+                      last_change=now if changed else state.last_change, **changes)
+        return Decision(new, action, sli_ms, samples, error, reason, changed)
+
+    if sli_ms is None or not math.isfinite(sli_ms):
+        return result("no-signal", s.f_max_mhz, "no SLI: the service or its latency "
+                      "source does not answer; running at the maximum")
+    if samples < s.min_samples:
+        return result("insufficient", state.freq_mhz,
+                      f"{samples} requests in the window, fewer than {s.min_samples}: hold")
+    error = sli_ms - s.target_ms
+    if sli_ms > (1.0 + s.emergency) * s.target_ms:
+        return result("emergency", s.f_max_mhz,
+                      f"SLI {sli_ms:.1f} ms over {1 + s.emergency:g} x the SLO: maximum",
+                      error, cooldown_until=now + s.cooldown_s)
+    up_above, down_below = _bounds(s, sli_ms)
+    if sli_ms > up_above:
+        over = sli_ms / s.target_ms - 1.0
+        steps = min(s.max_up_steps, max(1, math.ceil(over / 0.05 - 1e-9)))
+        return result("up", quantise(s, state.freq_mhz + steps * s.step_mhz),
+                      f"SLI {sli_ms:.1f} ms over the SLO {s.target_ms:g} ms: +{steps} "
+                      f"step(s)", error)
+    if sli_ms < down_below:
+        if now < state.cooldown_until:
+            return result("cooldown", state.freq_mhz, "under the band, but cooling down "
+                          "after an emergency", error)
+        if state.last_change is not None and now - state.last_change < s.dwell_s:
+            return result("dwell", state.freq_mhz, f"under the band, but changed "
+                          f"{now - state.last_change:.1f} s ago", error)
+        return result("down", quantise(s, state.freq_mhz - s.step_mhz),
+                      f"SLI {sli_ms:.1f} ms under the band ({down_below:.1f} ms): one step "
+                      f"down", error)
+    return result("hold", state.freq_mhz, "inside the band", error)
+
+
+POLICIES = ("slo", "max", "min", "ondemand")
+
+
+def ondemand(s: LoopSettings, load: float) -> int:
+    """Linux's ondemand governor, one sampling period (the baseline the paper's operators
+    disable): the share of the period the cores were busy at the current frequency above
+    `up_threshold` (0.8) -> the maximum; else proportional, f_min + load * (f_max - f_min)."""
+    if load > 0.8:
+        return s.f_max_mhz
+    return quantise(s, s.f_min_mhz + max(0.0, load) * (s.f_max_mhz - s.f_min_mhz))
+
+
+def baseline(s: LoopSettings, state: LoopState, policy: str, load: float | None,
+             now: float) -> Decision:
+    """A policy that ignores the SLI: fixed maximum, fixed minimum, or ondemand (holds
+    until a load is known)."""
+    if policy == "max":
+        f = s.f_max_mhz
+    elif policy == "min":
+        f = s.f_min_mhz
+    elif policy == "ondemand":
+        f = state.freq_mhz if load is None else ondemand(s, load)
+    else:
+        raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
+    changed = f != state.freq_mhz
+    new = replace(state, freq_mhz=f, decision=policy,
+                  last_change=now if changed else state.last_change)
+    return Decision(new, policy, None, 0, None,
+                    f"{policy}: {f} MHz" + ("" if load is None else f" (load {load:.2f})"),
+                    changed)

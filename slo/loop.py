@@ -1,0 +1,155 @@
+"""The SLO loop's shell: per service, read the SLI, let slo/control.py decide, set the
+frequency, account the energy, keep the last decisions. The I/O comes in as functions
+(sli_fn, cpu_fn) and an actuator factory, so the loop runs against fakes in unit tests and
+against the service, its cgroup and cpufreq in the agent (agents/slo.py).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import replace
+
+from slo.actuators import ActuatorError
+from slo.control import POLICIES, Decision, LoopSettings, baseline, decide, initial_state
+from slo.energy import PowerModel, emulated_busy_s
+
+log = logging.getLogger("malb.slo")
+HISTORY = 300
+
+
+class ServiceLoop:
+    """sli_fn() -> {"count": n, "p95_ms": ..., ...} or None (unreachable);
+    cpu_fn() -> CPU seconds the service used so far, or None; make_actuator() -> an
+    actuator (slo/actuators.py), called again after it fails (a restarted container)."""
+
+    def __init__(self, service: str, settings: LoopSettings, make_actuator, sli_fn, cpu_fn,
+                 cores: int = 1, power: PowerModel | None = None, rapl=None,
+                 capacity_cores: float | None = None, policy: str = "slo"):
+        self.service, self.settings, self.policy = service, settings, policy
+        # what the service may use at the maximum frequency (its load is measured against it)
+        self.capacity_cores = capacity_cores or cores
+        self.load: float | None = None
+        self.make_actuator, self.sli_fn, self.cpu_fn = make_actuator, sli_fn, cpu_fn
+        self.cores = cores
+        self.power = power or PowerModel(settings.f_min_mhz, settings.f_max_mhz)
+        self.rapl = rapl
+        self.state = initial_state(settings)
+        self.actuator = None
+        self.actuator_error: str | None = None
+        self.history: deque[dict] = deque(maxlen=HISTORY)
+        self.energy_j = 0.0
+        self.measured_energy_j = None if rapl is None else 0.0
+        self.cpu_s = 0.0
+        self.requests = 0
+        self.changes = 0
+        self._last: tuple[float, float | None] | None = None   # (time, cpu seconds)
+        self._rapl_last = None
+        self.lock = threading.Lock()
+
+    # ------------------------------------------------------------ one period
+    def step(self, now: float) -> Decision:
+        reading = None
+        try:
+            reading = self.sli_fn()
+        except Exception as exc:          # any failure of the source is "no signal"
+            log.warning("%s: SLI unreadable: %s", self.service, exc)
+        key = f"p{round(self.settings.percentile)}_ms"
+        sli = reading.get(key) if isinstance(reading, dict) else None
+        count = int(reading.get("count") or 0) if isinstance(reading, dict) else 0
+        with self.lock:
+            self._account(now, self.state.freq_mhz)
+            d = decide(self.settings, self.state, sli, count, now) if self.policy == "slo" \
+                else baseline(self.settings, self.state, self.policy, self.load, now)
+            d = replace(d, sli_ms=sli, samples=count)
+            self.state = d.state
+            applied = self._apply(d.state.freq_mhz, force=d.changed or self.actuator is None)
+            self.changes += d.changed
+            self.history.append({"time": round(now, 3), "sli_ms": sli, "samples": count,
+                                 "freq_mhz": d.state.freq_mhz, "action": d.action,
+                                 "load": None if self.load is None else round(self.load, 3),
+                                 "energy_j": round(self.energy_j, 3),
+                                 "reason": d.reason, "applied": applied})
+        return d
+
+    def _apply(self, mhz: int, force: bool) -> bool:
+        if not force:
+            return True
+        try:
+            if self.actuator is None:
+                self.actuator = self.make_actuator()
+            self.actuator.set_mhz(mhz)
+            self.actuator_error = None
+            return True
+        except ActuatorError as exc:
+            if self.actuator_error != str(exc):
+                log.warning("%s: cannot set %d MHz: %s", self.service, mhz, exc)
+            self.actuator_error, self.actuator = str(exc), None
+            return False
+
+    def _account(self, now: float, freq: int) -> None:
+        """Energy of the period that just ended, at the frequency it ran at."""
+        try:
+            cpu = self.cpu_fn()
+        except Exception:       # the container is gone: no CPU counted for this period
+            cpu = None
+        last, self._last = self._last, (now, cpu)
+        if last is None:
+            return
+        seconds = now - last[0]
+        used = 0.0 if cpu is None or last[1] is None else max(0.0, cpu - last[1])
+        self.cpu_s += used
+        emulated = self.actuator is None or getattr(self.actuator, "emulated", True)
+        busy = emulated_busy_s(used, freq, self.settings.f_max_mhz) if emulated else used
+        scale = freq / self.settings.f_max_mhz if emulated else 1.0
+        self.load = None if cpu is None or seconds <= 0 else \
+            used / (seconds * self.capacity_cores * scale)
+        self.energy_j += self.power.energy_j(freq, seconds, busy, self.cores)
+        if self.rapl is not None:
+            uj = self.rapl.read_uj()
+            if self._rapl_last is not None:
+                self.measured_energy_j += (uj - self._rapl_last) / 1e6
+            self._rapl_last = uj
+
+    # ------------------------------------------------------------ control
+    def set_objective(self, policy: str | None = None, **changes) -> LoopSettings:
+        """Change the target (target_ms, percentile, margin, band_mode) or the policy (slo,
+        max, min, ondemand) at run time; ValueError names the field, and nothing changes
+        then."""
+        if policy is not None and policy not in POLICIES:
+            raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
+        with self.lock:
+            new = replace(self.settings, **changes)     # validated by LoopSettings
+            self.settings = new
+            if policy is not None and policy != self.policy:
+                # a fresh start for the new policy: no dwell or cooldown carried over
+                self.policy = policy
+                self.state = replace(self.state, last_change=None,
+                                     cooldown_until=float("-inf"))
+            return new
+
+    def restore(self) -> None:
+        with self.lock:
+            if self.actuator is not None:
+                self.actuator.restore()
+
+    def status(self) -> dict:
+        with self.lock:
+            s = self.settings
+            last = self.history[-1] if self.history else None
+            act = self.actuator.describe() if self.actuator is not None else None
+            return {
+                "policy": self.policy,
+                "slo": {"percentile": s.percentile, "target_ms": s.target_ms,
+                        "margin": s.margin, "band_mode": s.band_mode},
+                "load": None if self.load is None else round(self.load, 3),
+                "sli_ms": last and last["sli_ms"], "samples": last and last["samples"],
+                "frequency_mhz": self.state.freq_mhz,
+                "range_mhz": [s.f_min_mhz, s.f_max_mhz], "state": self.state.decision,
+                "actuator": act, "actuator_error": self.actuator_error,
+                "energy": {"joules": round(self.energy_j, 3), "source": "modelled",
+                           "model": self.power.describe(),
+                           "measured_joules": None if self.measured_energy_j is None
+                           else round(self.measured_energy_j, 3)},
+                "cpu_seconds": round(self.cpu_s, 3), "frequency_changes": self.changes,
+                "last_decisions": list(self.history)[-10:]}

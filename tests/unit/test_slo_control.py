@@ -1,0 +1,97 @@
+"""The SLO loop's decisions on hand-made sequences: every branch, the paper's literal band
+beside the safe one, time passed in."""
+from __future__ import annotations
+
+import pytest
+
+from slo.control import LoopSettings, LoopState, decide, initial_state, quantise
+
+S = LoopSettings(target_ms=100.0, min_samples=10)
+
+
+def run(settings, sequence, start=None):
+    """Feed (sli, samples) once a second; the frequencies and actions chosen."""
+    state = start or initial_state(settings)
+    out = []
+    for t, (sli, n) in enumerate(sequence):
+        d = decide(settings, state, sli, n, float(t))
+        state = d.state
+        out.append((d.action, state.freq_mhz))
+    return out
+
+
+def test_starts_at_the_maximum_and_steps_down_one_step_per_dwell_while_under_the_band():
+    out = run(S, [(50.0, 50)] * 8)
+    # the first down-step at once (nothing changed yet), then one per 3 s dwell
+    assert out == [("down", 2000), ("dwell", 2000), ("dwell", 2000), ("down", 1900),
+                   ("dwell", 1900), ("dwell", 1900), ("down", 1800), ("dwell", 1800)]
+
+
+def test_inside_the_band_holds():
+    start = LoopState(freq_mhz=1500)
+    assert run(S, [(95.0, 50), (90.0, 50), (100.0, 50)], start) == [("hold", 1500)] * 3
+
+
+def test_over_the_slo_goes_up_in_proportion_fast():
+    start = LoopState(freq_mhz=1500)
+    assert run(S, [(101.0, 50)], start) == [("up", 1600)]         # just over: one step
+    assert run(S, [(112.0, 50)], start) == [("up", 1800)]         # 12 % over: three
+    assert run(S, [(140.0, 50)], start) == [("up", 1900)]         # capped at four steps
+    assert run(S, [(140.0, 50)], LoopState(freq_mhz=2000)) == [("up", 2100)]  # clamped
+
+
+def test_far_over_jumps_to_the_maximum_and_cools_down_before_stepping_down():
+    start = LoopState(freq_mhz=1200)
+    out = run(S, [(151.0, 50)] + [(50.0, 50)] * 12, start)
+    assert out[0] == ("emergency", 2100)
+    assert [a for a, _ in out[1:10]] == ["cooldown"] * 9           # t = 1..9 < 10 s
+    assert out[10] == ("down", 2000)                               # t = 10
+
+
+def test_too_few_samples_hold_and_no_signal_goes_to_the_maximum():
+    start = LoopState(freq_mhz=1400)
+    assert run(S, [(500.0, 9), (20.0, 3)], start) == [("insufficient", 1400)] * 2
+    assert run(S, [(None, 0)], start) == [("no-signal", 2100)]
+    assert run(S, [(float("nan"), 50)], start) == [("no-signal", 2100)]
+
+
+def test_the_papers_literal_band_holds_a_violation_of_up_to_eleven_percent():
+    paper = LoopSettings(target_ms=100.0, min_samples=10, band_mode="paper")
+    start = LoopState(freq_mhz=1500)
+    # 110 ms violates the SLO: the safe band goes up, the paper's band (10 % of 110 = 11)
+    # holds
+    assert run(S, [(110.0, 50)], start) == [("up", 1700)]
+    assert run(paper, [(110.0, 50)], start) == [("hold", 1500)]
+    assert run(paper, [(112.0, 50)], start)[0][0] == "up"
+    # and it steps down only below 100 / 1.1 = 90.9 ms
+    assert run(paper, [(91.5, 50)], start) == [("hold", 1500)]
+    assert run(paper, [(90.0, 50)], start) == [("down", 1400)]
+
+
+def test_a_step_change_in_load_settles_inside_the_band():
+    # a toy service: latency inversely proportional to frequency, doubling load at t = 20
+    state, freqs = initial_state(S), []
+    for t in range(80):
+        base = 110_000.0 if t < 20 else 170_000.0          # ms x MHz
+        sli = base / state.freq_mhz
+        d = decide(S, state, sli, 50, float(t))
+        state = d.state
+        freqs.append(state.freq_mhz)
+    settled = [170_000.0 / f for f in freqs[-10:]]
+    assert all(90.0 <= x <= 100.0 for x in settled), settled
+    assert min(freqs[:20]) < freqs[-1]                     # more load, higher frequency
+
+
+def test_quantise_clamps_and_rounds_to_steps():
+    assert quantise(S, 999) == 1000 and quantise(S, 5000) == 2100
+    assert quantise(S, 1449) == 1400 and quantise(S, 1451) == 1500
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"target_ms": -1}, "target_ms"), ({"target_ms": 10, "percentile": 42}, "percentile"),
+    ({"target_ms": 10, "f_min_mhz": 2200}, "frequency range"),
+    ({"target_ms": 10, "margin": 1.5}, "margin"),
+    ({"target_ms": 10, "band_mode": "wide"}, "band_mode")])
+def test_bad_settings_are_refused_naming_the_field(bad, message):
+    with pytest.raises(ValueError, match=message):
+        LoopSettings(**bad)

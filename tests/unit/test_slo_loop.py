@@ -1,0 +1,223 @@
+"""The SLO loop's shell against fakes: it follows the SLI, goes to the maximum when the
+SLI source disappears, accounts modelled energy, restores on exit; the agent's PUT /slo
+refuses bad bodies naming the field and changes nothing; the configuration's refusals."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from agents.slo import SloRunner, choose_actuator
+from common.config import ConfigError, parse_config
+from common.httpjson import BadRequest
+from common.metrics import Registry
+from slo.actuators import ActuatorError
+from slo.control import LoopSettings
+from slo.loop import ServiceLoop
+
+
+class FakeActuator:
+    emulated = True
+
+    def __init__(self, log):
+        self.log = log
+
+    def set_mhz(self, mhz):
+        self.log.append(mhz)
+
+    def restore(self):
+        self.log.append("restored")
+
+    def describe(self):
+        return {"actuator": "fake"}
+
+
+def make_loop(readings, cpu=None, settings=None):
+    log, it = [], iter(readings)
+    cpu_it = iter(cpu or [])
+    loop = ServiceLoop("ui", settings or LoopSettings(target_ms=80.0, min_samples=10),
+                       lambda: FakeActuator(log), lambda: next(it),
+                       lambda: next(cpu_it, None))
+    return loop, log
+
+
+def test_the_loop_steps_down_while_fast_and_back_to_the_maximum_when_the_sli_goes():
+    fast = {"count": 50, "p95_ms": 40.0}
+    loop, log = make_loop([fast] * 4 + [None, RuntimeError("gone")])
+    actions = [loop.step(float(t)).action for t in range(4)]
+    assert actions == ["down", "dwell", "dwell", "down"] and log == [2000, 1900]
+    assert loop.step(4.0).action == "no-signal" and log[-1] == 2100
+    assert loop.state.freq_mhz == 2100
+
+
+def test_baseline_policies_ignore_the_sli_and_ondemand_follows_the_load():
+    # 0.25 cores used per second of a 0.5-core capacity: load 0.5 at the maximum
+    loop, log = make_loop([{"count": 50, "p95_ms": 500.0}] * 6,
+                          cpu=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25])
+    loop.capacity_cores = 0.5
+    loop.set_objective(policy="min")
+    assert loop.step(0.0).action == "min" and log == [1000]
+    loop.set_objective(policy="ondemand")
+    loop.step(1.0)          # at 1000 MHz (emulated: a 0.24-core quota) 0.25 s is all of it
+    assert loop.state.freq_mhz == 2100
+    loop.step(2.0)          # at the maximum the load is 0.5: 1000 + 0.5 x 1100
+    assert loop.state.freq_mhz == 1600 and loop.status()["load"] == 0.5
+    loop.set_objective(policy="max")
+    assert loop.step(3.0).action == "max" and loop.state.freq_mhz == 2100
+    with pytest.raises(ValueError, match="policy"):
+        loop.set_objective(policy="turbo")
+
+
+def test_an_unreachable_source_raising_is_no_signal_too():
+    def boom():
+        raise OSError("connection refused")
+    log = []
+    loop = ServiceLoop("ui", LoopSettings(target_ms=80.0), lambda: FakeActuator(log), boom,
+                       lambda: None)
+    loop.state = loop.state.__class__(freq_mhz=1200)
+    assert loop.step(0.0).action == "no-signal" and log == [2100]
+
+
+def test_energy_is_modelled_from_cpu_time_and_frequency_and_says_so():
+    fast = {"count": 50, "p95_ms": 40.0}
+    loop, _ = make_loop([fast] * 3, cpu=[0.0, 0.5, 1.0])
+    for t in range(3):
+        loop.step(float(t))
+    st = loop.status()
+    assert st["energy"]["source"] == "modelled" and st["energy"]["joules"] > 0
+    assert st["cpu_seconds"] == 1.0
+    loop.restore()
+
+
+def test_an_actuator_that_fails_is_reported_and_made_again_next_period():
+    made = []
+
+    def factory():
+        made.append(1)
+        if len(made) == 1:
+            raise ActuatorError("cpu.max: No such file or directory")
+        return FakeActuator([])
+    loop = ServiceLoop("ui", LoopSettings(target_ms=80.0, min_samples=10), factory,
+                       lambda: {"count": 50, "p95_ms": 40.0}, lambda: None)
+    loop.step(0.0)
+    assert loop.status()["actuator_error"] == "cpu.max: No such file or directory"
+    loop.step(1.0)
+    assert loop.status()["actuator_error"] is None and len(made) == 2
+
+
+CONFIG = {"servers": [{"cpu": 0.5, "cores": [0], "frequency": {"min_mhz": 1200}}],
+          "microservices": [{"name": "ui", "port": 8002, "slo": {"target_ms": 80}},
+                            {"name": "video", "port": 8001}]}
+
+
+def runner():
+    return SloRunner(parse_config(CONFIG), "srv1", client=None, registry=Registry(),
+                     actuator="emulated")
+
+
+def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
+    r = runner()
+    assert list(r.loops) == ["ui"] and r.loops["ui"].settings.f_min_mhz == 1200
+    assert r.change({"service": "ui", "target_ms": 60, "percentile": 99}) == \
+        (200, {"service": "ui", "policy": "slo",
+               "slo": {"target_ms": 60, "percentile": 99.0, "margin": 0.1,
+                       "band_mode": "safe"}})
+    assert r.change({"service": "ui", "policy": "ondemand"})[1]["policy"] == "ondemand"
+
+
+@pytest.mark.parametrize("body, message", [
+    ([], "body: expected a JSON object"),
+    ({"service": "video", "target_ms": 50}, "service: 'video' has no SLO loop"),
+    ({"service": "ui"}, "nothing to change"),
+    ({"service": "ui", "target_ms": -5}, "target_ms: expected > 0"),
+    ({"service": "ui", "target_ms": "fast"}, "target_ms: expected a number"),
+    ({"service": "ui", "percentile": 42}, "percentile: expected 90, 95 or 99"),
+    ({"service": "ui", "target_ms": 50, "colour": 1}, "colour: unknown field"),
+    ({"service": "ui", "band_mode": "wide"}, "band_mode: expected one of"),
+    ({"service": "ui", "policy": "turbo"}, "policy: expected one of slo, max, min, ondemand"),
+    ({"service": "ui", "policy": 3}, "policy: expected a string"),
+])
+def test_a_bad_put_is_refused_naming_the_field_and_changes_nothing(body, message):
+    r = runner()
+    before = r.loops["ui"].settings
+    with pytest.raises(BadRequest, match=message):
+        r.change(body)
+    assert r.loops["ui"].settings == before
+
+
+def test_auto_chooses_cpufreq_only_where_every_pinned_core_has_it(tmp_path):
+    (tmp_path / "cpu0" / "cpufreq").mkdir(parents=True)
+    assert choose_actuator("auto", (0,), str(tmp_path)) == "cpufreq"
+    assert choose_actuator("auto", (0, 1), str(tmp_path)) == "emulated"
+    assert choose_actuator("auto", (), str(tmp_path)) == "emulated"
+    assert choose_actuator("emulated", (0,), str(tmp_path)) == "emulated"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["microservices"][0]["slo"].update(target_ms=-1),
+     "microservices[0].slo.target_ms: must be >= 0.1"),
+    (lambda d: d["microservices"][0]["slo"].update(percentile=42),
+     "microservices[0].slo.percentile: must be 90, 95 or 99"),
+    (lambda d: d["servers"][0].update(cores=[4096]), "servers[0].cores: CPU 4096 does not "
+                                                     "exist here"),
+    (lambda d: d["servers"][0].update(frequency={"min_mhz": 2500}),
+     "servers[0].frequency: min_mhz 2500 is above max_mhz 2100"),
+    (lambda d: d.update(agents={"slo": {"actuator": "magic"}}),
+     "agents.slo.actuator: must be one of auto, cpufreq, emulated"),
+])
+def test_a_bad_slo_configuration_is_one_clear_error(change, message):
+    data = copy.deepcopy(CONFIG)
+    change(data)
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert message in str(err.value)
+
+
+def test_the_latency_window_gives_exact_quantiles_of_the_recent_requests():
+    from common.latency_window import LatencyWindow
+    w = LatencyWindow(horizon_s=10.0, clock=lambda: 100.0)
+    for k in range(1, 101):                     # 1..100 ms, ended at t = 95
+        w.add(k / 1000.0, now=95.0)
+    w.add(5.0, now=80.0)                        # 20 s old: beyond the horizon... once
+    s = w.summary(window_s=6.0, now=100.0)
+    assert s["count"] == 100 and s["p50_ms"] == 50.5 and s["p95_ms"] == 95.05
+    assert w.summary(window_s=2.0, now=100.0) == {"window_s": 2.0, "count": 0,
+                                                  "p50_ms": None, "p90_ms": None,
+                                                  "p95_ms": None, "p99_ms": None}
+
+
+def test_the_call_graph_service_answers_its_latency_summary():
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.conftest import ROOT
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = json.dumps({"service": "ui", "cpu_ms": 2, "response_bytes": 10})
+    proc = subprocess.Popen([sys.executable, "-m", "services.callgraph", "--host", "127.0.0.1",
+                             "--port", str(port),
+                             "--spec", spec], cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        for _ in range(20):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/work", timeout=5).read()
+        doc = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/latency?window=30"))
+        assert doc["count"] == 20 and doc["p50_ms"] >= 2.0 and doc["p99_ms"] >= doc["p50_ms"]
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/latency?window=0")
+            raise AssertionError("a bad window was accepted")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
