@@ -40,9 +40,8 @@ class ContainerProbe:
     """The container of one instance: its pid (looked up again after a restart), its
     service's latency summary and its CPU time."""
 
-    def __init__(self, client, container: str, port: int, window_s: float):
-        self.client, self.container, self.port, self.window_s = client, container, port, \
-            window_s
+    def __init__(self, client, container: str, port: int):
+        self.client, self.container, self.port = client, container, port
         self.pid = 0
 
     def _pid(self) -> int:
@@ -54,10 +53,10 @@ class ContainerProbe:
             raise ActuatorError(f"{self.container}: not running")
         return self.pid
 
-    def latency(self) -> dict | None:
+    def latency(self, window_s: float) -> dict | None:
         res = subprocess.run(["nsenter", "-t", str(self._pid()), "-n", "curl", "-s", "-m",
                               "1", f"http://127.0.0.1:{self.port}/latency?window="
-                                   f"{self.window_s:g}"],
+                                   f"{window_s:.2f}"],
                              capture_output=True, text=True, timeout=3)
         return json.loads(res.stdout) if res.returncode == 0 else None
 
@@ -95,11 +94,11 @@ class SloRunner:
                 f_max_mhz=srv.frequency.max_mhz, step_mhz=srv.frequency.step_mhz,
                 emergency=lc.emergency, cooldown_s=lc.cooldown_s, dwell_s=lc.dwell_s,
                 min_samples=lc.min_samples, band_mode=lc.band_mode)
-            probe = ContainerProbe(client, inst.container, ms.port, lc.window_s)
+            probe = ContainerProbe(client, inst.container, ms.port)
             self.loops[ms.name] = ServiceLoop(
                 ms.name, settings, self._factory(probe, srv, settings), probe.latency,
                 probe.cpu_seconds, cores=max(1, len(srv.cores)),
-                capacity_cores=self._base_cores(srv),
+                capacity_cores=self._base_cores(srv), window_s=lc.window_s,
                 power=PowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl)
         self._stop = threading.Event()
         self._thread = None

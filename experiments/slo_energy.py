@@ -142,7 +142,11 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
             "band_mode": "paper" if policy == "slo-paper" else "safe"}
     put_json(f"{agent}/slo", body, 5.0)
     tag = f"{profile}-{policy}"
-    spec = {"seed": opts.seed, "arrivals": "poisson", "phases": phases,
+    # unmeasured warm-up at the first rate: every policy starts from where it settles, not
+    # from where the one before it left the frequency
+    warm = [{"name": "warmup", "seconds": opts.warmup, "from": phases[0]["from"],
+             "to": phases[0]["from"]}]
+    spec = {"seed": opts.seed, "arrivals": "poisson", "phases": warm + phases,
             "classes": [{"name": "request", "weight": 1, "host": svc.vip, "port": svc.port,
                          "path": "/work"}]}
     path = os.path.join(st.run_dir, f"spec-{tag}.json")
@@ -150,8 +154,9 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
         json.dump(spec, fh)
     watcher = LoopWatcher(agent)
     seconds = sum(p["seconds"] for p in phases)
-    t0 = time.time() + 2
-    st.start_loadgen(path, t0, tag=tag, timeout_s=10)
+    start = time.time() + 2
+    st.start_loadgen(path, start, tag=tag, timeout_s=10)
+    t0 = start + opts.warmup                      # the measured profile starts here
     mono0 = time.monotonic() + (t0 - time.time())
     while time.time() < t0 + seconds + 2:
         try:
@@ -170,7 +175,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
     requests = []
     for f in glob.glob(os.path.join(st.run_dir, f"requests-{tag}-*.csv")):
         with open(f) as fh:
-            requests += list(csv.DictReader(fh))
+            requests += [r for r in csv.DictReader(fh) if r["phase"] != "warmup"]
     rows = [{"t": round(r["time"] - mono0, 3), "sli_ms": r["sli_ms"],
              "samples": r["samples"], "freq_mhz": r["freq_mhz"], "action": r["action"],
              "load": r["load"], "energy_j": r["energy_j"]} for r in watcher.rows]
@@ -220,7 +225,8 @@ def summary_markdown(doc: dict, opts) -> str:
              f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %); "
              f"frequency: {act}{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
              f"energy: {energy_src}; load {opts.low:g} -> {opts.high:g} requests/s, "
-             f"{opts.seconds:g} s per profile and policy.", ""]
+             f"{opts.seconds:g} s per profile and policy, each after {opts.warmup:g} s of "
+             f"unmeasured warm-up at the first rate.", ""]
     for profile, res in doc["profiles"].items():
         base = res.get("max", {}).get("result", {})
         lines += [f"## Profile: {profile}", "",
@@ -287,6 +293,9 @@ def parser() -> argparse.ArgumentParser:
                    help="requests per second at high load (default 70)")
     p.add_argument("--seconds", type=bounded(float, 30, 3600), default=90.0,
                    help="seconds per profile and policy (default 90)")
+    p.add_argument("--warmup", type=bounded(float, 0, 600), default=30.0,
+                   help="unmeasured seconds at the first rate before each policy's profile "
+                        "(default 30)")
     p.add_argument("--period", type=positive_float, default=1.0,
                    help="how often the loop is read (default 1 s)")
     p.add_argument("--seed", type=int, default=1)

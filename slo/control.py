@@ -6,7 +6,9 @@ SLI) against its objective decides the frequency of the cores it is pinned to.
                                                               no step down for `cooldown_s`
     SLI over the SLO                                          -> up, 1-4 steps by how far over
     SLI under the band (default: below (1 - margin) * SLO)     -> down one step, no sooner
-                                                              than `dwell_s` after a change
+                                                              than `dwell_s` after a change,
+                                                              and only if the SLI scaled by
+                                                              f / (f - step) stays under it
     inside the band                                           -> hold
 
 The band is the safe reading of the paper (spec F1: hold in [0.9 R, R], so the SLO is never
@@ -123,6 +125,13 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
                       f"SLI {sli_ms:.1f} ms over the SLO {s.target_ms:g} ms: +{steps} "
                       f"step(s)", error)
     if sli_ms < down_below:
+        lower = quantise(s, state.freq_mhz - s.step_mhz)
+        predicted = sli_ms * state.freq_mhz / lower
+        if s.band_mode == "safe" and predicted >= down_below:
+            # latency at least inversely proportional to f (CPU-bound work, more with
+            # queueing): one step down would land in the band or above; stay
+            return result("hold", state.freq_mhz, f"under the band, but {lower} MHz would "
+                          f"give about {predicted:.1f} ms: hold", error)
         if now < state.cooldown_until:
             return result("cooldown", state.freq_mhz, "under the band, but cooling down "
                           "after an emergency", error)

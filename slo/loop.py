@@ -16,17 +16,23 @@ from slo.energy import PowerModel, emulated_busy_s
 
 log = logging.getLogger("malb.slo")
 HISTORY = 300
+MIN_WINDOW_S = 0.5
 
 
 class ServiceLoop:
-    """sli_fn() -> {"count": n, "p95_ms": ..., ...} or None (unreachable);
+    """sli_fn(window_s) -> {"count": n, "p95_ms": ..., ...} of the requests answered in the
+    last window_s seconds, or None (unreachable). The window is `window_s`, cut at the last
+    frequency change: a frequency is judged only on requests served at it (else a 5 s window
+    still shows the old frequency for 5 s, and the loop overshoots both ways);
     cpu_fn() -> CPU seconds the service used so far, or None; make_actuator() -> an
     actuator (slo/actuators.py), called again after it fails (a restarted container)."""
 
     def __init__(self, service: str, settings: LoopSettings, make_actuator, sli_fn, cpu_fn,
                  cores: int = 1, power: PowerModel | None = None, rapl=None,
-                 capacity_cores: float | None = None, policy: str = "slo"):
+                 capacity_cores: float | None = None, policy: str = "slo",
+                 window_s: float = 5.0):
         self.service, self.settings, self.policy = service, settings, policy
+        self.window_s = window_s
         # what the service may use at the maximum frequency (its load is measured against it)
         self.capacity_cores = capacity_cores or cores
         self.load: float | None = None
@@ -50,8 +56,11 @@ class ServiceLoop:
     # ------------------------------------------------------------ one period
     def step(self, now: float) -> Decision:
         reading = None
+        since = self.state.last_change
+        window = self.window_s if since is None else \
+            max(MIN_WINDOW_S, min(self.window_s, now - since))
         try:
-            reading = self.sli_fn()
+            reading = self.sli_fn(window)
         except Exception as exc:          # any failure of the source is "no signal"
             log.warning("%s: SLI unreadable: %s", self.service, exc)
         key = f"p{round(self.settings.percentile)}_ms"

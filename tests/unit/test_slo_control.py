@@ -78,8 +78,18 @@ def test_a_step_change_in_load_settles_inside_the_band():
         state = d.state
         freqs.append(state.freq_mhz)
     settled = [170_000.0 / f for f in freqs[-10:]]
-    assert all(90.0 <= x <= 100.0 for x in settled), settled
+    # inside the SLO, and no lower step would stay under the band (170000 / 1700 = 100)
+    assert all(x <= 100.0 for x in settled) and len(set(freqs[-10:])) == 1, settled
     assert min(freqs[:20]) < freqs[-1]                     # more load, higher frequency
+
+
+def test_a_step_down_that_would_land_in_the_band_is_not_taken():
+    start = LoopState(freq_mhz=1000 + 500)
+    # 85 ms at 1500 MHz: one step down (1400) would give about 91 ms, inside the band: hold
+    assert run(S, [(85.0, 50)], start) == [("hold", 1500)]
+    assert run(S, [(80.0, 50)], start) == [("down", 1400)]      # 85.7 ms: still under it
+    paper = LoopSettings(target_ms=100.0, min_samples=10, band_mode="paper")
+    assert run(paper, [(85.0, 50)], start) == [("down", 1400)]   # the literal rule steps
 
 
 def test_quantise_clamps_and_rounds_to_steps():

@@ -36,7 +36,7 @@ def make_loop(readings, cpu=None, settings=None):
     log, it = [], iter(readings)
     cpu_it = iter(cpu or [])
     loop = ServiceLoop("ui", settings or LoopSettings(target_ms=80.0, min_samples=10),
-                       lambda: FakeActuator(log), lambda: next(it),
+                       lambda: FakeActuator(log), lambda _window: next(it),
                        lambda: next(cpu_it, None))
     return loop, log
 
@@ -68,8 +68,23 @@ def test_baseline_policies_ignore_the_sli_and_ondemand_follows_the_load():
         loop.set_objective(policy="turbo")
 
 
+def test_a_frequency_is_judged_only_on_requests_served_at_it():
+    windows = []
+
+    def sli(window):
+        windows.append(window)
+        return {"count": 500, "p95_ms": 40.0}
+    loop = ServiceLoop("ui", LoopSettings(target_ms=80.0, min_samples=10),
+                       lambda: FakeActuator([]), sli, lambda: None, window_s=5.0)
+    for t in (100.0, 101.0, 102.0, 103.0, 109.0):
+        loop.step(t)
+    # full window at the start; after the change at 100 s: 1, 2 (then 3 s dwell: a change at
+    # 103 s), and 5 s again once the last change is older than the window
+    assert windows == [5.0, 1.0, 2.0, 3.0, 5.0]
+
+
 def test_an_unreachable_source_raising_is_no_signal_too():
-    def boom():
+    def boom(_window):
         raise OSError("connection refused")
     log = []
     loop = ServiceLoop("ui", LoopSettings(target_ms=80.0), lambda: FakeActuator(log), boom,
@@ -98,7 +113,7 @@ def test_an_actuator_that_fails_is_reported_and_made_again_next_period():
             raise ActuatorError("cpu.max: No such file or directory")
         return FakeActuator([])
     loop = ServiceLoop("ui", LoopSettings(target_ms=80.0, min_samples=10), factory,
-                       lambda: {"count": 50, "p95_ms": 40.0}, lambda: None)
+                       lambda _window: {"count": 50, "p95_ms": 40.0}, lambda: None)
     loop.step(0.0)
     assert loop.status()["actuator_error"] == "cpu.max: No such file or directory"
     loop.step(1.0)
@@ -211,7 +226,13 @@ def test_the_call_graph_service_answers_its_latency_summary():
                 time.sleep(0.05)
         for _ in range(20):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/work", timeout=5).read()
-        doc = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/latency?window=30"))
+        # a request is recorded just after its answer is sent: the last may lag a little
+        for _ in range(40):
+            doc = json.load(urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/latency?window=30"))
+            if doc["count"] == 20:
+                break
+            time.sleep(0.05)
         assert doc["count"] == 20 and doc["p50_ms"] >= 2.0 and doc["p99_ms"] >= doc["p50_ms"]
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/latency?window=0")
