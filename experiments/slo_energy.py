@@ -214,6 +214,10 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                                          "margin": svc.slo.margin}, "testbed": backend}
 
 
+def percent(share: float | None) -> str:
+    return "–" if share is None else f"{number(100 * share, 1)} %"
+
+
 def summary_markdown(doc: dict, opts) -> str:
     energy_src = "measured (RAPL)" if doc["loop"]["energy_source"] == "rapl" else \
         "modelled (P = m V + C V^2 f, V linear in f: no RAPL here)"
@@ -241,8 +245,7 @@ def summary_markdown(doc: dict, opts) -> str:
                 f"| {policy} | {number(r['energy_j'], 1)} | "
                 f"{'–' if gain is None else f'{gain:+.1f} %'} | "
                 f"{number(r['energy_per_request_mj'], 2)} | "
-                f"{number(None if r['over_slo_share'] is None else 100 * r['over_slo_share'], 1)} % | "
-                f"{number(None if r['stable_within_slo_share'] is None else 100 * r['stable_within_slo_share'], 1)} % | "
+                f"{percent(r['over_slo_share'])} | {percent(r['stable_within_slo_share'])} | "
                 f"{number(r['p50_ms'], 1)} | {number(r['p95_ms'], 1)} | {number(r['p99_ms'], 1)} | "
                 f"{number(r['mean_freq_mhz'], 0)} | {r['freq_changes_per_min']} | "
                 f"{number(r['settling_s'], 1)} | {r['failed']} |")
@@ -293,6 +296,9 @@ def parser() -> argparse.ArgumentParser:
                    help="requests per second at high load (default 70)")
     p.add_argument("--seconds", type=bounded(float, 30, 3600), default=90.0,
                    help="seconds per profile and policy (default 90)")
+    p.add_argument("--margin", type=bounded(float, 0.01, 0.9),
+                   help="the SLO's hold band below its target, as a share (default: the "
+                        "configuration's)")
     p.add_argument("--warmup", type=bounded(float, 0, 600), default=30.0,
                    help="unmeasured seconds at the first rate before each policy's profile "
                         "(default 30)")
@@ -309,7 +315,12 @@ def main(argv=None) -> int:
     try:
         data = load_config_data(args.config)
         cfg = parse_config_file_data(data, config_path(args.config))
-        slo_service(cfg)
+        svc = slo_service(cfg)
+        if args.margin is not None:
+            for item in data["microservices"]:
+                if item.get("name") == svc.name:
+                    item["slo"]["margin"] = args.margin
+            parse_config_file_data(data, config_path(args.config))
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
     require_root("the SLO experiment")

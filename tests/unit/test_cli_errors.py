@@ -66,6 +66,16 @@ BAD_INVOCATIONS = [
     (["benchmarks.profiler_period", "--sizes", "0", "--out", "{out}"], "must be at least 1"),
     (["benchmarks.profiler_period", "--predictors", "fast", "--out", "{out}"], "choose from"),
     (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
+    (["experiments.slo_energy", "--policies", "max,turbo", "--out", "{out}"],
+     "choose from max, min, ondemand, slo, slo-paper, got 'turbo'"),
+    (["experiments.slo_energy", "--seconds", "5", "--out", "{out}"], "must be at least 30"),
+    (["experiments.slo_energy", "--config", "configs/paper.yaml", "--out", "{out}"],
+     "configuration: microservices: no microservice has an slo"),
+    (["experiments.placement_comparison", "--max-utilization", "1.5", "--out", "{out}"],
+     "must be at most 1"),
+    (["placement", "plan", "--max-utilization", "0", "--graph", "g", "--layout", "l"],
+     "must be at least 0.05"),
+    (["agents", "--server", "srv1", "--slo-actuator", "magic"], "invalid choice: 'magic'"),
 ]
 
 
