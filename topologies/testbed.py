@@ -208,9 +208,11 @@ class Testbed:
         switch = self.net[inst.switch]
         link = self.net.addLink(node, switch, port2=inst.switch_port, **self._host_link())
         port = link.intf2.name
-        # Mininet's attach() would let OVS number the port: the slot's number is fixed
-        subprocess.run(["ovs-vsctl", "add-port", switch.name, port, "--", "set", "Interface",
-                        port, f"ofport_request={inst.switch_port}"], check=True,
+        # The slot's port number is fixed, so OVS must not number the port. Containernet's
+        # addLink attaches the port itself (numbered by OVS); Mininet's does not: --may-exist
+        # covers both, and a changed ofport_request makes OVS renumber the port.
+        subprocess.run(["ovs-vsctl", "--may-exist", "add-port", switch.name, port, "--", "set",
+                        "Interface", port, f"ofport_request={inst.switch_port}"], check=True,
                        capture_output=True, text=True)
         subprocess.run(["ip", "link", "set", port, "up"], check=True, capture_output=True)
         node.configDefault()
