@@ -216,6 +216,7 @@ class SloLoopCfg:
     emergency: float = 0.5
     cooldown_s: float = 10.0
     dwell_s: float = 3.0
+    guard: float = 0.4               # top share of the band that steps up early; 0: off
 
 
 @dataclass(frozen=True)
@@ -720,7 +721,7 @@ def _parse_slo_loop(raw: Any) -> SloLoopCfg:
     path = "agents.slo"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"period_s", "window_s", "min_samples", "band_mode", "actuator",
-                          "emergency", "cooldown_s", "dwell_s"}, path)
+                          "emergency", "cooldown_s", "dwell_s", "guard"}, path)
     return SloLoopCfg(
         period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=600),
         window_s=_number(raw, "window_s", path, 5.0, lo=0.5, hi=60),
@@ -729,7 +730,8 @@ def _parse_slo_loop(raw: Any) -> SloLoopCfg:
         actuator=_choice(raw, "actuator", path, "auto", ("auto", "cpufreq", "emulated")),
         emergency=_number(raw, "emergency", path, 0.5, lo=0.05, hi=10),
         cooldown_s=_number(raw, "cooldown_s", path, 10.0, lo=0, hi=3600),
-        dwell_s=_number(raw, "dwell_s", path, 3.0, lo=0, hi=3600))
+        dwell_s=_number(raw, "dwell_s", path, 3.0, lo=0, hi=3600),
+        guard=_number(raw, "guard", path, 0.4, lo=0, hi=0.99))
 
 
 def _place_microservices(microservices: tuple[Microservice, ...], replicas_of: dict,

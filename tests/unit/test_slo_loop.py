@@ -179,6 +179,7 @@ def test_auto_chooses_cpufreq_only_where_every_pinned_core_has_it(tmp_path):
      "servers[0].frequency: min_mhz 2500 is above max_mhz 2100"),
     (lambda d: d.update(agents={"slo": {"actuator": "magic"}}),
      "agents.slo.actuator: must be one of auto, cpufreq, emulated"),
+    (lambda d: d.update(agents={"slo": {"guard": 1.5}}), "agents.slo.guard: must be <= 0.99"),
 ])
 def test_a_bad_slo_configuration_is_one_clear_error(change, message):
     data = copy.deepcopy(CONFIG)
