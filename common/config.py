@@ -835,10 +835,33 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
             # clients ARP for a VIP only when it is on their own link's subnet
             raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} is not a host "
                               f"address in the testbed's subnet {subnet}")
+    _check_slo_cores_exclusive(servers, microservices, instances)
     return Config(testbed=testbed, servers=servers, microservices=microservices,
                   instances=instances, controller=_parse_controller(data.get("controller")),
                   profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
                   source=source, slots=slots)
+
+
+def _check_slo_cores_exclusive(servers, microservices, instances) -> None:
+    """A service with an SLO sets the frequency of the cores it runs on, so it must have them
+    alone (spec F7): no other service on its server, no other server pinned to them."""
+    by_name = {m.name: m for m in microservices}
+    for srv in servers:
+        here = [i.microservice for i in instances if i.server == srv.name]
+        with_slo = [m for m in here if by_name[m].slo is not None]
+        if not with_slo:
+            continue
+        where = f"servers[{srv.index - 1}]"
+        if len(here) > 1:
+            raise ConfigError(f"{where}: {with_slo[0]} has an SLO, so it needs its server's "
+                              f"cores alone; also placed on {srv.name}: "
+                              f"{', '.join(m for m in here if m != with_slo[0])}")
+        for other in servers:
+            shared = sorted(set(srv.cores) & set(other.cores))
+            if other is not srv and shared:
+                raise ConfigError(f"{where}.cores: CPU {shared[0]} is also pinned to "
+                                  f"{other.name}; {with_slo[0]} has an SLO and needs its "
+                                  f"cores alone (its frequency is theirs)")
 
 
 # The profiler forgets an active flow the controller has not mentioned for this long (at
