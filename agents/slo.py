@@ -93,7 +93,7 @@ class SloRunner:
                 margin=ms.slo.margin, f_min_mhz=srv.frequency.min_mhz,
                 f_max_mhz=srv.frequency.max_mhz, step_mhz=srv.frequency.step_mhz,
                 emergency=lc.emergency, cooldown_s=lc.cooldown_s, dwell_s=lc.dwell_s,
-                min_samples=lc.min_samples, band_mode=lc.band_mode)
+                min_samples=lc.min_samples, band_mode=lc.band_mode, guard=lc.guard)
             probe = ContainerProbe(client, inst.container, ms.port)
             self.loops[ms.name] = ServiceLoop(
                 ms.name, settings, self._factory(probe, srv, settings), probe.latency,

@@ -216,6 +216,7 @@ class SloLoopCfg:
     emergency: float = 0.5
     cooldown_s: float = 10.0
     dwell_s: float = 3.0
+    guard: float = 0.4               # top share of the band that steps up early; 0: off
 
 
 @dataclass(frozen=True)
@@ -720,7 +721,7 @@ def _parse_slo_loop(raw: Any) -> SloLoopCfg:
     path = "agents.slo"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"period_s", "window_s", "min_samples", "band_mode", "actuator",
-                          "emergency", "cooldown_s", "dwell_s"}, path)
+                          "emergency", "cooldown_s", "dwell_s", "guard"}, path)
     return SloLoopCfg(
         period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=600),
         window_s=_number(raw, "window_s", path, 5.0, lo=0.5, hi=60),
@@ -729,7 +730,8 @@ def _parse_slo_loop(raw: Any) -> SloLoopCfg:
         actuator=_choice(raw, "actuator", path, "auto", ("auto", "cpufreq", "emulated")),
         emergency=_number(raw, "emergency", path, 0.5, lo=0.05, hi=10),
         cooldown_s=_number(raw, "cooldown_s", path, 10.0, lo=0, hi=3600),
-        dwell_s=_number(raw, "dwell_s", path, 3.0, lo=0, hi=3600))
+        dwell_s=_number(raw, "dwell_s", path, 3.0, lo=0, hi=3600),
+        guard=_number(raw, "guard", path, 0.4, lo=0, hi=0.99))
 
 
 def _place_microservices(microservices: tuple[Microservice, ...], replicas_of: dict,
@@ -833,10 +835,33 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
             # clients ARP for a VIP only when it is on their own link's subnet
             raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} is not a host "
                               f"address in the testbed's subnet {subnet}")
+    _check_slo_cores_exclusive(servers, microservices, instances)
     return Config(testbed=testbed, servers=servers, microservices=microservices,
                   instances=instances, controller=_parse_controller(data.get("controller")),
                   profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
                   source=source, slots=slots)
+
+
+def _check_slo_cores_exclusive(servers, microservices, instances) -> None:
+    """A service with an SLO sets the frequency of the cores it runs on, so it must have them
+    alone (spec F7): no other service on its server, no other server pinned to them."""
+    by_name = {m.name: m for m in microservices}
+    for srv in servers:
+        here = [i.microservice for i in instances if i.server == srv.name]
+        with_slo = [m for m in here if by_name[m].slo is not None]
+        if not with_slo:
+            continue
+        where = f"servers[{srv.index - 1}]"
+        if len(here) > 1:
+            raise ConfigError(f"{where}: {with_slo[0]} has an SLO, so it needs its server's "
+                              f"cores alone; also placed on {srv.name}: "
+                              f"{', '.join(m for m in here if m != with_slo[0])}")
+        for other in servers:
+            shared = sorted(set(srv.cores) & set(other.cores))
+            if other is not srv and shared:
+                raise ConfigError(f"{where}.cores: CPU {shared[0]} is also pinned to "
+                                  f"{other.name}; {with_slo[0]} has an SLO and needs its "
+                                  f"cores alone (its frequency is theirs)")
 
 
 # The profiler forgets an active flow the controller has not mentioned for this long (at

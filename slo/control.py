@@ -5,6 +5,8 @@ SLI) against its objective decides the frequency of the cores it is pinned to.
     SLI over the SLO by more than `emergency` (default 50 %)  -> the maximum at once, and
                                                               no step down for `cooldown_s`
     SLI over the SLO                                          -> up, 1-4 steps by how far over
+    SLI in the top `guard` share of the band                  -> up one step, no sooner than
+                                                              `dwell_s` after a change
     SLI under the band (default: below (1 - margin) * SLO)     -> down one step, no sooner
                                                               than `dwell_s` after a change,
                                                               and only if the SLI scaled by
@@ -12,7 +14,9 @@ SLI) against its objective decides the frequency of the cores it is pinned to.
     inside the band                                           -> hold
 
 The band is the safe reading of the paper (spec F1: hold in [0.9 R, R], so the SLO is never
-held while violated). ``band_mode="paper"`` is the paper's literal rule for comparison: band
+held while violated). The guard is ours: the p95 of a few seconds of requests varies by about
+10 % from one second to the next, so a loop that holds just under R breaks the SLO in many
+intervals; in the band's top share it steps up before that (``guard=0`` turns it off). ``band_mode="paper"`` is the paper's literal rule for comparison: band
 = margin * SLI around the target (up only when SLI - R > 0.1 SLI, i.e. SLI > 1.11 R; down
 when SLI < 0.91 R). Fewer than `min_samples` requests in the window: hold (the quantile is
 noise). No SLI at all (the service or its metrics are gone): the maximum, and the state says
@@ -40,6 +44,7 @@ class LoopSettings:
     dwell_s: float = 3.0           # no down-step sooner than this after any change
     min_samples: int = 100
     band_mode: str = "safe"
+    guard: float = 0.4             # top share of the band that steps up (safe mode); 0: off
 
     def __post_init__(self):
         if not self.target_ms > 0:
@@ -53,6 +58,8 @@ class LoopSettings:
                              f"{self.f_min_mhz}-{self.f_max_mhz} MHz")
         if self.step_mhz <= 0:
             raise ValueError(f"step_mhz: expected > 0, got {self.step_mhz!r}")
+        if not 0 <= self.guard < 1:
+            raise ValueError(f"guard: expected a share in [0, 1), got {self.guard!r}")
         if self.band_mode not in BAND_MODES:
             raise ValueError(f"band_mode: expected one of {', '.join(BAND_MODES)}, got "
                              f"{self.band_mode!r}")
@@ -69,7 +76,8 @@ class LoopState:
 @dataclass(frozen=True)
 class Decision:
     state: LoopState
-    action: str            # up, down, hold, emergency, insufficient, no-signal, dwell, cooldown
+    action: str            # up, guard, down, hold, emergency, insufficient, no-signal, dwell,
+                           # cooldown
     sli_ms: float | None
     samples: int
     error_ms: float | None = None
@@ -124,7 +132,18 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
         return result("up", quantise(s, state.freq_mhz + steps * s.step_mhz),
                       f"SLI {sli_ms:.1f} ms over the SLO {s.target_ms:g} ms: +{steps} "
                       f"step(s)", error)
+    guard_above = s.target_ms * (1.0 - s.guard * s.margin)
+    if s.band_mode == "safe" and s.guard > 0 and sli_ms > guard_above \
+            and state.freq_mhz < s.f_max_mhz:
+        if state.last_change is not None and now - state.last_change < s.dwell_s:
+            return result("dwell", state.freq_mhz, f"near the SLO, but changed "
+                          f"{now - state.last_change:.1f} s ago", error)
+        return result("guard", quantise(s, state.freq_mhz + s.step_mhz),
+                      f"SLI {sli_ms:.1f} ms in the band's top (over {guard_above:.1f} ms): "
+                      f"one step up before it breaks the SLO", error)
     if sli_ms < down_below:
+        if state.freq_mhz <= s.f_min_mhz:
+            return result("hold", state.freq_mhz, "under the band at the minimum", error)
         lower = quantise(s, state.freq_mhz - s.step_mhz)
         predicted = sli_ms * state.freq_mhz / lower
         if s.band_mode == "safe" and predicted >= down_below:

@@ -29,7 +29,23 @@ def test_starts_at_the_maximum_and_steps_down_one_step_per_dwell_while_under_the
 
 def test_inside_the_band_holds():
     start = LoopState(freq_mhz=1500)
-    assert run(S, [(95.0, 50), (90.0, 50), (100.0, 50)], start) == [("hold", 1500)] * 3
+    assert run(S, [(95.0, 50), (90.0, 50), (96.0, 50)], start) == [("hold", 1500)] * 3
+
+
+def test_the_top_of_the_band_steps_up_once_per_dwell_before_the_slo_breaks():
+    # band [90, 100], guard 0.4 of it: above 96 ms one step up, then wait for a fresh SLI
+    start = LoopState(freq_mhz=1500)
+    assert run(S, [(97.0, 50), (98.0, 50), (99.0, 50), (100.0, 50)], start) == [
+        ("guard", 1600), ("dwell", 1600), ("dwell", 1600), ("guard", 1700)]
+    assert run(S, [(99.0, 50)], LoopState(freq_mhz=2100)) == [("hold", 2100)]
+    off = LoopSettings(target_ms=100.0, min_samples=10, guard=0.0)
+    assert run(off, [(99.0, 50)], start) == [("hold", 1500)]
+    paper = LoopSettings(target_ms=100.0, min_samples=10, band_mode="paper")
+    assert run(paper, [(99.0, 50)], start) == [("hold", 1500)]   # the literal rule has none
+
+
+def test_under_the_band_at_the_minimum_holds():
+    assert run(S, [(20.0, 50)], LoopState(freq_mhz=1000)) == [("hold", 1000)]
 
 
 def test_over_the_slo_goes_up_in_proportion_fast():
@@ -101,7 +117,8 @@ def test_quantise_clamps_and_rounds_to_steps():
     ({"target_ms": -1}, "target_ms"), ({"target_ms": 10, "percentile": 42}, "percentile"),
     ({"target_ms": 10, "f_min_mhz": 2200}, "frequency range"),
     ({"target_ms": 10, "margin": 1.5}, "margin"),
-    ({"target_ms": 10, "band_mode": "wide"}, "band_mode")])
+    ({"target_ms": 10, "band_mode": "wide"}, "band_mode"),
+    ({"target_ms": 10, "guard": 1.0}, "guard")])
 def test_bad_settings_are_refused_naming_the_field(bad, message):
     with pytest.raises(ValueError, match=message):
         LoopSettings(**bad)

@@ -120,9 +120,11 @@ def test_an_actuator_that_fails_is_reported_and_made_again_next_period():
     assert loop.status()["actuator_error"] is None and len(made) == 2
 
 
-CONFIG = {"servers": [{"cpu": 0.5, "cores": [0], "frequency": {"min_mhz": 1200}}],
-          "microservices": [{"name": "ui", "port": 8002, "slo": {"target_ms": 80}},
-                            {"name": "video", "port": 8001}]}
+CONFIG = {"servers": [{"cpu": 0.5, "cores": [0], "frequency": {"min_mhz": 1200}},
+                      {"cpu": 0.5, "cores": [1]}],
+          "microservices": [{"name": "ui", "port": 8002, "slo": {"target_ms": 80},
+                             "servers": ["srv1"]},
+                            {"name": "video", "port": 8001, "servers": ["srv2"]}]}
 
 
 def runner():
@@ -179,6 +181,12 @@ def test_auto_chooses_cpufreq_only_where_every_pinned_core_has_it(tmp_path):
      "servers[0].frequency: min_mhz 2500 is above max_mhz 2100"),
     (lambda d: d.update(agents={"slo": {"actuator": "magic"}}),
      "agents.slo.actuator: must be one of auto, cpufreq, emulated"),
+    (lambda d: d.update(agents={"slo": {"guard": 1.5}}), "agents.slo.guard: must be <= 0.99"),
+    (lambda d: d["microservices"][1].update(servers=["srv1", "srv2"]),
+     "servers[0]: ui has an SLO, so it needs its server's cores alone; also placed on srv1: "
+     "video"),
+    (lambda d: d["servers"][1].update(cores=[1, 0]),
+     "servers[0].cores: CPU 0 is also pinned to srv2; ui has an SLO and needs its cores alone"),
 ])
 def test_a_bad_slo_configuration_is_one_clear_error(change, message):
     data = copy.deepcopy(CONFIG)
