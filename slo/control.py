@@ -69,6 +69,7 @@ class LoopSettings:
 class LoopState:
     freq_mhz: int
     last_change: float | None = None     # time of the last frequency change
+    last_step: int = 0                   # its direction: +1 up, -1 down
     cooldown_until: float = -math.inf    # no down-steps before this (after an emergency)
     decision: str = "start"
 
@@ -105,13 +106,30 @@ def _bounds(s: LoopSettings, sli: float) -> tuple[float, float]:
     return s.target_ms, (1.0 - s.margin) * s.target_ms
 
 
+def predicted_sli(sli_ms: float, f_mhz: int, lower_mhz: int, load: float | None) -> float:
+    """The SLI one step down: service time grows as f / f'; with the cores' busy share rho
+    known, queueing as well, by (1 - rho) / (1 - rho') as in an M/M/1 queue (rho' = rho f /
+    f'). Infinite when the lower frequency would saturate the cores."""
+    factor = f_mhz / lower_mhz
+    if load is None:
+        return sli_ms * factor
+    rho = max(0.0, load)
+    rho_lower = rho * factor
+    if rho_lower >= 0.95:
+        return math.inf
+    return sli_ms * factor * (1.0 - min(rho, 0.95)) / (1.0 - rho_lower)
+
+
 def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int,
-           now: float) -> Decision:
-    """One control period: the new state and why."""
+           now: float, load: float | None = None) -> Decision:
+    """One control period: the new state and why. `load`: the pinned cores' busy share at
+    the current frequency over the SLI's window, if known (sharpens the down-step check)."""
     def result(action, freq, reason, error=None, **changes):
         changed = freq != state.freq_mhz
         new = replace(state, freq_mhz=freq, decision=action,
-                      last_change=now if changed else state.last_change, **changes)
+                      last_change=now if changed else state.last_change,
+                      last_step=(1 if freq > state.freq_mhz else -1) if changed
+                      else state.last_step, **changes)
         return Decision(new, action, sli_ms, samples, error, reason, changed)
 
     if sli_ms is None or not math.isfinite(sli_ms):
@@ -135,7 +153,10 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
     guard_above = s.target_ms * (1.0 - s.guard * s.margin)
     if s.band_mode == "safe" and s.guard > 0 and sli_ms > guard_above \
             and state.freq_mhz < s.f_max_mhz:
-        if state.last_change is not None and now - state.last_change < s.dwell_s:
+        # the dwell waits for a fresh SLI after an up-step; a down-step that brought the SLI
+        # this near the SLO is undone at once (fast up)
+        if state.last_step > 0 and state.last_change is not None \
+                and now - state.last_change < s.dwell_s:
             return result("dwell", state.freq_mhz, f"near the SLO, but changed "
                           f"{now - state.last_change:.1f} s ago", error)
         return result("guard", quantise(s, state.freq_mhz + s.step_mhz),
@@ -145,10 +166,9 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
         if state.freq_mhz <= s.f_min_mhz:
             return result("hold", state.freq_mhz, "under the band at the minimum", error)
         lower = quantise(s, state.freq_mhz - s.step_mhz)
-        predicted = sli_ms * state.freq_mhz / lower
+        predicted = predicted_sli(sli_ms, state.freq_mhz, lower, load)
         if s.band_mode == "safe" and predicted >= down_below:
-            # latency at least inversely proportional to f (CPU-bound work, more with
-            # queueing): one step down would land in the band or above; stay
+            # one step down would land in the band or above: stay
             return result("hold", state.freq_mhz, f"under the band, but {lower} MHz would "
                           f"give about {predicted:.1f} ms: hold", error)
         if now < state.cooldown_until:

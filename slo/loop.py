@@ -36,6 +36,8 @@ class ServiceLoop:
         # what the service may use at the maximum frequency (its load is measured against it)
         self.capacity_cores = capacity_cores or cores
         self.load: float | None = None
+        # busy share averaged over about the SLI's window, at the current frequency only
+        self.window_load: float | None = None
         self.make_actuator, self.sli_fn, self.cpu_fn = make_actuator, sli_fn, cpu_fn
         self.cores = cores
         self.power = power or PowerModel(settings.f_min_mhz, settings.f_max_mhz)
@@ -68,10 +70,13 @@ class ServiceLoop:
         count = int(reading.get("count") or 0) if isinstance(reading, dict) else 0
         with self.lock:
             self._account(now, self.state.freq_mhz)
-            d = decide(self.settings, self.state, sli, count, now) if self.policy == "slo" \
+            d = decide(self.settings, self.state, sli, count, now, self.window_load) \
+                if self.policy == "slo" \
                 else baseline(self.settings, self.state, self.policy, self.load, now)
             d = replace(d, sli_ms=sli, samples=count)
             self.state = d.state
+            if d.changed:
+                self.window_load = None
             applied = self._apply(d.state.freq_mhz, force=d.changed or self.actuator is None)
             self.changes += d.changed
             self.history.append({"time": round(now, 3), "sli_ms": sli, "samples": count,
@@ -113,6 +118,10 @@ class ServiceLoop:
         scale = freq / self.settings.f_max_mhz if emulated else 1.0
         self.load = None if cpu is None or seconds <= 0 else \
             used / (seconds * self.capacity_cores * scale)
+        if self.load is not None:
+            a = min(1.0, seconds / self.window_s)
+            self.window_load = self.load if self.window_load is None else \
+                self.window_load + a * (self.load - self.window_load)
         self.energy_j += self.power.energy_j(freq, seconds, busy, self.cores)
         if self.rapl is not None:
             uj = self.rapl.read_uj()

@@ -122,3 +122,23 @@ def test_quantise_clamps_and_rounds_to_steps():
 def test_bad_settings_are_refused_naming_the_field(bad, message):
     with pytest.raises(ValueError, match=message):
         LoopSettings(**bad)
+
+
+def test_a_busy_core_stays_up_where_queueing_would_push_the_next_step_into_the_band():
+    from slo.control import predicted_sli
+    start = LoopState(freq_mhz=1300)
+    # 80 ms at 1300 MHz: 1/f alone predicts 86.7 ms at 1200, under the band (90)...
+    assert run(S, [(80.0, 50)], start) == [("down", 1200)]
+    # ...but with the cores 70 % busy, queueing adds about 30 %: hold
+    d = decide(S, start, 80.0, 50, 0.0, load=0.7)
+    assert d.action == "hold" and 100 < predicted_sli(80.0, 1300, 1200, 0.7) < 120
+    assert predicted_sli(80.0, 1300, 1200, 0.9) == float("inf")      # would saturate
+    assert decide(S, start, 80.0, 50, 0.0, load=0.1).action == "down"
+
+
+def test_the_guard_undoes_a_down_step_at_once_but_waits_after_an_up_step():
+    after_down = LoopState(freq_mhz=1400, last_change=0.0, last_step=-1)
+    assert decide(S, after_down, 97.0, 50, 1.0).action == "guard"
+    after_up = LoopState(freq_mhz=1400, last_change=0.0, last_step=1)
+    assert decide(S, after_up, 97.0, 50, 1.0).action == "dwell"
+    assert decide(S, after_down, 80.0, 50, 1.0).state.last_step == -1   # unchanged: kept
