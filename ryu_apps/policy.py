@@ -7,7 +7,11 @@ the instance that serves a new flow:
 - ``ln`` (baseline): least network load, the server with the lowest network utilization;
 - ``malb``: short-flow microservices get round robin; long-flow ones the server with the
   least weighted load ``alpha*cpu + beta*mem + gamma*net``, with the microservice's weights
-  from the profiler (MALB paper, section III.C).
+  from the profiler (MALB paper, section III.C);
+- ``maglev``: the flow's 5-tuple looked up in the Maglev table (ryu_apps/maglev.py) of the
+  microservice's in-service instances, equal weights: a flow always lands on the same instance
+  while the pool stands, and an instance going or coming moves about 1/N of the flows. The
+  table is rebuilt only when the in-service set changes. Without a flow key, round robin.
 
 Least-load choices correct each server's load for the flows assigned to it that the load does
 not show yet, so a burst of new long flows does not all land on the server that looked
@@ -29,9 +33,11 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass
+from typing import Hashable
 
 from common.config import POLICIES  # noqa: F401 -- re-exported: the policy names live there
 from profiler.weights import EQUAL_WEIGHTS
+from ryu_apps import maglev
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,8 @@ class Decision:
     microservice: str
     instance: str
     server: str
-    policy: str          # malb | srr | ln
-    algorithm: str       # round-robin | weighted-least-load | least-network-load
+    policy: str          # malb | srr | ln | maglev
+    algorithm: str       # round-robin | weighted-least-load | least-network-load | maglev
     reason: str
     scores: dict         # server -> corrected load used for the choice (least-load only)
     weights: tuple[float, float, float] | None
@@ -82,9 +88,13 @@ class PolicyCore:
     def __init__(self, pools: dict[str, list[Backend]], flow_classes: dict[str, str],
                  policy: str = "malb", server_stale_after_s: float = 9.0,
                  weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
-                 period_s: float = 3.0, clock=time.time, servers: list[str] | None = None):
+                 period_s: float = 3.0, clock=time.time, servers: list[str] | None = None,
+                 maglev_table_size: int = maglev.DEFAULT_TABLE_SIZE):
         if policy not in POLICIES:
             raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        if not maglev.is_prime(maglev_table_size):
+            raise ValueError(f"maglev_table_size: must be a prime number, "
+                             f"got {maglev_table_size!r}")
         self.pools = {ms: sorted(b, key=lambda x: x.order) for ms, b in pools.items()}
         # every server that may hold an instance (a placement can move one anywhere)
         self.servers = sorted(set(servers or ()) | {b.server for bs in pools.values()
@@ -109,6 +119,9 @@ class PolicyCore:
         self.per_flow: dict[str, tuple[float, float, float]] = {}  # ms -> use of one flow
         self.prediction_lag_s = 0.0
         self.assigned_total: dict[tuple[str, str], int] = {}   # (server, microservice) -> n
+        self.maglev_table_size = maglev_table_size
+        # microservice -> (the in-service instances it was built from, the table)
+        self._maglev: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str) -> None:
@@ -271,7 +284,10 @@ class PolicyCore:
         return total
 
     # ------------------------------------------------------------------ decision
-    def choose(self, microservice: str, now: float | None = None) -> Decision:
+    def choose(self, microservice: str, now: float | None = None,
+               flow_key: Hashable | None = None) -> Decision:
+        """The instance for a new flow. `flow_key` (e.g. protocol, client address and port,
+        VIP and port) is what the maglev policy hashes; the others ignore it."""
         now = self.clock() if now is None else now
         pool = self.pools.get(microservice)
         if pool is None:
@@ -281,6 +297,12 @@ class PolicyCore:
             raise NoBackend(f"no healthy instance of {microservice}")
         if self.policy == "srr":
             decision = self._round_robin(microservice, candidates, now, "srr baseline")
+        elif self.policy == "maglev":
+            if flow_key is None:
+                decision = self._round_robin(microservice, candidates, now,
+                                             "maglev: no flow key given, round robin")
+            else:
+                decision = self._maglev_pick(microservice, candidates, now, flow_key)
         else:
             if self.policy == "ln":
                 algorithm, weights = "least-network-load", (0.0, 0.0, 1.0)
@@ -311,6 +333,28 @@ class PolicyCore:
                 return Decision(ms, b.name, b.server, self.policy, "round-robin", reason, {},
                                 None, now)
         raise NoBackend(f"no healthy instance of {ms}")  # unreachable: candidates non-empty
+
+    def maglev_table(self, microservice: str,
+                     candidates: list[Backend] | None = None) -> tuple[str, ...]:
+        """The Maglev table of the microservice's in-service instances, rebuilt only when that
+        set changes (health, draining, pool): a rebuild takes tens of ms at M=65537."""
+        if candidates is None:
+            candidates = [b for b in self.pools[microservice] if self.in_service(b)]
+        names = tuple(b.name for b in candidates)
+        cached = self._maglev.get(microservice)
+        if cached is None or cached[0] != names:
+            cached = (names, maglev.build_table(names, None, self.maglev_table_size))
+            self._maglev[microservice] = cached
+        return cached[1]
+
+    def _maglev_pick(self, ms: str, candidates: list[Backend], now: float,
+                     flow_key: Hashable) -> Decision:
+        table = self.maglev_table(ms, candidates)
+        slot = maglev.slot_of(table, flow_key)
+        b = next(c for c in candidates if c.name == table[slot])
+        return Decision(ms, b.name, b.server, self.policy, "maglev",
+                        f"maglev: slot {slot} of {len(table)}, {len(candidates)} in service",
+                        {}, None, now)
 
     def _least_load(self, ms: str, candidates: list[Backend], now: float, algorithm: str,
                     weights: tuple[float, float, float]) -> Decision:
