@@ -21,7 +21,11 @@ mean of w samples shows a new flow fully only w periods later; switch counters a
 A flow counts for what one flow of its microservice costs (the profiler's per-flow use,
 weighted by the deciding microservice's weights), or ``pending_flow_cost`` load points while
 that is unknown. Ties break on fewer pending flows, then on instance order: the same inputs
-always give the same choice.
+always give the same choice. The pending flows are kept as running sums in time buckets
+(ryu_apps/pending.py): a decision costs the same at 10 or 10,000 pending flows, and memory
+is bounded whatever the profiler does, because flows older than any fresh data can still
+need (``server_stale_after_s`` plus the lag, kept at least 60 s, at most 600 s) are dropped
+as new ones come.
 
 Degraded modes: a server whose sample is older than ``server_stale_after_s`` (or that has
 none) is left out of least-load choices but still served by round robin; when no candidate
@@ -30,7 +34,6 @@ has fresh data, least-load falls back to round robin. Profiler weights older tha
 """
 from __future__ import annotations
 
-import bisect
 import time
 from dataclasses import dataclass
 from typing import Hashable
@@ -38,6 +41,14 @@ from typing import Hashable
 from common.config import POLICIES  # noqa: F401 -- re-exported: the policy names live there
 from profiler.weights import EQUAL_WEIGHTS
 from ryu_apps import maglev
+from ryu_apps.pending import DEFAULT_BUCKET_S, PendingFlows
+
+# Pending flows are kept for the stale limit plus the prediction lag, but at least
+# PENDING_KEEP_LAG_S (a lag reported later, e.g. the profiler's first, still finds the flows
+# it fades) and at most PENDING_MAX_LAG_S, however long a lag the profiler reports: memory
+# stays bounded (a longer lag still fades the flows that are kept).
+PENDING_KEEP_LAG_S = 60.0
+PENDING_MAX_LAG_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,8 @@ class PolicyCore:
                  policy: str = "malb", server_stale_after_s: float = 9.0,
                  weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
                  period_s: float = 3.0, clock=time.time, servers: list[str] | None = None,
-                 maglev_table_size: int = maglev.DEFAULT_TABLE_SIZE):
+                 maglev_table_size: int = maglev.DEFAULT_TABLE_SIZE,
+                 pending_bucket_s: float = DEFAULT_BUCKET_S):
         if policy not in POLICIES:
             raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
         if not maglev.is_prime(maglev_table_size):
@@ -114,8 +126,9 @@ class PolicyCore:
         self.profiler_weights: dict[str, _Weights] = {}
         self.manual_weights: dict[str, tuple[float, float, float]] = {}
         self._rr_next: dict[str, int] = {ms: 0 for ms in self.pools}
-        # (time, microservice) of recent assignments per server, sorted: the pending flows
-        self._assigned_at: dict[str, list[tuple[float, str]]] = {s: [] for s in self.servers}
+        # recent assignments per server and microservice: the pending flows
+        self._pending = PendingFlows(pending_bucket_s)
+        self._horizon: dict[str, float] = {}   # server -> flows at or before it are forgotten
         self.per_flow: dict[str, tuple[float, float, float]] = {}  # ms -> use of one flow
         self.prediction_lag_s = 0.0
         self.assigned_total: dict[tuple[str, str], int] = {}   # (server, microservice) -> n
@@ -154,9 +167,20 @@ class PolicyCore:
         times = [x.sample_time for x in (self.loads[server], self.switch_net[server])
                  if x.sample_time is not None]
         if times:
-            horizon = min(times) - self.prediction_lag_s
-            lst = self._assigned_at[server]
-            del lst[:bisect.bisect_right(lst, (horizon, "\uffff"))]
+            self._forget(server, min(times) - self.prediction_lag_s)
+
+    def _forget(self, server: str, horizon: float) -> None:
+        if horizon > self._horizon.get(server, float("-inf")):
+            self._horizon[server] = horizon
+            self._pending.prune(server, horizon)
+
+    def note_assignment(self, server: str, microservice: str, t: float) -> None:
+        """A flow of the microservice went to the server at t: pending until its data shows
+        it. Forgets what no fresh data can still miss (older than the stale limit and the
+        lag before t), so memory does not depend on the profiler's samples arriving."""
+        self._pending.add(server, microservice, t)
+        keep = min(max(self.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
+        self._forget(server, t - self.server_stale_after_s - keep)
 
     def update_profiles(self, weights: dict[str, tuple[float, float, float]],
                         flow_classes: dict[str, str | None], updated: float,
@@ -262,21 +286,17 @@ class PolicyCore:
 
     def pending(self, server: str, since: float | None = None) -> int:
         """Flows assigned to the server after `since` (default: all still remembered)."""
-        lst = self._assigned_at[server]
-        return len(lst) if since is None else \
-            len(lst) - bisect.bisect_right(lst, (since, "\uffff"))
+        return self._pending.count_after(server, self._horizon.get(server)
+                                         if since is None else since)
 
     def pending_load(self, server: str, data_time: float, lag_s: float,
                      weights: tuple[float, float, float]) -> float:
         """The load the server's data does not show yet: each remembered assignment at its
         microservice's per-flow cost, fully if made after the data was sampled, fading
-        linearly over lag_s before that."""
+        linearly over lag_s before that (pending.py: exact but for the flows in the 0.1 s
+        buckets holding data_time and data_time - lag_s)."""
         total = 0.0
-        for t, ms in self._assigned_at[server]:
-            age = data_time - t
-            share = 1.0 if age <= 0 else (0.0 if lag_s <= 0 else max(0.0, 1.0 - age / lag_s))
-            if share <= 0:
-                continue
+        for ms, share in self._pending.shares(server, data_time, lag_s).items():
             use = self.per_flow.get(ms)
             cost = self.pending_flow_cost if use is None else \
                 sum(w * u for w, u in zip(weights, use))
@@ -317,7 +337,7 @@ class PolicyCore:
         return self._record(decision)
 
     def _record(self, d: Decision) -> Decision:
-        bisect.insort(self._assigned_at[d.server], (d.time, d.microservice))
+        self.note_assignment(d.server, d.microservice, d.time)
         key = (d.server, d.microservice)
         self.assigned_total[key] = self.assigned_total.get(key, 0) + 1
         return d

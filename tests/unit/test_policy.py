@@ -186,14 +186,14 @@ def test_pending_flows_fade_over_the_prediction_lag_at_their_per_flow_cost():
     core = make_core()
     core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 90.0,
                          per_flow={"backend": (20.0, 1.0, 0.0)}, prediction_lag_s=30.0)
-    core._assigned_at["srv1"] = [(100.0, "backend")]
+    core.note_assignment("srv1", "backend", 100.0)
     w = (1.0, 0.0, 0.0)
     assert core.pending_load("srv1", 99.0, 30.0, w) == pytest.approx(20.0)      # after data
     assert core.pending_load("srv1", 103.0, 30.0, w) == pytest.approx(18.0)     # 3 s of 30
     assert core.pending_load("srv1", 131.0, 30.0, w) == 0.0
     assert core.pending_load("srv1", 103.0, 0.0, w) == 0.0       # switch counters: at once
-    core._assigned_at["srv1"] = [(100.0, "video")]               # no per-flow figure yet
-    assert core.pending_load("srv1", 99.0, 30.0, w) == core.pending_flow_cost
+    core.note_assignment("srv2", "video", 100.0)                 # no per-flow figure yet
+    assert core.pending_load("srv2", 99.0, 30.0, w) == core.pending_flow_cost
 
 
 def test_a_lagging_prediction_does_not_make_long_flows_pile_up():
