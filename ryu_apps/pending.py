@@ -10,16 +10,21 @@ with a prediction lag L, with the share
 
 Walking every remembered assignment per decision cost milliseconds at thousands of pending
 flows. Here each (server, microservice) keeps, per bucket of ``bucket_s`` seconds, the
-number of assignments and the sum of their times, as running (prefix) sums: a decision
-bisects for d and d - L and reads sums, in time independent of the number of flows. The
-share is linear in t between the two kinks, so the sums give it exactly for every bucket
-that lies wholly on one side of each kink. Only the (at most two) buckets holding d or
-d - L are approximated, by counting their flows at the buckets' mean time: for L at least
-one bucket the error is at most n * bucket_s / (4 L) flows for a bucket of n flows
-(n * 0.008 at the default 0.1 s and a 3 s lag), and none when the bucket's flows share one
-time; for L = 0 (switch counters) the flows of the one bucket holding d count all or
-nothing, by their mean time. Counts of flows after a time (the tie-break) are exact in the
-same way. (tests/unit/test_pending.py checks the bound against the per-flow walk.)
+number of assignments and the sum of their times, as running (prefix) sums. The share is
+linear in t between the two kinks, so the sums give it exactly for every bucket that lies
+wholly on one side of each kink. Only the (at most two) buckets holding d or d - L are
+approximated, by counting their flows at the buckets' mean time: for L at least one bucket
+the error is at most n * bucket_s / (4 L) flows for a bucket of n flows (n * 0.008 at the
+default 0.1 s and a 3 s lag), and none when the bucket's flows share one time; for L = 0
+(switch counters) the flows of the one bucket holding d count all or nothing, by their mean
+time. Counts of flows after a time (the tie-break) are exact in the same way.
+(tests/unit/test_pending.py checks the bound against the per-flow walk.)
+
+Cost: d changes only when a server's data does (every monitoring period), and new flows land
+after d. So each series remembers, per (d, L), the part up to d's bucket; a decision then
+adds the flows after it, one subtraction per series, whatever the number of flows and
+however they are spread in time. The remembered part is recomputed (a few bisections) when
+the data moves on, when buckets are dropped, or when a flow lands at or before d's bucket.
 
 Memory: buckets whose every flow is older than the horizon the caller gives (nothing older
 can count for any fresh data) are dropped, in batches so that dropping costs O(1) per bucket
@@ -31,20 +36,28 @@ import bisect
 import math
 
 DEFAULT_BUCKET_S = 0.1
+_NO_BUCKET = -(1 << 62)
 
 
 class _Series:
     """One microservice's assignments to one server."""
-    __slots__ = ("keys", "cn", "ct", "origin")
+    __slots__ = ("keys", "cn", "ct", "origin", "memo", "memo_k")
 
     def __init__(self):
         self.keys: list[int] = []     # bucket numbers floor(t / bucket_s), ascending
         self.cn: list[int] = [0]      # cn[i]: assignments in the buckets before keys[i]
         self.ct: list[float] = [0.0]  # the same for the sum of (t - origin)
         self.origin = 0.0             # reference time: small sums keep their precision
+        # (d, L) -> (shares, count after d, cn through d's bucket) of the flows up to d's
+        # bucket; valid while no flow lands in a bucket <= memo_k and nothing is dropped
+        self.memo: dict[tuple[float, float], tuple[float, int, int]] = {}
+        self.memo_k = _NO_BUCKET
 
     def add(self, t: float, k: int) -> None:
         keys, cn, ct = self.keys, self.cn, self.ct
+        if k <= self.memo_k:
+            self.memo.clear()
+            self.memo_k = _NO_BUCKET
         if not keys:
             self.origin = t
         rel = t - self.origin
@@ -67,15 +80,6 @@ class _Series:
                 cn[j] += 1
                 ct[j] += rel
 
-    def span(self, k: int) -> tuple[int, int]:
-        """Index range [i, j) of bucket k (empty when absent)."""
-        i = bisect.bisect_left(self.keys, k)
-        return i, i + (i < len(self.keys) and self.keys[i] == k)
-
-    def sums(self, i: int, j: int) -> tuple[int, float]:
-        """Assignments in buckets [i, j): how many, and the sum of (t - origin)."""
-        return self.cn[j] - self.cn[i], self.ct[j] - self.ct[i]
-
     def drop_before(self, i: int) -> None:
         """Forget buckets [0, i); re-base the sums on the first bucket kept."""
         if i >= len(self.keys):
@@ -84,11 +88,40 @@ class _Series:
         n0, t0 = self.cn[i], self.ct[i]
         # the first kept bucket's mean time is a reference as good as any
         shift = (self.ct[i + 1] - t0) / (self.cn[i + 1] - n0)
-        new_origin = self.origin + shift
         self.keys = self.keys[i:]
         self.cn = [c - n0 for c in self.cn[i:]]
         self.ct = [c - t0 - shift * n for c, n in zip(self.ct[i:], self.cn)]
-        self.origin = new_origin
+        self.origin += shift
+        self.memo.clear()
+        self.memo_k = _NO_BUCKET
+
+    def up_to(self, d: float, lag: float, kd: int, kl: int, inv: float
+              ) -> tuple[float, int, int]:
+        """The flows up to d's bucket: their shares, how many came after d, and cn through
+        d's bucket. With x = the sum of (d - t) over n flows, their shares sum to n - x / L."""
+        keys, cn, ct = self.keys, self.cn, self.ct
+        rd = d - self.origin
+        di = bisect.bisect_left(keys, kd)
+        dj = bisect.bisect_right(keys, kd, di)
+        total, count = 0.0, 0
+        if dj > di:                                 # d's bucket, at its mean time
+            n = cn[dj] - cn[di]
+            x = n * rd - (ct[dj] - ct[di])
+            if x < 0:
+                count = n
+            total = n if x <= 0 else (n - x * inv if n > x * inv else 0.0)
+        if kl != kd:
+            li = bisect.bisect_left(keys, kl, 0, di)
+            lj = bisect.bisect_right(keys, kl, li, di)
+            n = cn[di] - cn[lj]                     # wholly between the kinks: exact
+            if n:
+                total += n - (n * rd - (ct[di] - ct[lj])) * inv
+            if lj > li:                             # d - lag's bucket, at its mean time
+                n = cn[lj] - cn[li]
+                x = (n * rd - (ct[lj] - ct[li])) * inv
+                if n > x:
+                    total += n - x
+        return total, count, cn[dj]
 
 
 class PendingFlows:
@@ -111,44 +144,39 @@ class PendingFlows:
     def count_after(self, server: str, since: float | None) -> int:
         """Assignments made after `since` (a bucket holding `since` counts by its mean;
         None: all kept)."""
-        per_ms = self._series.get(server, {})
         if since is None:
-            return sum(s.cn[-1] for s in per_ms.values())
-        k = self._bucket(since)
-        total = 0
-        for s in per_ms.values():
-            i, j = s.span(k)
-            total += s.cn[-1] - s.cn[j]
-            if j > i:
-                n, tsum = s.sums(i, j)
-                total += n if s.origin + tsum / n > since else 0
-        return total
+            return sum(s.cn[-1] for s in self._series.get(server, {}).values())
+        return self.view(server, since, 0.0)[0]
 
     def shares(self, server: str, data_time: float, lag_s: float) -> dict[str, float]:
-        """Per microservice, how many of its flows the data sampled at data_time does not
-        show yet: the sum of the shares above."""
-        d, lag = data_time, lag_s
-        kd = self._bucket(d)
-        kl = self._bucket(d - lag) if lag > 0 else kd
-        out = {}
-        for ms, s in self._series.get(server, {}).items():
-            di, dj = s.span(kd)
-            total = float(s.cn[-1] - s.cn[dj])           # after d's bucket: in full
-            if lag <= 0:
-                if dj > di:
-                    n, tsum = s.sums(di, dj)
-                    total += n if s.origin + tsum / n >= d else 0
-            elif kl == kd:
-                total += _at_mean(s, di, dj, d, lag)
-            else:
-                li, lj = s.span(kl)
-                n, tsum = s.sums(lj, di)                  # wholly between the kinks
-                if n:
-                    total += n * (1.0 - (d - s.origin) / lag) + tsum / lag
-                total += _at_mean(s, li, lj, d, lag) + _at_mean(s, di, dj, d, lag)
+        return self.view(server, data_time, lag_s)[1]
+
+    def view(self, server: str, data_time: float, lag_s: float
+             ) -> tuple[int, dict[str, float]]:
+        """What the data sampled at data_time, with lag_s, does not show yet: how many
+        flows came after it, and per microservice the sum of the shares above."""
+        series = self._series.get(server)
+        if not series:
+            return 0, {}
+        key = (data_time, lag_s)
+        count, out = 0, {}
+        for ms, s in series.items():
+            m = s.memo.get(key)
+            if m is None:
+                kd = self._bucket(data_time)
+                inv = 1.0 / lag_s if lag_s > 0 else 0.0
+                kl = self._bucket(data_time - lag_s) if inv else kd
+                if len(s.memo) >= 4:      # two views per server in use, at most
+                    s.memo.clear()
+                    s.memo_k = _NO_BUCKET
+                m = s.memo[key] = s.up_to(data_time, lag_s, kd, kl, inv)
+                s.memo_k = max(s.memo_k, kd)
+            after = s.cn[-1] - m[2]                  # after d's bucket: in full
+            count += after + m[1]
+            total = after + m[0]
             if total > 0:
                 out[ms] = total
-        return out
+        return count, out
 
     def prune(self, server: str, horizon: float, batch: int = 32) -> None:
         """Forget the buckets wholly at or before `horizon`, once at least `batch` of them
@@ -168,12 +196,3 @@ class PendingFlows:
     def buckets(self) -> int:
         """How many buckets are kept, all servers together (memory)."""
         return sum(len(s.keys) for per_ms in self._series.values() for s in per_ms.values())
-
-
-def _at_mean(s: _Series, i: int, j: int, d: float, lag: float) -> float:
-    """A bucket holding a kink: its flows counted at their mean time."""
-    if j <= i:
-        return 0.0
-    n, tsum = s.sums(i, j)
-    age = d - (s.origin + tsum / n)
-    return n * (1.0 if age <= 0 else max(0.0, 1.0 - age / lag))

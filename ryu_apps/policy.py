@@ -295,8 +295,11 @@ class PolicyCore:
         microservice's per-flow cost, fully if made after the data was sampled, fading
         linearly over lag_s before that (pending.py: exact but for the flows in the 0.1 s
         buckets holding data_time and data_time - lag_s)."""
+        return self._cost(self._pending.shares(server, data_time, lag_s), weights)
+
+    def _cost(self, shares: dict[str, float], weights: tuple[float, float, float]) -> float:
         total = 0.0
-        for ms, share in self._pending.shares(server, data_time, lag_s).items():
+        for ms, share in shares.items():
             use = self.per_flow.get(ms)
             cost = self.pending_flow_cost if use is None else \
                 sum(w * u for w, u in zip(weights, use))
@@ -384,10 +387,11 @@ class PolicyCore:
         if not fresh:
             return self._round_robin(ms, candidates, now,
                                      f"{algorithm}: no fresh load data, round robin")
-        pending = {b.server: self.pending(b.server, measured[b.server][1]) for b in fresh}
-        scores = {b.server: measured[b.server][0] + self.pending_load(
-                  b.server, measured[b.server][1], measured[b.server][2], weights)
-                  for b in fresh}
+        pending, scores = {}, {}
+        for b in fresh:
+            load, data_time, lag = measured[b.server]
+            pending[b.server], shares = self._pending.view(b.server, data_time, lag)
+            scores[b.server] = load + self._cost(shares, weights)
         best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
         left_out = len(candidates) - len(fresh)
         reason = f"{algorithm}: {best.server} lowest of {len(fresh)}" + \

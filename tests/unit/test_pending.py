@@ -157,3 +157,35 @@ def test_decisions_with_pending_flows_match_the_per_flow_walk():
         want = 10.0 + sum(cost[ms] * v for ms, v in walk(flows[s], 98.5, 9.0).items())
         bound = max(cost.values()) * boundary_bound(flows[s], 98.5, 9.0) + 1e-3
         assert d.scores[s] == pytest.approx(want, abs=bound)
+
+
+def test_remembered_parts_follow_new_flows_drops_and_new_data():
+    """A decision reuses the part up to d's bucket: flows landing after it, in it or before
+    it, drops and a new d must all give what a fresh computation gives."""
+    rng = random.Random(9)
+    p, kept, t = PendingFlows(Q), [], 1000.0
+    views = [(1000.0, 3.0), (1000.0, 0.0)]
+    for step in range(3000):
+        r = rng.random()
+        if r < 0.6:
+            t += rng.expovariate(50.0)
+            x = t
+        elif r < 0.75:
+            x = views[0][0] + rng.uniform(-0.05, 0.05)        # into or around d's bucket
+        else:
+            x = t - rng.uniform(0, 5)                         # late
+        ms = rng.choice("ab")
+        p.add("srv1", ms, x)
+        kept.append((x, ms))
+        if step % 500 == 499:                                 # new data
+            views = [(t - 1.0, 3.0), (t - 1.0, 0.0)]
+        if step % 100 == 50:                                  # a drop, same data
+            h = views[0][0] - 3.5
+            p.prune("srv1", h, batch=1)
+            kept = [(x, ms) for x, ms in kept if math.floor(x / Q) > math.floor(h / Q) - 1]
+        for d, lag in views:
+            got = p.view("srv1", d, lag)
+            fresh = filled(sorted(kept)).view("srv1", d, lag)
+            assert got[0] == fresh[0]
+            for ms in "ab":
+                assert got[1].get(ms, 0.0) == pytest.approx(fresh[1].get(ms, 0.0), abs=1e-6)
