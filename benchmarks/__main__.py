@@ -4,12 +4,12 @@ the figures quoted in docs/controller.md and docs/profiler.md come from these ru
     sudo .venv/bin/python -m benchmarks      # every benchmark at its default settings
 
 Each benchmark has its own flags: python -m benchmarks.controller --help,
-python -m benchmarks.profiler_period --help.
+python -m benchmarks.profiler_period --help, python -m benchmarks.decision_cost --help.
 """
 from argparse import RawDescriptionHelpFormatter
 import sys
 
-from benchmarks import controller, profiler_period
+from benchmarks import controller, decision_cost, profiler_period
 from common.cli import ArgumentParser
 
 
@@ -18,6 +18,7 @@ def main(argv=None) -> int:
                             formatter_class=RawDescriptionHelpFormatter
                             ).parse_args(argv)
     status = profiler_period.main([])
+    status |= decision_cost.main([])
     status |= controller.main([])
     return status
 

@@ -20,7 +20,7 @@ DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspa
                                    "configs", "paper.yaml")
 CONFIG_ENV_VAR = "MALB_CONFIG"
 
-POLICIES = ("malb", "srr", "ln")
+POLICIES = ("malb", "srr", "ln", "maglev")
 FLOW_CLASSES = ("short", "long", "auto")
 PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")

@@ -27,7 +27,7 @@ PAPER_TABLE3 = {
     "video": (650, "TP", (1560, 1818, 1767), (36, 40, 43)),
 }
 RESOURCE_NAMES = {"cpu": "CPU", "mem": "Memory", "net": "Network", "energy": "Energy"}
-POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB"}
+POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB", "maglev": "Maglev"}
 
 
 def table2_markdown(results: dict[str, dict], with_paper: bool = True) -> str:

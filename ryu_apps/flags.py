@@ -14,6 +14,6 @@ cfg.CONF.register_cli_opts([
     cfg.StrOpt("malb-config", default=None,
                help="MALB configuration file (default: $MALB_CONFIG, else configs/paper.yaml)"),
     cfg.StrOpt("malb-policy", default=None,
-               help="load-balancing policy for this run: malb, srr or ln "
+               help="load-balancing policy for this run: malb, srr, ln or maglev "
                     "(default: $MALB_POLICY, else controller.policy in the configuration)"),
 ])

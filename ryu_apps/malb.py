@@ -374,7 +374,8 @@ class MalbController(app_manager.RyuApp):
         self.m_packet_in.inc("new_flow")
         now = time.time()
         try:
-            d = self.core.choose(ms.name, now)
+            # the 5-tuple without the switch: a flow hashes alike wherever it enters (maglev)
+            d = self.core.choose(ms.name, now, flow_key=key[1:])
         except NoBackend:
             self.m_no_backend.inc(ms.name)
             self.logger.warning("no healthy instance of %s: flow from %s:%d dropped", ms.name,

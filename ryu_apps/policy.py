@@ -7,7 +7,11 @@ the instance that serves a new flow:
 - ``ln`` (baseline): least network load, the server with the lowest network utilization;
 - ``malb``: short-flow microservices get round robin; long-flow ones the server with the
   least weighted load ``alpha*cpu + beta*mem + gamma*net``, with the microservice's weights
-  from the profiler (MALB paper, section III.C).
+  from the profiler (MALB paper, section III.C);
+- ``maglev``: the flow's 5-tuple looked up in the Maglev table (ryu_apps/maglev.py) of the
+  microservice's in-service instances, equal weights: a flow always lands on the same instance
+  while the pool stands, and an instance going or coming moves about 1/N of the flows. The
+  table is rebuilt only when the in-service set changes. Without a flow key, round robin.
 
 Least-load choices correct each server's load for the flows assigned to it that the load does
 not show yet, so a burst of new long flows does not all land on the server that looked
@@ -17,7 +21,11 @@ mean of w samples shows a new flow fully only w periods later; switch counters a
 A flow counts for what one flow of its microservice costs (the profiler's per-flow use,
 weighted by the deciding microservice's weights), or ``pending_flow_cost`` load points while
 that is unknown. Ties break on fewer pending flows, then on instance order: the same inputs
-always give the same choice.
+always give the same choice. The pending flows are kept as running sums in time buckets
+(ryu_apps/pending.py): a decision costs the same at 10 or 10,000 pending flows, and memory
+is bounded whatever the profiler does, because flows older than any fresh data can still
+need (``server_stale_after_s`` plus the lag, kept at least 60 s, at most 600 s) are dropped
+as new ones come.
 
 Degraded modes: a server whose sample is older than ``server_stale_after_s`` (or that has
 none) is left out of least-load choices but still served by round robin; when no candidate
@@ -26,12 +34,21 @@ has fresh data, least-load falls back to round robin. Profiler weights older tha
 """
 from __future__ import annotations
 
-import bisect
 import time
 from dataclasses import dataclass
+from typing import Hashable
 
 from common.config import POLICIES  # noqa: F401 -- re-exported: the policy names live there
 from profiler.weights import EQUAL_WEIGHTS
+from ryu_apps import maglev
+from ryu_apps.pending import DEFAULT_BUCKET_S, PendingFlows
+
+# Pending flows are kept for the stale limit plus the prediction lag, but at least
+# PENDING_KEEP_LAG_S (a lag reported later, e.g. the profiler's first, still finds the flows
+# it fades) and at most PENDING_MAX_LAG_S, however long a lag the profiler reports: memory
+# stays bounded (a longer lag still fades the flows that are kept).
+PENDING_KEEP_LAG_S = 60.0
+PENDING_MAX_LAG_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -60,8 +77,8 @@ class Decision:
     microservice: str
     instance: str
     server: str
-    policy: str          # malb | srr | ln
-    algorithm: str       # round-robin | weighted-least-load | least-network-load
+    policy: str          # malb | srr | ln | maglev
+    algorithm: str       # round-robin | weighted-least-load | least-network-load | maglev
     reason: str
     scores: dict         # server -> corrected load used for the choice (least-load only)
     weights: tuple[float, float, float] | None
@@ -82,9 +99,14 @@ class PolicyCore:
     def __init__(self, pools: dict[str, list[Backend]], flow_classes: dict[str, str],
                  policy: str = "malb", server_stale_after_s: float = 9.0,
                  weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
-                 period_s: float = 3.0, clock=time.time, servers: list[str] | None = None):
+                 period_s: float = 3.0, clock=time.time, servers: list[str] | None = None,
+                 maglev_table_size: int = maglev.DEFAULT_TABLE_SIZE,
+                 pending_bucket_s: float = DEFAULT_BUCKET_S):
         if policy not in POLICIES:
             raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        if not maglev.is_prime(maglev_table_size):
+            raise ValueError(f"maglev_table_size: must be a prime number, "
+                             f"got {maglev_table_size!r}")
         self.pools = {ms: sorted(b, key=lambda x: x.order) for ms, b in pools.items()}
         # every server that may hold an instance (a placement can move one anywhere)
         self.servers = sorted(set(servers or ()) | {b.server for bs in pools.values()
@@ -104,11 +126,15 @@ class PolicyCore:
         self.profiler_weights: dict[str, _Weights] = {}
         self.manual_weights: dict[str, tuple[float, float, float]] = {}
         self._rr_next: dict[str, int] = {ms: 0 for ms in self.pools}
-        # (time, microservice) of recent assignments per server, sorted: the pending flows
-        self._assigned_at: dict[str, list[tuple[float, str]]] = {s: [] for s in self.servers}
+        # recent assignments per server and microservice: the pending flows
+        self._pending = PendingFlows(pending_bucket_s)
+        self._horizon: dict[str, float] = {}   # server -> flows at or before it are forgotten
         self.per_flow: dict[str, tuple[float, float, float]] = {}  # ms -> use of one flow
         self.prediction_lag_s = 0.0
         self.assigned_total: dict[tuple[str, str], int] = {}   # (server, microservice) -> n
+        self.maglev_table_size = maglev_table_size
+        # microservice -> (the in-service instances it was built from, the table)
+        self._maglev: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str) -> None:
@@ -141,9 +167,20 @@ class PolicyCore:
         times = [x.sample_time for x in (self.loads[server], self.switch_net[server])
                  if x.sample_time is not None]
         if times:
-            horizon = min(times) - self.prediction_lag_s
-            lst = self._assigned_at[server]
-            del lst[:bisect.bisect_right(lst, (horizon, "\uffff"))]
+            self._forget(server, min(times) - self.prediction_lag_s)
+
+    def _forget(self, server: str, horizon: float) -> None:
+        if horizon > self._horizon.get(server, float("-inf")):
+            self._horizon[server] = horizon
+            self._pending.prune(server, horizon)
+
+    def note_assignment(self, server: str, microservice: str, t: float) -> None:
+        """A flow of the microservice went to the server at t: pending until its data shows
+        it. Forgets what no fresh data can still miss (older than the stale limit and the
+        lag before t), so memory does not depend on the profiler's samples arriving."""
+        self._pending.add(server, microservice, t)
+        keep = min(max(self.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
+        self._forget(server, t - self.server_stale_after_s - keep)
 
     def update_profiles(self, weights: dict[str, tuple[float, float, float]],
                         flow_classes: dict[str, str | None], updated: float,
@@ -249,21 +286,20 @@ class PolicyCore:
 
     def pending(self, server: str, since: float | None = None) -> int:
         """Flows assigned to the server after `since` (default: all still remembered)."""
-        lst = self._assigned_at[server]
-        return len(lst) if since is None else \
-            len(lst) - bisect.bisect_right(lst, (since, "\uffff"))
+        return self._pending.count_after(server, self._horizon.get(server)
+                                         if since is None else since)
 
     def pending_load(self, server: str, data_time: float, lag_s: float,
                      weights: tuple[float, float, float]) -> float:
         """The load the server's data does not show yet: each remembered assignment at its
         microservice's per-flow cost, fully if made after the data was sampled, fading
-        linearly over lag_s before that."""
+        linearly over lag_s before that (pending.py: exact but for the flows in the 0.1 s
+        buckets holding data_time and data_time - lag_s)."""
+        return self._cost(self._pending.shares(server, data_time, lag_s), weights)
+
+    def _cost(self, shares: dict[str, float], weights: tuple[float, float, float]) -> float:
         total = 0.0
-        for t, ms in self._assigned_at[server]:
-            age = data_time - t
-            share = 1.0 if age <= 0 else (0.0 if lag_s <= 0 else max(0.0, 1.0 - age / lag_s))
-            if share <= 0:
-                continue
+        for ms, share in shares.items():
             use = self.per_flow.get(ms)
             cost = self.pending_flow_cost if use is None else \
                 sum(w * u for w, u in zip(weights, use))
@@ -271,7 +307,10 @@ class PolicyCore:
         return total
 
     # ------------------------------------------------------------------ decision
-    def choose(self, microservice: str, now: float | None = None) -> Decision:
+    def choose(self, microservice: str, now: float | None = None,
+               flow_key: Hashable | None = None) -> Decision:
+        """The instance for a new flow. `flow_key` (e.g. protocol, client address and port,
+        VIP and port) is what the maglev policy hashes; the others ignore it."""
         now = self.clock() if now is None else now
         pool = self.pools.get(microservice)
         if pool is None:
@@ -281,6 +320,12 @@ class PolicyCore:
             raise NoBackend(f"no healthy instance of {microservice}")
         if self.policy == "srr":
             decision = self._round_robin(microservice, candidates, now, "srr baseline")
+        elif self.policy == "maglev":
+            if flow_key is None:
+                decision = self._round_robin(microservice, candidates, now,
+                                             "maglev: no flow key given, round robin")
+            else:
+                decision = self._maglev_pick(microservice, candidates, now, flow_key)
         else:
             if self.policy == "ln":
                 algorithm, weights = "least-network-load", (0.0, 0.0, 1.0)
@@ -295,7 +340,7 @@ class PolicyCore:
         return self._record(decision)
 
     def _record(self, d: Decision) -> Decision:
-        bisect.insort(self._assigned_at[d.server], (d.time, d.microservice))
+        self.note_assignment(d.server, d.microservice, d.time)
         key = (d.server, d.microservice)
         self.assigned_total[key] = self.assigned_total.get(key, 0) + 1
         return d
@@ -312,6 +357,28 @@ class PolicyCore:
                                 None, now)
         raise NoBackend(f"no healthy instance of {ms}")  # unreachable: candidates non-empty
 
+    def maglev_table(self, microservice: str,
+                     candidates: list[Backend] | None = None) -> tuple[str, ...]:
+        """The Maglev table of the microservice's in-service instances, rebuilt only when that
+        set changes (health, draining, pool): a rebuild takes tens of ms at M=65537."""
+        if candidates is None:
+            candidates = [b for b in self.pools[microservice] if self.in_service(b)]
+        names = tuple(b.name for b in candidates)
+        cached = self._maglev.get(microservice)
+        if cached is None or cached[0] != names:
+            cached = (names, maglev.build_table(names, None, self.maglev_table_size))
+            self._maglev[microservice] = cached
+        return cached[1]
+
+    def _maglev_pick(self, ms: str, candidates: list[Backend], now: float,
+                     flow_key: Hashable) -> Decision:
+        table = self.maglev_table(ms, candidates)
+        slot = maglev.slot_of(table, flow_key)
+        b = next(c for c in candidates if c.name == table[slot])
+        return Decision(ms, b.name, b.server, self.policy, "maglev",
+                        f"maglev: slot {slot} of {len(table)}, {len(candidates)} in service",
+                        {}, None, now)
+
     def _least_load(self, ms: str, candidates: list[Backend], now: float, algorithm: str,
                     weights: tuple[float, float, float]) -> Decision:
         measured = {b.server: self._measure(b.server, weights, algorithm, now)
@@ -320,10 +387,11 @@ class PolicyCore:
         if not fresh:
             return self._round_robin(ms, candidates, now,
                                      f"{algorithm}: no fresh load data, round robin")
-        pending = {b.server: self.pending(b.server, measured[b.server][1]) for b in fresh}
-        scores = {b.server: measured[b.server][0] + self.pending_load(
-                  b.server, measured[b.server][1], measured[b.server][2], weights)
-                  for b in fresh}
+        pending, scores = {}, {}
+        for b in fresh:
+            load, data_time, lag = measured[b.server]
+            pending[b.server], shares = self._pending.view(b.server, data_time, lag)
+            scores[b.server] = load + self._cost(shares, weights)
         best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
         left_out = len(candidates) - len(fresh)
         reason = f"{algorithm}: {best.server} lowest of {len(fresh)}" + \

@@ -38,7 +38,7 @@ BAD_INVOCATIONS = [
     (["experiments.lb_comparison", "--host-bw", "0.01", "--out", "{out}"],
      "--host-bw: testbed.host_bw_mbit: must be >= 0.1"),
     (["experiments.lb_comparison", "--policies", "srr,best", "--out", "{out}"],
-     "choose from srr, ln, malb, got 'best'"),
+     "choose from srr, ln, malb, maglev, got 'best'"),
     (["experiments.lb_comparison", "--low-fraction", "2", "--out", "{out}"], "at most 1"),
     (["experiments.lb_comparison", "--config", "{tmp}/none.yaml", "--out", "{out}"],
      "configuration file not found"),

@@ -186,14 +186,14 @@ def test_pending_flows_fade_over_the_prediction_lag_at_their_per_flow_cost():
     core = make_core()
     core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 90.0,
                          per_flow={"backend": (20.0, 1.0, 0.0)}, prediction_lag_s=30.0)
-    core._assigned_at["srv1"] = [(100.0, "backend")]
+    core.note_assignment("srv1", "backend", 100.0)
     w = (1.0, 0.0, 0.0)
     assert core.pending_load("srv1", 99.0, 30.0, w) == pytest.approx(20.0)      # after data
     assert core.pending_load("srv1", 103.0, 30.0, w) == pytest.approx(18.0)     # 3 s of 30
     assert core.pending_load("srv1", 131.0, 30.0, w) == 0.0
     assert core.pending_load("srv1", 103.0, 0.0, w) == 0.0       # switch counters: at once
-    core._assigned_at["srv1"] = [(100.0, "video")]               # no per-flow figure yet
-    assert core.pending_load("srv1", 99.0, 30.0, w) == core.pending_flow_cost
+    core.note_assignment("srv2", "video", 100.0)                 # no per-flow figure yet
+    assert core.pending_load("srv2", 99.0, 30.0, w) == core.pending_flow_cost
 
 
 def test_a_lagging_prediction_does_not_make_long_flows_pile_up():
@@ -228,3 +228,59 @@ def test_status_shows_per_flow_use_and_lag():
     assert st["prediction_lag_s"] == 30.0
     assert st["microservices"]["video"]["per_flow"] == {"cpu": 1.0, "mem": 0.0, "net": 3.0}
     assert st["microservices"]["ui"]["per_flow"] is None
+
+
+def flow(port, client="10.0.200.1"):
+    return ("tcp", client, port, "10.0.0.2", 8002)
+
+
+def test_maglev_sends_a_flow_where_its_5_tuple_hashes_and_spreads_flows():
+    from ryu_apps import maglev
+    core = make_core(policy="maglev", maglev_table_size=4099)
+    loads(core, srv1=(99, 99, 99))                  # load plays no part
+    table = maglev.build_table([f"{s}-video" for s in SERVERS], None, 4099)
+    picks = []
+    for p in range(400):
+        d = core.choose("video", flow_key=flow(30000 + p))
+        assert d.instance == maglev.lookup(table, flow(30000 + p))
+        assert (d.policy, d.algorithm, d.weights) == ("maglev", "maglev", None)
+        picks.append(d.server)
+    assert min(Counter(picks).values()) > 400 / 4 * 0.7
+    # the same flow, the same instance, whatever came in between
+    assert core.choose("video", flow_key=flow(30000)).instance == \
+        core.choose("video", flow_key=flow(30000)).instance
+    assert core.status()["policy"] == "maglev"
+
+
+def test_maglev_table_is_rebuilt_only_when_the_in_service_set_changes():
+    core = make_core(policy="maglev", maglev_table_size=4099)
+    first = core.maglev_table("ui")
+    core.choose("ui", flow_key=flow(1))
+    assert core.maglev_table("ui") is first                     # cached
+    before = {p: core.choose("ui", flow_key=flow(p)).instance for p in range(300)}
+    core.set_health("srv2-ui", False)
+    after = {p: core.choose("ui", flow_key=flow(p)).instance for p in range(300)}
+    assert core.maglev_table("ui") is not first and "srv2-ui" not in set(after.values())
+    # the flows of the instance that went move; of the others, hardly any (Maglev is not
+    # perfectly stable: a few contested slots change hands)
+    moved = {p for p in before if before[p] != after[p]}
+    gone = {p for p in before if before[p] == "srv2-ui"}
+    assert gone <= moved and len(moved - gone) <= 0.03 * (300 - len(gone))
+    core.set_health("srv2-ui", True)
+    assert core.maglev_table("ui") == first
+    core.set_draining("srv3-ui")
+    assert "srv3-ui" not in core.maglev_table("ui")
+
+
+def test_maglev_without_a_flow_key_falls_back_to_round_robin_and_says_so():
+    core = make_core(policy="maglev")
+    picks = [core.choose("video") for _ in range(4)]
+    assert [d.server for d in picks] == SERVERS
+    assert all(d.algorithm == "round-robin" and "no flow key" in d.reason for d in picks)
+    core.set_policy("srr")
+    assert core.choose("video", flow_key=flow(1)).algorithm == "round-robin"  # key ignored
+
+
+def test_maglev_table_size_must_be_prime():
+    with pytest.raises(ValueError, match="maglev_table_size"):
+        make_core(policy="maglev", maglev_table_size=4096)
