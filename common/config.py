@@ -20,7 +20,7 @@ DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspa
                                    "configs", "paper.yaml")
 CONFIG_ENV_VAR = "MALB_CONFIG"
 
-POLICIES = ("malb", "srr", "ln", "maglev")
+POLICIES = ("malb", "malb-paper", "srr", "ln", "maglev")
 FLOW_CLASSES = ("short", "long", "auto")
 PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
@@ -70,6 +70,7 @@ class Server:
     agent_url: str        # where its host agent answers
     cores: tuple[int, ...] = ()      # CPUs its containers are pinned to (empty: not pinned)
     frequency: Frequency = Frequency()
+    link_mbit: float | None = None   # shaping of its instances' links (None: unlimited)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ class Testbed:
     trunks: tuple[Trunk, ...]
     clients: tuple[Client, ...]
     control_port: int = 9300        # `topologies up`: start and stop instances (placement)
+    client_bw_mbit: float | None = None    # client links (default: host_bw_mbit)
 
 
 @dataclass(frozen=True)
@@ -383,15 +385,18 @@ DEFAULT_MICROSERVICES = [
 
 
 def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_base: int,
-                   default_net_mbit: float) -> tuple[Server, ...]:
+                   default_net_mbit: float, default_link_mbit: float | None
+                   ) -> tuple[Server, ...]:
     path = "servers"
     if raw is None:
         raw = {}
     if isinstance(raw, dict):
         # Shorthand: {count: 4, cpu: 0.4, memory: 256m, network_mbit: 100}
-        _reject_unknown(raw, {"count", "cpu", "memory", "network_mbit", "frequency"}, path)
+        _reject_unknown(raw, {"count", "cpu", "memory", "network_mbit", "link_mbit",
+                              "frequency"}, path)
         count = _number(raw, "count", path, 4, lo=1, hi=MAX_SERVERS, integer=True)
-        items = [{k: raw[k] for k in ("cpu", "memory", "network_mbit", "frequency")
+        items = [{k: raw[k] for k in ("cpu", "memory", "network_mbit", "link_mbit",
+                                      "frequency")
                   if k in raw} for _ in range(count)]
     elif isinstance(raw, list):
         if not raw:
@@ -406,8 +411,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
     for k, item in enumerate(items):
         where = f"{path}[{k}]"
         item = _mapping(item, where)
-        _reject_unknown(item, {"name", "cpu", "memory", "network_mbit", "switch", "agent_url",
-                               "cores", "frequency"}, where)
+        _reject_unknown(item, {"name", "cpu", "memory", "network_mbit", "link_mbit", "switch",
+                               "agent_url", "cores", "frequency"}, where)
         index = k + 1
         name = item.get("name", f"srv{index}")
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -419,6 +424,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
         cpu = _number(item, "cpu", where, 0.4, lo=0.01, hi=1024)
         memory_mb = parse_size_mb(item.get("memory", "256m"), f"{where}.memory")
         network_mbit = _number(item, "network_mbit", where, default_net_mbit, lo=0.1, hi=1e6)
+        link_mbit = _number(item, "link_mbit", where, default_link_mbit, lo=0.1, hi=100000,
+                            allow_none=True)
         # Servers are spread over the switches in order: srv1 -> s1, srv2 -> s2, ...
         switch = item.get("switch", switch_names[k % len(switch_names)])
         if switch not in switch_names:
@@ -429,7 +436,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
             raise ConfigError(f"{where}.agent_url: expected an http URL, got {agent_url!r}")
         servers.append(Server(name, index, cpu, memory_mb, network_mbit, switch,
                               agent_url.rstrip("/"), _parse_cores(item.get("cores"), where),
-                              _parse_frequency(item.get("frequency"), f"{where}.frequency")))
+                              _parse_frequency(item.get("frequency"), f"{where}.frequency"),
+                              link_mbit))
     return tuple(servers)
 
 
@@ -596,7 +604,7 @@ def _parse_testbed(raw: Any) -> dict:
     path = "testbed"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"switches", "clients", "datapath", "controller", "trunk_bw_mbit",
-                          "host_bw_mbit", "vip", "control_port"}, path)
+                          "host_bw_mbit", "client_bw_mbit", "vip", "control_port"}, path)
     n_switches = _number(raw, "switches", path, 1, lo=1, hi=4, integer=True)
     n_clients = _number(raw, "clients", path, 2, lo=1, hi=50, integer=True)
     datapath = _choice(raw, "datapath", path, "auto", DATAPATHS)
@@ -607,10 +615,13 @@ def _parse_testbed(raw: Any) -> dict:
         controller = None
     trunk_bw = _number(raw, "trunk_bw_mbit", path, 100, lo=0.1, hi=100000, allow_none=True)
     host_bw = _number(raw, "host_bw_mbit", path, None, lo=0.1, hi=100000, allow_none=True)
+    client_bw = _number(raw, "client_bw_mbit", path, host_bw, lo=0.1, hi=100000,
+                        allow_none=True)
     vip = _ipv4(raw.get("vip", "10.0.0.100"), f"{path}.vip")
     control_port = _number(raw, "control_port", path, 9300, lo=1, hi=65535, integer=True)
     return dict(n_switches=n_switches, n_clients=n_clients, datapath=datapath,
-                controller=controller, trunk_bw=trunk_bw, host_bw=host_bw, vip=vip,
+                controller=controller, trunk_bw=trunk_bw, host_bw=host_bw,
+                client_bw=client_bw, vip=vip,
                 control_port=control_port)
 
 
@@ -806,7 +817,7 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
     testbed = Testbed(datapath=tb["datapath"], controller=tb["controller"], prefix_len=16,
                       trunk_bw_mbit=tb["trunk_bw"], host_bw_mbit=tb["host_bw"],
                       switches=switches, trunks=tuple(trunks), clients=tuple(clients),
-                      control_port=tb["control_port"])
+                      control_port=tb["control_port"], client_bw_mbit=tb["client_bw"])
     return testbed, tuple(instances), tuple(slots)
 
 
@@ -820,7 +831,7 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     agents = _parse_agents(data.get("agents"))
     switch_names = [f"s{k}" for k in range(1, tb["n_switches"] + 1)]
     servers = _parse_servers(data.get("servers"), switch_names, agents.listen_host,
-                             agents.base_port, tb["host_bw"] or 100.0)
+                             agents.base_port, tb["host_bw"] or 100.0, tb["host_bw"])
     microservices, replicas_of = _parse_microservices(data.get("microservices"), tb["vip"])
     microservices = _place_microservices(microservices, replicas_of, servers)
     testbed, instances, slots = _derive_topology(tb, servers, microservices)

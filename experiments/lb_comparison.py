@@ -23,17 +23,17 @@ import sys
 import time
 
 from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_error, \
-    positive_float, positive_int, require_root
+    number_list, positive_float, positive_int, require_root
 from common import config
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
 from common.procs import git_commit
-from experiments import evaluation, report
+from experiments import evaluation, report, significance
 from experiments.stack import Stack
 from profiler.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICIES = ("srr", "ln", "malb")     # the default run order: the baselines first
+POLICIES = ("srr", "ln", "malb", "malb-paper")  # the default run order: baselines first
 # Policies outside the paper's comparison (maglev) run only when named: a new policy must
 # not lengthen every default run.
 CHOICES = POLICIES + tuple(p for p in config.POLICIES if p not in POLICIES)
@@ -48,9 +48,9 @@ def request_classes(opts) -> list[dict]:
         {"name": "ui-light", "ms": "ui", "weight": 1600, "path": "/object?size=1000000"},
         {"name": "ui-medium", "ms": "ui", "weight": 1500, "path": "/object?size=10000000"},
         {"name": "backend-medium", "ms": "backend", "weight": 900,
-         "path": f"/job?seconds={10 * s:g}&cpu={0.15 * c:g}"},
+         "path": f"/job?seconds={10 * s:g}&cpu={0.15 * c:g}&mode={opts.job_mode}"},
         {"name": "backend-heavy", "ms": "backend", "weight": 550,
-         "path": f"/job?seconds={30 * s:g}&cpu={0.32 * c:g}"},
+         "path": f"/job?seconds={30 * s:g}&cpu={0.32 * c:g}&mode={opts.job_mode}"},
         {"name": "video", "ms": "video", "weight": 650,
          "path": f"/stream?rate={opts.video_rate:g}&seconds={opts.video_seconds * s:g}"},
     ]
@@ -70,11 +70,34 @@ def workload_spec(cfg, opts, seed: int) -> dict:
                        {"name": "decreasing", "seconds": L, "from": peak, "to": low}]}
 
 
+def per_server(values: list, n: int, flag: str) -> list:
+    """One value for every server, or one per server."""
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        fail(f"{flag}: one value, or one per server ({n}), got {len(values)}", code=2)
+    return values
+
+
+def server_specs(opts) -> list[dict]:
+    n = opts.servers
+    return [{"name": f"srv{k + 1}", "cpu": cpu, "memory": f"{mem}m", "network_mbit": net,
+             "link_mbit": net}
+            for k, (cpu, mem, net) in enumerate(zip(
+                per_server(opts.server_cpu, n, "--server-cpu"),
+                per_server(opts.server_memory, n, "--server-memory"),
+                per_server(opts.host_bw, n, "--host-bw")))]
+
+
+def heterogeneous(opts) -> bool:
+    return any(len(set(v)) > 1 for v in (opts.server_cpu, opts.server_memory, opts.host_bw))
+
+
 def config_data(opts) -> dict:
     data = load_config_data(opts.config)
-    data.setdefault("testbed", {}).update(clients=opts.clients, host_bw_mbit=opts.host_bw)
-    data["servers"] = {"count": opts.servers, "cpu": opts.server_cpu,
-                       "memory": f"{opts.server_memory}m", "network_mbit": opts.host_bw}
+    data.setdefault("testbed", {}).update(clients=opts.clients, host_bw_mbit=None,
+                                          client_bw_mbit=opts.client_bw)
+    data["servers"] = server_specs(opts)
     data.setdefault("controller", {})["monitoring_period_s"] = opts.period
     data.setdefault("profiler", {})["period_s"] = opts.period
     return data
@@ -202,6 +225,28 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                     for runs in per_policy.values() for r in runs)
     testbeds = sorted({f"{r['result']['backend']}, {r['result']['datapath']} datapath"
                        for runs in per_policy.values() for r in runs})
+    stats = significance.compare({p: [r["result"] for r in runs]
+                                  for p, runs in per_policy.items()})
+    stats_md = significance.markdown(stats, names=report.POLICY_NAMES)
+    if opts.runs < 2:
+        separable = ("One run per policy: no confidence interval and no test. A single short "
+                     "run cannot tell a difference from the run-to-run noise (CPU STDEV moved "
+                     "by 10-25 % between runs of one policy in docs/experiments.md); read the "
+                     "figures as a smoke test and use --runs 3 or more (docs/experiments.md) "
+                     "for the comparison.")
+    else:
+        sig = [f"{e['label']} against {report.POLICY_NAMES.get(p, p)}: {d['verdict']} "
+               f"({100 * d['ratio']:+.1f} %, p = {d['p']:.3f})"
+               for e in stats.values() for p, d in e["vs"].items()
+               if d["p"] is not None and d["p"] < significance.ALPHA]
+        separable = (f"{opts.runs} interleaved runs per policy, paired by run (same seeded "
+                     f"workload). Significant at 95 % (paired t-test), MALB against each "
+                     f"baseline:\n\n" + ("\n".join(f"- {x}" for x in sig) if sig else
+                                         "- none") +
+                     "\n\nEvery other difference in the table below is not significant at "
+                     "this number of runs.")
+    servers = ", ".join(f"{s['name']} {s['cpu']:g} CPU / {s['memory']} / {s['network_mbit']:g} "
+                        f"Mbit/s" for s in server_specs(opts))
     summary = f"""# Scenario 2: SRR, LN and MALB
 
 Command: `{command}`
@@ -210,16 +255,22 @@ Testbed: {'; '.join(testbeds)} (backend: real Containernet, or Debian's Mininet 
 project's Docker node)
 Runs per policy: {opts.runs}; phases: 3 x {opts.phase_seconds:g} s (linear increase from
 {opts.peak_rate * opts.low_fraction:g} to {opts.peak_rate:g} requests/s, stable, decrease);
-{opts.servers} servers of {opts.server_cpu:g} CPU and {opts.server_memory} MB, links of
-{opts.host_bw:g} Mbit/s; back-end jobs at {opts.cpu_scale:g} x the paper's CPU; monitoring
-period {opts.period:g} s; seed {opts.seed}.
+servers ({'heterogeneous' if heterogeneous(opts) else 'homogeneous'}): {servers};
+client links {opts.client_bw:g} Mbit/s; video streams of {opts.video_rate:g} kB/s for
+{opts.video_seconds:g} s; back-end jobs at {opts.cpu_scale:g} x the paper's CPU, {opts.job_mode}
+mode; monitoring period {opts.period:g} s; seed {opts.seed} (run k: seed + k).
 Every request accounted for (sent = completed + failed): {'yes' if accounted else 'NO'}.
 
 Figures below are averages over the runs. The paper's rows (10 runs of 30 minutes on its own
 servers, with far larger capacity) are there for the direction of the differences, not
-for their size: our servers are {opts.server_cpu:g}-core shares of a small machine and the
-workload is scaled to them (docs/experiments.md).
+for their size: our servers are core shares of a small machine and the workload is scaled
+to them (docs/experiments.md).
 
+## Statistics: means with 95 % intervals; MALB against each baseline
+
+{separable}
+
+{stats_md}
 ## Table II: load balancing level among the servers (STDEV and range across servers,
 averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 
@@ -238,7 +289,7 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), respons
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
         json.dump({"command": command, "commit": commit, "testbed": testbeds,
                    "options": vars(opts),
-                   "accounted": accounted, "results": results,
+                   "accounted": accounted, "results": results, "statistics": stats,
                    "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
                   fh, indent=1, default=str)
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
@@ -258,14 +309,25 @@ def parser() -> argparse.ArgumentParser:
                    help="start/end rate as a fraction of the peak (default 0.25)")
     p.add_argument("--servers", type=positive_int, default=4)
     p.add_argument("--clients", type=positive_int, default=2)
-    p.add_argument("--server-cpu", type=positive_float, default=0.3,
-                   help="CPU share of each server in cores (default 0.3)")
-    p.add_argument("--server-memory", type=positive_int, default=256, help="MB (default 256)")
-    p.add_argument("--host-bw", type=positive_float, default=50.0,
-                   help="Mbit/s of every instance link, also each server's network capacity "
-                        "(default 50)")
-    p.add_argument("--video-rate", type=positive_float, default=200.0,
-                   help="video stream bitrate in kB/s (default 200)")
+    p.add_argument("--server-cpu", type=number_list(float, 0, lo_open=True), default=[0.3],
+                   help="CPU share of each server in cores, one for all or one per server "
+                        "(heterogeneous: 0.6,0.3,0.3,0.2; default 0.3)")
+    p.add_argument("--server-memory", type=number_list(int, 1), default=[256],
+                   help="MB, one for all or one per server (default 256)")
+    p.add_argument("--host-bw", "--server-net", type=number_list(float, 0, lo_open=True),
+                   default=[20.0], dest="host_bw",
+                   help="Mbit/s of each server's instance links, also its network capacity; "
+                        "one for all or one per server (default 20)")
+    p.add_argument("--client-bw", type=positive_float, default=1000.0,
+                   help="Mbit/s of each client's link (default 1000: clients are not the "
+                        "bottleneck)")
+    p.add_argument("--video-rate", type=positive_float, default=1500.0,
+                   help="video stream bitrate in kB/s (default 1500, the paper's streams: "
+                        "two streams on one server's 20 Mbit/s link compete)")
+    p.add_argument("--job-mode", choices=("work", "deadline"), default="work",
+                   help="back-end jobs: 'work' ends a job when its CPU work is done (its RT "
+                        "shows the CPU it got; default), 'deadline' at a fixed time (the "
+                        "paper's)")
     p.add_argument("--video-seconds", type=positive_float, default=20.0,
                    help="how long a client watches a stream (default 20)")
     p.add_argument("--cpu-scale", type=positive_float, default=0.25,
@@ -288,8 +350,9 @@ def parser() -> argparse.ArgumentParser:
 # Which flag sets a configuration field, to name it in an error.
 FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
                  ".memory": "--server-memory", "network_mbit": "--host-bw",
+                 "link_mbit": "--host-bw", "client_bw_mbit": "--client-bw",
                  "host_bw_mbit": "--host-bw", "period_s": "--period",
-                 "testbed.clients": "--clients"}
+                 "testbed.clients": "--clients", "servers": "--servers"}
 
 
 def main(argv=None) -> int:

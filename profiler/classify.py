@@ -167,5 +167,9 @@ def classify_all(durations_by_microservice: dict[str, Sequence[float]], threshol
             "count": len(values),
             "median_s": median,
             "p90_s": quantile_of(values, 0.9, is_sorted=True),
+            # the duration distribution (20 quantiles, 5 % to 100 %): the controller's
+            # estimate of how many of the flows it sent are still running
+            "quantiles_s": [round(quantile_of(values, q / 20, is_sorted=True), 3)
+                            for q in range(1, 21)] if enough else None,
         }
     return result

@@ -60,6 +60,9 @@ class MicroserviceView:
     readable: int = 0
     instances: int = 0
     flows: dict = field(default_factory=dict)
+    # summed over readable instances, absolute: (cores, network bytes/s); per-flow costs on
+    # servers of different sizes come from these
+    absolute: tuple | None = None
 
 
 def instance_usage(container: dict, capacity: dict) -> dict:
@@ -272,6 +275,9 @@ class ProfilerModel:
                            else c["cpu_percent"] / 100.0,
                            "memory_mb": None if c.get("memory_bytes") is None
                            else c["memory_bytes"] / 2 ** 20,
+                           "net_bytes_per_s": None if c.get("rx_bytes_per_s") is None or
+                           c.get("tx_bytes_per_s") is None
+                           else max(c["rx_bytes_per_s"], c["tx_bytes_per_s"]),
                            **instance_usage(c, cap)}
                     per_ms[ms].append(row)
                     if row["readable"] and row["instance"]:
@@ -284,6 +290,10 @@ class ProfilerModel:
             readable = [r for r in rows if r["readable"]]
             view.readable = len(readable)
             view.measured = {r: _mean([x[r] for x in readable]) for r in RESOURCES}
+            cores = [x["cores"] for x in readable]
+            net = [x["net_bytes_per_s"] for x in readable]
+            view.absolute = None if not readable or None in cores or None in net else \
+                (sum(cores), sum(net))
             # fed when some agent sent something new (a late one adds its last reading):
             # a period in which none did is not another sample of the same load
             if any_new and any(v is not None for v in view.measured.values()):
@@ -346,6 +356,10 @@ class ProfilerModel:
                 return None
             per[r] = round(m * view.readable / max(active, view.readable), 4)
         per["mem"] = 0.0
+        if view.absolute is not None:
+            flows = max(active, view.readable)
+            per["cores"] = round(view.absolute[0] / flows, 6)
+            per["net_bytes_per_s"] = round(view.absolute[1] / flows, 1)
         return per
 
     def profiles(self, now: float) -> dict:
@@ -362,7 +376,7 @@ class ProfilerModel:
                 "flow_class_source": "config" if configured != "auto" else
                 v.flows.get("source", "insufficient"),
                 "flows": {k: v.flows.get(k) for k in ("count", "median_s", "p90_s",
-                                                      "threshold_s")},
+                                                      "threshold_s", "quantiles_s")},
                 "samples": v.predictor.samples, "instances": v.instances,
                 "instances_readable": v.readable, "per_flow": self.per_flow(name, v),
             }

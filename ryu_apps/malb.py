@@ -113,7 +113,8 @@ class MalbController(app_manager.RyuApp):
             server_stale_after_s=c.server_stale_after_s,
             weights_stale_after_s=c.weights_stale_after_s,
             pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s,
-            servers=[s.name for s in self.cfg.servers])
+            servers=[s.name for s in self.cfg.servers],
+            capacities={s.name: (s.cpu, s.memory_mb, s.network_mbit) for s in self.cfg.servers})
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=self.cfg.profiler.flow_threshold_s,
                                refresh_s=active_flow_refresh_s(self.cfg))
@@ -646,7 +647,7 @@ class MalbController(app_manager.RyuApp):
         return {"interval_s": round(now - self._pairs_since, 3), "edges": rows}
 
     def _apply_profiles(self, profiles: dict, servers: dict, now: float) -> None:
-        weights, classes, per_flow = {}, {}, {}
+        weights, classes, per_flow, per_flow_abs, durations = {}, {}, {}, {}, {}
         for name, p in (profiles.get("microservices") or {}).items():
             if not isinstance(p, dict):
                 continue
@@ -657,10 +658,16 @@ class MalbController(app_manager.RyuApp):
             use = p.get("per_flow") or {}
             if all(isinstance(use.get(k), (int, float)) for k in ("cpu", "mem", "net")):
                 per_flow[name] = (use["cpu"], use["mem"], use["net"])
+            if all(isinstance(use.get(k), (int, float)) for k in ("cores", "net_bytes_per_s")):
+                per_flow_abs[name] = (use["cores"], use["net_bytes_per_s"])
+            qs = (p.get("flows") or {}).get("quantiles_s")
+            if isinstance(qs, list) and qs and all(isinstance(q, (int, float)) for q in qs):
+                durations[name] = qs
         lag = profiles.get("prediction_lag_s")
         try:
             self.core.update_profiles(weights, classes, now, per_flow,
-                                      lag if isinstance(lag, (int, float)) else None)
+                                      lag if isinstance(lag, (int, float)) else None,
+                                      per_flow_abs, durations)
         except ValueError as exc:
             self.logger.warning("profiler sent bad weights: %s", exc)
         for name, s in (servers.get("servers") or {}).items():
@@ -669,9 +676,10 @@ class MalbController(app_manager.RyuApp):
             est = s.get("predicted") or s
             t = s.get("sample_time")
             use = [est.get(k) if isinstance(est, dict) else None for k in ("cpu", "mem", "net")]
+            measured = tuple(s.get(k) for k in ("cpu", "mem", "net"))
             if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
-                                                   for v in use):
-                self.core.update_server_load(name, *use, t, "profiler")
+                                                   for v in (*use, *measured)):
+                self.core.update_server_load(name, *use, t, "profiler", measured)
 
     # ================================================================ health
     def _health_loop(self):

@@ -5,9 +5,18 @@ the instance that serves a new flow:
 
 - ``srr`` (baseline): simple round robin over the microservice's healthy instances;
 - ``ln`` (baseline): least network load, the server with the lowest network utilization;
-- ``malb``: short-flow microservices get round robin; long-flow ones the server with the
-  least weighted load ``alpha*cpu + beta*mem + gamma*net``, with the microservice's weights
-  from the profiler (MALB paper, section III.C);
+- ``malb-paper``: the paper's rule (section III.C): short-flow microservices get round robin;
+  long-flow ones the server with the least weighted load ``alpha*cpu + beta*mem +
+  gamma*net`` of the profiler's predictions, with the microservice's weights from the
+  profiler (and the pending-flow correction below);
+- ``malb``: the same weights, on a load estimate without the predictions' lag (issue 12,
+  docs/experiments.md): each server's CPU and network are its latest measurement less what
+  the long flows it was running then explain, plus what the long flows it runs now cost.
+  Running flows are estimated from the controller's own assignments and each
+  microservice's flow durations (ryu_apps/running.py), a flow's cost from the profiler's
+  per-flow use scaled to the server's capacity. Short flows get round robin weighted by
+  the servers' capacities (plain round robin on equal servers). Before the profiler knows
+  durations and per-flow use, ``malb`` decides as ``malb-paper``;
 - ``maglev``: the flow's 5-tuple looked up in the Maglev table (ryu_apps/maglev.py) of the
   microservice's in-service instances, equal weights: a flow always lands on the same instance
   while the pool stands, and an instance going or coming moves about 1/N of the flows. The
@@ -42,6 +51,7 @@ from common.config import POLICIES  # noqa: F401 -- re-exported: the policy name
 from profiler.weights import EQUAL_WEIGHTS
 from ryu_apps import maglev
 from ryu_apps.pending import DEFAULT_BUCKET_S, PendingFlows
+from ryu_apps.running import RunningFlows, Survival
 
 # Pending flows are kept for the stale limit plus the prediction lag, but at least
 # PENDING_KEEP_LAG_S (a lag reported later, e.g. the profiler's first, still finds the flows
@@ -70,6 +80,7 @@ class ServerLoad:
     net: float | None = None       # percent of its network capacity
     sample_time: float | None = None
     source: str = ""
+    measured: tuple | None = None  # the latest measurement (cpu, mem, net) behind the estimate
 
 
 @dataclass(frozen=True)
@@ -77,8 +88,9 @@ class Decision:
     microservice: str
     instance: str
     server: str
-    policy: str          # malb | srr | ln | maglev
-    algorithm: str       # round-robin | weighted-least-load | least-network-load | maglev
+    policy: str          # malb | malb-paper | srr | ln | maglev
+    algorithm: str       # round-robin | weighted-round-robin | weighted-least-load |
+    #                      least-network-load | maglev
     reason: str
     scores: dict         # server -> corrected load used for the choice (least-load only)
     weights: tuple[float, float, float] | None
@@ -101,7 +113,8 @@ class PolicyCore:
                  weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
                  period_s: float = 3.0, clock=time.time, servers: list[str] | None = None,
                  maglev_table_size: int = maglev.DEFAULT_TABLE_SIZE,
-                 pending_bucket_s: float = DEFAULT_BUCKET_S):
+                 pending_bucket_s: float = DEFAULT_BUCKET_S,
+                 capacities: dict[str, tuple[float, float, float]] | None = None):
         if policy not in POLICIES:
             raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
         if not maglev.is_prime(maglev_table_size):
@@ -135,6 +148,14 @@ class PolicyCore:
         self.maglev_table_size = maglev_table_size
         # microservice -> (the in-service instances it was built from, the table)
         self._maglev: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        # server -> (CPU cores, memory MB, network Mbit/s): the malb policy's per-flow costs
+        # and weighted round robin; unknown: every server alike
+        self.capacities = {s: tuple(float(x) for x in c)
+                           for s, c in (capacities or {}).items()}
+        self.running = RunningFlows()
+        self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
+        self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
+        self._wrr_credit: dict[str, dict[str, float]] = {}       # ms -> instance -> credit
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str) -> None:
@@ -143,14 +164,16 @@ class PolicyCore:
         self.policy = policy
 
     def update_server_load(self, server: str, cpu: float | None, mem: float | None,
-                           net: float | None, sample_time: float, source: str = "profiler"
-                           ) -> None:
-        """Utilization of a server (predicted by the profiler, or measured) at sample_time."""
+                           net: float | None, sample_time: float, source: str = "profiler",
+                           measured: tuple | None = None) -> None:
+        """Utilization of a server (predicted by the profiler, or measured) at sample_time;
+        `measured`: the latest measurement (cpu, mem, net) itself, when the figures are a
+        prediction."""
         if server not in self.loads:
             raise KeyError(f"unknown server {server!r}")
         if (self.loads[server].sample_time or 0.0) > sample_time:
             return  # an older sample arriving late
-        self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source)
+        self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source, measured)
         self._prune_assignments(server)
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
@@ -179,18 +202,32 @@ class PolicyCore:
         it. Forgets what no fresh data can still miss (older than the stale limit and the
         lag before t), so memory does not depend on the profiler's samples arriving."""
         self._pending.add(server, microservice, t)
+        self.running.add(server, microservice, t)
         keep = min(max(self.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
         self._forget(server, t - self.server_stale_after_s - keep)
 
     def update_profiles(self, weights: dict[str, tuple[float, float, float]],
                         flow_classes: dict[str, str | None], updated: float,
                         per_flow: dict[str, tuple[float, float, float]] | None = None,
-                        prediction_lag_s: float | None = None) -> None:
+                        prediction_lag_s: float | None = None,
+                        per_flow_abs: dict[str, tuple[float, float]] | None = None,
+                        durations: dict[str, list[float]] | None = None) -> None:
         """Weights and flow classes per microservice; optionally what one flow of each uses
-        (cpu, mem, net in % of a server) and how long the predictions take to show a change."""
+        (cpu, mem, net in % of a server; and absolute: CPU cores, network bytes/s), how long
+        its flows last (quantiles of their durations) and how long the predictions take to
+        show a change."""
         for ms, use in (per_flow or {}).items():
-            if ms in self.pools and all(isinstance(v, (int, float)) and v >= 0 for v in use):
+            if ms in self.pools and all(_finite_non_negative(v) for v in use):
                 self.per_flow[ms] = tuple(float(v) for v in use)
+        for ms, use in (per_flow_abs or {}).items():
+            if ms in self.pools and len(use) == 2 and all(_finite_non_negative(v) for v in use):
+                self.per_flow_abs[ms] = (float(use[0]), float(use[1]))
+        for ms, qs in (durations or {}).items():
+            if ms in self.pools:
+                try:
+                    self.survival[ms] = Survival(qs)
+                except (TypeError, ValueError):
+                    pass
         if prediction_lag_s is not None and prediction_lag_s >= 0:
             self.prediction_lag_s = float(prediction_lag_s)
         for ms, w in weights.items():
@@ -326,17 +363,24 @@ class PolicyCore:
                                              "maglev: no flow key given, round robin")
             else:
                 decision = self._maglev_pick(microservice, candidates, now, flow_key)
+        elif self.policy == "ln":
+            decision = self._least_load(microservice, candidates, now, "least-network-load",
+                                        (0.0, 0.0, 1.0))
         else:
-            if self.policy == "ln":
-                algorithm, weights = "least-network-load", (0.0, 0.0, 1.0)
-            else:
-                cls, _src = self.flow_class(microservice)
-                if cls == "short":
+            cls, _src = self.flow_class(microservice)
+            weights = self.weights(microservice, now)[0]
+            if cls == "short":
+                if self.policy == "malb" and self._unequal_servers(candidates):
+                    decision = self._weighted_round_robin(microservice, candidates, now,
+                                                          weights)
+                else:
                     decision = self._round_robin(microservice, candidates, now,
                                                  "short flows: round robin")
-                    return self._record(decision)
-                algorithm, weights = "weighted-least-load", self.weights(microservice, now)[0]
-            decision = self._least_load(microservice, candidates, now, algorithm, weights)
+            elif self.policy == "malb" and self._running_model():
+                decision = self._least_running_load(microservice, candidates, now, weights)
+            else:
+                decision = self._least_load(microservice, candidates, now,
+                                            "weighted-least-load", weights)
         return self._record(decision)
 
     def _record(self, d: Decision) -> Decision:
@@ -399,6 +443,88 @@ class PolicyCore:
         return Decision(ms, best.name, best.server, self.policy, algorithm, reason,
                         {s: round(v, 3) for s, v in scores.items()}, weights, now)
 
+    # ------------------------------------------------------------------ malb (issue 12)
+    def _unequal_servers(self, candidates: list[Backend]) -> bool:
+        caps = {self.capacities.get(b.server) for b in candidates}
+        return len(caps) > 1 and None not in caps
+
+    def _weighted_round_robin(self, ms: str, candidates: list[Backend], now: float,
+                              weights: tuple[float, float, float]) -> Decision:
+        """Smooth weighted round robin (nginx's): each instance's share of the flows is its
+        server's capacity relative to the others', in the microservice's weights."""
+        caps = [self.capacities[b.server] for b in candidates]
+        means = [sum(c[i] for c in caps) / len(caps) for i in range(3)]
+        share = {b.name: sum(w * c[i] / means[i] for i, w in enumerate(weights) if means[i] > 0)
+                 for b, c in zip(candidates, caps)}
+        credit = self._wrr_credit.setdefault(ms, {})
+        for name in list(credit):
+            if name not in share:
+                del credit[name]
+        for name, w in share.items():
+            credit[name] = credit.get(name, 0.0) + w
+        best = max(candidates, key=lambda b: (credit[b.name], -b.order))
+        credit[best.name] -= sum(share.values())
+        return Decision(ms, best.name, best.server, self.policy, "weighted-round-robin",
+                        "short flows: round robin weighted by server capacity",
+                        {b.server: round(share[b.name], 3) for b in candidates}, weights, now)
+
+    def _running_model(self) -> bool:
+        """Whether the profiler has told durations and per-flow use of some microservice."""
+        return any(ms in self.per_flow or ms in self.per_flow_abs for ms in self.survival)
+
+    def _flow_cost(self, ms: str, server: str) -> tuple[float, float] | None:
+        """(CPU %, network %) of the server that one running flow of ms uses."""
+        cap = self.capacities.get(server)
+        use = self.per_flow_abs.get(ms)
+        if cap is not None and use is not None and cap[0] > 0 and cap[2] > 0:
+            return 100.0 * use[0] / cap[0], 100.0 * use[1] / (cap[2] * 125000.0)
+        pct = self.per_flow.get(ms)
+        return None if pct is None else (pct[0], pct[2])
+
+    def running_load(self, server: str, at: float) -> tuple[float, float, float]:
+        """(CPU %, network %, expected flows) that the flows still running at `at` use."""
+        horizon = max(self.prediction_lag_s, 2 * self.period_s)
+        survival = {ms: self.survival.get(ms, horizon) for ms in
+                    set(self.per_flow) | set(self.per_flow_abs)}
+        cpu = net = flows = 0.0
+        for ms, n in self.running.expected(server, at, survival).items():
+            cost = self._flow_cost(ms, server)
+            if cost is not None:
+                cpu += n * cost[0]
+                net += n * cost[1]
+                flows += n
+        return cpu, net, flows
+
+    def _least_running_load(self, ms: str, candidates: list[Backend], now: float,
+                            weights: tuple[float, float, float]) -> Decision:
+        """Weighted least load on (measured load - what the flows running when it was
+        measured explain + what the flows running now cost)."""
+        a, b, g = weights
+        scores, running = {}, {}
+        for c in candidates:
+            load = self.loads[c.server]
+            if not self._fresh(load, now):
+                continue
+            meas = load.measured or (load.cpu, load.mem, load.net)
+            if any(w > 0 and v is None for w, v in zip(weights, meas)):
+                continue
+            then_cpu, then_net, _ = self.running_load(c.server, load.sample_time -
+                                                      self.period_s / 2)
+            now_cpu, now_net, running[c.server] = self.running_load(c.server, now)
+            cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu
+            net = max(0.0, (meas[2] or 0.0) - then_net) + now_net
+            scores[c.server] = a * cpu + b * (meas[1] or 0.0) + g * net
+        fresh = [c for c in candidates if c.server in scores]
+        if not fresh:
+            return self._round_robin(ms, candidates, now,
+                                     "weighted-least-load: no fresh load data, round robin")
+        best = min(fresh, key=lambda c: (scores[c.server], running[c.server], c.order))
+        left_out = len(candidates) - len(fresh)
+        reason = f"weighted-least-load (running flows): {best.server} lowest of {len(fresh)}" \
+            + (f" ({left_out} without fresh load data left out)" if left_out else "")
+        return Decision(ms, best.name, best.server, self.policy, "weighted-least-load", reason,
+                        {s: round(v, 3) for s, v in scores.items()}, weights, now)
+
     def _measure(self, server: str, weights: tuple[float, float, float], algorithm: str,
                  now: float) -> tuple[float, float, float] | None:
         """(load, time of the data it rests on, how long that data takes to show a new flow
@@ -437,6 +563,7 @@ class PolicyCore:
                 "net_switch": sw.net, "net_switch_age_s": _age(sw.sample_time, now),
                 "fresh": self.is_fresh(s, now),
                 "pending_flows": self.pending(s),
+                "running_flows_estimate": round(self.running_load(s, now)[2], 2),
                 "flows_assigned": {ms: n for (srv, ms), n in sorted(self.assigned_total.items())
                                    if srv == s},
                 "instances": {b.name: {"microservice": b.microservice,
@@ -460,6 +587,10 @@ class PolicyCore:
             info["per_flow"] = None if use is None else dict(zip(("cpu", "mem", "net"), use))
         return {"policy": self.policy, "servers": servers, "microservices": microservices,
                 "prediction_lag_s": self.prediction_lag_s}
+
+
+def _finite_non_negative(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
 
 
 def _age(t: float | None, now: float) -> float | None:

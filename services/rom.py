@@ -15,6 +15,8 @@ host SLO loop). Kind-specific:
                                          the client leaves)
 - ui:      GET /object?size=BYTES         an object of that size, with cpu_ms_per_mb of work
 - backend: GET /job?seconds=S&cpu=F       busy for a fraction F of one CPU for S seconds
+           GET /job?seconds=S&cpu=F&mode=work the same duty cycle until F x S CPU-seconds
+                                         are done: a job that gets less CPU takes longer
 Every response carries X-Served-By (instance name) so clients can record who served them.
 """
 from __future__ import annotations
@@ -98,6 +100,23 @@ def burn(cpu_fraction: float, seconds: float, slice_s: float = 0.05) -> None:
             time.sleep(min(rest, max(0.0, deadline - time.monotonic())))
 
 
+def work(cpu_fraction: float, seconds: float, slice_s: float = 0.05) -> None:
+    """Work-conserving job: F x S CPU-seconds of work at a duty cycle of F, so it takes S
+    seconds with the CPU it asks for and longer with less (the server is busy)."""
+    todo = cpu_fraction * seconds
+    done_at = time.thread_time() + todo
+    while time.thread_time() < done_at:
+        start = time.monotonic()
+        busy_until = start + slice_s * cpu_fraction
+        x = 0
+        while time.monotonic() < busy_until and time.thread_time() < done_at:
+            for _ in range(2000):
+                x += 1
+        rest = start + slice_s - time.monotonic()
+        if rest > 0 and time.thread_time() < done_at:
+            time.sleep(rest)
+
+
 class BadRequest(ValueError):
     pass
 
@@ -162,7 +181,10 @@ class Handler(BaseHTTPRequestHandler):
         if endpoint == "/job" and self.kind == "backend":
             seconds = _param(query, "seconds", 10, 0, MAX_SECONDS)
             cpu = _param(query, "cpu", 0.15, 0, 1)
-            burn(cpu, seconds)
+            mode = query.get("mode", ["deadline"])[0]
+            if mode not in ("deadline", "work"):
+                raise BadRequest(f"mode: 'deadline' or 'work', got {mode[:40]!r}")
+            (work if mode == "work" else burn)(cpu, seconds)
             return self.reply(200, f'{{"seconds": {seconds}, "cpu": {cpu}}}\n'.encode(),
                               "application/json")
         return self.reply(404, f"no endpoint {endpoint} on a {self.kind} service\n".encode())

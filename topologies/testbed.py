@@ -118,11 +118,17 @@ class Testbed:
                                     "mem_limit": f"{max(6, srv.memory_mb // n)}m"}
         return params
 
-    def _host_link(self) -> dict:
+    @staticmethod
+    def _shaped(bw: float | None) -> dict:
         # TBF rather than Mininet's default HTB: HTB at tens of Mbit/s logs a quantum
         # warning per link (as an error) and shapes no better
-        bw = self.cfg.testbed.host_bw_mbit
         return {"bw": bw, "use_tbf": True} if bw else {}
+
+    def _host_link(self, server: str | None = None) -> dict:
+        """An instance's link (shaped at its server's link_mbit) or a client's."""
+        if server is None:
+            return self._shaped(self.cfg.testbed.client_bw_mbit)
+        return self._shaped(self.cfg.server(server).link_mbit)
 
     def _docker_params(self, inst: Instance) -> dict:
         """How the container of an instance is made: its image, address, environment
@@ -153,14 +159,14 @@ class Testbed:
             net.addSwitch(sw.name, dpid="%016x" % sw.dpid, protocols="OpenFlow13",
                           datapath=self.datapath,
                           failMode="secure" if controller else "standalone")
-        host_link = self._host_link()
         for inst in self.cfg.instances:
             node = net.addDocker(inst.name, **self._docker_params(inst))
-            net.addLink(node, net[inst.switch], port2=inst.switch_port, **host_link)
+            net.addLink(node, net[inst.switch], port2=inst.switch_port,
+                        **self._host_link(inst.server))
             self.deployed.add(inst.name)
         for cli in tb.clients:
             host = net.addHost(cli.name, ip=f"{cli.ip}/{tb.prefix_len}", mac=cli.mac)
-            net.addLink(host, net[cli.switch], port2=cli.switch_port, **host_link)
+            net.addLink(host, net[cli.switch], port2=cli.switch_port, **self._host_link())
         for trunk in tb.trunks:
             extra = {"bw": trunk.bw_mbit, "use_tbf": True} if trunk.bw_mbit else {}
             net.addLink(net[trunk.a], net[trunk.b], port1=trunk.a_port, port2=trunk.b_port,
@@ -206,7 +212,8 @@ class Testbed:
             raise ValueError(f"{inst.name} is running already")
         node = self.net.addDocker(inst.name, **self._docker_params(inst))
         switch = self.net[inst.switch]
-        link = self.net.addLink(node, switch, port2=inst.switch_port, **self._host_link())
+        link = self.net.addLink(node, switch, port2=inst.switch_port,
+                                **self._host_link(inst.server))
         port = link.intf2.name
         # The slot's port number is fixed, so OVS must not number the port. Containernet's
         # addLink attaches the port itself (numbered by OVS); Mininet's does not: --may-exist

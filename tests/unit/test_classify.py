@@ -68,7 +68,8 @@ def test_classify_all_threshold_mode():
     assert result["backend"]["median_s"] == pytest.approx(float(np.median(LONG)))
     assert result["backend"]["p90_s"] == pytest.approx(float(np.quantile(LONG, 0.9)))
     assert result["new"] == {"flow_class": None, "threshold_s": 3.0, "source": "insufficient",
-                             "count": 2, "median_s": 0.25, "p90_s": pytest.approx(0.29)}
+                             "count": 2, "median_s": 0.25, "p90_s": pytest.approx(0.29),
+                             "quantiles_s": None}
 
 
 def test_classify_all_auto_mode_and_its_fallback():

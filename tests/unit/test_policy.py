@@ -284,3 +284,84 @@ def test_maglev_without_a_flow_key_falls_back_to_round_robin_and_says_so():
 def test_maglev_table_size_must_be_prime():
     with pytest.raises(ValueError, match="maglev_table_size"):
         make_core(policy="maglev", maglev_table_size=4096)
+
+
+# ---------------------------------------------------------------- malb: running flows (issue 12)
+def running_core(policy="malb", capacities=None, **kw):
+    core = make_core(policy, capacities=capacities, **kw)
+    # backend jobs: 60 % last 10 s, 40 % 30 s; one costs 0.03 cores; CPU only
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
+                         per_flow={"backend": (10.0, 0.0, 0.0)},
+                         per_flow_abs={"backend": (0.03, 0.0)},
+                         durations={"backend": [10.0] * 12 + [30.0] * 8})
+    return core
+
+
+def measured(core, t, **per_server):
+    for srv in SERVERS:
+        cpu = per_server.get(srv, 10.0)
+        core.update_server_load(srv, cpu, 10.0, 10.0, t, measured=(cpu, 10.0, 10.0))
+
+
+def test_malb_counts_the_jobs_each_server_runs_now_not_the_lagging_prediction():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # three jobs went to srv1 at 60 s: by 100 s the 10 s ones are over; a rolling mean
+    # still shows srv1 busy (prediction 40 %), the measurement at 99 s shows it idle
+    for t in (60.1, 60.2, 60.3):
+        core.note_assignment("srv1", "backend", t)
+    for srv in SERVERS:
+        cpu = 40.0 if srv == "srv1" else 20.0
+        core.update_server_load(srv, cpu, 10.0, 10.0, 99.0, measured=(5.0 if srv == "srv1"
+                                                                      else 20.0, 10.0, 10.0))
+    d = core.choose("backend", now=100.0)
+    assert d.server == "srv1" and "running flows" in d.reason
+    # malb-paper decides on the prediction: anything but srv1
+    paper = running_core("malb-paper", capacities={s: (0.3, 256, 50) for s in SERVERS})
+    for srv in SERVERS:
+        paper.update_server_load(srv, 40.0 if srv == "srv1" else 20.0, 10.0, 10.0, 99.0,
+                                 measured=(5.0 if srv == "srv1" else 20.0, 10.0, 10.0))
+    assert paper.choose("backend", now=100.0).server != "srv1"
+
+
+def test_malb_spreads_a_burst_by_the_jobs_it_sent_since_the_measurement():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    measured(core, 99.0)
+    picks = [core.choose("backend", now=100.0 + k * 0.01).server for k in range(8)]
+    assert Counter(picks) == {s: 2 for s in SERVERS}
+
+
+def test_malb_flows_running_at_the_measurement_are_not_counted_twice():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # srv1 got two jobs at 95 s; the measurement at 99 s already shows them (10 % each)
+    core.note_assignment("srv1", "backend", 95.0)
+    core.note_assignment("srv1", "backend", 95.0)
+    measured(core, 99.0, srv1=30.0, srv2=25.0)
+    d = core.choose("backend", now=100.0)
+    # srv1: 30 - 2 x 10 + 2 x 10 = 30, srv2: 25: srv2; the others at 10
+    assert d.scores["srv1"] == pytest.approx(30.0) and d.scores["srv2"] == pytest.approx(25.0)
+    assert d.server == "srv3"
+
+
+def test_malb_on_servers_of_different_sizes_costs_a_flow_by_each_servers_capacity():
+    caps = {"srv1": (0.6, 256, 50), "srv2": (0.3, 256, 50), "srv3": (0.3, 256, 50),
+            "srv4": (0.2, 256, 50)}
+    core = running_core(capacities=caps)
+    measured(core, 99.0, srv1=0.0, srv2=0.0, srv3=0.0, srv4=0.0)
+    picks = Counter(core.choose("backend", now=100.0 + k * 0.01).server for k in range(14))
+    # 0.03 cores: 5 % of srv1, 10 % of srv2/3, 15 % of srv4: picks in proportion to capacity
+    assert picks == {"srv1": 6, "srv2": 3, "srv3": 3, "srv4": 2}
+    # short flows: round robin weighted by capacity (in the microservice's weights)
+    core.set_manual_weights("ui", (1.0, 0.0, 0.0))
+    ui = Counter(core.choose("ui", now=101.0).server for _ in range(140))
+    assert ui == {"srv1": 60, "srv2": 30, "srv3": 30, "srv4": 20}
+    # equal servers: plain round robin, as the paper
+    eq = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    assert [eq.choose("ui").server for _ in range(4)] == SERVERS
+
+
+def test_malb_without_durations_decides_as_the_paper():
+    a, b = make_core("malb"), make_core("malb-paper")
+    for core in (a, b):
+        loads(core, srv1=(5.0, 5.0, 5.0), srv2=(50.0, 5.0, 5.0))
+    assert [a.choose("backend", now=100.0 + k).server for k in range(6)] == \
+        [b.choose("backend", now=100.0 + k).server for k in range(6)]

@@ -200,7 +200,9 @@ def test_per_flow_use_and_prediction_lag():
     p = m.profiles(100.0)
     assert p["prediction_lag_s"] == 30.0                     # w = 10 samples of 3 s
     # backend: cpu (60 + 100) / 2 = 80 % per instance, 2 instances, 4 flows: 40 % per flow
-    assert p["microservices"]["backend"]["per_flow"] == {"cpu": 40.0, "net": 2.5, "mem": 0.0}
+    # and in absolute figures (servers of different sizes): cores and bytes/s per flow
+    assert p["microservices"]["backend"]["per_flow"] == {"cpu": 40.0, "net": 2.5, "mem": 0.0,
+                                                         "cores": 0.2, "net_bytes_per_s": 25.0}
     assert p["microservices"]["video"]["per_flow"] is None  # no active flows
     # one flow on two busy instances is charged one instance's use, not both
     m.ingest_flows([done(f"b{k}", "backend", 1.0) for k in (1, 2, 3)], None, now=101.0)

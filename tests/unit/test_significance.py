@@ -1,0 +1,59 @@
+"""experiments/significance.py: means with intervals and paired tests of the comparison."""
+import pytest
+from scipy import stats as sps
+
+from experiments import significance as sig
+
+
+def result(cpu, ui_rt=1000.0, video=1500.0):
+    return {"table2": {"cpu": {"stdev": cpu}, "net": {"stdev": 5.0},
+                       "energy": {"stdev": 3.0}},
+            "table3": {"ui-light": {"average": ui_rt / 4, "stdev": 10.0},
+                       "ui-medium": {"average": ui_rt, "stdev": ui_rt / 2},
+                       "backend-medium": {"average": 10000.0, "stdev": 5.0},
+                       "backend-heavy": {"average": 30000.0, "stdev": 5.0},
+                       "video": {"average": video, "stdev": 1.0}}}
+
+
+def test_mean_ci_is_students_t():
+    m = sig.mean_ci([10.0, 12.0, 14.0])
+    assert m["mean"] == 12.0
+    assert m["ci"] == pytest.approx(sps.t.ppf(0.975, 2) * 2.0 / 3 ** 0.5)
+    assert sig.mean_ci([5.0]) == {"n": 1, "mean": 5.0, "ci": None}
+    assert sig.mean_ci([])["mean"] is None
+
+
+def test_paired_test_matches_scipy_and_calls_the_direction():
+    malb, srr = [7.0, 8.0, 7.5], [11.0, 12.5, 11.8]
+    d = sig.paired(malb, srr, "lower")
+    assert d["p"] == pytest.approx(sps.ttest_rel(malb, srr).pvalue)
+    assert d["diff"] == pytest.approx(-4.2666, abs=1e-3)
+    assert d["ratio"] == pytest.approx(d["diff"] / (35.3 / 3))
+    assert d["verdict"] == "significantly better"
+    assert sig.paired(srr, malb, "lower")["verdict"] == "significantly worse"
+    assert sig.paired(srr, malb, "higher")["verdict"] == "significantly better"
+    # noise: not significant
+    assert sig.paired([10.0, 12.0, 9.0], [11.0, 10.0, 10.5])["verdict"] == "not significant"
+    # one run: nothing tested
+    one = sig.paired([7.0], [11.0])
+    assert one["p"] is None and one["verdict"] == "not tested (one run)"
+    with pytest.raises(ValueError):
+        sig.paired([1.0, 2.0], [1.0])
+
+
+def test_compare_pairs_runs_and_renders_every_headline():
+    runs = {"srr": [result(12.0), result(13.0), result(11.0)],
+            "ln": [result(14.0), result(15.0), result(13.5)],
+            "malb": [result(7.0, video=1600.0), result(8.0, video=1610.0),
+                     result(7.2, video=1590.0)]}
+    c = sig.compare(runs)
+    assert set(c["cpu_stdev"]["vs"]) == {"srr", "ln"}
+    assert c["cpu_stdev"]["vs"]["srr"]["verdict"] == "significantly better"
+    assert c["video_tp"]["vs"]["ln"]["verdict"] == "significantly better"
+    assert c["ui-medium_rt"]["vs"]["srr"]["verdict"] == "not significant"   # identical: p = 1
+    md = sig.markdown(c, names={"srr": "SRR", "ln": "LN", "malb": "MALB"})
+    assert "| CPU STDEV across servers (%) | 12.0 ± " in md
+    assert "| CPU STDEV across servers (%) | SRR |" in md and "significantly better" in md
+    # a figure missing in some run is left out, not filled in
+    runs["ln"][0]["table3"].pop("video")
+    assert "video_tp" not in sig.compare(runs)
