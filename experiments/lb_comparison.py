@@ -33,7 +33,7 @@ from experiments.stack import Stack
 from profiler.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICIES = ("srr", "ln", "malb", "malb-paper")  # the default run order: baselines first
+POLICIES = ("srr", "ln", "malb")     # the default run order: the baselines first
 # Policies outside the paper's comparison (maglev) run only when named: a new policy must
 # not lengthen every default run.
 CHOICES = POLICIES + tuple(p for p in config.POLICIES if p not in POLICIES)

@@ -495,21 +495,38 @@ class PolicyCore:
                 flows += n
         return cpu, net, flows
 
+    def _explained_then(self, server: str, load: ServerLoad) -> tuple[tuple, float, float]:
+        """The figures the base load is taken from and the (CPU %, network %) that the
+        running flows explain in them: the prediction against the flows' mean over the
+        prediction's window (a rolling mean's window), so the base is as smooth as the
+        prediction; without a lag, the latest measurement against its period."""
+        lag = self.prediction_lag_s
+        pred = (load.cpu, load.mem, load.net)
+        if lag <= 0 or any(v is None for v in (load.cpu, load.net)):
+            meas = load.measured or pred
+            cpu, net, _ = self.running_load(server, load.sample_time - self.period_s / 2)
+            return meas, cpu, net
+        n = max(1, round(lag / self.period_s))
+        cpu = net = 0.0
+        for i in range(n):
+            c, w, _ = self.running_load(server, load.sample_time - lag + (i + 0.5) * lag / n)
+            cpu += c / n
+            net += w / n
+        return pred, cpu, net
+
     def _least_running_load(self, ms: str, candidates: list[Backend], now: float,
                             weights: tuple[float, float, float]) -> Decision:
-        """Weighted least load on (measured load - what the flows running when it was
-        measured explain + what the flows running now cost)."""
+        """Weighted least load on (the server's base load, what its flows do not explain,
+        + what the flows it runs now cost)."""
         a, b, g = weights
         scores, running = {}, {}
         for c in candidates:
             load = self.loads[c.server]
             if not self._fresh(load, now):
                 continue
-            meas = load.measured or (load.cpu, load.mem, load.net)
+            meas, then_cpu, then_net = self._explained_then(c.server, load)
             if any(w > 0 and v is None for w, v in zip(weights, meas)):
                 continue
-            then_cpu, then_net, _ = self.running_load(c.server, load.sample_time -
-                                                      self.period_s / 2)
             now_cpu, now_net, running[c.server] = self.running_load(c.server, now)
             cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu
             net = max(0.0, (meas[2] or 0.0) - then_net) + now_net
