@@ -1,4 +1,5 @@
 """The profiler service's input checks and its ARMA worker pool; the JSON HTTP helpers."""
+import json
 import os
 import signal
 import socket
@@ -59,7 +60,7 @@ def test_json_server_rejects_a_bad_content_length_with_json():
     srv = JsonServer(("127.0.0.1", 0), {("POST", "/x"): lambda q, b: (200, {"ok": True})})
     srv.start_background()
     try:
-        for length in (b"abc", b"-5", b"999999999999"):
+        for length, status in ((b"abc", "400"), (b"-5", "400"), (b"999999999999", "413")):
             with socket.create_connection(srv.server_address, timeout=5) as s:
                 s.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + length +
                           b"\r\n\r\n")
@@ -70,8 +71,9 @@ def test_json_server_rejects_a_bad_content_length_with_json():
                         break
                     answer += chunk
                 answer = answer.decode()
-            assert answer.startswith("HTTP/1.0 400") or answer.startswith("HTTP/1.1 400")
-            assert "Content-Length" in answer.split("\r\n\r\n", 1)[1]
+            assert answer.startswith(f"HTTP/1.1 {status}"), answer
+            error = json.loads(answer.split("\r\n\r\n", 1)[1])["error"]
+            assert "Content-Length" in error or "over the limit" in error
     finally:
         srv.shutdown()
         srv.server_close()
