@@ -284,3 +284,14 @@ def test_maglev_without_a_flow_key_falls_back_to_round_robin_and_says_so():
 def test_maglev_table_size_must_be_prime():
     with pytest.raises(ValueError, match="maglev_table_size"):
         make_core(policy="maglev", maglev_table_size=4096)
+
+
+def test_weights_are_normalised_without_overflow():
+    assert normalise_weights((1e308, 1e308, 0), "video") == (0.5, 0.5, 0.0)
+    assert normalise_weights((1e308, 1e308, 1e308)) == pytest.approx((1 / 3,) * 3)
+    assert normalise_weights((5e-324, 0, 0)) == (1.0, 0.0, 0.0)
+    assert normalise_weights((1, 1, 2)) == (0.25, 0.25, 0.5)
+    with pytest.raises(ValueError, match="too large"):
+        normalise_weights((10 ** 400, 1, 0), "video")
+    with pytest.raises(ValueError, match="alpha"):
+        normalise_weights((float("inf"), 1, 0), "video")
