@@ -358,7 +358,9 @@ class JsonServer:
             _wsgi_text(environ.get("QUERY_STRING") or ""), environ.get("CONTENT_TYPE"), raw)
         line, base, data = _encode(status, payload)
         start_response(line, base + list(headers))
-        return [data]
+        # HEAD: the headers a GET would have, no body (waitress sends whatever the
+        # application returns; a body here would be read as the next answer's start)
+        return [] if environ["REQUEST_METHOD"] == "HEAD" else [data]
 
     def serve_forever(self) -> None:
         """Serve until shutdown() (socketserver's semantics)."""

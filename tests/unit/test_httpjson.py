@@ -104,6 +104,31 @@ def test_a_kept_alive_connection_stays_in_sync_after_a_404_or_405_with_a_body(se
     assert server.state == [{"ok": 1}]
 
 
+def test_answers_to_head_have_no_body_and_the_connection_stays_in_sync(server):
+    """Found by the fuzz test: the 405's JSON body went out after a HEAD, and the client
+    read it as the start of its next answer."""
+    conn = http.client.HTTPConnection(*server.server_address, timeout=5)
+    for method, path, status in (("HEAD", "/x", 405), ("HEAD", "/x", 405),
+                                 ("HEAD", "/nope", 404), ("GET", "/health", 200)):
+        conn.request(method, path)
+        r = conn.getresponse()
+        body = r.read()
+        assert r.status == status
+        assert body == b"" if method == "HEAD" else json.loads(body) == {"status": "ok"}
+    conn.close()
+    # the raw bytes: the headers only, Content-Length as a GET would have it
+    with socket.create_connection(server.server_address, timeout=5) as s:
+        s.sendall(request("HEAD", "/nope") + request("GET", "/health"))
+        time.sleep(0.3)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    first, second = data.split(b"HTTP/1.1 ", 2)[1:]
+    assert first.startswith(b"404") and first.endswith(b"\r\n\r\n")
+    assert second.startswith(b"200") and second.endswith(b'{"status": "ok"}')
+
+
 def test_chunked_bodies_are_decoded(server):
     data = (b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n3\r\n[1,\r\n2\r\n2]\r\n0\r\n\r\n")
