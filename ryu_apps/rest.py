@@ -14,7 +14,8 @@
     DELETE /malb/instances/X  it leaves its pool (409 while it has flows, unless ?force=1)
     GET  /metrics           Prometheus text
 Every answer is JSON (Prometheus text aside): 400 with {"error": "<field>: <problem>"} for a
-bad body, query or path (the body checks are common/httpjson.py's decode_body: JSON
+bad body, query or path, naming the field or parameter (an unknown query parameter or
+body field is an error too; the body checks are common/httpjson.py's decode_body: JSON
 Content-Type or 415, nesting, finite numbers, valid Unicode), 413 over MAX_BODY_BYTES, 404
 for unknown routes, 405 with Allow for a wrong method, and 500 without details for a bug
 (logged once with them): Ryu's WSGI server runs eventlet with debug on, which would send
@@ -66,10 +67,12 @@ def _int_param(req, name: str, default: int, lo: int, hi: int) -> int:
     raw = req.GET.get(name)
     if raw is None:
         return default
-    # isdigit() alone takes "²", which int() refuses
-    if not (raw.isascii() and raw.isdigit()) or not lo <= int(raw) <= hi:
+    # isdigit() alone takes "²", which int() refuses; 4,300 digits and more, int() refuses
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(hi)) or \
+            not lo <= int(digits) <= hi:
         raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {quote(raw)}")
-    return int(raw)
+    return int(digits)
 
 
 def _cut(text: str, limit: int = 80) -> str:
@@ -95,13 +98,55 @@ def _undecodable(req) -> Response | None:
     return None
 
 
+def _flag(req, name: str) -> bool:
+    """A yes/no query parameter: 1, true, yes or 0, false, no, empty; ValueError naming it."""
+    raw = req.GET.get(name, "0")
+    if raw not in ("1", "true", "yes", "0", "false", "no", ""):
+        raise ValueError(f"{name}: expected 1 or 0, got {quote(raw)}")
+    return raw in ("1", "true", "yes")
+
+
+def _fields(body, required: dict[str, type], example: str) -> Response | None:
+    """A body that must be an object with exactly these fields of these types: the error
+    names the unknown, missing or mistyped field."""
+    if not isinstance(body, dict):
+        return _error(400, f"body: expected a JSON object, e.g. {example}")
+    extra = set(body) - set(required)
+    if extra:
+        return _error(400, f"{quote(min(extra))}: unknown field (known: "
+                           f"{', '.join(sorted(required))})")
+    for name, kind in required.items():
+        if name not in body:
+            return _error(400, f"{name}: required, e.g. {example}")
+        if not isinstance(body[name], kind):
+            what = "true or false" if kind is bool else "a string"
+            return _error(400, f"{name}: expected {what}, got {quote(body[name])}")
+    return None
+
+
 class _JsonController(ControllerBase):
     """Whatever a handler raises becomes a JSON 500 and one log record (never eventlet's
-    traceback page)."""
+    traceback page). Before any handler: the path and query must decode, and check() (a
+    subclass's) may answer instead."""
+    QUERY: dict[str, tuple[str, ...]] = {}      # handler name -> its query parameters
+
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.app = data[APP_KEY]
+
+    def check(self, req) -> Response | None:
+        """Unknown query parameters are a 400 naming the first (a typo such as ?actve=1
+        must not be silently ignored)."""
+        known = self.QUERY.get(req.urlvars.get("action"), ())
+        unknown = sorted(set(req.GET) - set(known))
+        if unknown:
+            return _error(400, f"{quote(unknown[0])}: unknown query parameter (known: "
+                               f"{', '.join(known) or 'none'})")
+        return None
 
     def __call__(self, req):
         try:
-            return _undecodable(req) or super().__call__(req)
+            return _undecodable(req) or self.check(req) or super().__call__(req)
         except Exception as exc:
             log.exception("REST %s %s failed", req.method, req.environ.get("PATH_INFO", "?"))
             return _error(500, f"internal error ({type(exc).__name__}); the controller's "
@@ -109,9 +154,8 @@ class _JsonController(ControllerBase):
 
 
 class MalbRest(_JsonController):
-    def __init__(self, req, link, data, **config):
-        super().__init__(req, link, data, **config)
-        self.app = data[APP_KEY]
+    QUERY = {"get_decisions": ("limit", "microservice"), "get_flows": ("active",),
+             "delete_instance": ("force",)}
 
     @route("malb", "/malb/status", methods=["GET"])
     def get_status(self, req, **_):
@@ -198,10 +242,10 @@ class MalbRest(_JsonController):
 
     @route("malb", "/malb/flows", methods=["GET"])
     def get_flows(self, req, **_):
-        active = req.GET.get("active", "0")
-        if active not in ("1", "true", "yes", "0", "false", "no", ""):
-            return _error(400, f"active: expected 1 or 0, got {quote(active)}")
-        active_only = active in ("1", "true", "yes")
+        try:
+            active_only = _flag(req, "active")
+        except ValueError as exc:
+            return _error(400, str(exc))
         idle = self.app.flows.idle_timeout
         recs = [r.as_record(idle, self.app.flows.epoch) for r in self.app.flows.flows.values()
                 if not active_only or r.ended is None]
@@ -216,12 +260,12 @@ class MalbRest(_JsonController):
         body, err = _body(req)
         if err:
             return err
-        if not isinstance(body, dict) or set(body) != {"instance"} or \
-                not isinstance(body["instance"], str):
-            return _error(400, 'instance: required, e.g. {"instance": "srv3-ui"}')
+        bad = _fields(body, {"instance": str}, '{"instance": "srv3-ui"}')
+        if bad:
+            return bad
         name = body["instance"]
         if name not in self.app.instances:
-            return _error(400, f"instance: no slot {name[:60]!r} in the configuration")
+            return _error(400, f"instance: no slot {quote(name)} in the configuration")
         try:
             self.app.add_instance(name)
         except ValueError as exc:
@@ -233,19 +277,22 @@ class MalbRest(_JsonController):
         body, err = _body(req)
         if err:
             return err
-        if not isinstance(body, dict) or set(body) != {"draining"} or \
-                not isinstance(body["draining"], bool):
-            return _error(400, 'draining: required, true or false, e.g. {"draining": true}')
+        bad = _fields(body, {"draining": bool}, '{"draining": true}')
+        if bad:
+            return bad
         if name not in self.app.core.healthy:
-            return _error(404, f"{name[:60]}: not in any pool")
+            return _error(404, f"{quote(name)}: not in any pool")
         self.app.set_draining(name, body["draining"])
         return _json({"instance": name, **self.app.instances_view()[name]})
 
     @route("malb", "/malb/instances/{name}", methods=["DELETE"])
     def delete_instance(self, req, name, **_):
         if name not in self.app.core.healthy:
-            return _error(404, f"{name[:60]}: not in any pool")
-        force = req.GET.get("force") in ("1", "true")
+            return _error(404, f"{quote(name)}: not in any pool")
+        try:
+            force = _flag(req, "force")
+        except ValueError as exc:
+            return _error(400, str(exc))
         left = self.app.active_flows_of().get(name, 0)
         if left and not force:
             return _error(409, f"{name}: {left} active flows; drain it first, or ?force=1")
@@ -279,6 +326,9 @@ def allowed_methods(path: str) -> list[str]:
 
 class NotFound(_JsonController):
     """Registered last, for any method: whatever no other route matched."""
+
+    def check(self, req) -> Response | None:
+        return None             # a 404 or 405 whatever the query
 
     @route("malb-404", "/{path:.*}")
     def not_found(self, req, **kwargs):
