@@ -472,7 +472,7 @@ def normalise_weights(weights, microservice: str = "") -> tuple[float, float, fl
     Scaled by the largest first, so that the sum cannot overflow: 1e308, 1e308, 0 is
     0.5, 0.5, 0 (their plain sum is inf, which made each share 0 and so equal weights)."""
     try:
-        a, b, g = (float(x) for x in weights)
+        a, b, g = (float(x) + 0.0 for x in weights)     # + 0.0: -0.0 is 0.0
     except (TypeError, ValueError):
         raise ValueError(f"{microservice}: weights must be three numbers") from None
     except OverflowError:             # an int past 1.8e308 (JSON allows one)

@@ -330,7 +330,8 @@ class NotFound(_JsonController):
     def check(self, req) -> Response | None:
         return None             # a 404 or 405 whatever the query
 
-    @route("malb-404", "/{path:.*}")
+    # any character: ".*" stops at a newline (%0a), and Ryu then answers its own text 404
+    @route("malb-404", "/{path}", requirements={"path": r"[\s\S]*"})
     def not_found(self, req, **kwargs):
         path = req.path_info
         allowed = allowed_methods(path.rstrip("/") or "/")

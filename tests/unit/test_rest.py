@@ -115,6 +115,8 @@ def error_of(answer) -> str:
     ("HEAD", "/malb/weights", None, 405, None),
     ("DELETE", "/malb/instances", None, 405, "DELETE: not allowed"),
     ("GET", "/nothing/here", None, 404, "no such resource"),
+    ("GET", "/%0a%00", None, 404, "no such resource"),
+    ("DELETE", "/malb/x%0ay", None, 404, "no such resource"),
     ("OPTIONS", "/nothing", None, 404, None),
     ("GET", "/malb/status", None, 500, "internal error (ZeroDivisionError)"),
 ])
@@ -156,6 +158,9 @@ def test_huge_weights_are_scaled_not_overflowed(rest):
     status, _, body = rest("PUT", "/malb/weights",
                            {"ui": {"alpha": 5e-324, "beta": 0, "gamma": 0}})
     assert json.loads(body)["ui"]["alpha"] == 1.0
+    status, _, body = rest("PUT", "/malb/weights",
+                           {"ui": {"alpha": -0.0, "beta": 1, "gamma": 0}})
+    assert b"-0.0" not in body and json.loads(body)["ui"]["alpha"] == 0.0
 
 
 def test_a_handler_bug_is_logged_once_with_its_details(rest, caplog):
