@@ -145,7 +145,8 @@ def main(argv=None) -> int:
         slo = SloRunner(cfg, server.name, client, agent.metrics, args.slo_actuator)
         routes.update(slo.routes())
     try:
-        http = http_server((host, port), routes, name=f"agent-{args.server}")
+        http = http_server((host, port), routes, name=f"agent-{args.server}",
+                           token=cfg.security.token)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc}")
     agent.start()

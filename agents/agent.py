@@ -308,11 +308,12 @@ class Agent:
                 ("GET", "/metrics"): lambda _q, _b: (200, self.metrics.render())}
 
 
-def http_server(address, routes: dict, name: str) -> JsonServer:
+def http_server(address, routes: dict, name: str, token: str | None = None) -> JsonServer:
     """The agent's HTTP server: common/httpjson's JsonServer (JSON-only errors, 404, 405
-    with Allow, 413, 415, depth, finite numbers, valid Unicode, timeouts), with a body
-    limit to fit what an agent takes."""
-    return JsonServer(address, routes, name=name, max_body_bytes=MAX_BODY_BYTES)
+    with Allow, 413, 415, depth, finite numbers, valid Unicode, timeouts, the shared token
+    on PUT /slo when there is one), with a body limit to fit what an agent takes."""
+    return JsonServer(address, routes, name=name, max_body_bytes=MAX_BODY_BYTES,
+                      token=token)
 
 
 def host_capacity(network_mbit: float) -> Capacity:

@@ -13,12 +13,13 @@ import dataclasses
 import ipaddress
 import os
 import re
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, field
 from typing import Any
 
 DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                    "configs", "paper.yaml")
 CONFIG_ENV_VAR = "MALB_CONFIG"
+TOKEN_ENV_VAR = "MALB_TOKEN"      # overrides security.token (configuration files only)
 
 POLICIES = ("malb", "srr", "ln", "maglev")
 FLOW_CLASSES = ("short", "long", "auto")
@@ -228,6 +229,15 @@ class AgentsCfg:
 
 
 @dataclass(frozen=True)
+class SecurityCfg:
+    """token: when set, every write route (POST, PUT, DELETE) of the controller's REST API,
+    the profiler, the agents and the testbed's control API requires it (Authorization:
+    Bearer <token> or X-MALB-Token), and the project's own clients send it. Never shown
+    in a repr or an error."""
+    token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class Config:
     testbed: Testbed
     servers: tuple[Server, ...]
@@ -239,6 +249,7 @@ class Config:
     source: str = ""
 
     slots: tuple[Instance, ...] = ()     # every (server, microservice) pair, deployed or not
+    security: SecurityCfg = SecurityCfg()
 
     # Lookups used by every component
     def slot(self, server: str, microservice: str) -> Instance:
@@ -705,6 +716,30 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
     )
 
 
+_TOKEN_RE = re.compile(r"[\x21-\x7e]{16,256}")
+
+
+def check_token(value: Any, where: str) -> str:
+    """A shared token: 16 to 256 visible ASCII characters (it travels in an HTTP header).
+    The error never quotes it."""
+    if not isinstance(value, str) or not _TOKEN_RE.fullmatch(value):
+        got = f"{len(value)} characters" + ("" if value.isascii() and value.isprintable()
+                                            and " " not in value else
+                                            ", not all visible ASCII") \
+            if isinstance(value, str) else type(value).__name__
+        raise ConfigError(f"{where}: expected 16 to 256 visible ASCII characters (no "
+                          f"spaces), got {got}")
+    return value
+
+
+def _parse_security(raw: Any) -> SecurityCfg:
+    path = "security"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"token"}, path)
+    token = raw.get("token")
+    return SecurityCfg(None if token is None else check_token(token, f"{path}.token"))
+
+
 def _parse_agents(raw: Any) -> AgentsCfg:
     path = "agents"
     raw = _mapping(raw, path)
@@ -814,7 +849,7 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     """Validate a configuration mapping (as read from YAML) and derive the rest."""
     data = _mapping(data, "configuration")
     _reject_unknown(data, {"testbed", "servers", "microservices", "controller", "profiler",
-                           "agents"}, "")
+                           "agents", "security"}, "")
     base_dir = base_dir or os.getcwd()
     tb = _parse_testbed(data.get("testbed"))
     agents = _parse_agents(data.get("agents"))
@@ -839,7 +874,7 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
     return Config(testbed=testbed, servers=servers, microservices=microservices,
                   instances=instances, controller=_parse_controller(data.get("controller")),
                   profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
-                  source=source, slots=slots)
+                  source=source, slots=slots, security=_parse_security(data.get("security")))
 
 
 def _check_slo_cores_exclusive(servers, microservices, instances) -> None:
@@ -935,9 +970,20 @@ def parse_config_file_data(data: dict, path: str) -> Config:
     are relative to the repository root)."""
     base_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        return parse_config(data, source=os.path.abspath(path), base_dir=base_dir)
+        cfg = parse_config(data, source=os.path.abspath(path), base_dir=base_dir)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    return with_token_from_environment(cfg)
+
+
+def with_token_from_environment(cfg: Config, environ=os.environ) -> Config:
+    """$MALB_TOKEN, when set and not empty, in place of security.token: every process of a
+    run started with it (the controller, agents, profiler, testbed, experiments) then
+    requires and sends the same token, whatever the file says."""
+    token = environ.get(TOKEN_ENV_VAR)
+    if not token:
+        return cfg
+    return dataclasses.replace(cfg, security=SecurityCfg(check_token(token, TOKEN_ENV_VAR)))
 
 
 def load_config(path: str | None = None, overrides: dict | None = None) -> Config:

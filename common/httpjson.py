@@ -2,7 +2,9 @@
 
 - :func:`get_json` / :func:`post_json`: client calls with a timeout; any failure becomes an
   :class:`HttpError` with a one-line reason (the caller decides what "unreachable" means).
-- :class:`JsonServer`: a route table served over HTTP/1.1, answering JSON only.
+  Writes take the shared token (``token=``), sent as ``Authorization: Bearer``.
+- :class:`JsonServer`: a route table served over HTTP/1.1, answering JSON only; with a
+  token, POST, PUT and DELETE without it are 401 (:func:`check_token`).
 
 The server's HTTP is waitress (a maintained, pure-Python WSGI server), not hand-written on
 http.server: waitress already reads every request whole before the application runs (so a
@@ -22,6 +24,8 @@ client trickling a byte every few seconds would never time out).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
 import json
 import logging
@@ -83,20 +87,28 @@ def get_json(url: str, timeout: float = 2.0) -> dict:
     return _call(urllib.request.Request(url, headers={"Accept": "application/json"}), timeout)
 
 
-def post_json(url: str, body, timeout: float = 2.0, method: str = "POST") -> dict:
+def auth_headers(token: str | None) -> dict:
+    """The header a write request carries when the servers require a token (none else)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def post_json(url: str, body, timeout: float = 2.0, method: str = "POST",
+              token: str | None = None) -> dict:
     data = json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          **auth_headers(token)})
     return _call(req, timeout)
 
 
-def put_json(url: str, body, timeout: float = 2.0) -> dict:
-    return post_json(url, body, timeout, method="PUT")
+def put_json(url: str, body, timeout: float = 2.0, token: str | None = None) -> dict:
+    return post_json(url, body, timeout, method="PUT", token=token)
 
 
-def delete_json(url: str, timeout: float = 2.0) -> dict:
+def delete_json(url: str, timeout: float = 2.0, token: str | None = None) -> dict:
     return _call(urllib.request.Request(url, method="DELETE",
-                                        headers={"Accept": "application/json"}), timeout)
+                                        headers={"Accept": "application/json",
+                                                 **auth_headers(token)}), timeout)
 
 
 # ------------------------------------------------------------------ checks (plain functions)
@@ -224,10 +236,48 @@ def decode_body(raw: bytes, content_type: str | None):
     return body
 
 
+WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def presented_token(authorization: str | None, x_token: str | None) -> str | None:
+    """The token a request carries: X-MALB-Token, else Authorization: Bearer <token>."""
+    if x_token:
+        return x_token.strip()
+    scheme, _, value = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def check_token(token: str | None, method: str, authorization: str | None,
+                x_token: str | None) -> None:
+    """HttpProblem 401 when the server has a token, the method writes and the request does
+    not carry that token. Compared in constant time (over digests, so that not even the
+    length shows)."""
+    if token is None or method not in WRITE_METHODS:
+        return
+    given = presented_token(authorization, x_token)
+    if given is None:
+        raise HttpProblem(401, f"Authorization: {method} needs the token (header "
+                               f"'Authorization: Bearer <token>' or 'X-MALB-Token: <token>')",
+                          (("WWW-Authenticate", 'Bearer realm="malb"'),))
+    if not hmac.compare_digest(_digest(given), _digest(token)):
+        raise HttpProblem(401, "Authorization: wrong token",
+                          (("WWW-Authenticate", 'Bearer realm="malb", error="invalid_token"'),))
+
+
 def dispatch(routes: dict, name: str, method: str, path: str, query: str,
-             content_type: str | None, raw: bytes) -> tuple[int, tuple, object]:
+             content_type: str | None, raw: bytes, *, token: str | None = None,
+             authorization: str | None = None,
+             x_token: str | None = None) -> tuple[int, tuple, object]:
     """One request through the route table: (status, extra headers, payload). Never
-    raises: a handler's bug is a 500 that says only its exception's type, and is logged."""
+    raises: a handler's bug is a 500 that says only its exception's type, and is logged.
+    Order: 404, 405, 401 (a write without the token, when the server has one), then the
+    body's checks and the handler."""
     path = path.rstrip("/") or "/"
     handler = routes.get((method, path))
     if handler is None:
@@ -239,6 +289,7 @@ def dispatch(routes: dict, name: str, method: str, path: str, query: str,
         return 404, (), {"error": f"no such resource: {quote(_printable(path), 80)}",
                          "resources": sorted({p for _, p in routes})}
     try:
+        check_token(token, method, authorization, x_token)
         body = decode_body(raw, content_type)
         status, payload = handler(parse_qs(query), body)
     except HttpProblem as exc:
@@ -323,14 +374,16 @@ class JsonServer:
 
     Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
     idle_timeout_s for a kept-alive connection, connection_limit open connections
-    (more wait in the listen backlog), threads running handlers."""
+    (more wait in the listen backlog), threads running handlers. token: when given, every
+    POST, PUT and DELETE must carry it (401 otherwise); reads stay open."""
 
     def __init__(self, address, routes: dict, name: str = "malb", *, threads: int = 8,
                  max_body_bytes: int = MAX_BODY_BYTES, request_timeout_s: float = 30.0,
                  idle_timeout_s: int = 60, connection_limit: int = 1000,
-                 backlog: int = 1024):
+                 backlog: int = 1024, token: str | None = None):
         self.routes = routes
         self.name = name
+        self.token = token
         host, port = address
         adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,
                           backlog=backlog, connection_limit=connection_limit,
@@ -355,7 +408,9 @@ class JsonServer:
         status, headers, payload = dispatch(
             self.routes, self.name, environ["REQUEST_METHOD"],
             _wsgi_text(environ.get("PATH_INFO") or "/"),
-            _wsgi_text(environ.get("QUERY_STRING") or ""), environ.get("CONTENT_TYPE"), raw)
+            _wsgi_text(environ.get("QUERY_STRING") or ""), environ.get("CONTENT_TYPE"), raw,
+            token=self.token, authorization=environ.get("HTTP_AUTHORIZATION"),
+            x_token=environ.get("HTTP_X_MALB_TOKEN"))
         line, base, data = _encode(status, payload)
         start_response(line, base + list(headers))
         # HEAD: the headers a GET would have, no body (waitress sends whatever the

@@ -78,7 +78,8 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         fail(f"cannot start the profiler: {exc}")
     try:
-        http = JsonServer((p.listen_host, p.listen_port), service.routes(), name="profiler")
+        http = JsonServer((p.listen_host, p.listen_port), service.routes(), name="profiler",
+                          token=cfg.security.token)
     except OSError as exc:
         fail(f"cannot listen on {p.listen_host}:{p.listen_port}: {exc}")
     stop = threading.Event()

@@ -93,6 +93,9 @@ class MalbController(app_manager.RyuApp):
             # one clear line and a non-zero exit, not a traceback from inside ryu-manager
             raise SystemExit(f"malb: bad configuration: {exc}") from None
         c = self.cfg.controller
+        # the shared token (security.token or $MALB_TOKEN): REST writes need it, and the
+        # flow reports to the profiler carry it
+        self.token = self.cfg.security.token
         policy = _conf("malb_policy") or os.environ.get("MALB_POLICY") or c.policy
         if policy not in POLICIES:
             raise SystemExit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
@@ -606,7 +609,7 @@ class MalbController(app_manager.RyuApp):
                 if start == 0:   # ports and pairs once per period, with the first chunk
                     body["ports"] = list(self.port_rates.values())
                     body["pairs"] = self._pairs_report(pairs, now)
-                post_json(f"{base}/flows", body, timeout)
+                post_json(f"{base}/flows", body, timeout, token=self.token)
                 if start == 0:      # the pairs arrived: they count from now on
                     pairs, self._pairs_since = ({}, {}), now
             self.m_profiler.inc("flows", "ok")

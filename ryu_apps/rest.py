@@ -32,7 +32,7 @@ from urllib.parse import unquote_to_bytes
 
 from ryu.app.wsgi import ControllerBase, Response, route
 
-from common.httpjson import HttpProblem, decode_body, quote
+from common.httpjson import HttpProblem, check_token, decode_body, quote
 from common.metrics import CONTENT_TYPE
 from ryu_apps.policy import POLICIES, normalise_weights
 
@@ -156,6 +156,20 @@ class _JsonController(ControllerBase):
 class MalbRest(_JsonController):
     QUERY = {"get_decisions": ("limit", "microservice"), "get_flows": ("active",),
              "delete_instance": ("force",)}
+
+    def check(self, req) -> Response | None:
+        """A write (POST, PUT, DELETE) needs the shared token when the controller has one
+        (app.token: security.token or $MALB_TOKEN): 401 otherwise, before anything else
+        of the request is looked at."""
+        try:
+            check_token(getattr(self.app, "token", None), req.method,
+                        req.headers.get("Authorization"), req.headers.get("X-MALB-Token"))
+        except HttpProblem as exc:
+            resp = _error(exc.status, exc.message)
+            for name, value in exc.headers:
+                resp.headers[name] = value
+            return resp
+        return super().check(req)
 
     @route("malb", "/malb/status", methods=["GET"])
     def get_status(self, req, **_):
