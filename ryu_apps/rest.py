@@ -16,7 +16,8 @@
 Every answer is JSON (Prometheus text aside): 400 with {"error": "<field>: <problem>"} for a
 bad body, query or path, naming the field or parameter (an unknown query parameter or
 body field is an error too; the body checks are common/httpjson.py's decode_body: JSON
-Content-Type or 415, nesting, finite numbers, valid Unicode), 413 over MAX_BODY_BYTES, 404
+Content-Type or 415, nesting, finite numbers, valid Unicode), 401 for a write without the
+shared token when one is set (security.token, $MALB_TOKEN), 413 over MAX_BODY_BYTES, 404
 for unknown routes, 405 with Allow for a wrong method, and 500 without details for a bug
 (logged once with them): Ryu's WSGI server runs eventlet with debug on, which would send
 the traceback of any exception that leaves a controller to the client.
