@@ -15,7 +15,7 @@ import threading
 import time
 
 from common.config import Config
-from common.httpjson import BadRequest, quote
+from common.httpjson import BadRequest, field_name, quote
 from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
     cgroup_cpu_dir
 from slo.control import LoopSettings
@@ -210,7 +210,7 @@ class SloRunner:
                              "band_mode, policy)")
         for k, v in changes.items():
             if k not in OBJECTIVE_FIELDS:
-                raise BadRequest(f"{quote(k)}: unknown field (known: "
+                raise BadRequest(f"{field_name(k)}: unknown field (known: "
                                  f"{', '.join(sorted(OBJECTIVE_FIELDS))})")
             if isinstance(v, bool) or not isinstance(v, OBJECTIVE_FIELDS[k]):
                 raise BadRequest(f"{k}: expected a "

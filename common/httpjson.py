@@ -126,6 +126,17 @@ def quote(value, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-\[\]]{1,40}")
+
+
+def field_name(name) -> str:
+    """A field or parameter name as an error names it: as it is when plain (letters,
+    digits, _ . - [ ], at most 40), else quoted and cut short ('policy ', a 10 kB key)."""
+    if isinstance(name, str) and _PLAIN_NAME.fullmatch(name):
+        return name
+    return quote(_printable(name) if isinstance(name, str) else name)
+
+
 def _cap(message: str) -> str:
     return message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + "..."
 

@@ -33,7 +33,7 @@ from urllib.parse import unquote_to_bytes
 
 from ryu.app.wsgi import ControllerBase, Response, route
 
-from common.httpjson import HttpProblem, check_token, decode_body, quote
+from common.httpjson import HttpProblem, check_token, decode_body, field_name, quote
 from common.metrics import CONTENT_TYPE
 from ryu_apps.policy import POLICIES, normalise_weights
 
@@ -114,7 +114,7 @@ def _fields(body, required: dict[str, type], example: str) -> Response | None:
         return _error(400, f"body: expected a JSON object, e.g. {example}")
     extra = set(body) - set(required)
     if extra:
-        return _error(400, f"{quote(min(extra))}: unknown field (known: "
+        return _error(400, f"{field_name(min(extra))}: unknown field (known: "
                            f"{', '.join(sorted(required))})")
     for name, kind in required.items():
         if name not in body:
@@ -141,7 +141,7 @@ class _JsonController(ControllerBase):
         known = self.QUERY.get(req.urlvars.get("action"), ())
         unknown = sorted(set(req.GET) - set(known))
         if unknown:
-            return _error(400, f"{quote(unknown[0])}: unknown query parameter (known: "
+            return _error(400, f"{field_name(unknown[0])}: unknown query parameter (known: "
                                f"{', '.join(known) or 'none'})")
         return None
 
@@ -189,7 +189,7 @@ class MalbRest(_JsonController):
             return _error(400, 'policy: required, e.g. {"policy": "srr"}')
         extra = set(body) - {"policy"}
         if extra:
-            return _error(400, f"{quote(min(extra))}: unknown field")
+            return _error(400, f"{field_name(min(extra))}: unknown field")
         if not isinstance(body["policy"], str) or body["policy"] not in POLICIES:
             return _error(400, f"policy: must be one of {', '.join(POLICIES)}, "
                                f"got {quote(body['policy'])}")
@@ -220,7 +220,7 @@ class MalbRest(_JsonController):
         staged = {}
         for ms, w in body.items():
             if ms not in self.app.core.pools:
-                return _error(400, f"{quote(ms)}: unknown microservice (known: "
+                return _error(400, f"{field_name(ms)}: unknown microservice (known: "
                                    f"{', '.join(self.app.core.pools)})")
             if w is None:
                 staged[ms] = None
@@ -229,7 +229,7 @@ class MalbRest(_JsonController):
                 return _error(400, f"{ms}: expected an object with alpha, beta, gamma, or null")
             extra = set(w) - {"alpha", "beta", "gamma"}
             if extra:
-                return _error(400, f"{ms}.{quote(min(extra))}: unknown field")
+                return _error(400, f"{ms}.{field_name(min(extra))}: unknown field")
             for key in ("alpha", "beta", "gamma"):
                 v = w.get(key)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or \

@@ -79,7 +79,7 @@ def test_reads_answer(agent_http):
      "service: ['ui'] has no SLO loop on srv1"),
     ("PUT", "/slo", b'{"service": {"a": 1}, "target_ms": 50}', J, 400, "service:"),
     ("PUT", "/slo", b'{"service": "ui", "target_ms": 50, "colour": 1}', J, 400,
-     "'colour': unknown field"),
+     "colour: unknown field"),
     ("PUT", "/slo", b'{"service": "ui", "band_mode": "\\ud800"}', J, 400,
      "band_mode: not valid Unicode"),
     ("PUT", "/slo", b'{"service": "ui", "target_ms": -1}', J, 400, "target_ms: expected > 0"),

@@ -149,7 +149,7 @@ def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
     ({"service": "ui", "target_ms": -5}, "target_ms: expected > 0"),
     ({"service": "ui", "target_ms": "fast"}, "target_ms: expected a number"),
     ({"service": "ui", "percentile": 42}, "percentile: expected 90, 95 or 99"),
-    ({"service": "ui", "target_ms": 50, "colour": 1}, "'colour': unknown field"),
+    ({"service": "ui", "target_ms": 50, "colour": 1}, "colour: unknown field"),
     ({"service": [], "target_ms": 50}, r"service: \[\] has no SLO loop"),
     ({"service": "ui", "target_ms": 10 ** 400}, "target_ms: expected a finite number"),
     ({"service": "ui", "percentile": float("inf")}, "percentile: expected a finite"),
