@@ -22,7 +22,6 @@ from urllib.parse import urlparse
 from common.cli import ArgumentParser, fail, log_level, port_number, positive_float, \
     regex
 from common.config import ConfigError, load_config
-from common.httpjson import JsonServer
 
 
 def parser() -> argparse.ArgumentParser:
@@ -125,7 +124,7 @@ def main(argv=None) -> int:
 
     import docker
 
-    from agents.agent import MAX_PARALLEL, Agent, Selector
+    from agents.agent import MAX_PARALLEL, Agent, Selector, http_server
     try:
         client = docker.from_env(timeout=10, max_pool_size=MAX_PARALLEL)
         client.ping()
@@ -146,7 +145,8 @@ def main(argv=None) -> int:
         slo = SloRunner(cfg, server.name, client, agent.metrics, args.slo_actuator)
         routes.update(slo.routes())
     try:
-        http = JsonServer((host, port), routes, name=f"agent-{args.server}")
+        http = http_server((host, port), routes, name=f"agent-{args.server}",
+                           token=cfg.security.token)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc}")
     agent.start()

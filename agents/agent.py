@@ -21,10 +21,12 @@ import docker
 from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
     rates, server_totals
 from agents.latency import call_deltas, parse_calls
+from common.httpjson import JsonServer
 from common.metrics import Registry
 
 log = logging.getLogger("malb.agent")
 MAX_PARALLEL = 32
+MAX_BODY_BYTES = 64 * 1024      # the only body an agent takes is PUT /slo: a few fields
 
 
 class Selector:
@@ -304,6 +306,14 @@ class Agent:
 
         return {("GET", "/stats"): stats, ("GET", "/health"): health,
                 ("GET", "/metrics"): lambda _q, _b: (200, self.metrics.render())}
+
+
+def http_server(address, routes: dict, name: str, token: str | None = None) -> JsonServer:
+    """The agent's HTTP server: common/httpjson's JsonServer (JSON-only errors, 404, 405
+    with Allow, 413, 415, depth, finite numbers, valid Unicode, timeouts, the shared token
+    on PUT /slo when there is one), with a body limit to fit what an agent takes."""
+    return JsonServer(address, routes, name=name, max_body_bytes=MAX_BODY_BYTES,
+                      token=token)
 
 
 def host_capacity(network_mbit: float) -> Capacity:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import threading
 import time
 
 from common.config import Config
-from common.httpjson import BadRequest
+from common.httpjson import BadRequest, field_name, quote
 from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
     cgroup_cpu_dir
 from slo.control import LoopSettings
@@ -72,6 +73,13 @@ class ContainerProbe:
             where.replace("/cpu/", "/cpuacct/", 1)
         with open(f"{acct}/cpuacct.usage") as fh:
             return int(fh.read()) / 1e9
+
+
+def _finite(v) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:        # an int beyond a float's range
+        return False
 
 
 class SloRunner:
@@ -193,21 +201,25 @@ class SloRunner:
             raise BadRequest("body: expected a JSON object {\"service\": ..., "
                              "\"target_ms\": ...}")
         name = body.get("service")
-        if name not in self.loops:
-            raise BadRequest(f"service: {name!r} has no SLO loop on {self.server} (have: "
-                             f"{', '.join(sorted(self.loops)) or 'none'})")
+        if not isinstance(name, str) or name not in self.loops:   # a list is not hashable
+            raise BadRequest(f"service: {quote(name)} has no SLO loop on {self.server} "
+                             f"(have: {', '.join(sorted(self.loops)) or 'none'})")
         changes = {k: v for k, v in body.items() if k != "service"}
         if not changes:
             raise BadRequest("body: nothing to change (target_ms, percentile, margin, "
                              "band_mode, policy)")
         for k, v in changes.items():
             if k not in OBJECTIVE_FIELDS:
-                raise BadRequest(f"{k}: unknown field (known: "
+                raise BadRequest(f"{field_name(k)}: unknown field (known: "
                                  f"{', '.join(sorted(OBJECTIVE_FIELDS))})")
             if isinstance(v, bool) or not isinstance(v, OBJECTIVE_FIELDS[k]):
                 raise BadRequest(f"{k}: expected a "
                                  f"{'string' if OBJECTIVE_FIELDS[k] == (str,) else 'number'}"
-                                 f", got {v!r}")
+                                 f", got {quote(v)}")
+            if isinstance(v, (int, float)) and not _finite(v):
+                # JSON's integers have no limit: 1 followed by 400 zeros passes as a number
+                # and breaks the loop's arithmetic later (OverflowError) if taken
+                raise BadRequest(f"{k}: expected a finite number, got {quote(v)}")
         if "percentile" in changes:
             changes["percentile"] = float(changes["percentile"])
         try:

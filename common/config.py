@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import re
-from dataclasses import dataclass, asdict
+from urllib.parse import urlsplit
+from dataclasses import dataclass, asdict, field
 from typing import Any
 
 DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                    "configs", "paper.yaml")
 CONFIG_ENV_VAR = "MALB_CONFIG"
+TOKEN_ENV_VAR = "MALB_TOKEN"      # overrides security.token (configuration files only)
 
 POLICIES = ("malb", "malb-paper", "srr", "ln", "maglev")
 FLOW_CLASSES = ("short", "long", "auto")
@@ -230,6 +233,15 @@ class AgentsCfg:
 
 
 @dataclass(frozen=True)
+class SecurityCfg:
+    """token: when set, every write route (POST, PUT, DELETE) of the controller's REST API,
+    the profiler, the agents and the testbed's control API requires it (Authorization:
+    Bearer <token> or X-MALB-Token), and the project's own clients send it. Never shown
+    in a repr or an error."""
+    token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class Config:
     testbed: Testbed
     servers: tuple[Server, ...]
@@ -241,6 +253,7 @@ class Config:
     source: str = ""
 
     slots: tuple[Instance, ...] = ()     # every (server, microservice) pair, deployed or not
+    security: SecurityCfg = SecurityCfg()
 
     # Lookups used by every component
     def slot(self, server: str, microservice: str) -> Instance:
@@ -295,6 +308,16 @@ def _reject_unknown(data: dict, known: set[str], path: str) -> None:
         raise ConfigError(f"{where}{unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
 
 
+def _show(value: Any, limit: int = 60) -> str:
+    """repr() of a value for an error, cut short (a YAML integer may have thousands of
+    digits: more than 4,300 and repr() itself fails)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "a number too long to print"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _number(data: dict, key: str, path: str, default: Any, *, lo: float | None = None,
             hi: float | None = None, integer: bool = False, allow_none: bool = False):
     value = data.get(key, default)
@@ -304,13 +327,19 @@ def _number(data: dict, key: str, path: str, default: Any, *, lo: float | None =
             return None
         raise ConfigError(f"{where}: required")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
+        raise ConfigError(f"{where}: expected a number, got {_show(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:          # an integer beyond a float's range
+        finite = False
+    if not finite:                 # YAML's .nan, .inf; NaN passes every comparison below
+        raise ConfigError(f"{where}: expected a finite number, got {_show(value)}")
     if integer and int(value) != value:
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        raise ConfigError(f"{where}: expected an integer, got {_show(value)}")
     if lo is not None and value < lo:
-        raise ConfigError(f"{where}: must be >= {lo}, got {value!r}")
+        raise ConfigError(f"{where}: must be >= {lo}, got {_show(value)}")
     if hi is not None and value > hi:
-        raise ConfigError(f"{where}: must be <= {hi}, got {value!r}")
+        raise ConfigError(f"{where}: must be <= {hi}, got {_show(value)}")
     return int(value) if integer else float(value)
 
 
@@ -345,21 +374,71 @@ def _host_port(value: Any, where: str) -> str:
     if not isinstance(value, str) or ":" not in value:
         raise ConfigError(f"{where}: expected 'host:port', got {value!r}")
     host, port = value.rsplit(":", 1)
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{where}: expected 'host:port', got {value!r}")
+    if not host or not port.isdigit() or len(port) > 5 or not 0 < int(port) < 65536:
+        raise ConfigError(f"{where}: expected 'host:port', got {_show(value)}")
+    _host(host, f"{where} (host)")
     return value
+
+
+_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+WILDCARD_HOSTS = ("0.0.0.0", "::")
+
+
+def _host(value: Any, where: str, ipv6: bool = False) -> str:
+    """An address to listen on or to reach: an IPv4 address, a host name (RFC 1123), or,
+    where ipv6, an IPv6 address. Digits and dots only must make an IPv4 address
+    (999.999.1.1 is not a host name)."""
+    what = "an IPv4 address" + (", an IPv6 address" if ipv6 else "") + " or a host name"
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected {what}, got {_show(value)}")
+    if ":" in value:
+        try:
+            if ipv6:
+                return str(ipaddress.IPv6Address(value))
+        except ValueError:
+            pass
+        raise ConfigError(f"{where}: expected {what}, got {_show(value)}")
+    if re.fullmatch(r"[0-9.]+", value):
+        try:
+            return str(ipaddress.IPv4Address(value))
+        except ValueError:
+            raise ConfigError(f"{where}: not a valid IPv4 address: {_show(value)}") from None
+    name = value[:-1] if value.endswith(".") else value
+    if len(name) > 253 or not all(_LABEL_RE.fullmatch(label) for label in name.split(".")):
+        raise ConfigError(f"{where}: not a valid host name or IPv4 address: {_show(value)}")
+    return value
+
+
+def _url(value: Any, where: str) -> str:
+    """An http(s) URL with a valid host and, if given, a valid port."""
+    if not isinstance(value, str) or not re.match(r"https?://", value):
+        raise ConfigError(f"{where}: expected an http URL, got {_show(value)}")
+    try:
+        parts = urlsplit(value)
+        parts.port                     # ValueError when not a number from 0 to 65535
+    except ValueError:
+        raise ConfigError(f"{where}: not a valid URL (its port?): {_show(value)}") from None
+    if parts.port == 0:
+        raise ConfigError(f"{where}: port 0 is not a port to reach: {_show(value)}")
+    _host(parts.hostname, f"{where} (host)", ipv6=True)
+    return value.rstrip("/")
 
 
 def parse_size_mb(value: Any, where: str) -> int:
     """'256m', '1g', 512 (MB) -> MB."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        mb = float(value)
+        try:
+            mb = float(value)
+        except OverflowError:
+            mb = math.inf
     else:
         m = _SIZE_RE.match(str(value))
         if not m:
             raise ConfigError(f"{where}: expected a size like 256m or 1g, got {value!r}")
         number, unit = float(m.group(1)), m.group(2).lower()
         mb = number * {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024}[unit]
+    if not math.isfinite(mb):   # .nan, .inf, or digits past a float's range
+        raise ConfigError(f"{where}: expected a finite size, got {_show(value)}")
     if mb < 6:  # Docker refuses limits below 6 MB
         raise ConfigError(f"{where}: must be at least 6 MB, got {value!r}")
     return int(mb)
@@ -431,9 +510,8 @@ def _parse_servers(raw: Any, switch_names: list[str], agent_host: str, agent_bas
         if switch not in switch_names:
             raise ConfigError(f"{where}.switch: unknown switch {switch!r} "
                               f"(have {', '.join(switch_names)})")
-        agent_url = item.get("agent_url", f"http://{agent_host}:{agent_base + k}")
-        if not isinstance(agent_url, str) or not agent_url.startswith("http"):
-            raise ConfigError(f"{where}.agent_url: expected an http URL, got {agent_url!r}")
+        agent_url = _url(item.get("agent_url", f"http://{agent_host}:{agent_base + k}"),
+                         f"{where}.agent_url")
         servers.append(Server(name, index, cpu, memory_mb, network_mbit, switch,
                               agent_url.rstrip("/"), _parse_cores(item.get("cores"), where),
                               _parse_frequency(item.get("frequency"), f"{where}.frequency"),
@@ -653,14 +731,19 @@ def _parse_controller(raw: Any) -> ControllerCfg:
     if idle == 0 and hard == 0:
         raise ConfigError(f"{path}.idle_timeout_s: idle_timeout_s and hard_timeout_s are both "
                           f"0, so NAT rules would never expire and no flow would ever end")
+    rest_port = _number(raw, "rest_port", path, 8080, lo=1, hi=65535, integer=True)
+    ofp_port = _number(raw, "ofp_port", path, 6653, lo=1, hi=65535, integer=True)
+    if rest_port == ofp_port:
+        raise ConfigError(f"{path}.rest_port: {rest_port} is also {path}.ofp_port (OpenFlow); "
+                          f"the REST API needs a port of its own")
     return ControllerCfg(
         policy=_choice(raw, "policy", path, "malb", POLICIES),
         monitoring_period_s=period,
         idle_timeout_s=idle,
         hard_timeout_s=hard,
-        rest_host=_string(raw, "rest_host", path, "127.0.0.1"),
-        rest_port=_number(raw, "rest_port", path, 8080, lo=1, hi=65535, integer=True),
-        ofp_port=_number(raw, "ofp_port", path, 6653, lo=1, hi=65535, integer=True),
+        rest_host=_host(raw.get("rest_host", "127.0.0.1"), f"{path}.rest_host", ipv6=True),
+        rest_port=rest_port,
+        ofp_port=ofp_port,
         server_stale_after_s=_number(raw, "server_stale_after_s", path, 3 * period, lo=0.1),
         weights_stale_after_s=_number(raw, "weights_stale_after_s", path, 10 * period, lo=0.1),
         pending_flow_cost=_number(raw, "pending_flow_cost", path, 5.0, lo=0, hi=100),
@@ -676,7 +759,7 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
                           "arma_order", "arma_refit_every", "flow_threshold_s",
                           "flow_classification", "history_path", "retention_s",
                           "agent_timeout_s", "graph_window_s"}, path)
-    listen_host = _string(raw, "listen_host", path, "127.0.0.1")
+    listen_host = _host(raw.get("listen_host", "127.0.0.1"), f"{path}.listen_host")
     listen_port = _number(raw, "listen_port", path, 9200, lo=1, hi=65535, integer=True)
     order = raw.get("arma_order", [2, 1])
     if (not isinstance(order, (list, tuple)) or len(order) != 2
@@ -689,9 +772,7 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
         raise ConfigError(f"{path}.history_path: expected a path, got {history!r}")
     if history != ":memory:" and not os.path.isabs(history):
         history = os.path.join(base_dir, history)
-    url = raw.get("url", f"http://{listen_host}:{listen_port}")
-    if not isinstance(url, str) or not url.startswith("http"):
-        raise ConfigError(f"{path}.url: expected an http URL, got {url!r}")
+    url = _url(raw.get("url", f"http://{listen_host}:{listen_port}"), f"{path}.url")
     predictor = _choice(raw, "predictor", path, "rm", PREDICTORS)
     window = _number(raw, "window", path, 10, lo=1, hi=10000, integer=True)
     if predictor == "arma" and window < max(order[0] + order[1] + 2, 5):
@@ -716,12 +797,36 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
     )
 
 
+_TOKEN_RE = re.compile(r"[\x21-\x7e]{16,256}")
+
+
+def check_token(value: Any, where: str) -> str:
+    """A shared token: 16 to 256 visible ASCII characters (it travels in an HTTP header).
+    The error never quotes it."""
+    if not isinstance(value, str) or not _TOKEN_RE.fullmatch(value):
+        got = f"{len(value)} characters" + ("" if value.isascii() and value.isprintable()
+                                            and " " not in value else
+                                            ", not all visible ASCII") \
+            if isinstance(value, str) else type(value).__name__
+        raise ConfigError(f"{where}: expected 16 to 256 visible ASCII characters (no "
+                          f"spaces), got {got}")
+    return value
+
+
+def _parse_security(raw: Any) -> SecurityCfg:
+    path = "security"
+    raw = _mapping(raw, path)
+    _reject_unknown(raw, {"token"}, path)
+    token = raw.get("token")
+    return SecurityCfg(None if token is None else check_token(token, f"{path}.token"))
+
+
 def _parse_agents(raw: Any) -> AgentsCfg:
     path = "agents"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"listen_host", "base_port", "period_s", "slo"}, path)
     return AgentsCfg(
-        listen_host=_string(raw, "listen_host", path, "127.0.0.1"),
+        listen_host=_host(raw.get("listen_host", "127.0.0.1"), f"{path}.listen_host"),
         base_port=_number(raw, "base_port", path, 9101, lo=1, hi=65000, integer=True),
         period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=3600),
         slo=_parse_slo_loop(raw.get("slo")),
@@ -821,17 +926,25 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
     return testbed, tuple(instances), tuple(slots)
 
 
-def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None) -> Config:
-    """Validate a configuration mapping (as read from YAML) and derive the rest."""
+def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None, *,
+                 microservices_required: bool = False) -> Config:
+    """Validate a configuration mapping (as read from YAML) and derive the rest.
+
+    Built in code (tests, benchmarks), a configuration without `microservices` gets the
+    paper's three; read from a file (microservices_required, as parse_config_file_data
+    does) it is an error: a file that forgot them must not quietly balance those."""
     data = _mapping(data, "configuration")
     _reject_unknown(data, {"testbed", "servers", "microservices", "controller", "profiler",
-                           "agents"}, "")
+                           "agents", "security"}, "")
     base_dir = base_dir or os.getcwd()
     tb = _parse_testbed(data.get("testbed"))
     agents = _parse_agents(data.get("agents"))
     switch_names = [f"s{k}" for k in range(1, tb["n_switches"] + 1)]
     servers = _parse_servers(data.get("servers"), switch_names, agents.listen_host,
                              agents.base_port, tb["host_bw"] or 100.0, tb["host_bw"])
+    if microservices_required and data.get("microservices") is None:
+        raise ConfigError("microservices: required: the list of microservices to balance, "
+                          "e.g. configs/paper.yaml's (docs/configuration.md)")
     microservices, replicas_of = _parse_microservices(data.get("microservices"), tb["vip"])
     microservices = _place_microservices(microservices, replicas_of, servers)
     testbed, instances, slots = _derive_topology(tb, servers, microservices)
@@ -847,10 +960,58 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None)
             raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} is not a host "
                               f"address in the testbed's subnet {subnet}")
     _check_slo_cores_exclusive(servers, microservices, instances)
-    return Config(testbed=testbed, servers=servers, microservices=microservices,
-                  instances=instances, controller=_parse_controller(data.get("controller")),
-                  profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
-                  source=source, slots=slots)
+    cfg = Config(testbed=testbed, servers=servers, microservices=microservices,
+                 instances=instances, controller=_parse_controller(data.get("controller")),
+                 profiler=_parse_profiler(data.get("profiler"), base_dir), agents=agents,
+                 source=source, slots=slots, security=_parse_security(data.get("security")))
+    _check_listeners(cfg)
+    return cfg
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def listeners(cfg: Config) -> list[tuple[str, str, int, bool]]:
+    """Every port the platform's own processes listen on: (the field that sets it, host,
+    port, local). Local: on the machine of the controller, profiler and testbed (an agent
+    whose address is a loopback or wildcard one is there too); other agents run on their
+    own machines. Ryu listens for OpenFlow on every address."""
+    c, p = cfg.controller, cfg.profiler
+    out = [("controller.rest_port", c.rest_host, c.rest_port, True),
+           ("controller.ofp_port", "0.0.0.0", c.ofp_port, True),
+           ("profiler.listen_port", p.listen_host, p.listen_port, True),
+           ("testbed.control_port", "127.0.0.1", cfg.testbed.control_port, True)]
+    for srv in cfg.servers:
+        url = urlsplit(srv.agent_url)
+        if url.port is None:           # agents then need --port: nothing to compare
+            continue
+        host = url.hostname or ""
+        out.append((f"servers[{srv.index - 1}].agent_url", host, url.port,
+                    host in WILDCARD_HOSTS or _loopback(host)))
+    return out
+
+
+def _check_listeners(cfg: Config) -> None:
+    """No two of the platform's services on one port of one machine: the second would fail
+    to start (or, with SO_REUSEPORT, share the port with the first)."""
+    seen: list[tuple[str, str, int, bool]] = []
+    for where, host, port, local in listeners(cfg):
+        for other, ohost, oport, olocal in seen:
+            if port != oport:
+                continue
+            same = host == ohost or (local and olocal and (
+                host in WILDCARD_HOSTS or ohost in WILDCARD_HOSTS or
+                (_loopback(host) and _loopback(ohost))))
+            if same:
+                raise ConfigError(f"{where}: port {port} is also {other}'s ({ohost}:{oport}); "
+                                  f"two services cannot listen on one port")
+        seen.append((where, host, port, local))
 
 
 def _check_slo_cores_exclusive(servers, microservices, instances) -> None:
@@ -933,8 +1094,10 @@ def load_config_data(path: str | None = None) -> dict:
         raise ConfigError(f"{path}: configuration file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except yaml.YAMLError as exc:       # its message spans lines: one line here
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except ValueError as exc:     # e.g. an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: cannot be read: {str(exc)[:120]}") from None
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
@@ -946,9 +1109,21 @@ def parse_config_file_data(data: dict, path: str) -> Config:
     are relative to the repository root)."""
     base_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        return parse_config(data, source=os.path.abspath(path), base_dir=base_dir)
+        cfg = parse_config(data, source=os.path.abspath(path), base_dir=base_dir,
+                           microservices_required=True)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    return with_token_from_environment(cfg)
+
+
+def with_token_from_environment(cfg: Config, environ=os.environ) -> Config:
+    """$MALB_TOKEN, when set and not empty, in place of security.token: every process of a
+    run started with it (the controller, agents, profiler, testbed, experiments) then
+    requires and sends the same token, whatever the file says."""
+    token = environ.get(TOKEN_ENV_VAR)
+    if not token:
+        return cfg
+    return dataclasses.replace(cfg, security=SecurityCfg(check_token(token, TOKEN_ENV_VAR)))
 
 
 def load_config(path: str | None = None, overrides: dict | None = None) -> Config:

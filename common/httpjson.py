@@ -1,24 +1,55 @@
-"""Small JSON-over-HTTP pieces shared by the agents, the profiler and the controller.
+"""Small JSON-over-HTTP pieces shared by the agents, the profiler and the testbed.
 
 - :func:`get_json` / :func:`post_json`: client calls with a timeout; any failure becomes an
   :class:`HttpError` with a one-line reason (the caller decides what "unreachable" means).
-- :class:`JsonServer`: a threaded HTTP server with a route table, JSON errors (400 naming the
-  bad field, 404 for unknown routes, 405 for wrong methods) and a Prometheus endpoint.
+  Writes take the shared token (``token=``), sent as ``Authorization: Bearer``.
+- :class:`JsonServer`: a route table served over HTTP/1.1, answering JSON only; with a
+  token, POST, PUT and DELETE without it are 401 (:func:`check_token`).
+
+The server's HTTP is waitress (a maintained, pure-Python WSGI server), not hand-written on
+http.server: waitress already reads every request whole before the application runs (so a
+404 or 405 never leaves a body behind on a kept-alive connection), decodes chunked bodies,
+limits header and body sizes, caps open connections, closes idle ones, and serves
+connections from one poll loop with a small worker pool (a slow or idle client costs a
+socket, not a thread; the issue: backlog 5 answered 87 of 200 simultaneous clients). What is
+ours is the JSON side, as plain functions (:func:`decode_body`, :func:`dispatch`): errors
+are JSON (400 naming the field, 404, 405 with Allow, 413, 415, and waitress' own 400/413/
+431/501 rewritten to JSON), bodies must be application/json, nested at most
+MAX_JSON_DEPTH levels, with finite numbers and valid Unicode strings; a handler's bug is a
+500 without details and one log record with them; errors quote at most a short prefix of a
+bad value (:func:`quote`). Two waitress internals are extended (its ErrorTask, to answer
+JSON, and its per-connection housekeeping, to drop a request that is still incomplete after
+request_timeout_s: waitress alone only drops connections idle for channel_timeout, so a
+client trickling a byte every few seconds would never time out).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
 import json
 import logging
+import math
+import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from http import HTTPStatus
+from urllib.parse import parse_qs
+
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
 
 
 log = logging.getLogger("malb.http")
+# waitress warns "Task queue depth is N" for every request queued behind its workers: a
+# burst of a few hundred clients is normal here, not worth hundreds of log lines.
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
 
 class HttpError(RuntimeError):
@@ -30,6 +61,9 @@ class BadRequest(ValueError):
 
 
 MAX_BODY_BYTES = 64 * 1024 * 1024   # a flow report of 100k records is ~25 MB
+MAX_JSON_DEPTH = 32                 # our bodies nest 4 levels at most
+MAX_ERROR_CHARS = 300               # an error message is cut there, whatever a handler says
+QUOTE_CHARS = 40                    # how much of a bad value an error quotes
 
 
 def _call(req: urllib.request.Request, timeout: float) -> dict:
@@ -53,100 +87,382 @@ def get_json(url: str, timeout: float = 2.0) -> dict:
     return _call(urllib.request.Request(url, headers={"Accept": "application/json"}), timeout)
 
 
-def post_json(url: str, body, timeout: float = 2.0, method: str = "POST") -> dict:
+def auth_headers(token: str | None) -> dict:
+    """The header a write request carries when the servers require a token (none else)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def post_json(url: str, body, timeout: float = 2.0, method: str = "POST",
+              token: str | None = None) -> dict:
     data = json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          **auth_headers(token)})
     return _call(req, timeout)
 
 
-def put_json(url: str, body, timeout: float = 2.0) -> dict:
-    return post_json(url, body, timeout, method="PUT")
+def put_json(url: str, body, timeout: float = 2.0, token: str | None = None) -> dict:
+    return post_json(url, body, timeout, method="PUT", token=token)
 
 
-def delete_json(url: str, timeout: float = 2.0) -> dict:
+def delete_json(url: str, timeout: float = 2.0, token: str | None = None) -> dict:
     return _call(urllib.request.Request(url, method="DELETE",
-                                        headers={"Accept": "application/json"}), timeout)
+                                        headers={"Accept": "application/json",
+                                                 **auth_headers(token)}), timeout)
 
 
-class JsonServer(ThreadingHTTPServer):
+# ------------------------------------------------------------------ checks (plain functions)
+def quote(value, limit: int = QUOTE_CHARS) -> str:
+    """repr() of a value for an error message, cut to a short prefix (a 10 MB bad value
+    must not come back whole)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, (list, dict)) and len(value) > 8:
+        return f"a{'n object' if isinstance(value, dict) else ' list'} of {len(value)} items"
+    try:
+        text = repr(value)
+    except ValueError:            # an int past Python's 4,300-digit str() limit
+        return "a number too long to print"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-\[\]]{1,40}")
+
+
+def field_name(name) -> str:
+    """A field or parameter name as an error names it: as it is when plain (letters,
+    digits, _ . - [ ], at most 40), else quoted and cut short ('policy ', a 10 kB key)."""
+    if isinstance(name, str) and _PLAIN_NAME.fullmatch(name):
+        return name
+    return quote(_printable(name) if isinstance(name, str) else name)
+
+
+def _cap(message: str) -> str:
+    return message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + "..."
+
+
+class HttpProblem(Exception):
+    """An answer other than the handler's: status, message and extra headers."""
+
+    def __init__(self, status: int, message: str, headers: tuple = ()):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def too_deep(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON text nests arrays and objects more than ``limit`` levels, checked
+    before parsing (json.loads would raise RecursionError near 1,000 levels, and a parsed
+    deep value can still break whoever walks it). C-speed steps only: strings out, then
+    one innermost level of brackets removed per round."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    s = _STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    for _ in range(limit):
+        if not s:
+            return False
+        shorter = _INNERMOST.sub(b"", s)
+        if shorter == s:
+            return False             # unbalanced: json.loads says where
+        s = shorter
+    return bool(s)
+
+
+class _NonFinite:
+    """What a non-finite number parses to, so that the error can name its field."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _walk(value, path: str = ""):
+    """(path, value) of every key and leaf, iteratively; paths as in our errors:
+    flows[3].duration_s."""
+    stack = [(path, value)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                sub = f"{path}.{k}" if path else str(k)
+                yield sub, k
+                stack.append((sub, v))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+        else:
+            yield path, value
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
+def decode_body(raw: bytes, content_type: str | None):
+    """A request body as JSON (None when empty), or HttpProblem: 415 without a JSON
+    Content-Type, 400 too deep, not JSON, a non-finite number or a string that is not
+    valid Unicode (each naming the field)."""
+    if not raw:
+        return None
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise HttpProblem(415, "Content-Type: expected application/json, got "
+                               f"{quote(content_type or '(none)')}")
+    if too_deep(raw):
+        raise HttpProblem(400, f"body: nested deeper than {MAX_JSON_DEPTH} levels")
+    nonfinite: list = []
+
+    def finite(text: str):      # 1e400 parses to inf, NaN and Infinity are accepted
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        nonfinite.append(_NonFinite(text))
+        return nonfinite[-1]
+
+    def constant(text: str):
+        nonfinite.append(_NonFinite(text))
+        return nonfinite[-1]
+    try:
+        body = json.loads(raw, parse_float=finite, parse_constant=constant)
+    except RecursionError:
+        raise HttpProblem(400, "body: nested too deeply") from None
+    except ValueError as exc:   # UnicodeDecodeError too; the 4,300-digit limit on ints
+        raise HttpProblem(400, f"body is not valid JSON: {_cap(str(exc))}") from None
+    surrogates = _SURROGATE_ESCAPE.search(raw)
+    if nonfinite or surrogates:          # rare: only then walk the body
+        for path, v in _walk(body):
+            where = _printable(path) or "body"
+            if isinstance(v, _NonFinite):
+                raise HttpProblem(400, f"{where}: expected a finite number, got "
+                                       f"{quote(v.text)}")
+            if isinstance(v, str) and surrogates:
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise HttpProblem(400, f"{where}: not valid Unicode (a lone surrogate), "
+                                           f"got {quote(_printable(v))}") from None
+    return body
+
+
+WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def presented_token(authorization: str | None, x_token: str | None) -> str | None:
+    """The token a request carries: X-MALB-Token, else Authorization: Bearer <token>."""
+    if x_token:
+        return x_token.strip()
+    scheme, _, value = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def check_token(token: str | None, method: str, authorization: str | None,
+                x_token: str | None) -> None:
+    """HttpProblem 401 when the server has a token, the method writes and the request does
+    not carry that token. Compared in constant time (over digests, so that not even the
+    length shows)."""
+    if token is None or method not in WRITE_METHODS:
+        return
+    given = presented_token(authorization, x_token)
+    if given is None:
+        raise HttpProblem(401, f"Authorization: {method} needs the token (header "
+                               f"'Authorization: Bearer <token>' or 'X-MALB-Token: <token>')",
+                          (("WWW-Authenticate", 'Bearer realm="malb"'),))
+    if not hmac.compare_digest(_digest(given), _digest(token)):
+        raise HttpProblem(401, "Authorization: wrong token",
+                          (("WWW-Authenticate", 'Bearer realm="malb", error="invalid_token"'),))
+
+
+def dispatch(routes: dict, name: str, method: str, path: str, query: str,
+             content_type: str | None, raw: bytes, *, token: str | None = None,
+             authorization: str | None = None,
+             x_token: str | None = None) -> tuple[int, tuple, object]:
+    """One request through the route table: (status, extra headers, payload). Never
+    raises: a handler's bug is a 500 that says only its exception's type, and is logged.
+    Order: 404, 405, 401 (a write without the token, when the server has one), then the
+    body's checks and the handler."""
+    path = path.rstrip("/") or "/"
+    handler = routes.get((method, path))
+    if handler is None:
+        allowed = sorted(m for (m, p) in routes if p == path)
+        if allowed:
+            return 405, (("Allow", ", ".join(allowed)),), {
+                "error": f"{method}: not allowed on {_printable(path)[:80]}",
+                "allowed": allowed}
+        return 404, (), {"error": f"no such resource: {quote(_printable(path), 80)}",
+                         "resources": sorted({p for _, p in routes})}
+    try:
+        check_token(token, method, authorization, x_token)
+        body = decode_body(raw, content_type)
+        status, payload = handler(parse_qs(query), body)
+    except HttpProblem as exc:
+        return exc.status, exc.headers, {"error": _cap(exc.message)}
+    except BadRequest as exc:
+        return 400, (), {"error": _cap(str(exc))}
+    except Exception as exc:  # a bug must not kill the server; say what happened
+        log.exception("%s: %s %s failed", name, method, path)
+        return 500, (), {"error": f"internal error ({type(exc).__name__}); "
+                                  f"the server's log has the details"}
+    return status, (), payload
+
+
+def _encode(status: int, payload) -> tuple[str, list, bytes]:
+    if isinstance(payload, str):
+        data, ctype = payload.encode(), "text/plain; version=0.0.4; charset=utf-8"
+    else:
+        if 400 <= status and isinstance(payload, dict) and isinstance(payload.get("error"), str):
+            payload = {**payload, "error": _cap(payload["error"])}
+        data, ctype = json.dumps(payload).encode(), "application/json"
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Unknown"
+    return f"{status} {phrase}", [("Content-Type", ctype),
+                                  ("Content-Length", str(len(data)))], data
+
+
+def _wsgi_text(value: str) -> str:
+    """PEP 3333 hands paths and queries over as latin-1 decoded bytes: back to UTF-8
+    (anything invalid as U+FFFD, never an exception)."""
+    return value.encode("latin-1").decode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------ the server
+class _JsonErrorTask(ErrorTask):
+    """waitress' own errors (malformed request, 413, 431, 501 for an unknown
+    Transfer-Encoding) as JSON; waitress closes the connection after them."""
+
+    def execute(self):
+        e = self.request.error
+        message = f"{e.reason}: {e.body}"
+        if e.code == 413:     # waitress refuses from its limit on; ours is the last size allowed
+            limit = self.channel.server.adj.max_request_body_size - 1
+            message = f"{e.reason}: the body is over the limit of {limit} bytes"
+        body = json.dumps({"error": _cap(message)}).encode()
+        self.status = f"{e.code} {e.reason}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
+class _Channel(HTTPChannel):
+    error_task_class = _JsonErrorTask
+    request_started = 0.0
+
+    def received(self, data):
+        if self.request is None and data:
+            self.request_started = time.monotonic()   # the first bytes of a request
+        return super().received(data)
+
+
+class _Server(TcpWSGIServer):
+    channel_class = _Channel
+    request_timeout_s = 30.0
+
+    def maintenance(self, now):
+        """waitress closes connections idle for channel_timeout; also close those whose
+        request (headers or body) is still incomplete after request_timeout_s."""
+        super().maintenance(now)
+        cutoff = time.monotonic() - self.request_timeout_s
+        for channel in self.active_channels.values():
+            if channel.request is not None and channel.request_started < cutoff:
+                channel.will_close = True
+
+
+class JsonServer:
     """routes: {(METHOD, path): handler(query: dict, body: object|None) -> (status, payload)}.
-    A payload that is a str is sent as text (Prometheus); anything else as JSON."""
-    daemon_threads = True
-    allow_reuse_address = True
+    A payload that is a str is sent as text (Prometheus); anything else as JSON. A handler
+    raises BadRequest for a 400 (its message names the field).
 
-    def __init__(self, address, routes: dict, name: str = "malb"):
+    Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
+    idle_timeout_s for a kept-alive connection, connection_limit open connections
+    (more wait in the listen backlog), threads running handlers. token: when given, every
+    POST, PUT and DELETE must carry it (401 otherwise); reads stay open."""
+
+    def __init__(self, address, routes: dict, name: str = "malb", *, threads: int = 8,
+                 max_body_bytes: int = MAX_BODY_BYTES, request_timeout_s: float = 30.0,
+                 idle_timeout_s: int = 60, connection_limit: int = 1000,
+                 backlog: int = 1024, token: str | None = None):
         self.routes = routes
         self.name = name
-        super().__init__(address, _Handler)
+        self.token = token
+        host, port = address
+        adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,
+                          backlog=backlog, connection_limit=connection_limit,
+                          channel_timeout=idle_timeout_s, cleanup_interval=1,
+                          asyncore_loop_timeout=1, asyncore_use_poll=True,
+                          max_request_body_size=max_body_bytes + 1, ident=name,
+                          expose_tracebacks=False)
+        self._map: dict = {}
+        self._server = _Server(self._app, map=self._map, adj=adj)
+        self._server.request_timeout_s = request_timeout_s
+        self.server_address = (self._server.effective_host, int(self._server.effective_port))
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._closed = False
+
+    def _app(self, environ, start_response):
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        status, headers, payload = dispatch(
+            self.routes, self.name, environ["REQUEST_METHOD"],
+            _wsgi_text(environ.get("PATH_INFO") or "/"),
+            _wsgi_text(environ.get("QUERY_STRING") or ""), environ.get("CONTENT_TYPE"), raw,
+            token=self.token, authorization=environ.get("HTTP_AUTHORIZATION"),
+            x_token=environ.get("HTTP_X_MALB_TOKEN"))
+        line, base, data = _encode(status, payload)
+        start_response(line, base + list(headers))
+        # HEAD: the headers a GET would have, no body (waitress sends whatever the
+        # application returns; a body here would be read as the next answer's start)
+        return [] if environ["REQUEST_METHOD"] == "HEAD" else [data]
+
+    def serve_forever(self) -> None:
+        """Serve until shutdown() (socketserver's semantics)."""
+        self._stopped.clear()
+        try:
+            while not self._stop.is_set():
+                wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
+        finally:
+            self._close_all()
+            self._stopped.set()
 
     def start_background(self) -> threading.Thread:
         t = threading.Thread(target=self.serve_forever, name=f"{self.name}-http", daemon=True)
         t.start()
         return t
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: JsonServer
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def _dispatch(self, method: str) -> None:
-        url = urlparse(self.path)
-        path = url.path.rstrip("/") or "/"
-        handler = self.server.routes.get((method, path))
-        if handler is None:
-            allowed = sorted(m for (m, p) in self.server.routes if p == path)
-            if allowed:
-                return self._send(405, {"error": f"{method} not allowed on {path}",
-                                        "allowed": allowed})
-            return self._send(404, {"error": f"no such resource: {path}",
-                                    "resources": sorted({p for _, p in self.server.routes})})
-        body = None
-        if method in ("POST", "PUT"):
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                if not 0 <= length <= MAX_BODY_BYTES:
-                    raise ValueError(length)
-            except ValueError:
-                return self._send(400, {"error": "Content-Length: expected a number of bytes "
-                                                 f"from 0 to {MAX_BODY_BYTES}"})
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError as exc:
-                return self._send(400, {"error": f"body is not valid JSON: {exc}"})
+    def shutdown(self) -> None:
+        """Stop serve_forever and wait for it; open connections are closed."""
+        self._stop.set()
         try:
-            status, payload = handler(parse_qs(url.query), body)
-        except BadRequest as exc:
-            status, payload = 400, {"error": str(exc)}
-        except Exception as exc:  # a bug must not kill the server; say what happened
-            log.exception("%s: %s %s failed", self.server.name, method, path)
-            status, payload = 500, {"error": f"internal error ({type(exc).__name__}); "
-                                             f"the server's log has the details"}
-        self._send(status, payload)
+            self._server.pull_trigger()      # wake the poll at once
+        except OSError:
+            pass
+        self._stopped.wait(timeout=10)
 
-    def _send(self, status: int, payload) -> None:
-        if isinstance(payload, str):
-            data, ctype = payload.encode(), "text/plain; version=0.0.4; charset=utf-8"
-        else:
-            data, ctype = json.dumps(payload).encode(), "application/json"
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def server_close(self) -> None:
+        if not self._stopped.is_set():       # never served: nothing else closes it
+            self._close_all()
 
-    def do_GET(self):
-        self._dispatch("GET")
-
-    def do_POST(self):
-        self._dispatch("POST")
-
-    def do_PUT(self):
-        self._dispatch("PUT")
-
-    def do_DELETE(self):
-        self._dispatch("DELETE")
+    def _close_all(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for obj in list(self._map.values()):
+            try:
+                obj.close()
+            except OSError:
+                pass
+        self._server.task_dispatcher.shutdown(timeout=5)

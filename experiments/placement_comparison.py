@@ -164,7 +164,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         st.wait_monitoring(60)
         cfg = st.cfg
         entry = entry_service(cfg)
-        controller = ControllerClient(st.controller_url(""))
+        controller = ControllerClient(st.controller_url(""), token=cfg.security.token)
         log(f"[placement] warm-up: {opts.warmup:g} s at {opts.rate:g} requests/s on "
             f"{entry}, spread layout")
         run_load(st, "warmup", opts.warmup, opts.rate, entry)

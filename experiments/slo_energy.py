@@ -145,7 +145,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
     body = {"service": svc.name, "policy": "slo" if policy.startswith("slo") else policy,
             "band_mode": "paper" if policy == "slo-paper" else "safe",
             "margin": PAPER_BAND if policy == "slo-paper" else svc.slo.margin}
-    put_json(f"{agent}/slo", body, 5.0)
+    put_json(f"{agent}/slo", body, 5.0, token=st.cfg.security.token)
     tag = f"{profile}-{policy}"
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
     # from where the one before it left the frequency

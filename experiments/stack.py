@@ -20,6 +20,7 @@ import urllib.request
 import yaml
 
 from common.config import load_config
+from common.httpjson import auth_headers
 from common.procs import Service, controller_service, python_service
 from common.state import process_start_ticks, same_process
 from topologies.testbed import Testbed, TestbedOptions
@@ -181,7 +182,8 @@ class Stack:
     def controller_put(self, path: str, body) -> tuple[int, dict]:
         req = urllib.request.Request(self.controller_url(path), method="PUT",
                                      data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              **auth_headers(self.cfg.security.token)})
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 return r.status, json.load(r)

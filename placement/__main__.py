@@ -208,8 +208,11 @@ def apply(args, cfg, doc: dict) -> int:
     moves = [Move(m["microservice"], m["from"], m["to"]) for m in doc["moves"]]
     testbed_url = args.testbed or f"http://127.0.0.1:{cfg.testbed.control_port}"
     try:
-        results = apply_moves(cfg, moves, ControllerClient(controller_url(args, cfg)),
-                              RemoteTestbed(testbed_url), drain_timeout_s=args.drain_timeout,
+        token = cfg.security.token
+        results = apply_moves(cfg, moves, ControllerClient(controller_url(args, cfg),
+                                                           token=token),
+                              RemoteTestbed(testbed_url, token=token),
+                              drain_timeout_s=args.drain_timeout,
                               log=lambda m: print(m, flush=True))
     except (ApplyError, HttpError) as exc:
         print(f"error: {exc}", file=sys.stderr)

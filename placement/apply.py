@@ -31,21 +31,25 @@ class ApplyError(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, url: str, timeout_s: float = 5.0):
-        self.url, self.timeout_s = url.rstrip("/"), timeout_s
+    """token: the shared token (security.token), sent with every write."""
+
+    def __init__(self, url: str, timeout_s: float = 5.0, token: str | None = None):
+        self.url, self.timeout_s, self.token = url.rstrip("/"), timeout_s, token
 
     def instances(self) -> dict:
         return get_json(f"{self.url}/malb/instances", self.timeout_s)["instances"]
 
     def add(self, name: str) -> None:
-        post_json(f"{self.url}/malb/instances", {"instance": name}, self.timeout_s)
+        post_json(f"{self.url}/malb/instances", {"instance": name}, self.timeout_s,
+                  token=self.token)
 
     def drain(self, name: str) -> None:
-        put_json(f"{self.url}/malb/instances/{name}", {"draining": True}, self.timeout_s)
+        put_json(f"{self.url}/malb/instances/{name}", {"draining": True}, self.timeout_s,
+                 token=self.token)
 
     def remove(self, name: str, force: bool = False) -> None:
         delete_json(f"{self.url}/malb/instances/{name}" + ("?force=1" if force else ""),
-                    self.timeout_s)
+                    self.timeout_s, token=self.token)
 
     def layout(self) -> dict[str, list[str]]:
         """Where each microservice runs: its instances in the pools, not draining."""
@@ -73,16 +77,18 @@ class InProcessTestbed:
 
 
 class RemoteTestbed:
-    """`python -m topologies up`'s control API."""
+    """`python -m topologies up`'s control API (token: the shared token, for its writes)."""
 
-    def __init__(self, url: str, timeout_s: float = 60.0):
-        self.url, self.timeout_s = url.rstrip("/"), timeout_s
+    def __init__(self, url: str, timeout_s: float = 60.0, token: str | None = None):
+        self.url, self.timeout_s, self.token = url.rstrip("/"), timeout_s, token
 
     def start(self, instance) -> None:
-        post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s)
+        post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s,
+                  token=self.token)
 
     def stop(self, name: str) -> None:
-        delete_json(f"{self.url}/instances?instance={name}", self.timeout_s)
+        delete_json(f"{self.url}/instances?instance={name}", self.timeout_s,
+                    token=self.token)
 
 
 @dataclass

@@ -73,12 +73,22 @@ def main(argv=None) -> int:
     from common.httpjson import JsonServer
     from profiler.service import ProfilerService
     p = cfg.profiler
+    # the history first: a file that is not one (or cannot be made) is a configuration
+    # error, one line and exit 2, before anything else starts
     try:
-        service = ProfilerService(cfg)
+        store = HistoryStore(p.history_path, p.retention_s)
     except (OSError, ValueError) as exc:
+        detail = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and \
+            exc.strerror else str(exc)
+        fail(f"configuration: profiler.history_path: {detail}", code=2)
+    try:
+        service = ProfilerService(cfg, store=store)
+    except (OSError, ValueError) as exc:
+        store.close()
         fail(f"cannot start the profiler: {exc}")
     try:
-        http = JsonServer((p.listen_host, p.listen_port), service.routes(), name="profiler")
+        http = JsonServer((p.listen_host, p.listen_port), service.routes(), name="profiler",
+                          token=cfg.security.token)
     except OSError as exc:
         fail(f"cannot listen on {p.listen_host}:{p.listen_port}: {exc}")
     stop = threading.Event()

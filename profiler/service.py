@@ -20,7 +20,7 @@ import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from common.httpjson import BadRequest, HttpError, get_json
+from common.httpjson import BadRequest, HttpError, get_json, quote
 from common.metrics import Registry
 from profiler.model import FLOW_WINDOW_S, ProfilerModel
 from profiler.predictors import make_predictor
@@ -28,12 +28,77 @@ from profiler.store import HistoryStore
 
 log = logging.getLogger("malb.profiler")
 PRUNE_EVERY = 100        # periods
+HISTORY_QUERY = frozenset({"kind", "key", "column", "since"})
+
+
+# What the controller's records hold (ryu_apps/flows.py as_record, malb.py port_rates and
+# _pairs_report); anything else is a 400, so that a typo is not silently dropped.
+BODY_FIELDS = frozenset({"source", "time", "flows", "ports", "pairs"})
+FLOW_FIELDS = frozenset({"flow_id", "microservice", "server", "instance", "client",
+                         "protocol", "duration_s", "bytes", "bytes_to_server",
+                         "bytes_to_client", "packets", "active", "end_reason"})
+PORT_FIELDS = frozenset({"dpid", "port", "time", "rx_bytes_per_s", "tx_bytes_per_s",
+                         "instance", "server"})
+PAIRS_FIELDS = frozenset({"interval_s", "edges"})
+EDGE_FIELDS = frozenset({"src", "dst", "bytes", "flows"})
+
+
+def _known(where: str, record: dict, fields: frozenset) -> None:
+    extra = set(record) - fields
+    if extra:
+        name = _short_name(min(extra))
+        raise BadRequest(f"{where}{'.' if where else ''}{name}: unknown field (known: "
+                         f"{', '.join(sorted(fields))})")
+
+
+def _short_name(name: str) -> str:
+    """A field's name as an error may print it: printable, at most 40 characters."""
+    name = name.encode("utf-8", "backslashreplace").decode()
+    return name if len(name) <= 40 else name[:40] + "..."
+
+
+def _storable(where: str, value) -> str:
+    """A non-empty string SQLite can store: a lone surrogate ("s\\ud800") passes json.loads
+    but fails the UTF-8 encoding at the INSERT, after the model has changed."""
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{where}: expected a non-empty string, got {quote(value)}")
+    _text(where, value)
+    return value
+
+
+def _text(where: str, value) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest(f"{where}: not valid Unicode (a lone surrogate), got "
+                         f"{quote(value.encode('utf-8', 'backslashreplace').decode())}") from None
+
+
+def _count(where: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 63:
+        raise BadRequest(f"{where}: expected an integer from 0 to 2^63-1, got {quote(value)}")
+    return value
+
+
+def _seconds(where: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        raise BadRequest(f"{where}: expected a finite number >= 0, got {quote(value)}")
+    return float(value)
 
 
 def validate_flows(body) -> tuple[list[dict], list[dict]]:
-    """Check a POST /flows body completely before anything is stored (400 names the field)."""
+    """Check a POST /flows body completely before anything is stored or changed (400
+    names the field): the whole batch is taken, or none of it."""
     if not isinstance(body, dict):
         raise BadRequest('body: expected {"flows": [...], "ports": [...]}')
+    _known("", body, BODY_FIELDS)
+    if body.get("source") is not None:
+        if not isinstance(body["source"], str):
+            raise BadRequest(f"source: expected a string, got {quote(body['source'])}")
+        _text("source", body["source"])
+    if body.get("time") is not None:
+        _seconds("time", body["time"])
     flows, ports = body.get("flows", []), body.get("ports")
     if not isinstance(flows, list):
         raise BadRequest("flows: expected a list")
@@ -44,31 +109,28 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
         where = f"flows[{k}]"
         if not isinstance(f, dict):
             raise BadRequest(f"{where}: expected an object")
+        _known(where, f, FLOW_FIELDS)
         for key in ("flow_id", "microservice"):
-            if not isinstance(f.get(key), str) or not f[key]:
-                raise BadRequest(f"{where}.{key}: expected a non-empty string")
-        d = f.get("duration_s")
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) \
-                or d < 0:
-            raise BadRequest(f"{where}.duration_s: expected a number >= 0, got {d!r}")
-        for key in ("bytes", "packets"):
-            v = f.get(key, 0)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 63:
-                raise BadRequest(f"{where}.{key}: expected an integer from 0 to 2^63-1, "
-                                 f"got {v!r}")
-        for key in ("server", "instance", "client"):
-            if f.get(key) is not None and not isinstance(f[key], str):
-                raise BadRequest(f"{where}.{key}: expected a string, got {f[key]!r}")
+            _storable(f"{where}.{key}", f.get(key))
+        d = _seconds(f"{where}.duration_s", f.get("duration_s"))
+        for key in ("bytes", "packets", "bytes_to_server", "bytes_to_client"):
+            _count(f"{where}.{key}", f.get(key, 0))
+        for key in ("server", "instance", "client", "protocol", "end_reason"):
+            if f.get(key) is not None:
+                if not isinstance(f[key], str):
+                    raise BadRequest(f"{where}.{key}: expected a string, got {quote(f[key])}")
+                _text(f"{where}.{key}", f[key])
         if not isinstance(f.get("active"), bool):
             raise BadRequest(f"{where}.active: expected true or false")
         clean.append({"flow_id": f["flow_id"], "microservice": f["microservice"],
                       "server": f.get("server"), "instance": f.get("instance"),
-                      "client": f.get("client"), "duration_s": float(d),
+                      "client": f.get("client"), "duration_s": d,
                       "bytes": f.get("bytes", 0), "packets": f.get("packets", 0),
                       "active": f["active"]})
     for k, p in enumerate(ports or []):
         if not isinstance(p, dict):
             raise BadRequest(f"ports[{k}]: expected an object")
+        _known(f"ports[{k}]", p, PORT_FIELDS)
     return clean, ports
 
 
@@ -80,10 +142,8 @@ def validate_pairs(body) -> dict | None:
         return None
     if not isinstance(pairs, dict):
         raise BadRequest("pairs: expected {\"interval_s\": s, \"edges\": [...]}")
-    interval = pairs.get("interval_s")
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or \
-            not math.isfinite(interval) or interval < 0:
-        raise BadRequest(f"pairs.interval_s: expected a number >= 0, got {interval!r}")
+    _known("pairs", pairs, PAIRS_FIELDS)
+    interval = _seconds("pairs.interval_s", pairs.get("interval_s"))
     edges = pairs.get("edges")
     if not isinstance(edges, list):
         raise BadRequest("pairs.edges: expected a list")
@@ -92,17 +152,14 @@ def validate_pairs(body) -> dict | None:
         where = f"pairs.edges[{k}]"
         if not isinstance(e, dict):
             raise BadRequest(f"{where}: expected an object")
+        _known(where, e, EDGE_FIELDS)
         for key in ("src", "dst"):
-            if not isinstance(e.get(key), str) or not e[key]:
-                raise BadRequest(f"{where}.{key}: expected a non-empty string")
+            _storable(f"{where}.{key}", e.get(key))
         for key in ("bytes", "flows"):
-            v = e.get(key)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 63:
-                raise BadRequest(f"{where}.{key}: expected an integer from 0 to 2^63-1, "
-                                 f"got {v!r}")
+            _count(f"{where}.{key}", e.get(key))
         clean.append({"src": e["src"], "dst": e["dst"], "bytes": e["bytes"],
                       "flows": e["flows"]})
-    return {"interval_s": float(interval), "edges": clean}
+    return {"interval_s": interval, "edges": clean}
 
 
 class RespawningProcessPool(Executor):
@@ -256,13 +313,17 @@ class ProfilerService:
 
     # ---------------------------------------------------------------- HTTP
     def post_flows(self, _query, body):
+        """All or nothing: the whole batch is checked, then the completed flows are
+        committed to the history, and only then is the model changed (a failed write
+        leaves both as they were; the model's ingest cannot fail on checked input)."""
         flows, ports = validate_flows(body)
         pairs = validate_pairs(body)
-        with self.lock:
-            now = self.clock()
-            completed = self.model.ingest_flows(flows, ports, now, pairs)
+        now = self.clock()
+        completed = [f for f in flows if not f["active"]]
         if completed:
             self.store.add_flows(now, completed)
+        with self.lock:
+            self.model.ingest_flows(flows, ports, now, pairs)
         self.m_flows.inc("completed", amount=len(completed))
         self.m_flows.inc("active", amount=len(flows) - len(completed))
         return 200, {"accepted": len(flows), "completed": len(completed)}
@@ -273,11 +334,18 @@ class ProfilerService:
             if not v:
                 raise BadRequest(f"{name}: required query parameter")
             return v[0]
+        unknown = set(query) - HISTORY_QUERY
+        if unknown:
+            raise BadRequest(f"{_short_name(min(unknown))}: unknown query parameter (known: "
+                             f"{', '.join(sorted(HISTORY_QUERY))})")
         since = query.get("since", [None])[0]
         try:
             since = float(since) if since is not None else None
+            if since is not None and not math.isfinite(since):
+                raise ValueError(since)
         except ValueError:
-            raise BadRequest(f"since: expected a number, got {since!r}") from None
+            raise BadRequest(f"since: expected a finite time in seconds, got "
+                             f"{quote(query['since'][0])}") from None
         try:
             rows = self.store.series(one("kind"), one("key"), one("column"), since)
         except ValueError as exc:

@@ -143,11 +143,20 @@ class HistoryStore:
         if read_only:
             self._db = self._open_read_only(path)
             return
-        if path != ":memory:" and os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        # isolation_level=None: no implicit transactions; _write opens them explicitly.
-        self._db: sqlite3.Connection | None = sqlite3.connect(
-            path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        parent = os.path.dirname(path) if path != ":memory:" else ""
+        if parent and os.path.exists(parent) and not os.path.isdir(parent):
+            raise ValueError(f"{path}: {parent} is a file, not a directory")
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        if os.path.isdir(path):
+            raise ValueError(f"{path}: a directory, not a history database")
+        try:
+            # isolation_level=None: no implicit transactions; _write opens them explicitly.
+            self._db: sqlite3.Connection | None = sqlite3.connect(
+                path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        except sqlite3.Error as exc:         # e.g. no permission to create it
+            raise ValueError(f"{path}: cannot be opened as a history database ({exc})") \
+                from None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")

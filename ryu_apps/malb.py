@@ -29,6 +29,7 @@ import random
 import sys
 import time
 from collections import deque
+from typing import NoReturn
 
 from ryu import cfg
 from oslo_config.cfg import NoSuchOptError
@@ -47,7 +48,7 @@ from common.metrics import Registry
 from common.netuse import network_percent
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, \
     parse_cookie, flow_id_of
-from ryu_apps import ofwire
+from ryu_apps import listeners, ofwire
 from ryu_apps.health import HealthTracker
 from ryu_apps.policy import Backend, NoBackend, PolicyCore
 
@@ -80,6 +81,13 @@ def _conf(name: str):
         return None
 
 
+def _exit(message: str) -> NoReturn:
+    """One clear line on stderr and exit code 2 (a bad configuration, as every other entry
+    point does), not a traceback from inside ryu-manager."""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
 class MalbController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
@@ -90,14 +98,27 @@ class MalbController(app_manager.RyuApp):
             self.cfg = load_config(_conf("malb_config") or None)
             check_deployable(self.cfg)
         except ConfigError as exc:
-            # one clear line and a non-zero exit, not a traceback from inside ryu-manager
-            raise SystemExit(f"malb: bad configuration: {exc}") from None
+            _exit(f"malb: bad configuration: {exc}")
         c = self.cfg.controller
+        # the shared token (security.token or $MALB_TOKEN): REST writes need it, and the
+        # flow reports to the profiler carry it
+        self.token = self.cfg.security.token
         policy = _conf("malb_policy") or os.environ.get("MALB_POLICY") or c.policy
         if policy not in POLICIES:
-            raise SystemExit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
-                             f"controller.policy) is not one of {', '.join(POLICIES)}")
+            _exit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
+                  f"controller.policy) is not one of {', '.join(POLICIES)}")
         self._listen_defaults()
+        # both listening sockets now, without SO_REUSEPORT: a second controller on the same
+        # ports stops here instead of sharing them (ryu_apps/listeners.py)
+        ports = {"REST API (controller.rest_host:rest_port)": (CONF.wsapi_host,
+                                                               CONF.wsapi_port)}
+        if not (_conf("ctl_privkey") and _conf("ctl_cert")):    # Ryu's TLS listens elsewhere
+            ports["OpenFlow (controller.ofp_port)"] = (_conf("ofp_listen_host") or "0.0.0.0",
+                                                       CONF.ofp_tcp_listen_port)
+        try:
+            listeners.reserve(ports)
+        except listeners.PortInUse as exc:
+            _exit(f"malb: cannot listen: {exc}")
 
         # ---- plain-Python cores. Every slot (a microservice on a server) is known: an
         # instance can join a pool at run time (a placement's move, REST).
@@ -607,7 +628,7 @@ class MalbController(app_manager.RyuApp):
                 if start == 0:   # ports and pairs once per period, with the first chunk
                     body["ports"] = list(self.port_rates.values())
                     body["pairs"] = self._pairs_report(pairs, now)
-                post_json(f"{base}/flows", body, timeout)
+                post_json(f"{base}/flows", body, timeout, token=self.token)
                 if start == 0:      # the pairs arrived: they count from now on
                     pairs, self._pairs_since = ({}, {}), now
             self.m_profiler.inc("flows", "ok")

@@ -615,15 +615,23 @@ def _age(t: float | None, now: float) -> float | None:
 
 
 def normalise_weights(weights, microservice: str = "") -> tuple[float, float, float]:
-    """Three non-negative numbers, scaled to sum to 1 (all zero: equal weights)."""
+    """Three non-negative numbers, scaled to sum to 1 (all zero: equal weights).
+
+    Scaled by the largest first, so that the sum cannot overflow: 1e308, 1e308, 0 is
+    0.5, 0.5, 0 (their plain sum is inf, which made each share 0 and so equal weights)."""
     try:
-        a, b, g = (float(x) for x in weights)
+        a, b, g = (float(x) + 0.0 for x in weights)     # + 0.0: -0.0 is 0.0
     except (TypeError, ValueError):
         raise ValueError(f"{microservice}: weights must be three numbers") from None
+    except OverflowError:             # an int past 1.8e308 (JSON allows one)
+        raise ValueError(f"{microservice}: weights must be finite numbers >= 0, one is "
+                         f"too large for a float") from None
     for name, v in (("alpha", a), ("beta", b), ("gamma", g)):
         if not v >= 0 or v == float("inf"):
             raise ValueError(f"{microservice}: {name} must be a finite number >= 0, got {v}")
-    total = a + b + g
-    if total == 0:
+    top = max(a, b, g)
+    if top == 0:
         return EQUAL_WEIGHTS
+    a, b, g = a / top, b / top, g / top         # each in [0, 1], one of them 1
+    total = a + b + g
     return a / total, b / total, g / total

@@ -13,19 +13,33 @@
     PUT  /malb/instances/X  {"draining": true|false}: no new flows / new flows again
     DELETE /malb/instances/X  it leaves its pool (409 while it has flows, unless ?force=1)
     GET  /metrics           Prometheus text
-Bad bodies get 400 with {"error": "<field>: <problem>"}; unknown routes 404 with JSON.
+Every answer is JSON (Prometheus text aside): 400 with {"error": "<field>: <problem>"} for a
+bad body, query or path, naming the field or parameter (an unknown query parameter or
+body field is an error too; the body checks are common/httpjson.py's decode_body: JSON
+Content-Type or 415, nesting, finite numbers, valid Unicode), 401 for a write without the
+shared token when one is set (security.token, $MALB_TOKEN), 413 over MAX_BODY_BYTES, 404
+for unknown routes, 405 with Allow for a wrong method, and 500 without details for a bug
+(logged once with them): Ryu's WSGI server runs eventlet with debug on, which would send
+the traceback of any exception that leaves a controller to the client.
 A rejected request changes nothing.
 """
 from __future__ import annotations
 
+import inspect
 import json
+import logging
+import re
+from urllib.parse import unquote_to_bytes
 
 from ryu.app.wsgi import ControllerBase, Response, route
 
+from common.httpjson import HttpProblem, check_token, decode_body, field_name, quote
 from common.metrics import CONTENT_TYPE
 from ryu_apps.policy import POLICIES, normalise_weights
 
 APP_KEY = "malb_app"
+MAX_BODY_BYTES = 1024 * 1024      # the largest body here is a weights map: a few hundred bytes
+log = logging.getLogger("malb.rest")
 
 
 def _json(payload, status: int = 200) -> Response:
@@ -38,25 +52,125 @@ def _error(status: int, message: str) -> Response:
 
 
 def _body(req) -> tuple[object, Response | None]:
+    """The JSON body, or the error to answer (413, 415, 400 naming the field)."""
     try:
-        return json.loads(req.body or b"null"), None
-    except ValueError as exc:
-        return None, _error(400, f"body is not valid JSON: {exc}")
+        if (req.content_length or 0) > MAX_BODY_BYTES:
+            raise HttpProblem(413, f"body: over the limit of {MAX_BODY_BYTES} bytes")
+        raw = req.body_file.read(MAX_BODY_BYTES + 1)     # chunked bodies have no length
+        if len(raw) > MAX_BODY_BYTES:
+            raise HttpProblem(413, f"body: over the limit of {MAX_BODY_BYTES} bytes")
+        return decode_body(raw, req.content_type), None
+    except HttpProblem as exc:
+        return None, _error(exc.status, exc.message)
 
 
 def _int_param(req, name: str, default: int, lo: int, hi: int) -> int:
     raw = req.GET.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not lo <= int(raw) <= hi:
-        raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {raw!r}")
-    return int(raw)
+    # isdigit() alone takes "²", which int() refuses; 4,300 digits and more, int() refuses
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(hi)) or \
+            not lo <= int(digits) <= hi:
+        raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {quote(raw)}")
+    return int(digits)
 
 
-class MalbRest(ControllerBase):
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _undecodable(req) -> Response | None:
+    """webob decodes the path and the query as UTF-8 when a handler first reads them, and
+    raises there: check both before any handler runs (the error names the parameter)."""
+    try:
+        req.path_info
+    except UnicodeDecodeError:
+        return _error(400, "path: not valid UTF-8 (after %-decoding)")
+    query = req.environ.get("QUERY_STRING", "").encode("latin-1", "replace")   # PEP 3333
+    for piece in query.split(b"&"):
+        name, _, value = (unquote_to_bytes(x.replace(b"+", b" ")) for x in piece.partition(b"="))
+        try:
+            name = name.decode("utf-8")
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = name if isinstance(name, str) else "query"
+            return _error(400, f"{_cut(shown)}: not valid UTF-8 (after %-decoding)")
+    return None
+
+
+def _flag(req, name: str) -> bool:
+    """A yes/no query parameter: 1, true, yes or 0, false, no, empty; ValueError naming it."""
+    raw = req.GET.get(name, "0")
+    if raw not in ("1", "true", "yes", "0", "false", "no", ""):
+        raise ValueError(f"{name}: expected 1 or 0, got {quote(raw)}")
+    return raw in ("1", "true", "yes")
+
+
+def _fields(body, required: dict[str, type], example: str) -> Response | None:
+    """A body that must be an object with exactly these fields of these types: the error
+    names the unknown, missing or mistyped field."""
+    if not isinstance(body, dict):
+        return _error(400, f"body: expected a JSON object, e.g. {example}")
+    extra = set(body) - set(required)
+    if extra:
+        return _error(400, f"{field_name(min(extra))}: unknown field (known: "
+                           f"{', '.join(sorted(required))})")
+    for name, kind in required.items():
+        if name not in body:
+            return _error(400, f"{name}: required, e.g. {example}")
+        if not isinstance(body[name], kind):
+            what = "true or false" if kind is bool else "a string"
+            return _error(400, f"{name}: expected {what}, got {quote(body[name])}")
+    return None
+
+
+class _JsonController(ControllerBase):
+    """Whatever a handler raises becomes a JSON 500 and one log record (never eventlet's
+    traceback page). Before any handler: the path and query must decode, and check() (a
+    subclass's) may answer instead."""
+    QUERY: dict[str, tuple[str, ...]] = {}      # handler name -> its query parameters
+
     def __init__(self, req, link, data, **config):
         super().__init__(req, link, data, **config)
         self.app = data[APP_KEY]
+
+    def check(self, req) -> Response | None:
+        """Unknown query parameters are a 400 naming the first (a typo such as ?actve=1
+        must not be silently ignored)."""
+        known = self.QUERY.get(req.urlvars.get("action"), ())
+        unknown = sorted(set(req.GET) - set(known))
+        if unknown:
+            return _error(400, f"{field_name(unknown[0])}: unknown query parameter (known: "
+                               f"{', '.join(known) or 'none'})")
+        return None
+
+    def __call__(self, req):
+        try:
+            return _undecodable(req) or self.check(req) or super().__call__(req)
+        except Exception as exc:
+            log.exception("REST %s %s failed", req.method, req.environ.get("PATH_INFO", "?"))
+            return _error(500, f"internal error ({type(exc).__name__}); the controller's "
+                               f"log has the details")
+
+
+class MalbRest(_JsonController):
+    QUERY = {"get_decisions": ("limit", "microservice"), "get_flows": ("active",),
+             "delete_instance": ("force",)}
+
+    def check(self, req) -> Response | None:
+        """A write (POST, PUT, DELETE) needs the shared token when the controller has one
+        (app.token: security.token or $MALB_TOKEN): 401 otherwise, before anything else
+        of the request is looked at."""
+        try:
+            check_token(getattr(self.app, "token", None), req.method,
+                        req.headers.get("Authorization"), req.headers.get("X-MALB-Token"))
+        except HttpProblem as exc:
+            resp = _error(exc.status, exc.message)
+            for name, value in exc.headers:
+                resp.headers[name] = value
+            return resp
+        return super().check(req)
 
     @route("malb", "/malb/status", methods=["GET"])
     def get_status(self, req, **_):
@@ -73,9 +187,12 @@ class MalbRest(ControllerBase):
             return err
         if not isinstance(body, dict) or "policy" not in body:
             return _error(400, 'policy: required, e.g. {"policy": "srr"}')
-        if body["policy"] not in POLICIES:
+        extra = set(body) - {"policy"}
+        if extra:
+            return _error(400, f"{field_name(min(extra))}: unknown field")
+        if not isinstance(body["policy"], str) or body["policy"] not in POLICIES:
             return _error(400, f"policy: must be one of {', '.join(POLICIES)}, "
-                               f"got {body['policy']!r}")
+                               f"got {quote(body['policy'])}")
         old = self.app.core.policy
         self.app.core.set_policy(body["policy"])
         self.app.logger.info("policy changed over REST: %s -> %s", old, body["policy"])
@@ -103,20 +220,22 @@ class MalbRest(ControllerBase):
         staged = {}
         for ms, w in body.items():
             if ms not in self.app.core.pools:
-                return _error(400, f"{ms}: unknown microservice (known: "
+                return _error(400, f"{field_name(ms)}: unknown microservice (known: "
                                    f"{', '.join(self.app.core.pools)})")
             if w is None:
                 staged[ms] = None
                 continue
             if not isinstance(w, dict):
                 return _error(400, f"{ms}: expected an object with alpha, beta, gamma, or null")
-            for key in ("alpha", "beta", "gamma"):
-                v = w.get(key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    return _error(400, f"{ms}.{key}: expected a number >= 0, got {v!r}")
             extra = set(w) - {"alpha", "beta", "gamma"}
             if extra:
-                return _error(400, f"{ms}.{sorted(extra)[0]}: unknown field")
+                return _error(400, f"{ms}.{field_name(min(extra))}: unknown field")
+            for key in ("alpha", "beta", "gamma"):
+                v = w.get(key)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                        not 0 <= v <= 1.7e308:     # JSON's ints may pass any float
+                    return _error(400, f"{ms}.{key}: expected a finite number >= 0, "
+                                       f"got {quote(v)}")
             try:
                 staged[ms] = normalise_weights((w["alpha"], w["beta"], w["gamma"]), ms)
             except ValueError as exc:
@@ -138,7 +257,10 @@ class MalbRest(ControllerBase):
 
     @route("malb", "/malb/flows", methods=["GET"])
     def get_flows(self, req, **_):
-        active_only = req.GET.get("active") in ("1", "true", "yes")
+        try:
+            active_only = _flag(req, "active")
+        except ValueError as exc:
+            return _error(400, str(exc))
         idle = self.app.flows.idle_timeout
         recs = [r.as_record(idle, self.app.flows.epoch) for r in self.app.flows.flows.values()
                 if not active_only or r.ended is None]
@@ -153,12 +275,12 @@ class MalbRest(ControllerBase):
         body, err = _body(req)
         if err:
             return err
-        if not isinstance(body, dict) or set(body) != {"instance"} or \
-                not isinstance(body["instance"], str):
-            return _error(400, 'instance: required, e.g. {"instance": "srv3-ui"}')
+        bad = _fields(body, {"instance": str}, '{"instance": "srv3-ui"}')
+        if bad:
+            return bad
         name = body["instance"]
         if name not in self.app.instances:
-            return _error(400, f"instance: no slot {name[:60]!r} in the configuration")
+            return _error(400, f"instance: no slot {quote(name)} in the configuration")
         try:
             self.app.add_instance(name)
         except ValueError as exc:
@@ -170,19 +292,22 @@ class MalbRest(ControllerBase):
         body, err = _body(req)
         if err:
             return err
-        if not isinstance(body, dict) or set(body) != {"draining"} or \
-                not isinstance(body["draining"], bool):
-            return _error(400, 'draining: required, true or false, e.g. {"draining": true}')
+        bad = _fields(body, {"draining": bool}, '{"draining": true}')
+        if bad:
+            return bad
         if name not in self.app.core.healthy:
-            return _error(404, f"{name[:60]}: not in any pool")
+            return _error(404, f"{quote(name)}: not in any pool")
         self.app.set_draining(name, body["draining"])
         return _json({"instance": name, **self.app.instances_view()[name]})
 
     @route("malb", "/malb/instances/{name}", methods=["DELETE"])
     def delete_instance(self, req, name, **_):
         if name not in self.app.core.healthy:
-            return _error(404, f"{name[:60]}: not in any pool")
-        force = req.GET.get("force") in ("1", "true")
+            return _error(404, f"{quote(name)}: not in any pool")
+        try:
+            force = _flag(req, "force")
+        except ValueError as exc:
+            return _error(400, str(exc))
         left = self.app.active_flows_of().get(name, 0)
         if left and not force:
             return _error(409, f"{name}: {left} active flows; drain it first, or ?force=1")
@@ -195,16 +320,43 @@ class MalbRest(ControllerBase):
                         body=self.app.metrics.render().encode())
 
 
-class NotFound(ControllerBase):
-    """Registered last: whatever no other route matched."""
+def _route_table(controller) -> list[tuple[re.Pattern, str, frozenset]]:
+    """(path pattern, path, methods) of a controller's @route handlers: what a 405 lists."""
+    paths: dict[str, set] = {}
+    for _name, fn in inspect.getmembers(controller, inspect.isfunction):
+        info = getattr(fn, "routing_info", None)
+        if info:
+            paths.setdefault(info["path"], set()).update(info.get("methods") or ())
+    return [(re.compile(re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(p)) + "$"), p,
+             frozenset(m)) for p, m in sorted(paths.items())]
 
-    @route("malb-404", "/{path:.*}", methods=["GET", "PUT", "POST", "DELETE", "PATCH"])
+
+ROUTES = _route_table(MalbRest)
+
+
+def allowed_methods(path: str) -> list[str]:
+    return sorted({m for pattern, _p, methods in ROUTES if pattern.match(path)
+                   for m in methods})
+
+
+class NotFound(_JsonController):
+    """Registered last, for any method: whatever no other route matched."""
+
+    def check(self, req) -> Response | None:
+        return None             # a 404 or 405 whatever the query
+
+    # any character: ".*" stops at a newline (%0a), and Ryu then answers its own text 404
+    @route("malb-404", "/{path}", requirements={"path": r"[\s\S]*"})
     def not_found(self, req, **kwargs):
-        known = ["/malb/status", "/malb/policy", "/malb/weights", "/malb/decisions",
-                 "/malb/flows", "/malb/instances", "/metrics"]
-        if req.path in known:
-            return _error(405, f"{req.method} not allowed on {req.path}")
-        return _error(404, f"no such resource: {req.path} (known: {', '.join(known)})")
+        path = req.path_info
+        allowed = allowed_methods(path.rstrip("/") or "/")
+        if allowed:
+            resp = _json({"error": f"{_cut(req.method)}: not allowed on {_cut(path)}",
+                          "allowed": allowed}, 405)
+            resp.headers["Allow"] = ", ".join(allowed)
+            return resp
+        known = sorted({p for _pattern, p, _m in ROUTES})
+        return _error(404, f"no such resource: {quote(path, 80)} (known: {', '.join(known)})")
 
 
 def register_rest(wsgi, app) -> None:

@@ -154,7 +154,8 @@ def start_control(testbed):
     from common.httpjson import JsonServer
     port = testbed.cfg.testbed.control_port
     try:
-        server = JsonServer(("127.0.0.1", port), testbed.control_routes(), name="testbed")
+        server = JsonServer(("127.0.0.1", port), testbed.control_routes(), name="testbed",
+                            token=testbed.cfg.security.token)
     except OSError as exc:
         print(f"[topologies] no control API on 127.0.0.1:{port} ({exc.strerror}); placement "
               f"moves cannot reach this testbed", file=sys.stderr, flush=True)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from common.config import Config, Instance, callgraph_spec, check_deployable
-from common.httpjson import BadRequest
+from common.httpjson import BadRequest, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
 from topologies.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
@@ -260,8 +260,8 @@ class Testbed:
 
         def start(_q, body):
             name = body.get("instance") if isinstance(body, dict) else None
-            if name not in slots:
-                raise BadRequest(f"instance: no slot {str(name)[:60]!r} in the configuration")
+            if not isinstance(name, str) or name not in slots:   # a list is not hashable
+                raise BadRequest(f"instance: no slot {quote(name)} in the configuration")
             with lock:
                 if name in self.deployed:
                     return 409, {"error": f"{name} is running already"}
@@ -273,7 +273,7 @@ class Testbed:
         def stop(query, _b):
             name = (query.get("instance") or [None])[0]
             if name not in slots:
-                raise BadRequest(f"instance: no slot {str(name)[:60]!r} in the configuration")
+                raise BadRequest(f"instance: no slot {quote(name)} in the configuration")
             with lock:
                 if name not in self.deployed:
                     return 404, {"error": f"{name} is not running"}

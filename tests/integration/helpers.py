@@ -1,12 +1,17 @@
 """Client-side helpers for integration tests: real curl from a Mininet client host."""
 from __future__ import annotations
 
+import copy
 import re
 import time
+
+from common.config import DEFAULT_MICROSERVICES
 
 # Fast periods so degraded modes show within seconds; everything else as in the paper.
 FAST_CONFIG = {
     "testbed": {"clients": 2},
+    # written to a file by the Stack, where microservices are required: the paper's three
+    "microservices": copy.deepcopy(DEFAULT_MICROSERVICES),
     "controller": {"monitoring_period_s": 1, "idle_timeout_s": 5, "server_stale_after_s": 4,
                    "weights_stale_after_s": 8,
                    "health": {"method": "tcp", "interval_s": 1, "timeout_s": 0.5,

@@ -12,6 +12,7 @@ import urllib.request
 import docker
 import pytest
 
+from common.httpjson import auth_headers
 from common.procs import python_service
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, download, served_by
@@ -26,9 +27,10 @@ def get(url):
         return json.load(r)
 
 
-def post(url, body, raw=None):
+def post(url, body, raw=None, token=None):
     req = urllib.request.Request(url, data=raw if raw is not None else json.dumps(body).encode(),
-                                 method="POST", headers={"Content-Type": "application/json"})
+                                 method="POST", headers={"Content-Type": "application/json",
+                                                         **auth_headers(token)})
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, json.load(r)
@@ -159,14 +161,14 @@ def test_profiler_rejects_bad_input_with_400_naming_the_field(tmp_path):
             ([], "body"),
         ]
         for body, field in cases:
-            code, payload = post(f"{url}/flows", body)
+            code, payload = post(f"{url}/flows", body, token=st.cfg.security.token)
             assert code == 400 and payload["error"].startswith(field), payload
-        code, payload = post(f"{url}/flows", None, raw=b"{oops")
+        code, payload = post(f"{url}/flows", None, raw=b"{oops", token=st.cfg.security.token)
         assert code == 400 and "JSON" in payload["error"]
         assert get(f"{url}/health")["history"]["flows"] == 0      # nothing stored
         ok = {"flows": [{"flow_id": "f1", "microservice": "ui", "duration_s": 0.4,
                          "bytes": 10, "active": False}]}
-        assert post(f"{url}/flows", ok)[0] == 200
+        assert post(f"{url}/flows", ok, token=st.cfg.security.token)[0] == 200
         assert get(f"{url}/health")["history"]["flows"] == 1
         with pytest.raises(urllib.error.HTTPError) as err:
             get(f"{url}/history?kind=server&key=srv1&column=nope")

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from common.httpjson import auth_headers
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, burn, download, finish_download, \
     packet_in_count, served_by, start_download
@@ -275,7 +276,8 @@ def test_controller_restart_keeps_existing_connections(stack, cli):
 def _req(stack, method, path, body=None, raw=None):
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(stack.controller_url(path), data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          **auth_headers(stack.cfg.security.token)})
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.headers.get("Content-Type"), r.read()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from common.config import DEFAULT_MICROSERVICES
 from experiments.stack import Stack
 from tests.conftest import run_module
 from topologies.clean import clean_testbed, leftovers
@@ -75,7 +76,8 @@ def test_profiling_accuracy_live_and_from_the_recorded_history(tmp_path):
 
 
 def test_a_load_generator_that_crashes_is_reported_at_once_not_at_the_deadline(tmp_path):
-    data = {"testbed": {"clients": 1}, "servers": {"count": 1}}
+    data = {"testbed": {"clients": 1}, "servers": {"count": 1},
+            "microservices": DEFAULT_MICROSERVICES}
     with Stack(data, str(tmp_path), controller=False, agents=False, profiler=False,
                start_services=False) as st:
         st.start_loadgen(str(tmp_path / "no-such-spec.json"), time.time())

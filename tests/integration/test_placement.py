@@ -81,7 +81,7 @@ def test_the_graph_of_a_short_run_has_exactly_the_calls_made(stack):
 
 def test_a_live_move_under_traffic_loses_no_request(stack):
     graph = stack.profiler_get("/graph")
-    controller = ControllerClient(stack.controller_url(""))
+    controller = ControllerClient(stack.controller_url(""), token=stack.cfg.security.token)
     before = controller.layout()
     assert before == {"productpage": ["srv1"], "details": ["srv2"], "reviews": ["srv3"],
                       "ratings": ["srv4"]}

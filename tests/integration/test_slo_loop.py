@@ -103,14 +103,16 @@ def test_a_bad_put_is_a_400_naming_the_field_and_changes_nothing(stack):
                         ({"service": "nope", "target_ms": 30}, "service"),
                         ([1, 2], "body")):
         with pytest.raises(HttpError, match=f"HTTP 400.*{field}"):
-            put_json(f"{agent(stack)}/slo", body, 5.0)
+            put_json(f"{agent(stack)}/slo", body, 5.0, token=stack.cfg.security.token)
     assert loop_status(stack)["slo"] == before
 
 
 def test_a_dead_service_puts_the_core_at_the_maximum_and_a_stopped_agent_restores_it(stack):
-    put_json(f"{agent(stack)}/slo", {"service": "api", "policy": "min"}, 5.0)
+    put_json(f"{agent(stack)}/slo", {"service": "api", "policy": "min"}, 5.0,
+             token=stack.cfg.security.token)
     stack.wait_for(lambda: loop_status(stack)["frequency_mhz"] == 1000, 10, "the minimum")
-    put_json(f"{agent(stack)}/slo", {"service": "api", "policy": "slo"}, 5.0)
+    put_json(f"{agent(stack)}/slo", {"service": "api", "policy": "slo"}, 5.0,
+             token=stack.cfg.security.token)
     stack.testbed.node("srv1-api").cmd("pkill -f services.callgraph")
     killed = time.monotonic()
     stack.wait_for(lambda: loop_status(stack)["state"] == "no-signal", 10, "no-signal")

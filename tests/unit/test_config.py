@@ -1,7 +1,11 @@
 import pytest
 
-from common.config import ConfigError, callgraph_spec, check_deployable, load_config, \
-    parse_config, parse_size_mb
+import glob
+import os
+
+from common.config import DEFAULT_MICROSERVICES, ConfigError, callgraph_spec, \
+    check_deployable, load_config, parse_config, parse_size_mb
+from tests.conftest import ROOT, run_module
 
 
 def test_default_file_is_the_paper_testbed():
@@ -120,7 +124,8 @@ def test_file_errors_name_the_file(tmp_path, config_file):
 
 
 def test_overrides_merge_per_section(config_file):
-    path = config_file({"testbed": {"clients": 3, "switches": 2}})
+    path = config_file({"testbed": {"clients": 3, "switches": 2},
+                        "microservices": DEFAULT_MICROSERVICES})
     cfg = load_config(path, {"testbed": {"clients": 5}})
     assert len(cfg.testbed.clients) == 5 and len(cfg.testbed.switches) == 2
 
@@ -185,3 +190,148 @@ def test_bad_call_graphs_are_refused_naming_the_field():
         parse_config({"microservices": [{**base, "replicas": 5}]})
     with pytest.raises(ConfigError, match="give servers or replicas, not both"):
         parse_config({"microservices": [{**base, "replicas": 1, "servers": ["srv1"]}]})
+
+
+# ------------------------------------------------------------------ issue 14, item 4
+def test_every_shipped_configuration_loads_and_deploys():
+    paths = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
+    assert len(paths) >= 4
+    for path in paths:
+        check_deployable(load_config(path))
+
+
+def test_a_file_without_microservices_is_an_error_but_code_gets_the_default(config_file):
+    with pytest.raises(ConfigError) as err:
+        load_config(config_file({"servers": {"count": 2}}))
+    assert str(err.value).endswith("malb.yaml: microservices: required: the list of "
+                                   "microservices to balance, e.g. configs/paper.yaml's "
+                                   "(docs/configuration.md)")
+    with pytest.raises(ConfigError, match="microservices: required"):
+        load_config(config_file({"microservices": None}))
+    with pytest.raises(ConfigError, match="microservices: expected a non-empty list"):
+        load_config(config_file({"microservices": []}))
+    assert [m.name for m in parse_config({}).microservices] == ["video", "ui", "backend"]
+
+
+YAML_NUMBERS = [
+    ("profiler:\n  period_s: .nan\n", "profiler.period_s: expected a finite number, got nan"),
+    ("profiler:\n  retention_s: .inf\n", "profiler.retention_s: expected a finite number, "
+                                          "got inf"),
+    ("controller:\n  rest_port: .inf\n", "controller.rest_port: expected a finite number"),
+    ("controller:\n  idle_timeout_s: .nan\n", "controller.idle_timeout_s: expected a finite"),
+    ("controller:\n  server_stale_after_s: -.inf\n", "controller.server_stale_after_s: "
+                                                      "expected a finite number, got -inf"),
+    ("servers:\n  count: 2\n  memory: .nan\n", "servers[0].memory: expected a finite size"),
+    ("servers:\n  count: 2\n  memory: " + "9" * 400 + "g\n", "servers[0].memory: expected "
+                                                            "a finite size"),
+    ("servers:\n  count: 2\n  cpu: 1" + "0" * 400 + "\n", "servers[0].cpu: expected a finite "
+                                                         "number, got 1000"),
+    ("servers:\n  count: " + "9" * 5000 + "\n", "cannot be read: Exceeds the limit"),
+    ("agents:\n  slo: {guard: .nan}\n", "agents.slo.guard: expected a finite number"),
+    ("microservices:\n  - {name: a, port: 80, slo: {target_ms: .inf}}\n",
+     "microservices[0].slo.target_ms: expected a finite number"),
+]
+
+
+@pytest.mark.parametrize("text, message", YAML_NUMBERS)
+def test_every_number_must_be_finite(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    if not text.startswith("microservices"):
+        text += "microservices: [{name: a, port: 80}]\n"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path))
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"controller": {"rest_host": "999.999.1.1"}},
+     "controller.rest_host: not a valid IPv4 address: '999.999.1.1'"),
+    ({"controller": {"rest_host": "my host"}},
+     "controller.rest_host: not a valid host name or IPv4 address: 'my host'"),
+    ({"controller": {"rest_host": "::g"}}, "controller.rest_host: expected an IPv4 address, "
+                                           "an IPv6 address or a host name, got '::g'"),
+    ({"controller": {"rest_host": 127}}, "controller.rest_host: expected an IPv4 address"),
+    ({"profiler": {"listen_host": "::1"}}, "profiler.listen_host: expected an IPv4 address "
+                                           "or a host name, got '::1'"),
+    ({"profiler": {"listen_host": "-bad-.example"}}, "profiler.listen_host: not a valid host"),
+    ({"agents": {"listen_host": "10.0.0.256"}}, "agents.listen_host: not a valid IPv4"),
+    ({"profiler": {"url": "http://999.1.1.1:9200"}}, "profiler.url (host): not a valid IPv4"),
+    ({"profiler": {"url": "http://127.0.0.1:99999"}}, "profiler.url: not a valid URL"),
+    ({"profiler": {"url": "ftp://127.0.0.1:9200"}}, "profiler.url: expected an http URL"),
+    ({"servers": [{"agent_url": "http://300.1.1.1:9101"}]},
+     "servers[0].agent_url (host): not a valid IPv4 address: '300.1.1.1'"),
+    ({"servers": [{"agent_url": "http://:9101"}]}, "servers[0].agent_url (host): expected"),
+    ({"testbed": {"controller": "300.1.1.1:6653"}},
+     "testbed.controller (host): not a valid IPv4 address"),
+    ({"testbed": {"controller": "127.0.0.1:" + "0" * 30 + "6653"}},
+     "testbed.controller: expected 'host:port'"),
+])
+def test_addresses_must_be_valid(data, message):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_good_addresses_pass():
+    cfg = parse_config({"controller": {"rest_host": "::1"},
+                        "profiler": {"listen_host": "localhost",
+                                     "url": "http://[::1]:9200/"},
+                        "agents": {"listen_host": "0.0.0.0"},
+                        "testbed": {"controller": "ctl.example.org:6653"}})
+    assert cfg.controller.rest_host == "::1" and cfg.profiler.url == "http://[::1]:9200"
+    assert cfg.servers[0].agent_url == "http://0.0.0.0:9101"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"controller": {"rest_port": 6653}},
+     "controller.rest_port: 6653 is also controller.ofp_port (OpenFlow); the REST API needs "
+     "a port of its own"),
+    ({"controller": {"rest_port": 7000, "ofp_port": 7000}},
+     "controller.rest_port: 7000 is also controller.ofp_port"),
+    ({"profiler": {"listen_port": 8080}},
+     "profiler.listen_port: port 8080 is also controller.rest_port's (127.0.0.1:8080); two "
+     "services cannot listen on one port"),
+    ({"profiler": {"listen_port": 9102}},
+     "servers[1].agent_url: port 9102 is also profiler.listen_port's (127.0.0.1:9102)"),
+    ({"agents": {"base_port": 9198}, "servers": {"count": 4}},
+     "servers[2].agent_url: port 9200 is also profiler.listen_port's"),
+    ({"testbed": {"control_port": 6653}},
+     "testbed.control_port: port 6653 is also controller.ofp_port's (0.0.0.0:6653)"),
+    ({"controller": {"rest_host": "0.0.0.0"}, "profiler": {"listen_host": "10.1.1.1",
+                                                          "listen_port": 8080}},
+     "profiler.listen_port: port 8080 is also controller.rest_port's (0.0.0.0:8080)"),
+    ({"servers": [{"agent_url": "http://10.1.1.1:9101"}, {"agent_url": "http://10.1.1.1:9101"}]},
+     "servers[1].agent_url: port 9101 is also servers[0].agent_url's (10.1.1.1:9101)"),
+    ({"servers": [{"agent_url": "http://localhost:9200"}]},
+     "servers[0].agent_url: port 9200 is also profiler.listen_port's (127.0.0.1:9200)"),
+])
+def test_no_two_services_on_one_port(data, message):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert str(err.value) == message or str(err.value).startswith(message), str(err.value)
+
+
+def test_agents_on_their_own_machines_may_share_a_port_number():
+    cfg = parse_config({"servers": [{"agent_url": "http://10.1.1.1:9101"},
+                                    {"agent_url": "http://10.1.1.2:9101"},
+                                    {"agent_url": "http://10.1.1.3:9200"}]})
+    assert len({s.agent_url for s in cfg.servers}) == 3
+
+
+def test_a_history_that_is_not_sqlite_is_one_line_and_exit_2(tmp_path, config_file):
+    """The profiler opens profiler.history_path before anything else (and before any
+    socket): not a database, a directory, or a path under a file."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database, but long enough to have a header's worth of bytes\n" * 4)
+    for history, message in ((text, "not a history database (file is not a database)"),
+                             (tmp_path, "a directory, not a history database"),
+                             (text / "h.sqlite", "notes.txt is a file, not a directory")):
+        path = config_file({"microservices": DEFAULT_MICROSERVICES,
+                            "profiler": {"history_path": str(history)}})
+        res = run_module("profiler", "--config", path, timeout=60)
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+        assert lines[0].startswith("error: configuration: profiler.history_path: ")
+        assert message in lines[0], lines[0]

@@ -381,3 +381,14 @@ def test_malb_takes_the_base_from_the_prediction_less_the_flows_of_its_window():
     d = core.choose("backend", now=100.0)
     assert d.scores == pytest.approx({s: 10.0 for s in SERVERS}, abs=1e-6)
     assert d.server == "srv1"         # the jobs are over; the prediction still shows them
+
+
+def test_weights_are_normalised_without_overflow():
+    assert normalise_weights((1e308, 1e308, 0), "video") == (0.5, 0.5, 0.0)
+    assert normalise_weights((1e308, 1e308, 1e308)) == pytest.approx((1 / 3,) * 3)
+    assert normalise_weights((5e-324, 0, 0)) == (1.0, 0.0, 0.0)
+    assert normalise_weights((1, 1, 2)) == (0.25, 0.25, 0.5)
+    with pytest.raises(ValueError, match="too large"):
+        normalise_weights((10 ** 400, 1, 0), "video")
+    with pytest.raises(ValueError, match="alpha"):
+        normalise_weights((float("inf"), 1, 0), "video")

@@ -1,5 +1,6 @@
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -204,3 +205,23 @@ def test_concurrent_writers_share_one_store(tmp_path):
 def test_retention_must_be_positive():
     with pytest.raises(ValueError, match="retention_s"):
         HistoryStore(":memory:", retention_s=0)
+
+
+def test_a_path_that_cannot_be_a_history_is_a_value_error_naming_it(tmp_path):
+    """What the profiler turns into one line and exit 2 (test_config.py runs it)."""
+    import sqlite3
+
+    other = tmp_path / "other.sqlite"              # SQLite, but another program's tables
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE flows (x)")
+    db.commit()
+    db.close()
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n" * 50)
+    for path, message in ((other, "not a history database (no such column: t)"),
+                          (text, "not a history database (file is not a database)"),
+                          (tmp_path, "a directory, not a history database"),
+                          (text / "h.sqlite", "is a file, not a directory")):
+        with pytest.raises(ValueError, match=re.escape(message)) as err:
+            HistoryStore(str(path), 3600)
+        assert str(err.value).startswith(str(path))

@@ -1,0 +1,75 @@
+"""The controller's listening sockets (REST and OpenFlow), bound by the app itself, without
+SO_REUSEPORT, before Ryu would bind them.
+
+Ryu binds both with eventlet.listen(), which sets SO_REUSEPORT on every socket with a port
+number (eventlet's default since 0.20): a second ryu-manager on the same ports starts
+without a word, and the kernel then shares new connections (switches, REST clients) between
+the two processes. Here the app binds both sockets while it starts (MalbController's
+__init__ runs before Ryu binds anything: instantiate_apps, then the WSGI server, then
+ofp_handler's listener on its first scheduling), without SO_REUSEPORT, so a port in use is
+one clear error and exit 2; and it replaces eventlet.listen for this process by a function
+that hands those very sockets to Ryu when it asks for the same address (and sets no
+SO_REUSEPORT on any other). This is the only change to Ryu's behaviour; nothing of Ryu is
+edited.
+"""
+from __future__ import annotations
+
+import errno
+import socket
+
+import eventlet
+
+_held: dict[tuple[str, int], object] = {}
+_original_listen = None
+
+
+class PortInUse(RuntimeError):
+    """A listening port could not be bound; the message names it and what it is for."""
+
+
+def _family(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def reserve(addresses: dict[str, tuple[str, int]], backlog: int = 128) -> None:
+    """Bind and listen on each address now: {what it is for: (host, port)}. PortInUse
+    naming the first that fails (the others bound so far are closed again)."""
+    install()
+    bound = []
+    for what, (host, port) in addresses.items():
+        try:
+            sock = _original_listen((host, port), family=_family(host), backlog=backlog,
+                                    reuse_addr=True, reuse_port=False)
+        except OSError as exc:
+            for key in bound:
+                _held.pop(key).close()
+            hint = " (another process listens there: a second controller?)" \
+                if exc.errno == errno.EADDRINUSE else ""
+            raise PortInUse(f"{what} {host or '*'}:{port}: {exc.strerror or exc}{hint}") \
+                from None
+        _held[(host, port)] = sock
+        bound.append((host, port))
+
+
+def release() -> None:
+    """Close the sockets reserved and not taken (tests; a failed start)."""
+    while _held:
+        _held.popitem()[1].close()
+
+
+def _listen(addr, family=socket.AF_INET, backlog=50, reuse_addr=True, reuse_port=None):
+    """eventlet.listen for this process: a reserved socket for its address, else a new one
+    without SO_REUSEPORT unless asked for explicitly."""
+    if isinstance(addr, tuple) and tuple(addr[:2]) in _held:
+        return _held.pop(tuple(addr[:2]))
+    return _original_listen(addr, family=family, backlog=backlog, reuse_addr=reuse_addr,
+                            reuse_port=bool(reuse_port))
+
+
+def install() -> None:
+    """Replace eventlet.listen (which ryu.lib.hub calls) by _listen; idempotent."""
+    global _original_listen
+    if _original_listen is None:
+        _original_listen = eventlet.listen
+    if eventlet.listen is not _listen:
+        eventlet.listen = _listen

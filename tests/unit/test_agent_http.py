@@ -1,0 +1,111 @@
+"""The host agent's HTTP server (GET /stats, /health, /metrics, GET and PUT /slo) over real
+sockets on 127.0.0.1: it is common/httpjson's JsonServer, built the way `python -m agents`
+builds it (agents.agent.http_server), so every error is JSON naming the problem, the limits
+hold, and a rejected PUT /slo changes nothing."""
+import http.client
+import json
+import time
+
+import pytest
+
+from agents.agent import MAX_BODY_BYTES, Agent, Selector, http_server
+from agents.dockerstats import Capacity
+from agents.slo import SloRunner
+from common.config import parse_config
+from tests.unit.test_slo_loop import CONFIG
+
+J = {"Content-Type": "application/json"}
+
+
+def make_agent():
+    """An agent with a fake Docker client and one published sample, its SLO runner for
+    srv1's ui (emulated actuator, never started) and their routes as main() joins them."""
+    agent = Agent("srv1", Selector(), lambda: Capacity(1.0, 1 << 30, 1e6, "config"),
+                  client=object())
+    agent._publish(time.time(), [], None, time.monotonic())
+    slo = SloRunner(parse_config(CONFIG), "srv1", client=None, registry=agent.metrics,
+                    actuator="emulated")
+    routes = agent.routes()
+    routes.update(slo.routes())
+    return agent, slo, routes
+
+
+@pytest.fixture(scope="module")
+def agent_http():
+    agent, slo, routes = make_agent()
+    server = http_server(("127.0.0.1", 0), routes, name="agent-srv1")
+    server.start_background()
+
+    def call(method, path, body=b"", headers=None):
+        conn = http.client.HTTPConnection(*server.server_address, timeout=5)
+        try:
+            conn.request(method, path, body, headers or {})
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+    call.slo = slo
+    yield call
+    server.shutdown()
+    server.server_close()
+    agent.pool.shutdown()
+
+
+def settings_of(slo):
+    return slo.loops["ui"].settings, slo.loops["ui"].policy
+
+
+def test_reads_answer(agent_http):
+    for path in ("/stats", "/health", "/slo"):
+        status, headers, body = agent_http("GET", path)
+        assert status == 200 and headers["Content-Type"] == "application/json", body
+    status, headers, body = agent_http("GET", "/metrics")
+    assert status == 200 and b"malb_agent_server_utilization_percent" in body
+
+
+@pytest.mark.parametrize("method, path, body, headers, status, message", [
+    ("PUT", "/slo", b'{"service": "ui", "target_ms": 50}', {"Content-Type": "text/plain"},
+     415, "Content-Type: expected application/json"),
+    ("PUT", "/slo", b'{"service": "ui", "x": "' + b"a" * MAX_BODY_BYTES + b'"}', J, 413,
+     "over the limit"),
+    ("PUT", "/slo", b"[" * 1000 + b"]" * 1000, J, 400, "body: nested deeper than 32"),
+    ("PUT", "/slo", b'{"service": "ui", "target_ms": 1e400}', J, 400,
+     "target_ms: expected a finite number"),
+    ("PUT", "/slo", b'{"service": "ui", "target_ms": 1' + b"0" * 400 + b'}', J, 400,
+     "target_ms: expected a finite number"),
+    ("PUT", "/slo", b'{"service": "ui", "margin": NaN}', J, 400,
+     "margin: expected a finite number"),
+    ("PUT", "/slo", b'{"service": ["ui"], "target_ms": 50}', J, 400,
+     "service: ['ui'] has no SLO loop on srv1"),
+    ("PUT", "/slo", b'{"service": {"a": 1}, "target_ms": 50}', J, 400, "service:"),
+    ("PUT", "/slo", b'{"service": "ui", "target_ms": 50, "colour": 1}', J, 400,
+     "colour: unknown field"),
+    ("PUT", "/slo", b'{"service": "ui", "band_mode": "\\ud800"}', J, 400,
+     "band_mode: not valid Unicode"),
+    ("PUT", "/slo", b'{"service": "ui", "target_ms": -1}', J, 400, "target_ms: expected > 0"),
+    ("PUT", "/slo", b'{"service": "ui"', J, 400, "body is not valid JSON"),
+    ("POST", "/slo", b'{"service": "ui", "target_ms": 50}', J, 405, "POST: not allowed"),
+    ("DELETE", "/stats", b"", {}, 405, "DELETE: not allowed"),
+    ("GET", "/nope", b"", {}, 404, "no such resource"),
+    ("GET", "/%ff%fe", b"", {}, 404, "no such resource"),
+])
+def test_errors_are_json_naming_the_problem_and_change_nothing(agent_http, method, path,
+                                                               body, headers, status,
+                                                               message):
+    before = settings_of(agent_http.slo)
+    got, answer_headers, answer = agent_http(method, path, body, headers)
+    assert got == status, answer[:300]
+    assert answer_headers["Content-Type"] == "application/json"
+    assert b"Traceback" not in answer
+    error = json.loads(answer)["error"]
+    assert message in error and len(error) <= 400, error
+    if status == 405:
+        assert answer_headers["Allow"] == ("GET, PUT" if path == "/slo" else "GET")
+    assert settings_of(agent_http.slo) == before
+    assert agent_http("GET", "/health")[0] == 200
+
+
+def test_a_good_put_still_changes_the_objective(agent_http):
+    status, _, body = agent_http("PUT", "/slo", b'{"service": "ui", "target_ms": 70}', J)
+    assert status == 200 and json.loads(body)["slo"]["target_ms"] == 70
+    assert agent_http.slo.loops["ui"].settings.target_ms == 70
