@@ -86,7 +86,7 @@ def test_classify_all_auto_mode_and_its_fallback():
 def test_classify_all_without_flows_and_bad_arguments():
     assert classify_all({"video": []}, 3.0)["video"] == {
         "flow_class": None, "threshold_s": 3.0, "source": "insufficient", "count": 0,
-        "median_s": None, "p90_s": None}
+        "median_s": None, "p90_s": None, "quantiles_s": None}
     with pytest.raises(ValueError, match="mode"):
         classify_all({}, 3.0, mode="median")
     with pytest.raises(ValueError, match="min_flows"):
