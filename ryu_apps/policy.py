@@ -10,8 +10,9 @@ the instance that serves a new flow:
   gamma*net`` of the profiler's predictions, with the microservice's weights from the
   profiler (and the pending-flow correction below);
 - ``malb``: the same weights, on a load estimate without the predictions' lag (issue 12,
-  docs/experiments.md): each server's CPU and network are its latest measurement less what
-  the long flows it was running then explain, plus what the long flows it runs now cost.
+  docs/experiments.md): each server's base load (CPU: its latest measurement; network: the
+  prediction) less what the long flows it was running then explain, plus what the long
+  flows it runs now cost.
   Running flows are estimated from the controller's own assignments and each
   microservice's flow durations (ryu_apps/running.py), a flow's cost from the profiler's
   per-flow use scaled to the server's capacity. Short flows get round robin weighted by
@@ -496,23 +497,24 @@ class PolicyCore:
         return cpu, net, flows
 
     def _explained_then(self, server: str, load: ServerLoad) -> tuple[tuple, float, float]:
-        """The figures the base load is taken from and the (CPU %, network %) that the
-        running flows explain in them: the prediction against the flows' mean over the
-        prediction's window (a rolling mean's window), so the base is as smooth as the
-        prediction; without a lag, the latest measurement against its period."""
+        """The figures the base load is taken from, and the (CPU %, network %) that the
+        running flows explain in them. CPU: the latest measurement against the flows of its
+        period (decision_audit: the rolling mean's 30 s lag makes its picks no better than
+        chance, the latest sample's are the best of the estimators). Network and memory:
+        the prediction against the flows' mean over its window, as smooth as the
+        prediction (a server's network samples swing with the ui's 10 MB transfers, which
+        long flows do not share a link with). Without a lag or a prediction, the latest
+        measurement for all three."""
         lag = self.prediction_lag_s
-        pred = (load.cpu, load.mem, load.net)
-        if lag <= 0 or any(v is None for v in (load.cpu, load.net)):
-            meas = load.measured or pred
-            cpu, net, _ = self.running_load(server, load.sample_time - self.period_s / 2)
-            return meas, cpu, net
+        meas = load.measured or (load.cpu, load.mem, load.net)
+        cpu_then, net_then, _ = self.running_load(server, load.sample_time - self.period_s / 2)
+        if lag <= 0 or load.net is None or load.mem is None:
+            return meas, cpu_then, net_then
         n = max(1, round(lag / self.period_s))
-        cpu = net = 0.0
+        net = 0.0
         for i in range(n):
-            c, w, _ = self.running_load(server, load.sample_time - lag + (i + 0.5) * lag / n)
-            cpu += c / n
-            net += w / n
-        return pred, cpu, net
+            net += self.running_load(server, load.sample_time - lag + (i + 0.5) * lag / n)[1] / n
+        return (meas[0], load.mem, load.net), cpu_then, net
 
     def _least_running_load(self, ms: str, candidates: list[Backend], now: float,
                             weights: tuple[float, float, float]) -> Decision:

@@ -367,20 +367,31 @@ def test_malb_without_durations_decides_as_the_paper():
         [b.choose("backend", now=100.0 + k).server for k in range(6)]
 
 
-def test_malb_takes_the_base_from_the_prediction_less_the_flows_of_its_window():
+def test_malb_takes_the_network_base_from_the_prediction_less_the_flows_of_its_window():
     core = make_core("malb", capacities={s: (0.3, 256, 50) for s in SERVERS})
-    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
-                         per_flow_abs={"backend": (0.03, 0.0)},
-                         durations={"backend": [10.0] * 20}, prediction_lag_s=30.0)
-    for _ in range(3):                       # three 10 s jobs (10 % each) at 70 s
-        core.note_assignment("srv1", "backend", 70.0)
-    # a rolling mean over 69..99 s holds them 4 periods of 10: 12 % above srv1's base of 10
+    # 20 s streams of 1 MB/s (16 % of a 50 Mbit/s server each)
+    core.update_profiles({"video": (0.0, 0.0, 1.0)}, {}, 100.0,
+                         per_flow_abs={"video": (0.0, 1e6)},
+                         durations={"video": [10.0] * 20}, prediction_lag_s=30.0)
+    for _ in range(3):                       # three 10 s streams (16 % each) at 70 s
+        core.note_assignment("srv1", "video", 70.0)
+    # a rolling mean over 69..99 s holds them 4 periods of 10: 19.2 % above srv1's base of 10
     for srv in SERVERS:
-        core.update_server_load(srv, 22.0 if srv == "srv1" else 10.0, 10.0, 10.0, 99.0,
+        core.update_server_load(srv, 10.0, 10.0, 29.2 if srv == "srv1" else 10.0, 99.0,
                                 measured=(10.0, 10.0, 10.0))
-    d = core.choose("backend", now=100.0)
+    d = core.choose("video", now=100.0)
     assert d.scores == pytest.approx({s: 10.0 for s in SERVERS}, abs=1e-6)
-    assert d.server == "srv1"         # the jobs are over; the prediction still shows them
+    assert d.server == "srv1"         # the streams are over; the prediction still shows them
+
+
+def test_malb_takes_the_cpu_base_from_the_latest_measurement():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0, prediction_lag_s=30.0)
+    # the prediction (a 30 s mean) still shows srv2's old load; its latest sample does not
+    for srv in SERVERS:
+        core.update_server_load(srv, 60.0 if srv == "srv2" else 20.0, 10.0, 10.0, 99.0,
+                                measured=(5.0 if srv == "srv2" else 20.0, 10.0, 10.0))
+    assert core.choose("backend", now=100.0).server == "srv2"
 
 
 def test_weights_are_normalised_without_overflow():
