@@ -2,7 +2,7 @@
 
     GET  /malb/status       policy; servers (load, health, flows assigned); microservices
                             (weights and their source, flow class and its source); profiler
-    PUT  /malb/policy       {"policy": "malb" | "srr" | "ln"}
+    PUT  /malb/policy       {"policy": "malb" | "malb-paper" | "srr" | "ln" | "maglev"}
     GET  /malb/weights      effective weights per microservice, with their source
     PUT  /malb/weights      {"<microservice>": {"alpha": a, "beta": b, "gamma": g} | null}
                             manual override (null: back to the profiler's weights)
