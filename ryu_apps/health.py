@@ -66,6 +66,21 @@ class HealthTracker:
                     changes.append(change)
         return changes
 
+    def link_down(self, instance: str, now: float, detail: str = "switch port down"
+                  ) -> tuple[str, bool] | None:
+        """The instance's switch port went down or away (its container died): unhealthy at
+        once, without waiting for probes to fail; healthy again only after
+        ``healthy_after`` answered probes, as any unhealthy instance."""
+        st = self.state.get(instance)
+        if st is None:
+            return None
+        st.last_result, st.successes = detail, 0
+        st.failures = max(st.failures, self.unhealthy_after)
+        if st.healthy:
+            st.healthy, st.last_change = False, now
+            return instance, False
+        return None
+
     def _result(self, inst: str, ok: bool, now: float, detail: str) -> tuple[str, bool] | None:
         st = self.state.get(inst)
         if st is None:        # removed while a probe was out

@@ -577,6 +577,21 @@ class MalbController(app_manager.RyuApp):
             rec.client_in_port = in_port
         self.flows.on_stats(st.cookie, age, st.byte_count, st.packet_count, now)
 
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        """An instance's port deleted or its link down (the container died): out of its pool
+        at once, not two or three probe intervals later; the probes bring it back."""
+        msg = ev.msg
+        ofp = msg.datapath.ofproto
+        gone = msg.reason == ofp.OFPPR_DELETE or bool(msg.desc.state & ofp.OFPPS_LINK_DOWN)
+        owner = self.port_owner.get((msg.datapath.id, msg.desc.port_no))
+        if not gone or owner is None or owner.name not in self.health.state:
+            return
+        reason = "switch port deleted" if msg.reason == ofp.OFPPR_DELETE else "switch link down"
+        change = self.health.link_down(owner.name, time.time(), reason)
+        if change:
+            self._apply_health(*change)
+
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats(self, ev):
         now = time.time()

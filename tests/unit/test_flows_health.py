@@ -168,3 +168,14 @@ def test_a_probe_sent_while_the_last_is_unanswered_counts_that_one_as_failed():
     assert h.sent(("arp", "10.0.1.1"), "a", 2.0) is None          # one miss
     assert h.sent(("arp", "10.0.1.1"), "a", 4.0) == ("a", False)  # two in a row
     assert h.answered(("arp", "10.0.1.1"), True, 4.1) == ("a", True)
+def test_a_port_down_makes_an_instance_unhealthy_at_once_and_probes_bring_it_back():
+    h = HealthTracker(["a", "b"], unhealthy_after=2, healthy_after=2, timeout_s=1.0)
+    assert h.link_down("a", 10.0) == ("a", False)
+    assert h.status()["a"]["last_result"] == "switch port down"
+    assert h.link_down("a", 11.0) is None          # already down: no second change
+    assert h.link_down("gone", 11.0) is None       # not an instance we probe
+    h.sent("t1", "a", 12.0)
+    assert h.answered("t1", True, 12.1) is None    # one answer is not enough
+    h.sent("t2", "a", 14.0)
+    assert h.answered("t2", True, 14.1) == ("a", True)
+    assert h.status()["b"]["healthy"] is True

@@ -1,0 +1,66 @@
+"""The controller as a user starts it: ryu-manager with a configuration file, no testbed.
+
+A second controller on the same ports must fail with one line and exit 2 (Ryu's eventlet
+listeners set SO_REUSEPORT, so without ryu_apps/listeners.py it would start and share the
+connections), and leave the first one serving; a bad configuration is one line and exit 2.
+Ports here are unusual ones, so a stack running on the defaults is not disturbed."""
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from common.procs import VENV_BIN, controller_service
+
+pytestmark = pytest.mark.integration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REST, OFP = 18180, 16653
+
+
+def write_config(path, **controller):
+    with open(os.path.join(ROOT, "configs", "paper.yaml")) as fh:
+        data = yaml.safe_load(fh)
+    data.setdefault("controller", {}).update(rest_port=REST, ofp_port=OFP, **controller)
+    data.setdefault("testbed", {})["controller"] = f"127.0.0.1:{OFP}"
+    with open(path, "w") as fh:
+        yaml.safe_dump(data, fh)
+    return str(path)
+
+
+def ryu_manager(config: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    argv = [os.path.join(VENV_BIN, "ryu-manager"), "--user-flags",
+            os.path.join(ROOT, "ryu_apps", "flags.py"), os.path.join(ROOT, "ryu_apps", "malb.py")]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "MALB_CONFIG": config}, cwd=ROOT)
+
+
+def status():
+    with urllib.request.urlopen(f"http://127.0.0.1:{REST}/malb/status", timeout=5) as r:
+        return r.status, json.loads(r.read())
+
+
+def test_a_second_controller_on_the_same_ports_exits_2_and_the_first_keeps_serving(tmp_path):
+    config = write_config(tmp_path / "c.yaml")
+    first = controller_service(config, log_path=str(tmp_path / "first.log"), rest_port=REST,
+                               name="controller-first")
+    with first:
+        assert status()[0] == 200
+        second = ryu_manager(config)
+        assert second.returncode == 2, (second.returncode, second.stderr[-2000:])
+        lines = [ln for ln in second.stderr.splitlines() if ln.strip()]
+        assert any("cannot listen" in ln and (str(REST) in ln or str(OFP) in ln) for ln in lines)
+        assert "Traceback" not in second.stderr
+        time.sleep(1)
+        for _ in range(20):              # every answer comes from the first: none is lost
+            assert status()[0] == 200
+
+
+def test_a_bad_configuration_is_one_line_and_exit_2(tmp_path):
+    config = write_config(tmp_path / "bad.yaml", monitoring_period_s=float("nan"))
+    res = ryu_manager(config)
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    assert "monitoring_period_s" in res.stderr and "Traceback" not in res.stderr
