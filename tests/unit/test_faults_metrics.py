@@ -263,3 +263,49 @@ def test_a_service_is_signalled_only_when_its_pid_file_names_it(tmp_path, monkey
         svc.proc.wait()
     with pytest.raises(FaultError, match="not running"):
         faults.verified_pid(svc)
+
+
+def test_the_report_names_every_fault_its_checks_and_its_evidence():
+    records = [record("profiler", 0.0, 10.0, 15.0, 19.0, milestones={"profiler answers": 1.2},
+                      details={"killed_while_writing": True}, history_rows_checked=120),
+               record("container", 100.0, 110.0, 110.1, 115.0, dead={"srv2-ui": 110.0},
+                      milestones={"controller takes it out of its pool": 4.6}),
+               record("docker", 200.0, 210.0, 220.0, 223.0, dead={"srv2-ui": 110.0},
+                      details={"dockerd": {"pid": 812, "socket": "/var/run/docker.sock",
+                                           "cmdline": "dockerd --bridge=none",
+                                           "pidfile": "/var/run/docker.pid",
+                                           "state_when_paused": "T"}}),
+               {"fault": "switch", "what": "s", "segment_start": 300.0, "start": None,
+                "error": "FaultError: bridge s1 is not tagged"}]
+    results = analyse(records, [req(112.0, "timeout after 10 s")],
+                      [decision(116.0, "srv2-ui")], grace_s=4.0, target_s=15.0)
+    doc = {"command": "sudo .venv/bin/python -m experiments.faults", "commit": "abc1234",
+           "when": "2026-01-01T00:00:00", "testbed": {"backend": "mininet", "datapath": "user"},
+           "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
+           "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
+           "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
+           "requests": {"planned": 10, "recorded": 10, "failed": 1},
+           "decisions": {"recorded": 1, "possible_gaps": 0}, "faults": results}
+    text = faults.summary_markdown(doc)
+    assert text.startswith("# Fault suite\n")
+    assert "| profiler | profiler fault | 5.0 |" in text and "not tagged" in text
+    assert "profiler answers at 1.2 s" in text and "rows checked: 120" in text
+    assert "Late flow: 10.0.200.1:40000 -> srv2-ui, 6 s after the kill." in text
+    assert "dockerd pid 812 (dockerd --bridge=none), proven to serve /var/run/docker.sock " \
+        "and named in /var/run/docker.pid; state while paused: T." in text
+    assert "Errors in the window: timeout 1; by class: ui-object 1." in text
+
+
+def test_the_workload_of_a_segment_is_a_valid_load_generator_spec():
+    import argparse
+    from common.config import config_path, parse_config_file_data
+    from experiments.loadgen import schedule, validate_spec
+    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0)
+    cfg = parse_config_file_data(faults.config_data(opts), config_path(None))
+    assert cfg.controller.monitoring_period_s == cfg.profiler.period_s == 3.0
+    spec = faults.workload_spec(cfg, opts, seed=3, phase="agent")
+    validate_spec(spec)
+    assert {c["name"] for c in spec["classes"]} == {"ui-object", "backend-job", "video-stream"}
+    plan = schedule(spec, 0, 1)
+    assert 100 < len(plan) < 260                        # about 4/s for 45 s
+    assert sum(1 for r in plan if r["class"]["name"] == "video-stream") < 0.15 * len(plan)
