@@ -228,10 +228,10 @@ def analyse(records: list[dict], requests: list[dict], decisions: list[dict],
         if dead:
             late = late_flows(decisions, dead, grace_s, seg0, seg1)
             res["late_flows"] = len(late)
-            res["late_flow_examples"] = [{"time": d["time"], "instance": d["instance"],
-                                          "client": d.get("client"),
-                                          "after_death_s": round(d["time"] - dead[d["instance"]], 3)}
-                                         for d in late[:10]]
+            res["late_flow_examples"] = [
+                {"time": d["time"], "instance": d["instance"], "client": d.get("client"),
+                 "after_death_s": round(d["time"] - dead[d["instance"]], 3)}
+                for d in late[:10]]
         else:
             res["late_flows"] = None          # no instance was dead: nothing to measure
         lost = rec.get("rows_lost")
@@ -249,8 +249,8 @@ def markdown_table(results: list[dict]) -> str:
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         if r.get("error"):
-            lines.append(f"| {r['fault']} | NOT INJECTED: {r['error']} | – | – | – | – | – | "
-                         f"– | – | missed |")
+            lines.append(f"| {r['fault']} | NOT INJECTED: {r['error']} | – | – | – | – | "
+                         f"– | – | – | missed |")
             continue
         q = r["requests"]
         missed = [k.replace("_", " ") for k, ok in r["targets"].items() if not ok]
