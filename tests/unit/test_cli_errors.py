@@ -80,6 +80,14 @@ BAD_INVOCATIONS = [
     (["placement", "plan", "--max-utilization", "0", "--graph", "g", "--layout", "l"],
      "must be at least 0.05"),
     (["agents", "--server", "srv1", "--slo-actuator", "magic"], "invalid choice: 'magic'"),
+    (["experiments.faults", "--faults", "agent,meteor", "--out", "{out}"],
+     "choose from agent, profiler, controller, container, switch, docker, got 'meteor'"),
+    (["experiments.faults", "--seconds", "5", "--out", "{out}"], "must be at least 20"),
+    (["experiments.faults", "--seconds", "20", "--docker-pause", "30", "--out", "{out}"],
+     "--seconds: too short for the fault's hold and pause"),
+    (["experiments.faults", "--policy", "best", "--out", "{out}"], "invalid choice: 'best'"),
+    (["experiments.faults", "--config", "configs/slo.yaml", "--out", "{out}"],
+     "the workload needs the microservice 'ui'"),
 ]
 
 
