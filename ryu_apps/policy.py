@@ -157,6 +157,8 @@ class PolicyCore:
         self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
         self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
         self._wrr_credit: dict[str, dict[str, float]] = {}       # ms -> instance -> credit
+        self._profile_version = 0          # bumped by update_profiles: costs may change
+        self._base_cache: dict[str, tuple] = {}
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str) -> None:
@@ -223,6 +225,7 @@ class PolicyCore:
         for ms, use in (per_flow_abs or {}).items():
             if ms in self.pools and len(use) == 2 and all(_finite_non_negative(v) for v in use):
                 self.per_flow_abs[ms] = (float(use[0]), float(use[1]))
+        self._profile_version += 1
         for ms, qs in (durations or {}).items():
             if ms in self.pools:
                 try:
@@ -505,6 +508,18 @@ class PolicyCore:
         prediction (a server's network samples swing with the ui's 10 MB transfers, which
         long flows do not share a link with). Without a lag or a prediction, the latest
         measurement for all three."""
+        # the same for every decision until the server's data or the profile changes: kept
+        # (10 estimates over the window would otherwise run on every packet-in)
+        key = (load.sample_time, self.prediction_lag_s, self._profile_version)
+        cached = self._base_cache.get(server)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        value = self._explained_then_uncached(server, load)
+        self._base_cache[server] = (key, value)
+        return value
+
+    def _explained_then_uncached(self, server: str, load: ServerLoad
+                                 ) -> tuple[tuple, float, float]:
         lag = self.prediction_lag_s
         meas = load.measured or (load.cpu, load.mem, load.net)
         cpu_then, net_then, _ = self.running_load(server, load.sample_time - self.period_s / 2)
