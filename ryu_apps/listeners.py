@@ -9,7 +9,8 @@ __init__ runs before Ryu binds anything: instantiate_apps, then the WSGI server,
 ofp_handler's listener on its first scheduling), without SO_REUSEPORT, so a port in use is
 one clear error and exit 2; and it replaces eventlet.listen for this process by a function
 that hands those very sockets to Ryu when it asks for the same address (and sets no
-SO_REUSEPORT on any other). This is the only change to Ryu's behaviour; nothing of Ryu is
+SO_REUSEPORT on any other). It also runs Ryu's REST server with a socket timeout and a
+connection cap of its own (REST_SOCKET_TIMEOUT_S, REST_MAX_CONNECTIONS). Nothing of Ryu is
 edited.
 """
 from __future__ import annotations
@@ -66,10 +67,29 @@ def _listen(addr, family=socket.AF_INET, backlog=50, reuse_addr=True, reuse_port
                             reuse_port=bool(reuse_port))
 
 
+# The REST server's connections (Ryu runs eventlet.wsgi.server with its defaults: at most
+# 1,024 connections and no timeout, so 1,024 idle clients took the REST API offline for
+# good). A client silent this long is dropped; the cap is far above what the API needs.
+REST_SOCKET_TIMEOUT_S = 30.0
+REST_MAX_CONNECTIONS = 4096
+
+
+def _serve_forever(self):
+    """ryu.lib.hub.WSGIServer.serve_forever with a socket timeout and a larger cap."""
+    import eventlet.wsgi
+    from ryu.lib.hub import LoggingWrapper
+    self.logger = LoggingWrapper()
+    eventlet.wsgi.server(self.server, self.handle, self.logger,
+                         socket_timeout=REST_SOCKET_TIMEOUT_S, max_size=REST_MAX_CONNECTIONS)
+
+
 def install() -> None:
-    """Replace eventlet.listen (which ryu.lib.hub calls) by _listen; idempotent."""
+    """Replace eventlet.listen (which ryu.lib.hub calls) by _listen, and Ryu's WSGI server loop
+    by _serve_forever; idempotent."""
     global _original_listen
+    from ryu.lib import hub
     if _original_listen is None:
         _original_listen = eventlet.listen
     if eventlet.listen is not _listen:
         eventlet.listen = _listen
+    hub.WSGIServer.serve_forever = _serve_forever

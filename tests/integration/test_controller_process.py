@@ -64,3 +64,35 @@ def test_a_bad_configuration_is_one_line_and_exit_2(tmp_path):
     res = ryu_manager(config)
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "monitoring_period_s" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_idle_and_slow_clients_do_not_take_the_rest_api_offline(tmp_path):
+    """1,100 idle connections (eventlet's default cap was 1,024, with no timeout) and a
+    client that sends half a request: REST still answers, and the slow one is dropped."""
+    import socket
+    config = write_config(tmp_path / "c.yaml")
+    with controller_service(config, log_path=str(tmp_path / "c.log"), rest_port=REST,
+                            name="controller-idle"):
+        idle = []
+        try:
+            for _ in range(1100):
+                idle.append(socket.create_connection(("127.0.0.1", REST), timeout=5))
+            time.sleep(1)
+            t = time.monotonic()
+            assert status()[0] == 200
+            assert time.monotonic() - t < 2.0
+            slow = socket.create_connection(("127.0.0.1", REST), timeout=60)
+            slow.sendall(b"GET /malb/status HTTP/1.1\r\nHost: x\r\n")   # never finished
+            slow.settimeout(45)
+            t = time.monotonic()
+            try:
+                data = slow.recv(1024)      # the server closes it: b"" (or a 408-like answer)
+            except ConnectionResetError:
+                data = b""
+            dropped_after = time.monotonic() - t
+            assert not data.startswith(b"HTTP/1.1 200"), data[:80]
+            assert dropped_after < 40, dropped_after
+            slow.close()
+        finally:
+            for s in idle:
+                s.close()
