@@ -18,17 +18,29 @@ TESTBED_STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
 PID_DIR = os.path.join(STATE_DIR, "pids")
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """When the process started (clock ticks since boot), or None when there is none or it
-    has ended (a zombie waiting for its parent)."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 on), or None when
+    there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except OSError:
         return None
     # the command name (field 2) is in parentheses and may hold spaces and parentheses
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if fields[:1] == [b"Z"]:
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def process_state(pid: int) -> str | None:
+    """The process's state letter (R, S, T for stopped, Z, ...), or None."""
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When the process started (clock ticks since boot), or None when there is none or it
+    has ended (a zombie waiting for its parent)."""
+    fields = _stat_fields(pid)
+    if not fields or fields[0] == b"Z":
         return None
     try:
         return int(fields[19])      # field 22 of the whole line

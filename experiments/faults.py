@@ -59,7 +59,7 @@ from common.config import POLICIES, ConfigError, check_deployable, config_path, 
     load_config_data, parse_config_file_data
 from common.markdown import number
 from common.procs import git_commit
-from common.state import process_start_ticks, read_pid_file, same_process
+from common.state import process_start_ticks, process_state, read_pid_file, same_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = ("agent", "profiler", "controller", "container", "switch", "docker")
@@ -341,17 +341,6 @@ def verified_pid(svc) -> int:
         raise FaultError(f"{svc.name}: {svc.pid_file} (pid {pid}, {name}) is not the process "
                          f"the stack started (pid {svc.proc.pid}): not signalled")
     return pid
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter of /proc/<pid>/stat (R, S, T for stopped, ...)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return fields[0].decode() if fields else None
 
 
 def project_dockerd() -> tuple[int, dict]:
