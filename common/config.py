@@ -176,6 +176,20 @@ class Health:
     healthy_after: int
 
 
+DATAPLANE_MODES = ("controller", "switch")
+# the policies under which short flows may be balanced by the switch: the baselines (srr,
+# ln) keep a controller decision per flow, as the paper defines them
+DATAPLANE_POLICIES = ("malb", "malb-paper", "maglev")
+
+
+@dataclass(frozen=True)
+class Dataplane:
+    """short_flows: controller (a decision per flow) or switch (a select group rendering a
+    Maglev table of table_size slots; ryu_apps/dataplane.py)."""
+    short_flows: str = "controller"
+    table_size: int = 257
+
+
 @dataclass(frozen=True)
 class ControllerCfg:
     policy: str
@@ -190,6 +204,9 @@ class ControllerCfg:
     pending_flow_cost: float
     vip_mac: str
     health: Health
+    dataplane: Dataplane = Dataplane()
+    packet_in_limit_per_s: int = 2000    # per switch, an OpenFlow meter; 0: none
+    max_active_flows: int = 50000        # flow records; new flows beyond are dropped
 
 
 @dataclass(frozen=True)
@@ -708,8 +725,8 @@ def _parse_controller(raw: Any) -> ControllerCfg:
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"policy", "monitoring_period_s", "idle_timeout_s", "hard_timeout_s",
                           "rest_host", "rest_port", "ofp_port", "server_stale_after_s",
-                          "weights_stale_after_s", "pending_flow_cost", "vip_mac", "health"},
-                    path)
+                          "weights_stale_after_s", "pending_flow_cost", "vip_mac", "health",
+                          "dataplane", "packet_in_limit_per_s", "max_active_flows"}, path)
     hraw = _mapping(raw.get("health"), f"{path}.health")
     hpath = f"{path}.health"
     _reject_unknown(hraw, {"method", "interval_s", "timeout_s", "unhealthy_after",
@@ -725,6 +742,15 @@ def _parse_controller(raw: Any) -> ControllerCfg:
         raise ConfigError(f"{hpath}.timeout_s: must be shorter than interval_s "
                           f"({health.interval_s}), got {health.timeout_s}: a probe is judged "
                           f"before the next one goes out")
+    draw = _mapping(raw.get("dataplane"), f"{path}.dataplane")
+    dpath = f"{path}.dataplane"
+    _reject_unknown(draw, {"short_flows", "table_size"}, dpath)
+    table_size = _number(draw, "table_size", dpath, 257, lo=257, hi=509, integer=True)
+    if not all(table_size % k for k in range(2, int(table_size ** 0.5) + 1)):
+        raise ConfigError(f"{dpath}.table_size: must be a prime number (Maglev), got "
+                          f"{table_size}; for example 257, 263, 499 or 509")
+    dataplane = Dataplane(short_flows=_choice(draw, "short_flows", dpath, "controller",
+                                              DATAPLANE_MODES), table_size=table_size)
     period = _number(raw, "monitoring_period_s", path, 3.0, lo=0.1, hi=3600)
     idle = _number(raw, "idle_timeout_s", path, 10, lo=0, hi=65535, integer=True)
     hard = _number(raw, "hard_timeout_s", path, 0, lo=0, hi=65535, integer=True)
@@ -749,6 +775,11 @@ def _parse_controller(raw: Any) -> ControllerCfg:
         pending_flow_cost=_number(raw, "pending_flow_cost", path, 5.0, lo=0, hi=100),
         vip_mac=_mac(raw.get("vip_mac", mac_for(0, 0, 0x64)), f"{path}.vip_mac"),
         health=health,
+        dataplane=dataplane,
+        packet_in_limit_per_s=_number(raw, "packet_in_limit_per_s", path, 2000, lo=0,
+                                      hi=1_000_000, integer=True),
+        max_active_flows=_number(raw, "max_active_flows", path, 50000, lo=1,
+                                 hi=10_000_000, integer=True),
     )
 
 

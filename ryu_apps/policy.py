@@ -452,14 +452,28 @@ class PolicyCore:
         caps = {self.capacities.get(b.server) for b in candidates}
         return len(caps) > 1 and None not in caps
 
+    def _capacity_shares(self, candidates: list[Backend],
+                         weights: tuple[float, float, float]) -> dict[str, float]:
+        caps = [self.capacities[b.server] for b in candidates]
+        means = [sum(c[i] for c in caps) / len(caps) for i in range(3)]
+        return {b.name: sum(w * c[i] / means[i] for i, w in enumerate(weights) if means[i] > 0)
+                for b, c in zip(candidates, caps)}
+
+    def short_flow_shares(self, microservice: str, now: float | None = None
+                          ) -> dict[str, float]:
+        """The share of a short-flow microservice's new flows each instance in service
+        should get, as the malb policy spreads them: by server capacity on unequal servers,
+        else equal (the switch's select group renders these; ryu_apps/dataplane.py)."""
+        candidates = [b for b in self.pools.get(microservice, []) if self.in_service(b)]
+        if self.policy == "malb" and self._unequal_servers(candidates):
+            return self._capacity_shares(candidates, self.weights(microservice, now)[0])
+        return {b.name: 1.0 for b in candidates}
+
     def _weighted_round_robin(self, ms: str, candidates: list[Backend], now: float,
                               weights: tuple[float, float, float]) -> Decision:
         """Smooth weighted round robin (nginx's): each instance's share of the flows is its
         server's capacity relative to the others', in the microservice's weights."""
-        caps = [self.capacities[b.server] for b in candidates]
-        means = [sum(c[i] for c in caps) / len(caps) for i in range(3)]
-        share = {b.name: sum(w * c[i] / means[i] for i, w in enumerate(weights) if means[i] > 0)
-                 for b, c in zip(candidates, caps)}
+        share = self._capacity_shares(candidates, weights)
         credit = self._wrr_credit.setdefault(ms, {})
         for name in list(credit):
             if name not in share:

@@ -194,7 +194,7 @@ class MalbRest(_JsonController):
             return _error(400, f"policy: must be one of {', '.join(POLICIES)}, "
                                f"got {quote(body['policy'])}")
         old = self.app.core.policy
-        self.app.core.set_policy(body["policy"])
+        self.app.set_policy(body["policy"])
         self.app.logger.info("policy changed over REST: %s -> %s", old, body["policy"])
         return _json({"policy": body["policy"], "previous": old})
 

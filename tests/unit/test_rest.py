@@ -16,8 +16,9 @@ from tests.unit.test_policy import make_core
 def fake_app():
     """What the REST handlers use of MalbController; instance changes are recorded."""
     calls = []
+    core = make_core()
     return SimpleNamespace(
-        core=make_core(), decisions=[], logger=logging.getLogger("t"),
+        core=core, set_policy=core.set_policy, decisions=[], logger=logging.getLogger("t"),
         flows=SimpleNamespace(idle_timeout=10, epoch="", flows={}),
         status=lambda: 1 / 0,          # a bug, to see the 500
         instances={"srv1-ui": None, "srv5-ui": None}, calls=calls,
