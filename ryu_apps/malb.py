@@ -41,20 +41,35 @@ from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISP
 from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
-from common.config import POLICIES, ConfigError, active_flow_refresh_s, check_deployable, \
-    load_config
+from common.config import DATAPLANE_POLICIES, POLICIES, ConfigError, active_flow_refresh_s, \
+    check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
 from common.netuse import network_percent
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, \
     parse_cookie, flow_id_of
-from ryu_apps import listeners, ofwire
+from ryu_apps import dataplane, listeners, maglev, ofwire
 from ryu_apps.health import HealthTracker
 from ryu_apps.policy import Backend, NoBackend, PolicyCore
 
 CONF = cfg.CONF
 PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN, PRIO_NAT = 10, 20, 100, 150, 200
-PROBE_PORTS = (61000, 61999)      # outside Linux's default ephemeral range: never a client
+# data-plane mode (ryu_apps/dataplane.py): VIP:port to the select group above the VIP's
+# to-controller rule; the stateless reverse NAT above the orphan rules it replaces, below
+# the per-flow NAT pairs (flows that did go through the controller keep theirs)
+PRIO_DP_GROUP, PRIO_DP_REVERSE = 120, 170
+HOST_TABLE = 1             # where reverse-NATed answers find their host (data-plane mode)
+DP_COOKIE = 0x4D44 << 48   # "MD": data-plane rules, never polled with the NAT rules
+DP_VIP, DP_REVERSE = 1, 2  # cookie kinds (bits 32-39), microservice index in the low bits
+DP_GROUP_BASE = 0x4D000    # select group id = base + microservice index
+# outside Linux's default ephemeral range (32768-60999): never a client; one masked match
+# (tcp_dst 0xF000/0xFC00) sends their answers to the controller past the packet-in meter
+PROBE_PORTS = (0xF000, 0xF3FF)
+PROBE_MASK = 0xFC00
+PRIO_PROBE = PRIO_VIP + 1
+PACKET_IN_METER = 1               # the meter of new-flow packet-ins to the VIPs
+MISS_METER = 2                    # and of table misses (unknown hosts, broadcasts)
+FLOW_CAP_LOG_EVERY_S = 10
 COOKIE_BASE = 0x4D4C << 48
 COOKIE_MASK = 0xFFFF << 48
 # Flow statistics are polled in slices (by the low bits of the flow's sequence number) spread
@@ -70,6 +85,7 @@ STATS_RULES_PER_S = 1500
 REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields
 L2_IDLE_TIMEOUT = 300
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
+CHOOSE_BUCKETS = (0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005)
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                    0.1, 0.5)
 
@@ -142,6 +158,14 @@ class MalbController(app_manager.RyuApp):
         self.health = HealthTracker([i.name for i in self.cfg.instances],
                                     c.health.unhealthy_after, c.health.healthy_after,
                                     c.health.timeout_s)
+        # data-plane mode: one Maglev slot table per microservice, shared by every switch;
+        # per switch, whether it has select groups and the table each group renders now
+        self.dp_mode = c.dataplane.short_flows == "switch"
+        self.slot_tables = {m.name: dataplane.SlotTable(c.dataplane.table_size)
+                            for m in self.cfg.microservices}
+        self.group_capable: dict[int, bool] = {}
+        self.dp_installed: dict[int, dict[str, tuple]] = {}   # dpid -> ms -> view
+        self.dp_last_change: dict[str, dict] = {}
 
         # ---- lookups derived from the configuration
         self.vips = {m.vip for m in self.cfg.microservices}
@@ -150,12 +174,15 @@ class MalbController(app_manager.RyuApp):
         self.ms_by_index = {m.index: m for m in self.cfg.microservices}
         self.instance_by_index = {i.slot: i for i in self.cfg.slots}
         self.instance_ips = {i.ip: i for i in self.cfg.slots}
+        self.instance_macs = {i.mac: i for i in self.cfg.slots}
         self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.slots}
         self.client_names = {c.ip: c.name for c in self.cfg.testbed.clients}
         self.next_hop = _next_hops(self.cfg)
         self.client_dpids = {c.dpid for c in self.cfg.testbed.clients}
         self.switch_dpids = {s.dpid for s in self.cfg.testbed.switches}
         self.foreign_switches: set[int] = set()   # warned about once each
+        self.metered: set[int] = set()            # switches with the packet-in meter
+        self._flow_cap_logged = 0.0
         self.client_ports = {(c.dpid, c.ip): c.switch_port for c in self.cfg.testbed.clients}
         # every host the configuration knows: MAC -> (its switch, its port there)
         self.host_at = {h.mac: (h.dpid, h.switch_port)
@@ -189,6 +216,9 @@ class MalbController(app_manager.RyuApp):
         self.m_latency = self.metrics.histogram(
             "malb_decision_latency_seconds",
             "From packet-in to the flow rules and packet-out being sent.", (), LATENCY_BUCKETS)
+        self.m_choose = self.metrics.histogram(
+            "malb_choose_seconds", "The policy core's decision alone (choose()).",
+            ("algorithm",), CHOOSE_BUCKETS)
         self.m_no_backend = self.metrics.counter(
             "malb_no_backend_total", "New flows dropped: no healthy instance.", ("microservice",))
         self.m_profiler = self.metrics.counter(
@@ -201,6 +231,12 @@ class MalbController(app_manager.RyuApp):
         self.m_stats_cycle = self.metrics.gauge(
             "malb_flow_stats_cycle_seconds",
             "Time to poll every NAT rule once (the period, or longer above the budget).", ())
+        self.m_dp_slots = self.metrics.gauge(
+            "malb_dataplane_slots", "Maglev slots of an instance in its select group.",
+            ("microservice", "instance"))
+        self.m_dp_moved = self.metrics.counter(
+            "malb_dataplane_slots_moved_total", "Select-group slots given to another instance.",
+            ("microservice",))
 
         from ryu_apps.rest import register_rest
         register_rest(kwargs["wsgi"], self)
@@ -245,20 +281,21 @@ class MalbController(app_manager.RyuApp):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         self.mac_to_port.setdefault(dp.id, {})
         to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-        self._add_flow(dp, 0, parser.OFPMatch(), to_controller)
-        for vip in sorted(self.vips):
-            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_ARP,
-                                                         arp_tpa=vip), to_controller)
-            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_IP,
-                                                         ipv4_dst=vip), to_controller)
+        self._table_miss(dp, meter=None)
+        self._vip_rules(dp, meter=None)
+        self.metered.discard(dp.id)
+        if self.cfg.controller.packet_in_limit_per_s:
+            # metered once the switch says it has meters (_meter_features)
+            dp.send_msg(parser.OFPMeterFeaturesStatsRequest(dp, 0))
         # Every host the configuration knows gets a rule towards it on every switch (its own
         # port, or the trunk towards its switch): traffic crossing switches, such as an
         # instance's answers to a caller on another switch, never waits for the controller.
+        # In data-plane mode the host table behind the reverse NAT gets the same rules.
         for mac, (dpid, port) in self.host_at.items():
             out = port if dpid == dp.id else self.next_hop.get((dp.id, dpid))
-            if out is not None:
+            for table in ((0, HOST_TABLE) if self.dp_mode else (0,)) if out is not None else ():
                 self._add_flow(dp, PRIO_HOSTS, parser.OFPMatch(eth_dst=mac),
-                               [parser.OFPActionOutput(out)])
+                               [parser.OFPActionOutput(out)], table=table)
         # Answers of instances that no NAT rule rewrites (the connection outlived its rules'
         # idle timeout) come to the controller, not out through L2 with the instance's address.
         # Only for callers on this switch, where the flow's NAT happens: answers passing
@@ -270,6 +307,11 @@ class MalbController(app_manager.RyuApp):
                     "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
                     "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port,
                     "ipv4_dst": (block, "255.255.255.0")}), to_controller)
+        if self.dp_mode:
+            # whether the switch has select groups decides per-flow or data-plane mode
+            self.dp_installed[dp.id] = {}
+            self.group_capable.pop(dp.id, None)
+            dp.send_msg(parser.OFPGroupFeaturesStatsRequest(dp, 0))
         restored = 0
         for rec in self.flows.active(dp.id):
             self._install_nat(dp, rec, self.backends[rec.instance])
@@ -279,12 +321,202 @@ class MalbController(app_manager.RyuApp):
         # learn what rules a previous controller left (restart)
         self._request_stats(dp)
 
-    def _add_flow(self, dp, priority, match, actions, idle=0, hard=0, cookie=0, flags=0):
+    def _table_miss(self, dp, meter: int | None) -> None:
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+        for table in (0, HOST_TABLE) if self.dp_mode else (0,):
+            self._add_flow(dp, 0, parser.OFPMatch(), to_controller, table=table, meter=meter)
+
+    def _vip_rules(self, dp, meter: int | None) -> None:
+        """ARP for the VIPs and IPv4 to them go to the controller, through the packet-in
+        meter when there is one (re-adding a rule replaces its instructions); health-probe
+        answers go around it, so a flood of new flows cannot take instances down."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+        for vip in sorted(self.vips):
+            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_ARP,
+                                                         arp_tpa=vip), to_controller, meter=meter)
+            self._add_flow(dp, PRIO_VIP, parser.OFPMatch(eth_type=ofwire.ETH_TYPE_IP,
+                                                         ipv4_dst=vip), to_controller, meter=meter)
+            self._add_flow(dp, PRIO_PROBE, parser.OFPMatch(
+                eth_type=ofwire.ETH_TYPE_IP, ip_proto=ofwire.IPPROTO_TCP, ipv4_dst=vip,
+                tcp_dst=(PROBE_PORTS[0], PROBE_MASK)), to_controller)
+
+    @set_ev_cls(ofp_event.EventOFPMeterFeaturesStatsReply, MAIN_DISPATCHER)
+    def _meter_features(self, ev):
+        dp = ev.msg.datapath
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        feats = ev.msg.body[0] if isinstance(ev.msg.body, list) else ev.msg.body
+        limit = self.cfg.controller.packet_in_limit_per_s
+        if not (feats.max_meter >= MISS_METER and feats.band_types & (1 << ofp.OFPMBT_DROP)
+                and feats.capabilities & ofp.OFPMF_PKTPS):
+            self.logger.warning("switch %016x has no packet-rate meters: packet-ins to the "
+                                "controller are not limited there", dp.id)
+            return
+        band = parser.OFPMeterBandDrop(rate=limit, burst_size=limit)
+        flags = ofp.OFPMF_PKTPS | ofp.OFPMF_BURST
+        # ADD, then MODIFY: a meter a previous controller left takes this limit
+        for meter in (PACKET_IN_METER, MISS_METER):
+            for command in (ofp.OFPMC_ADD, ofp.OFPMC_MODIFY):
+                dp.send_msg(parser.OFPMeterMod(dp, command, flags, meter, [band]))
+        self._vip_rules(dp, meter=PACKET_IN_METER)
+        self._table_miss(dp, meter=MISS_METER)
+        self.metered.add(dp.id)
+        self.logger.info("switch %016x: packet-ins to the VIPs limited to %d/s", dp.id, limit)
+
+    def _add_flow(self, dp, priority, match, actions, idle=0, hard=0, cookie=0, flags=0,
+                  table=0, goto=None, meter=None):
         parser = dp.ofproto_parser
         inst = [parser.OFPInstructionActions(dp.ofproto.OFPIT_APPLY_ACTIONS, actions)]
-        dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=priority, match=match,
-                                      instructions=inst, idle_timeout=idle, hard_timeout=hard,
-                                      cookie=cookie, flags=flags))
+        if meter is not None:
+            inst.insert(0, parser.OFPInstructionMeter(meter))
+        if goto is not None:
+            inst.append(parser.OFPInstructionGotoTable(goto))
+        dp.send_msg(parser.OFPFlowMod(datapath=dp, table_id=table, priority=priority,
+                                      match=match, instructions=inst, idle_timeout=idle,
+                                      hard_timeout=hard, cookie=cookie, flags=flags))
+
+    # ================================================================ data-plane mode
+    @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
+    def _group_features(self, ev):
+        dp = ev.msg.datapath
+        ofp = dp.ofproto
+        body = ev.msg.body
+        select = bool(body.types & (1 << ofp.OFPGT_SELECT)) and \
+            body.max_groups[ofp.OFPGT_SELECT] > 0
+        self.group_capable[dp.id] = select
+        if not select:
+            self.logger.warning("switch %016x has no select groups: short flows stay under "
+                                "per-flow control there", dp.id)
+        self.sync_dataplane()
+
+    def _dataplane_services(self) -> dict[str, dict[str, float] | None]:
+        """Per microservice, the instance shares its select group should render, or None
+        when its flows stay under per-flow control."""
+        out = {}
+        for m in self.cfg.microservices:
+            on = (self.core.policy in DATAPLANE_POLICIES
+                  and self.core.flow_class(m.name)[0] == "short")
+            out[m.name] = self.core.short_flow_shares(m.name) if on else None
+        return out
+
+    def sync_dataplane(self) -> None:
+        """Bring every switch's select groups and data-plane rules to what the pools,
+        health, policy and flow classes say now, and end transitions whose grace period is
+        over; only what changed is sent."""
+        if not self.dp_mode:
+            return
+        now = time.time()
+        c = self.cfg.controller
+        # connections to these may go on: their moved slots pass through the controller
+        alive = {n for n in self.instances if self.core.healthy.get(n, True)}
+        for name, shares in self._dataplane_services().items():
+            table = self.slot_tables[name]
+            before = table.table
+            table.expire(now)
+            moved = table.update(shares or {}, now, alive, c.idle_timeout_s or c.hard_timeout_s)
+            if moved and before is not None and table.table is not None:
+                self.m_dp_moved.inc(name, amount=len(moved))
+            if before != table.table:
+                counts = maglev.slot_counts(table.table or ())
+                for inst in {*maglev.slot_counts(before or ()), *counts}:
+                    self.m_dp_slots.set(name, inst, value=counts.get(inst, 0))
+                self.dp_last_change[name] = {
+                    "time": now, "slots_moved": len(moved),
+                    "slots_in_transition": len(table.transitions),
+                    "share_moved": round(len(moved) / table.size, 4), "slots": counts}
+                self.logger.info("data-plane table of %s: %d of %d slots moved (%s)", name,
+                                 len(moved), table.size,
+                                 ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                                 or "no instance: per-flow control")
+        for dpid, dp in list(self.datapaths.items()):
+            if not self.group_capable.get(dpid):
+                continue
+            installed = self.dp_installed.setdefault(dpid, {})
+            for m in self.cfg.microservices:
+                want = self.slot_tables[m.name].view()
+                have = installed.get(m.name)
+                if want == have:
+                    continue
+                try:
+                    if want is None:
+                        self._dp_remove(dp, m)
+                        del installed[m.name]
+                    else:
+                        self._dp_install(dp, m, want, first=have is None)
+                        installed[m.name] = want
+                except LookupError as exc:     # no path from this switch to an instance
+                    self.logger.warning("switch %016x: %s: %s", dpid, m.name, exc)
+
+    def _dp_install(self, dp, m, view: tuple, first: bool) -> None:
+        """The group (new, or its buckets replaced), and on first install the VIP rule and
+        the reverse NAT rules. Buckets keep their positions, so only moved slots change."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+
+        def target_of(name: str) -> dataplane.Target:
+            b, inst = self.backends[name], self.instances[name]
+            return dataplane.Target(name, b.mac, b.ip, b.port, self._port_towards(dp.id, inst),
+                                    inst.switch_port if inst.dpid == dp.id else None)
+
+        buckets = [parser.OFPBucket(
+            weight=1, watch_port=ofp.OFPP_ANY if bk.watch_port is None else bk.watch_port,
+            watch_group=ofp.OFPG_ANY,
+            actions=[*(parser.OFPActionSetField(**{k: v}) for k, v in bk.set_fields),
+                     parser.OFPActionOutput(bk.out_port, ofp.OFPCML_NO_BUFFER)])
+            for bk in dataplane.buckets(view, m.protocol, m.port, target_of,
+                                        ofp.OFPP_CONTROLLER)]
+        gid = DP_GROUP_BASE + m.index
+        commands = (ofp.OFPGC_ADD, ofp.OFPGC_MODIFY) if first else (ofp.OFPGC_MODIFY,)
+        # ADD then MODIFY: a group a previous controller left is replaced (ADD fails on it)
+        for command in commands:
+            dp.send_msg(parser.OFPGroupMod(dp, command, ofp.OFPGT_SELECT, gid, buckets))
+        if not first:
+            return
+        c = self.cfg.controller
+        for inst in self.cfg.slots:
+            if inst.microservice != m.name:
+                continue
+            for block in self.local_blocks.get(dp.id, ()):
+                match, fields = dataplane.reverse_rule(m.protocol, inst.ip, m.port, block,
+                                                       c.vip_mac, m.vip, m.port)
+                self._add_flow(dp, PRIO_DP_REVERSE, parser.OFPMatch(**match),
+                               [parser.OFPActionSetField(**{k: v}) for k, v in fields],
+                               cookie=_dp_cookie(DP_REVERSE, m.index), goto=HOST_TABLE)
+        self._add_flow(dp, PRIO_DP_GROUP,
+                       parser.OFPMatch(**dataplane.vip_match(m.protocol, m.vip, m.port)),
+                       [parser.OFPActionGroup(gid)], cookie=_dp_cookie(DP_VIP, m.index))
+
+    def _dp_remove(self, dp, m) -> None:
+        """Back to per-flow control: the VIP rule first (new flows reach the controller),
+        then the reverse rules and the group."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        for kind in (DP_VIP, DP_REVERSE):
+            dp.send_msg(parser.OFPFlowMod(
+                datapath=dp, table_id=0, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                out_group=ofp.OFPG_ANY, cookie=_dp_cookie(kind, m.index),
+                cookie_mask=0xFFFFFFFFFFFFFFFF, match=parser.OFPMatch()))
+        dp.send_msg(parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT,
+                                       DP_GROUP_BASE + m.index, []))
+
+    def dataplane_status(self) -> dict:
+        c = self.cfg.controller.dataplane
+        out = {"short_flows": c.short_flows, "table_size": c.table_size, "microservices": {}}
+        if not self.dp_mode:
+            return out
+        for name, table in self.slot_tables.items():
+            out["microservices"][name] = {
+                "slots": maglev.slot_counts(table.table or ()),
+                "slots_in_transition": len(table.transitions),
+                "switches": sorted(f"{d:016x}" for d, inst in self.dp_installed.items()
+                                   if name in inst),
+                "last_change": self.dp_last_change.get(name)}
+        out["switches_without_select_groups"] = sorted(
+            f"{d:016x}" for d, ok in self.group_capable.items() if not ok)
+        return out
+
+    def set_policy(self, policy: str) -> None:
+        self.core.set_policy(policy)
+        self.sync_dataplane()
 
     # ================================================================ packet-in
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
@@ -371,6 +603,12 @@ class MalbController(app_manager.RyuApp):
             self.m_packet_in.inc("repeat")
             dp.send(self._first_packet(dp, in_port, data, rec, self.backends[rec.instance]))
             return
+        # from a select-group slot in transition (data-plane mode), marked with its old owner
+        owner = self.instance_macs.get(f.eth_dst)
+        if owner is not None and owner.microservice != ms.name:
+            owner = None
+        if owner is not None:
+            self.m_packet_in.inc("dp_transition")
         if proto == "udp" or not f.tcp_flags & ofwire.TCP_SYN:
             # not the start of a connection: one that went quiet past the idle timeout
             rec = self.flows.resume(key=key)
@@ -379,6 +617,12 @@ class MalbController(app_manager.RyuApp):
                 backend = self.backends[rec.instance]
                 dp.send(self._nat_rules(dp, rec, backend) +
                         self._first_packet(dp, in_port, data, rec, backend))
+                return
+            if owner is not None and self.core.healthy.get(owner.name, True):
+                # a flow under way in a moving slot stays with its old owner, on a NAT rule
+                # pair of its own; a new one (a SYN) gets a decision below
+                self._start_flow(dp, in_port, data, f, proto, ms, self.backends[owner.name],
+                                 time.time())
                 return
             if proto == "tcp":
                 # Only a SYN opens a connection: a segment of a connection nobody knows any
@@ -393,17 +637,36 @@ class MalbController(app_manager.RyuApp):
         elif f.tcp_flags & ofwire.TCP_ACK:
             self.m_packet_in.inc("tcp_not_syn")   # a SYN-ACK towards a VIP: nothing to open
             return
-        self.m_packet_in.inc("new_flow")
         now = time.time()
+        if self.flows.active_count() >= self.cfg.controller.max_active_flows:
+            # a flood of new flows must not grow the records without bound
+            self.m_packet_in.inc("flow_cap")
+            if now - self._flow_cap_logged > FLOW_CAP_LOG_EVERY_S:
+                self._flow_cap_logged = now
+                self.logger.warning("%d active flows (controller.max_active_flows): new flows "
+                                    "are dropped until some end", self.flows.active_count())
+            return
+        self.m_packet_in.inc("new_flow")
         try:
             # the 5-tuple without the switch: a flow hashes alike wherever it enters (maglev)
+            t0 = time.perf_counter()
             d = self.core.choose(ms.name, now, flow_key=key[1:])
+            self.m_choose.observe(time.perf_counter() - t0, d.algorithm)
         except NoBackend:
             self.m_no_backend.inc(ms.name)
             self.logger.warning("no healthy instance of %s: flow from %s:%d dropped", ms.name,
                                 f.ip_src, f.src_port)
             return
-        backend = self.backends[d.instance]
+        self._start_flow(dp, in_port, data, f, proto, ms, self.backends[d.instance], now)
+        self.m_decisions.inc(ms.name, d.server, d.policy, d.algorithm)
+        self.decisions.append({
+            "time": now, "microservice": ms.name, "client": f"{f.ip_src}:{f.src_port}",
+            "switch": dp.id, "instance": d.instance, "server": d.server, "policy": d.policy,
+            "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
+            "weights": list(d.weights) if d.weights else None})
+
+    def _start_flow(self, dp, in_port, data: bytes, f, proto: str, ms, backend: Backend,
+                    now: float) -> None:
         cookie = self.flows.new_flow_id(ms.index, backend.order)
         rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=f.ip_src,
                          client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
@@ -417,12 +680,6 @@ class MalbController(app_manager.RyuApp):
             self._first_packet(dp, in_port, data, rec, backend)
         self.flows.add(rec)
         dp.send(messages)
-        self.m_decisions.inc(ms.name, d.server, d.policy, d.algorithm)
-        self.decisions.append({
-            "time": now, "microservice": ms.name, "client": f"{f.ip_src}:{f.src_port}",
-            "switch": dp.id, "instance": d.instance, "server": d.server, "policy": d.policy,
-            "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
-            "weights": list(d.weights) if d.weights else None})
 
     def _orphan_reply(self, dp, data: bytes, f) -> bool:
         """An instance answers on a connection whose rules expired: resume the flow (rules on
@@ -628,6 +885,8 @@ class MalbController(app_manager.RyuApp):
                 self._profiler_exchange(time.time(), timeout=min(2.0, period / 2))
             except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
                 self.logger.exception("profiler exchange failed; trying again next period")
+            # flow classes or weights may have changed, transitions may be over
+            self.sync_dataplane()
 
     def _profiler_exchange(self, now: float, timeout: float) -> None:
         """Report flows and ports to the profiler; take its weights, classes and loads."""
@@ -782,6 +1041,7 @@ class MalbController(app_manager.RyuApp):
         log("instance %s is %s (%s)", instance,
             "healthy again" if healthy else "DOWN: no new flows",
             self.health.state[instance].last_result)
+        self.sync_dataplane()
 
     # ================================================================ pools at run time
     def active_flows_of(self) -> dict[str, int]:
@@ -819,17 +1079,20 @@ class MalbController(app_manager.RyuApp):
         self.m_health.set(name, value=0)
         self.logger.info("instance %s added to the pool of %s (healthy once it answers)",
                          name, self.instances[name].microservice)
+        self.sync_dataplane()
 
     def set_draining(self, name: str, draining: bool) -> None:
         self.core.set_draining(name, draining)
         self.logger.info("instance %s %s", name,
                          "draining: no new flows" if draining else "takes new flows again")
+        self.sync_dataplane()
 
     def remove_instance(self, name: str) -> None:
         self.core.remove_backend(name)
         self.health.remove(name)
         self.logger.info("instance %s removed from the pool of %s", name,
                          self.instances[name].microservice)
+        self.sync_dataplane()
 
     # ================================================================ status
     def status(self) -> dict:
@@ -842,7 +1105,15 @@ class MalbController(app_manager.RyuApp):
         st["switches"] = sorted(f"{d:016x}" for d in self.datapaths)
         st["active_flows"] = self.flows.active_count()
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
+        st["dataplane"] = self.dataplane_status()
+        st["packet_in_limit_per_s"] = {f"{d:016x}": self.cfg.controller.packet_in_limit_per_s
+                                       if d in self.metered else None
+                                       for d in sorted(self.datapaths)}
         return st
+
+
+def _dp_cookie(kind: int, ms_index: int) -> int:
+    return DP_COOKIE | kind << 32 | ms_index
 
 
 def _next_xid(dp) -> int:

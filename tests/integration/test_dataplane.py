@@ -1,0 +1,90 @@
+"""Data-plane mode on the real testbed: short flows (ui) balanced by an Open vSwitch select
+group rendering the Maglev table, with no packet-in per connection; long flows still per
+flow; removing an instance breaks only the connections it held."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from common.procs import ROOT
+from experiments.stack import Stack
+from tests.integration.helpers import FAST_CONFIG, download, packet_in_count, served_by
+from topologies.clean import clean_testbed
+
+pytestmark = pytest.mark.integration
+VIP = "10.0.0.100"
+UI = f"http://{VIP}:8002/object?size=2000"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    clean_testbed(quiet=True)
+    data = json.loads(json.dumps(FAST_CONFIG))
+    data["controller"]["dataplane"] = {"short_flows": "switch"}
+    st = Stack(data, str(tmp_path_factory.mktemp("dataplane")), policy="malb")
+    with st:
+        st.wait_for(lambda: st.controller_get("/malb/status")["dataplane"]["microservices"]
+                    ["ui"]["switches"], 20, "the ui select group on the switch")
+        yield st
+    clean_testbed(quiet=True)
+
+
+def test_short_flows_are_balanced_by_the_switch_without_packet_ins(stack):
+    cli = stack.testbed.node("cli1")
+    dpst = stack.controller_get("/malb/status")["dataplane"]
+    assert dpst["short_flows"] == "switch"
+    assert sorted(dpst["microservices"]["ui"]["slots"].values()) == [64, 64, 64, 65]
+    assert not dpst["microservices"]["backend"]["slots"]      # long flows: per flow
+    before = packet_in_count(stack, "new_flow")
+    who = served_by(cli, UI, 80)
+    assert len(who) == 80 and not [w for w in who if w.startswith("FAIL")], who
+    assert set(Counter(w.split("-")[0] for w in who)) == {f"srv{i}" for i in range(1, 5)}
+    assert packet_in_count(stack, "new_flow") == before       # not one packet-in
+    code, size, by = download(cli, f"http://{VIP}:8003/job?seconds=0.2&cpu=0.1")
+    assert code == 200 and by.endswith("-be")
+    assert packet_in_count(stack, "new_flow") == before + 1   # a long flow: a decision
+
+
+def test_draining_an_instance_breaks_no_connection_and_new_flows_avoid_it(stack):
+    cli = stack.testbed.node("cli2")
+    out = "/tmp/malb-holdconns.out"
+    before = packet_in_count(stack, "dp_transition")
+    cli.cmd(f"rm -f {out}; cd {ROOT} && {sys.executable} -m benchmarks.holdconns "
+            f"--target {VIP}:8002 --connections 60 --seconds 8 > {out} 2>&1 &")
+    deadline = time.time() + 20
+    while time.time() < deadline and '"ready"' not in (_read(out) or ""):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    code, _ = stack.controller_put("/malb/instances/srv3-ui", {"draining": True})
+    assert code == 200
+    try:
+        ui = stack.controller_get("/malb/status")["dataplane"]["microservices"]["ui"]
+        assert "srv3-ui" not in ui["slots"] and ui["slots_in_transition"] > 0
+        assert ui["last_change"]["share_moved"] <= 1 / 4 + 0.02
+        who = served_by(stack.testbed.node("cli1"), UI, 40)
+        assert not [w for w in who if w.startswith("FAIL") or w == "srv3-ui"], who
+        deadline = time.time() + 30
+        while time.time() < deadline and len((_read(out) or "").splitlines()) < 2:
+            time.sleep(0.5)
+        conns = json.loads(_read(out).splitlines()[-1])["connections"]
+        by = Counter(c["instance"] for c in conns)
+        assert len(by) == 4 and sum(by.values()) == 60, by
+        # srv3's connections went on: their slots' packets passed through the controller,
+        # which kept each on srv3 with a rule pair of its own
+        assert [c for c in conns if c["error"]] == []
+        assert all(c["answers"] >= 20 for c in conns), conns
+        assert packet_in_count(stack, "dp_transition") > before
+    finally:
+        stack.controller_put("/malb/instances/srv3-ui", {"draining": False})
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
