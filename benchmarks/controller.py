@@ -1,8 +1,10 @@
-"""Controller benchmark: MALB against Ryu's simple_switch_13, same topology, same run.
+"""Controller benchmark: MALB against Ryu's simple_switch_13, same topology, same run; then
+MALB's modes on one topology (benchmarks/modes.py).
 
     sudo .venv/bin/python -m benchmarks.controller [--rates 200,1000] [--seconds 5]
+                                                   [--parts latency,modes]
 
-For each app, on the paper testbed (4 servers, userspace OVS):
+Part `latency`, for each app, on the paper testbed (4 servers, userspace OVS):
 1. packet-in to flow-mod latency (p50, p99) measured on the wire (benchmarks/ofcapture.py)
    while a client sends frames that each start a new flow at the controller, at each
    offered rate: TCP SYNs to the VIP from fresh source ports (MALB decides and installs a
@@ -13,6 +15,10 @@ For each app, on the paper testbed (4 servers, userspace OVS):
    the four ui instances in turn (simple_switch_13, whose rules already cover the host
    pairs: what the data path gives without per-flow control).
 Between offered rates the earlier flows' rules are left to expire (idle timeout + 5 s).
+Part `modes`: per-flow round robin, per-flow least load with agents, the profiler and 1,000
+held long flows, the data-plane select group, the direct path with rules pre-installed,
+connections that break when an instance drains, a SYN flood, and the decision's cost
+(benchmarks/modes.py says how).
 Results: results/bench/controller.json and .md (also printed).
 """
 from __future__ import annotations
@@ -34,6 +40,7 @@ from topologies.clean import clean_testbed
 from topologies.testbed import Testbed, TestbedOptions
 
 APPS = ("malb", "simple_switch_13")
+PARTS = ("latency", "modes")
 
 
 def run_app(app: str, rates: list[float], seconds: float, connect_s: float, workers: int,
@@ -77,11 +84,6 @@ def run_app(app: str, rates: list[float], seconds: float, connect_s: float, work
             for rate in rates:
                 # start every rate from the same state: earlier flows' rules have expired
                 time.sleep(settle)
-                pcap = os.path.join(out_dir, f"{app}-{int(rate)}.pcap")
-                dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U",
-                                         "-w", pcap, "tcp port 6653"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                time.sleep(1.0)
                 if app == "malb":
                     gen = (f"syn --dst-mac {cfg.controller.vip_mac} --dst-ip {vip.vip} "
                            f"--dport {vip.port}")
@@ -89,30 +91,42 @@ def run_app(app: str, rates: list[float], seconds: float, connect_s: float, work
                     gen = f"mac --dst-mac {target.mac} --dst-ip {target.ip}"
                 gen += f" --first-key {first_key}"
                 first_key += int(rate * seconds)
-                out = cli.cmd(f"{sys.executable} {ROOT}/benchmarks/pktgen.py {gen} "
-                              f"--intf cli1-eth0 --src-mac {c.mac} --src-ip {c.ip} "
-                              f"--rate {rate} --seconds {seconds}")
-                time.sleep(2.0)
-                dump.send_signal(signal.SIGINT)
-                err = dump.communicate(timeout=20)[1].decode()
-                sent = json.loads(out.strip().splitlines()[-1])
-                lat = latencies(pcap, "syn" if app == "malb" else "mac")
-                dropped = next((line for line in err.splitlines() if "dropped by kernel" in line),
-                               "")
-                result["rates"].append({
-                    "offered_per_s": rate, "sent": sent["sent"], "send_seconds": sent["seconds"],
-                    "packet_ins": lat["packet_ins"], "answered": lat["answered"],
-                    "answered_per_s": lat["answered_per_s"],
-                    "p50_ms": _ms(quantile(lat["latencies_s"], 0.5)),
-                    "p99_ms": _ms(quantile(lat["latencies_s"], 0.99)),
-                    "max_ms": _ms(max(lat["latencies_s"]) if lat["latencies_s"] else None),
-                    "capture_drops": dropped.split()[0] if dropped else "0"})
-                if not keep_pcap:
-                    os.unlink(pcap)
+                pcap = os.path.join(out_dir, f"{app}-{int(rate)}.pcap")
+                result["rates"].append(capture_latency(
+                    cli, c, gen, rate, seconds, pcap, "syn" if app == "malb" else "mac",
+                    keep_pcap))
     finally:
         ctl.stop()
         clean_testbed(quiet=True)
     return result
+
+
+def capture_latency(cli, client, gen: str, rate: float, seconds: float, pcap: str, mode: str,
+                    keep_pcap: bool = False) -> dict:
+    """Packet-in to flow-mod latency on the wire while the client's pktgen sends `gen`
+    frames (each a new flow) at `rate` for `seconds`."""
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U",
+                             "-w", pcap, "tcp port 6653"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    out = cli.cmd(f"{sys.executable} {ROOT}/benchmarks/pktgen.py {gen} "
+                  f"--intf {client.name}-eth0 --src-mac {client.mac} --src-ip {client.ip} "
+                  f"--rate {rate} --seconds {seconds}")
+    time.sleep(2.0)
+    dump.send_signal(signal.SIGINT)
+    err = dump.communicate(timeout=20)[1].decode()
+    sent = json.loads(out.strip().splitlines()[-1])
+    lat = latencies(pcap, mode)
+    dropped = next((line for line in err.splitlines() if "dropped by kernel" in line), "")
+    if not keep_pcap:
+        os.unlink(pcap)
+    return {"offered_per_s": rate, "sent": sent["sent"], "send_seconds": sent["seconds"],
+            "packet_ins": lat["packet_ins"], "answered": lat["answered"],
+            "answered_per_s": lat["answered_per_s"],
+            "p50_ms": _ms(quantile(lat["latencies_s"], 0.5)),
+            "p99_ms": _ms(quantile(lat["latencies_s"], 0.99)),
+            "max_ms": _ms(max(lat["latencies_s"]) if lat["latencies_s"] else None),
+            "capture_drops": dropped.split()[0] if dropped else "0"}
 
 
 def _ms(v):
@@ -157,21 +171,34 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
     p.add_argument("--apps", type=choice_list(APPS), default=list(APPS))
     p.add_argument("--keep-pcap", action="store_true", help="keep the captures in --out")
+    p.add_argument("--parts", type=choice_list(PARTS), default=list(PARTS))
+    p.add_argument("--long-flows", type=bounded(int, 0, 5000), default=1000,
+                   help="modes: long flows held open during the least-load step")
+    p.add_argument("--flood-seconds", type=bounded(float, 3, 600), default=10.0)
     args = p.parse_args(argv)
     require_root("the controller benchmark")
     rates, apps = args.rates, args.apps
     os.makedirs(args.out, exist_ok=True)
     clean_testbed(quiet=True)
-    results = []
-    for app in apps:
+    results, modes_result = [], None
+    for app in apps if "latency" in args.parts else ():
         print(f"[bench] {app}: rates {rates}, {args.seconds} s each", flush=True)
         results.append(run_app(app, rates, args.seconds, args.connect_seconds, args.workers,
                                args.out, args.keep_pcap))
+    if "modes" in args.parts:
+        from benchmarks import modes
+        print("[bench] modes on one topology", flush=True)
+        modes_result = modes.run(args.out, args.connect_seconds, args.workers, args.long_flows,
+                                 100, 1000.0, 10.0, args.flood_seconds)
     command = "sudo .venv/bin/python -m benchmarks.controller " + " ".join(argv or sys.argv[1:])
-    md = markdown(results, command.strip())
+    md = (markdown(results, command.strip()) if results else
+          f"# Controller benchmark\n\nCommand: `{command.strip()}`\n")
+    if modes_result:
+        from benchmarks import modes
+        md += "\n" + modes.markdown(modes_result)
     with open(os.path.join(args.out, "controller.json"), "w") as fh:
-        json.dump({"command": command, "commit": git_commit(), "results": results}, fh,
-                  indent=1)
+        json.dump({"command": command, "commit": git_commit(), "results": results,
+                   "modes": modes_result}, fh, indent=1)
     with open(os.path.join(args.out, "controller.md"), "w") as fh:
         fh.write(md)
     print(md)

@@ -174,8 +174,7 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def parser() -> ArgumentParser:
     ap = ArgumentParser(prog="python -m benchmarks.decision_cost",
                         description="Least-load decision time against pending flows.")
     ap.add_argument("--pending", type=number_list(int, 1, 1_000_000), default=[10, 1000, 10000],
@@ -193,7 +192,12 @@ def main(argv=None) -> int:
     ap.add_argument("--progress", type=bounded(float, 0), default=5.0,
                     help="seconds between progress lines (default 5)")
     ap.add_argument("--out", default=DEFAULT_OUT)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
     print(f"[decision_cost] {','.join(map(str, args.pending))} pending flows per server x "
           f"{args.servers} servers, {args.decisions} decisions each", flush=True)
     rows = run(args)
