@@ -4,6 +4,8 @@ flow; removing an instance breaks only the connections it held."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -88,3 +90,35 @@ def _read(path: str) -> str | None:
             return fh.read()
     except FileNotFoundError:
         return None
+
+
+def test_a_syn_flood_is_metered_and_rest_and_health_stay_up(stack):
+    cli = stack.testbed.node("cli1")
+    c = stack.cfg.testbed.clients[0]
+    switch = stack.cfg.testbed.switches[0].name
+    before = packet_in_count(stack, "new_flow")
+    cli.cmd(f"cd {ROOT} && {sys.executable} benchmarks/pktgen.py syn --intf {c.name}-eth0 "
+            f"--src-mac {c.mac} --src-ip {c.ip} --dst-mac {stack.cfg.controller.vip_mac} "
+            f"--dst-ip {VIP} --dport 8003 --rate 5000 --seconds 4 > /tmp/malb-flood.out 2>&1 &")
+    slowest = 0.0
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        t0 = time.perf_counter()
+        stack.controller_get("/malb/status")
+        slowest = max(slowest, time.perf_counter() - t0)
+        time.sleep(0.1)
+    time.sleep(2)
+    assert slowest < 1.0
+    new_flows = packet_in_count(stack, "new_flow") - before
+    # the meter let through at most its rate (2000/s, a second of burst), about 2 packets
+    # per flow: far fewer decisions than the 20,000 SYNs sent
+    assert 0 < new_flows < 0.75 * 20000, new_flows
+    stats = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "meter-stats", switch],
+                           capture_output=True, text=True, timeout=10).stdout
+    dropped = [int(x) for x in re.findall(r"0: packet_count:(\d+)", stats)]
+    assert dropped and max(dropped) > 0, stats
+    # health-probe answers go around the meter: nobody was taken out of a pool
+    assert all(v["healthy"] for v in stack.controller_get("/malb/instances")["instances"]
+               .values()), stack.controller_get("/malb/instances")
+    assert not [w for w in served_by(cli, UI, 4) if w.startswith("FAIL")]
+    assert download(cli, f"http://{VIP}:8003/job?seconds=0.1&cpu=0.1")[0] == 200
