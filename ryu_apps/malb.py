@@ -46,14 +46,15 @@ from common.config import DATAPLANE_POLICIES, POLICIES, ConfigError, active_flow
 from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
 from common.netuse import network_percent
-from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, \
-    parse_cookie, flow_id_of
+from ryu_apps.flowpath import FlowPath, Result
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, parse_cookie, \
+    flow_id_of
 from ryu_apps import dataplane, listeners, maglev, ofwire
 from ryu_apps.health import HealthTracker
-from ryu_apps.policy import Backend, NoBackend, PolicyCore
+from ryu_apps.policy import Backend, PolicyCore
 
 CONF = cfg.CONF
-PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN, PRIO_NAT = 10, 20, 100, 150, 200
+PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN = 10, 20, 100, 150    # PRIO_NAT: flowpath.py
 # data-plane mode (ryu_apps/dataplane.py): VIP:port to the select group above the VIP's
 # to-controller rule; the stateless reverse NAT above the orphan rules it replaces, below
 # the per-flow NAT pairs (flows that did go through the controller keep theirs)
@@ -69,7 +70,6 @@ PROBE_MASK = 0xFC00
 PRIO_PROBE = PRIO_VIP + 1
 PACKET_IN_METER = 1               # the meter of new-flow packet-ins to the VIPs
 MISS_METER = 2                    # and of table misses (unknown hosts, broadcasts)
-FLOW_CAP_LOG_EVERY_S = 10
 COOKIE_BASE = 0x4D4C << 48
 COOKIE_MASK = 0xFFFF << 48
 # Flow statistics are polled in slices (by the low bits of the flow's sequence number) spread
@@ -84,7 +84,6 @@ MAX_SLICES = 1024
 STATS_RULES_PER_S = 1500
 REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields
 L2_IDLE_TIMEOUT = 300
-RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 CHOOSE_BUCKETS = (0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005)
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                    0.1, 0.5)
@@ -169,20 +168,14 @@ class MalbController(app_manager.RyuApp):
 
         # ---- lookups derived from the configuration
         self.vips = {m.vip for m in self.cfg.microservices}
-        self.service_at = {(m.vip, m.protocol, m.port): m for m in self.cfg.microservices}
         self.ms_index = {m.name: m.index for m in self.cfg.microservices}
         self.ms_by_index = {m.index: m for m in self.cfg.microservices}
         self.instance_by_index = {i.slot: i for i in self.cfg.slots}
         self.instance_ips = {i.ip: i for i in self.cfg.slots}
-        self.instance_macs = {i.mac: i for i in self.cfg.slots}
         self.port_owner = {(i.dpid, i.switch_port): i for i in self.cfg.slots}
         self.client_names = {c.ip: c.name for c in self.cfg.testbed.clients}
-        self.next_hop = _next_hops(self.cfg)
         self.client_dpids = {c.dpid for c in self.cfg.testbed.clients}
-        self.switch_dpids = {s.dpid for s in self.cfg.testbed.switches}
-        self.foreign_switches: set[int] = set()   # warned about once each
         self.metered: set[int] = set()            # switches with the packet-in meter
-        self._flow_cap_logged = 0.0
         self.client_ports = {(c.dpid, c.ip): c.switch_port for c in self.cfg.testbed.clients}
         # every host the configuration knows: MAC -> (its switch, its port there)
         self.host_at = {h.mac: (h.dpid, h.switch_port)
@@ -198,7 +191,11 @@ class MalbController(app_manager.RyuApp):
 
         # ---- switch state
         self.datapaths = {}
-        self.mac_to_port: dict[int, dict[str, int]] = {}
+        # the new-flow path: plain Python, messages out (ryu_apps/flowpath.py)
+        self.path = FlowPath(self.cfg, self.core, self.flows, self.backends, xid=self._xid,
+                             timer=time.perf_counter)
+        self.next_hop = self.path.next_hop
+        self.mac_to_port = self.path.mac_to_port
         self.port_prev: dict[tuple[int, int], tuple[int, int, float]] = {}
         self.port_rates: dict[tuple[int, int], dict] = {}
         self.decisions = deque(maxlen=2000)
@@ -314,7 +311,7 @@ class MalbController(app_manager.RyuApp):
             dp.send_msg(parser.OFPGroupFeaturesStatsRequest(dp, 0))
         restored = 0
         for rec in self.flows.active(dp.id):
-            self._install_nat(dp, rec, self.backends[rec.instance])
+            dp.send(self.path.nat_rules(dp.id, rec, time.time()))
             restored += 1
         self.logger.info("switch %016x connected: base rules installed, %d NAT flows restored",
                          dp.id, restored)
@@ -455,7 +452,7 @@ class MalbController(app_manager.RyuApp):
 
         def target_of(name: str) -> dataplane.Target:
             b, inst = self.backends[name], self.instances[name]
-            return dataplane.Target(name, b.mac, b.ip, b.port, self._port_towards(dp.id, inst),
+            return dataplane.Target(name, b.mac, b.ip, b.port, self.path.port_towards(dp.id, inst),
                                     inst.switch_port if inst.dpid == dp.id else None)
 
         buckets = [parser.OFPBucket(
@@ -544,19 +541,49 @@ class MalbController(app_manager.RyuApp):
                     and PROBE_PORTS[0] <= f.dst_port <= PROBE_PORTS[1]):
                 self.m_packet_in.inc("health")
                 return self._tcp_probe_answer(dp, in_port, f)
-            self._new_flow(dp, in_port, msg.data, f)
+            self._apply(dp, f, self.path.vip_packet(dp.id, in_port, msg.data, f, time.time()))
             self.m_latency.observe(time.perf_counter() - started)
             return
         if f.ip_dst in self.vips:
             return  # other IP protocols to a VIP: nothing serves them
         if f.ip_src in self.instance_ips and f.ip_proto in (ofwire.IPPROTO_TCP,
                                                              ofwire.IPPROTO_UDP):
-            if self._orphan_reply(dp, msg.data, f):
-                return
+            result = self.path.orphan(dp.id, msg.data, f, time.time(),
+                                      lambda dpid: dpid in self.datapaths)
+            if result.handled:
+                return self._apply(dp, f, result)
         # broadcasts (ARP, neighbour discovery) always come here; unicast only for hosts the
         # configuration does not know
         self.m_packet_in.inc("l2_broadcast" if int(f.eth_dst[:2], 16) & 1 else "l2")
         self._l2_forward(dp, in_port, msg, f)
+
+    def _apply(self, dp, f, result: Result) -> None:
+        """Send and count what the new-flow path decided."""
+        for kind in result.kinds:
+            self.m_packet_in.inc(kind)
+        for dpid, messages in result.sends:
+            target = self.datapaths.get(dpid)
+            if target is not None:
+                target.send(messages)
+        for text in result.warnings:
+            self.logger.warning("%s", text)
+        if result.no_backend:
+            self.m_no_backend.inc(result.no_backend)
+        d = result.decision
+        if d is None:
+            return
+        if result.choose_s is not None:
+            self.m_choose.observe(result.choose_s, d.algorithm)
+        self.m_decisions.inc(d.microservice, d.server, d.policy, d.algorithm)
+        self.decisions.append({
+            "time": d.time, "microservice": d.microservice,
+            "client": f"{f.ip_src}:{f.src_port}", "switch": dp.id, "instance": d.instance,
+            "server": d.server, "policy": d.policy, "algorithm": d.algorithm,
+            "reason": d.reason, "scores": d.scores,
+            "weights": list(d.weights) if d.weights else None})
+
+    def _xid(self, dpid: int) -> int:
+        return _next_xid(self.datapaths[dpid])
 
     def _answer_arp(self, dp, in_port, f):
         vip_mac = self.cfg.controller.vip_mac
@@ -581,174 +608,6 @@ class MalbController(app_manager.RyuApp):
                                         in_port=in_port, actions=actions, data=msg.data))
 
     # ================================================================ NAT flows
-    def _new_flow(self, dp, in_port, data: bytes, f) -> None:
-        proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
-        ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
-        if ms is None:
-            return  # nothing listens on this VIP port
-        if dp.id not in self.switch_dpids:
-            # A switch outside the configured topology: no path from it to any instance is
-            # known, so no flow may be recorded or counted for it.
-            self.m_packet_in.inc("foreign_switch")
-            if dp.id not in self.foreign_switches:
-                self.foreign_switches.add(dp.id)
-                self.logger.warning("switch %016x is not in the configuration: new flows "
-                                    "from it to the VIPs are dropped", dp.id)
-            return
-        key = (dp.id, proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
-        rec = self.flows.lookup(key)
-        if rec is not None:
-            # The rules are there, but this packet met the switch's cached "to controller"
-            # path before it was revalidated: same instance, no new decision, no new rules.
-            self.m_packet_in.inc("repeat")
-            dp.send(self._first_packet(dp, in_port, data, rec, self.backends[rec.instance]))
-            return
-        # from a select-group slot in transition (data-plane mode), marked with its old owner
-        owner = self.instance_macs.get(f.eth_dst)
-        if owner is not None and owner.microservice != ms.name:
-            owner = None
-        if owner is not None:
-            self.m_packet_in.inc("dp_transition")
-        if proto == "udp" or not f.tcp_flags & ofwire.TCP_SYN:
-            # not the start of a connection: one that went quiet past the idle timeout
-            rec = self.flows.resume(key=key)
-            if rec is not None:
-                self.m_packet_in.inc("resumed")
-                backend = self.backends[rec.instance]
-                dp.send(self._nat_rules(dp, rec, backend) +
-                        self._first_packet(dp, in_port, data, rec, backend))
-                return
-            if owner is not None and self.core.healthy.get(owner.name, True):
-                # a flow under way in a moving slot stays with its old owner, on a NAT rule
-                # pair of its own; a new one (a SYN) gets a decision below
-                self._start_flow(dp, in_port, data, f, proto, ms, self.backends[owner.name],
-                                 time.time())
-                return
-            if proto == "tcp":
-                # Only a SYN opens a connection: a segment of a connection nobody knows any
-                # more would be refused by any instance, and counting it as a new flow
-                # would add zero-length flows to the profiler's statistics. The client gets
-                # a reset at once, as from a host that lost the connection, instead of
-                # retransmitting into silence.
-                self.m_packet_in.inc("tcp_not_syn")
-                if f.tcp_flags & ofwire.TCP_ACK and not f.tcp_flags & ofwire.TCP_RST:
-                    self._send_tcp_reset(dp, in_port, f)
-                return
-        elif f.tcp_flags & ofwire.TCP_ACK:
-            self.m_packet_in.inc("tcp_not_syn")   # a SYN-ACK towards a VIP: nothing to open
-            return
-        now = time.time()
-        if self.flows.active_count() >= self.cfg.controller.max_active_flows:
-            # a flood of new flows must not grow the records without bound
-            self.m_packet_in.inc("flow_cap")
-            if now - self._flow_cap_logged > FLOW_CAP_LOG_EVERY_S:
-                self._flow_cap_logged = now
-                self.logger.warning("%d active flows (controller.max_active_flows): new flows "
-                                    "are dropped until some end", self.flows.active_count())
-            return
-        self.m_packet_in.inc("new_flow")
-        try:
-            # the 5-tuple without the switch: a flow hashes alike wherever it enters (maglev)
-            t0 = time.perf_counter()
-            d = self.core.choose(ms.name, now, flow_key=key[1:])
-            self.m_choose.observe(time.perf_counter() - t0, d.algorithm)
-        except NoBackend:
-            self.m_no_backend.inc(ms.name)
-            self.logger.warning("no healthy instance of %s: flow from %s:%d dropped", ms.name,
-                                f.ip_src, f.src_port)
-            return
-        self._start_flow(dp, in_port, data, f, proto, ms, self.backends[d.instance], now)
-        self.m_decisions.inc(ms.name, d.server, d.policy, d.algorithm)
-        self.decisions.append({
-            "time": now, "microservice": ms.name, "client": f"{f.ip_src}:{f.src_port}",
-            "switch": dp.id, "instance": d.instance, "server": d.server, "policy": d.policy,
-            "algorithm": d.algorithm, "reason": d.reason, "scores": d.scores,
-            "weights": list(d.weights) if d.weights else None})
-
-    def _start_flow(self, dp, in_port, data: bytes, f, proto: str, ms, backend: Backend,
-                    now: float) -> None:
-        cookie = self.flows.new_flow_id(ms.index, backend.order)
-        rec = FlowRecord(flow_id=cookie, dpid=dp.id, protocol=proto, client_ip=f.ip_src,
-                         client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
-                         vport=f.dst_port, microservice=ms.name, instance=backend.name,
-                         server=backend.server, created=now, last_active=now,
-                         backend_ip=backend.ip, backend_port=backend.port)
-        # rules, barrier and the first packet in one write: the switch applies the rules
-        # before it sends the packet on. Built before the record is kept, so nothing is
-        # recorded for a flow whose rules could not be made.
-        messages = self._nat_rules(dp, rec, backend) + \
-            self._first_packet(dp, in_port, data, rec, backend)
-        self.flows.add(rec)
-        dp.send(messages)
-
-    def _orphan_reply(self, dp, data: bytes, f) -> bool:
-        """An instance answers on a connection whose rules expired: resume the flow (rules on
-        the client's edge switch again) and deliver the packet rewritten to the VIP. False
-        when no NATed flow owns the packet (traffic sent to the instance's own address),
-        which then goes on as plain L2."""
-        proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
-        reverse_key = (proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
-        rec = self.flows.lookup_reverse(reverse_key)
-        if rec is not None and dp.id != rec.dpid:
-            return False     # on its way to the flow's edge switch: plain L2 takes it
-        if rec is not None:
-            # The flow was just resumed and this packet, sent right behind the one that
-            # resumed it, met the switch before the new rules: deliver it the same way
-            # (plain L2 would carry the instance's address and the client would reset).
-            self.m_packet_in.inc("repeat")
-            # rules sent a while ago and still answers come here: a rule is missing (an
-            # adopted flow had only one, a switch lost one); send the pair again
-            resend = time.time() - rec.rules_sent > RULES_RESEND_AFTER_S
-        else:
-            rec = self.flows.resume(reverse_key=reverse_key)
-            if rec is None:
-                return False
-            self.m_packet_in.inc("resumed")
-            resend = True
-        edge = self.datapaths.get(rec.dpid)
-        if edge is None:
-            return True   # the edge switch is away; its reconnection restores the rules
-        c = self.cfg.controller
-        actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
-                                         rec.client_in_port)
-        rules = self._nat_rules(edge, rec, self.backends[rec.instance]) if resend else b""
-        edge.send(rules + ofwire.packet_out(_next_xid(edge), edge.ofproto.OFPP_CONTROLLER,
-                                            actions, data))
-        return True
-
-    def _nat_rules(self, dp, rec: FlowRecord, backend: Backend) -> bytes:
-        """Reverse rule first, so the instance's answer is rewritten as soon as it comes."""
-        rec.rules_sent = time.time()
-        c = self.cfg.controller
-        return ofwire.nat_messages(
-            lambda: _next_xid(dp), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
-            rec.flow_id | (DIR_REVERSE << 44), PRIO_NAT, c.idle_timeout_s, c.hard_timeout_s,
-            rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,
-            backend.mac, backend.ip, backend.port,
-            self._port_towards(dp.id, self.instances[backend.name]))
-
-    def _install_nat(self, dp, rec: FlowRecord, backend: Backend) -> None:
-        dp.send(self._nat_rules(dp, rec, backend))
-
-    def _first_packet(self, dp, in_port, data: bytes, rec: FlowRecord,
-                      backend: Backend) -> bytes:
-        actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,
-                                         rec.vport,
-                                         self._port_towards(dp.id, self.instances[backend.name]))
-        return ofwire.packet_out(_next_xid(dp), in_port, actions, data)
-
-    def _port_towards(self, dpid: int, inst) -> int:
-        """The instance's own port on its switch; elsewhere the trunk towards its switch
-        (from the configuration), else where its MAC was learned."""
-        if inst.dpid == dpid:
-            return inst.switch_port
-        port = self.next_hop.get((dpid, inst.dpid))
-        if port is None:
-            port = self.mac_to_port.get(dpid, {}).get(inst.mac)
-        if port is None:
-            raise LookupError(f"no path from switch {dpid} to {inst.name}")
-        return port
-
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev):
         msg = ev.msg
@@ -1017,17 +876,10 @@ class MalbController(app_manager.RyuApp):
         ok = bool(f.tcp_flags & ofwire.TCP_SYN) and bool(f.tcp_flags & ofwire.TCP_ACK)
         refused = bool(f.tcp_flags & ofwire.TCP_RST)
         if ok:
-            self._send_tcp_reset(dp, in_port, f)   # close the half-open connection
+            dp.send(self.path.tcp_reset(dp.id, in_port, f))   # close the half-open connection
         if ok or refused:
             self._health_answer(("tcp", f.ip_src, f.dst_port), ok,
                                 "TCP SYN-ACK" if ok else "TCP reset (port closed)")
-
-    def _send_tcp_reset(self, dp, in_port, f) -> None:
-        """A RST answering segment f (which carries an ACK), from where f was sent to, out of
-        the port f came in on (RFC 9293: seq = the segment's acknowledgment number)."""
-        self._packet_out(dp, ofwire.tcp_frame(
-            f.eth_src, self.cfg.controller.vip_mac, f.ip_dst, f.ip_src, f.dst_port, f.src_port,
-            f.tcp_ack, flags=ofwire.TCP_RST, window=0), in_port)
 
     def _health_answer(self, token, ok: bool, detail: str) -> None:
         change = self.health.answered(token, ok, time.time(), detail)
@@ -1127,27 +979,3 @@ def _slices_for(rules: int) -> int:
     while slices < MAX_SLICES and rules / slices > RULES_PER_SLICE:
         slices *= 2
     return slices
-
-
-def _next_hops(cfg) -> dict[tuple[int, int], int]:
-    """(from dpid, to dpid) -> output port, over the configured trunks (a tree)."""
-    adj: dict[int, list[tuple[int, int]]] = {}
-    dpid = {s.name: s.dpid for s in cfg.testbed.switches}
-    for t in cfg.testbed.trunks:
-        adj.setdefault(dpid[t.a], []).append((dpid[t.b], t.a_port))
-        adj.setdefault(dpid[t.b], []).append((dpid[t.a], t.b_port))
-    hops = {}
-    for src in dpid.values():
-        # breadth-first from src, remembering the first port taken
-        frontier = [(n, port) for n, port in adj.get(src, [])]
-        seen = {src}
-        while frontier:
-            nxt = []
-            for node, first_port in frontier:
-                if node in seen:
-                    continue
-                seen.add(node)
-                hops[(src, node)] = first_port
-                nxt += [(n, first_port) for n, _ in adj.get(node, []) if n not in seen]
-            frontier = nxt
-    return hops

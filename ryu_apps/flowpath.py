@@ -1,0 +1,267 @@
+"""The controller's new-flow path as plain Python (issue 13, item 1, its first part): a
+packet-in to a VIP, or an instance's answer that no rule rewrites, goes in with the time;
+the OpenFlow messages to send (bytes, per switch), the packet-in kinds to count, the
+decision and any warning come out. No Ryu import, no clock read, no send: ryu_apps/malb.py
+decodes the event, calls this, sends what it returns. tests/unit/test_flowpath.py runs it
+against a fake flow table that applies the messages and answers where a packet goes.
+
+What it decides (docs/controller.md, "How a decision is made" and "Connections that
+outlive their rules"):
+- a packet of a flow whose rules are there but that met the switch's stale path: the same
+  instance, no new rules (`repeat`);
+- a packet from a select-group slot in transition (data-plane mode; its destination MAC is
+  the slot's old owner): a flow under way stays with the old owner on its own rule pair;
+- any other segment or datagram of a flow that ended recently: resumed, rules again;
+- a TCP segment that is not a SYN and that no flow owns: a reset from the VIP;
+- a SYN (or a first datagram): a decision of the policy core, a NAT rule pair on the
+  client's edge switch (reverse first), a barrier and the packet sent on, in one write;
+- beyond `max_active_flows` records, or with no healthy instance: dropped and counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ryu_apps import ofwire
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable
+from ryu_apps.policy import Backend, Decision, NoBackend, PolicyCore
+
+PRIO_NAT = 200
+RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
+FLOW_CAP_LOG_EVERY_S = 10
+
+
+@dataclass
+class Result:
+    """What the shell does with one packet-in."""
+    sends: list[tuple[int, bytes]] = field(default_factory=list)   # (dpid, messages)
+    kinds: list[str] = field(default_factory=list)     # malb_packet_in_total kinds
+    decision: Decision | None = None
+    choose_s: float | None = None       # choose()'s own time, when a timer was given
+    no_backend: str | None = None       # the microservice that had no healthy instance
+    warnings: list[str] = field(default_factory=list)
+    handled: bool = True                # False: not a NATed flow's packet (plain L2)
+
+
+def next_hops(cfg) -> dict[tuple[int, int], int]:
+    """(from dpid, to dpid) -> output port, over the configured trunks (a tree)."""
+    adj: dict[int, list[tuple[int, int]]] = {}
+    dpid = {s.name: s.dpid for s in cfg.testbed.switches}
+    for t in cfg.testbed.trunks:
+        adj.setdefault(dpid[t.a], []).append((dpid[t.b], t.a_port))
+        adj.setdefault(dpid[t.b], []).append((dpid[t.a], t.b_port))
+    hops = {}
+    for src in dpid.values():
+        # breadth-first from src, remembering the first port taken
+        frontier = [(n, port) for n, port in adj.get(src, [])]
+        seen = {src}
+        while frontier:
+            nxt = []
+            for node, first_port in frontier:
+                if node in seen:
+                    continue
+                seen.add(node)
+                hops[(src, node)] = first_port
+                nxt += [(n, first_port) for n, _ in adj.get(node, []) if n not in seen]
+            frontier = nxt
+    return hops
+
+
+class FlowPath:
+    """The state the new-flow path needs, and the path itself."""
+
+    def __init__(self, cfg, core: PolicyCore, flows: FlowTable, backends: dict[str, Backend],
+                 xid: Callable[[int], int], timer: Callable[[], float] | None = None):
+        self.cfg = cfg
+        self.core = core
+        self.flows = flows
+        self.backends = backends
+        self.xid = xid                     # the next transaction id for a switch
+        self.timer = timer                 # times choose() when given (a monotonic clock)
+        self.instances = {i.name: i for i in cfg.slots}
+        self.instance_macs = {i.mac: i for i in cfg.slots}
+        self.service_at = {(m.vip, m.protocol, m.port): m for m in cfg.microservices}
+        self.switch_dpids = {s.dpid for s in cfg.testbed.switches}
+        self.next_hop = next_hops(cfg)
+        self.mac_to_port: dict[int, dict[str, int]] = {}   # learned by the shell's L2 path
+        self.foreign_switches: set[int] = set()             # warned about once each
+        self._flow_cap_logged = float("-inf")
+
+    # ------------------------------------------------------------------ packet-ins
+    def vip_packet(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
+                   now: float) -> Result:
+        """A TCP segment or UDP datagram to a VIP (not a health-probe answer)."""
+        out = Result()
+        proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
+        ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
+        if ms is None:
+            return out   # nothing listens on this VIP port
+        if dpid not in self.switch_dpids:
+            # A switch outside the configured topology: no path from it to any instance is
+            # known, so no flow may be recorded or counted for it.
+            out.kinds.append("foreign_switch")
+            if dpid not in self.foreign_switches:
+                self.foreign_switches.add(dpid)
+                out.warnings.append(f"switch {dpid:016x} is not in the configuration: new "
+                                    f"flows from it to the VIPs are dropped")
+            return out
+        key = (dpid, proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
+        rec = self.flows.lookup(key)
+        if rec is not None:
+            # The rules are there, but this packet met the switch's cached "to controller"
+            # path before it was revalidated: same instance, no new decision, no new rules.
+            out.kinds.append("repeat")
+            out.sends.append((dpid, self.first_packet(dpid, in_port, data, rec)))
+            return out
+        # from a select-group slot in transition (data-plane mode), marked with its old owner
+        owner = self.instance_macs.get(f.eth_dst)
+        if owner is not None and owner.microservice != ms.name:
+            owner = None
+        if owner is not None:
+            out.kinds.append("dp_transition")
+        if proto == "udp" or not f.tcp_flags & ofwire.TCP_SYN:
+            # not the start of a connection: one that went quiet past the idle timeout
+            rec = self.flows.resume(key=key)
+            if rec is not None:
+                out.kinds.append("resumed")
+                out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
+                                  self.first_packet(dpid, in_port, data, rec)))
+                return out
+            if owner is not None and self.core.healthy.get(owner.name, True):
+                # a flow under way in a moving slot stays with its old owner, on a NAT rule
+                # pair of its own; a new one (a SYN) gets a decision below
+                self._start_flow(out, dpid, in_port, data, f, proto, ms,
+                                 self.backends[owner.name], now)
+                return out
+            if proto == "tcp":
+                # Only a SYN opens a connection: a segment of a connection nobody knows any
+                # more would be refused by any instance, and counting it as a new flow
+                # would add zero-length flows to the profiler's statistics. The client gets
+                # a reset at once, as from a host that lost the connection, instead of
+                # retransmitting into silence.
+                out.kinds.append("tcp_not_syn")
+                if f.tcp_flags & ofwire.TCP_ACK and not f.tcp_flags & ofwire.TCP_RST:
+                    out.sends.append((dpid, self.tcp_reset(dpid, in_port, f)))
+                return out
+        elif f.tcp_flags & ofwire.TCP_ACK:
+            out.kinds.append("tcp_not_syn")   # a SYN-ACK towards a VIP: nothing to open
+            return out
+        if self.flows.active_count() >= self.cfg.controller.max_active_flows:
+            # a flood of new flows must not grow the records without bound
+            out.kinds.append("flow_cap")
+            if now - self._flow_cap_logged > FLOW_CAP_LOG_EVERY_S:
+                self._flow_cap_logged = now
+                out.warnings.append(f"{self.flows.active_count()} active flows "
+                                    f"(controller.max_active_flows): new flows are dropped "
+                                    f"until some end")
+            return out
+        out.kinds.append("new_flow")
+        try:
+            # the 5-tuple without the switch: a flow hashes alike wherever it enters (maglev)
+            t0 = self.timer() if self.timer else 0.0
+            d = self.core.choose(ms.name, now, flow_key=key[1:])
+            if self.timer:
+                out.choose_s = self.timer() - t0
+        except NoBackend:
+            out.no_backend = ms.name
+            out.warnings.append(f"no healthy instance of {ms.name}: flow from "
+                                f"{f.ip_src}:{f.src_port} dropped")
+            return out
+        out.decision = d
+        self._start_flow(out, dpid, in_port, data, f, proto, ms, self.backends[d.instance], now)
+        return out
+
+    def orphan(self, dpid: int, data: bytes, f: ofwire.Frame, now: float,
+               connected: Callable[[int], bool]) -> Result:
+        """An instance answers on a connection whose rules expired: resume the flow (rules on
+        the client's edge switch again) and deliver the packet rewritten to the VIP. Not
+        handled when no NATed flow owns the packet (traffic sent to the instance's own
+        address), which then goes on as plain L2."""
+        out = Result()
+        proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
+        reverse_key = (proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
+        rec = self.flows.lookup_reverse(reverse_key)
+        if rec is not None and dpid != rec.dpid:
+            out.handled = False     # on its way to the flow's edge switch: plain L2 takes it
+            return out
+        if rec is not None:
+            # The flow was just resumed and this packet, sent right behind the one that
+            # resumed it, met the switch before the new rules: deliver it the same way
+            # (plain L2 would carry the instance's address and the client would reset).
+            out.kinds.append("repeat")
+            # rules sent a while ago and still answers come here: a rule is missing (an
+            # adopted flow had only one, a switch lost one); send the pair again
+            resend = now - rec.rules_sent > RULES_RESEND_AFTER_S
+        else:
+            rec = self.flows.resume(reverse_key=reverse_key)
+            if rec is None:
+                out.handled = False
+                return out
+            out.kinds.append("resumed")
+            resend = True
+        if not connected(rec.dpid):
+            return out   # the edge switch is away; its reconnection restores the rules
+        c = self.cfg.controller
+        actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
+                                         rec.client_in_port)
+        rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
+        out.sends.append((rec.dpid, rules + ofwire.packet_out(
+            self.xid(rec.dpid), ofwire.OFPP_CONTROLLER, actions, data)))
+        return out
+
+    # ------------------------------------------------------------------ messages
+    def _start_flow(self, out: Result, dpid: int, in_port: int, data: bytes, f, proto: str,
+                    ms, backend: Backend, now: float) -> None:
+        cookie = self.flows.new_flow_id(ms.index, backend.order)
+        rec = FlowRecord(flow_id=cookie, dpid=dpid, protocol=proto, client_ip=f.ip_src,
+                         client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
+                         vport=f.dst_port, microservice=ms.name, instance=backend.name,
+                         server=backend.server, created=now, last_active=now,
+                         backend_ip=backend.ip, backend_port=backend.port)
+        # rules, barrier and the first packet in one write: the switch applies the rules
+        # before it sends the packet on. Built before the record is kept, so nothing is
+        # recorded for a flow whose rules could not be made.
+        messages = self.nat_rules(dpid, rec, now) + self.first_packet(dpid, in_port, data, rec)
+        self.flows.add(rec)
+        out.sends.append((dpid, messages))
+
+    def nat_rules(self, dpid: int, rec: FlowRecord, now: float) -> bytes:
+        """The flow's rule pair and a barrier; reverse rule first, so the instance's answer
+        is rewritten as soon as it comes."""
+        backend = self.backends[rec.instance]
+        rec.rules_sent = now
+        c = self.cfg.controller
+        return ofwire.nat_messages(
+            lambda: self.xid(dpid), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
+            rec.flow_id | (DIR_REVERSE << 44), PRIO_NAT, c.idle_timeout_s, c.hard_timeout_s,
+            rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,
+            backend.mac, backend.ip, backend.port,
+            self.port_towards(dpid, self.instances[backend.name]))
+
+    def first_packet(self, dpid: int, in_port: int, data: bytes, rec: FlowRecord) -> bytes:
+        backend = self.backends[rec.instance]
+        actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,
+                                         rec.vport,
+                                         self.port_towards(dpid, self.instances[backend.name]))
+        return ofwire.packet_out(self.xid(dpid), in_port, actions, data)
+
+    def tcp_reset(self, dpid: int, in_port: int, f: ofwire.Frame) -> bytes:
+        """A RST answering segment f (which carries an ACK), from where f was sent to, out of
+        the port f came in on (RFC 9293: seq = the segment's acknowledgment number)."""
+        frame = ofwire.tcp_frame(f.eth_src, self.cfg.controller.vip_mac, f.ip_dst, f.ip_src,
+                                 f.dst_port, f.src_port, f.tcp_ack, flags=ofwire.TCP_RST,
+                                 window=0)
+        return ofwire.packet_out(self.xid(dpid), ofwire.OFPP_CONTROLLER,
+                                 ofwire.action_output(in_port), frame)
+
+    def port_towards(self, dpid: int, inst) -> int:
+        """The instance's own port on its switch; elsewhere the trunk towards its switch
+        (from the configuration), else where its MAC was learned."""
+        if inst.dpid == dpid:
+            return inst.switch_port
+        port = self.next_hop.get((dpid, inst.dpid))
+        if port is None:
+            port = self.mac_to_port.get(dpid, {}).get(inst.mac)
+        if port is None:
+            raise LookupError(f"no path from switch {dpid} to {inst.name}")
+        return port
