@@ -276,6 +276,9 @@ class MalbController(app_manager.RyuApp):
         working on the rules they have."""
         dp = ev.msg.datapath
         ofp, parser = dp.ofproto, dp.ofproto_parser
+        # known from now on, not only from MAIN_DISPATCHER: the NAT rules restored below take
+        # their transaction ids through self.datapaths (FlowPath's xid)
+        self.datapaths[dp.id] = dp
         self.mac_to_port.setdefault(dp.id, {})
         to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
         self._table_miss(dp, meter=None)
