@@ -1,6 +1,7 @@
-"""OpenFlow 1.3 messages of the new-flow path built as bytes, and the frames the platform
-sends (ARP answers, health probes, resets; benchmark and test traffic) built and parsed with
-struct.
+"""OpenFlow 1.3 messages built as bytes (the new-flow path's, and every other message the
+controller core sends: base rules, meters, select groups, statistics requests), and the
+frames the platform sends (ARP answers, health probes, resets; benchmark and test traffic)
+built and parsed with struct.
 
 The new-flow path (packet-in -> rule pair -> barrier -> packet-out) is MALB's hot path.
 Building its messages with Ryu's generic classes costs about 2 ms per flow (OXM objects,
@@ -15,20 +16,33 @@ import struct
 from typing import NamedTuple
 
 OFP_VERSION = 0x04
-OFPT_PACKET_OUT, OFPT_FLOW_MOD, OFPT_BARRIER_REQUEST = 13, 14, 20
-OFPFC_ADD = 0
+OFPT_PACKET_OUT, OFPT_FLOW_MOD, OFPT_GROUP_MOD, OFPT_MULTIPART_REQUEST = 13, 14, 15, 18
+OFPT_BARRIER_REQUEST, OFPT_METER_MOD = 20, 29
+OFPFC_ADD, OFPFC_DELETE = 0, 3
 OFPFF_SEND_FLOW_REM = 1
 OFP_NO_BUFFER = 0xFFFFFFFF
-OFPP_CONTROLLER = 0xFFFFFFFD
-OFPCML_MAX = 0xFFE5
-OFPIT_APPLY_ACTIONS = 4
-OFPAT_OUTPUT, OFPAT_SET_FIELD = 0, 25
+OFP_DEFAULT_PRIORITY = 0x8000
+OFPP_FLOOD, OFPP_CONTROLLER, OFPP_ANY = 0xFFFFFFFB, 0xFFFFFFFD, 0xFFFFFFFF
+OFPG_ANY = 0xFFFFFFFF
+OFPTT_ALL = 0xFF
+OFPCML_MAX, OFPCML_NO_BUFFER = 0xFFE5, 0xFFFF
+OFPIT_GOTO_TABLE, OFPIT_APPLY_ACTIONS, OFPIT_METER = 1, 4, 6
+OFPAT_OUTPUT, OFPAT_GROUP, OFPAT_SET_FIELD = 0, 22, 25
+OFPGC_ADD, OFPGC_MODIFY, OFPGC_DELETE = 0, 1, 2
+OFPGT_SELECT = 1
+OFPMC_ADD, OFPMC_MODIFY = 0, 1
+OFPMF_PKTPS, OFPMF_BURST = 1 << 1, 1 << 2
+OFPMBT_DROP = 1
+OFPMP_FLOW, OFPMP_PORT_STATS, OFPMP_GROUP_FEATURES, OFPMP_METER_FEATURES = 1, 4, 8, 11
+OFPRR_IDLE_TIMEOUT, OFPRR_HARD_TIMEOUT, OFPRR_DELETE = 0, 1, 2
+OFPPR_DELETE = 1
+OFPPS_LINK_DOWN = 1
 OFPMT_OXM = 1
 OXM_CLASS = 0x8000
 # OXM field numbers and value sizes (OpenFlow 1.3, section 7.2.3.7)
 OXM = {"in_port": (0, 4), "eth_dst": (3, 6), "eth_src": (4, 6), "eth_type": (5, 2),
        "ip_proto": (10, 1), "ipv4_src": (11, 4), "ipv4_dst": (12, 4), "tcp_src": (13, 2),
-       "tcp_dst": (14, 2), "udp_src": (15, 2), "udp_dst": (16, 2)}
+       "tcp_dst": (14, 2), "udp_src": (15, 2), "udp_dst": (16, 2), "arp_tpa": (23, 4)}
 ETH_TYPE_IP, ETH_TYPE_ARP, ETH_TYPE_LLDP = 0x0800, 0x0806, 0x88CC
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
 IPPROTO = {"tcp": IPPROTO_TCP, "udp": IPPROTO_UDP}
@@ -38,13 +52,17 @@ def _value(name: str, value) -> bytes:
     field, size = OXM[name]
     if name.startswith("eth_") and name != "eth_type":
         return bytes.fromhex(value.replace(":", ""))
-    if name.startswith("ipv4_"):
+    if name.startswith("ipv4_") or name.startswith("arp_"):
         return socket.inet_aton(value)
     return value.to_bytes(size, "big")
 
 
 def oxm(name: str, value) -> bytes:
+    """One OXM TLV; a (value, mask) pair gives the masked form (value, then mask)."""
     field, size = OXM[name]
+    if isinstance(value, tuple):
+        return struct.pack("!HBB", OXM_CLASS, field << 1 | 1, 2 * size) + \
+            _value(name, value[0]) + _value(name, value[1])
     return struct.pack("!HBB", OXM_CLASS, field << 1, size) + _value(name, value)
 
 
@@ -71,8 +89,21 @@ def action_set_field(name: str, value) -> bytes:
         b"\0" * (length - 4 - len(field))
 
 
+def action_group(group_id: int) -> bytes:
+    return struct.pack("!HHI", OFPAT_GROUP, 8, group_id)
+
+
 def apply_actions(actions: bytes) -> bytes:
     return struct.pack("!HH4x", OFPIT_APPLY_ACTIONS, 8 + len(actions)) + actions
+
+
+def instructions(actions: bytes, meter: int | None = None, goto: int | None = None) -> bytes:
+    """Meter, apply-actions, goto-table: in that order, as the shell used to list them."""
+    out = b"" if meter is None else struct.pack("!HHI", OFPIT_METER, 8, meter)
+    out += apply_actions(actions)
+    if goto is not None:
+        out += struct.pack("!HHB3x", OFPIT_GOTO_TABLE, 8, goto)
+    return out
 
 
 def header(msg_type: int, length: int, xid: int) -> bytes:
@@ -80,12 +111,57 @@ def header(msg_type: int, length: int, xid: int) -> bytes:
 
 
 def flow_mod(xid: int, cookie: int, priority: int, match_fields: dict, actions: bytes,
-             idle_timeout: int = 0, hard_timeout: int = 0, flags: int = 0) -> bytes:
+             idle_timeout: int = 0, hard_timeout: int = 0, flags: int = 0, table: int = 0,
+             meter: int | None = None, goto: int | None = None) -> bytes:
+    """An ADD with apply-actions (and a meter, a goto-table when given)."""
     # out_port and out_group are ignored by ADD; 0, as Ryu sends them
-    body = struct.pack("!QQBBHHHIIIH2x", cookie, 0, 0, OFPFC_ADD, idle_timeout, hard_timeout,
-                       priority, OFP_NO_BUFFER, 0, 0, flags)
-    rest = match(match_fields) + apply_actions(actions)
+    body = struct.pack("!QQBBHHHIIIH2x", cookie, 0, table, OFPFC_ADD, idle_timeout,
+                       hard_timeout, priority, OFP_NO_BUFFER, 0, 0, flags)
+    rest = match(match_fields) + instructions(actions, meter, goto)
     return header(OFPT_FLOW_MOD, 8 + len(body) + len(rest), xid) + body + rest
+
+
+def flow_delete(xid: int, cookie: int, cookie_mask: int, table: int = 0) -> bytes:
+    """A DELETE of every rule whose cookie matches (any match, port and group)."""
+    body = struct.pack("!QQBBHHHIIIH2x", cookie, cookie_mask, table, OFPFC_DELETE, 0, 0,
+                       OFP_DEFAULT_PRIORITY, OFP_NO_BUFFER, OFPP_ANY, OFPG_ANY, 0)
+    rest = match({})
+    return header(OFPT_FLOW_MOD, 8 + len(body) + len(rest), xid) + body + rest
+
+
+def meter_mod(xid: int, command: int, flags: int, meter_id: int, rate: int,
+              burst: int) -> bytes:
+    """One meter with one drop band."""
+    band = struct.pack("!HHII4x", OFPMBT_DROP, 16, rate, burst)
+    body = struct.pack("!HHI", command, flags, meter_id) + band
+    return header(OFPT_METER_MOD, 8 + len(body), xid) + body
+
+
+def bucket(actions: bytes, weight: int = 1, watch_port: int = OFPP_ANY,
+           watch_group: int = OFPG_ANY) -> bytes:
+    return struct.pack("!HHII4x", 16 + len(actions), weight, watch_port, watch_group) + \
+        actions
+
+
+def group_mod(xid: int, command: int, group_type: int, group_id: int,
+              buckets: bytes = b"") -> bytes:
+    body = struct.pack("!HBxI", command, group_type, group_id) + buckets
+    return header(OFPT_GROUP_MOD, 8 + len(body), xid) + body
+
+
+def multipart_request(xid: int, mp_type: int, body: bytes = b"") -> bytes:
+    return header(OFPT_MULTIPART_REQUEST, 16 + len(body), xid) + \
+        struct.pack("!HH4x", mp_type, 0) + body
+
+
+def flow_stats_request(xid: int, cookie: int, cookie_mask: int) -> bytes:
+    """Statistics of the rules of every table whose cookie matches."""
+    return multipart_request(xid, OFPMP_FLOW, struct.pack(
+        "!B3xII4xQQ", OFPTT_ALL, OFPP_ANY, OFPG_ANY, cookie, cookie_mask) + match({}))
+
+
+def port_stats_request(xid: int) -> bytes:
+    return multipart_request(xid, OFPMP_PORT_STATS, struct.pack("!I4x", OFPP_ANY))
 
 
 def packet_out(xid: int, in_port: int, actions: bytes, data: bytes) -> bytes:

@@ -130,3 +130,90 @@ def test_frames_the_controller_sends_are_what_ryu_builds_and_parses():
     f = ofwire.parse_frame(frame)
     assert (f.ip_src, f.src_port, f.tcp_seq, f.tcp_flags) == ("10.0.0.100", 8002, 123456,
                                                               ofwire.TCP_RST)
+
+
+# ---------------------------------------------------------------- the core's other messages
+def _apply(actions):
+    return [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
+
+
+def test_base_rules_with_masks_meters_and_goto_match_ryu():
+    to_ctl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+    ctl = ofwire.action_output(ofwire.OFPP_CONTROLLER, ofwire.OFPCML_NO_BUFFER)
+    cases = [
+        (parser.OFPFlowMod(DP, table_id=1, priority=0, match=parser.OFPMatch(),
+                           instructions=[parser.OFPInstructionMeter(2)] + _apply(to_ctl)),
+         ofwire.flow_mod(9, 0, 0, {}, ctl, table=1, meter=2)),
+        (parser.OFPFlowMod(DP, priority=100, match=parser.OFPMatch(eth_type=0x806,
+                                                                   arp_tpa="10.0.0.100"),
+                           instructions=_apply(to_ctl)),
+         ofwire.flow_mod(9, 0, 100, {"eth_type": 0x806, "arp_tpa": "10.0.0.100"}, ctl)),
+        (parser.OFPFlowMod(DP, priority=101, match=parser.OFPMatch(
+            eth_type=0x800, ip_proto=6, ipv4_dst="10.0.0.100", tcp_dst=(0xF000, 0xFC00)),
+            instructions=_apply(to_ctl)),
+         ofwire.flow_mod(9, 0, 101, {"eth_type": 0x800, "ip_proto": 6,
+                                     "ipv4_dst": "10.0.0.100", "tcp_dst": (0xF000, 0xFC00)},
+                         ctl)),
+        (parser.OFPFlowMod(DP, priority=150, match=parser.OFPMatch(
+            eth_type=0x800, ip_proto=17, ipv4_src="10.0.1.2", udp_src=53,
+            ipv4_dst=("10.0.200.0", "255.255.255.0")), instructions=_apply(to_ctl)),
+         ofwire.flow_mod(9, 0, 150, {"eth_type": 0x800, "ip_proto": 17, "ipv4_src": "10.0.1.2",
+                                     "udp_src": 53,
+                                     "ipv4_dst": ("10.0.200.0", "255.255.255.0")}, ctl)),
+        (parser.OFPFlowMod(DP, priority=170, cookie=0x4D44000200000003,
+                           match=parser.OFPMatch(eth_type=0x800),
+                           instructions=_apply([parser.OFPActionSetField(
+                               eth_src="02:00:00:00:00:64")]) +
+                           [parser.OFPInstructionGotoTable(1)]),
+         ofwire.flow_mod(9, 0x4D44000200000003, 170, {"eth_type": 0x800},
+                         ofwire.action_set_field("eth_src", "02:00:00:00:00:64"), goto=1)),
+        (parser.OFPFlowMod(DP, priority=120, match=parser.OFPMatch(eth_dst="02:00:00:01:01:02"),
+                           instructions=_apply([parser.OFPActionGroup(0x4D001)]),
+                           idle_timeout=300),
+         ofwire.flow_mod(9, 0, 120, {"eth_dst": "02:00:00:01:01:02"},
+                         ofwire.action_group(0x4D001), idle_timeout=300)),
+        (parser.OFPFlowMod(DP, table_id=0, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                           out_group=ofp.OFPG_ANY, cookie=0x4D44000100000002,
+                           cookie_mask=0xFFFFFFFFFFFFFFFF, match=parser.OFPMatch()),
+         ofwire.flow_delete(9, 0x4D44000100000002, 0xFFFFFFFFFFFFFFFF)),
+    ]
+    for ryu, mine in cases:
+        assert mine == ryu_bytes(ryu, 9)
+
+
+def test_meters_groups_and_statistics_requests_match_ryu():
+    band = parser.OFPMeterBandDrop(rate=200, burst_size=200)
+    flags = ofp.OFPMF_PKTPS | ofp.OFPMF_BURST
+    assert ofwire.meter_mod(3, ofwire.OFPMC_MODIFY, flags, 1, 200, 200) == \
+        ryu_bytes(parser.OFPMeterMod(DP, ofp.OFPMC_MODIFY, flags, 1, [band]), 3)
+    buckets = [parser.OFPBucket(weight=1, watch_port=4, watch_group=ofp.OFPG_ANY,
+                                actions=[parser.OFPActionSetField(eth_dst="02:00:00:01:01:02"),
+                                         parser.OFPActionOutput(4, ofp.OFPCML_NO_BUFFER)]),
+               parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY, watch_group=ofp.OFPG_ANY,
+                                actions=[parser.OFPActionOutput(ofp.OFPP_CONTROLLER,
+                                                                ofp.OFPCML_NO_BUFFER)])]
+    mine = (ofwire.bucket(ofwire.action_set_field("eth_dst", "02:00:00:01:01:02") +
+                          ofwire.action_output(4, ofwire.OFPCML_NO_BUFFER), watch_port=4) +
+            ofwire.bucket(ofwire.action_output(ofwire.OFPP_CONTROLLER,
+                                               ofwire.OFPCML_NO_BUFFER)))
+    assert ofwire.group_mod(4, ofwire.OFPGC_ADD, ofwire.OFPGT_SELECT, 0x4D001, mine) == \
+        ryu_bytes(parser.OFPGroupMod(DP, ofp.OFPGC_ADD, ofp.OFPGT_SELECT, 0x4D001, buckets), 4)
+    assert ofwire.group_mod(4, ofwire.OFPGC_DELETE, ofwire.OFPGT_SELECT, 0x4D001) == \
+        ryu_bytes(parser.OFPGroupMod(DP, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT, 0x4D001, []), 4)
+    assert ofwire.multipart_request(5, ofwire.OFPMP_METER_FEATURES) == \
+        ryu_bytes(parser.OFPMeterFeaturesStatsRequest(DP, 0), 5)
+    assert ofwire.multipart_request(5, ofwire.OFPMP_GROUP_FEATURES) == \
+        ryu_bytes(parser.OFPGroupFeaturesStatsRequest(DP, 0), 5)
+    assert ofwire.port_stats_request(6) == \
+        ryu_bytes(parser.OFPPortStatsRequest(DP, 0, ofp.OFPP_ANY), 6)
+    cookie, mask = 0x4D4C000000000003, (0xFFFF << 48) | 7
+    assert ofwire.flow_stats_request(7, cookie, mask) == ryu_bytes(parser.OFPFlowStatsRequest(
+        DP, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, mask, parser.OFPMatch()), 7)
+
+
+def test_l2_packet_out_matches_ryu():
+    data = b"\x01" * 60
+    ryu = parser.OFPPacketOut(DP, buffer_id=ofp.OFP_NO_BUFFER, in_port=3,
+                              actions=[parser.OFPActionOutput(ofp.OFPP_FLOOD)], data=data)
+    assert ofwire.packet_out(8, 3, ofwire.action_output(ofwire.OFPP_FLOOD), data) == \
+        ryu_bytes(ryu, 8)
