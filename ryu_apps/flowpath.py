@@ -33,7 +33,7 @@ FLOW_CAP_LOG_EVERY_S = 10
 
 @dataclass
 class Result:
-    """What the shell does with one packet-in."""
+    """What the shell does with one event (here a packet-in; ryu_apps/core.py: any)."""
     sends: list[tuple[int, bytes]] = field(default_factory=list)   # (dpid, messages)
     kinds: list[str] = field(default_factory=list)     # malb_packet_in_total kinds
     decision: Decision | None = None
@@ -41,6 +41,11 @@ class Result:
     no_backend: str | None = None       # the microservice that had no healthy instance
     warnings: list[str] = field(default_factory=list)
     handled: bool = True                # False: not a NATed flow's packet (plain L2)
+    infos: list[str] = field(default_factory=list)     # lines to log at INFO
+    # metric updates: ("set" | "inc", metric name, label values, value)
+    metrics: list[tuple[str, str, tuple, float]] = field(default_factory=list)
+    latency: bool = False               # a VIP packet: the shell times it to the send
+    next_in_s: float | None = None      # a loop step: when the next one is due
 
 
 def next_hops(cfg) -> dict[tuple[int, int], int]:

@@ -55,6 +55,11 @@ class HealthTracker:
             return None
         return self._result(entry[0], ok, now, detail or ("answered" if ok else "refused"))
 
+    def record(self, instance: str, ok: bool, now: float, detail: str = ""
+               ) -> tuple[str, bool] | None:
+        """A result known without a probe token (the caller judged it)."""
+        return self._result(instance, ok, now, detail or ("answered" if ok else "refused"))
+
     def expire(self, now: float) -> list[tuple[str, bool]]:
         """Probes older than the timeout count as failures."""
         changes = []
