@@ -1,0 +1,287 @@
+"""A fake OpenFlow 1.3 network for unit tests, in the spirit of faucet's FakeOFTable: the
+bytes a controller sends are decoded (flow mods by Ryu's parser, as a switch would; group
+mods, meter mods, statistics requests and packet-outs by struct here, since Ryu parses only
+what switches send) and applied to per-switch tables, groups and meters, which then answer
+"where does this packet go, rewritten how", across trunks from switch to switch."""
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from typing import NamedTuple
+
+from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+from ryu_apps import ofwire
+
+CONTROLLER = ofp.OFPP_CONTROLLER
+
+
+class _Datapath:
+    ofproto, ofproto_parser = ofp, parser
+
+
+class PacketOut(NamedTuple):
+    in_port: int
+    actions: list
+    data: bytes
+
+
+class GroupMod(NamedTuple):
+    command: int
+    group_type: int
+    group_id: int
+    buckets: list          # (weight, watch_port, actions)
+
+
+class MeterMod(NamedTuple):
+    command: int
+    flags: int
+    meter_id: int
+    bands: list            # (type, rate, burst)
+
+
+class Request(NamedTuple):
+    mp_type: int
+    body: bytes
+
+
+def _actions(buf: bytes, start: int, end: int) -> list:
+    out, pos = [], start
+    while pos < end:
+        action = parser.OFPAction.parser(buf, pos)
+        out.append(action)
+        pos += action.len
+    return out
+
+
+def decode(buf: bytes) -> list:
+    """Concatenated OpenFlow messages -> flow mods (Ryu's parser), packet-outs, group and
+    meter mods, statistics requests; barriers skipped."""
+    out, off = [], 0
+    while off < len(buf):
+        version, msg_type, length, xid = ofproto_parser.header(buf[off:])
+        body = buf[off:off + length]
+        if msg_type == ofp.OFPT_PACKET_OUT:
+            _, in_port, actions_len = struct.unpack_from("!IIH", body, 8)
+            out.append(PacketOut(in_port, _actions(body, 24, 24 + actions_len),
+                                 body[24 + actions_len:]))
+        elif msg_type == ofp.OFPT_FLOW_MOD:
+            out.append(ofproto_parser.msg(_Datapath(), version, msg_type, length, xid, body))
+        elif msg_type == ofp.OFPT_GROUP_MOD:
+            command, gtype, gid = struct.unpack_from("!HBxI", body, 8)
+            buckets, pos = [], 16
+            while pos < length:
+                blen, weight, watch_port, _ = struct.unpack_from("!HHII", body, pos)
+                buckets.append((weight, watch_port, _actions(body, pos + 16, pos + blen)))
+                pos += blen
+            out.append(GroupMod(command, gtype, gid, buckets))
+        elif msg_type == ofp.OFPT_METER_MOD:
+            command, flags, mid = struct.unpack_from("!HHI", body, 8)
+            bands = [struct.unpack_from("!HHII", body, pos) for pos in range(16, length, 16)]
+            out.append(MeterMod(command, flags, mid, [(t, rate, burst)
+                                                      for t, _, rate, burst in bands]))
+        elif msg_type == ofp.OFPT_MULTIPART_REQUEST:
+            out.append(Request(struct.unpack_from("!H", body, 8)[0], body[16:]))
+        off += length
+    return out
+
+
+def fields_of(frame: bytes) -> dict:
+    """A frame as the match fields a switch sees."""
+    f = ofwire.parse_frame(frame)
+    pkt = {"eth_src": f.eth_src, "eth_dst": f.eth_dst, "eth_type": f.eth_type}
+    if f.eth_type == ofwire.ETH_TYPE_ARP:
+        pkt.update(arp_op=f.arp_op, arp_spa=f.arp_spa, arp_tpa=f.arp_tpa, arp_sha=f.arp_sha)
+    elif f.eth_type == ofwire.ETH_TYPE_IP:
+        l4 = "tcp" if f.ip_proto == 6 else "udp"
+        pkt.update(ip_proto=f.ip_proto, ipv4_src=f.ip_src, ipv4_dst=f.ip_dst,
+                   **{f"{l4}_src": f.src_port, f"{l4}_dst": f.dst_port})
+        if f.ip_proto == 6:
+            pkt.update(tcp_flags=f.tcp_flags, tcp_seq=f.tcp_seq, tcp_ack=f.tcp_ack)
+    return pkt
+
+
+def frame_of(pkt: dict) -> bytes:
+    """Match fields back to a frame (what a switch puts in a packet-in)."""
+    if pkt["eth_type"] == ofwire.ETH_TYPE_ARP:
+        return ofwire.arp_frame(pkt["arp_op"], pkt["eth_src"], pkt["arp_spa"],
+                                pkt.get("arp_tha", "00:00:00:00:00:00"), pkt["arp_tpa"],
+                                eth_dst=pkt["eth_dst"])
+    if "ipv4_src" not in pkt:
+        return ofwire.ethernet(pkt["eth_dst"], pkt["eth_src"], pkt["eth_type"], b"\0" * 46)
+    if pkt.get("ip_proto") == 6:
+        return ofwire.tcp_frame(pkt["eth_dst"], pkt["eth_src"], pkt["ipv4_src"],
+                                pkt["ipv4_dst"], pkt["tcp_src"], pkt["tcp_dst"],
+                                pkt.get("tcp_seq", 1), pkt.get("tcp_ack", 0),
+                                pkt.get("tcp_flags", ofwire.TCP_ACK))
+    return ofwire.ethernet(pkt["eth_dst"], pkt["eth_src"], ofwire.ETH_TYPE_IP,
+                           ofwire.udp_datagram(pkt["ipv4_src"], pkt["ipv4_dst"],
+                                               pkt["udp_src"], pkt["udp_dst"], b"x"))
+
+
+def _matches(match: dict, pkt: dict) -> bool:
+    for k, v in match.items():
+        if k not in pkt:
+            return False
+        if isinstance(v, tuple):
+            value, mask = v
+            if isinstance(value, str):
+                net = ipaddress.ip_network(f"{value}/{mask}", strict=False)
+                if ipaddress.ip_address(pkt[k]) not in net:
+                    return False
+            elif pkt[k] & mask != value & mask:
+                return False
+        elif pkt[k] != v:
+            return False
+    return True
+
+
+class Rule(NamedTuple):
+    table: int
+    priority: int
+    match: dict
+    actions: list
+    cookie: int
+    meter: int | None
+    goto: int | None
+    idle_timeout: int
+    flags: int
+
+
+class FakeSwitch:
+    """One switch: tables of rules, select groups, meters; what it was asked for."""
+
+    def __init__(self, dpid: int):
+        self.dpid = dpid
+        self.rules: list[Rule] = []
+        self.groups: dict[int, list] = {}
+        self.meters: dict[int, list] = {}
+        self.requests: list[Request] = []
+        self.packet_outs: list[PacketOut] = []
+
+    def apply(self, buf: bytes) -> list:
+        msgs = decode(buf)
+        for m in msgs:
+            if isinstance(m, parser.OFPFlowMod):
+                self._flow_mod(m)
+            elif isinstance(m, GroupMod):
+                if m.command == ofp.OFPGC_DELETE:
+                    self.groups.pop(m.group_id, None)
+                else:
+                    assert m.group_type == ofp.OFPGT_SELECT
+                    self.groups[m.group_id] = m.buckets
+            elif isinstance(m, MeterMod):
+                self.meters[m.meter_id] = m.bands
+            elif isinstance(m, Request):
+                self.requests.append(m)
+            elif isinstance(m, PacketOut):
+                self.packet_outs.append(m)
+        return msgs
+
+    def _flow_mod(self, m) -> None:
+        if m.command == ofp.OFPFC_DELETE:
+            mask = m.cookie_mask
+            self.rules = [r for r in self.rules
+                          if not (r.table == m.table_id and r.cookie & mask == m.cookie & mask)]
+            return
+        match = dict(m.match.items())
+        actions, meter, goto = [], None, None
+        for i in m.instructions:
+            if isinstance(i, parser.OFPInstructionActions):
+                actions += i.actions
+            elif isinstance(i, parser.OFPInstructionMeter):
+                meter = i.meter_id
+            elif isinstance(i, parser.OFPInstructionGotoTable):
+                goto = i.table_id
+        # an ADD of the same table, priority and match replaces the rule
+        self.rules = [r for r in self.rules
+                      if (r.table, r.priority, r.match) != (m.table_id, m.priority, match)]
+        self.rules.append(Rule(m.table_id, m.priority, match, actions, m.cookie, meter, goto,
+                               m.idle_timeout, m.flags))
+
+    def lookup(self, pkt: dict, table: int = 0) -> Rule | None:
+        return max((r for r in self.rules if r.table == table and _matches(r.match, pkt)),
+                   key=lambda r: r.priority, default=None)
+
+    def remove(self, cookie: int) -> Rule | None:
+        """A rule times out (the switch would send flow-removed)."""
+        rule = next((r for r in self.rules if r.cookie == cookie), None)
+        if rule is not None:
+            self.rules.remove(rule)
+        return rule
+
+    def nat_rules(self) -> list[Rule]:
+        return [r for r in self.rules if r.cookie >> 48 == 0x4D4C]
+
+    def process(self, pkt: dict) -> list[tuple[int, dict, Rule | None]]:
+        """Through the pipeline: the (out port, packet, rule that sent it) of every output;
+        [] for a drop or a miss without a table-miss rule."""
+        table, pkt, outs = 0, dict(pkt), []
+        while True:
+            rule = self.lookup(pkt, table)
+            if rule is None:
+                return outs
+            outs += self.run(rule.actions, pkt, rule)
+            if rule.goto is None:
+                return outs
+            table = rule.goto
+
+    def run(self, actions, pkt: dict, rule: Rule | None = None) -> list:
+        outs = []
+        for a in actions:
+            if isinstance(a, parser.OFPActionSetField):
+                pkt[a.key] = a.value
+            elif isinstance(a, parser.OFPActionOutput):
+                outs.append((a.port, dict(pkt), rule))
+            elif isinstance(a, parser.OFPActionGroup):
+                buckets = self.groups[a.group_id]
+                # the flow's 5-tuple picks a bucket (OVS hashes it; any even hash will do)
+                key = "|".join(str(pkt.get(k)) for k in ("ipv4_src", "ipv4_dst", "ip_proto",
+                                                         "tcp_src", "tcp_dst", "udp_src",
+                                                         "udp_dst"))
+                _, _, bucket_actions = buckets[zlib.crc32(key.encode()) % len(buckets)]
+                outs += self.run(bucket_actions, pkt, rule)
+        return outs
+
+
+class FakeNetwork:
+    """Switches joined by the configuration's trunks. A packet goes from switch to switch
+    until it leaves on a host port, reaches the controller, or is dropped."""
+
+    def __init__(self, cfg):
+        self.switches = {s.dpid: FakeSwitch(s.dpid) for s in cfg.testbed.switches}
+        dpid = {s.name: s.dpid for s in cfg.testbed.switches}
+        self.trunk: dict[tuple[int, int], tuple[int, int]] = {}
+        for t in cfg.testbed.trunks:
+            self.trunk[(dpid[t.a], t.a_port)] = (dpid[t.b], t.b_port)
+            self.trunk[(dpid[t.b], t.b_port)] = (dpid[t.a], t.a_port)
+        self.delivered: list[tuple[int, int, dict]] = []    # packet-outs that left a host port
+
+    def send(self, dpid: int, in_port: int, pkt: dict, hops: int = 8) -> list:
+        """Where pkt, entering switch dpid on in_port, ends up: a list of (dpid, port, packet,
+        rule, in_port there); port CONTROLLER for a packet-in."""
+        ends = []
+        for port, out, rule in self.switches[dpid].process({**pkt, "in_port": in_port}):
+            out.pop("in_port", None)
+            if (dpid, port) in self.trunk and hops:
+                peer, peer_port = self.trunk[(dpid, port)]
+                ends += self.send(peer, peer_port, out, hops - 1)
+            else:
+                ends.append((dpid, port, out, rule, in_port))
+        return ends
+
+    def apply(self, sends) -> None:
+        """What the controller sent: tables changed, packet-outs sent on their way."""
+        for dpid, buf in sends:
+            for m in self.switches[dpid].apply(buf):
+                if not isinstance(m, PacketOut):
+                    continue
+                pkt = fields_of(m.data)
+                for port, out, _ in self.switches[dpid].run(m.actions, pkt):
+                    if (dpid, port) in self.trunk:
+                        peer, peer_port = self.trunk[(dpid, port)]
+                        for end in self.send(peer, peer_port, out):
+                            self.delivered.append(end[:3])
+                    else:
+                        self.delivered.append((dpid, port, out))

@@ -1,0 +1,508 @@
+"""The controller core (ryu_apps/core.py) against a fake network (tests/unit/fakeswitch.py):
+every event goes in as the shell would pass it, the OpenFlow bytes that come out are decoded
+and applied to fake switches, and the tests ask those switches where packets go."""
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+
+import pytest
+
+from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
+from ryu_apps import ofwire
+from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, ControllerCore, FlowStat, \
+    PortStat
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE
+from ryu_apps.policy import Backend
+from tests.unit.fakeswitch import CONTROLLER, FakeNetwork, fields_of, frame_of
+
+NOW = 1_700_000_000.0
+VIP = "10.0.0.100"
+UDP_MS = {"name": "dns", "abbrev": "dns", "port": 5353, "protocol": "udp", "flow_class": "short"}
+
+
+def make(policy="srr", switches=1, microservices=None, health="none", connect=True,
+         **controller):
+    data = {"testbed": {"clients": 1, "switches": switches},
+            "microservices": microservices or copy.deepcopy(DEFAULT_MICROSERVICES),
+            "controller": {"health": {"method": health}, **controller}}
+    cfg = parse_config_file_data(data, "test.yaml")
+    ctl = new_core(cfg, policy)
+    net = FakeNetwork(cfg)
+    if connect:
+        for s in cfg.testbed.switches:
+            net.apply(ctl.switch_connected(s.dpid, NOW).sends)
+    return cfg, ctl, net
+
+
+def new_core(cfg, policy="srr"):
+    xids = itertools.count(1)
+    return ControllerCore(cfg, policy, xid=lambda dpid: next(xids), started=NOW,
+                          clock=lambda: NOW, rng=random.Random(1))
+
+
+def client_pkt(cfg, sport, port=8002, flags=ofwire.TCP_SYN, proto="tcp", ack=0) -> dict:
+    c = cfg.testbed.clients[0]
+    if proto == "udp":
+        return fields_of(ofwire.ethernet(cfg.controller.vip_mac, c.mac, ofwire.ETH_TYPE_IP,
+                                         ofwire.udp_datagram(c.ip, VIP, sport, port, b"x")))
+    return fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, c.mac, c.ip, VIP, sport, port,
+                                      1000, ack=ack, flags=flags))
+
+
+def answer_of(pkt: dict, flags=ofwire.TCP_ACK | ofwire.TCP_SYN) -> dict:
+    l4 = "tcp" if pkt["ip_proto"] == 6 else "udp"
+    out = {"eth_type": 0x0800, "ip_proto": pkt["ip_proto"], "eth_src": pkt["eth_dst"],
+           "eth_dst": pkt["eth_src"], "ipv4_src": pkt["ipv4_dst"], "ipv4_dst": pkt["ipv4_src"],
+           f"{l4}_src": pkt[f"{l4}_dst"], f"{l4}_dst": pkt[f"{l4}_src"]}
+    if l4 == "tcp":
+        out.update(tcp_flags=flags, tcp_seq=5, tcp_ack=0)
+    return out
+
+
+def inject(ctl, net, dpid, in_port, pkt, now=NOW):
+    """A packet enters the network: where it leaves (dpid, port, packet), the controller's
+    results for the packet-ins it caused (their messages applied)."""
+    leaves, results = [], []
+    for d, port, out, _rule, at in net.send(dpid, in_port, pkt):
+        if port == CONTROLLER:
+            r = ctl.packet_in(d, at, frame_of(out), now)
+            net.apply(r.sends)
+            results.append(r)
+        else:
+            leaves.append((d, port, out))
+    return leaves, results
+
+
+def from_client(cfg, ctl, net, pkt, now=NOW):
+    c = cfg.testbed.clients[0]
+    return inject(ctl, net, c.dpid, c.switch_port, pkt, now)
+
+
+def from_instance(cfg, ctl, net, inst, pkt, now=NOW):
+    return inject(ctl, net, inst.dpid, inst.switch_port, pkt, now)
+
+
+def instance_at(cfg, ip):
+    return next(i for i in cfg.slots if i.ip == ip)
+
+
+def new_flow(cfg, ctl, net, sport, port=8002, proto="tcp", now=NOW):
+    """A connection opens: its first packet reaches an instance through the controller.
+    Returns (the instance, the packet as the instance got it)."""
+    before = len(net.delivered)
+    leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport, port, proto=proto), now)
+    assert not leaves and [r.kinds for r in results] == [["new_flow"]]
+    (dpid, out_port, pkt), = net.delivered[before:]
+    inst = instance_at(cfg, pkt["ipv4_dst"])
+    assert (dpid, out_port, pkt["eth_dst"]) == (inst.dpid, inst.switch_port, inst.mac)
+    return inst, pkt
+
+
+def expire_flow(cfg, ctl, net, now):
+    """Every NAT rule idles out on the switch, which says so (flow-removed)."""
+    for sw in net.switches.values():
+        for rule in sw.nat_rules():
+            sw.remove(rule.cookie)
+            ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2, ofwire.OFPRR_IDLE_TIMEOUT, now)
+
+
+# ---------------------------------------------------------------- switch connected
+def test_a_connected_switch_sends_the_vips_to_the_controller_and_knows_every_host():
+    cfg, ctl, net = make()
+    sw = net.switches[1]
+    c = cfg.testbed.clients[0]
+    inst = cfg.instances_of("ui")[0]
+    # unknown destinations and the VIPs go to the controller; known hosts to their port
+    assert net.send(1, c.switch_port, {"eth_dst": "02:99:00:00:00:01", "eth_type": 0x86dd}
+                    )[0][1] == CONTROLLER
+    arp = fields_of(ofwire.arp_frame(ofwire.ARP_REQUEST, c.mac, c.ip, "00:00:00:00:00:00", VIP,
+                                     eth_dst="ff:ff:ff:ff:ff:ff"))
+    assert net.send(1, c.switch_port, arp)[0][1] == CONTROLLER
+    assert net.send(1, c.switch_port, client_pkt(cfg, 40000))[0][1] == CONTROLLER
+    to_inst = {"eth_dst": inst.mac, "eth_type": 0x0800, "ipv4_dst": inst.ip}
+    assert net.send(1, c.switch_port, to_inst)[0][1] == inst.switch_port
+    # an instance's answer no NAT rule rewrites comes to the controller, not out by L2
+    orphan = answer_of(client_pkt(cfg, 40000) | {"ipv4_dst": inst.ip, "eth_dst": inst.mac})
+    assert net.send(1, inst.switch_port, orphan)[0][1] == CONTROLLER
+    # and it asked what rules a previous controller left, and the ports' counters
+    assert [r.mp_type for r in sw.requests][-2:] == [ofwire.OFPMP_FLOW, ofwire.OFPMP_PORT_STATS]
+    assert ctl.status()["switches"] == ["0000000000000001"]
+
+
+def test_packet_ins_are_metered_when_the_switch_has_meters_and_only_then():
+    cfg, ctl, net = make(packet_in_limit_per_s=300)
+    sw = net.switches[1]
+    assert ofwire.OFPMP_METER_FEATURES in [r.mp_type for r in sw.requests]
+    assert all(r.meter is None for r in sw.rules)
+    r = ctl.meter_features(1, max_meter=0, band_types=0, capabilities=0, now=NOW)
+    assert r.warnings and not r.sends
+    net.apply(ctl.meter_features(1, 100, 1 << ofwire.OFPMBT_DROP, ofwire.OFPMF_PKTPS,
+                                 NOW).sends)
+    assert sw.meters == {PACKET_IN_METER: [(1, 300, 300)], MISS_METER: [(1, 300, 300)]}
+    c = cfg.testbed.clients[0]
+    (_, port, _, rule, _), = net.send(1, c.switch_port, client_pkt(cfg, 40000))
+    assert port == CONTROLLER and rule.meter == PACKET_IN_METER
+    (_, _, _, miss, _), = net.send(1, c.switch_port, {"eth_dst": "02:99:00:00:00:01",
+                                                       "eth_type": 0x86dd})
+    assert miss.meter == MISS_METER and miss.priority == 0
+    # health-probe answers go around the meter
+    inst = cfg.instances_of("ui")[0]
+    probe = {"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": inst.ip, "ipv4_dst": VIP,
+             "tcp_src": 8002, "tcp_dst": 0xF001, "eth_src": inst.mac, "eth_dst": "x"}
+    (_, port, _, rule, _), = net.send(1, inst.switch_port, probe)
+    assert port == CONTROLLER and rule.meter is None
+    assert ctl.status()["packet_in_limit_per_s"] == {"0000000000000001": 300}
+
+
+# ---------------------------------------------------------------- packet-ins
+def test_arp_for_a_vip_is_answered_with_the_vip_mac():
+    cfg, ctl, net = make()
+    c = cfg.testbed.clients[0]
+    arp = fields_of(ofwire.arp_frame(ofwire.ARP_REQUEST, c.mac, c.ip, "00:00:00:00:00:00", VIP,
+                                     eth_dst="ff:ff:ff:ff:ff:ff"))
+    _, (r,) = from_client(cfg, ctl, net, arp)
+    assert r.kinds == ["arp_vip"]
+    dpid, port, reply = net.delivered[-1]
+    assert (dpid, port) == (c.dpid, c.switch_port)
+    assert (reply["arp_op"], reply["arp_spa"], reply["arp_sha"], reply["eth_dst"]) == \
+        (ofwire.ARP_REPLY, VIP, cfg.controller.vip_mac, c.mac)
+
+
+@pytest.mark.parametrize("policy", ["srr", "ln", "malb", "malb-paper", "maglev"])
+def test_a_new_flow_under_every_policy_is_then_carried_by_the_switch_both_ways(policy):
+    cfg, ctl, net = make(policy)
+    c = cfg.testbed.clients[0]
+    inst, first = new_flow(cfg, ctl, net, 40000, port=8003)
+    assert first["tcp_dst"] == 8003 and ctl.decisions[-1]["policy"] == policy
+    # the next segment and the answer never reach the controller
+    (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, 40000, 8003, ofwire.TCP_ACK))
+    assert not results and leave[:2] == (inst.dpid, inst.switch_port)
+    (back,), results = from_instance(cfg, ctl, net, inst, answer_of(first))
+    assert not results and back[:2] == (c.dpid, c.switch_port)
+    assert (back[2]["ipv4_src"], back[2]["eth_src"], back[2]["tcp_src"]) == \
+        (VIP, cfg.controller.vip_mac, 8003)
+    assert ctl.status()["active_flows"] == 1
+
+
+def test_udp_and_an_instance_port_other_than_the_vip_port():
+    ms = copy.deepcopy(DEFAULT_MICROSERVICES) + [UDP_MS]
+    cfg, ctl, net = make(microservices=ms)
+    for name, b in list(ctl.backends.items()):     # ui's instances listen on 9002
+        if b.microservice == "ui":
+            ctl.backends[name] = Backend(b.name, b.microservice, b.server, b.ip, b.mac, 9002,
+                                         b.order)
+    c = cfg.testbed.clients[0]
+    inst, pkt = new_flow(cfg, ctl, net, 40005)
+    assert pkt["tcp_dst"] == 9002
+    (back,), _ = from_instance(cfg, ctl, net, inst, {**answer_of(pkt), "tcp_src": 9002})
+    assert back[2]["tcp_src"] == 8002 and back[2]["ipv4_src"] == VIP
+    inst, pkt = new_flow(cfg, ctl, net, 40006, port=5353, proto="udp")
+    assert inst.microservice == "dns" and pkt["udp_dst"] == 5353
+    (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, 40006, 5353, proto="udp"))
+    assert not results and leave[2]["ipv4_dst"] == inst.ip
+    (back,), _ = from_instance(cfg, ctl, net, inst, answer_of(pkt))
+    assert back[:2] == (c.dpid, c.switch_port) and back[2]["udp_src"] == 5353
+
+
+def test_an_instance_on_another_switch_is_reached_over_the_trunks_and_answers_back():
+    cfg, ctl, net = make(switches=3)
+    c = cfg.testbed.clients[0]
+    far = max(cfg.instances_of("ui"), key=lambda i: abs(i.dpid - c.dpid))
+    assert far.dpid != c.dpid
+    for b in ctl.core.pools["ui"]:
+        ctl.core.set_health(b.name, b.name == far.name)
+    inst, pkt = new_flow(cfg, ctl, net, 40007)
+    assert inst == far
+    (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, 40007, flags=ofwire.TCP_ACK))
+    assert not results and leave[:2] == (far.dpid, far.switch_port)
+    (back,), results = from_instance(cfg, ctl, net, far, answer_of(pkt))
+    assert not results and back[:2] == (c.dpid, c.switch_port) and back[2]["ipv4_src"] == VIP
+
+
+def test_a_flow_removed_ends_the_flow_and_its_next_segment_resumes_it_on_its_instance():
+    cfg, ctl, net = make()
+    inst, _ = new_flow(cfg, ctl, net, 40002)
+    expire_flow(cfg, ctl, net, NOW + 12)
+    assert ctl.status()["active_flows"] == 0
+    leaves, (r,) = from_client(cfg, ctl, net, client_pkt(cfg, 40002, flags=ofwire.TCP_ACK),
+                               NOW + 13)
+    assert r.kinds == ["resumed"] and r.decision is None and not leaves
+    assert net.delivered[-1][2]["ipv4_dst"] == inst.ip
+    assert len(net.switches[1].nat_rules()) == 2 and ctl.status()["active_flows"] == 1
+
+
+def test_an_orphan_answer_resumes_its_flow_and_reaches_the_client_as_the_vip():
+    cfg, ctl, net = make()
+    c = cfg.testbed.clients[0]
+    inst, pkt = new_flow(cfg, ctl, net, 40004)
+    expire_flow(cfg, ctl, net, NOW + 12)
+    leaves, (r,) = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK), NOW + 13)
+    assert r.kinds == ["resumed"] and not leaves
+    dpid, port, back = net.delivered[-1]
+    assert (dpid, port, back["ipv4_src"], back["tcp_src"]) == (c.dpid, c.switch_port, VIP, 8002)
+    # the rules are back: the next answer needs no controller
+    (again,), results = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK))
+    assert not results and again[2]["ipv4_src"] == VIP
+
+
+def test_a_segment_nobody_owns_gets_a_reset_and_unknown_hosts_are_flooded_then_learned():
+    cfg, ctl, net = make()
+    c = cfg.testbed.clients[0]
+    _, (r,) = from_client(cfg, ctl, net, client_pkt(cfg, 40003, flags=ofwire.TCP_ACK, ack=77))
+    assert r.kinds == ["tcp_not_syn"]
+    _, port, rst = net.delivered[-1]
+    assert port == c.switch_port and rst["tcp_flags"] & ofwire.TCP_RST and rst["tcp_seq"] == 77
+    a, b = "02:99:00:00:00:0a", "02:99:00:00:00:0b"
+    _, (r,) = inject(ctl, net, 1, 7, {"eth_src": a, "eth_dst": b, "eth_type": 0x88B5})
+    assert r.kinds == ["l2"] and net.delivered[-1][1] == ofwire.OFPP_FLOOD
+    inject(ctl, net, 1, 8, {"eth_src": b, "eth_dst": a, "eth_type": 0x88B5})
+    assert net.delivered[-1][1] == 7                # learned: sent to a's port
+    (leave,), results = inject(ctl, net, 1, 8, {"eth_src": b, "eth_dst": a, "eth_type": 0x88B5})
+    assert not results and leave[1] == 7            # and a rule carries the rest
+
+
+# ---------------------------------------------------------------- reconnect, restart
+def test_a_reconnected_switch_gets_the_nat_rules_of_flows_under_way_back():
+    cfg, ctl, net = make()
+    inst, _ = new_flow(cfg, ctl, net, 40010)
+    r = ctl.switch_gone(1, NOW + 1)
+    assert r.warnings and ctl.status()["switches"] == []
+    net.switches[1].rules.clear()                  # it restarted with empty tables
+    net.apply(ctl.switch_connected(1, NOW + 2).sends)
+    (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, 40010, flags=ofwire.TCP_ACK))
+    assert not results and leave[2]["ipv4_dst"] == inst.ip
+
+
+def test_a_restarted_controller_adopts_the_rules_it_finds_and_resumes_their_flows():
+    cfg, ctl, net = make()
+    inst, pkt = new_flow(cfg, ctl, net, 40011)
+    rules = net.switches[1].nat_rules()
+    # a new controller: the switch keeps its rules and reports them (flow statistics)
+    ctl = new_core(cfg)
+    net.apply(ctl.switch_connected(1, NOW + 5).sends)
+    entries = [FlowStat(r.cookie, 5.0, 1000, 10, r.match,
+                        tuple(a.port for a in r.actions if hasattr(a, "port"))) for r in rules]
+    out = ctl.flow_stats(1, entries + [FlowStat(0x1234, 1.0, 0, 0, {})], NOW + 5)
+    assert len(out.infos) == 1 and ("set", "malb_active_flows", (), 1) in out.metrics
+    assert ctl.instances_view()[inst.name]["active_flows"] == 1
+    # the adopted flow's rules idle out; its next segment resumes it on the same instance
+    expire_flow(cfg, ctl, net, NOW + 20)
+    _, (r,) = from_client(cfg, ctl, net, client_pkt(cfg, 40011, flags=ofwire.TCP_ACK), NOW + 21)
+    assert r.kinds == ["resumed"] and net.delivered[-1][2]["ipv4_dst"] == inst.ip
+    c = cfg.testbed.clients[0]
+    (back,), _ = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK), NOW + 21)
+    assert back[:2] == (c.dpid, c.switch_port)
+
+
+def test_orphan_answers_wait_for_their_edge_switch_to_come_back():
+    cfg, ctl, net = make()
+    inst, pkt = new_flow(cfg, ctl, net, 40012)
+    expire_flow(cfg, ctl, net, NOW + 12)
+    ctl.switch_gone(1, NOW + 12)
+    r = ctl.packet_in(1, inst.switch_port, frame_of(answer_of(pkt, ofwire.TCP_ACK)), NOW + 13)
+    assert r.kinds == ["resumed"] and not r.sends
+
+
+# ---------------------------------------------------------------- statistics
+def test_the_timer_polls_flow_statistics_in_slices_with_ports_once_per_cycle():
+    cfg, ctl, net = make(monitoring_period_s=3)
+    for sport in range(41000, 41100):        # 100 flows, 200 rules: 8 slices of ~32
+        new_flow(cfg, ctl, net, sport, port=8001)
+    sw = net.switches[1]
+    sw.requests.clear()
+    steps = [ctl.poll_stats(NOW + k) for k in range(9)]
+    for s in steps:
+        net.apply(s.sends)
+    flows = [r for r in sw.requests if r.mp_type == ofwire.OFPMP_FLOW]
+    ports = [r for r in sw.requests if r.mp_type == ofwire.OFPMP_PORT_STATS]
+    # cookie and mask (body bytes 16-31): the NAT cookie space, one slice of the low bits
+    cookies = [(int.from_bytes(r.body[16:24], "big"), int.from_bytes(r.body[24:32], "big"))
+               for r in flows]
+    assert [c & 7 for c, _ in cookies] == [0, 1, 2, 3, 4, 5, 6, 7, 0]
+    assert all(c >> 48 == COOKIE_BASE >> 48 and m == (0xFFFF << 48) | 7 for c, m in cookies)
+    assert len(ports) == 2 and steps[0].next_in_s == pytest.approx(3 / 8)
+
+
+def test_port_statistics_give_each_server_its_network_utilisation():
+    cfg, ctl, net = make()
+    inst = cfg.instances_of("ui")[0]
+    ctl.port_stats(1, [PortStat(inst.switch_port, 0, 0), PortStat(99, 0, 0)], NOW)
+    mbit = cfg.server(inst.server).network_mbit
+    ctl.port_stats(1, [PortStat(inst.switch_port, int(mbit * 1e6 / 8), 0),
+                       PortStat(99, 10**9, 0)], NOW + 2)     # half the capacity over 2 s
+    srv = ctl.status()["servers"][inst.server]
+    assert srv["net_switch"] == pytest.approx(50, abs=1)
+    ports = ctl.profiler_report(NOW + 3)[0]["ports"]
+    assert {(p["port"], p["instance"]) for p in ports} == {(inst.switch_port, inst.name),
+                                                           (99, None)}
+
+
+# ---------------------------------------------------------------- profiler
+def test_profiler_answers_set_weights_and_classes_and_bad_ones_change_nothing():
+    ms = copy.deepcopy(DEFAULT_MICROSERVICES)
+    next(m for m in ms if m["name"] == "ui")["flow_class"] = "auto"
+    cfg, ctl, net = make(policy="malb", microservices=ms)
+    new_flow(cfg, ctl, net, 40020)
+    before = ctl.status()
+    bodies = ctl.profiler_report(NOW + 3)
+    assert len(bodies[0]["flows"]) == 1 and bodies[0]["pairs"]["edges"]
+    # not JSON objects: a failed exchange, nothing changes, the report goes out again
+    r = ctl.profiler_answer([1, 2], {"servers": {}}, NOW + 3)
+    assert r.warnings and ctl.status()["profiler"]["reachable"] is False
+    assert ctl.status()["microservices"] == before["microservices"]
+    assert not ctl.profiler_failed("connection refused", NOW + 3).warnings   # said once
+    bodies = ctl.profiler_report(NOW + 6)
+    assert len(bodies[0]["flows"]) == 1
+    ctl.profiler_pairs_sent(NOW + 6)
+    good = {"microservices": {"ui": {"weights": {"alpha": 1, "beta": 0, "gamma": 3},
+                                     "flow_class": "short"}}}
+    r = ctl.profiler_answer(good, {"servers": {}}, NOW + 6)
+    assert r.infos == ["profiler reachable again"] and not r.warnings
+    st = ctl.status()["microservices"]["ui"]
+    assert st["weights"] == {"alpha": 0.25, "beta": 0.0, "gamma": 0.75}
+    assert (st["weights_source"], st["flow_class"], st["flow_class_source"]) == \
+        ("profiler", "short", "profiler")
+    applied = ctl.status()["microservices"]
+    bad = {"microservices": {"ui": {"weights": {"alpha": -1, "beta": 0, "gamma": 3},
+                                    "flow_class": "long"}}}
+    r = ctl.profiler_answer(bad, {"servers": {}}, NOW + 9)
+    assert r.warnings and ctl.status()["microservices"] == applied
+
+
+# ---------------------------------------------------------------- health
+def test_an_instance_that_stops_answering_probes_gets_no_new_flows_until_it_answers():
+    cfg, ctl, net = make(health="tcp")
+    down = cfg.instances_of("ui")[0]
+    t = NOW
+    for _ in range(2):               # two rounds: every instance but one answers
+        r = ctl.probe_health(t)
+        net.apply(r.sends)
+        probes = net.delivered[-len(cfg.instances):]
+        assert {(d, p) for d, p, _ in probes} == {(i.dpid, i.switch_port) for i in cfg.instances}
+        for dpid, port, syn in probes:
+            inst = instance_at(cfg, syn["ipv4_dst"])
+            assert syn["tcp_flags"] == ofwire.TCP_SYN and syn["ipv4_src"] == VIP
+            if inst != down:
+                _, (a,) = from_instance(cfg, ctl, net, inst, answer_of(syn), t + 0.1)
+                assert a.kinds == ["health"]
+                assert net.delivered[-1][2]["tcp_flags"] & ofwire.TCP_RST   # half-open closed
+        t += 2
+        net.apply(ctl.expire_health(t - 0.5).sends)
+    assert ctl.instances_view()[down.name]["healthy"] is False
+    for sport in range(42000, 42040):
+        assert new_flow(cfg, ctl, net, sport)[0] != down
+    # it answers again: back in the pool
+    net.apply(ctl.probe_health(t).sends)
+    syn = next(p for d, port, p in reversed(net.delivered) if p.get("ipv4_dst") == down.ip)
+    from_instance(cfg, ctl, net, down, answer_of(syn), t + 0.1)
+    assert ctl.instances_view()[down.name]["healthy"] is True
+    r = ctl.health_result(down.name, False, "refused", t + 1)
+    r = ctl.health_result(down.name, False, "refused", t + 1)
+    assert ("set", "malb_instance_healthy", (down.name,), 0) in r.metrics
+
+
+def test_a_port_going_down_takes_its_instance_out_at_once():
+    cfg, ctl, net = make(health="arp")
+    inst = cfg.instances_of("ui")[1]
+    r = ctl.port_status(inst.dpid, inst.switch_port, 2, ofwire.OFPPS_LINK_DOWN, NOW)
+    assert r.warnings and ctl.instances_view()[inst.name]["healthy"] is False
+    assert not ctl.port_status(1, 99, 2, ofwire.OFPPS_LINK_DOWN, NOW).warnings
+    # ARP probes bring it back
+    net.apply(ctl.probe_health(NOW + 1).sends)
+    req = next(p for d, port, p in net.delivered if p.get("arp_tpa") == inst.ip)
+    reply = fields_of(ofwire.arp_frame(ofwire.ARP_REPLY, inst.mac, inst.ip, req["eth_src"],
+                                       req["arp_spa"]))
+    _, (r,) = from_instance(cfg, ctl, net, inst, reply, NOW + 1.1)
+    assert r.kinds == ["health"] and ctl.instances_view()[inst.name]["healthy"] is True
+
+
+# ---------------------------------------------------------------- pools and policy
+def test_draining_removing_and_adding_instances():
+    cfg, ctl, net = make()
+    a, b = cfg.instances_of("ui")[:2]
+    ctl.set_draining(a.name, True, NOW)
+    assert all(new_flow(cfg, ctl, net, s)[0] != a for s in range(43000, 43012))
+    ctl.remove_instance(b.name, NOW)
+    assert b.name not in ctl.core.healthy
+    assert all(new_flow(cfg, ctl, net, s)[0] not in (a, b) for s in range(43100, 43112))
+    r = ctl.add_instance(b.name, NOW)
+    assert ("set", "malb_instance_healthy", (b.name,), 0) in r.metrics
+    with pytest.raises(KeyError):
+        ctl.add_instance("nope", NOW)
+    ctl.set_policy("ln", NOW)
+    assert new_flow(cfg, ctl, net, 43200)[0] and ctl.decisions[-1]["policy"] == "ln"
+
+
+# ---------------------------------------------------------------- data-plane mode
+def _dp_make(select=True, switches=1):
+    cfg, ctl, net = make(policy="maglev", switches=switches, health="tcp",
+                         dataplane={"short_flows": "switch", "table_size": 257})
+    for s in cfg.testbed.switches:
+        assert ofwire.OFPMP_GROUP_FEATURES in [r.mp_type for r in net.switches[s.dpid].requests]
+        net.apply(ctl.group_features(s.dpid, (1 << ofwire.OFPGT_SELECT) if select else 1,
+                                     8 if select else 0, NOW).sends)
+    return cfg, ctl, net
+
+
+def _reached(cfg, ctl, net, sports):
+    """Where the SYNs of new short flows end up, without the controller."""
+    hit = {}
+    for sport in sports:
+        (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, sport))
+        assert not results
+        inst = instance_at(cfg, leave[2]["ipv4_dst"])
+        assert leave[:2] == (inst.dpid, inst.switch_port) and leave[2]["eth_dst"] == inst.mac
+        hit[inst.name] = hit.get(inst.name, 0) + 1
+    return hit
+
+
+@pytest.mark.parametrize("switches", [1, 2])
+def test_short_flows_are_balanced_by_select_groups_and_a_down_instance_loses_its_buckets(
+        switches):
+    cfg, ctl, net = _dp_make(switches=switches)
+    c = cfg.testbed.clients[0]
+    hit = _reached(cfg, ctl, net, range(44000, 44200))
+    assert set(hit) == {i.name for i in cfg.instances_of("ui")}
+    # answers come back as the VIP through the stateless reverse rule and the host table
+    inst = cfg.instances_of("ui")[0]
+    ans = answer_of(client_pkt(cfg, 44000) | {"ipv4_dst": inst.ip, "eth_dst": inst.mac})
+    (back,), results = from_instance(cfg, ctl, net, inst, ans)
+    assert not results and back[:2] == (c.dpid, c.switch_port) and back[2]["ipv4_src"] == VIP
+    # long-flow services stay under per-flow control
+    new_flow(cfg, ctl, net, 44500, port=8003)
+    # the instance's port goes down: the buckets move, no new flow reaches it
+    r = ctl.port_status(inst.dpid, inst.switch_port, 2, ofwire.OFPPS_LINK_DOWN, NOW + 1)
+    net.apply(r.sends)
+    assert any(op == "inc" and name == "malb_dataplane_slots_moved_total"
+               for op, name, _, _ in r.metrics)
+    hit = _reached(cfg, ctl, net, range(45000, 45200))
+    assert inst.name not in hit and len(hit) == 3
+    assert ctl.status()["dataplane"]["microservices"]["ui"]["switches"] == \
+        [f"{s.dpid:016x}" for s in cfg.testbed.switches]
+
+
+def test_without_select_groups_short_flows_stay_under_per_flow_control():
+    cfg, ctl, net = _dp_make(select=False)
+    assert not net.switches[1].groups
+    new_flow(cfg, ctl, net, 46000)
+    assert ctl.status()["dataplane"]["switches_without_select_groups"] == ["0000000000000001"]
+
+
+def test_a_policy_without_data_plane_mode_takes_the_groups_away():
+    cfg, ctl, net = _dp_make()
+    assert net.switches[1].groups
+    net.apply(ctl.set_policy("srr", NOW + 1).sends)
+    assert not net.switches[1].groups
+    assert not [r for r in net.switches[1].rules if r.cookie >> 48 == 0x4D44]
+    new_flow(cfg, ctl, net, 46100)                 # the controller decides again
+
+
+def test_flow_records_carry_both_directions_cookies():
+    # the cookies the switch reports are the flow's id with the direction in bit 44
+    cfg, ctl, net = make()
+    new_flow(cfg, ctl, net, 40030)
+    cookies = {r.cookie for r in net.switches[1].nat_rules()}
+    fid = next(iter(ctl.flows.flows))
+    assert cookies == {fid | DIR_FORWARD << 44, fid | DIR_REVERSE << 44}
