@@ -1,55 +1,24 @@
 """The new-flow path (ryu_apps/flowpath.py) against a fake flow table: the OpenFlow messages
 it emits are decoded (Ryu's parser, as a switch would) and applied to a table that answers
-"where does this packet go, rewritten how" (in the spirit of faucet's FakeOFTable)."""
+"where does this packet go, rewritten how" (in the spirit of faucet's FakeOFTable). The
+whole controller core runs against a fuller fake network in test_core.py."""
 from __future__ import annotations
 
 import copy
 import itertools
-import struct
-from typing import NamedTuple
 
 import pytest
-from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+from ryu.ofproto import ofproto_v1_3_parser as parser
 
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from ryu_apps import ofwire
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowTable
 from ryu_apps.policy import Backend, PolicyCore
+from tests.unit.fakeswitch import PacketOut, decode
 
 NOW = 1_700_000_000.0
 VIP = "10.0.0.100"
-
-
-class _Datapath:
-    ofproto, ofproto_parser = ofp, parser
-
-
-class PacketOut(NamedTuple):
-    in_port: int
-    actions: list
-    data: bytes
-
-
-def decode(buf: bytes) -> list:
-    """Concatenated OpenFlow messages -> flow mods (Ryu's parser), packet-outs (parsed here:
-    Ryu parses only what switches send) and barriers (skipped)."""
-    out, off = [], 0
-    while off < len(buf):
-        version, msg_type, length, xid = ofproto_parser.header(buf[off:])
-        body = buf[off:off + length]
-        if msg_type == ofp.OFPT_PACKET_OUT:
-            _, in_port, actions_len = struct.unpack_from("!IIH", body, 8)
-            actions, pos = [], 24
-            while pos < 24 + actions_len:
-                action = parser.OFPAction.parser(body, pos)
-                actions.append(action)
-                pos += action.len
-            out.append(PacketOut(in_port, actions, body[24 + actions_len:]))
-        elif msg_type == ofp.OFPT_FLOW_MOD:
-            out.append(ofproto_parser.msg(_Datapath(), version, msg_type, length, xid, body))
-        off += length
-    return out
 
 
 def _fields(frame: bytes) -> dict:
