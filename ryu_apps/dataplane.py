@@ -134,7 +134,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Bucket:
-    """A select-group bucket: set these fields, then output (plain data; the shell packs)."""
+    """A select-group bucket: set these fields, then output (plain data; core.py packs)."""
     instance: str
     set_fields: tuple[tuple[str, object], ...]
     out_port: int
@@ -174,7 +174,7 @@ def vip_match(protocol: str, vip: str, vport: int) -> dict:
 def reverse_rule(protocol: str, inst_ip: str, inst_port: int, block: str, vip_mac: str,
                  vip: str, vport: int) -> tuple[dict, tuple[tuple[str, object], ...]]:
     """(match, fields to set) of the stateless reverse NAT of one instance's answers towards
-    one /24 of callers on this switch; the shell then goes to the host table."""
+    one /24 of callers on this switch; core.py then goes to the host table."""
     match = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO[protocol], "ipv4_src": inst_ip,
              f"{protocol}_src": inst_port, "ipv4_dst": (block, "255.255.255.0")}
     fields: list[tuple[str, object]] = [("eth_src", vip_mac), ("ipv4_src", vip)]

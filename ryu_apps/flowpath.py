@@ -1,9 +1,10 @@
 """The controller's new-flow path as plain Python (issue 13, item 1, its first part): a
 packet-in to a VIP, or an instance's answer that no rule rewrites, goes in with the time;
 the OpenFlow messages to send (bytes, per switch), the packet-in kinds to count, the
-decision and any warning come out. No Ryu import, no clock read, no send: ryu_apps/malb.py
-decodes the event, calls this, sends what it returns. tests/unit/test_flowpath.py runs it
-against a fake flow table that applies the messages and answers where a packet goes.
+decision and any warning come out. No Ryu import, no clock read, no send: the controller
+core (ryu_apps/core.py) calls this from its packet-in event and the Ryu shell sends what it
+returns. tests/unit/test_flowpath.py runs it against a fake flow table that applies the
+messages and answers where a packet goes.
 
 What it decides (docs/controller.md, "How a decision is made" and "Connections that
 outlive their rules"):

@@ -98,7 +98,7 @@ def apply_actions(actions: bytes) -> bytes:
 
 
 def instructions(actions: bytes, meter: int | None = None, goto: int | None = None) -> bytes:
-    """Meter, apply-actions, goto-table: in that order, as the shell used to list them."""
+    """Meter, apply-actions, goto-table: in that order (as Ryu serialises a list in that order)."""
     out = b"" if meter is None else struct.pack("!HHI", OFPIT_METER, 8, meter)
     out += apply_actions(actions)
     if goto is not None:
