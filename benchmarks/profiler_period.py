@@ -13,7 +13,7 @@ What runs is the profiler service itself (profiler/service.py, ProfilerService):
   container);
 - its ``POST /flows`` handler behind its real HTTP server on loopback, fed by the
   controller's own flow table (ryu_apps/flows.py: ``FlowTable.take_report`` and
-  ``as_record``, in chunks of ``REPORT_CHUNK`` records as ryu_apps/malb.py sends them). The
+  ``as_record``, in chunks of ``REPORT_CHUNK`` records as ryu_apps/core.py builds them). The
   table holds ``--flows`` active flows (video and back-end types, their lengths drawn around
   ``MEAN_ACTIVE_S``), replaces those that end, and adds ``SHORT_PER_PERIOD`` short flows
   that start and end within a period, every period;
@@ -67,7 +67,7 @@ DEFAULT_OUT = os.path.join("results", "bench")
 N_SERVERS = 4
 PERIOD_S = 3.0
 SEED = 20240501
-REPORT_CHUNK = 200          # ryu_apps/malb.py: flow records per POST
+REPORT_CHUNK = 200          # ryu_apps/core.py: flow records per POST
 MEAN_ACTIVE_S = 120.0       # how long an active (video, back-end) flow lasts on average
 SHORT_PER_PERIOD = 300      # short (ui) flows that start and end within one period
 TARGET_SHARE = 0.10         # of one core, at 1000 microservices and 20,000 active flows

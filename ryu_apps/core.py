@@ -180,11 +180,12 @@ class ControllerCore:
         self.switches.add(dpid)
         self.mac_to_port.setdefault(dpid, {})
         x = self.xid
-        buf = self._table_miss(dpid, meter=None) + self._vip_rules(dpid, meter=None)
+        # parts joined once: a reconnection may restore thousands of NAT rules
+        buf = [self._table_miss(dpid, meter=None), self._vip_rules(dpid, meter=None)]
         self.metered.discard(dpid)
         if self.cfg.controller.packet_in_limit_per_s:
             # metered once the switch says it has meters (meter_features)
-            buf += ofwire.multipart_request(x(dpid), ofwire.OFPMP_METER_FEATURES)
+            buf.append(ofwire.multipart_request(x(dpid), ofwire.OFPMP_METER_FEATURES))
         # Every host the configuration knows gets a rule towards it on every switch (its own
         # port, or the trunk towards its switch): traffic crossing switches, such as an
         # instance's answers to a caller on another switch, never waits for the controller.
@@ -192,8 +193,8 @@ class ControllerCore:
         for mac, (host_dpid, port) in self.host_at.items():
             to = port if host_dpid == dpid else self.next_hop.get((dpid, host_dpid))
             for table in ((0, HOST_TABLE) if self.dp_mode else (0,)) if to is not None else ():
-                buf += ofwire.flow_mod(x(dpid), 0, PRIO_HOSTS, {"eth_dst": mac},
-                                       ofwire.action_output(to), table=table)
+                buf.append(ofwire.flow_mod(x(dpid), 0, PRIO_HOSTS, {"eth_dst": mac},
+                                           ofwire.action_output(to), table=table))
         # Answers of instances that no NAT rule rewrites (the connection outlived its rules'
         # idle timeout) come to the controller, not out through L2 with the instance's address.
         # Only for callers on this switch, where the flow's NAT happens: answers passing
@@ -201,22 +202,22 @@ class ControllerCore:
         for block in self.local_blocks.get(dpid, ()):
             for inst in self.cfg.slots:
                 ms = self.cfg.microservice(inst.microservice)
-                buf += ofwire.flow_mod(x(dpid), 0, PRIO_ORPHAN, {
+                buf.append(ofwire.flow_mod(x(dpid), 0, PRIO_ORPHAN, {
                     "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
                     "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port,
-                    "ipv4_dst": (block, "255.255.255.0")}, TO_CONTROLLER)
+                    "ipv4_dst": (block, "255.255.255.0")}, TO_CONTROLLER))
         if self.dp_mode:
             # whether the switch has select groups decides per-flow or data-plane mode
             self.dp_installed[dpid] = {}
             self.group_capable.pop(dpid, None)
-            buf += ofwire.multipart_request(x(dpid), ofwire.OFPMP_GROUP_FEATURES)
+            buf.append(ofwire.multipart_request(x(dpid), ofwire.OFPMP_GROUP_FEATURES))
         restored = 0
         for rec in self.flows.active(dpid):
-            buf += self.path.nat_rules(dpid, rec, now)
+            buf.append(self.path.nat_rules(dpid, rec, now))
             restored += 1
         # learn what rules a previous controller left (restart)
-        buf += self._stats_requests(dpid)
-        out.sends.append((dpid, buf))
+        buf.append(self._stats_requests(dpid))
+        out.sends.append((dpid, b"".join(buf)))
         out.infos.append(f"switch {dpid:016x} connected: base rules installed, {restored} "
                          f"NAT flows restored")
         return out
@@ -356,7 +357,7 @@ class ControllerCore:
                                     inst.switch_port if inst.dpid == dpid else None)
 
         packed: dict[object, bytes] = {}
-        buckets = b""
+        parts = []
         for bk in dataplane.buckets(view, m.protocol, m.port, target_of,
                                     ofwire.OFPP_CONTROLLER):
             one = packed.get(bk)
@@ -365,7 +366,8 @@ class ControllerCore:
                     b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) +
                     ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER),
                     watch_port=ofwire.OFPP_ANY if bk.watch_port is None else bk.watch_port)
-            buckets += one
+            parts.append(one)
+        buckets = b"".join(parts)
         gid = DP_GROUP_BASE + m.index
         commands = (ofwire.OFPGC_ADD, ofwire.OFPGC_MODIFY) if first else (ofwire.OFPGC_MODIFY,)
         # ADD then MODIFY: a group a previous controller left is replaced (ADD fails on it)
