@@ -506,3 +506,29 @@ def test_flow_records_carry_both_directions_cookies():
     cookies = {r.cookie for r in net.switches[1].nat_rules()}
     fid = next(iter(ctl.flows.flows))
     assert cookies == {fid | DIR_FORWARD << 44, fid | DIR_REVERSE << 44}
+
+
+def test_a_drained_instances_slots_pass_through_the_controller_for_a_grace_period():
+    cfg, ctl, net = _dp_make()
+    a = cfg.instances_of("ui")[0]
+    net.apply(ctl.set_draining(a.name, True, NOW).sends)
+    # segments of connections under way in a moving slot stay with their old owner...
+    kept = 0
+    for sport in range(47000, 47100):
+        leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport, flags=ofwire.TCP_ACK))
+        if results:
+            assert results[0].kinds == ["dp_transition"] and not leaves
+            assert net.delivered[-1][2]["ipv4_dst"] == a.ip
+            kept += 1
+        else:
+            assert instance_at(cfg, leaves[0][2]["ipv4_dst"]) != a
+    assert 10 < kept < 45           # about a quarter of the slots were a's
+    # ...and new connections there get a decision, never the drained instance
+    for sport in range(47100, 47200):
+        leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport))
+        ends = [net.delivered[-1][2]] if results else [leaves[0][2]]
+        assert instance_at(cfg, ends[0]["ipv4_dst"]) != a
+    # after the grace period no bucket goes to the controller any more
+    net.apply(ctl.sync_dataplane(NOW + cfg.controller.idle_timeout_s + 1).sends)
+    assert _reached(cfg, ctl, net, range(48000, 48100)).keys() == \
+        {i.name for i in cfg.instances_of("ui")} - {a.name}
