@@ -1,0 +1,154 @@
+"""The Ryu shell (ryu_apps/malb.py) without ryu-manager: the app is built with its sockets,
+threads and REST registration stubbed, Ryu events (Ryu's own message classes where they
+matter) go to its handlers, and what it sends to a fake datapath is applied to a fake switch.
+This checks the shell's decoding and sending; the core's behaviour is test_core.py's."""
+from __future__ import annotations
+
+import os
+import types
+
+import pytest
+from ryu.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
+from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+from ryu_apps import ofwire
+from tests.unit.fakeswitch import CONTROLLER, FakeSwitch, fields_of
+
+NOW = 1_700_000_000.0
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Datapath:
+    """What the shell uses of Ryu's Datapath: id, ofproto, xid, send, send_msg."""
+
+    def __init__(self, dpid):
+        self.id, self.ofproto, self.ofproto_parser, self.xid = dpid, ofp, parser, 0
+        self.switch = FakeSwitch(dpid)
+
+    def send(self, buf):
+        self.switch.apply(buf)
+
+    def send_msg(self, msg):          # the shell should send bytes only
+        raise AssertionError(f"send_msg({type(msg).__name__})")
+
+
+def event(dp, **fields):
+    return types.SimpleNamespace(msg=types.SimpleNamespace(datapath=dp, **fields))
+
+
+@pytest.fixture
+def app(monkeypatch):
+    from ryu import cfg
+    from ryu_apps import malb
+    monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
+    for name in ("MALB_POLICY", "MALB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(malb.listeners, "reserve", lambda ports: None)
+    monkeypatch.setattr(malb.hub, "spawn", lambda *a, **k: None)
+    monkeypatch.setattr(malb.gc, "freeze", lambda: None)
+    monkeypatch.setattr("ryu_apps.rest.register_rest", lambda *a, **k: None)
+    monkeypatch.setattr(malb.time, "time", lambda: NOW)
+    yield malb.MalbController(wsgi=None)
+    for name in ("wsapi_host", "wsapi_port", "ofp_tcp_listen_port"):
+        cfg.CONF.clear_override(name)
+
+
+def connect(app, dpid=1):
+    dp = Datapath(dpid)
+    app._switch_features(event(dp))
+    app._state_change(types.SimpleNamespace(datapath=dp, state=MAIN_DISPATCHER))
+    return dp
+
+
+def syn(app, sport):
+    c = app.cfg.testbed.clients[0]
+    ms = app.cfg.microservice("ui")
+    return c, ofwire.tcp_frame(app.cfg.controller.vip_mac, c.mac, c.ip, ms.vip, sport, ms.port,
+                               1, flags=ofwire.TCP_SYN)
+
+
+def test_a_switch_connects_and_a_new_flow_is_sent_counted_and_timed(app):
+    dp = connect(app)
+    sw = dp.switch
+    assert app.status()["switches"] == ["0000000000000001"]
+    assert sw.lookup({"eth_type": 0x88B5, "eth_dst": "x"}).actions[0].port == CONTROLLER
+    # the meter features reply, as Ryu parses it
+    app._meter_features(event(dp, body=[parser.OFPMeterFeaturesStats(
+        max_meter=8, band_types=1 << ofp.OFPMBT_DROP, capabilities=ofp.OFPMF_PKTPS,
+        max_bands=1, max_color=0)]))
+    assert set(sw.meters) == {1, 2}
+    app._group_features(event(dp, body=parser.OFPGroupFeaturesStats(
+        types=1 << ofp.OFPGT_SELECT, capabilities=0, max_groups=[8, 8, 8, 8],
+        actions=[0, 0, 0, 0])))
+    c, frame = syn(app, 40000)
+    app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame))
+    assert len(sw.nat_rules()) == 2
+    port, pkt = sw.run(sw.packet_outs[-1].actions, fields_of(frame))[0][:2]
+    assert pkt["ipv4_dst"] != app.cfg.microservice("ui").vip and port != CONTROLLER
+    metrics = app.metrics.render()
+    assert 'malb_packet_in_total{kind="new_flow"} 1' in metrics
+    assert "malb_decision_latency_seconds_count 1" in metrics
+    assert app.decisions[-1]["client"] == f"{c.ip}:40000"
+
+
+def test_statistics_removals_and_port_events_are_decoded(app):
+    dp = connect(app)
+    c, frame = syn(app, 40001)
+    app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame))
+    rules = dp.switch.nat_rules()
+    # a restarted controller learns the flow from the switch's flow statistics reply
+    from ryu_apps import malb
+    fresh = malb.MalbController(wsgi=None)
+    dp2 = connect(fresh)
+    body = [parser.OFPFlowStats(table_id=0, duration_sec=4, duration_nsec=0, priority=200,
+                                idle_timeout=10, hard_timeout=0, flags=1, cookie=r.cookie,
+                                packet_count=3, byte_count=300,
+                                match=parser.OFPMatch(**r.match),
+                                instructions=[parser.OFPInstructionActions(
+                                    ofp.OFPIT_APPLY_ACTIONS, r.actions)])
+            for r in rules]
+    fresh._flow_stats(event(dp2, body=body))
+    assert fresh.status()["active_flows"] == 1
+    assert "malb_active_flows 1" in fresh.metrics.render()
+    for r in rules:
+        fresh._flow_removed(event(dp2, cookie=r.cookie, duration_sec=9, duration_nsec=0,
+                                  byte_count=900, packet_count=9,
+                                  reason=ofp.OFPRR_IDLE_TIMEOUT))
+    assert fresh.status()["active_flows"] == 0
+    # port counters and a port going down
+    inst = app.cfg.instances_of("ui")[0]
+    for k in range(2):
+        app._port_stats(event(dp, body=[types.SimpleNamespace(
+            port_no=inst.switch_port, rx_bytes=k * 10**6, tx_bytes=0)]))
+    app._port_status(event(dp, reason=ofp.OFPPR_MODIFY, desc=types.SimpleNamespace(
+        port_no=inst.switch_port, state=ofp.OFPPS_LINK_DOWN)))
+    assert app.instances_view()[inst.name]["healthy"] is False
+    assert f'malb_instance_healthy{{instance="{inst.name}"}} 0' in app.metrics.render()
+    app._state_change(types.SimpleNamespace(datapath=dp, state=DEAD_DISPATCHER))
+    assert app.status()["switches"] == []
+
+
+def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monkeypatch):
+    from ryu_apps import malb
+    posted = []
+    answers = {"profiles": {"microservices": {"ui": {"weights": {"alpha": 0, "beta": 1,
+                                                                 "gamma": 0}}}},
+               "servers": {"servers": {}}}
+    monkeypatch.setattr(malb, "post_json", lambda url, body, timeout, token=None:
+                        posted.append((url, body)))
+    monkeypatch.setattr(malb, "get_json", lambda url, timeout: answers[url.rsplit("/")[-1]])
+    app.core.clock = lambda: NOW          # the weights' age is judged by the policy core
+    app._profiler_exchange(NOW, 1.0)
+    assert posted[0][0].endswith("/flows") and "pairs" in posted[0][1]
+    assert app.status()["microservices"]["ui"]["weights"]["beta"] == 1.0
+    assert app.status()["profiler"]["reachable"] is True
+
+    def refused(url, timeout):
+        raise malb.HttpError("refused")
+    monkeypatch.setattr(malb, "get_json", refused)
+    app._profiler_exchange(NOW + 3, 1.0)
+    assert app.status()["profiler"]["reachable"] is False
+    assert 'malb_profiler_requests_total{call="any",result="error"} 1' in app.metrics.render()
+    # REST's calls go through the core
+    app.set_draining("srv1-ui", True)
+    assert app.instances_view()["srv1-ui"]["draining"] is True
