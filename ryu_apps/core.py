@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from common.config import DATAPLANE_POLICIES, active_flow_refresh_s
 from common.netuse import network_percent
@@ -587,24 +587,27 @@ class ControllerCore:
         return Result()
 
     # ================================================================ profiler
-    def profiler_report(self, now: float) -> list[dict]:
+    def profiler_report(self, now: float) -> Iterator[dict]:
         """The bodies to POST to the profiler's /flows, in order (flow records in chunks;
-        ports and pairs with the first). Then profiler_pairs_sent() once the first is
-        accepted, and profiler_answer() or profiler_failed()."""
+        ports and pairs with the first), each built when the shell asks for it, so the JSON
+        work stays bounded between its posts (which yield to the event loop). Then
+        profiler_pairs_sent() once the first is accepted, and profiler_answer() or
+        profiler_failed()."""
         report = self.flows.take_report(now)
         pairs = self.flows.take_pairs()
         self._report = (report, pairs)
         idle = self.cfg.controller.idle_timeout_s
-        bodies = []
-        for start in range(0, max(1, len(report)), REPORT_CHUNK):
-            body = {"source": "malb-controller", "time": now,
-                    "flows": [r.as_record(idle, self.flows.epoch)
-                              for r in report[start:start + REPORT_CHUNK]]}
-            if start == 0:   # ports and pairs once per period, with the first chunk
-                body["ports"] = list(self.port_rates.values())
-                body["pairs"] = self._pairs_report(pairs, now)
-            bodies.append(body)
-        return bodies
+
+        def bodies() -> Iterator[dict]:
+            for start in range(0, max(1, len(report)), REPORT_CHUNK):
+                body = {"source": "malb-controller", "time": now,
+                        "flows": [r.as_record(idle, self.flows.epoch)
+                                  for r in report[start:start + REPORT_CHUNK]]}
+                if start == 0:   # ports and pairs once per period, with the first chunk
+                    body["ports"] = list(self.port_rates.values())
+                    body["pairs"] = self._pairs_report(pairs, now)
+                yield body
+        return bodies()
 
     def profiler_pairs_sent(self, now: float) -> None:
         """The first chunk arrived: its pairs count as reported, new ones from now on."""

@@ -334,7 +334,7 @@ def test_port_statistics_give_each_server_its_network_utilisation():
                        PortStat(99, 10**9, 0)], NOW + 2)     # half the capacity over 2 s
     srv = ctl.status()["servers"][inst.server]
     assert srv["net_switch"] == pytest.approx(50, abs=1)
-    ports = ctl.profiler_report(NOW + 3)[0]["ports"]
+    ports = next(ctl.profiler_report(NOW + 3))["ports"]
     assert {(p["port"], p["instance"]) for p in ports} == {(inst.switch_port, inst.name),
                                                            (99, None)}
 
@@ -346,14 +346,14 @@ def test_profiler_answers_set_weights_and_classes_and_bad_ones_change_nothing():
     cfg, ctl, net = make(policy="malb", microservices=ms)
     new_flow(cfg, ctl, net, 40020)
     before = ctl.status()
-    bodies = ctl.profiler_report(NOW + 3)
+    bodies = list(ctl.profiler_report(NOW + 3))
     assert len(bodies[0]["flows"]) == 1 and bodies[0]["pairs"]["edges"]
     # not JSON objects: a failed exchange, nothing changes, the report goes out again
     r = ctl.profiler_answer([1, 2], {"servers": {}}, NOW + 3)
     assert r.warnings and ctl.status()["profiler"]["reachable"] is False
     assert ctl.status()["microservices"] == before["microservices"]
     assert not ctl.profiler_failed("connection refused", NOW + 3).warnings   # said once
-    bodies = ctl.profiler_report(NOW + 6)
+    bodies = list(ctl.profiler_report(NOW + 6))
     assert len(bodies[0]["flows"]) == 1
     ctl.profiler_pairs_sent(NOW + 6)
     good = {"microservices": {"ui": {"weights": {"alpha": 1, "beta": 0, "gamma": 3},
