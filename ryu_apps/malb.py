@@ -51,7 +51,8 @@ from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, pars
     flow_id_of
 from ryu_apps import dataplane, listeners, maglev, ofwire
 from ryu_apps.health import HealthTracker
-from ryu_apps.policy import Backend, PolicyCore
+from ryu_apps.policy import backends_of, core_from_config
+from ryu_apps.profiles import apply_profiles
 
 CONF = cfg.CONF
 PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN = 10, 20, 100, 150    # PRIO_NAT: flowpath.py
@@ -138,19 +139,8 @@ class MalbController(app_manager.RyuApp):
         # ---- plain-Python cores. Every slot (a microservice on a server) is known: an
         # instance can join a pool at run time (a placement's move, REST).
         self.instances = {i.name: i for i in self.cfg.slots}
-        self.backends = {i.name: Backend(i.name, i.microservice, i.server, i.ip, i.mac,
-                                         self.cfg.microservice(i.microservice).port, i.slot)
-                         for i in self.cfg.slots}
-        pools = {m.name: [] for m in self.cfg.microservices}
-        for inst in self.cfg.instances:
-            pools[inst.microservice].append(self.backends[inst.name])
-        self.core = PolicyCore(
-            pools, {m.name: m.flow_class for m in self.cfg.microservices}, policy=policy,
-            server_stale_after_s=c.server_stale_after_s,
-            weights_stale_after_s=c.weights_stale_after_s,
-            pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s,
-            servers=[s.name for s in self.cfg.servers],
-            capacities={s.name: (s.cpu, s.memory_mb, s.network_mbit) for s in self.cfg.servers})
+        self.backends = backends_of(self.cfg)
+        self.core = core_from_config(self.cfg, policy, self.backends)
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=self.cfg.profiler.flow_threshold_s,
                                refresh_s=active_flow_refresh_s(self.cfg))
@@ -238,7 +228,7 @@ class MalbController(app_manager.RyuApp):
         from ryu_apps.rest import register_rest
         register_rest(kwargs["wsgi"], self)
         self.logger.info("MALB: %d microservices, %d instances on %d servers, policy %s, "
-                         "config %s", len(pools), len(self.instances), len(self.cfg.servers),
+                         "config %s", len(self.core.pools), len(self.instances), len(self.cfg.servers),
                          policy, self.cfg.source)
         self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop)]
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
@@ -804,39 +794,8 @@ class MalbController(app_manager.RyuApp):
         return {"interval_s": round(now - self._pairs_since, 3), "edges": rows}
 
     def _apply_profiles(self, profiles: dict, servers: dict, now: float) -> None:
-        weights, classes, per_flow, per_flow_abs, durations = {}, {}, {}, {}, {}
-        for name, p in (profiles.get("microservices") or {}).items():
-            if not isinstance(p, dict):
-                continue
-            w = p.get("weights") or {}
-            if all(isinstance(w.get(k), (int, float)) for k in ("alpha", "beta", "gamma")):
-                weights[name] = (w["alpha"], w["beta"], w["gamma"])
-            classes[name] = p.get("flow_class")
-            use = p.get("per_flow") or {}
-            if all(isinstance(use.get(k), (int, float)) for k in ("cpu", "mem", "net")):
-                per_flow[name] = (use["cpu"], use["mem"], use["net"])
-            if all(isinstance(use.get(k), (int, float)) for k in ("cores", "net_bytes_per_s")):
-                per_flow_abs[name] = (use["cores"], use["net_bytes_per_s"])
-            qs = (p.get("flows") or {}).get("quantiles_s")
-            if isinstance(qs, list) and qs and all(isinstance(q, (int, float)) for q in qs):
-                durations[name] = qs
-        lag = profiles.get("prediction_lag_s")
-        try:
-            self.core.update_profiles(weights, classes, now, per_flow,
-                                      lag if isinstance(lag, (int, float)) else None,
-                                      per_flow_abs, durations)
-        except ValueError as exc:
-            self.logger.warning("profiler sent bad weights: %s", exc)
-        for name, s in (servers.get("servers") or {}).items():
-            if name not in self.core.loads or not isinstance(s, dict) or s.get("stale"):
-                continue
-            est = s.get("predicted") or s
-            t = s.get("sample_time")
-            use = [est.get(k) if isinstance(est, dict) else None for k in ("cpu", "mem", "net")]
-            measured = tuple(s.get(k) for k in ("cpu", "mem", "net"))
-            if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
-                                                   for v in (*use, *measured)):
-                self.core.update_server_load(name, *use, t, "profiler", measured)
+        for warning in apply_profiles(self.core, profiles, servers, now):
+            self.logger.warning("%s", warning)
 
     # ================================================================ health
     def _health_loop(self):
