@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from agents.dockerstats import Capacity, server_totals
 from common.cli import fail, flag_config_error
+from common.procs import git_commit
 from common.config import ConfigError, config_path, parse_config_file_data
 from experiments import evaluation, lb_comparison, loadgen, significance
 from profiler.model import ProfilerModel
@@ -311,13 +312,20 @@ def main(argv=None) -> int:
     os.makedirs(out, exist_ok=True)
     command = "python -m experiments.lb_model " + " ".join(argv if argv is not None
                                                            else sys.argv[1:])
-    md = f"# Scenario 2, fluid model ({runs} runs per policy)\n\nCommand: `{command}`\n\n" + \
-        significance.markdown(comparison, candidate)
+    servers = ", ".join(f"{s.name} {s.cpu:g} CPU / {s.link_mbit:g} Mbit/s" for s in cfg.servers)
+    md = (f"# Scenario 2, fluid model ({runs} runs per policy)\n\n"
+          f"Command: `{command}`\nCommit: {git_commit()}\n"
+          f"Phases: 3 x {opts.phase_seconds:g} s, peak {opts.peak_rate:g} requests/s; "
+          f"servers: {servers}; back-end jobs at {opts.cpu_scale:g} x the paper's CPU, "
+          f"{opts.job_mode} mode; period {opts.period:g} s; seed {opts.seed} (run k: seed + k)."
+          f"\nA model, not a measurement: docs/experiments.md, \"Scenario 2 as a model\".\n\n"
+          + significance.markdown(comparison, candidate))
     with open(os.path.join(out, "model.md"), "w") as fh:
         fh.write(md)
     with open(os.path.join(out, "model.json"), "w") as fh:
-        json.dump({"command": command, "runs": runs, "comparison": comparison,
-                   "per_policy": per_policy}, fh, indent=1, default=str)
+        json.dump({"command": command, "commit": git_commit(), "runs": runs, "comparison": comparison,
+                   "per_run": {p: [significance.headline_figures(r) for r in rs]
+                               for p, rs in per_policy.items()}}, fh, indent=1, default=str)
     print(md)
     print(f"written: {out}/model.md, model.json", file=sys.stderr)
     return 0
