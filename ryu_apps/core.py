@@ -25,7 +25,8 @@ from ryu_apps import dataplane, maglev, ofwire
 from ryu_apps.flowpath import FlowPath, Result
 from ryu_apps.flows import DIR_FORWARD, FlowRecord, FlowTable, flow_id_of, parse_cookie
 from ryu_apps.health import HealthTracker
-from ryu_apps.policy import Backend, PolicyCore, normalise_weights
+from ryu_apps.policy import backends_of, core_from_config
+from ryu_apps.profiles import apply_profiles
 
 PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN = 10, 20, 100, 150    # PRIO_NAT: flowpath.py
 # data-plane mode (ryu_apps/dataplane.py): VIP:port to the select group above the VIP's
@@ -102,21 +103,9 @@ class ControllerCore:
         # Every slot (a microservice on a server) is known: an instance can join a pool at
         # run time (a placement's move, REST).
         self.instances = {i.name: i for i in cfg.slots}
-        self.backends = {i.name: Backend(i.name, i.microservice, i.server, i.ip, i.mac,
-                                         cfg.microservice(i.microservice).port, i.slot)
-                         for i in cfg.slots}
-        pools = {m.name: [] for m in cfg.microservices}
-        for inst in cfg.instances:
-            pools[inst.microservice].append(self.backends[inst.name])
-        extra = {} if clock is None else {"clock": clock}    # PolicyCore's own default else
-        self.core = PolicyCore(
-            pools, {m.name: m.flow_class for m in cfg.microservices}, policy=policy,
-            server_stale_after_s=c.server_stale_after_s,
-            weights_stale_after_s=c.weights_stale_after_s,
-            pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s,
-            servers=[s.name for s in cfg.servers],
-            capacities={s.name: (s.cpu, s.memory_mb, s.network_mbit) for s in cfg.servers},
-            **extra)
+        self.backends = backends_of(cfg)
+        self.core = core_from_config(cfg, policy, self.backends,
+                                     **({} if clock is None else {"clock": clock}))
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=cfg.profiler.flow_threshold_s,
                                refresh_s=active_flow_refresh_s(cfg))
@@ -659,44 +648,7 @@ class ControllerCore:
         return out
 
     def _apply_profiles(self, out: Result, profiles: dict, servers: dict, now: float) -> None:
-        weights, classes, per_flow, per_flow_abs, durations = {}, {}, {}, {}, {}
-        for name, p in (profiles.get("microservices") or {}).items():
-            if not isinstance(p, dict):
-                continue
-            w = p.get("weights") or {}
-            if all(isinstance(w.get(k), (int, float)) for k in ("alpha", "beta", "gamma")):
-                weights[name] = (w["alpha"], w["beta"], w["gamma"])
-            classes[name] = p.get("flow_class")
-            use = p.get("per_flow") or {}
-            if all(isinstance(use.get(k), (int, float)) for k in ("cpu", "mem", "net")):
-                per_flow[name] = (use["cpu"], use["mem"], use["net"])
-            if all(isinstance(use.get(k), (int, float)) for k in ("cores", "net_bytes_per_s")):
-                per_flow_abs[name] = (use["cores"], use["net_bytes_per_s"])
-            qs = (p.get("flows") or {}).get("quantiles_s")
-            if isinstance(qs, list) and qs and all(isinstance(q, (int, float)) for q in qs):
-                durations[name] = qs
-        try:
-            # checked before anything is applied: update_profiles would stop half-way
-            for name, w in weights.items():
-                if name in self.core.pools:
-                    normalise_weights(w, name)
-        except ValueError as exc:
-            out.warnings.append(f"profiler sent bad weights: {exc}; its answer is ignored")
-            return
-        lag = profiles.get("prediction_lag_s")
-        self.core.update_profiles(weights, classes, now, per_flow,
-                                  lag if isinstance(lag, (int, float)) else None,
-                                  per_flow_abs, durations)
-        for name, s in (servers.get("servers") or {}).items():
-            if name not in self.core.loads or not isinstance(s, dict) or s.get("stale"):
-                continue
-            est = s.get("predicted") or s
-            t = s.get("sample_time")
-            use = [est.get(k) if isinstance(est, dict) else None for k in ("cpu", "mem", "net")]
-            measured = tuple(s.get(k) for k in ("cpu", "mem", "net"))
-            if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
-                                                   for v in (*use, *measured)):
-                self.core.update_server_load(name, *use, t, "profiler", measured)
+        out.warnings.extend(apply_profiles(self.core, profiles, servers, now))
 
     # ================================================================ health
     def probe_health(self, now: float) -> Result:

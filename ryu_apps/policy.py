@@ -218,7 +218,8 @@ class PolicyCore:
         """Weights and flow classes per microservice; optionally what one flow of each uses
         (cpu, mem, net in % of a server; and absolute: CPU cores, network bytes/s), how long
         its flows last (quantiles of their durations) and how long the predictions take to
-        show a change."""
+        show a change. Weights are checked first: refused ones change nothing."""
+        checked = {ms: normalise_weights(w, ms) for ms, w in weights.items() if ms in self.pools}
         for ms, use in (per_flow or {}).items():
             if ms in self.pools and all(_finite_non_negative(v) for v in use):
                 self.per_flow[ms] = tuple(float(v) for v in use)
@@ -234,9 +235,8 @@ class PolicyCore:
                     pass
         if prediction_lag_s is not None and prediction_lag_s >= 0:
             self.prediction_lag_s = float(prediction_lag_s)
-        for ms, w in weights.items():
-            if ms in self.pools:
-                self.profiler_weights[ms] = _Weights(normalise_weights(w, ms), updated)
+        for ms, w in checked.items():
+            self.profiler_weights[ms] = _Weights(w, updated)
         for ms, cls in flow_classes.items():
             if ms in self.pools and cls in ("short", "long"):
                 self.profiled_class[ms] = cls
@@ -666,3 +666,29 @@ def normalise_weights(weights, microservice: str = "") -> tuple[float, float, fl
     a, b, g = a / top, b / top, g / top         # each in [0, 1], one of them 1
     total = a + b + g
     return a / total, b / total, g / total
+
+
+def backends_of(cfg) -> dict[str, Backend]:
+    """Every slot of the configuration (a microservice on a server) as a Backend: an
+    instance can join a pool at run time (a placement's move, REST)."""
+    return {i.name: Backend(i.name, i.microservice, i.server, i.ip, i.mac,
+                            cfg.microservice(i.microservice).port, i.slot)
+            for i in cfg.slots}
+
+
+def core_from_config(cfg, policy: str, backends: dict[str, Backend] | None = None,
+                     clock=time.time) -> PolicyCore:
+    """The PolicyCore of a validated configuration: the configured instances in their
+    pools, the controller's staleness limits and the servers' capacities."""
+    backends = backends_of(cfg) if backends is None else backends
+    pools: dict[str, list[Backend]] = {m.name: [] for m in cfg.microservices}
+    for inst in cfg.instances:
+        pools[inst.microservice].append(backends[inst.name])
+    c = cfg.controller
+    return PolicyCore(
+        pools, {m.name: m.flow_class for m in cfg.microservices}, policy=policy,
+        server_stale_after_s=c.server_stale_after_s,
+        weights_stale_after_s=c.weights_stale_after_s,
+        pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s,
+        servers=[s.name for s in cfg.servers], clock=clock,
+        capacities={s.name: (s.cpu, s.memory_mb, s.network_mbit) for s in cfg.servers})

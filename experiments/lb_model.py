@@ -1,0 +1,335 @@
+"""A fluid model of scenario 2 that drives the real policy and profiler code (issue 12).
+
+The testbed comparison (experiments/lb_comparison.py) needs 30 minutes for 3 runs of 4
+policies, and its run-to-run noise is as large as the effects it looks for. This model plays
+the same seeded workload (lb_comparison.workload_spec, loadgen.schedule) against four
+modelled servers in 50 ms steps, in seconds per run, so that a question like "can any
+policy be 35 % better than round robin in this workload?" gets an answer before a testbed
+run is spent on it. What is real and what is modelled:
+
+- real: the controller's PolicyCore (ryu_apps/policy.py, every policy, time passed in), the
+  profiler's ProfilerModel (profiler/model.py: rolling mean or ARMA, weights, flow classes,
+  per-flow costs, durations), the agents' server totals (agents/dockerstats.server_totals),
+  the profiler answer as the controller applies it (ryu_apps/profiles.py), the workload
+  schedule and the evaluation (experiments/evaluation.py, experiments/significance.py);
+- modelled: each server is a CPU share shared in proportion to demand when oversubscribed
+  (processor sharing); each instance has its own link shared equally by its transfers; a
+  back-end job wants its duty cycle of one core until its work is done (work mode) or its
+  deadline passes; a ui object costs `cpu_ms_per_mb` of CPU per MB as it is sent; a video
+  stream sends at its rate, or its share of the link, for its duration; memory is flat.
+  Agents sample every period; the profiler steps `profiler_delay` later; the controller
+  applies its answer `controller_delay` later. The controller's flow records are exact
+  (no idle-timeout expiry mid-job, unlike the testbed).
+- reference estimators, model only (no controller could run them): `oracle` sends a
+  long flow to the server with the least CPU demand at that instant (it knows every job's
+  demand), `least-jobs` to the server with the fewest running flows of the microservice
+  relative to its CPU share (it knows when every flow ended), ties in turn.
+
+    .venv/bin/python -m experiments.lb_model --runs 20
+    .venv/bin/python -m experiments.lb_model --runs 20 --server-cpu 0.6,0.3,0.3,0.2 \
+        --policies srr,ln,malb,malb-paper,oracle,least-jobs
+
+It takes lb_comparison's workload flags; writes model.json and model.md (the headline
+figures per policy with 95 % intervals, and MALB against each other policy, paired by run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from agents.dockerstats import Capacity, server_totals
+from common.cli import fail, flag_config_error
+from common.procs import git_commit
+from common.config import ConfigError, config_path, parse_config_file_data
+from experiments import evaluation, lb_comparison, loadgen, significance
+from profiler.model import ProfilerModel
+from profiler.predictors import make_predictor
+from ryu_apps.policy import POLICIES, core_from_config
+from ryu_apps.profiles import apply_profiles
+
+DT = 0.05
+MB = 1_000_000
+REFERENCES = ("oracle", "least-jobs")
+MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
+
+
+@dataclass
+class Task:
+    seq: int
+    cls: str
+    ms: str
+    instance: str
+    server: str
+    start: float
+    kind: str                 # object | job | stream
+    cores: float = 0.0        # job: the duty cycle it wants, in cores
+    work: float = 0.0         # job: core-seconds left (work mode)
+    deadline: float = 0.0     # job in deadline mode, stream: when it ends
+    bytes_left: float = 0.0   # object
+    cpu_per_byte: float = 0.0
+    rate: float = 0.0         # stream: bytes/s wanted
+    sent: float = 0.0
+    first_byte: float | None = None
+    used: float = field(default=0.0)   # cores used in the last step
+
+
+def _param(path: str, name: str) -> float:
+    from urllib.parse import parse_qs, urlparse
+    return float(parse_qs(urlparse(path).query)[name][0])
+
+
+class Model:
+    """One run of one policy."""
+
+    def __init__(self, cfg, opts, policy: str, seed: int):
+        self.cfg, self.opts, self.policy = cfg, opts, policy
+        self.period = opts.period
+        core_policy = policy if policy in POLICIES else "srr"
+        self.core = core_from_config(cfg, core_policy)
+        self.prof = ProfilerModel(cfg, lambda: make_predictor(
+            cfg.profiler.predictor, cfg.profiler.window))
+        self.servers = {s.name: s for s in cfg.servers}
+        self.inst = {i.name: i for i in cfg.instances}
+        self.link = {s.name: s.link_mbit * 125000.0 for s in cfg.servers}
+        self.tasks: list[Task] = []
+        self.done: list[Task] = []
+        self.requests: list[dict] = []
+        self.samples: dict[float, dict[str, dict]] = {}
+        self.acc = {i: {"cpu": 0.0, "tx": 0.0} for i in self.inst}
+        self.turn: dict[str, int] = {}
+        self.answer: tuple[dict, dict] | None = None   # the profiler's latest
+        spec = lb_comparison.workload_spec(cfg, opts, seed)
+        self.plan = loadgen.schedule(spec, 0, 1)
+        self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
+        self.ended: list[dict] = []      # flow records completed since the last report
+
+    # ------------------------------------------------------------ decisions
+    def choose(self, ms: str, now: float):
+        if self.policy in POLICIES:
+            d = self.core.choose(ms, now)
+            return d.instance, d.server
+        pool = [b for b in self.core.pools[ms] if self.core.in_service(b)]
+        cap = {b.server: self.servers[b.server].cpu for b in pool}
+        long = self.core.flow_class(ms)[0] == "long"
+        jobs = any(t.kind == "job" for t in self.done + self.tasks if t.ms == ms)
+        if long and self.policy == "oracle" and jobs:
+            load = {b.name: sum(t.cores for t in self.tasks if t.server == b.server
+                                and t.kind == "job") / cap[b.server] for b in pool}
+        elif long:      # least-jobs; the oracle's streams: the fewest on the instance's link
+            load = {b.name: sum(1 for t in self.tasks if t.instance == b.name)
+                    / (cap[b.server] if jobs else 1.0) for b in pool}
+        else:
+            load = {b.name: 0.0 for b in pool}
+        n = len(pool)
+        turn = self.turn[ms] = self.turn.get(ms, -1) + 1     # ties, and short flows: in turn
+        best = min(range(n), key=lambda i: (round(load[pool[i].name], 9), (i - turn) % n))
+        return pool[best].name, pool[best].server
+
+    def arrive(self, req: dict, now: float) -> None:
+        cls = req["class"]
+        ms = self.ms_of[cls["name"]]
+        instance, server = self.choose(ms, now)
+        path = cls["path"]
+        t = Task(req["seq"], cls["name"], ms, instance, server, now, "object")
+        if path.startswith("/object"):
+            size = _param(path, "size")
+            t.bytes_left, t.cpu_per_byte = size, self.opts.model_cpu_ms_per_mb / 1000 / MB
+        elif path.startswith("/job"):
+            secs, frac = _param(path, "seconds"), _param(path, "cpu")
+            t.kind, t.cores, t.work = "job", frac, frac * secs
+            t.deadline = now + secs if self.opts.job_mode == "deadline" else float("inf")
+        else:
+            t.kind, t.rate = "stream", _param(path, "rate") * 1000
+            t.deadline = now + _param(path, "seconds")
+        self.tasks.append(t)
+
+    # ------------------------------------------------------------ the servers
+    def step(self, now: float) -> None:
+        for name, srv in self.servers.items():
+            mine = [t for t in self.tasks if t.server == name]
+            per_link: dict[str, list[Task]] = {}
+            for t in mine:
+                if t.kind != "job":
+                    per_link.setdefault(t.instance, []).append(t)
+            want = {}
+            for inst, ts in per_link.items():
+                share = self.link[name] / len(ts)
+                for t in ts:
+                    t.first_byte = now if t.first_byte is None else t.first_byte
+                    rate = min(share, t.rate) if t.kind == "stream" else share
+                    want[id(t)] = rate
+            demand = sum(t.cores for t in mine if t.kind == "job") + \
+                sum(want[id(t)] * t.cpu_per_byte for t in mine if t.kind == "object")
+            scale = min(1.0, srv.cpu / demand) if demand > 0 else 1.0
+            for t in mine:
+                if t.kind == "job":
+                    t.used = t.cores * scale
+                    t.work -= t.used * DT
+                elif t.kind == "object":
+                    rate = want[id(t)] * scale
+                    t.used = rate * t.cpu_per_byte
+                    t.bytes_left -= rate * DT
+                    t.sent += rate * DT
+                    self.acc[t.instance]["tx"] += rate * DT
+                else:
+                    rate = want[id(t)]
+                    t.used = 0.0
+                    t.sent += rate * DT
+                    self.acc[t.instance]["tx"] += rate * DT
+                self.acc[t.instance]["cpu"] += t.used * DT
+        keep = []
+        for t in self.tasks:
+            finished = (t.kind == "job" and (t.work <= 0 or now >= t.deadline)) or \
+                (t.kind == "object" and t.bytes_left <= 0) or \
+                (t.kind == "stream" and now >= t.deadline)
+            (self.done if finished else keep).append(t)
+            if finished:
+                self.finish(t, now)
+        self.tasks = keep
+
+    def finish(self, t: Task, now: float) -> None:
+        first = t.first_byte if t.first_byte is not None else now
+        row = {"seq": t.seq, "class": t.cls, "served_by": t.instance, "error": "",
+               "latency_s": now - t.start, "bytes": t.sent, "throughput_kB_s": ""}
+        if t.kind == "stream":
+            row["throughput_kB_s"] = t.sent / 1000 / max(now - first, DT)
+        self.requests.append(row)
+        self.ended.append({"flow_id": str(t.seq), "microservice": t.ms, "active": False,
+                           "duration_s": now - t.start})
+
+    # ------------------------------------------------------------ monitoring
+    def agent_samples(self, now: float) -> dict[str, dict]:
+        out = {}
+        for name, srv in self.servers.items():
+            cap = Capacity(srv.cpu, srv.memory_mb * 2 ** 20, srv.network_mbit * 125000.0,
+                           "config")
+            containers = []
+            for inst in (i for i in self.inst.values() if i.server == name):
+                a = self.acc[inst.name]
+                containers.append({
+                    "name": inst.name, "instance": inst.name,
+                    "microservice": inst.microservice, "readable": True, "state": "running",
+                    "cpu_percent": 100.0 * a["cpu"] / self.period,
+                    "memory_bytes": MEMORY_BYTES, "rx_bytes_per_s": 0.0,
+                    "tx_bytes_per_s": a["tx"] / self.period})
+                a["cpu"] = a["tx"] = 0.0
+            out[name] = {"server": name, "time": now, "period_s": self.period,
+                         "capacity": {"cpu_cores": cap.cpu_cores,
+                                      "memory_bytes": cap.memory_bytes,
+                                      "network_bytes_per_s": cap.network_bytes_per_s},
+                         "totals": server_totals(containers, cap), "containers": containers}
+        return out
+
+    def run(self, end: float) -> dict:
+        """Plays the schedule until every request has ended; the evaluation's tables over
+        the load phases (samples up to `end`) and every request."""
+        plan = self.plan
+        now, i, next_sample = 0.0, 0, self.period
+        events: list[tuple[float, str, object]] = []    # (when, what, data), in time order
+        while (now < end or self.tasks or i < len(plan)) and now < end + 600:
+            while i < len(plan) and plan[i]["offset"] <= now:
+                self.arrive(plan[i], now)
+                i += 1
+            self.step(now)
+            now = round(now + DT, 9)
+            if now >= next_sample - 1e-9:
+                samples = self.agent_samples(now)
+                if now <= end + 1e-9:
+                    self.samples[now] = {
+                        s: {"cpu": v["totals"]["cpu_percent"],
+                            "mem": v["totals"]["memory_percent"],
+                            "net": v["totals"]["network_percent"]} for s, v in samples.items()}
+                events.append((now + self.opts.profiler_delay, "profiler", samples))
+                events.append((now + self.opts.controller_delay, "controller", None))
+                events.sort(key=lambda e: e[0])
+                next_sample += self.period
+            while events and events[0][0] <= now:
+                _, kind, data = events.pop(0)
+                if kind == "profiler":
+                    self.answer = self.profiler_step(data, now)
+                elif self.answer is not None:     # the controller polls the profiler
+                    apply_profiles(self.core, *self.answer, now)
+        return {"table2": evaluation.table2(self.samples, servers=list(self.servers)),
+                "table3": evaluation.table3(self.requests)}
+
+    def profiler_step(self, samples: dict, now: float) -> tuple[dict, dict]:
+        """The profiler's period: the agents' samples and the controller's flow report in,
+        its answer (profiles, servers) out."""
+        for name, s in samples.items():
+            self.prof.ingest_agent(name, s, None, now)
+        active = [{"flow_id": str(t.seq), "microservice": t.ms, "active": True,
+                   "duration_s": now - t.start} for t in self.tasks]
+        self.prof.ingest_flows(active + self.ended, None, now)
+        self.ended = []
+        self.prof.step(now)
+        return self.prof.profiles(now), self.prof.servers_view(now)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = lb_comparison.parser()
+    p.prog = "python -m experiments.lb_model"
+    p.description = "Scenario 2 as a fluid model that drives the real policy and profiler code."
+    for a in p._actions:
+        if a.dest == "policies":
+            a.type = lambda s: [x for x in s.split(",") if x]
+            a.default = ["srr", "ln", "malb", "malb-paper", "oracle", "least-jobs"]
+    p.add_argument("--model-cpu-ms-per-mb", type=float, default=20.0,
+                   help="ui objects' CPU per MB (default 20 ms, as services/rom.py)")
+    p.add_argument("--profiler-delay", type=float, default=0.5,
+                   help="seconds from an agent sample to the profiler's step (default 0.5)")
+    p.add_argument("--controller-delay", type=float, default=1.0,
+                   help="seconds from an agent sample to the controller applying the answer")
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
+    opts = p.parse_args(argv)
+    bad = [x for x in opts.policies if x not in POLICIES and x not in REFERENCES]
+    if bad:
+        p.error(f"--policies: unknown {', '.join(bad)}; choose from "
+                f"{', '.join((*POLICIES, *REFERENCES))}")
+    runs = opts.runs or 10
+    opts.phase_seconds = opts.phase_seconds or (600.0 if opts.paper else 35.0)
+    try:
+        cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(opts.config))
+    except ConfigError as exc:
+        fail(flag_config_error(exc, lb_comparison.FLAG_OF_FIELD), code=2)
+    end = 3 * opts.phase_seconds
+    per_policy: dict[str, list[dict]] = {x: [] for x in opts.policies}
+    t0 = time.time()
+    for run in range(1, runs + 1):        # run k plays seed + k, as lb_comparison
+        for policy in opts.policies:
+            per_policy[policy].append(Model(cfg, opts, policy, opts.seed + run).run(end))
+        print(f"run {run}/{runs} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    candidate = "malb" if "malb" in per_policy else opts.policies[0]
+    comparison = significance.compare(per_policy, candidate)
+    out = opts.out or os.path.join("results", "model-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(out, exist_ok=True)
+    command = "python -m experiments.lb_model " + " ".join(argv if argv is not None
+                                                           else sys.argv[1:])
+    servers = ", ".join(f"{s.name} {s.cpu:g} CPU / {s.link_mbit:g} Mbit/s" for s in cfg.servers)
+    md = (f"# Scenario 2, fluid model ({runs} runs per policy)\n\n"
+          f"Command: `{command}`\nCommit: {git_commit()}\n"
+          f"Phases: 3 x {opts.phase_seconds:g} s, peak {opts.peak_rate:g} requests/s; "
+          f"servers: {servers}; back-end jobs at {opts.cpu_scale:g} x the paper's CPU, "
+          f"{opts.job_mode} mode; period {opts.period:g} s; seed {opts.seed} (run k: seed + k)."
+          f"\nA model, not a measurement: docs/experiments.md, \"Scenario 2 as a model\".\n\n"
+          + significance.markdown(comparison, candidate))
+    with open(os.path.join(out, "model.md"), "w") as fh:
+        fh.write(md)
+    with open(os.path.join(out, "model.json"), "w") as fh:
+        json.dump({"command": command, "commit": git_commit(), "runs": runs, "comparison": comparison,
+                   "per_run": {p: [significance.headline_figures(r) for r in rs]
+                               for p, rs in per_policy.items()}}, fh, indent=1, default=str)
+    print(md)
+    print(f"written: {out}/model.md, model.json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

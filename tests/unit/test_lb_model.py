@@ -1,0 +1,59 @@
+"""experiments/lb_model.py: the fluid model of scenario 2 around the real policy code."""
+import pytest
+
+from common.config import config_path, parse_config_file_data
+from experiments import lb_comparison, lb_model
+
+
+def model(policy="srr", seed=1, *flags):
+    opts = lb_model.parser().parse_args(["--phase-seconds", "10", *flags])
+    cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(opts.config))
+    return lb_model.Model(cfg, opts, policy, seed)
+
+
+def test_every_request_of_the_schedule_ends_once_and_a_run_repeats_exactly():
+    m = model("malb")
+    result = m.run(30.0)
+    assert sorted(r["seq"] for r in m.requests) == [r["seq"] for r in m.plan]
+    assert not m.tasks
+    assert model("malb").run(30.0) == result
+
+
+def test_round_robin_spreads_each_microservice_evenly():
+    m = model("srr", 2, "--peak-rate", "4")
+    m.run(30.0)
+    for ms in ("ui", "backend", "video"):
+        served = [r["served_by"] for r in m.requests if m.ms_of[r["class"]] == ms]
+        counts = [served.count(b.name) for b in m.core.pools[ms]]
+        assert max(counts) - min(counts) <= 1, (ms, counts)
+
+
+def jobs(m, n, cls="backend-heavy"):
+    """n requests of one class, all at t=0 (round robin: one per server up to 4)."""
+    c = next(c for c in lb_comparison.workload_spec(m.cfg, m.opts, 1)["classes"]
+             if c["name"] == cls)
+    m.plan = [{"seq": k, "offset": 0.0, "phase": "stable", "class": c} for k in range(n)]
+    m.run(1.0)
+    return [r["latency_s"] for r in m.requests]
+
+
+def test_a_job_alone_takes_its_length_and_jobs_that_share_a_server_take_longer():
+    assert [round(x) for x in jobs(model(), 4)] == [30] * 4      # one per server
+    # 8 heavy jobs: two per server, 0.08 cores each of 0.3: no contention, still 30 s
+    assert [round(x) for x in jobs(model(), 8)] == [30] * 8
+    # at 0.625 x the paper's CPU each wants 0.2 cores: two on a 0.3-core server share it (work mode)
+    stretched = jobs(model("srr", 1, "--cpu-scale", "0.625"), 8)
+    assert all(x == pytest.approx(30 * 0.4 / 0.3, abs=0.1) for x in stretched)
+
+
+def test_the_omniscient_reference_balances_cpu_better_than_round_robin():
+    def cpu(policy):
+        return sum(model(policy, seed).run(30.0)["table2"]["cpu"]["stdev"] for seed in (1, 2, 3))
+    assert cpu("oracle") < cpu("srr")
+
+
+def test_an_unknown_policy_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        lb_model.main(["--policies", "srr,best"])
+    assert exc.value.code == 2
+    assert "unknown best" in capsys.readouterr().err
