@@ -20,10 +20,13 @@ run is spent on it. What is real and what is modelled:
   Agents sample every period; the profiler steps `profiler_delay` later; the controller
   applies its answer `controller_delay` later. The controller's flow records are exact
   (no idle-timeout expiry mid-job, unlike the testbed).
-- reference estimators, model only (no controller could run them): `oracle` sends a
-  long flow to the server with the least CPU demand at that instant (it knows every job's
-  demand), `least-jobs` to the server with the fewest running flows of the microservice
-  relative to its CPU share (it knows when every flow ended), ties in turn.
+- references, model only (no controller here can run them): `oracle` sends a back-end job
+  to the server with the least CPU demand at that instant (it knows every job's demand)
+  and a stream to the instance with the fewest; `least-jobs` sends a long flow to the
+  instance with the fewest running flows relative to its server's CPU share (it knows when
+  every flow ended); both take short flows, and ties, in turn. `malb-known-ends` is the
+  malb policy's own code told exactly which flows are running (the testbed's controller
+  estimates that from profiled durations: its rules expire mid-job, FINs pass unseen).
 
     .venv/bin/python -m experiments.lb_model --runs 20
     .venv/bin/python -m experiments.lb_model --runs 20 --server-cpu 0.6,0.3,0.3,0.2 \
@@ -53,7 +56,7 @@ from ryu_apps.profiles import apply_profiles
 
 DT = 0.05
 MB = 1_000_000
-REFERENCES = ("oracle", "least-jobs")
+REFERENCES = ("oracle", "least-jobs", "malb-known-ends")
 MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
 
 
@@ -75,6 +78,7 @@ class Task:
     sent: float = 0.0
     first_byte: float | None = None
     used: float = field(default=0.0)   # cores used in the last step
+    end: float | None = None
 
 
 def _param(path: str, name: str) -> float:
@@ -88,8 +92,13 @@ class Model:
     def __init__(self, cfg, opts, policy: str, seed: int):
         self.cfg, self.opts, self.policy = cfg, opts, policy
         self.period = opts.period
-        core_policy = policy if policy in POLICIES else "srr"
+        core_policy = "malb" if policy == "malb-known-ends" else \
+            policy if policy in POLICIES else "srr"
         self.core = core_from_config(cfg, core_policy)
+        if policy == "malb-known-ends":
+            # malb's own code, with the flows it counts as running told exactly (the model
+            # knows when each ended) instead of estimated from profiled durations
+            self.core.running_load = self.known_running_load
         self.prof = ProfilerModel(cfg, lambda: make_predictor(
             cfg.profiler.predictor, cfg.profiler.window))
         self.servers = {s.name: s for s in cfg.servers}
@@ -108,8 +117,20 @@ class Model:
         self.ended: list[dict] = []      # flow records completed since the last report
 
     # ------------------------------------------------------------ decisions
+    def known_running_load(self, server: str, at: float) -> tuple[float, float, float]:
+        """PolicyCore.running_load with every flow's end known: (CPU %, network %, flows)
+        that the flows running on the server at `at` use, at the profiler's per-flow costs."""
+        cpu = net = flows = 0.0
+        for t in self.tasks + self.done:
+            if t.server != server or t.start > at or (t.end is not None and t.end <= at):
+                continue
+            cost = self.core._flow_cost(t.ms, server)
+            if cost is not None:
+                cpu, net, flows = cpu + cost[0], net + cost[1], flows + 1
+        return cpu, net, flows
+
     def choose(self, ms: str, now: float):
-        if self.policy in POLICIES:
+        if self.policy in POLICIES or self.policy == "malb-known-ends":
             d = self.core.choose(ms, now)
             return d.instance, d.server
         pool = [b for b in self.core.pools[ms] if self.core.in_service(b)]
@@ -192,6 +213,7 @@ class Model:
         self.tasks = keep
 
     def finish(self, t: Task, now: float) -> None:
+        t.end = now
         first = t.first_byte if t.first_byte is not None else now
         row = {"seq": t.seq, "class": t.cls, "served_by": t.instance, "error": "",
                "latency_s": now - t.start, "bytes": t.sent, "throughput_kB_s": ""}
@@ -276,7 +298,7 @@ def parser() -> argparse.ArgumentParser:
     for a in p._actions:
         if a.dest == "policies":
             a.type = lambda s: [x for x in s.split(",") if x]
-            a.default = ["srr", "ln", "malb", "malb-paper", "oracle", "least-jobs"]
+            a.default = ["srr", "ln", "malb", "malb-paper", *REFERENCES]
     p.add_argument("--model-cpu-ms-per-mb", type=float, default=20.0,
                    help="ui objects' CPU per MB (default 20 ms, as services/rom.py)")
     p.add_argument("--profiler-delay", type=float, default=0.5,

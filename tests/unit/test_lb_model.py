@@ -57,3 +57,11 @@ def test_an_unknown_policy_is_a_usage_error(capsys):
         lb_model.main(["--policies", "srr,best"])
     assert exc.value.code == 2
     assert "unknown best" in capsys.readouterr().err
+
+
+def test_malb_told_the_flow_ends_counts_exactly_the_flows_running_then():
+    m = model("malb-known-ends")
+    jobs(m, 4)                                  # one 30 s job per server from t=0
+    assert m.core.running_load == m.known_running_load
+    assert m.known_running_load("srv1", 15.0)[2] == 1
+    assert m.known_running_load("srv1", 30.5)[2] == 0
