@@ -18,15 +18,14 @@ run is spent on it. What is real and what is modelled:
   deadline passes; a ui object costs `cpu_ms_per_mb` of CPU per MB as it is sent; a video
   stream sends at its rate, or its share of the link, for its duration; memory is flat.
   Agents sample every period; the profiler steps `profiler_delay` later; the controller
-  applies its answer `controller_delay` later. The controller's flow records are exact
-  (no idle-timeout expiry mid-job, unlike the testbed).
+  applies its answer `controller_delay` later. Long flows end for the policy core when
+  they end, as the controller's FIN watches tell it (ryu_apps/flowpath.py); the flow
+  records the profiler gets are exact (the testbed's expire mid-job and come back).
 - references, model only (no controller here can run them): `oracle` sends a back-end job
   to the server with the least CPU demand at that instant (it knows every job's demand)
   and a stream to the instance with the fewest; `least-jobs` sends a long flow to the
   instance with the fewest running flows relative to its server's CPU share (it knows when
-  every flow ended); both take short flows, and ties, in turn. `malb-known-ends` is the
-  malb policy's own code told exactly which flows are running (the testbed's controller
-  estimates that from profiled durations: its rules expire mid-job, FINs pass unseen).
+  every flow ended); both take short flows, and ties, in turn.
 
     .venv/bin/python -m experiments.lb_model --runs 20
     .venv/bin/python -m experiments.lb_model --runs 20 --server-cpu 0.6,0.3,0.3,0.2 \
@@ -56,7 +55,7 @@ from ryu_apps.profiles import apply_profiles
 
 DT = 0.05
 MB = 1_000_000
-REFERENCES = ("oracle", "least-jobs", "malb-known-ends")
+REFERENCES = ("oracle", "least-jobs")
 MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
 
 
@@ -78,7 +77,6 @@ class Task:
     sent: float = 0.0
     first_byte: float | None = None
     used: float = field(default=0.0)   # cores used in the last step
-    end: float | None = None
 
 
 def _param(path: str, name: str) -> float:
@@ -92,13 +90,7 @@ class Model:
     def __init__(self, cfg, opts, policy: str, seed: int):
         self.cfg, self.opts, self.policy = cfg, opts, policy
         self.period = opts.period
-        core_policy = "malb" if policy == "malb-known-ends" else \
-            policy if policy in POLICIES else "srr"
-        self.core = core_from_config(cfg, core_policy)
-        if policy == "malb-known-ends":
-            # malb's own code, with the flows it counts as running told exactly (the model
-            # knows when each ended) instead of estimated from profiled durations
-            self.core.running_load = self.known_running_load
+        self.core = core_from_config(cfg, policy if policy in POLICIES else "srr")
         self.prof = ProfilerModel(cfg, lambda: make_predictor(
             cfg.profiler.predictor, cfg.profiler.window))
         self.servers = {s.name: s for s in cfg.servers}
@@ -117,21 +109,11 @@ class Model:
         self.ended: list[dict] = []      # flow records completed since the last report
 
     # ------------------------------------------------------------ decisions
-    def known_running_load(self, server: str, at: float) -> tuple[float, float, float]:
-        """PolicyCore.running_load with every flow's end known: (CPU %, network %, flows)
-        that the flows running on the server at `at` use, at the profiler's per-flow costs."""
-        cpu = net = flows = 0.0
-        for t in self.tasks + self.done:
-            if t.server != server or t.start > at or (t.end is not None and t.end <= at):
-                continue
-            cost = self.core._flow_cost(t.ms, server)
-            if cost is not None:
-                cpu, net, flows = cpu + cost[0], net + cost[1], flows + 1
-        return cpu, net, flows
-
-    def choose(self, ms: str, now: float):
-        if self.policy in POLICIES or self.policy == "malb-known-ends":
-            d = self.core.choose(ms, now)
+    def choose(self, ms: str, now: float, seq: int):
+        if self.policy in POLICIES:
+            # as the controller does: a long TCP flow is watched to its FIN (flowpath.py)
+            watched = seq if self.core.flow_class(ms)[0] == "long" else None
+            d = self.core.choose(ms, now, watched=watched)
             return d.instance, d.server
         pool = [b for b in self.core.pools[ms] if self.core.in_service(b)]
         cap = {b.server: self.servers[b.server].cpu for b in pool}
@@ -153,7 +135,7 @@ class Model:
     def arrive(self, req: dict, now: float) -> None:
         cls = req["class"]
         ms = self.ms_of[cls["name"]]
-        instance, server = self.choose(ms, now)
+        instance, server = self.choose(ms, now, req["seq"])
         path = cls["path"]
         t = Task(req["seq"], cls["name"], ms, instance, server, now, "object")
         if path.startswith("/object"):
@@ -213,7 +195,7 @@ class Model:
         self.tasks = keep
 
     def finish(self, t: Task, now: float) -> None:
-        t.end = now
+        self.core.flow_ended(t.seq, now)        # its FIN reaches the controller
         first = t.first_byte if t.first_byte is not None else now
         row = {"seq": t.seq, "class": t.cls, "served_by": t.instance, "error": "",
                "latency_s": now - t.start, "bytes": t.sent, "throughput_kB_s": ""}

@@ -23,7 +23,8 @@ from common.config import DATAPLANE_POLICIES, active_flow_refresh_s
 from common.netuse import network_percent
 from ryu_apps import dataplane, maglev, ofwire
 from ryu_apps.flowpath import FlowPath, Result
-from ryu_apps.flows import DIR_FORWARD, FlowRecord, FlowTable, flow_id_of, parse_cookie
+from ryu_apps.flows import DIR_FORWARD, FIN_TAG, FlowRecord, FlowTable, fin_cookie, \
+    flow_id_of, parse_cookie
 from ryu_apps.health import HealthTracker
 from ryu_apps.policy import backends_of, core_from_config
 from ryu_apps.profiles import apply_profiles
@@ -388,10 +389,14 @@ class ControllerCore:
                                       DP_GROUP_BASE + m.index)
 
     # ================================================================ packet-in
-    def packet_in(self, dpid: int, in_port: int, data: bytes, now: float) -> Result:
+    def packet_in(self, dpid: int, in_port: int, data: bytes, now: float,
+                  cookie: int = 0) -> Result:
+        """`cookie`: the rule's that sent the packet here (a flow's FIN watch, or 0)."""
         f = ofwire.parse_frame(data)
         if f is None or f.eth_type == ofwire.ETH_TYPE_LLDP:
             return Result()
+        if cookie >> 48 == FIN_TAG and f.eth_type == ofwire.ETH_TYPE_IP:
+            return self.path.fin(dpid, f, now)     # already sent on by the switch
         if f.eth_src != self.cfg.controller.vip_mac:
             self.mac_to_port.setdefault(dpid, {})[f.eth_src] = in_port
         if f.eth_type == ofwire.ETH_TYPE_ARP and f.arp_tpa in self.vips:
@@ -456,9 +461,15 @@ class ControllerCore:
     # ================================================================ NAT flows
     def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,
                      packet_count: int, reason: int, now: float) -> Result:
-        self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
-                              REMOVED_REASONS.get(reason, "other"), now)
-        return Result()
+        out = Result()
+        rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
+                                    REMOVED_REASONS.get(reason, "other"), now)
+        if rec is not None and rec.fin_watch and rec.ended == now and \
+                rec.dpid in self.switches:
+            # the pair is going: its FIN watch too (a resume installs all three again)
+            out.sends.append((rec.dpid, ofwire.flow_delete(
+                self.xid(rec.dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
+        return out
 
     def _stats_requests(self, dpid: int, flow_slice: int = 0, slices: int = 1) -> bytes:
         """Port statistics (with slice 0) and one slice of the NAT flow statistics."""

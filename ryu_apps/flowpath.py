@@ -24,10 +24,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ryu_apps import ofwire
-from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_cookie
 from ryu_apps.policy import Backend, Decision, NoBackend, PolicyCore
 
 PRIO_NAT = 200
+PRIO_FIN_WATCH = PRIO_NAT + 1
+# a FIN watch whose flow never sends one goes after this (the policy core forgets the flow
+# at the same age: running.OpenFlows)
+FIN_WATCH_HARD_S = 600
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 FLOW_CAP_LOG_EVERY_S = 10
 
@@ -165,7 +169,11 @@ class FlowPath:
         try:
             # the 5-tuple without the switch: a flow hashes alike wherever it enters (maglev)
             t0 = self.timer() if self.timer else 0.0
-            d = self.core.choose(ms.name, now, flow_key=key[1:])
+            # a long TCP flow's end is watched (its FIN comes here too): the policy core
+            # counts it as running until then, not by how long such flows lasted
+            watched = key if proto == "tcp" and \
+                self.core.flow_class(ms.name)[0] == "long" else None
+            d = self.core.choose(ms.name, now, flow_key=key[1:], watched=watched)
             if self.timer:
                 out.choose_s = self.timer() - t0
         except NoBackend:
@@ -174,7 +182,16 @@ class FlowPath:
                                 f"{f.ip_src}:{f.src_port} dropped")
             return out
         out.decision = d
-        self._start_flow(out, dpid, in_port, data, f, proto, ms, self.backends[d.instance], now)
+        self._start_flow(out, dpid, in_port, data, f, proto, ms, self.backends[d.instance], now,
+                         fin_watch=watched is not None)
+        return out
+
+    def fin(self, dpid: int, f: ofwire.Frame, now: float) -> Result:
+        """An instance's FIN, copied by a flow's FIN watch after the reverse rewrite (the
+        switch has sent it on): the flow ends for the policy core."""
+        out = Result(kinds=["fin"])
+        key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
+        self.core.flow_ended(key, now)
         return out
 
     def orphan(self, dpid: int, data: bytes, f: ofwire.Frame, now: float,
@@ -205,6 +222,8 @@ class FlowPath:
                 return out
             out.kinds.append("resumed")
             resend = True
+        if f.tcp_flags & ofwire.TCP_FIN and rec.fin_watch:
+            self.core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
         if not connected(rec.dpid):
             return out   # the edge switch is away; its reconnection restores the rules
         c = self.cfg.controller
@@ -217,13 +236,14 @@ class FlowPath:
 
     # ------------------------------------------------------------------ messages
     def _start_flow(self, out: Result, dpid: int, in_port: int, data: bytes, f, proto: str,
-                    ms, backend: Backend, now: float) -> None:
+                    ms, backend: Backend, now: float, fin_watch: bool = False) -> None:
         cookie = self.flows.new_flow_id(ms.index, backend.order)
         rec = FlowRecord(flow_id=cookie, dpid=dpid, protocol=proto, client_ip=f.ip_src,
                          client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
                          vport=f.dst_port, microservice=ms.name, instance=backend.name,
                          server=backend.server, created=now, last_active=now,
-                         backend_ip=backend.ip, backend_port=backend.port)
+                         backend_ip=backend.ip, backend_port=backend.port,
+                         fin_watch=fin_watch)
         # rules, barrier and the first packet in one write: the switch applies the rules
         # before it sends the packet on. Built before the record is kept, so nothing is
         # recorded for a flow whose rules could not be made.
@@ -233,11 +253,18 @@ class FlowPath:
 
     def nat_rules(self, dpid: int, rec: FlowRecord, now: float) -> bytes:
         """The flow's rule pair and a barrier; reverse rule first, so the instance's answer
-        is rewritten as soon as it comes."""
+        is rewritten as soon as it comes. A watched flow's FIN watch goes first."""
         backend = self.backends[rec.instance]
         rec.rules_sent = now
         c = self.cfg.controller
-        return ofwire.nat_messages(
+        watch = b""
+        if rec.fin_watch:
+            watch = ofwire.fin_watch(
+                self.xid(dpid), fin_cookie(rec.flow_id), PRIO_FIN_WATCH, FIN_WATCH_HARD_S,
+                backend.ip, backend.port, rec.client_ip, rec.client_port,
+                ofwire.reverse_actions("tcp", c.vip_mac, rec.vip, rec.vport, backend.port,
+                                       rec.client_in_port))
+        return watch + ofwire.nat_messages(
             lambda: self.xid(dpid), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
             rec.flow_id | (DIR_REVERSE << 44), PRIO_NAT, c.idle_timeout_s, c.hard_timeout_s,
             rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 COOKIE_TAG = 0x4D4C
+FIN_TAG = 0x4D46         # a long TCP flow's FIN watch (flowpath.py), beside its rule pair
 DIR_FORWARD, DIR_REVERSE = 1, 2
 _SEQ_BITS = 24
 
@@ -36,6 +37,12 @@ def parse_cookie(cookie: int) -> tuple[int, int, int, int] | None:
         return None
     return ((cookie >> 44) & 0xF, (cookie >> 36) & 0xFF, (cookie >> 24) & 0xFFF,
             cookie & ((1 << _SEQ_BITS) - 1))
+
+
+def fin_cookie(flow_id: int) -> int:
+    """The cookie of a flow's FIN watch: its flow id under FIN_TAG (not a NAT rule: the
+    statistics, the flow-removed messages and the adoption leave it alone)."""
+    return (FIN_TAG << 48) | (flow_id & ((1 << 48) - 1))
 
 
 def flow_id_of(cookie: int) -> int:
@@ -75,6 +82,7 @@ class FlowRecord:
     rules_sent: float = 0.0           # when the controller last sent this flow's rules
     dirty: bool = True                # the profiler must hear of it at the next report
     told_at: float = 0.0              # when the profiler last heard of it while active
+    fin_watch: bool = False           # its FIN goes to the controller too (flowpath.py)
     told_long: bool = False           # whether that report had it past the threshold
 
     @property

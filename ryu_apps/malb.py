@@ -238,7 +238,7 @@ class MalbController(app_manager.RyuApp):
         started = time.perf_counter()
         msg = ev.msg
         result = self.ctl.packet_in(msg.datapath.id, msg.match["in_port"], msg.data,
-                                    time.time())
+                                    time.time(), msg.cookie)
         self._apply(result)
         if result.latency:
             self.m_latency.observe(time.perf_counter() - started)

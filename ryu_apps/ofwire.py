@@ -57,13 +57,33 @@ def _value(name: str, value) -> bytes:
     return value.to_bytes(size, "big")
 
 
+# TCP flags: in OpenFlow 1.3 an ONF experimenter field (EXT-109; OXM_OF_TCP_FLAGS from 1.5),
+# which Open vSwitch matches since 2.4 and Ryu names tcp_flags
+ONF_EXPERIMENTER = 0x4F4E4600
+ONF_TCP_FLAGS = 42
+
+
+def _oxm_tcp_flags(value) -> bytes:
+    flags, mask = value if isinstance(value, tuple) else (value, None)
+    if mask is None:
+        return struct.pack("!HBBIH", 0xFFFF, ONF_TCP_FLAGS << 1, 6, ONF_EXPERIMENTER, flags)
+    return struct.pack("!HBBIHH", 0xFFFF, ONF_TCP_FLAGS << 1 | 1, 8, ONF_EXPERIMENTER,
+                       flags, mask)
+
+
 def oxm(name: str, value) -> bytes:
     """One OXM TLV; a (value, mask) pair gives the masked form (value, then mask)."""
+    if name == "tcp_flags":
+        return _oxm_tcp_flags(value)
     field, size = OXM[name]
     if isinstance(value, tuple):
         return struct.pack("!HBB", OXM_CLASS, field << 1 | 1, 2 * size) + \
             _value(name, value[0]) + _value(name, value[1])
     return struct.pack("!HBB", OXM_CLASS, field << 1, size) + _value(name, value)
+
+
+def _field_order(name: str) -> int:
+    return OXM[name][0] if name in OXM else 1 << 16     # experimenter fields last, as Ryu
 
 
 def _pad8(n: int) -> int:
@@ -72,7 +92,7 @@ def _pad8(n: int) -> int:
 
 def match(fields: dict) -> bytes:
     """ofp_match with OXM fields in field-number order (as Ryu sorts them), padded to 8."""
-    body = b"".join(oxm(k, fields[k]) for k in sorted(fields, key=lambda k: OXM[k][0]))
+    body = b"".join(oxm(k, fields[k]) for k in sorted(fields, key=_field_order))
     length = 4 + len(body)
     return struct.pack("!HH", OFPMT_OXM, length) + body + b"\0" * _pad8(length)
 
@@ -191,6 +211,24 @@ def reverse_actions(protocol: str, vip_mac: str, vip: str, vport: int, inst_port
     return acts + action_output(client_port_on_switch)
 
 
+def reverse_match(protocol: str, inst_ip: str, inst_port: int, client_ip: str,
+                  client_port: int) -> dict:
+    """An instance's answers on one flow, before the reverse NAT."""
+    return {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO[protocol], "ipv4_src": inst_ip,
+            f"{protocol}_src": inst_port, "ipv4_dst": client_ip, f"{protocol}_dst": client_port}
+
+
+def fin_watch(xid: int, cookie: int, priority: int, hard: int, inst_ip: str, inst_port: int,
+              client_ip: str, client_port: int, rev_actions: bytes) -> bytes:
+    """A rule above a TCP flow's reverse rule for the instance's FIN: the same rewrite and
+    output, and its headers to the controller, which so learns when the flow ends. No idle
+    timeout (it matches once, at the end); `hard` bounds a flow that never sends one."""
+    m = {**reverse_match("tcp", inst_ip, inst_port, client_ip, client_port),
+         "tcp_flags": (TCP_FIN, TCP_FIN)}
+    return flow_mod(xid, cookie, priority, m, rev_actions + action_output(OFPP_CONTROLLER, 128),
+                    0, hard, 0)
+
+
 def nat_messages(next_xid, protocol: str, cookie_fwd: int, cookie_rev: int, priority: int,
                  idle: int, hard: int, client_ip: str, client_port: int, client_in_port: int,
                  vip: str, vport: int, vip_mac: str, inst_mac: str, inst_ip: str,
@@ -198,8 +236,7 @@ def nat_messages(next_xid, protocol: str, cookie_fwd: int, cookie_rev: int, prio
     """Reverse rule, forward rule and a barrier, in that order, as one buffer.
     ``next_xid()`` gives transaction ids."""
     l4 = protocol
-    rev_match = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO[l4], "ipv4_src": inst_ip,
-                 f"{l4}_src": inst_port, "ipv4_dst": client_ip, f"{l4}_dst": client_port}
+    rev_match = reverse_match(l4, inst_ip, inst_port, client_ip, client_port)
     rev_actions = reverse_actions(l4, vip_mac, vip, vport, inst_port, client_in_port)
     fwd_match = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO[l4], "ipv4_src": client_ip,
                  f"{l4}_src": client_port, "ipv4_dst": vip, f"{l4}_dst": vport}

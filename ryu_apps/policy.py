@@ -52,7 +52,7 @@ from common.config import POLICIES  # noqa: F401 -- re-exported: the policy name
 from profiler.weights import EQUAL_WEIGHTS
 from ryu_apps import maglev
 from ryu_apps.pending import DEFAULT_BUCKET_S, PendingFlows
-from ryu_apps.running import RunningFlows, Survival
+from ryu_apps.running import OpenFlows, RunningFlows, Survival
 
 # Pending flows are kept for the stale limit plus the prediction lag, but at least
 # PENDING_KEEP_LAG_S (a lag reported later, e.g. the profiler's first, still finds the flows
@@ -154,6 +154,7 @@ class PolicyCore:
         self.capacities = {s: tuple(float(x) for x in c)
                            for s, c in (capacities or {}).items()}
         self.running = RunningFlows()
+        self.open_flows = OpenFlows()            # flows whose end the controller sees
         self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
         self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
         self._wrr_credit: dict[str, dict[str, float]] = {}       # ms -> instance -> credit
@@ -200,12 +201,18 @@ class PolicyCore:
             self._horizon[server] = horizon
             self._pending.prune(server, horizon)
 
-    def note_assignment(self, server: str, microservice: str, t: float) -> None:
+    def note_assignment(self, server: str, microservice: str, t: float,
+                        watched: Hashable | None = None) -> None:
         """A flow of the microservice went to the server at t: pending until its data shows
         it. Forgets what no fresh data can still miss (older than the stale limit and the
-        lag before t), so memory does not depend on the profiler's samples arriving."""
+        lag before t), so memory does not depend on the profiler's samples arriving.
+        `watched`: the flow's key when the controller will see it end (flow_ended): it
+        counts as running until then, not by the profiled durations."""
         self._pending.add(server, microservice, t)
-        self.running.add(server, microservice, t)
+        if watched is None:
+            self.running.add(server, microservice, t)
+        else:
+            self.open_flows.add(watched, server, microservice, t)
         keep = min(max(self.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
         self._forget(server, t - self.server_stale_after_s - keep)
 
@@ -349,9 +356,11 @@ class PolicyCore:
 
     # ------------------------------------------------------------------ decision
     def choose(self, microservice: str, now: float | None = None,
-               flow_key: Hashable | None = None) -> Decision:
+               flow_key: Hashable | None = None, watched: Hashable | None = None
+               ) -> Decision:
         """The instance for a new flow. `flow_key` (e.g. protocol, client address and port,
-        VIP and port) is what the maglev policy hashes; the others ignore it."""
+        VIP and port) is what the maglev policy hashes; the others ignore it. `watched`:
+        the flow's key if the controller will tell its end (flow_ended)."""
         now = self.clock() if now is None else now
         pool = self.pools.get(microservice)
         if pool is None:
@@ -385,10 +394,17 @@ class PolicyCore:
             else:
                 decision = self._least_load(microservice, candidates, now,
                                             "weighted-least-load", weights)
-        return self._record(decision)
+        return self._record(decision, watched)
 
-    def _record(self, d: Decision) -> Decision:
-        self.note_assignment(d.server, d.microservice, d.time)
+    def flow_ended(self, watched: Hashable, t: float) -> bool:
+        """A watched flow ended (its FIN was seen); False if it was not open."""
+        return self.open_flows.end(watched, t)
+
+    def is_watched(self, watched: Hashable) -> bool:
+        return watched in self.open_flows
+
+    def _record(self, d: Decision, watched: Hashable | None = None) -> Decision:
+        self.note_assignment(d.server, d.microservice, d.time, watched)
         key = (d.server, d.microservice)
         self.assigned_total[key] = self.assigned_total.get(key, 0) + 1
         return d
@@ -487,8 +503,10 @@ class PolicyCore:
                         {b.server: round(share[b.name], 3) for b in candidates}, weights, now)
 
     def _running_model(self) -> bool:
-        """Whether the profiler has told durations and per-flow use of some microservice."""
-        return any(ms in self.per_flow or ms in self.per_flow_abs for ms in self.survival)
+        """Whether the profiler has told durations and per-flow use of some microservice
+        (or flows are watched to their end, which needs no durations)."""
+        return any(ms in self.per_flow or ms in self.per_flow_abs
+                   for ms in (*self.survival, *(() if not self.open_flows else self.pools)))
 
     def _flow_cost(self, ms: str, server: str) -> tuple[float, float] | None:
         """(CPU %, network %) of the server that one running flow of ms uses."""
@@ -505,7 +523,10 @@ class PolicyCore:
         survival = {ms: self.survival.get(ms, horizon) for ms in
                     set(self.per_flow) | set(self.per_flow_abs)}
         cpu = net = flows = 0.0
-        for ms, n in self.running.expected(server, at, survival).items():
+        counts = self.running.expected(server, at, survival)
+        for ms, n in self.open_flows.running(server, at).items():
+            counts[ms] = counts.get(ms, 0.0) + n
+        for ms, n in counts.items():
             cost = self._flow_cost(ms, server)
             if cost is not None:
                 cpu += n * cost[0]
@@ -612,6 +633,7 @@ class PolicyCore:
                 "fresh": self.is_fresh(s, now),
                 "pending_flows": self.pending(s),
                 "running_flows_estimate": round(self.running_load(s, now)[2], 2),
+                "watched_flows": self.open_flows.running(s, now),
                 "flows_assigned": {ms: n for (srv, ms), n in sorted(self.assigned_total.items())
                                    if srv == s},
                 "instances": {b.name: {"microservice": b.microservice,

@@ -104,3 +104,85 @@ class RunningFlows:
 
     def buckets(self) -> int:
         return sum(len(q) for per in self._starts.values() for q in per.values())
+
+
+class OpenFlows:
+    """Flows whose end the controller sees (long TCP flows: the instance's FIN), counted
+    exactly. The flows running on a server at time x are those started by x less those
+    ended by x: both are running totals per server and microservice, with the last
+    `keep_s` of starts and ends in buckets of `bucket_s`, so a count at a recent time costs
+    the buckets after it, whatever the number of flows. A flow that never shows its end is
+    dropped (counted as ended) after `max_age_s`."""
+
+    def __init__(self, bucket_s: float = 0.1, keep_s: float = 120.0,
+                 max_age_s: float = DEFAULT_MAX_AGE_S):
+        if not bucket_s > 0 or not keep_s > 0 or not max_age_s > 0:
+            raise ValueError("bucket_s, keep_s and max_age_s must be > 0")
+        self.bucket_s, self.keep_s, self.max_age_s = bucket_s, keep_s, max_age_s
+        self._open: dict = {}          # key -> (server, microservice, start), start order
+        self._totals: dict[tuple[str, str], list[int]] = {}     # (server, ms) -> [starts, ends]
+        self._recent: dict[tuple[str, str], deque] = {}         # -> [bucket, starts, ends]
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __contains__(self, key) -> bool:
+        return key in self._open
+
+    def _event(self, server: str, ms: str, t: float, start: int, end: int) -> None:
+        where = (server, ms)
+        tot = self._totals.setdefault(where, [0, 0])
+        tot[0] += start
+        tot[1] += end
+        k = math.floor(t / self.bucket_s)
+        q = self._recent.setdefault(where, deque())
+        if q and q[-1][0] >= k:        # same bucket (or the clock stepped back: the last)
+            q[-1][1] += start
+            q[-1][2] += end
+        else:
+            q.append([k, start, end])
+        oldest = math.floor((t - self.keep_s) / self.bucket_s)
+        while q and q[0][0] < oldest:
+            q.popleft()
+
+    def add(self, key, server: str, microservice: str, t: float) -> None:
+        """A flow started (a second add of an open key changes nothing)."""
+        if key in self._open:
+            return
+        self.expire(t)
+        self._open[key] = (server, microservice, t)
+        self._event(server, microservice, t, 1, 0)
+
+    def end(self, key, t: float) -> bool:
+        """The flow ended at t; False if it was not open (unknown, or already ended)."""
+        flow = self._open.pop(key, None)
+        if flow is None:
+            return False
+        self._event(flow[0], flow[1], t, 0, 1)
+        return True
+
+    def expire(self, now: float) -> int:
+        n = 0
+        while self._open:
+            key, (server, ms, start) = next(iter(self._open.items()))
+            if now - start <= self.max_age_s:
+                break
+            del self._open[key]
+            self._event(server, ms, now, 0, 1)
+            n += 1
+        return n
+
+    def running(self, server: str, at: float) -> dict[str, int]:
+        """Per microservice, its flows on the server running at `at` (within keep_s of the
+        latest event; earlier times count as the oldest kept)."""
+        out = {}
+        for (srv, ms), (starts, ends) in self._totals.items():
+            if srv != server:
+                continue
+            for k, s, e in reversed(self._recent.get((srv, ms), ())):
+                if (k + 0.5) * self.bucket_s <= at:
+                    break
+                starts, ends = starts - s, ends - e
+            if starts - ends > 0:
+                out[ms] = starts - ends
+        return out

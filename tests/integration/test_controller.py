@@ -100,6 +100,23 @@ def test_a_connection_quiet_for_longer_than_the_idle_timeout_still_gets_its_answ
     assert packet_in_count(stack, "resumed") >= resumed + 1
 
 
+def test_a_long_flow_ends_for_the_policy_core_when_its_fin_passes(stack, cli):
+    # the FIN watch (priority 201, tcp_flags) must be accepted by the real OVS: the job's
+    # FIN reaches the controller as a copy, the client gets its answer
+    fins = packet_in_count(stack, "fin")
+    code, size, who = download(cli, BACKEND)
+    assert code == 200 and size > 0 and who.endswith("-be"), (code, size, who)
+    stack.wait_for(lambda: packet_in_count(stack, "fin") >= fins + 1, 5,
+                   "the back-end flow's FIN reaches the controller")
+    stack.wait_for(lambda: not any(s["watched_flows"] for s in status(stack)["servers"].values()),
+                   5, "no watched flow left running")
+    # short flows are not watched
+    fins = packet_in_count(stack, "fin")
+    served_by(cli, UI, 2)
+    time.sleep(0.5)
+    assert packet_in_count(stack, "fin") == fins
+
+
 def test_a_segment_of_a_connection_nobody_knows_is_reset_not_made_a_flow(stack, cli):
     flows = len(stack.controller_get("/malb/flows")["flows"])
     not_syn = packet_in_count(stack, "tcp_not_syn")

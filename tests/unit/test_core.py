@@ -13,7 +13,7 @@ from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from ryu_apps import ofwire
 from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, ControllerCore, FlowStat, \
     PortStat
-from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
 from ryu_apps.policy import Backend
 from tests.unit.fakeswitch import CONTROLLER, FakeNetwork, fields_of, frame_of
 
@@ -65,9 +65,9 @@ def inject(ctl, net, dpid, in_port, pkt, now=NOW):
     """A packet enters the network: where it leaves (dpid, port, packet), the controller's
     results for the packet-ins it caused (their messages applied)."""
     leaves, results = [], []
-    for d, port, out, _rule, at in net.send(dpid, in_port, pkt):
+    for d, port, out, rule, at in net.send(dpid, in_port, pkt):
         if port == CONTROLLER:
-            r = ctl.packet_in(d, at, frame_of(out), now)
+            r = ctl.packet_in(d, at, frame_of(out), now, rule.cookie if rule else 0)
             net.apply(r.sends)
             results.append(r)
         else:
@@ -105,7 +105,8 @@ def expire_flow(cfg, ctl, net, now):
     for sw in net.switches.values():
         for rule in sw.nat_rules():
             sw.remove(rule.cookie)
-            ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2, ofwire.OFPRR_IDLE_TIMEOUT, now)
+            net.apply(ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2,
+                                       ofwire.OFPRR_IDLE_TIMEOUT, now).sends)
 
 
 # ---------------------------------------------------------------- switch connected
@@ -231,6 +232,60 @@ def test_a_flow_removed_ends_the_flow_and_its_next_segment_resumes_it_on_its_ins
     assert r.kinds == ["resumed"] and r.decision is None and not leaves
     assert net.delivered[-1][2]["ipv4_dst"] == inst.ip
     assert len(net.switches[1].nat_rules()) == 2 and ctl.status()["active_flows"] == 1
+
+
+def fin_watches(net):
+    return [r for sw in net.switches.values() for r in sw.rules if r.cookie >> 48 == FIN_TAG]
+
+
+def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended():
+    cfg, ctl, net = make("malb")
+    c = cfg.testbed.clients[0]
+    inst, pkt = new_flow(cfg, ctl, net, 40010, port=8003)          # backend: long
+    assert ctl.core.running_load(inst.server, NOW + 1)[2] == 0      # no cost known yet
+    assert len(ctl.core.open_flows) == 1 and len(fin_watches(net)) == 1
+    ui, _ = new_flow(cfg, ctl, net, 40011, port=8002)               # ui: short, not watched
+    assert len(ctl.core.open_flows) == 1 and len(fin_watches(net)) == 1
+    # data from the instance: the reverse rule, no controller
+    (back,), results = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK))
+    assert not results and back[2]["ipv4_src"] == VIP
+    # its FIN: rewritten and delivered by the switch, and a copy to the controller
+    leaves, (r,) = from_instance(cfg, ctl, net, inst,
+                                 answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 5)
+    (dpid, port, fin), = leaves
+    assert (dpid, port, fin["ipv4_src"], fin["tcp_src"]) == (c.dpid, c.switch_port, VIP, 8003)
+    assert r.kinds == ["fin"] and not r.sends
+    assert len(ctl.core.open_flows) == 0
+    assert ctl.core.open_flows.running(inst.server, NOW + 6) == {}
+    assert ctl.core.open_flows.running(inst.server, NOW + 4) == {"backend": 1}
+
+
+def test_a_watched_flow_whose_rules_idle_out_mid_job_stays_running_until_its_fin():
+    cfg, ctl, net = make("malb")
+    inst, pkt = new_flow(cfg, ctl, net, 40012, port=8003)
+    # a job computes in silence: the pair idles out; its FIN watch goes with it
+    expire_flow(cfg, ctl, net, NOW + 10)
+    assert not fin_watches(net) and len(ctl.core.open_flows) == 1
+    assert ctl.core.open_flows.running(inst.server, NOW + 15) == {"backend": 1}
+    # the answer comes back as an orphan: resumed, its three rules again
+    leaves, (r,) = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK), NOW + 30)
+    assert r.kinds == ["resumed"] and len(fin_watches(net)) == 1
+    # the FIN through the watch ends it
+    leaves, (r,) = from_instance(cfg, ctl, net, inst,
+                                 answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 30.2)
+    assert r.kinds == ["fin"] and len(leaves) == 1 and len(ctl.core.open_flows) == 0
+
+
+def test_a_fin_that_comes_as_an_orphan_ends_the_flow_too():
+    cfg, ctl, net = make("malb")
+    c = cfg.testbed.clients[0]
+    inst, pkt = new_flow(cfg, ctl, net, 40014, port=8003)
+    expire_flow(cfg, ctl, net, NOW + 10)
+    leaves, (r,) = from_instance(cfg, ctl, net, inst,
+                                 answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 30)
+    assert r.kinds == ["resumed"] and len(ctl.core.open_flows) == 0
+    dpid, port, fin = net.delivered[-1]
+    assert (dpid, port, fin["ipv4_src"]) == (c.dpid, c.switch_port, VIP)
 
 
 def test_an_orphan_answer_resumes_its_flow_and_reaches_the_client_as_the_vip():

@@ -59,9 +59,9 @@ def test_an_unknown_policy_is_a_usage_error(capsys):
     assert "unknown best" in capsys.readouterr().err
 
 
-def test_malb_told_the_flow_ends_counts_exactly_the_flows_running_then():
-    m = model("malb-known-ends")
+def test_long_flows_count_as_running_for_malb_until_they_end_as_the_controller_sees_them():
+    m = model("malb")
     jobs(m, 4)                                  # one 30 s job per server from t=0
-    assert m.core.running_load == m.known_running_load
-    assert m.known_running_load("srv1", 15.0)[2] == 1
-    assert m.known_running_load("srv1", 30.5)[2] == 0
+    assert len(m.core.open_flows) == 0
+    assert m.core.open_flows.running("srv1", 15.0) == {"backend": 1}
+    assert m.core.open_flows.running("srv1", 30.5) == {}

@@ -81,7 +81,7 @@ def test_a_switch_connects_and_a_new_flow_is_sent_counted_and_timed(app):
         types=1 << ofp.OFPGT_SELECT, capabilities=0, max_groups=[8, 8, 8, 8],
         actions=[0, 0, 0, 0])))
     c, frame = syn(app, 40000)
-    app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame))
+    app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame, cookie=0))
     assert len(sw.nat_rules()) == 2
     port, pkt = sw.run(sw.packet_outs[-1].actions, fields_of(frame))[0][:2]
     assert pkt["ipv4_dst"] != app.cfg.microservice("ui").vip and port != CONTROLLER
@@ -94,7 +94,7 @@ def test_a_switch_connects_and_a_new_flow_is_sent_counted_and_timed(app):
 def test_statistics_removals_and_port_events_are_decoded(app):
     dp = connect(app)
     c, frame = syn(app, 40001)
-    app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame))
+    app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame, cookie=0))
     rules = dp.switch.nat_rules()
     # a restarted controller learns the flow from the switch's flow statistics reply
     from ryu_apps import malb

@@ -217,3 +217,20 @@ def test_l2_packet_out_matches_ryu():
                               actions=[parser.OFPActionOutput(ofp.OFPP_FLOOD)], data=data)
     assert ofwire.packet_out(8, 3, ofwire.action_output(ofwire.OFPP_FLOOD), data) == \
         ryu_bytes(ryu, 8)
+
+
+def test_a_fin_watch_matches_ryu():
+    # tcp_flags is an ONF experimenter field in OpenFlow 1.3 (Ryu and Open vSwitch agree)
+    fields = {"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": "10.0.2.3", "tcp_src": 8003,
+              "ipv4_dst": "10.0.200.1", "tcp_dst": 40000}
+    actions = [parser.OFPActionSetField(eth_src="02:00:00:00:00:64"),
+               parser.OFPActionSetField(ipv4_src="10.0.0.100"), parser.OFPActionOutput(3),
+               parser.OFPActionOutput(ofp.OFPP_CONTROLLER, 128)]
+    ryu = parser.OFPFlowMod(DP, cookie=0x4D46000200700001, priority=201,
+                            match=parser.OFPMatch(**fields, tcp_flags=(1, 1)), hard_timeout=600,
+                            instructions=[parser.OFPInstructionActions(
+                                ofp.OFPIT_APPLY_ACTIONS, actions)])
+    mine = ofwire.fin_watch(9, 0x4D46000200700001, 201, 600, "10.0.2.3", 8003, "10.0.200.1",
+                            40000, ofwire.reverse_actions("tcp", "02:00:00:00:00:64",
+                                                          "10.0.0.100", 8003, 8003, 3))
+    assert mine == ryu_bytes(ryu, 9)

@@ -43,3 +43,36 @@ def test_memory_is_bounded_by_the_horizon_not_the_flows():
     for k in range(100_000):
         r.add("srv1", "ui", k * 0.01)            # 1,000 s of flows, 100 a second
     assert r.buckets() <= 62
+
+
+def test_open_flows_count_exactly_now_and_at_a_recent_time():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows(bucket_s=0.1)
+    o.add("a", "srv1", "backend", 10.0)
+    o.add("b", "srv1", "backend", 12.0)
+    o.add("c", "srv2", "backend", 12.0)
+    o.add("a", "srv1", "backend", 13.0)          # a second add of an open flow: nothing
+    assert o.end("a", 20.0) and not o.end("a", 21.0) and not o.end("zz", 21.0)
+    assert o.running("srv1", 25.0) == {"backend": 1}
+    assert o.running("srv1", 15.0) == {"backend": 2}     # a ended at 20
+    assert o.running("srv1", 11.0) == {"backend": 1}     # b started at 12
+    assert o.running("srv1", 5.0) == {}
+    assert o.running("srv3", 25.0) == {} and len(o) == 2 and "b" in o
+
+
+def test_open_flows_that_never_end_are_dropped_after_the_max_age():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows(max_age_s=100.0)
+    o.add("a", "srv1", "video", 0.0)
+    o.add("b", "srv1", "video", 50.0)
+    assert o.expire(101.0) == 1 and "a" not in o
+    assert o.running("srv1", 102.0) == {"video": 1}
+
+
+def test_the_cost_of_a_count_does_not_grow_with_the_flows():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows(bucket_s=0.1)
+    for i in range(20000):
+        o.add(i, "srv1", "backend", i * 0.001)         # 20,000 flows in 20 s
+    assert o.running("srv1", 20.0) == {"backend": 20000}
+    assert sum(len(q) for q in o._recent.values()) <= 201    # buckets, not flows
