@@ -400,9 +400,6 @@ class PolicyCore:
         """A watched flow ended (its FIN was seen); False if it was not open."""
         return self.open_flows.end(watched, t)
 
-    def is_watched(self, watched: Hashable) -> bool:
-        return watched in self.open_flows
-
     def _record(self, d: Decision, watched: Hashable | None = None) -> Decision:
         self.note_assignment(d.server, d.microservice, d.time, watched)
         key = (d.server, d.microservice)

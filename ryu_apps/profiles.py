@@ -6,7 +6,7 @@ type are left out; an answer with weights the core refuses is ignored whole: a w
 nothing changes, not even the server loads."""
 from __future__ import annotations
 
-from ryu_apps.policy import PolicyCore, normalise_weights
+from ryu_apps.policy import PolicyCore
 
 
 def _numbers(d: dict, keys) -> bool:
@@ -32,15 +32,13 @@ def apply_profiles(core: PolicyCore, profiles: dict, servers: dict, now: float) 
         qs = (p.get("flows") or {}).get("quantiles_s")
         if isinstance(qs, list) and qs and all(isinstance(q, (int, float)) for q in qs):
             durations[name] = qs
-    try:
-        for name, w in weights.items():
-            if name in core.pools:
-                normalise_weights(w, name)
+    lag = profiles.get("prediction_lag_s")
+    try:      # update_profiles checks the weights before it changes anything
+        core.update_profiles(weights, classes, now, per_flow,
+                             lag if isinstance(lag, (int, float)) else None, per_flow_abs,
+                             durations)
     except ValueError as exc:
         return [f"profiler sent bad weights: {exc}; its answer is ignored"]
-    lag = profiles.get("prediction_lag_s")
-    core.update_profiles(weights, classes, now, per_flow,
-                         lag if isinstance(lag, (int, float)) else None, per_flow_abs, durations)
     for name, s in (servers.get("servers") or {}).items():
         if name not in core.loads or not isinstance(s, dict) or s.get("stale"):
             continue
