@@ -47,6 +47,10 @@ class ServerView:
     complete: bool = False            # whether the latest sample is complete
     missing: list = field(default_factory=list)
     seen_time: float | None = None    # time of the sample the last period looked at
+    # per microservice on the server, from its complete samples: {"cpu", "net"} (% of the
+    # server) at the latest, and the latest `window` of them (their mean is served)
+    parts: dict = field(default_factory=dict)
+    part_history: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -261,6 +265,7 @@ class ProfilerModel:
                 # a partial total would read as a drop in load: feed only complete ones;
                 # and each sample once (an agent that missed a period is not a flat load)
                 view.predictor.update(*(view.measured[r] for r in RESOURCES))
+                self._take_parts(view)
             view.predicted = _non_negative(view.predictor.predict()) \
                 if view.predictor.samples and not self.server_stale(view, now) \
                 else dict.fromkeys(RESOURCES)
@@ -304,6 +309,36 @@ class ProfilerModel:
                          else view.measured[r] for r in RESOURCES}
                 view.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
         self._classify(now)
+
+    def _take_parts(self, view: ServerView) -> None:
+        """Each microservice's share of the server in a complete sample: the controller's
+        malb policy takes the short-flow ones at their mean, not at the latest sample
+        (docs/controller.md)."""
+        cap = view.sample.get("capacity", {})
+        parts: dict[str, dict] = {}
+        for c in view.sample.get("containers", []):
+            ms = c.get("microservice")
+            if ms not in self.microservices or c.get("state", "running") != "running":
+                continue
+            use = instance_usage(c, cap)
+            part = parts.setdefault(ms, {"cpu": 0.0, "net": 0.0})
+            for r in ("cpu", "net"):
+                part[r] = None if part[r] is None or use[r] is None else part[r] + use[r]
+        view.parts = parts
+        for ms in set(view.part_history) | set(parts):
+            h = view.part_history.setdefault(ms, deque(maxlen=self.cfg.profiler.window))
+            h.append(parts.get(ms, {"cpu": 0.0, "net": 0.0}))   # gone from the server: 0
+
+    def parts_view(self, view: ServerView) -> dict:
+        """{microservice: {cpu, net, cpu_mean, net_mean}} in % of the server."""
+        out = {}
+        for ms, part in view.parts.items():
+            h = view.part_history.get(ms) or ()
+            out[ms] = {**_rounded(part),
+                       **{f"{r}_mean": None if any(x[r] is None for x in h) or not h
+                          else round(sum(x[r] for x in h) / len(h), 4)
+                          for r in ("cpu", "net")}}
+        return out
 
     def _take_call_latencies(self, sample: dict) -> None:
         """The call latencies an agent read from its call-graph services: the graph's edge
@@ -395,6 +430,7 @@ class ProfilerModel:
             out[name] = {
                 **_rounded(v.measured),
                 "predicted": None if stale else _rounded(v.predicted),
+                "by_microservice": None if stale else self.parts_view(v),
                 "sample_time": v.measured_time,
                 "age_s": None if v.measured_time is None else round(now - v.measured_time, 3),
                 "stale": stale, "complete": v.complete, "missing": v.missing,

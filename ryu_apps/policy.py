@@ -12,7 +12,11 @@ the instance that serves a new flow:
 - ``malb``: the same weights, on a load estimate without the predictions' lag (issue 12,
   docs/experiments.md): each server's base load (CPU: its latest measurement; network: the
   prediction) less what the long flows it was running then explain, plus what the long
-  flows it runs now cost.
+  flows it runs now cost. When the profiler splits the measurement by microservice, CPU and
+  network both start from the latest sample, with each short-flow microservice's part
+  replaced by its level (its recent mean, averaged over the servers that run it): what
+  round robin will bring any server over a long flow's life, not the objects that happened
+  to be in flight at the sample.
   Running flows are estimated from the controller's own assignments and each
   microservice's flow durations (ryu_apps/running.py), a flow's cost from the profiler's
   per-flow use scaled to the server's capacity. Short flows get round robin weighted by
@@ -82,6 +86,9 @@ class ServerLoad:
     sample_time: float | None = None
     source: str = ""
     measured: tuple | None = None  # the latest measurement (cpu, mem, net) behind the estimate
+    # per microservice: its share of the measurement, {cpu, net, cpu_mean, net_mean} (% of
+    # the server; the profiler's by_microservice)
+    parts: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,7 @@ class PolicyCore:
         self._wrr_credit: dict[str, dict[str, float]] = {}       # ms -> instance -> credit
         self._profile_version = 0          # bumped by update_profiles: costs may change
         self._base_cache: dict[str, tuple] = {}
+        self._loads_version = 0
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str) -> None:
@@ -169,15 +177,17 @@ class PolicyCore:
 
     def update_server_load(self, server: str, cpu: float | None, mem: float | None,
                            net: float | None, sample_time: float, source: str = "profiler",
-                           measured: tuple | None = None) -> None:
+                           measured: tuple | None = None, parts: dict | None = None) -> None:
         """Utilization of a server (predicted by the profiler, or measured) at sample_time;
         `measured`: the latest measurement (cpu, mem, net) itself, when the figures are a
-        prediction."""
+        prediction; `parts`: each microservice's share of it and that share's recent mean
+        ({ms: {cpu, net, cpu_mean, net_mean}})."""
         if server not in self.loads:
             raise KeyError(f"unknown server {server!r}")
         if (self.loads[server].sample_time or 0.0) > sample_time:
             return  # an older sample arriving late
-        self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source, measured)
+        self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source, measured, parts)
+        self._loads_version += 1      # the short-flow levels average over every server
         self._prune_assignments(server)
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
@@ -514,8 +524,10 @@ class PolicyCore:
         pct = self.per_flow.get(ms)
         return None if pct is None else (pct[0], pct[2])
 
-    def running_load(self, server: str, at: float) -> tuple[float, float, float]:
-        """(CPU %, network %, expected flows) that the flows still running at `at` use."""
+    def running_load(self, server: str, at: float, skip: frozenset = frozenset()
+                     ) -> tuple[float, float, float]:
+        """(CPU %, network %, expected flows) that the flows still running at `at` use,
+        leaving out the microservices in `skip`."""
         horizon = max(self.prediction_lag_s, 2 * self.period_s)
         survival = {ms: self.survival.get(ms, horizon) for ms in
                     set(self.per_flow) | set(self.per_flow_abs)}
@@ -524,6 +536,8 @@ class PolicyCore:
         for ms, n in self.open_flows.running(server, at).items():
             counts[ms] = counts.get(ms, 0.0) + n
         for ms, n in counts.items():
+            if ms in skip:
+                continue
             cost = self._flow_cost(ms, server)
             if cost is not None:
                 cpu += n * cost[0]
@@ -531,7 +545,8 @@ class PolicyCore:
                 flows += n
         return cpu, net, flows
 
-    def _explained_then(self, server: str, load: ServerLoad) -> tuple[tuple, float, float]:
+    def _explained_then(self, server: str, load: ServerLoad
+                        ) -> tuple[tuple, float, float, frozenset]:
         """The figures the base load is taken from, and the (CPU %, network %) that the
         running flows explain in them. CPU: the latest measurement against the flows of its
         period (decision_audit: the rolling mean's 30 s lag makes its picks no better than
@@ -539,10 +554,14 @@ class PolicyCore:
         the prediction against the flows' mean over its window, as smooth as the
         prediction (a server's network samples swing with the ui's 10 MB transfers, which
         long flows do not share a link with). Without a lag or a prediction, the latest
-        measurement for all three."""
+        measurement for all three. When the profiler sends each microservice's part of the
+        measurement: the latest measurement for CPU and network, with the short-flow
+        microservices' parts at their recent mean, and their flows left out of the running
+        ones (returned: the microservices left out)."""
         # the same for every decision until the server's data or the profile changes: kept
         # (10 estimates over the window would otherwise run on every packet-in)
-        key = (load.sample_time, self.prediction_lag_s, self._profile_version)
+        key = (load.sample_time, self.prediction_lag_s, self._profile_version,
+               self._loads_version)
         cached = self._base_cache.get(server)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -550,18 +569,62 @@ class PolicyCore:
         self._base_cache[server] = (key, value)
         return value
 
+    def _short_parts(self, load: ServerLoad) -> dict | None:
+        """The short-flow microservices' parts of the server's measurement, when the
+        profiler sent them complete for every short-flow microservice it names."""
+        if not load.parts:
+            return None
+        short = {}
+        for ms, p in load.parts.items():
+            if ms in self.pools and self.flow_class(ms)[0] == "short":
+                if not all(isinstance(p.get(k), (int, float)) for k in
+                           ("cpu", "net", "cpu_mean", "net_mean")):
+                    return None
+                short[ms] = p
+        return short
+
+    def _short_levels(self) -> dict[str, tuple[float, float]]:
+        """Per short-flow microservice, (CPU %, network %) that its flows will bring a server
+        over a long flow's life: its recent mean, averaged over the servers that run it.
+        The same on every server: round robin spreads the coming flows evenly (by capacity
+        on unequal servers, which evens out their percentages), whichever server happened to
+        get the big objects of the last half minute."""
+        sums: dict[str, list[float]] = {}
+        for load in self.loads.values():
+            for ms, p in (self._short_parts(load) or {}).items():
+                acc = sums.setdefault(ms, [0.0, 0.0, 0])
+                acc[0] += p["cpu_mean"]
+                acc[1] += p["net_mean"]
+                acc[2] += 1
+        return {ms: (c / n, t / n) for ms, (c, t, n) in sums.items()}
+
     def _explained_then_uncached(self, server: str, load: ServerLoad
-                                 ) -> tuple[tuple, float, float]:
+                                 ) -> tuple[tuple, float, float, frozenset]:
         lag = self.prediction_lag_s
         meas = load.measured or (load.cpu, load.mem, load.net)
+        short = self._short_parts(load)
+        if short is not None and meas[0] is not None and meas[2] is not None:
+            # Split by flow class: a long flow's horizon is tens of seconds, over which the
+            # short flows in the latest sample (a ui object lasts 0.1-4 s) are gone and the
+            # round robin brings the same mean to every server. So the short-flow part counts
+            # at its recent mean, the rest at the latest sample less what its long flows
+            # explain (network too: the ui's transfers were why it took the prediction).
+            skip = frozenset(short)
+            cpu_then, net_then, _ = self.running_load(
+                server, load.sample_time - self.period_s / 2, skip)
+            level = self._short_levels()
+            excess_cpu = sum(p["cpu"] - level[ms][0] for ms, p in short.items())
+            excess_net = sum(p["net"] - level[ms][1] for ms, p in short.items())
+            mem = load.mem if load.mem is not None else meas[1]
+            return (meas[0] - excess_cpu, mem, meas[2] - excess_net), cpu_then, net_then, skip
         cpu_then, net_then, _ = self.running_load(server, load.sample_time - self.period_s / 2)
         if lag <= 0 or load.net is None or load.mem is None:
-            return meas, cpu_then, net_then
+            return meas, cpu_then, net_then, frozenset()
         n = max(1, round(lag / self.period_s))
         net = 0.0
         for i in range(n):
             net += self.running_load(server, load.sample_time - lag + (i + 0.5) * lag / n)[1] / n
-        return (meas[0], load.mem, load.net), cpu_then, net
+        return (meas[0], load.mem, load.net), cpu_then, net, frozenset()
 
     def _least_running_load(self, ms: str, candidates: list[Backend], now: float,
                             weights: tuple[float, float, float]) -> Decision:
@@ -573,10 +636,10 @@ class PolicyCore:
             load = self.loads[c.server]
             if not self._fresh(load, now):
                 continue
-            meas, then_cpu, then_net = self._explained_then(c.server, load)
+            meas, then_cpu, then_net, skip = self._explained_then(c.server, load)
             if any(w > 0 and v is None for w, v in zip(weights, meas)):
                 continue
-            now_cpu, now_net, running[c.server] = self.running_load(c.server, now)
+            now_cpu, now_net, running[c.server] = self.running_load(c.server, now, skip)
             cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu
             net = max(0.0, (meas[2] or 0.0) - then_net) + now_net
             scores[c.server] = a * cpu + b * (meas[1] or 0.0) + g * net

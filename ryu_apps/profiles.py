@@ -46,7 +46,10 @@ def apply_profiles(core: PolicyCore, profiles: dict, servers: dict, now: float) 
         t = s.get("sample_time")
         use = [est.get(k) if isinstance(est, dict) else None for k in ("cpu", "mem", "net")]
         measured = tuple(s.get(k) for k in ("cpu", "mem", "net"))
+        parts = s.get("by_microservice")
+        parts = {ms: p for ms, p in parts.items() if isinstance(p, dict)} \
+            if isinstance(parts, dict) else None
         if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
                                                for v in (*use, *measured)):
-            core.update_server_load(name, *use, t, "profiler", measured)
+            core.update_server_load(name, *use, t, "profiler", measured, parts)
     return []

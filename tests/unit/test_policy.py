@@ -394,6 +394,46 @@ def test_malb_takes_the_cpu_base_from_the_latest_measurement():
     assert core.choose("backend", now=100.0).server == "srv2"
 
 
+def test_malb_takes_short_flows_at_their_level_over_servers_not_their_latest_sample():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
+                         per_flow_abs={"ui": (0.01, 1e6)},
+                         durations={"ui": [1.0] * 20})
+
+    def sample(parts_of):
+        for srv in SERVERS:
+            ui_now, ui_mean, be = parts_of[srv]
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, 99.0, measured=(ui_now + be, 10.0, 10.0),
+                parts={"ui": {"cpu": ui_now, "net": 0.0, "cpu_mean": ui_mean, "net_mean": 0.0},
+                       "backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}})
+    # srv1 carries a 10 MB ui object at the sample (40 % for 4 s) and had the most of the
+    # ui's last half minute; its back-end carries one job (10 %), the others' two (20 %)
+    sample({"srv1": (40.0, 12.0, 10.0), "srv2": (0.0, 4.0, 20.0),
+            "srv3": (0.0, 4.0, 20.0), "srv4": (0.0, 4.0, 20.0)})
+    core.note_assignment("srv2", "ui", 99.5)     # short flows sent since are not counted
+    d = core.choose("backend", now=100.0)
+    # every server: the ui's level over the servers, (12 + 3 x 4) / 4 = 6 %, plus its back-end
+    assert d.scores == pytest.approx({"srv1": 16.0, "srv2": 26.0, "srv3": 26.0,
+                                      "srv4": 26.0})
+    assert d.server == "srv1"
+    # the same figures without the parts: srv1's latest sample (50 %) keeps it out
+    plain = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    for srv, cpu in (("srv1", 50.0), ("srv2", 20.0), ("srv3", 20.0), ("srv4", 20.0)):
+        plain.update_server_load(srv, 30.0, 10.0, 10.0, 99.0, measured=(cpu, 10.0, 10.0))
+    assert plain.choose("backend", now=100.0).server != "srv1"
+
+
+def test_malb_ignores_parts_with_a_short_flow_figure_missing():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    for srv in SERVERS:
+        core.update_server_load(
+            srv, 30.0, 10.0, 10.0, 99.0, measured=(50.0 if srv == "srv1" else 20.0, 10.0, 10.0),
+            parts={"ui": {"cpu": 40.0, "net": None, "cpu_mean": 0.0, "net_mean": 0.0}})
+    d = core.choose("backend", now=100.0)
+    assert d.scores["srv1"] == pytest.approx(50.0) and d.server != "srv1"
+
+
 def test_weights_are_normalised_without_overflow():
     assert normalise_weights((1e308, 1e308, 0), "video") == (0.5, 0.5, 0.0)
     assert normalise_weights((1e308, 1e308, 1e308)) == pytest.approx((1 / 3,) * 3)

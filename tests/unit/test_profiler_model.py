@@ -236,3 +236,25 @@ def test_ports_stay_when_a_report_has_none_and_silent_flows_expire():
     assert "a.1:1" in m.flows.seen and m.flows.count["ui"] == 1
     m.step(100.0 + ACTIVE_FLOW_TTL_S + 1)          # its controller went away
     assert len(m.flows) == 0 and m.flows.count["ui"] == 0 and not m.flows.ms_of
+
+
+def test_servers_view_splits_each_server_by_microservice_with_a_window_mean():
+    m = ProfilerModel(cfg(window=3), lambda: RollingMean(3))
+    for k, t in enumerate((100.0, 103.0, 106.0, 109.0)):
+        m.ingest_agent("srv1", sample("srv1", t, cpu=(10, 10 * k, 30), net=(0, 0, 100 * k)),
+                       None, t)
+        m.step(t)
+    parts = m.servers_view(109.0)["servers"]["srv1"]["by_microservice"]
+    # ui: 30 % of one core on a 0.5-core server: 60 %; the mean of k = 1, 2, 3: 40 %
+    assert parts["ui"] == pytest.approx({"cpu": 60.0, "net": 0.0, "cpu_mean": 40.0,
+                                         "net_mean": 0.0})
+    # backend: 150 B/s each way of 1000 B/s: 15 %; the mean of 5, 10, 15 %: 10 %
+    assert parts["backend"]["net"] == pytest.approx(15.0)
+    assert parts["backend"]["net_mean"] == pytest.approx(10.0)
+    assert parts["video"]["cpu"] == pytest.approx(20.0)
+    # a partial sample changes nothing; a stale server has no parts
+    m.ingest_agent("srv1", sample("srv1", 112.0, cpu=(90, 90, 90), complete=False), None, 112.0)
+    m.step(112.0)
+    assert m.servers_view(112.0)["servers"]["srv1"]["by_microservice"]["ui"]["cpu"] == \
+        pytest.approx(60.0)
+    assert m.servers_view(130.0)["servers"]["srv1"]["by_microservice"] is None

@@ -34,6 +34,16 @@ def test_a_good_answer_sets_weights_classes_costs_durations_and_server_loads():
     assert core.prediction_lag_s == 30.0
     load = core.loads["srv1"]
     assert (load.cpu, load.net, load.measured) == (35.0, 4.0, (40.0, 10.0, 5.0))
+    assert load.parts is None
+
+
+def test_each_servers_parts_by_microservice_are_kept_and_bad_ones_left_out():
+    core = core_from_config(load_config(), "malb")
+    ui = {"cpu": 12.0, "net": 30.0, "cpu_mean": 5.0, "net_mean": 20.0}
+    apply_profiles(core, answer(), servers(by_microservice={"ui": ui, "video": "x"}), NOW)
+    assert core.loads["srv1"].parts == {"ui": ui}
+    apply_profiles(core, answer(), servers(by_microservice=[1], sample_time=NOW), NOW)
+    assert core.loads["srv1"].parts is None
 
 
 def test_wrong_types_and_stale_servers_are_left_out():
