@@ -688,6 +688,7 @@ class PolicyCore:
             sw = self.switch_net[s]
             servers[s] = {
                 "cpu": load.cpu, "mem": load.mem, "net": load.net, "source": load.source,
+                "by_microservice": load.parts,
                 "sample_age_s": _age(load.sample_time, now),
                 "net_switch": sw.net, "net_switch_age_s": _age(sw.sample_time, now),
                 "fresh": self.is_fresh(s, now),

@@ -417,6 +417,7 @@ def test_malb_takes_short_flows_at_their_level_over_servers_not_their_latest_sam
     assert d.scores == pytest.approx({"srv1": 16.0, "srv2": 26.0, "srv3": 26.0,
                                       "srv4": 26.0})
     assert d.server == "srv1"
+    assert core.status(100.0)["servers"]["srv1"]["by_microservice"]["ui"]["cpu_mean"] == 12.0
     # the same figures without the parts: srv1's latest sample (50 %) keeps it out
     plain = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
     for srv, cpu in (("srv1", 50.0), ("srv2", 20.0), ("srv3", 20.0), ("srv4", 20.0)):
