@@ -15,7 +15,10 @@ run is spent on it. What is real and what is modelled:
 - modelled: each server is a CPU share shared in proportion to demand when oversubscribed
   (processor sharing); each instance has its own link shared equally by its transfers; a
   back-end job wants its duty cycle of one core until its work is done (work mode) or its
-  deadline passes; a ui object costs `cpu_ms_per_mb` of CPU per MB as it is sent; a video
+  deadline passes; a ui object first runs its work loop (services/rom.py: one thread for
+  `cpu_ms_per_mb` of wall-clock time per MB, so it gets no more than the server's share),
+  then is sent at `send_ms_per_mb` of CPU per MB (fitted so that the model's ui CPU per MB
+  matches the testbed's measured 8.1 ms, docs/experiments.md); a video
   stream sends at its rate, or its share of the link, for its duration; memory is flat.
   Agents sample every period; the profiler steps `profiler_delay` later; the controller
   applies its answer `controller_delay` later. Long flows end for the policy core when
@@ -54,9 +57,11 @@ from ryu_apps.policy import POLICIES, core_from_config
 from ryu_apps.profiles import apply_profiles
 
 DT = 0.05
+EPS = 1e-9                           # a step count in floats: 0.2 - 4 x 0.05 > 0
 MB = 1_000_000
 REFERENCES = ("oracle", "least-jobs")
 MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
+SEND_MS_PER_MB = 0.6     # fitted: the testbed ui's CPU per MB (docs/experiments.md)
 
 
 @dataclass
@@ -72,7 +77,8 @@ class Task:
     work: float = 0.0         # job: core-seconds left (work mode)
     deadline: float = 0.0     # job in deadline mode, stream: when it ends
     bytes_left: float = 0.0   # object
-    cpu_per_byte: float = 0.0
+    cpu_per_byte: float = 0.0  # object: CPU (core-seconds) to send a byte
+    prep: float = 0.0         # object: seconds of wall-clock work left before the first byte
     rate: float = 0.0         # stream: bytes/s wanted
     sent: float = 0.0
     first_byte: float | None = None
@@ -140,7 +146,11 @@ class Model:
         t = Task(req["seq"], cls["name"], ms, instance, server, now, "object")
         if path.startswith("/object"):
             size = _param(path, "size")
-            t.bytes_left, t.cpu_per_byte = size, self.opts.model_cpu_ms_per_mb / 1000 / MB
+            # services/rom.py: a loop of cpu_ms_per_mb of wall-clock time per MB (one thread,
+            # whatever CPU the server's share leaves it), then the transfer
+            t.bytes_left = size
+            t.prep = self.opts.model_cpu_ms_per_mb * size / MB / 1000
+            t.cpu_per_byte = self.opts.model_send_ms_per_mb / 1000 / MB
         elif path.startswith("/job"):
             secs, frac = _param(path, "seconds"), _param(path, "cpu")
             t.kind, t.cores, t.work = "job", frac, frac * secs
@@ -156,7 +166,7 @@ class Model:
             mine = [t for t in self.tasks if t.server == name]
             per_link: dict[str, list[Task]] = {}
             for t in mine:
-                if t.kind != "job":
+                if t.kind == "stream" or (t.kind == "object" and t.prep <= EPS):
                     per_link.setdefault(t.instance, []).append(t)
             want = {}
             for inst, ts in per_link.items():
@@ -166,12 +176,17 @@ class Model:
                     rate = min(share, t.rate) if t.kind == "stream" else share
                     want[id(t)] = rate
             demand = sum(t.cores for t in mine if t.kind == "job") + \
-                sum(want[id(t)] * t.cpu_per_byte for t in mine if t.kind == "object")
+                sum(1.0 for t in mine if t.kind == "object" and t.prep > EPS) + \
+                sum(want[id(t)] * t.cpu_per_byte for t in mine if id(t) in want
+                    and t.kind == "object")
             scale = min(1.0, srv.cpu / demand) if demand > 0 else 1.0
             for t in mine:
                 if t.kind == "job":
                     t.used = t.cores * scale
                     t.work -= t.used * DT
+                elif t.kind == "object" and t.prep > EPS:
+                    t.used = scale
+                    t.prep -= DT
                 elif t.kind == "object":
                     rate = want[id(t)] * scale
                     t.used = rate * t.cpu_per_byte
@@ -282,7 +297,11 @@ def parser() -> argparse.ArgumentParser:
             a.type = lambda s: [x for x in s.split(",") if x]
             a.default = ["srr", "ln", "malb", "malb-paper", *REFERENCES]
     p.add_argument("--model-cpu-ms-per-mb", type=float, default=20.0,
-                   help="ui objects' CPU per MB (default 20 ms, as services/rom.py)")
+                   help="ui objects' work before the transfer, ms of wall-clock time per MB "
+                        "on one thread (default 20, as services/rom.py)")
+    p.add_argument("--model-send-ms-per-mb", type=float, default=SEND_MS_PER_MB,
+                   help="ui objects' CPU to send one MB (default %(default)s ms: the "
+                        "testbed's measured ui CPU per MB less the work above)")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,

@@ -65,3 +65,22 @@ def test_long_flows_count_as_running_for_malb_until_they_end_as_the_controller_s
     assert len(m.core.open_flows) == 0
     assert m.core.open_flows.running("srv1", 15.0) == {"backend": 1}
     assert m.core.open_flows.running("srv1", 30.5) == {}
+
+
+def test_a_ui_object_works_its_wall_clock_budget_on_the_servers_share_then_sends():
+    m = model("srr")
+    used = []
+    sample = m.agent_samples
+
+    def agent_samples(now):       # each sample's CPU, in core-seconds
+        out = sample(now)
+        used.extend(c["cpu_percent"] / 100 * m.period for s in out.values()
+                    for c in s["containers"])
+        return out
+    m.agent_samples = agent_samples
+    rt = jobs(m, 1, "ui-medium")[0]
+    # 10 MB: 200 ms of work (20 ms per MB, wall clock), then 4 s at 20 Mbit/s
+    assert rt == pytest.approx(0.2 + 10e6 / 2.5e6, abs=2 * lb_model.DT)
+    # CPU: the work loop gets the 0.3-core share for 200 ms (60 ms), sending 0.6 ms per MB
+    cpu = sum(used) + sum(a["cpu"] for a in m.acc.values())
+    assert cpu == pytest.approx(0.3 * 0.2 + 10 * lb_model.SEND_MS_PER_MB / 1000, rel=0.05)
