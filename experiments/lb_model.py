@@ -288,6 +288,25 @@ class Model:
         return self.prof.profiles(now), self.prof.servers_view(now)
 
 
+def ui_cpu_per_mb(histories: list[str], microservice: str = "ui") -> dict:
+    """What the testbed's ui instances used: CPU (ms) per MB sent, over every agent sample
+    of the given profiler histories, less the idle process (the mean of the samples that
+    sent under 1 kB/s). The model's send cost is fitted to it."""
+    from profiler.store import HistoryStore
+    rows = []
+    for path in histories:
+        with HistoryStore.open_read_only(path) as store:
+            rows += [(cpu, tx) for _t, ms, cpu, tx in store.rows(
+                "container_samples", ("microservice", "cpu_percent", "tx_bytes_per_s"))
+                if ms == microservice and cpu is not None and tx is not None]
+    idle = [cpu for cpu, tx in rows if tx < 1000]
+    idle_pct = sum(idle) / len(idle) if idle else 0.0
+    busy_pct = sum(cpu - idle_pct for cpu, _tx in rows)     # % of a core, summed over samples
+    mb_per_s = sum(tx for _cpu, tx in rows) / MB            # MB/s, summed over samples
+    return {"samples": len(rows), "idle_cpu_percent": round(idle_pct, 4),
+            "cpu_ms_per_mb": round(10.0 * busy_pct / mb_per_s, 2) if mb_per_s else None}
+
+
 def parser() -> argparse.ArgumentParser:
     p = lb_comparison.parser()
     p.prog = "python -m experiments.lb_model"
@@ -302,6 +321,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model-send-ms-per-mb", type=float, default=SEND_MS_PER_MB,
                    help="ui objects' CPU to send one MB (default %(default)s ms: the "
                         "testbed's measured ui CPU per MB less the work above)")
+    p.add_argument("--measure-ui", metavar="RESULTS",
+                   help="print the ui's CPU per MB in a testbed comparison's results "
+                        "(every policy and run) and exit: what --model-send-ms-per-mb is "
+                        "fitted to")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,
@@ -312,6 +335,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     p = parser()
     opts = p.parse_args(argv)
+    if opts.measure_ui:
+        import glob
+        paths = sorted(glob.glob(os.path.join(opts.measure_ui, "*", "run*", "history.sqlite")))
+        if not paths:
+            p.error(f"--measure-ui: no */run*/history.sqlite under {opts.measure_ui}")
+        print(json.dumps({"results": opts.measure_ui, "histories": len(paths),
+                          **ui_cpu_per_mb(paths)}))
+        return 0
     bad = [x for x in opts.policies if x not in POLICIES and x not in REFERENCES]
     if bad:
         p.error(f"--policies: unknown {', '.join(bad)}; choose from "

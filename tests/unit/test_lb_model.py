@@ -84,3 +84,20 @@ def test_a_ui_object_works_its_wall_clock_budget_on_the_servers_share_then_sends
     # CPU: the work loop gets the 0.3-core share for 200 ms (60 ms), sending 0.6 ms per MB
     cpu = sum(used) + sum(a["cpu"] for a in m.acc.values())
     assert cpu == pytest.approx(0.3 * 0.2 + 10 * lb_model.SEND_MS_PER_MB / 1000, rel=0.05)
+
+
+def test_the_ui_cpu_per_mb_of_a_testbed_run_is_measured_net_of_the_idle_process(tmp_path):
+    from profiler.store import HistoryStore
+    path = str(tmp_path / "history.sqlite")
+    with HistoryStore(path, retention_s=3600) as store:
+        def row(ms, cpu, tx):
+            return {"server": "srv1", "instance": f"srv1-{ms}", "microservice": ms,
+                    "cpu_percent": cpu, "memory_percent": 1.0, "memory_bytes": 1,
+                    "rx_bytes_per_s": 0.0, "tx_bytes_per_s": tx}
+        store.add_container_samples(100.0, [row("ui", 0.1, 0.0), row("video", 50.0, 1e6)])
+        store.add_container_samples(103.0, [row("ui", 0.1, 500.0)])          # idle too
+        # 2.5 MB/s for a 3 s period (7.5 MB) at 1.1 % of a core (0.03 s of CPU): 4 ms/MB
+        store.add_container_samples(106.0, [row("ui", 1.1, 2.5e6), row("ui", None, 1.0)])
+    got = lb_model.ui_cpu_per_mb([path])
+    assert got["samples"] == 3 and got["idle_cpu_percent"] == pytest.approx(0.1)
+    assert got["cpu_ms_per_mb"] == pytest.approx(4.0, rel=1e-3)
