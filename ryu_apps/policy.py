@@ -577,7 +577,7 @@ class PolicyCore:
         short = {}
         for ms, p in load.parts.items():
             if ms in self.pools and self.flow_class(ms)[0] == "short":
-                if not all(isinstance(p.get(k), (int, float)) for k in
+                if not all(_finite_non_negative(p.get(k)) for k in
                            ("cpu", "net", "cpu_mean", "net_mean")):
                     return None
                 short[ms] = p

@@ -425,12 +425,13 @@ def test_malb_takes_short_flows_at_their_level_over_servers_not_their_latest_sam
     assert plain.choose("backend", now=100.0).server != "srv1"
 
 
-def test_malb_ignores_parts_with_a_short_flow_figure_missing():
+@pytest.mark.parametrize("bad", [None, float("nan"), float("inf"), -1.0, "1"])
+def test_malb_ignores_parts_with_a_short_flow_figure_missing_or_not_a_use(bad):
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
     for srv in SERVERS:
         core.update_server_load(
             srv, 30.0, 10.0, 10.0, 99.0, measured=(50.0 if srv == "srv1" else 20.0, 10.0, 10.0),
-            parts={"ui": {"cpu": 40.0, "net": None, "cpu_mean": 0.0, "net_mean": 0.0}})
+            parts={"ui": {"cpu": 40.0, "net": bad, "cpu_mean": 0.0, "net_mean": 0.0}})
     d = core.choose("backend", now=100.0)
     assert d.scores["srv1"] == pytest.approx(50.0) and d.server != "srv1"
 
