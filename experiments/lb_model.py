@@ -18,7 +18,7 @@ run is spent on it. What is real and what is modelled:
   deadline passes; a ui object first runs its work loop (services/rom.py: one thread for
   `cpu_ms_per_mb` of wall-clock time per MB, so it gets no more than the server's share),
   then is sent at `send_ms_per_mb` of CPU per MB (fitted so that the model's ui CPU per MB
-  matches the testbed's measured 8.1 ms, docs/experiments.md); a video
+  matches the testbed's measured MEASURED_UI_MS_PER_MB, docs/experiments.md); a video
   stream sends at its rate, or its share of the link, for its duration; memory is flat.
   Agents sample every period; the profiler steps `profiler_delay` later; the controller
   applies its answer `controller_delay` later. Long flows end for the policy core when
@@ -61,7 +61,10 @@ EPS = 1e-9                           # a step count in floats: 0.2 - 4 x 0.05 > 
 MB = 1_000_000
 REFERENCES = ("oracle", "least-jobs")
 MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
-SEND_MS_PER_MB = 0.6     # fitted: the testbed ui's CPU per MB (docs/experiments.md)
+# The testbed's ui CPU per MB sent, net of the idle process (--measure-ui results/homog10fin
+# at 8e2117e, docs/experiments.md), and the send cost that brings the model's ui to it
+MEASURED_UI_MS_PER_MB = 8.1
+SEND_MS_PER_MB = 1.9
 
 
 @dataclass

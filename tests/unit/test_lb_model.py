@@ -101,3 +101,22 @@ def test_the_ui_cpu_per_mb_of_a_testbed_run_is_measured_net_of_the_idle_process(
     got = lb_model.ui_cpu_per_mb([path])
     assert got["samples"] == 3 and got["idle_cpu_percent"] == pytest.approx(0.1)
     assert got["cpu_ms_per_mb"] == pytest.approx(4.0, rel=1e-3)
+
+
+def test_the_models_ui_uses_the_cpu_per_mb_measured_on_the_testbed():
+    used, sent = [], []
+    for seed in (1, 2):
+        m = model("srr", seed, "--phase-seconds", "30")
+        sample = m.agent_samples
+
+        def agent_samples(now, m=m, sample=sample):
+            out = sample(now)
+            for s in out.values():
+                for c in s["containers"]:
+                    if c["microservice"] == "ui":
+                        used.append(c["cpu_percent"] / 100 * m.period)
+                        sent.append(c["tx_bytes_per_s"] * m.period / lb_model.MB)
+            return out
+        m.agent_samples = agent_samples
+        m.run(90.0)
+    assert 1000 * sum(used) / sum(sent) == pytest.approx(lb_model.MEASURED_UI_MS_PER_MB, rel=0.1)
