@@ -40,6 +40,7 @@ figures per policy with 95 % intervals, and MALB against each other policy, pair
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -322,8 +323,8 @@ def parser() -> argparse.ArgumentParser:
                    help="ui objects' work before the transfer, ms of wall-clock time per MB "
                         "on one thread (default 20, as services/rom.py)")
     p.add_argument("--model-send-ms-per-mb", type=float, default=SEND_MS_PER_MB,
-                   help="ui objects' CPU to send one MB (default %(default)s ms: the "
-                        "testbed's measured ui CPU per MB less the work above)")
+                   help="ui objects' CPU to send one MB (default %(default)s ms: fitted "
+                        "so that the model's ui uses the testbed's measured CPU per MB)")
     p.add_argument("--measure-ui", metavar="RESULTS",
                    help="print the ui's CPU per MB in a testbed comparison's results "
                         "(every policy and run) and exit: what --model-send-ms-per-mb is "
@@ -339,12 +340,14 @@ def main(argv=None) -> int:
     p = parser()
     opts = p.parse_args(argv)
     if opts.measure_ui:
-        import glob
         paths = sorted(glob.glob(os.path.join(opts.measure_ui, "*", "run*", "history.sqlite")))
         if not paths:
             p.error(f"--measure-ui: no */run*/history.sqlite under {opts.measure_ui}")
-        print(json.dumps({"results": opts.measure_ui, "histories": len(paths),
-                          **ui_cpu_per_mb(paths)}))
+        try:
+            measured = ui_cpu_per_mb(paths)
+        except ValueError as exc:        # a file that is not a profiler history
+            p.error(f"--measure-ui: {exc}")
+        print(json.dumps({"results": opts.measure_ui, "histories": len(paths), **measured}))
         return 0
     bad = [x for x in opts.policies if x not in POLICIES and x not in REFERENCES]
     if bad:

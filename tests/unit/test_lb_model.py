@@ -120,3 +120,14 @@ def test_the_models_ui_uses_the_cpu_per_mb_measured_on_the_testbed():
         m.agent_samples = agent_samples
         m.run(90.0)
     assert 1000 * sum(used) / sum(sent) == pytest.approx(lb_model.MEASURED_UI_MS_PER_MB, rel=0.1)
+
+
+def test_measure_ui_names_a_file_that_is_not_a_history(tmp_path, capsys):
+    run = tmp_path / "srr" / "run1"
+    run.mkdir(parents=True)
+    (run / "history.sqlite").write_text("not a database")
+    with pytest.raises(SystemExit) as exc:
+        lb_model.main(["--measure-ui", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "history.sqlite" in err and "Traceback" not in err
