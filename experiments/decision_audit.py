@@ -18,18 +18,30 @@ same history, and reports their error against what followed:
   jobs running at the decision cost (the controller's own assignments, the run's flow
   durations and per-flow CPU from the profiler: the idea behind the malb policy).
 It also estimates the lag of rm10 behind the samples (the shift that best aligns them).
-Writes audit.json and audit.md in the comparison's directory and prints the table.
+
+A second judge needs no future: every policy's back-end decisions (round robin's too)
+against the job demand each server carried at the decision, from the clients' own records
+(requests-*.csv: which instance served each job, from when to when) and the job sizes of
+the workload (the `cpu` of each job class, over the server's CPU share). It says how well a
+policy knew the present, which is all a policy can know; the next 15 s also hold jobs that
+had not arrived.
+Writes audit.json and audit.md in the comparison's directory (audit-at-decision.* with
+--at-decision-only) and prints the tables.
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import glob
 import json
 import math
 import os
 import statistics
 import sys
+from urllib.parse import parse_qs, urlparse
 
 from common.cli import ArgumentParser, fail, positive_float
+from common.config import load_config
 from profiler.predictors import Arma, RollingMean
 from profiler.store import HistoryStore
 from ryu_apps.running import RunningFlows, Survival
@@ -89,6 +101,79 @@ def lag_periods(series: list[tuple[float, float]], window: int = 10, max_shift: 
         if err < best_err:
             best, best_err = shift, err
     return best
+
+
+def jobs_of(run_dir: str) -> tuple[list[tuple[str, float, float, float]], list[str]]:
+    """The run's back-end jobs as the clients saw them: (server, start, end, CPU demand in
+    % of the server), the demand being the job's `cpu` (cores) over the server's share;
+    and the servers that run the back-end."""
+    cfg = load_config(os.path.join(run_dir, "config.yaml"))
+    servers = sorted({i.server for i in cfg.instances if i.microservice == "backend"})
+    server_of = {i.name: i.server for i in (*cfg.slots, *cfg.instances)}
+    share = {srv.name: srv.cpu for srv in cfg.servers}
+    with open(os.path.join(run_dir, "workload.json")) as fh:
+        classes = json.load(fh)["classes"]
+    cores = {}
+    for c in classes:
+        url = urlparse(c["path"])
+        if url.path == "/job" and "cpu" in parse_qs(url.query):
+            cores[c["name"]] = float(parse_qs(url.query)["cpu"][0])
+    jobs = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "requests-*.csv"))):
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                srv = server_of.get(r.get("served_by", ""))
+                if r.get("class") in cores and srv in share and r.get("started") and \
+                        r.get("ended"):
+                    jobs.append((srv, float(r["started"]), float(r["ended"]),
+                                 100.0 * cores[r["class"]] / share[srv]))
+    return jobs, servers
+
+
+def demand_at(jobs: list[tuple[str, float, float, float]], servers, t: float,
+              chosen: str) -> dict[str, float]:
+    """Each server's job demand at t, without the job being decided: the chosen server's
+    job that started last before t (its client sent the request a moment before the
+    controller saw it)."""
+    mine = [j for j in jobs if j[0] == chosen and t - 2.0 < j[1] <= t]
+    deciding = max(mine, key=lambda j: j[1]) if mine else None
+    return {s: sum(p for srv, a, e, p in jobs
+                   if srv == s and a <= t and e > t and (srv, a, e, p) != deciding)
+            for s in servers}
+
+
+def judge_at_decision(run_dir: str) -> list[dict]:
+    """Every back-end decision of the run with the job demand of each server at it."""
+    with open(os.path.join(run_dir, "decisions.json")) as fh:
+        decisions = json.load(fh)["decisions"]
+    if not glob.glob(os.path.join(run_dir, "requests-*.csv")):
+        return []
+    jobs, servers = jobs_of(run_dir)
+    servers = sorted(set(servers) | {d["server"] for d in decisions
+                                     if d["microservice"] == "backend"})
+    return [{"time": d["time"], "chosen": d["server"],
+             "demand": demand_at(jobs, servers, d["time"], d["server"]),
+             "weights": d.get("weights")}
+            for d in decisions if d["microservice"] == "backend"]
+
+
+def summarise_at_decision(rows: list[dict]) -> dict:
+    """How often the chosen server had the least job demand at the decision (ties count),
+    what random choice would reach, the mean regret in CPU points, and the lowest and
+    highest weight the weighted decisions gave memory (None without any)."""
+    if not rows:
+        return {"decisions": 0}
+    least = [min(r["demand"].values()) for r in rows]
+    beta = [r["weights"][1] for r in rows if r.get("weights")]
+    return {"decisions": len(rows),
+            "memory_weight_range": [min(beta), max(beta)] if beta else None,
+            "chose_least_demand": statistics.fmean(
+                r["demand"][r["chosen"]] <= lo + 1e-9 for r, lo in zip(rows, least)),
+            "random_least_demand": statistics.fmean(
+                sum(v <= lo + 1e-9 for v in r["demand"].values()) / len(r["demand"])
+                for r, lo in zip(rows, least)),
+            "regret_cpu_points": statistics.fmean(
+                r["demand"][r["chosen"]] - lo for r, lo in zip(rows, least))}
 
 
 def audit_run(run_dir: str, horizon: float) -> dict:
@@ -164,14 +249,38 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def markdown(per_policy: dict[str, dict], lags: list[int]) -> str:
-    lines = ["| policy | decisions | chose the least loaded | random would | regret (CPU points) |",
-             "|---|---:|---:|---:|---:|"]
-    for p, s in per_policy.items():
+def _choice_table(summaries: dict[str, dict], judged: str, hit: str, rand: str) -> list[str]:
+    """Per policy: decisions, how often its server was the least by `judged`, random's
+    share, the regret."""
+    lines = [f"| policy | decisions | chose the least {judged} | random would | "
+             "regret (CPU points) |", "|---|---:|---:|---:|---:|"]
+    for p, s in summaries.items():
         if s.get("decisions"):
-            lines.append(f"| {p} | {s['decisions']} | {100 * s['chosen_least_loaded']:.0f} % | "
-                         f"{100 * s['random_least_loaded']:.0f} % | "
-                         f"{s['regret_cpu_points']:.1f} |")
+            lines.append(f"| {p} | {s['decisions']} | {100 * s[hit]:.0f} % | "
+                         f"{100 * s[rand]:.0f} % | {s['regret_cpu_points']:.1f} |")
+    return lines
+
+
+def markdown(per_policy: dict[str, dict], lags: list[int],
+             at_decision: dict[str, dict] | None = None) -> str:
+    lines = []
+    if at_decision:
+        lines += ["Every back-end decision against the job demand each server carried at it "
+                  "(the clients' records):", ""]
+        lines += _choice_table(at_decision, "job demand", "chose_least_demand",
+                               "random_least_demand")
+        ranges = [f"{p} {100 * s['memory_weight_range'][0]:.0f}-"
+                  f"{100 * s['memory_weight_range'][1]:.0f} %"
+                  for p, s in at_decision.items() if s.get("memory_weight_range")]
+        if ranges:
+            lines += ["", "Memory's weight in the weighted decisions (lowest-highest): "
+                      + ", ".join(ranges) + "."]
+    if not per_policy:
+        return "\n".join(lines) + "\n"
+    if at_decision:
+        lines += ["", "Least-load decisions against the CPU each server carried over the "
+                      "next seconds (the profiler's samples):", ""]
+    lines += _choice_table(per_policy, "loaded", "chosen_least_loaded", "random_least_loaded")
     lines += ["", "| estimator | decisions | MAE (CPU points) | its pick least loaded | "
               "regret (CPU points) |", "|---|---:|---:|---:|---:|"]
     pooled: dict[str, list] = {}
@@ -196,18 +305,24 @@ def main(argv=None) -> int:
     p.add_argument("--horizon", type=positive_float, default=15.0,
                    help="seconds after a decision over which the actual load is averaged "
                         "(default 15)")
+    p.add_argument("--at-decision-only", action="store_true",
+                   help="only the judge at the decision (seconds; the estimators' replay "
+                        "refits ARMA per decision and takes minutes)")
     args = p.parse_args(argv)
     if not os.path.isdir(args.comparison):
         fail(f"{args.comparison}: no such directory", code=2)
-    per_policy, lags, raw = {}, [], {}
+    per_policy, lags, raw, at_decision = {}, [], {}, {}
     for policy in sorted(os.listdir(args.comparison)):
         pdir = os.path.join(args.comparison, policy)
         runs = sorted(d for d in os.listdir(pdir) if d.startswith("run")) \
             if os.path.isdir(pdir) else []
-        rows = []
+        rows, judged = [], []
         for run in runs:
             rdir = os.path.join(pdir, run)
             if not os.path.exists(os.path.join(rdir, "decisions.json")):
+                continue
+            judged += judge_at_decision(rdir)
+            if args.at_decision_only:
                 continue
             a = audit_run(rdir, args.horizon)
             rows += a["decisions"]
@@ -215,14 +330,20 @@ def main(argv=None) -> int:
             raw[f"{policy}/{run}"] = a
         if rows:
             per_policy[policy] = summarise(rows)
-    if not per_policy:
+        if judged:
+            at_decision[policy] = summarise_at_decision(judged)
+    if not per_policy and not at_decision:
         fail(f"{args.comparison}: no run with least-load decisions of the back-end", code=2)
-    md = markdown(per_policy, lags)
-    with open(os.path.join(args.comparison, "audit.json"), "w") as fh:
-        json.dump({"horizon_s": args.horizon, "summary": per_policy, "runs": raw}, fh)
-    with open(os.path.join(args.comparison, "audit.md"), "w") as fh:
+    md = markdown(per_policy, lags, at_decision)
+    # the quick judge alone does not overwrite a full audit
+    name = "audit-at-decision" if args.at_decision_only else "audit"
+    with open(os.path.join(args.comparison, f"{name}.json"), "w") as fh:
+        json.dump({"horizon_s": args.horizon, "summary": per_policy,
+                   "at_decision": at_decision, "runs": raw}, fh)
+    with open(os.path.join(args.comparison, f"{name}.md"), "w") as fh:
         fh.write(f"# Least-load decisions of the back-end against the next {args.horizon:g} s"
-                 f"\n\nCommand: `python -m experiments.decision_audit {args.comparison}`\n\n"
+                 f"\n\nCommand: `python -m experiments.decision_audit {args.comparison}"
+                 f"{' --at-decision-only' if args.at_decision_only else ''}`\n\n"
                  + md)
     print(md)
     return 0

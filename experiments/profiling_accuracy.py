@@ -509,8 +509,8 @@ def _cmd_live(args, fail) -> int:
     except ConfigError as exc:
         return fail(f"configuration: {exc}")
     if os.geteuid() != 0:
-        print(f"error: live runs need root (Open vSwitch, Docker, namespaces); run it with "
-              f"sudo", file=sys.stderr)
+        print("error: live runs need root (Open vSwitch, Docker, namespaces); run it with "
+              "sudo", file=sys.stderr)
         return 1
     names = args.microservices
     history, phases = run_live(args.out, names, args.phase_seconds, args.period,

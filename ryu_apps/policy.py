@@ -9,8 +9,9 @@ the instance that serves a new flow:
   long-flow ones the server with the least weighted load ``alpha*cpu + beta*mem +
   gamma*net`` of the profiler's predictions, with the microservice's weights from the
   profiler (and the pending-flow correction below);
-- ``malb``: the same weights, on a load estimate without the predictions' lag (issue 12,
-  docs/experiments.md): each server's base load (CPU: its latest measurement; network: the
+- ``malb``: weights from what one flow uses (the profiler's per-flow use: `flow_weights`),
+  on a load estimate without the predictions' lag (issue 12, docs/experiments.md): each
+  server's base load (CPU: its latest measurement; network: the
   prediction) less what the long flows it was running then explain, plus what the long
   flows it runs now cost. When the profiler splits the measurement by microservice, CPU and
   network both start from the latest sample, with each short-flow microservice's part
@@ -19,7 +20,9 @@ the instance that serves a new flow:
   to be in flight at the sample.
   Running flows are estimated from the controller's own assignments and each
   microservice's flow durations (ryu_apps/running.py), a flow's cost from the profiler's
-  per-flow use scaled to the server's capacity. Short flows get round robin weighted by
+  per-flow use scaled to the server's capacity; a flow whose end the controller watches
+  costs what its server's samples measured it to use, once one has (a back-end port takes
+  jobs of two sizes: running.OpenFlows.attribute). Short flows get round robin weighted by
   the servers' capacities (plain round robin on equal servers). Before the profiler knows
   durations and per-flow use, ``malb`` decides as ``malb-paper``;
 - ``maglev``: the flow's 5-tuple looked up in the Maglev table (ryu_apps/maglev.py) of the
@@ -188,6 +191,8 @@ class PolicyCore:
             return  # an older sample arriving late
         self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source, measured, parts)
         self._loads_version += 1      # the short-flow levels average over every server
+        if parts:
+            self._attribute(server, parts, sample_time)
         self._prune_assignments(server)
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
@@ -198,6 +203,20 @@ class PolicyCore:
             return
         self.switch_net[server] = ServerLoad(None, None, net, sample_time, "switch")
         self._prune_assignments(server)
+
+    def _attribute(self, server: str, parts: dict, sample_time: float) -> None:
+        """The long-flow microservices' parts of a sample go to the watched flows that ran
+        in it (running.OpenFlows.attribute): each keeps what it was measured to use."""
+        long_parts = {}
+        for ms, p in parts.items():
+            if ms in self.pools and self.flow_class(ms)[0] == "long" and \
+                    isinstance(p, dict) and _finite_non_negative(p.get("cpu")) and \
+                    _finite_non_negative(p.get("net")):
+                long_parts[ms] = (float(p["cpu"]), float(p["net"]))
+        if long_parts:
+            self.open_flows.attribute(
+                server, long_parts, sample_time - self.period_s, sample_time,
+                {ms: c for ms in long_parts if (c := self._flow_cost(ms, server)) is not None})
 
     def _prune_assignments(self, server: str) -> None:
         """Forget assignments that every view of the server already shows in full."""
@@ -335,6 +354,22 @@ class PolicyCore:
             return w.values, "profiler"
         return w.values, f"profiler, stale (last update {age:.0f} s ago)"
 
+    def flow_weights(self, microservice: str, now: float | None = None
+                     ) -> tuple[tuple[float, float, float], str]:
+        """The weights of `malb`'s long-flow choice: each resource's share of what one flow
+        of the microservice uses (the profiler's per-flow use), not of what its instances
+        use. The paper's shares count an instance's idle footprint: its memory, which no
+        flow moves, took 7-99 % of the back-end's weight in the testbed's decisions (issue
+        12, docs/experiments.md), so a job's server was chosen on memory figures that differ
+        by tenths of a percent. Manual weights still win; without a per-flow use, the
+        profiler's weights."""
+        if microservice in self.manual_weights:
+            return self.manual_weights[microservice], "manual"
+        use = self.per_flow.get(microservice)
+        if use is not None and sum(use) > 0:
+            return normalise_weights(use, microservice), "per-flow use"
+        return self.weights(microservice, now)
+
     def _fresh(self, sample: ServerLoad, now: float) -> bool:
         return sample.sample_time is not None and now - sample.sample_time <= \
             self.server_stale_after_s
@@ -400,7 +435,8 @@ class PolicyCore:
                     decision = self._round_robin(microservice, candidates, now,
                                                  "short flows: round robin")
             elif self.policy == "malb" and self._running_model():
-                decision = self._least_running_load(microservice, candidates, now, weights)
+                decision = self._least_running_load(
+                    microservice, candidates, now, self.flow_weights(microservice, now)[0])
             else:
                 decision = self._least_load(microservice, candidates, now,
                                             "weighted-least-load", weights)
@@ -533,8 +569,12 @@ class PolicyCore:
                     set(self.per_flow) | set(self.per_flow_abs)}
         cpu = net = flows = 0.0
         counts = self.running.expected(server, at, survival)
-        for ms, n in self.open_flows.running(server, at).items():
-            counts[ms] = counts.get(ms, 0.0) + n
+        for ms, (unmeasured, measured, m_cpu, m_net) in self.open_flows.costs(server,
+                                                                                 at).items():
+            # watched flows: each at what it was measured to use, if it was
+            counts[ms] = counts.get(ms, 0.0) + unmeasured
+            if measured and ms not in skip:
+                cpu, net, flows = cpu + m_cpu, net + m_net, flows + measured
         for ms, n in counts.items():
             if ms in skip:
                 continue
@@ -695,6 +735,10 @@ class PolicyCore:
                 "pending_flows": self.pending(s),
                 "running_flows_estimate": round(self.running_load(s, now)[2], 2),
                 "watched_flows": self.open_flows.running(s, now),
+                # what the watched flows that samples have measured use (% of the server)
+                "watched_flows_measured": {
+                    ms: {"flows": k, "cpu": round(cpu, 3), "net": round(net, 3)}
+                    for ms, (_, k, cpu, net) in self.open_flows.costs(s, now).items() if k},
                 "flows_assigned": {ms: n for (srv, ms), n in sorted(self.assigned_total.items())
                                    if srv == s},
                 "instances": {b.name: {"microservice": b.microservice,
@@ -705,11 +749,16 @@ class PolicyCore:
         microservices = {}
         for ms, pool in self.pools.items():
             w, wsrc = self.weights(ms, now)
+            fw, fwsrc = self.flow_weights(ms, now)
             cls, csrc = self.flow_class(ms)
             microservices[ms] = {
                 "weights": {"alpha": round(w[0], 6), "beta": round(w[1], 6),
                             "gamma": round(w[2], 6)},
                 "weights_source": wsrc, "flow_class": cls, "flow_class_source": csrc,
+                # what malb's long-flow choice weighs with (flow_weights)
+                "flow_weights": {"alpha": round(fw[0], 6), "beta": round(fw[1], 6),
+                                 "gamma": round(fw[2], 6)},
+                "flow_weights_source": fwsrc,
                 "instances": [b.name for b in pool],
                 "healthy_instances": [b.name for b in pool if self.healthy[b.name]],
             }

@@ -106,22 +106,48 @@ class RunningFlows:
         return sum(len(q) for per in self._starts.values() for q in per.values())
 
 
+class _Flow:
+    """A watched flow, and what it was measured to use on its server (None: not yet)."""
+    __slots__ = ("server", "ms", "start", "end", "cpu", "net", "samples")
+
+    def __init__(self, server: str, ms: str, start: float):
+        self.server, self.ms, self.start = server, ms, start
+        self.end: float | None = None
+        self.cpu: float | None = None
+        self.net: float | None = None
+        self.samples = 0.0           # how many samples' worth its figures rest on
+
+
 class OpenFlows:
     """Flows whose end the controller sees (long TCP flows: the instance's FIN), counted
     exactly. The flows running on a server at time x are those started by x less those
     ended by x: both are running totals per server and microservice, with the last
     `keep_s` of starts and ends in buckets of `bucket_s`, so a count at a recent time costs
     the buckets after it, whatever the number of flows. A flow that never shows its end is
-    dropped (counted as ended) after `max_age_s`."""
+    dropped (counted as ended) after `max_age_s`.
+
+    Each flow also gets what it uses on its server (`attribute`): when a sample of a server
+    splits its use by microservice, the part that the flows measured before do not explain
+    goes to the flows that ran through that sample for the first time. A back-end port
+    takes jobs of two sizes, and the controller cannot tell them apart at the first packet;
+    the first sample a job runs through can (issue 12). `costs` gives, per
+    microservice, the flows running and what those already measured use: now from running
+    sums (a decision costs the same at any number of flows), at a recent time by walking
+    the server's flows."""
 
     def __init__(self, bucket_s: float = 0.1, keep_s: float = 120.0,
                  max_age_s: float = DEFAULT_MAX_AGE_S):
         if not bucket_s > 0 or not keep_s > 0 or not max_age_s > 0:
             raise ValueError("bucket_s, keep_s and max_age_s must be > 0")
         self.bucket_s, self.keep_s, self.max_age_s = bucket_s, keep_s, max_age_s
-        self._open: dict = {}          # key -> (server, microservice, start), start order
+        self._open: dict = {}          # key -> _Flow, start order
         self._totals: dict[tuple[str, str], list[int]] = {}     # (server, ms) -> [starts, ends]
         self._recent: dict[tuple[str, str], deque] = {}         # -> [bucket, starts, ends]
+        self._on: dict[str, dict] = {}              # server -> {key: _Flow}, the open ones
+        self._ended: deque = deque()                # _Flow, in end order, the last keep_s
+        # (server, ms) -> [open flows not measured yet, measured ones, their CPU, network]
+        self._sums: dict[tuple[str, str], list] = {}
+        self._latest = float("-inf")                # the latest start, end or expiry
 
     def __len__(self) -> int:
         return len(self._open)
@@ -130,6 +156,7 @@ class OpenFlows:
         return key in self._open
 
     def _event(self, server: str, ms: str, t: float, start: int, end: int) -> None:
+        self._latest = max(self._latest, t)
         where = (server, ms)
         tot = self._totals.setdefault(where, [0, 0])
         tot[0] += start
@@ -144,31 +171,53 @@ class OpenFlows:
         oldest = math.floor((t - self.keep_s) / self.bucket_s)
         while q and q[0][0] < oldest:
             q.popleft()
+        while self._ended and self._ended[0].end < t - self.keep_s:
+            self._ended.popleft()
+
+    def _count(self, f: _Flow, sign: int) -> None:
+        acc = self._sums.setdefault((f.server, f.ms), [0, 0, 0.0, 0.0])
+        if f.cpu is None:
+            acc[0] += sign
+        else:
+            acc[1] += sign
+            acc[2] += sign * f.cpu
+            acc[3] += sign * f.net
+        if acc[0] == 0 and acc[1] == 0:
+            acc[2] = acc[3] = 0.0       # no float residue once the last one ends
 
     def add(self, key, server: str, microservice: str, t: float) -> None:
         """A flow started (a second add of an open key changes nothing)."""
         if key in self._open:
             return
         self.expire(t)
-        self._open[key] = (server, microservice, t)
+        f = self._open[key] = _Flow(server, microservice, t)
+        self._on.setdefault(server, {})[key] = f
+        self._count(f, 1)
         self._event(server, microservice, t, 1, 0)
+
+    def _close(self, key, t: float) -> _Flow:
+        f = self._open.pop(key)
+        del self._on[f.server][key]
+        self._count(f, -1)
+        f.end = t
+        self._ended.append(f)
+        self._event(f.server, f.ms, t, 0, 1)
+        return f
 
     def end(self, key, t: float) -> bool:
         """The flow ended at t; False if it was not open (unknown, or already ended)."""
-        flow = self._open.pop(key, None)
-        if flow is None:
+        if key not in self._open:
             return False
-        self._event(flow[0], flow[1], t, 0, 1)
+        self._close(key, t)
         return True
 
     def expire(self, now: float) -> int:
         n = 0
         while self._open:
-            key, (server, ms, start) = next(iter(self._open.items()))
-            if now - start <= self.max_age_s:
+            key, f = next(iter(self._open.items()))
+            if now - f.start <= self.max_age_s:
                 break
-            del self._open[key]
-            self._event(server, ms, now, 0, 1)
+            self._close(key, now)
             n += 1
         return n
 
@@ -186,3 +235,97 @@ class OpenFlows:
             if starts - ends > 0:
                 out[ms] = starts - ends
         return out
+
+    def _flows_in(self, server: str, t0: float, t1: float):
+        """The server's flows that ran between t0 and t1 (open ones, and those ended since
+        keep_s)."""
+        for f in self._on.get(server, {}).values():
+            if f.start < t1:
+                yield f
+        for f in self._ended:
+            if f.server == server and f.start < t1 and f.end > t0:
+                yield f
+
+    def attribute(self, server: str, parts: dict[str, tuple[float, float]], t0: float,
+                  t1: float, unmeasured: dict[str, tuple[float, float]] | None = None,
+                  whole: float = 0.9) -> None:
+        """A sample of the server over [t0, t1]: per microservice, its (CPU, network) there.
+        What the flows measured before do not explain goes to the flows not measured yet
+        that ran through (`whole` of) the sample, as the same use per flow. Flows that ran
+        in part of it count at `unmeasured` (per microservice, the profile's use of a
+        flow; 0 without) and wait for the next sample: a sample's window is not exactly
+        [t0, t1] (an agent reads its containers after it stamps the time), and a flow
+        that ran a quarter of it would be charged that error four times over (on the
+        testbed, several times a job's size)."""
+        span = t1 - t0
+        if not span > 0:
+            return
+        known: dict[str, list] = {}
+        new: dict[str, list] = {}
+        for f in self._flows_in(server, t0, t1):
+            if f.ms not in parts:
+                continue
+            ran = (min(t1, f.end if f.end is not None else t1) - max(t0, f.start)) / span
+            if ran <= 0:
+                continue
+            if f.cpu is None:
+                new.setdefault(f.ms, []).append((f, ran))
+            else:
+                acc = known.setdefault(f.ms, [0.0, 0.0, []])
+                acc[0] += f.cpu * ran
+                acc[1] += f.net * ran
+                acc[2].append((f, ran))
+        for ms, (cpu, net) in parts.items():
+            seen = known.get(ms, (0.0, 0.0, []))
+            flows = [(f, ran) for f, ran in new.get(ms, []) if ran >= whole]
+            part = sum(ran for f, ran in new.get(ms, []) if ran < whole)
+            guess = (unmeasured or {}).get(ms, (0.0, 0.0))
+            weight = sum(r for _, r in flows)
+            if flows:
+                per = (max(0.0, cpu - seen[0] - part * guess[0]) / weight,
+                       max(0.0, net - seen[1] - part * guess[1]) / weight)
+                for f, ran in flows:
+                    self._measure(f, per, ran)
+            elif seen[2] and not part:
+                # only flows measured before ran: the sample scales them all alike (they
+                # share a server whose other load comes and goes); each keeps its mean
+                # (all of them at zero: alike)
+                ran_all = sum(r for _, r in seen[2])
+                for f, ran in seen[2]:
+                    self._measure(f, (f.cpu * cpu / seen[0] if seen[0] > 0 else cpu / ran_all,
+                                      f.net * net / seen[1] if seen[1] > 0 else net / ran_all),
+                                  ran)
+
+    def _measure(self, f: _Flow, use: tuple[float, float], weight: float) -> None:
+        """One more sample's figures for the flow: its figures are their mean, each sample
+        weighted by the part of it the flow ran in."""
+        if f.end is None:
+            self._count(f, -1)
+        n = f.samples + weight
+        if f.cpu is None:
+            f.cpu, f.net = use
+        else:
+            f.cpu += (use[0] - f.cpu) * weight / n
+            f.net += (use[1] - f.net) * weight / n
+        f.samples = n
+        if f.end is None:
+            self._count(f, 1)
+
+    def costs(self, server: str, at: float) -> dict[str, tuple[int, int, float, float]]:
+        """Per microservice, of its flows on the server running at `at`: (how many have no
+        measured use yet, how many have, the CPU and network those use). At or after the
+        latest start or end, from the running sums; earlier, by walking the flows."""
+        if at >= self._latest:
+            return {ms: (a[0], a[1], a[2], a[3]) for (srv, ms), a in self._sums.items()
+                    if srv == server and (a[0] or a[1])}
+        out: dict[str, list] = {}
+        for f in self._flows_in(server, at, at):
+            if f.start <= at and (f.end is None or f.end > at):
+                acc = out.setdefault(f.ms, [0, 0, 0.0, 0.0])
+                if f.cpu is None:
+                    acc[0] += 1
+                else:
+                    acc[1] += 1
+                    acc[2] += f.cpu
+                    acc[3] += f.net
+        return {ms: tuple(a) for ms, a in out.items()}

@@ -425,6 +425,60 @@ def test_malb_takes_short_flows_at_their_level_over_servers_not_their_latest_sam
     assert plain.choose("backend", now=100.0).server != "srv1"
 
 
+def test_malb_counts_each_watched_job_at_what_its_server_measured_it_to_use():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})   # a job: 10 %
+
+    def sample(t, backend):
+        for srv in SERVERS:
+            be = backend[srv]
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, t, measured=(be, 10.0, 10.0),
+                parts={"ui": {"cpu": 0.0, "net": 0.0, "cpu_mean": 0.0, "net_mean": 0.0},
+                       "backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}})
+    # srv1: a heavy job (40 %) from 90 s, then a light one (10 %) from 93 s; srv4: two
+    # 12 % jobs from 90 s; srv2 and srv3 busy
+    core.note_assignment("srv1", "backend", 90.0, watched="heavy")
+    for srv in ("srv2", "srv3", "srv4"):
+        for k in range(2):
+            core.note_assignment(srv, "backend", 90.0, watched=f"{srv}-{k}")
+    sample(93.0, {"srv1": 40.0, "srv2": 60.0, "srv3": 60.0, "srv4": 24.0})
+    core.note_assignment("srv1", "backend", 93.0, watched="light")
+    sample(96.0, {"srv1": 50.0, "srv2": 60.0, "srv3": 60.0, "srv4": 24.0})
+    assert core.open_flows.costs("srv1", 96.0) == ({"backend": (0, 2, 50.0, 0.0)})
+    assert core.status(96.0)["servers"]["srv1"]["watched_flows_measured"] == {
+        "backend": {"flows": 2, "cpu": 50.0, "net": 0.0}}
+    core.flow_ended("heavy", 97.0)
+    d = core.choose("backend", now=97.5)
+    # srv1 runs the light job (10 %), srv4 its two (24 %); by the profile's 10 % a job,
+    # srv1 would be 50 - 20 + 10 = 40 and srv4 4 + 20 = 24
+    assert d.scores["srv1"] == pytest.approx(10.0) and d.scores["srv4"] == pytest.approx(24.0)
+    assert d.server == "srv1"
+
+
+def test_malb_weighs_a_long_flow_by_what_one_flow_uses_not_the_instances_footprint():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # the paper's weights: memory (the idle footprint) 97 %; a job uses CPU only
+    core.update_profiles({"backend": (0.03, 0.97, 0.0)}, {}, 100.0,
+                         per_flow={"backend": (10.0, 0.0, 0.0)})
+    for srv in SERVERS:        # srv1: most CPU, least memory (by a percent)
+        core.update_server_load(srv, 10.0, 20.0, 5.0, 99.0,
+                                measured=(40.0 if srv == "srv1" else 10.0,
+                                          19.0 if srv == "srv1" else 20.0, 5.0))
+    d = core.choose("backend", now=100.0)
+    assert d.weights == (1.0, 0.0, 0.0) and d.server != "srv1"
+    ms = core.status(100.0)["microservices"]["backend"]
+    assert ms["flow_weights_source"] == "per-flow use" and ms["weights"]["beta"] == 0.97
+    paper = running_core("malb-paper", capacities={s: (0.3, 256, 50) for s in SERVERS})
+    paper.update_profiles({"backend": (0.03, 0.97, 0.0)}, {}, 100.0)
+    for srv in SERVERS:
+        paper.update_server_load(srv, 40.0 if srv == "srv1" else 10.0,
+                                 19.0 if srv == "srv1" else 20.0, 5.0, 99.0)
+    paper_pick = paper.choose("backend", now=100.0)
+    assert paper_pick.weights == pytest.approx((0.03, 0.97, 0.0)) and paper_pick.server == "srv1"
+    core.set_manual_weights("backend", (0.0, 1.0, 0.0))        # manual weights still win
+    assert core.choose("backend", now=100.5).weights == (0.0, 1.0, 0.0)
+
+
 @pytest.mark.parametrize("bad", [None, float("nan"), float("inf"), -1.0, "1"])
 def test_malb_ignores_parts_with_a_short_flow_figure_missing_or_not_a_use(bad):
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})

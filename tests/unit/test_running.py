@@ -76,3 +76,63 @@ def test_the_cost_of_a_count_does_not_grow_with_the_flows():
         o.add(i, "srv1", "backend", i * 0.001)         # 20,000 flows in 20 s
     assert o.running("srv1", 20.0) == {"backend": 20000}
     assert sum(len(q) for q in o._recent.values()) <= 201    # buckets, not flows
+
+
+def test_a_sample_goes_to_the_flows_that_ran_through_it_first():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows()
+    o.add("a", "srv1", "backend", 90.0)
+    o.add("b", "srv1", "backend", 91.5)            # half of the sample [90, 93]
+    o.add("v", "srv1", "video", 90.0)
+    o.attribute("srv1", {"backend": (30.0, 0.0), "video": (0.0, 16.0)}, 90.0, 93.0,
+                {"backend": (10.0, 0.0)})
+    # b ran half of it: it counts at the profile's 10 % for that half and waits; a gets
+    # the other 25; the stream its 16 % of the network
+    assert o.costs("srv1", 93.0) == {"backend": (1, 1, 25.0, 0.0),
+                                     "video": (0, 1, 0.0, 16.0)}
+    # the next sample: a explains 25, b ran all of it and gets the other 35
+    o.attribute("srv1", {"backend": (60.0, 0.0)}, 93.0, 96.0)
+    assert o.costs("srv1", 96.0)["backend"] == (0, 2, pytest.approx(60.0), 0.0)
+    # a ends; past times count the flows then running, at their figures
+    o.end("a", 97.0)
+    assert o.costs("srv1", 98.0)["backend"] == (0, 1, pytest.approx(35.0), 0.0)
+    assert o.costs("srv1", 96.5)["backend"] == (0, 2, pytest.approx(60.0), 0.0)
+    assert o.costs("srv1", 91.0)["backend"] == (0, 1, pytest.approx(25.0), 0.0)
+    assert o.costs("srv2", 98.0) == {}
+
+
+def test_flows_measured_before_keep_the_mean_of_their_samples():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows()
+    o.add("a", "srv1", "backend", 90.0)
+    o.add("b", "srv1", "backend", 93.0)
+    o.attribute("srv1", {"backend": (30.0, 0.0)}, 90.0, 93.0)        # a: 30
+    o.attribute("srv1", {"backend": (40.0, 0.0)}, 93.0, 96.0)        # b: 10, a as it was
+    # the server's other load squeezed both: 20 is half of 40, each gets half its own
+    o.attribute("srv1", {"backend": (20.0, 0.0)}, 96.0, 99.0)
+    a, b = o._open["a"], o._open["b"]
+    assert (a.cpu, b.cpu) == (pytest.approx((30 + 15) / 2), pytest.approx((10 + 5) / 2))
+    assert o.costs("srv1", 99.0)["backend"] == (0, 2, pytest.approx(22.5 + 7.5), 0.0)
+    o.end("a", 100.0)
+    o.end("b", 100.0)
+    assert o.costs("srv1", 100.0) == {}
+
+
+def test_running_sums_make_a_decision_cost_the_same_at_any_number_of_flows():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows()
+    for i in range(20000):
+        o.add(i, "srv1", "backend", 70.0 + i * 0.0005)
+    o.attribute("srv1", {"backend": (100.0, 0.0)}, 80.0, 90.0)
+    o._on["srv1"].clear()       # a count at the latest time must not walk the flows
+    assert o.costs("srv1", 90.0)["backend"][:2] == (0, 20000)
+
+
+def test_flows_measured_at_nothing_share_what_a_later_sample_shows_alike():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows()
+    o.add("a", "srv1", "video", 90.0)
+    o.add("b", "srv1", "video", 90.0)
+    o.attribute("srv1", {"video": (0.0, 0.0)}, 90.0, 93.0)      # not sending yet
+    o.attribute("srv1", {"video": (0.0, 30.0)}, 93.0, 96.0)
+    assert (o._open["a"].net, o._open["b"].net) == (7.5, 7.5)   # (0 + 15) / 2 each
