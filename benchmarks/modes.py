@@ -195,14 +195,19 @@ def syn_flood(stack, cli1, cli2, client, rate: float, seconds: float, rest: int,
     before = packet_ins(metrics_text(rest))
     rest_times: list[float] = []
     rest_failures = [0]
+    lags: list[float] = []          # the health loop's echo round trips (channel lag)
+    taken_out: set[str] = set()     # instances seen unhealthy at any moment
     stop = threading.Event()
 
     def ask_rest():
         while not stop.is_set():
             t0 = time.perf_counter()
             try:
-                stack.controller_get("/malb/status")
+                status = stack.controller_get("/malb/status")
                 rest_times.append(time.perf_counter() - t0)
+                lags.extend(status.get("channel_lag_s", {}).values())
+                taken_out.update(n for n, v in stack.controller_get("/malb/instances")
+                                 ["instances"].items() if v.get("healthy") is False)
             except Exception:   # noqa: BLE001 -- a failure is what is counted here
                 rest_failures[0] += 1
             time.sleep(0.1)
@@ -260,6 +265,8 @@ def syn_flood(stack, cli1, cli2, client, rate: float, seconds: float, rest: int,
         "ui_vip_connect_during_flood": during,
         "instances_down_after": sorted(n for n, v in healthy["instances"].items()
                                        if v.get("healthy") is False),
+        "instances_taken_out_during": sorted(taken_out),
+        "channel_lag_max_s": round(max(lags), 3) if lags else None,
         "meter_stats": meter.strip().splitlines()[1:] if meter else [],
     }
 
@@ -460,8 +467,11 @@ def markdown(r: dict) -> str:
                   f"{t['bytes']:,} of {t['expected_bytes']:,} bytes. Connections through the "
                   f"ui VIP meanwhile: {f['ui_vip_connect_during_flood']['per_s']}/s, p50 "
                   f"{f['ui_vip_connect_during_flood']['p50_ms']} ms, failures "
-                  f"{f['ui_vip_connect_during_flood']['failures']}. Instances down after: "
-                  f"{f['instances_down_after'] or 'none'}.", "", "Meter statistics:", "",
+                  f"{f['ui_vip_connect_during_flood']['failures']}. Instances taken out "
+                  f"during the flood: {f.get('instances_taken_out_during') or 'none'}; down "
+                  f"after: {f['instances_down_after'] or 'none'}. Largest control-channel "
+                  f"lag (health echo round trip): {f.get('channel_lag_max_s')} s.", "",
+                  "Meter statistics:", "",
                   "```", *f["meter_stats"], "```"]
     return "\n".join(lines) + "\n"
 

@@ -7,8 +7,8 @@ table that applies the messages and answers where a packet goes.
 
 Events: a switch connected (its features reply) or gone, its meter and group features, a
 packet-in, a flow removed, flow and port statistics, a port status, the profiler's answers
-(or its failure), a probe's result, and the timer loops' steps (poll_stats, probe_health,
-expire_health, sync_dataplane); instances added, drained or removed and the policy changed
+(or its failure), a probe's result, an echo reply, and the timer loops' steps (poll_stats,
+probe_health, health_marker, sync_dataplane); instances added, drained or removed and the policy changed
 over REST. The new-flow path itself is ryu_apps/flowpath.py; decisions are ryu_apps/policy.py,
 flow bookkeeping ryu_apps/flows.py, health ryu_apps/health.py, select groups
 ryu_apps/dataplane.py.
@@ -145,6 +145,10 @@ class ControllerCore:
         # ---- switch state
         self.switches: set[int] = set()       # connected (features reply seen, not gone)
         self.metered: set[int] = set()        # switches with the packet-in meter
+        # health: the echo requests out (dpid, xid) -> when sent; per switch, the last
+        # echo's round trip (how far the switch's messages queue behind ours)
+        self.health_markers: dict[tuple[int, int], float] = {}
+        self.channel_lag: dict[int, float] = {}
         self.path = FlowPath(cfg, self.core, self.flows, self.backends, xid=xid, timer=timer)
         self.next_hop = self.path.next_hop
         self.mac_to_port = self.path.mac_to_port
@@ -217,6 +221,9 @@ class ControllerCore:
         out = Result()
         self.switches.discard(dpid)
         self.metered.discard(dpid)
+        self.channel_lag.pop(dpid, None)
+        self.health_markers = {k: v for k, v in self.health_markers.items() if k[0] != dpid}
+        self.health.forget(self._instances_on(dpid))
         out.warnings.append(f"switch {dpid:016x} disconnected")
         return out
 
@@ -663,15 +670,15 @@ class ControllerCore:
 
     # ================================================================ health
     def probe_health(self, now: float) -> Result:
-        """One round of probes (the health loop's step): a TCP SYN from the VIP to every
-        pooled instance of a TCP service, else an ARP request; an earlier probe still
-        unanswered counts as a failure."""
+        """One round of probes (the health loop's first step): a TCP SYN from the VIP to
+        every pooled instance of a TCP service, else an ARP request. An instance whose last
+        probe is still out gets none: that one waits for health_marker's verdict."""
         out = Result()
         h = self.cfg.controller.health
         vip_mac = self.cfg.controller.vip_mac
         for inst in [self.instances[b.name] for pool in self.core.pools.values()
                      for b in pool]:
-            if inst.dpid not in self.switches:
+            if inst.dpid not in self.switches or self.health.outstanding_for(inst.name):
                 continue
             ms = self.cfg.microservice(inst.microservice)
             if h.method == "tcp" and ms.protocol == "tcp":
@@ -693,12 +700,38 @@ class ControllerCore:
                 self._apply_health(out, *change, now)
         return out
 
-    def expire_health(self, now: float) -> Result:
-        """Probes unanswered within the timeout are failures."""
+    def health_marker(self, now: float) -> Result:
+        """The health loop's second step: an echo request to every switch. Probes are judged
+        when its reply comes back (echo_reply), not by the controller's clock alone: the
+        reply queues behind every packet-in the switch sent before it, probe answers among
+        them, so a controller that falls behind a flood of packet-ins does not count the
+        answers still waiting in its queue as missing."""
         out = Result()
-        for change in self.health.expire(now):
+        for dpid in sorted(self.switches):
+            xid = self.xid(dpid)
+            self.health_markers[(dpid, xid)] = now
+            out.sends.append((dpid, ofwire.echo_request(xid, b"malb-health")))
+        return out
+
+    def echo_reply(self, dpid: int, xid: int, now: float) -> Result:
+        """A health marker came back: the probes on this switch that were out longer than
+        the timeout when it was sent, and are still unanswered, are failures."""
+        out = Result()
+        sent = self.health_markers.pop((dpid, xid), None)
+        if sent is None:          # not ours (Ryu's keep-alive) or its switch went away
+            return out
+        # replies come in order: an earlier marker still listed will not come back
+        self.health_markers = {k: v for k, v in self.health_markers.items()
+                               if k[0] != dpid or v > sent}
+        self.channel_lag[dpid] = now - sent
+        out.metrics.append(("set", "malb_switch_channel_lag_seconds", (f"{dpid:016x}",),
+                            now - sent))
+        for change in self.health.expire(sent, self._instances_on(dpid)):
             self._apply_health(out, *change, now)
         return out
+
+    def _instances_on(self, dpid: int) -> set[str]:
+        return {name for name, inst in self.instances.items() if inst.dpid == dpid}
 
     def health_result(self, instance: str, ok: bool, detail: str, now: float) -> Result:
         """A probe's result known by other means than a probe answer."""
@@ -815,6 +848,8 @@ class ControllerCore:
         st["active_flows"] = self.flows.active_count()
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
         st["dataplane"] = self.dataplane_status()
+        st["channel_lag_s"] = {f"{d:016x}": round(lag, 4)
+                               for d, lag in sorted(self.channel_lag.items())}
         st["packet_in_limit_per_s"] = {f"{d:016x}": self.cfg.controller.packet_in_limit_per_s
                                        if d in self.metered else None
                                        for d in sorted(self.switches)}

@@ -35,7 +35,7 @@ class HealthTracker:
 
     def remove(self, instance: str) -> None:
         self.state.pop(instance, None)
-        self.outstanding = {t: v for t, v in self.outstanding.items() if v[0] != instance}
+        self.forget({instance})
 
     def sent(self, token, instance: str, now: float) -> tuple[str, bool] | None:
         """A probe went out. An earlier probe with the same token still unanswered is a
@@ -60,16 +60,25 @@ class HealthTracker:
         """A result known without a probe token (the caller judged it)."""
         return self._result(instance, ok, now, detail or ("answered" if ok else "refused"))
 
-    def expire(self, now: float) -> list[tuple[str, bool]]:
-        """Probes older than the timeout count as failures."""
+    def expire(self, now: float, instances=None) -> list[tuple[str, bool]]:
+        """Probes older than the timeout at ``now`` count as failures (only those of
+        ``instances`` when given)."""
         changes = []
         for token, (inst, sent) in list(self.outstanding.items()):
-            if now - sent > self.timeout_s:
+            if now - sent > self.timeout_s and (instances is None or inst in instances):
                 del self.outstanding[token]
                 change = self._result(inst, False, now, f"no answer within {self.timeout_s} s")
                 if change:
                     changes.append(change)
         return changes
+
+    def forget(self, instances) -> None:
+        """Their probes can no longer be answered (their switch went away): neither answer
+        nor failure will be counted for them."""
+        self.outstanding = {t: v for t, v in self.outstanding.items() if v[0] not in instances}
+
+    def outstanding_for(self, instance: str) -> bool:
+        return any(v[0] == instance for v in self.outstanding.values())
 
     def link_down(self, instance: str, now: float, detail: str = "switch port down"
                   ) -> tuple[str, bool] | None:

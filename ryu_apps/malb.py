@@ -141,8 +141,13 @@ class MalbController(app_manager.RyuApp):
             ("microservice",))
 
         # the core names metrics in its results; the shell holds the objects
+        self.m_channel_lag = self.metrics.gauge(
+            "malb_switch_channel_lag_seconds",
+            "Round trip of the health loop's last echo request to the switch: how long "
+            "its messages queue before the controller handles them.", ("switch",))
         self.by_name = {m.name: m for m in (self.m_health, self.m_flows, self.m_stats_cycle,
-                                            self.m_dp_slots, self.m_dp_moved)}
+                                            self.m_dp_slots, self.m_dp_moved,
+                                            self.m_channel_lag)}
 
         from ryu_apps.rest import register_rest
         register_rest(kwargs["wsgi"], self)
@@ -259,6 +264,10 @@ class MalbController(app_manager.RyuApp):
                    for st in ev.msg.body]
         self._apply(self.ctl.flow_stats(ev.msg.datapath.id, entries, time.time()))
 
+    @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)
+    def _echo_reply(self, ev):
+        self._apply(self.ctl.echo_reply(ev.msg.datapath.id, ev.msg.xid, time.time()))
+
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev):
         m = ev.msg
@@ -285,7 +294,7 @@ class MalbController(app_manager.RyuApp):
         while True:
             self._apply(self.ctl.probe_health(time.time()))
             hub.sleep(interval)
-            self._apply(self.ctl.expire_health(time.time()))
+            self._apply(self.ctl.health_marker(time.time()))
 
     def _profiler_loop(self):
         period = self.cfg.controller.monitoring_period_s

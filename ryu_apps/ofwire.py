@@ -16,6 +16,7 @@ import struct
 from typing import NamedTuple
 
 OFP_VERSION = 0x04
+OFPT_ECHO_REQUEST = 2
 OFPT_PACKET_OUT, OFPT_FLOW_MOD, OFPT_GROUP_MOD, OFPT_MULTIPART_REQUEST = 13, 14, 15, 18
 OFPT_BARRIER_REQUEST, OFPT_METER_MOD = 20, 29
 OFPFC_ADD, OFPFC_DELETE = 0, 3
@@ -192,6 +193,10 @@ def packet_out(xid: int, in_port: int, actions: bytes, data: bytes) -> bytes:
 
 def barrier_request(xid: int) -> bytes:
     return header(OFPT_BARRIER_REQUEST, 8, xid)
+
+
+def echo_request(xid: int, data: bytes = b"") -> bytes:
+    return header(OFPT_ECHO_REQUEST, 8 + len(data), xid) + data
 
 
 # ------------------------------------------------------------------ the NAT rule pair

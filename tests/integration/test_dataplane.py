@@ -100,14 +100,16 @@ def test_a_syn_flood_is_metered_and_rest_and_health_stay_up(stack):
     cli.cmd(f"cd {ROOT} && {sys.executable} benchmarks/pktgen.py syn --intf {c.name}-eth0 "
             f"--src-mac {c.mac} --src-ip {c.ip} --dst-mac {stack.cfg.controller.vip_mac} "
             f"--dst-ip {VIP} --dport 8003 --rate 5000 --seconds 4 > /tmp/malb-flood.out 2>&1 &")
-    slowest = 0.0
-    deadline = time.time() + 5
+    slowest, lag, taken_out = 0.0, 0.0, set()
+    deadline = time.time() + 7
     while time.time() < deadline:
         t0 = time.perf_counter()
-        stack.controller_get("/malb/status")
+        lag = max([lag, *stack.controller_get("/malb/status")["channel_lag_s"].values()])
         slowest = max(slowest, time.perf_counter() - t0)
+        taken_out |= {n for n, v in stack.controller_get("/malb/instances")["instances"]
+                      .items() if v["healthy"] is False}
         time.sleep(0.1)
-    time.sleep(2)
+    print(f"slowest status {slowest:.3f} s, largest channel lag {lag:.3f} s")
     assert slowest < 1.0
     new_flows = packet_in_count(stack, "new_flow") - before
     # the meter let through at most its rate (2000/s, a second of burst), about 2 packets
@@ -117,8 +119,8 @@ def test_a_syn_flood_is_metered_and_rest_and_health_stay_up(stack):
                            capture_output=True, text=True, timeout=10).stdout
     dropped = [int(x) for x in re.findall(r"0: packet_count:(\d+)", stats)]
     assert dropped and max(dropped) > 0, stats
-    # health-probe answers go around the meter: nobody was taken out of a pool
-    assert all(v["healthy"] for v in stack.controller_get("/malb/instances")["instances"]
-               .values()), stack.controller_get("/malb/instances")
+    # health-probe answers go around the meter, and are judged behind the flood's
+    # packet-ins (the echo marker), not by the controller's clock: nobody was taken out
+    assert not taken_out, stack.controller_get("/malb/instances")
     assert not [w for w in served_by(cli, UI, 4) if w.startswith("FAIL")]
     assert download(cli, f"http://{VIP}:8003/job?seconds=0.1&cpu=0.1")[0] == 200

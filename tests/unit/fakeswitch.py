@@ -46,6 +46,11 @@ class Request(NamedTuple):
     body: bytes
 
 
+class EchoRequest(NamedTuple):
+    xid: int
+    data: bytes
+
+
 def _actions(buf: bytes, start: int, end: int) -> list:
     out, pos = [], start
     while pos < end:
@@ -57,7 +62,7 @@ def _actions(buf: bytes, start: int, end: int) -> list:
 
 def decode(buf: bytes) -> list:
     """Concatenated OpenFlow messages -> flow mods (Ryu's parser), packet-outs, group and
-    meter mods, statistics requests; barriers skipped."""
+    meter mods, statistics and echo requests; barriers skipped."""
     out, off = [], 0
     while off < len(buf):
         version, msg_type, length, xid = ofproto_parser.header(buf[off:])
@@ -83,6 +88,8 @@ def decode(buf: bytes) -> list:
                                                       for t, _, rate, burst in bands]))
         elif msg_type == ofp.OFPT_MULTIPART_REQUEST:
             out.append(Request(struct.unpack_from("!H", body, 8)[0], body[16:]))
+        elif msg_type == ofp.OFPT_ECHO_REQUEST:
+            out.append(EchoRequest(xid, body[8:]))
         off += length
     return out
 
@@ -159,6 +166,7 @@ class FakeSwitch:
         self.meters: dict[int, list] = {}
         self.requests: list[Request] = []
         self.packet_outs: list[PacketOut] = []
+        self.echoes: list[EchoRequest] = []      # not answered yet
 
     def apply(self, buf: bytes) -> list:
         msgs = decode(buf)
@@ -177,7 +185,14 @@ class FakeSwitch:
                 self.requests.append(m)
             elif isinstance(m, PacketOut):
                 self.packet_outs.append(m)
+            elif isinstance(m, EchoRequest):
+                self.echoes.append(m)
         return msgs
+
+    def answer_echoes(self) -> list[int]:
+        """The xids of the echo requests not answered yet, in order; answered now."""
+        xids, self.echoes = [e.xid for e in self.echoes], []
+        return xids
 
     def _flow_mod(self, m) -> None:
         if m.command == ofp.OFPFC_DELETE:

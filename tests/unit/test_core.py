@@ -444,7 +444,7 @@ def test_an_instance_that_stops_answering_probes_gets_no_new_flows_until_it_answ
                 assert a.kinds == ["health"]
                 assert net.delivered[-1][2]["tcp_flags"] & ofwire.TCP_RST   # half-open closed
         t += 2
-        net.apply(ctl.expire_health(t - 0.5).sends)
+        judge(ctl, net, t - 0.5, t - 0.4)
     assert ctl.instances_view()[down.name]["healthy"] is False
     for sport in range(42000, 42040):
         assert new_flow(cfg, ctl, net, sport)[0] != down
@@ -456,6 +456,69 @@ def test_an_instance_that_stops_answering_probes_gets_no_new_flows_until_it_answ
     r = ctl.health_result(down.name, False, "refused", t + 1)
     r = ctl.health_result(down.name, False, "refused", t + 1)
     assert ("set", "malb_instance_healthy", (down.name,), 0) in r.metrics
+
+
+def judge(ctl, net, sent: float, back: float) -> list:
+    """The health loop's marker: echo requests sent at `sent`, their replies handled at
+    `back` (after whatever the test handled before); the replies' results."""
+    net.apply(ctl.health_marker(sent).sends)
+    return [ctl.echo_reply(dpid, xid, back) for dpid, sw in net.switches.items()
+            for xid in sw.answer_echoes()]
+
+
+def test_answers_queued_behind_a_flood_are_not_missing_answers():
+    """The controller is 3 s behind its switch (a flood of packet-ins): the probe answers
+    arrive long after the timeout by its clock, but before the marker sent after the
+    timeout comes back, so nobody is taken out. A probe with no answer at all is a
+    failure once the marker returns; unhealthy_after of them take the instance out."""
+    cfg, ctl, net = make(health="tcp")
+    silent = cfg.instances[-1]
+    t, lag = NOW, 3.0
+    for _ in range(3):
+        net.apply(ctl.probe_health(t).sends)
+        probes = net.delivered[-len(cfg.instances):]
+        # by the controller's clock the timeout is long past when the answers are handled
+        for dpid, port, syn in probes:
+            inst = instance_at(cfg, syn["ipv4_dst"])
+            if inst != silent:
+                from_instance(cfg, ctl, net, inst, answer_of(syn), t + 0.1 + lag)
+        replies = judge(ctl, net, t + 2, t + 2 + lag)   # interval 2 s, timeout 1 s
+        assert ctl.status()["channel_lag_s"] == {f"{d:016x}": lag for d in net.switches}
+        assert ("set", "malb_switch_channel_lag_seconds", (f"{1:016x}",), lag) in \
+            replies[0].metrics
+        t += 2 + lag
+    view = ctl.instances_view()
+    assert [n for n, v in view.items() if not v["healthy"]] == [silent.name]
+    assert ctl.health.status()[silent.name]["last_result"].startswith("no answer within")
+
+
+def test_a_probe_still_out_is_not_sent_again_and_a_late_marker_judges_it():
+    cfg, ctl, net = make(health="arp")
+    inst = cfg.instances_of("ui")[0]
+    net.apply(ctl.probe_health(NOW).sends)
+    first = len(net.delivered)
+    # the next round comes before any answer or marker: nothing is sent twice, and the
+    # earlier probe is not counted as failed for it
+    net.apply(ctl.probe_health(NOW + 1).sends)
+    assert len(net.delivered) == first
+    assert ctl.health.status()[inst.name]["consecutive_failures"] == 0
+    # a marker sent within the timeout fails nothing; one sent after it fails them all
+    assert not any(r.warnings for r in judge(ctl, net, NOW + 0.2, NOW + 0.3))
+    assert ctl.health.status()[inst.name]["consecutive_failures"] == 0
+    judge(ctl, net, NOW + 1.5, NOW + 1.6)
+    assert ctl.health.status()[inst.name]["consecutive_failures"] == 1
+    # an echo reply that is not a marker (Ryu's keep-alive) changes nothing
+    assert ctl.echo_reply(1, 999_999, NOW + 2) == type(ctl.echo_reply(1, 999_999, NOW + 2))()
+
+
+def test_a_switch_gone_leaves_no_probe_or_marker_to_judge():
+    cfg, ctl, net = make(health="tcp")
+    net.apply(ctl.probe_health(NOW).sends)
+    net.apply(ctl.health_marker(NOW + 2).sends)
+    ctl.switch_gone(1, NOW + 2.1)
+    assert not ctl.health.outstanding and not ctl.health_markers
+    assert "0000000000000001" not in ctl.status()["channel_lag_s"]
+    assert all(v["healthy"] for v in ctl.instances_view().values())
 
 
 def test_a_port_going_down_takes_its_instance_out_at_once():
