@@ -7,6 +7,7 @@ import math
 import os
 import re
 import sys
+from typing import NoReturn
 
 from common.config import CONFIG_ENV_VAR, ConfigError, load_config
 
@@ -15,11 +16,11 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line: what is wrong, and where the usage is;
     exit code 2. Subcommands inherit it."""
 
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def fail(message: str, code: int = 1) -> "NoReturn":  # noqa: F821
+def fail(message: str, code: int = 1) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
 

@@ -49,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
 def print_info(cfg, backend: str, datapath: str) -> None:
     tb = cfg.testbed
     print(f"backend: {backend}   datapath: {datapath}   controller: {tb.controller or 'none'}")
-    print(f"switches: " + ", ".join(f"{s.name} (dpid {s.dpid})" for s in tb.switches))
+    print("switches: " + ", ".join(f"{s.name} (dpid {s.dpid})" for s in tb.switches))
     for t in tb.trunks:
         print(f"trunk {t.a}:{t.a_port} <-> {t.b}:{t.b_port}  "
               f"{(str(t.bw_mbit) + ' Mbit/s') if t.bw_mbit else 'unlimited'}")

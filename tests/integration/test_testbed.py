@@ -1,7 +1,6 @@
 """The testbed on this machine's backend: real OVS, real containers, real TCP."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -9,7 +8,7 @@ import time
 import pytest
 
 from common.config import load_config
-from tests.conftest import PY, ROOT, run_module
+from tests.conftest import PY, ROOT
 from topologies import backend as backends
 from topologies.cgroups import detect_layout, read_server_cpu_seconds, read_server_limits
 from topologies.check import check_reach, check_testbed

@@ -1,7 +1,7 @@
 """Scenario 2 statistics on small fixtures with hand-computed answers."""
 import pytest
 
-from experiments.evaluation import (PowerModel, energy_per_server, fig3, jain, mean_fig3,
+from experiments.evaluation import (energy_per_server, fig3, jain, mean_fig3,
                                     mean_of_runs, server_power, table2, table3, worst_case)
 
 
