@@ -705,9 +705,11 @@ class ControllerCore:
         when its reply comes back (echo_reply), not by the controller's clock alone: the
         reply queues behind every packet-in the switch sent before it, probe answers among
         them, so a controller that falls behind a flood of packet-ins does not count the
-        answers still waiting in its queue as missing."""
+        answers still waiting in its queue as missing. A switch whose last marker is still
+        out gets none (at most one per switch is kept)."""
         out = Result()
-        for dpid in sorted(self.switches):
+        waiting = {dpid for dpid, _ in self.health_markers}
+        for dpid in sorted(self.switches - waiting):
             xid = self.xid(dpid)
             self.health_markers[(dpid, xid)] = now
             out.sends.append((dpid, ofwire.echo_request(xid, b"malb-health")))
@@ -720,9 +722,6 @@ class ControllerCore:
         sent = self.health_markers.pop((dpid, xid), None)
         if sent is None:          # not ours (Ryu's keep-alive) or its switch went away
             return out
-        # replies come in order: an earlier marker still listed will not come back
-        self.health_markers = {k: v for k, v in self.health_markers.items()
-                               if k[0] != dpid or v > sent}
         self.channel_lag[dpid] = now - sent
         out.metrics.append(("set", "malb_switch_channel_lag_seconds", (f"{dpid:016x}",),
                             now - sent))

@@ -507,6 +507,10 @@ def test_a_probe_still_out_is_not_sent_again_and_a_late_marker_judges_it():
     assert ctl.health.status()[inst.name]["consecutive_failures"] == 0
     judge(ctl, net, NOW + 1.5, NOW + 1.6)
     assert ctl.health.status()[inst.name]["consecutive_failures"] == 1
+    # one marker out per switch: a round while it is out sends none
+    net.apply(ctl.health_marker(NOW + 3).sends)
+    net.apply(ctl.health_marker(NOW + 5).sends)
+    assert len(net.switches[1].echoes) == 1 and len(ctl.health_markers) == 1
     # an echo reply that is not a marker (Ryu's keep-alive) changes nothing
     assert ctl.echo_reply(1, 999_999, NOW + 2) == type(ctl.echo_reply(1, 999_999, NOW + 2))()
 
