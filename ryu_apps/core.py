@@ -8,10 +8,10 @@ table that applies the messages and answers where a packet goes.
 Events: a switch connected (its features reply) or gone, its meter and group features, a
 packet-in, a flow removed, flow and port statistics, a port status, the profiler's answers
 (or its failure), a probe's result, an echo reply, and the timer loops' steps (poll_stats,
-probe_health, health_marker, sync_dataplane); instances added, drained or removed and the policy changed
-over REST. The new-flow path itself is ryu_apps/flowpath.py; decisions are ryu_apps/policy.py,
-flow bookkeeping ryu_apps/flows.py, health ryu_apps/health.py, select groups
-ryu_apps/dataplane.py.
+probe_health, health_marker, sync_dataplane); instances added, drained or removed and the
+policy changed over REST. The new-flow path itself is ryu_apps/flowpath.py; decisions are
+ryu_apps/policy.py, flow bookkeeping ryu_apps/flows.py, health ryu_apps/health.py, select
+groups ryu_apps/dataplane.py.
 """
 from __future__ import annotations
 
