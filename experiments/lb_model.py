@@ -121,8 +121,8 @@ class Model:
     # ------------------------------------------------------------ decisions
     def choose(self, ms: str, now: float, seq: int):
         if self.policy in POLICIES:
-            # as the controller does: a long TCP flow is watched to its FIN (flowpath.py)
-            watched = seq if self.core.flow_class(ms)[0] == "long" else None
+            # as the controller does: a TCP flow is watched to its FIN (flowpath.py)
+            watched = seq if self.core.watches(ms) else None
             d = self.core.choose(ms, now, watched=watched)
             return d.instance, d.server
         pool = [b for b in self.core.pools[ms] if self.core.in_service(b)]

@@ -170,9 +170,9 @@ class FlowPath:
             # the 5-tuple without the switch: a flow hashes alike wherever it enters (maglev)
             t0 = self.timer() if self.timer else 0.0
             # a long TCP flow's end is watched (its FIN comes here too): the policy core
-            # counts it as running until then, not by how long such flows lasted
-            watched = key if proto == "tcp" and \
-                self.core.flow_class(ms.name)[0] == "long" else None
+            # counts it as running until then, not by how long such flows lasted (and
+            # under malb a short one's: PolicyCore.watches)
+            watched = key if proto == "tcp" and self.core.watches(ms.name) else None
             d = self.core.choose(ms.name, now, flow_key=key[1:], watched=watched)
             if self.timer:
                 out.choose_s = self.timer() - t0

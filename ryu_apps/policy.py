@@ -59,7 +59,7 @@ from common.config import POLICIES  # noqa: F401 -- re-exported: the policy name
 from profiler.weights import EQUAL_WEIGHTS
 from ryu_apps import maglev
 from ryu_apps.pending import DEFAULT_BUCKET_S, PendingFlows
-from ryu_apps.running import OpenFlows, RunningFlows, Survival
+from ryu_apps.running import InstanceFlows, OpenFlows, RunningFlows, Survival
 
 # Pending flows are kept for the stale limit plus the prediction lag, but at least
 # PENDING_KEEP_LAG_S (a lag reported later, e.g. the profiler's first, still finds the flows
@@ -164,7 +164,8 @@ class PolicyCore:
         self.capacities = {s: tuple(float(x) for x in c)
                            for s, c in (capacities or {}).items()}
         self.running = RunningFlows()
-        self.open_flows = OpenFlows()            # flows whose end the controller sees
+        self.open_flows = OpenFlows()            # long flows whose end the controller sees
+        self.open_short = InstanceFlows()        # malb: short ones, per instance
         self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
         self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
         self._wrr_credit: dict[str, dict[str, float]] = {}       # ms -> instance -> credit
@@ -231,16 +232,22 @@ class PolicyCore:
             self._pending.prune(server, horizon)
 
     def note_assignment(self, server: str, microservice: str, t: float,
-                        watched: Hashable | None = None) -> None:
+                        watched: Hashable | None = None, instance: str | None = None
+                        ) -> None:
         """A flow of the microservice went to the server at t: pending until its data shows
         it. Forgets what no fresh data can still miss (older than the stale limit and the
         lag before t), so memory does not depend on the profiler's samples arriving.
         `watched`: the flow's key when the controller will see it end (flow_ended): it
-        counts as running until then, not by the profiled durations."""
+        counts as running until then, not by the profiled durations; a short flow's (with
+        its `instance`) counts for malb's next short-flow choices, and by the profiled
+        durations for the long-flow ones, as an unwatched flow."""
         self._pending.add(server, microservice, t)
-        if watched is None:
+        short = self.flow_class(microservice)[0] == "short"
+        if watched is None or short:
             self.running.add(server, microservice, t)
-        else:
+        if watched is not None and short and instance is not None:
+            self.open_short.add(watched, instance, t)
+        elif watched is not None and not short:
             self.open_flows.add(watched, server, microservice, t)
         keep = min(max(self.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
         self._forget(server, t - self.server_stale_after_s - keep)
@@ -428,7 +435,9 @@ class PolicyCore:
             cls, _src = self.flow_class(microservice)
             weights = self.weights(microservice, now)[0]
             if cls == "short":
-                if self.policy == "malb" and self._unequal_servers(candidates):
+                if self.policy == "malb" and watched is not None:
+                    decision = self._least_remaining(microservice, candidates, now, weights)
+                elif self.policy == "malb" and self._unequal_servers(candidates):
                     decision = self._weighted_round_robin(microservice, candidates, now,
                                                           weights)
                 else:
@@ -444,10 +453,16 @@ class PolicyCore:
 
     def flow_ended(self, watched: Hashable, t: float) -> bool:
         """A watched flow ended (its FIN was seen); False if it was not open."""
-        return self.open_flows.end(watched, t)
+        return self.open_flows.end(watched, t) or self.open_short.end(watched)
+
+    def watches(self, microservice: str) -> bool:
+        """Whether the controller should watch a new TCP flow of the microservice to its
+        end (its FIN) and tell flow_ended: long flows always (their load is counted until
+        they end); under malb short ones too, which its short-flow choice counts."""
+        return self.policy == "malb" or self.flow_class(microservice)[0] == "long"
 
     def _record(self, d: Decision, watched: Hashable | None = None) -> Decision:
-        self.note_assignment(d.server, d.microservice, d.time, watched)
+        self.note_assignment(d.server, d.microservice, d.time, watched, d.instance)
         key = (d.server, d.microservice)
         self.assigned_total[key] = self.assigned_total.get(key, 0) + 1
         return d
@@ -544,6 +559,32 @@ class PolicyCore:
         return Decision(ms, best.name, best.server, self.policy, "weighted-round-robin",
                         "short flows: round robin weighted by server capacity",
                         {b.server: round(share[b.name], 3) for b in candidates}, weights, now)
+
+    def _least_remaining(self, ms: str, candidates: list[Backend], now: float,
+                         weights: tuple[float, float, float]) -> Decision:
+        """malb's short-flow choice when their ends are watched: the instance with the
+        least flow time still to carry, its open flows each at the expected remaining life
+        of a flow of its age (the profiled durations; one per open flow until they are
+        known), with the new flow's own expected life, over the server's capacity share on
+        unequal servers. The model of Scenario 2 (docs/experiments.md): round robin lets
+        10 MB objects queue on one instance's link while another's is idle; this cuts the
+        ui's RT spread. Ties go in round-robin order."""
+        survival = self.survival.get(ms)
+        new = survival.expected_remaining(0.0) if survival is not None else 1.0
+        share = self._capacity_shares(candidates, weights) \
+            if self._unequal_servers(candidates) else {}
+        pool = self.pools[ms]
+        start = self._rr_next[ms]
+        scores = {b.name: (self.open_short.remaining(b.name, now, survival) + new)
+                  / max(share.get(b.name, 1.0), 1e-9) for b in candidates}
+        best = min(candidates, key=lambda b: (round(scores[b.name], 9),
+                                              (pool.index(b) - start) % len(pool)))
+        self._rr_next[ms] = (pool.index(best) + 1) % len(pool)
+        basis = "profiled durations" if survival is not None else "open flows"
+        return Decision(ms, best.name, best.server, self.policy, "least-remaining",
+                        f"short flows: least flow time still to carry ({basis})",
+                        {b.server: round(scores[b.name], 3) for b in candidates}, weights,
+                        now)
 
     def _running_model(self) -> bool:
         """Whether the profiler has told durations and per-flow use of some microservice
@@ -743,7 +784,9 @@ class PolicyCore:
                                    if srv == s},
                 "instances": {b.name: {"microservice": b.microservice,
                                        "healthy": self.healthy[b.name],
-                                       "draining": b.name in self.draining}
+                                       "draining": b.name in self.draining,
+                                       # malb: short flows open, watched to their FIN
+                                       "open_short_flows": self.open_short.open_count(b.name)}
                               for bs in self.pools.values() for b in bs if b.server == s},
             }
         microservices = {}

@@ -49,6 +49,24 @@ class Survival:
         p_lo, p_hi = self.probs[i - 1], self.probs[i]
         return 1.0 - (p_lo + (p_hi - p_lo) * (age - lo) / (hi - lo))
 
+    def expected_remaining(self, age: float) -> float:
+        """How much longer a flow that has run `age` seconds is expected to run:
+        the integral of S from age on, over S(age) (0 past the longest duration seen)."""
+        age = max(0.0, age)
+        s_age = self(age)
+        if s_age <= 0.0:
+            return 0.0
+        pts, probs = self.points, self.probs
+        area = max(0.0, pts[0] - age)               # S = 1 before the shortest
+        for i in range(1, len(pts)):
+            lo, hi = pts[i - 1], pts[i]
+            if hi <= age or hi <= lo:
+                continue
+            a = max(lo, age)
+            s_a = 1.0 - (probs[i - 1] + (probs[i] - probs[i - 1]) * (a - lo) / (hi - lo))
+            area += (hi - a) * (s_a + 1.0 - probs[i]) / 2
+        return area / s_age
+
 
 class RunningFlows:
     """Flow starts per server and microservice, in time buckets: [bucket number, count]."""
@@ -104,6 +122,67 @@ class RunningFlows:
 
     def buckets(self) -> int:
         return sum(len(q) for per in self._starts.values() for q in per.values())
+
+
+class InstanceFlows:
+    """Open flows per instance and when each started: the short flows whose end the
+    controller sees (their FIN), for `malb`'s least-remaining choice. What an instance
+    still has to send is estimated from its flows' ages (Survival.expected_remaining), so
+    a flow whose FIN was lost stops counting once it is older than any flow seen; it is
+    dropped after `max_age_s`. A decision walks the candidates' open flows: a handful per
+    instance at the rates short flows end at (the controller caps the records it keeps:
+    controller.max_active_flows)."""
+
+    def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S):
+        if not max_age_s > 0:
+            raise ValueError("max_age_s must be > 0")
+        self.max_age_s = max_age_s
+        self._open: dict = {}                   # key -> instance, start order
+        self._on: dict[str, dict] = {}          # instance -> {key: start}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __contains__(self, key) -> bool:
+        return key in self._open
+
+    def add(self, key, instance: str, t: float) -> None:
+        """A flow started (a second add of an open key changes nothing)."""
+        if key in self._open:
+            return
+        self.expire(t)
+        self._open[key] = instance
+        self._on.setdefault(instance, {})[key] = t
+
+    def end(self, key) -> bool:
+        """The flow ended; False if it was not open."""
+        instance = self._open.pop(key, None)
+        if instance is None:
+            return False
+        del self._on[instance][key]
+        return True
+
+    def expire(self, now: float) -> int:
+        n = 0
+        while self._open:
+            key, instance = next(iter(self._open.items()))
+            if now - self._on[instance][key] <= self.max_age_s:
+                break
+            self.end(key)
+            n += 1
+        return n
+
+    def open_count(self, instance: str) -> int:
+        return len(self._on.get(instance, ()))
+
+    def remaining(self, instance: str, now: float, survival: Survival | None) -> float:
+        """The seconds of flow the instance is expected still to carry: each open flow's
+        expected remaining life at its age; without durations, one per open flow (least
+        connections)."""
+        starts = self._on.get(instance, {}).values()
+        if survival is None:
+            return float(len(starts))
+        return sum(survival.expected_remaining(now - t) for t in starts)
 
 
 class _Flow:

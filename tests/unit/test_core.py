@@ -245,8 +245,9 @@ def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended(
     inst, pkt = new_flow(cfg, ctl, net, 40010, port=8003)          # backend: long
     assert ctl.core.running_load(inst.server, NOW + 1)[2] == 0      # no cost known yet
     assert len(ctl.core.open_flows) == 1 and len(fin_watches(net)) == 1
-    ui, _ = new_flow(cfg, ctl, net, 40011, port=8002)               # ui: short, not watched
-    assert len(ctl.core.open_flows) == 1 and len(fin_watches(net)) == 1
+    ui, _ = new_flow(cfg, ctl, net, 40011, port=8002)   # ui: short, watched for malb's choice
+    assert len(ctl.core.open_flows) == 1 and len(ctl.core.open_short) == 1
+    assert len(fin_watches(net)) == 2
     # data from the instance: the reverse rule, no controller
     (back,), results = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK))
     assert not results and back[2]["ipv4_src"] == VIP
@@ -259,6 +260,19 @@ def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended(
     assert len(ctl.core.open_flows) == 0
     assert ctl.core.open_flows.running(inst.server, NOW + 6) == {}
     assert ctl.core.open_flows.running(inst.server, NOW + 4) == {"backend": 1}
+
+
+def test_short_flows_are_watched_to_their_fin_under_malb_only():
+    cfg, ctl, net = make("malb")
+    inst, pkt = new_flow(cfg, ctl, net, 40013, port=8002)            # ui: short
+    assert len(fin_watches(net)) == 1 and ctl.core.open_short.open_count(inst.name) == 1
+    leaves, (r,) = from_instance(cfg, ctl, net, inst,
+                                 answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 2)
+    assert r.kinds == ["fin"] and len(ctl.core.open_short) == 0
+    for policy in ("srr", "ln", "malb-paper", "maglev"):
+        cfg, ctl, net = make(policy)
+        new_flow(cfg, ctl, net, 40014, port=8002)
+        assert not fin_watches(net) and len(ctl.core.open_short) == 0, policy
 
 
 def test_a_watched_flow_whose_rules_idle_out_mid_job_stays_running_until_its_fin():
