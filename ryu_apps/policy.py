@@ -22,9 +22,12 @@ the instance that serves a new flow:
   microservice's flow durations (ryu_apps/running.py), a flow's cost from the profiler's
   per-flow use scaled to the server's capacity; a flow whose end the controller watches
   costs what its server's samples measured it to use, once one has (a back-end port takes
-  jobs of two sizes: running.OpenFlows.attribute). Short flows get round robin weighted by
-  the servers' capacities (plain round robin on equal servers). Before the profiler knows
-  durations and per-flow use, ``malb`` decides as ``malb-paper``;
+  jobs of two sizes: running.OpenFlows.attribute). A short flow whose end the controller
+  watches goes to the instance with the least flow time still to carry (its open short
+  flows at their expected remaining lives, from the profiled durations; over the server's
+  capacity share on unequal servers); unwatched ones get round robin weighted by the
+  servers' capacities (plain round robin on equal servers). Before the profiler knows
+  durations and per-flow use, ``malb`` decides long flows as ``malb-paper``;
 - ``maglev``: the flow's 5-tuple looked up in the Maglev table (ryu_apps/maglev.py) of the
   microservice's in-service instances, equal weights: a flow always lands on the same instance
   while the pool stands, and an instance going or coming moves about 1/N of the flows. The

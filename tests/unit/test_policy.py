@@ -499,3 +499,53 @@ def test_weights_are_normalised_without_overflow():
         normalise_weights((10 ** 400, 1, 0), "video")
     with pytest.raises(ValueError, match="alpha"):
         normalise_weights((float("inf"), 1, 0), "video")
+
+
+def test_malb_sends_a_watched_short_flow_where_the_least_flow_time_is_left():
+    core = make_core()
+    core.update_profiles({}, {}, 100.0, durations={"ui": [0.4] * 10 + [4.0] * 10})
+    # srv1 got an object 0.5 s ago (a long one: the short ones end at 0.4 s); srv2 one
+    # just now; srv3 two at 3.9 s old (nearly done); srv4 one just now
+    for key, inst, t in (("a", "srv1-ui", 99.5), ("b", "srv2-ui", 100.0),
+                         ("c", "srv3-ui", 96.1), ("d", "srv3-ui", 96.1),
+                         ("e", "srv4-ui", 100.0)):
+        core.open_short.add(key, inst, t)
+    d = core.choose("ui", watched="f")
+    assert (d.server, d.algorithm) == ("srv3", "least-remaining")
+    assert d.scores["srv3"] < d.scores["srv2"] == d.scores["srv4"] < d.scores["srv1"]
+    assert core.open_short.open_count("srv3-ui") == 3
+    # its FIN: it no longer counts
+    assert core.flow_ended("f", 100.5) and core.open_short.open_count("srv3-ui") == 2
+    # not watched (the controller will not see its end): round robin, as before
+    assert core.choose("ui").algorithm == "round-robin"
+
+
+def test_malb_short_flows_without_durations_go_to_the_fewest_open_ties_in_turn():
+    core = make_core()
+    picks = [core.choose("ui", watched=k).server for k in range(4)]
+    assert picks == SERVERS                       # all empty: in turn, as round robin
+    core.flow_ended(2, 100.0)                     # srv3's ended: the only one with none
+    assert core.choose("ui", watched=9).server == "srv3"
+    for k in (0, 1, 3, 9):
+        core.flow_ended(k, 100.0)
+    # empty again: the turn goes on after the last pick
+    assert [core.choose("ui", watched=10 + k).server for k in range(4)] == \
+        ["srv4", "srv1", "srv2", "srv3"]
+
+
+def test_malb_short_flows_on_unequal_servers_weigh_by_capacity():
+    caps = {"srv1": (0.6, 512, 100), "srv2": (0.3, 512, 100), "srv3": (0.3, 512, 100),
+            "srv4": (0.2, 512, 100)}
+    core = make_core(capacities=caps)
+    core.update_profiles({"ui": (1.0, 0.0, 0.0)}, {}, 100.0, durations={"ui": [1.0] * 20})
+    picks = Counter(core.choose("ui", watched=k).server for k in range(14))
+    # no flow ends: each server takes flows in proportion to its CPU (0.6 : 0.3 : 0.3 : 0.2)
+    assert picks == {"srv1": 6, "srv2": 3, "srv3": 3, "srv4": 2}
+
+
+def test_malb_paper_keeps_round_robin_for_watched_short_flows():
+    core = make_core("malb-paper")
+    core.open_short.add("x", "srv1-ui", 99.0)
+    assert [core.choose("ui", watched=k).server for k in range(4)] == SERVERS
+    assert not core.watches("ui") and core.watches("backend")
+    assert make_core("malb").watches("ui")

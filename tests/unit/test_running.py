@@ -136,3 +136,46 @@ def test_flows_measured_at_nothing_share_what_a_later_sample_shows_alike():
     o.attribute("srv1", {"video": (0.0, 0.0)}, 90.0, 93.0)      # not sending yet
     o.attribute("srv1", {"video": (0.0, 30.0)}, 93.0, 96.0)
     assert (o._open["a"].net, o._open["b"].net) == (7.5, 7.5)   # (0 + 15) / 2 each
+
+
+def _numeric_remaining(s, age, dt=1e-3):
+    if s(age) <= 0:
+        return 0.0
+    steps = int((s.longest - age) / dt) + 1
+    return sum(s(age + (i + 0.5) * dt) for i in range(steps)) * dt / s(age)
+
+
+def test_expected_remaining_life_is_the_survival_integral_over_its_value():
+    two_sizes = Survival([0.4] * 10 + [4.0] * 10)        # ui objects: 1 MB and 10 MB
+    spread = Survival([0.5 + 0.25 * i for i in range(20)])
+    for s in (two_sizes, spread):
+        for age in (0.0, 0.2, 0.39, 0.41, 1.0, 2.5, 3.9):
+            assert s.expected_remaining(age) == pytest.approx(_numeric_remaining(s, age),
+                                                              abs=2e-3), age
+    # a new ui object: half of them end at 0.4 s; S runs from 0.5 to 0.45 until 4 s
+    assert two_sizes.expected_remaining(0.0) == pytest.approx(0.4 + 3.6 * (0.5 + 0.45) / 2)
+    # an object older than 0.4 s is one of the long ones: most of its life is left
+    assert two_sizes.expected_remaining(0.5) > two_sizes.expected_remaining(0.0)
+    # past the longest flow seen (a lost FIN): nothing left
+    assert two_sizes.expected_remaining(4.0) == 0.0 == two_sizes.expected_remaining(50.0)
+    assert Survival([2.0] * 20).expected_remaining(0.5) == pytest.approx(1.5)
+
+
+def test_instance_flows_count_each_open_flow_at_its_remaining_life():
+    from ryu_apps.running import InstanceFlows
+    f = InstanceFlows(max_age_s=60.0)
+    s = Survival([2.0] * 20)                          # every flow lasts 2 s
+    f.add("a", "srv1-ui", 10.0)
+    f.add("b", "srv1-ui", 11.0)
+    f.add("b", "srv1-ui", 11.5)                       # a second add of an open key: ignored
+    f.add("c", "srv2-ui", 11.0)
+    assert (f.open_count("srv1-ui"), f.open_count("srv2-ui"), len(f)) == (2, 1, 3)
+    assert f.remaining("srv1-ui", 11.5, s) == pytest.approx(0.5 + 1.5)
+    assert f.remaining("srv1-ui", 11.5, None) == 2.0        # no durations: open flows
+    assert f.remaining("srv3-ui", 11.5, s) == 0.0
+    assert f.end("a") and not f.end("a") and not f.end("unknown")
+    assert f.remaining("srv1-ui", 12.5, s) == pytest.approx(0.5)
+    f.add("d", "srv2-ui", 100.0)                      # "b" and "c" never ended: dropped
+    assert "b" not in f and "c" not in f and len(f) == 1
+    with pytest.raises(ValueError):
+        InstanceFlows(max_age_s=0)
