@@ -471,6 +471,8 @@ class ControllerCore:
         out = Result()
         rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
                                     REMOVED_REASONS.get(reason, "other"), now)
+        if rec is not None and rec.fin_watch and rec.ended == now:
+            self.core.flow_idle(rec.key)    # a short flow that lost its FIN (a SYN flood's)
         if rec is not None and rec.fin_watch and rec.ended == now and \
                 rec.dpid in self.switches:
             # the pair is going: its FIN watch too (a resume installs all three again)

@@ -458,6 +458,12 @@ class PolicyCore:
         """A watched flow ended (its FIN was seen); False if it was not open."""
         return self.open_flows.end(watched, t) or self.open_short.end(watched)
 
+    def flow_idle(self, watched: Hashable) -> bool:
+        """A watched flow's rules idled out: a short flow is over (it sent nothing for the
+        idle timeout; a SYN flood's half-open flows end so); a long one may be a job
+        computing in silence, which runs until its FIN. False if no short flow was open."""
+        return self.open_short.end(watched)
+
     def watches(self, microservice: str) -> bool:
         """Whether the controller should watch a new TCP flow of the microservice to its
         end (its FIN) and tell flow_ended: long flows always (their load is counted until

@@ -125,20 +125,23 @@ class RunningFlows:
 
 
 class InstanceFlows:
-    """Open flows per instance and when each started: the short flows whose end the
-    controller sees (their FIN), for `malb`'s least-remaining choice. What an instance
-    still has to send is estimated from its flows' ages (Survival.expected_remaining), so
-    a flow whose FIN was lost stops counting once it is older than any flow seen; it is
-    dropped after `max_age_s`. A decision walks the candidates' open flows: a handful per
-    instance at the rates short flows end at (the controller caps the records it keeps:
-    controller.max_active_flows)."""
+    """Open flows per instance, counted in buckets of their start time: the short flows
+    whose end the controller sees (their FIN, or their rules idling out), for `malb`'s
+    least-remaining choice. What an instance still has to send is estimated from its
+    flows' ages (Survival.expected_remaining, on the bucket's age to `bucket_s`), so a
+    decision costs the buckets within the longest duration seen, whatever the number of
+    flows (a SYN flood's half-open flows too). A flow whose end is never seen stops
+    counting once older than any flow seen, and is dropped after `max_age_s`."""
 
-    def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S):
-        if not max_age_s > 0:
-            raise ValueError("max_age_s must be > 0")
-        self.max_age_s = max_age_s
-        self._open: dict = {}                   # key -> instance, start order
-        self._on: dict[str, dict] = {}          # instance -> {key: start}
+    def __init__(self, bucket_s: float = 0.1, max_age_s: float = DEFAULT_MAX_AGE_S):
+        if not bucket_s > 0 or not max_age_s > 0:
+            raise ValueError("bucket_s and max_age_s must be > 0")
+        self.bucket_s, self.max_age_s = bucket_s, max_age_s
+        self._open: dict = {}                   # key -> (instance, bucket), start order
+        self._keys: dict[str, deque] = {}       # instance -> its buckets, ascending
+        self._counts: dict[str, dict[int, int]] = {}    # instance -> bucket -> open flows
+        self._total: dict[str, int] = {}
+        self._rem: dict = {}                    # (survival, age in buckets) -> seconds
 
     def __len__(self) -> int:
         return len(self._open)
@@ -151,38 +154,70 @@ class InstanceFlows:
         if key in self._open:
             return
         self.expire(t)
-        self._open[key] = instance
-        self._on.setdefault(instance, {})[key] = t
+        k = math.floor(t / self.bucket_s)
+        keys = self._keys.setdefault(instance, deque())
+        counts = self._counts.setdefault(instance, {})
+        if keys and keys[-1] >= k:
+            k = keys[-1]        # the same bucket (or the clock stepped back: the latest)
+        else:
+            keys.append(k)
+        counts[k] = counts.get(k, 0) + 1
+        self._total[instance] = self._total.get(instance, 0) + 1
+        self._open[key] = (instance, k)
 
     def end(self, key) -> bool:
         """The flow ended; False if it was not open."""
-        instance = self._open.pop(key, None)
-        if instance is None:
+        where = self._open.pop(key, None)
+        if where is None:
             return False
-        del self._on[instance][key]
+        instance, k = where
+        counts = self._counts[instance]
+        counts[k] -= 1
+        if not counts[k]:
+            del counts[k]
+            keys = self._keys[instance]
+            while keys and keys[0] not in counts:
+                keys.popleft()
+        self._total[instance] -= 1
         return True
 
     def expire(self, now: float) -> int:
         n = 0
+        oldest = math.floor((now - self.max_age_s) / self.bucket_s)
         while self._open:
-            key, instance = next(iter(self._open.items()))
-            if now - self._on[instance][key] <= self.max_age_s:
+            key, (_instance, k) = next(iter(self._open.items()))
+            if k >= oldest:
                 break
             self.end(key)
             n += 1
         return n
 
     def open_count(self, instance: str) -> int:
-        return len(self._on.get(instance, ()))
+        return self._total.get(instance, 0)
 
     def remaining(self, instance: str, now: float, survival: Survival | None) -> float:
         """The seconds of flow the instance is expected still to carry: each open flow's
         expected remaining life at its age; without durations, one per open flow (least
         connections)."""
-        starts = self._on.get(instance, {}).values()
         if survival is None:
-            return float(len(starts))
-        return sum(survival.expected_remaining(now - t) for t in starts)
+            return float(self.open_count(instance))
+        counts = self._counts.get(instance, {})
+        if len(self._rem) > 100_000:        # old profiles' entries
+            self._rem.clear()
+        total = 0.0
+        for k in reversed(self._keys.get(instance, ())):
+            steps = max(0, math.floor(now / self.bucket_s - k + 1e-9))   # from its start
+            age = steps * self.bucket_s
+            if age >= survival.longest:
+                break
+            n = counts.get(k)
+            if not n:
+                continue
+            rem = self._rem.get((survival, steps))
+            if rem is None:
+                rem = self._rem[(survival, steps)] = survival.expected_remaining(age)
+            total += n * rem
+        return total
 
 
 class _Flow:

@@ -269,6 +269,13 @@ def test_short_flows_are_watched_to_their_fin_under_malb_only():
     leaves, (r,) = from_instance(cfg, ctl, net, inst,
                                  answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 2)
     assert r.kinds == ["fin"] and len(ctl.core.open_short) == 0
+    # a ui object whose FIN never came (a SYN flood's half-open flow): its rules idle out
+    # and it ends; a job computing in silence idles out too, but runs on until its FIN
+    new_flow(cfg, ctl, net, 40015, port=8002)
+    job, _ = new_flow(cfg, ctl, net, 40016, port=8003)
+    assert len(ctl.core.open_short) == 1 and len(ctl.core.open_flows) == 1
+    expire_flow(cfg, ctl, net, NOW + 20)
+    assert len(ctl.core.open_short) == 0 and len(ctl.core.open_flows) == 1
     for policy in ("srr", "ln", "malb-paper", "maglev"):
         cfg, ctl, net = make(policy)
         new_flow(cfg, ctl, net, 40014, port=8002)

@@ -170,12 +170,31 @@ def test_instance_flows_count_each_open_flow_at_its_remaining_life():
     f.add("b", "srv1-ui", 11.5)                       # a second add of an open key: ignored
     f.add("c", "srv2-ui", 11.0)
     assert (f.open_count("srv1-ui"), f.open_count("srv2-ui"), len(f)) == (2, 1, 3)
-    assert f.remaining("srv1-ui", 11.5, s) == pytest.approx(0.5 + 1.5)
+    # ages to the 0.1 s bucket
+    assert f.remaining("srv1-ui", 11.5, s) == pytest.approx(0.5 + 1.5, abs=0.1)
     assert f.remaining("srv1-ui", 11.5, None) == 2.0        # no durations: open flows
     assert f.remaining("srv3-ui", 11.5, s) == 0.0
     assert f.end("a") and not f.end("a") and not f.end("unknown")
-    assert f.remaining("srv1-ui", 12.5, s) == pytest.approx(0.5)
+    assert f.remaining("srv1-ui", 12.5, s) == pytest.approx(0.5, abs=0.1)
+    assert f.remaining("srv1-ui", 13.5, s) == 0.0          # older than any flow: done
+    assert f.open_count("srv1-ui") == 1
     f.add("d", "srv2-ui", 100.0)                      # "b" and "c" never ended: dropped
     assert "b" not in f and "c" not in f and len(f) == 1
+    assert f.open_count("srv1-ui") == 0 and f.remaining("srv1-ui", 100.0, None) == 0.0
     with pytest.raises(ValueError):
         InstanceFlows(max_age_s=0)
+
+
+def test_instance_flows_cost_the_buckets_not_the_flows():
+    from ryu_apps.running import InstanceFlows
+    f = InstanceFlows(bucket_s=0.1)
+    s = Survival([0.4] * 10 + [4.0] * 10)
+    for k in range(200_000):                          # a SYN flood: 20,000 a second
+        f.add(k, "srv1-ui", 100.0 + k * 0.00005)
+    assert len(f._keys["srv1-ui"]) <= 101
+    assert f.remaining("srv1-ui", 110.0, s) == pytest.approx(
+        sum(s.expected_remaining(110.0 - 100.0 - k * 0.00005) for k in range(0, 200_000)),
+        rel=0.05)                                   # ages to the bucket
+    for k in range(200_000):
+        assert f.end(k)
+    assert len(f) == 0 and not f._keys["srv1-ui"] and f.remaining("srv1-ui", 110.0, s) == 0
