@@ -67,6 +67,16 @@ def test_long_flows_count_as_running_for_malb_until_they_end_as_the_controller_s
     assert m.core.open_flows.running("srv1", 30.5) == {}
 
 
+def test_malb_sends_ui_objects_to_the_least_flow_time_left_and_cuts_their_rt_spread():
+    m = model("malb", 1, "--peak-rate", "3")
+    malb = m.run(30.0)["table3"]
+    assert len(m.core.open_short) == 0                  # every object ended (its FIN)
+    srr = model("srr", 1, "--peak-rate", "3").run(30.0)["table3"]
+    # the same objects as round robin had: their RT spread is narrower
+    assert malb["ui-medium"]["stdev"] < srr["ui-medium"]["stdev"]
+    assert malb["ui-light"]["stdev"] < srr["ui-light"]["stdev"]
+
+
 def test_a_ui_object_works_its_wall_clock_budget_on_the_servers_share_then_sends():
     m = model("srr")
     used = []
