@@ -582,13 +582,13 @@ class PolicyCore:
         new = survival.expected_remaining(0.0) if survival is not None else 1.0
         share = self._capacity_shares(candidates, weights) \
             if self._unequal_servers(candidates) else {}
-        pool = self.pools[ms]
-        start = self._rr_next[ms]
+        n, start = len(self.pools[ms]), self._rr_next[ms]
+        pos = {b.name: i for i, b in enumerate(self.pools[ms])}
         scores = {b.name: (self.open_short.remaining(b.name, now, survival) + new)
                   / max(share.get(b.name, 1.0), 1e-9) for b in candidates}
         best = min(candidates, key=lambda b: (round(scores[b.name], 9),
-                                              (pool.index(b) - start) % len(pool)))
-        self._rr_next[ms] = (pool.index(best) + 1) % len(pool)
+                                              (pos[b.name] - start) % n))
+        self._rr_next[ms] = (pos[best.name] + 1) % n
         basis = "profiled durations" if survival is not None else "open flows"
         return Decision(ms, best.name, best.server, self.policy, "least-remaining",
                         f"short flows: least flow time still to carry ({basis})",

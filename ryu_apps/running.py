@@ -27,7 +27,7 @@ class Survival:
     function runs linearly through (q_i, i/n), so S reaches 0 at the longest duration seen
     (flows shorter than q_1, the shortest 1/n of them, count until q_1)."""
 
-    __slots__ = ("points", "probs", "longest")
+    __slots__ = ("points", "probs", "longest", "_remaining")
 
     def __init__(self, quantiles_s):
         qs = sorted(float(q) for q in quantiles_s)
@@ -37,6 +37,7 @@ class Survival:
         self.points = qs
         self.probs = [(i + 1) / n for i in range(n)]
         self.longest = qs[-1]
+        self._remaining: dict[tuple[int, float], float] = {}   # (steps, step_s) -> seconds
 
     def __call__(self, age: float) -> float:
         pts = self.points
@@ -66,6 +67,14 @@ class Survival:
             s_a = 1.0 - (probs[i - 1] + (probs[i] - probs[i - 1]) * (a - lo) / (hi - lo))
             area += (hi - a) * (s_a + 1.0 - probs[i]) / 2
         return area / s_age
+
+    def remaining_at_step(self, steps: int, step_s: float) -> float:
+        """expected_remaining(steps * step_s), kept: ages counted in steps repeat."""
+        key = (steps, step_s)
+        rem = self._remaining.get(key)
+        if rem is None:
+            rem = self._remaining[key] = self.expected_remaining(steps * step_s)
+        return rem
 
 
 class RunningFlows:
@@ -141,7 +150,6 @@ class InstanceFlows:
         self._keys: dict[str, deque] = {}       # instance -> its buckets, ascending
         self._counts: dict[str, dict[int, int]] = {}    # instance -> bucket -> open flows
         self._total: dict[str, int] = {}
-        self._rem: dict = {}                    # (survival, age in buckets) -> seconds
 
     def __len__(self) -> int:
         return len(self._open)
@@ -202,21 +210,14 @@ class InstanceFlows:
         if survival is None:
             return float(self.open_count(instance))
         counts = self._counts.get(instance, {})
-        if len(self._rem) > 100_000:        # old profiles' entries
-            self._rem.clear()
         total = 0.0
         for k in reversed(self._keys.get(instance, ())):
             steps = max(0, math.floor(now / self.bucket_s - k + 1e-9))   # from its start
-            age = steps * self.bucket_s
-            if age >= survival.longest:
+            if steps * self.bucket_s >= survival.longest:
                 break
             n = counts.get(k)
-            if not n:
-                continue
-            rem = self._rem.get((survival, steps))
-            if rem is None:
-                rem = self._rem[(survival, steps)] = survival.expected_remaining(age)
-            total += n * rem
+            if n:
+                total += n * survival.remaining_at_step(steps, self.bucket_s)
         return total
 
 
