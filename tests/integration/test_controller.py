@@ -44,7 +44,10 @@ def status(stack):
     return stack.controller_get("/malb/status")
 
 
-def test_40_short_flows_land_10_per_server_by_round_robin(stack, cli):
+def test_40_short_flows_one_at_a_time_land_10_per_server_and_each_fin_ends_its_flow(stack,
+                                                                                   cli):
+    # malb: a ui object goes where the least flow time is left; one at a time, each has
+    # ended (its FIN seen) before the next, so all are equal and the turn decides
     before = {s: v["flows_assigned"].get("ui", 0) for s, v in status(stack)["servers"].items()}
     who = served_by(cli, UI, 40)
     assert len(who) == 40 and not [w for w in who if w.startswith("FAIL")], who
@@ -52,7 +55,10 @@ def test_40_short_flows_land_10_per_server_by_round_robin(stack, cli):
     after = {s: v["flows_assigned"].get("ui", 0) for s, v in status(stack)["servers"].items()}
     assert {s: after[s] - before[s] for s in after} == {f"srv{i}": 10 for i in range(1, 5)}
     last = stack.controller_get("/malb/decisions?limit=40&microservice=ui")["decisions"]
-    assert {d["algorithm"] for d in last} == {"round-robin"}
+    assert {d["algorithm"] for d in last} == {"least-remaining"}
+    stack.wait_for(lambda: not any(i.get("open_short_flows") for v in status(stack)["servers"]
+                                   .values() for i in v["instances"].values()),
+                   5, "every ui object's FIN seen")
 
 
 @pytest.mark.parametrize("policy", ["srr", "ln", "malb"])
