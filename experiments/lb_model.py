@@ -26,7 +26,9 @@ run is spent on it. What is real and what is modelled:
   records the profiler gets are exact (the testbed's expire mid-job and come back).
 - references, model only (no controller here can run them): `oracle` sends a back-end job
   to the server with the least CPU demand at that instant (it knows every job's demand)
-  and a stream to the instance with the fewest; `least-jobs` sends a long flow to the
+  and a stream to the instance with the fewest; `oracle-ahead` as `oracle`, each job
+  counting for the part of the next `lookahead_s` (malb's horizon) that its remaining work
+  lasts at its demand; `least-jobs` sends a long flow to the
   instance with the fewest running flows relative to its server's CPU share (it knows when
   every flow ended); both take short flows, and ties, in turn.
 
@@ -48,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 
 from agents.dockerstats import Capacity, server_totals
-from common.cli import fail, flag_config_error
+from common.cli import fail, flag_config_error, non_negative_float
 from common.procs import git_commit
 from common.config import ConfigError, config_path, parse_config_file_data
 from experiments import evaluation, lb_comparison, loadgen, significance
@@ -60,7 +62,7 @@ from ryu_apps.profiles import apply_profiles
 DT = 0.05
 EPS = 1e-9                           # a step count in floats: 0.2 - 4 x 0.05 > 0
 MB = 1_000_000
-REFERENCES = ("oracle", "least-jobs")
+REFERENCES = ("oracle", "oracle-ahead", "least-jobs")
 MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
 # The testbed's ui CPU per MB sent, net of the idle process (--measure-ui results/homog10fin
 # at 8e2117e, docs/experiments.md), and the send cost that brings the model's ui to it
@@ -101,6 +103,8 @@ class Model:
         self.cfg, self.opts, self.policy = cfg, opts, policy
         self.period = opts.period
         self.core = core_from_config(cfg, policy if policy in POLICIES else "srr")
+        if opts.lookahead is not None:
+            self.core.lookahead_s = opts.lookahead
         self.prof = ProfilerModel(cfg, lambda: make_predictor(
             cfg.profiler.predictor, cfg.profiler.window))
         self.servers = {s.name: s for s in cfg.servers}
@@ -131,6 +135,12 @@ class Model:
         jobs = any(t.kind == "job" for t in self.done + self.tasks if t.ms == ms)
         if long and self.policy == "oracle" and jobs:
             load = {b.name: sum(t.cores for t in self.tasks if t.server == b.server
+                                and t.kind == "job") / cap[b.server] for b in pool}
+        elif long and self.policy == "oracle-ahead" and jobs:
+            ahead = self.core.lookahead_s        # 0: what they use now, as the oracle
+            load = {b.name: sum(t.cores * (min(t.work / t.cores, ahead) / ahead
+                                           if ahead > 0 and t.cores > 0 else 1.0)
+                                for t in self.tasks if t.server == b.server
                                 and t.kind == "job") / cap[b.server] for b in pool}
         elif long:      # least-jobs; the oracle's streams: the fewest on the instance's link
             load = {b.name: sum(1 for t in self.tasks if t.instance == b.name)
@@ -329,6 +339,9 @@ def parser() -> argparse.ArgumentParser:
                    help="print the ui's CPU per MB in a testbed comparison's results "
                         "(every policy and run) and exit: what --model-send-ms-per-mb is "
                         "fitted to")
+    p.add_argument("--lookahead", type=non_negative_float, default=None, metavar="SECONDS",
+                   help="malb's horizon for long flows (default: the controller's "
+                        "LOOKAHEAD_S; 0: what they use now)")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,

@@ -22,7 +22,9 @@ the instance that serves a new flow:
   microservice's flow durations (ryu_apps/running.py), a flow's cost from the profiler's
   per-flow use scaled to the server's capacity; a flow whose end the controller watches
   costs what its server's samples measured it to use, once one has (a back-end port takes
-  jobs of two sizes: running.OpenFlows.attribute). A short flow whose end the controller
+  jobs of two sizes: running.OpenFlows.attribute), for the part of the next LOOKAHEAD_S
+  that it is expected still to run, from the durations of ended flows measured at a
+  similar cost (running.OpenFlows.shortfall). A short flow whose end the controller
   watches goes to the instance with the least flow time still to carry (its open short
   flows at their expected remaining lives, from the profiled durations; over the server's
   capacity share on unequal servers); unwatched ones get round robin weighted by the
@@ -70,6 +72,11 @@ from ryu_apps.running import InstanceFlows, OpenFlows, RunningFlows, Survival
 # stays bounded (a longer lag still fades the flows that are kept).
 PENDING_KEEP_LAG_S = 60.0
 PENDING_MAX_LAG_S = 600.0
+# malb's long-flow choice counts each measured running flow for the part of the next
+# LOOKAHEAD_S it is expected still to run (running.OpenFlows.shortfall). In the fluid model
+# of Scenario 2 (lb_model --lookahead, data/model-lookahead) 5 s did best: long enough to
+# see the jobs that are about to end, short enough that the load a new flow meets counts.
+LOOKAHEAD_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -167,11 +174,13 @@ class PolicyCore:
         self.capacities = {s: tuple(float(x) for x in c)
                            for s, c in (capacities or {}).items()}
         self.running = RunningFlows()
-        self.open_flows = OpenFlows()            # long flows whose end the controller sees
+        # long flows whose end the controller sees
+        self.open_flows = OpenFlows(cores={s: c[0] for s, c in self.capacities.items()})
         self.open_short = InstanceFlows()        # malb: short ones, per instance
         self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
         self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
         self._wrr_credit: dict[str, dict[str, float]] = {}       # ms -> instance -> credit
+        self.lookahead_s = LOOKAHEAD_S     # malb's long flows: the horizon of a decision
         self._profile_version = 0          # bumped by update_profiles: costs may change
         self._base_cache: dict[str, tuple] = {}
         self._loads_version = 0
@@ -610,10 +619,12 @@ class PolicyCore:
         pct = self.per_flow.get(ms)
         return None if pct is None else (pct[0], pct[2])
 
-    def running_load(self, server: str, at: float, skip: frozenset = frozenset()
-                     ) -> tuple[float, float, float]:
+    def running_load(self, server: str, at: float, skip: frozenset = frozenset(),
+                     ahead_s: float = 0.0) -> tuple[float, float, float]:
         """(CPU %, network %, expected flows) that the flows still running at `at` use,
-        leaving out the microservices in `skip`."""
+        leaving out the microservices in `skip`; with `ahead_s` (at the latest time: a
+        decision's), what they use over the next `ahead_s` seconds, the watched flows
+        measured counting as they are expected to end (OpenFlows.shortfall)."""
         horizon = max(self.prediction_lag_s, 2 * self.period_s)
         survival = {ms: self.survival.get(ms, horizon) for ms in
                     set(self.per_flow) | set(self.per_flow_abs)}
@@ -625,6 +636,11 @@ class PolicyCore:
             counts[ms] = counts.get(ms, 0.0) + unmeasured
             if measured and ms not in skip:
                 cpu, net, flows = cpu + m_cpu, net + m_net, flows + measured
+        if ahead_s > 0:
+            for ms, (less_cpu, less_net) in self.open_flows.shortfall(server, at,
+                                                                      ahead_s).items():
+                if ms not in skip:
+                    cpu, net = max(0.0, cpu - less_cpu), max(0.0, net - less_net)
         for ms, n in counts.items():
             if ms in skip:
                 continue
@@ -729,7 +745,8 @@ class PolicyCore:
             meas, then_cpu, then_net, skip = self._explained_then(c.server, load)
             if any(w > 0 and v is None for w, v in zip(weights, meas)):
                 continue
-            now_cpu, now_net, running[c.server] = self.running_load(c.server, now, skip)
+            now_cpu, now_net, running[c.server] = self.running_load(c.server, now, skip,
+                                                                    self.lookahead_s)
             cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu
             net = max(0.0, (meas[2] or 0.0) - then_net) + now_net
             scores[c.server] = a * cpu + b * (meas[1] or 0.0) + g * net

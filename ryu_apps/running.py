@@ -20,6 +20,16 @@ from collections import deque
 
 DEFAULT_BUCKET_S = 1.0
 DEFAULT_MAX_AGE_S = 600.0
+# OpenFlows.shortfall: the ended flows kept per microservice, (cost, duration) each; flows
+# measured within SIMILAR_COST of each other are alike (the back-end's two job sizes differ
+# by 2.1x); fewer than MIN_ALIKE alike flows that outlived a flow's age say nothing
+HISTORY_FLOWS = 200
+SIMILAR_COST = 1.25
+MIN_ALIKE = 3
+# only flows measured at WEIGHTY_PCT of their server or more are looked at one by one: they
+# measured what the server used, so at most a few hundred of them run at once, however many
+# flows a flood opens (the flood's share a sample's use between them)
+WEIGHTY_PCT = 0.5
 
 
 class Survival:
@@ -251,10 +261,13 @@ class OpenFlows:
     the server's flows."""
 
     def __init__(self, bucket_s: float = 0.1, keep_s: float = 120.0,
-                 max_age_s: float = DEFAULT_MAX_AGE_S):
+                 max_age_s: float = DEFAULT_MAX_AGE_S, cores: dict[str, float] | None = None):
         if not bucket_s > 0 or not keep_s > 0 or not max_age_s > 0:
             raise ValueError("bucket_s, keep_s and max_age_s must be > 0")
         self.bucket_s, self.keep_s, self.max_age_s = bucket_s, keep_s, max_age_s
+        # server -> its CPU cores: flows are alike by what they use in cores, not in % of
+        # servers of different sizes (1 for a server not in it)
+        self.cores = {s: c for s, c in (cores or {}).items() if c > 0}
         self._open: dict = {}          # key -> _Flow, start order
         self._totals: dict[tuple[str, str], list[int]] = {}     # (server, ms) -> [starts, ends]
         self._recent: dict[tuple[str, str], deque] = {}         # -> [bucket, starts, ends]
@@ -263,6 +276,10 @@ class OpenFlows:
         # (server, ms) -> [open flows not measured yet, measured ones, their CPU, network]
         self._sums: dict[tuple[str, str], list] = {}
         self._latest = float("-inf")                # the latest start, end or expiry
+        # server -> its open flows measured at WEIGHTY_PCT or more (a dict: in order)
+        self._weighty: dict[str, dict] = {}
+        # ms -> (CPU, duration) of its last ended flows that had been measured
+        self._history: dict[str, deque] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -299,6 +316,10 @@ class OpenFlows:
             acc[3] += sign * f.net
         if acc[0] == 0 and acc[1] == 0:
             acc[2] = acc[3] = 0.0       # no float residue once the last one ends
+        if sign < 0:
+            self._weighty.get(f.server, {}).pop(f, None)
+        elif f.cpu is not None and f.cpu >= WEIGHTY_PCT:
+            self._weighty.setdefault(f.server, {})[f] = None
 
     def add(self, key, server: str, microservice: str, t: float) -> None:
         """A flow started (a second add of an open key changes nothing)."""
@@ -323,7 +344,10 @@ class OpenFlows:
         """The flow ended at t; False if it was not open (unknown, or already ended)."""
         if key not in self._open:
             return False
-        self._close(key, t)
+        f = self._close(key, t)
+        if f.cpu is not None:          # what its cost says about how long such flows run
+            self._history.setdefault(f.ms, deque(maxlen=HISTORY_FLOWS)).append(
+                (f.cpu * self.cores.get(f.server, 1.0), t - f.start))
         return True
 
     def expire(self, now: float) -> int:
@@ -444,3 +468,48 @@ class OpenFlows:
                     acc[2] += f.cpu
                     acc[3] += f.net
         return {ms: tuple(a) for ms, a in out.items()}
+
+    def _alike(self, ms: str) -> tuple[list[float], list[float]]:
+        """The microservice's ended flows' costs (CPU % x the server's cores), ascending,
+        and their durations."""
+        pairs = sorted(self._history.get(ms, ()))
+        return [c for c, _ in pairs], [d for _, d in pairs]
+
+    def ahead_share(self, ms: str, cost: float, age: float, horizon: float,
+                    alike: tuple[list[float], list[float]] | None = None) -> float:
+        """The part of the next `horizon` seconds that a flow of `ms`, measured at `cost`
+        (CPU % x its server's cores) and running for `age` seconds, is expected still to run: over the ended flows of
+        its microservice measured within SIMILAR_COST of it that lasted longer than `age`,
+        the mean of min(duration - age, horizon), over the horizon. 1 when fewer than
+        MIN_ALIKE of them did: nothing says that it ends soon."""
+        costs, durations = alike if alike is not None else self._alike(ms)
+        lo = bisect.bisect_left(costs, cost / SIMILAR_COST)
+        hi = bisect.bisect_right(costs, cost * SIMILAR_COST)
+        left = [d - age for d in durations[lo:hi] if d > age]
+        if len(left) < MIN_ALIKE or not horizon > 0:
+            return 1.0
+        return sum(min(x, horizon) for x in left) / len(left) / horizon
+
+    def shortfall(self, server: str, now: float, horizon: float
+                  ) -> dict[str, tuple[float, float]]:
+        """Per microservice, the (CPU, network) by which the server's measured flows
+        running now will bring it less than they use now over the next `horizon` seconds,
+        as they end (ahead_share): a job about to end is not the load that a new flow will
+        share the server with (issue 12: in the fluid model of Scenario 2, a greedy choice
+        that knows every job's remaining work over 5 s beats one that knows its current
+        demand by 7 points against round robin). Only flows measured at WEIGHTY_PCT or
+        more: the cost stays bounded under a flood of flows."""
+        out: dict[str, list[float]] = {}
+        alike: dict[str, tuple] = {}
+        for f in self._weighty.get(server, ()):
+            if f.start > now:
+                continue
+            if f.ms not in alike:
+                alike[f.ms] = self._alike(f.ms)
+            gone = 1.0 - self.ahead_share(f.ms, f.cpu * self.cores.get(server, 1.0),
+                                          now - f.start, horizon, alike[f.ms])
+            if gone > 0:
+                acc = out.setdefault(f.ms, [0.0, 0.0])
+                acc[0] += f.cpu * gone
+                acc[1] += f.net * gone
+        return {ms: (c, n) for ms, (c, n) in out.items()}

@@ -52,6 +52,24 @@ def test_the_omniscient_reference_balances_cpu_better_than_round_robin():
     assert cpu("oracle") < cpu("srr")
 
 
+def test_lookahead_sets_malbs_horizon_and_at_zero_the_ahead_oracle_is_the_oracle():
+    from ryu_apps.policy import LOOKAHEAD_S
+    assert model("malb").core.lookahead_s == LOOKAHEAD_S
+    assert model("malb", 1, "--lookahead", "3").core.lookahead_s == 3.0
+    assert model("oracle-ahead", 1, "--lookahead", "0").run(30.0) == \
+        model("oracle", 1).run(30.0)
+    # 5 s ahead, the oracle places the jobs elsewhere (which is better varies by run)
+    assert model("oracle-ahead", 1, "--peak-rate", "4").run(30.0) != \
+        model("oracle", 1, "--peak-rate", "4").run(30.0)
+
+
+def test_a_negative_lookahead_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        lb_model.main(["--lookahead", "-1"])
+    assert exc.value.code == 2
+    assert "--lookahead" in capsys.readouterr().err
+
+
 def test_an_unknown_policy_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         lb_model.main(["--policies", "srr,best"])

@@ -455,6 +455,38 @@ def test_malb_counts_each_watched_job_at_what_its_server_measured_it_to_use():
     assert d.server == "srv1"
 
 
+def test_malb_counts_a_job_about_to_end_for_the_part_of_the_next_seconds_it_runs():
+    from ryu_apps.policy import LOOKAHEAD_S
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+
+    def sample(t, backend):
+        for srv in SERVERS:
+            be = backend.get(srv, 0.0)
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, t, measured=(be, 10.0, 10.0),
+                parts={"ui": {"cpu": 0.0, "net": 0.0, "cpu_mean": 0.0, "net_mean": 0.0},
+                       "backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}})
+    # jobs of this size were seen to last 10 s, start to FIN
+    for k in range(4):
+        core.note_assignment("srv3", "backend", 11.0 * k, watched=("old", k))
+        sample(11.0 * k + 3.0, {"srv3": 12.5})
+        core.flow_ended(("old", k), 11.0 * k + 10.0)
+    # now srv2 runs one 9 s old, srv1 one 4 s old; srv3 and srv4 are busier
+    core.note_assignment("srv2", "backend", 91.0, watched="ending")
+    sample(94.0, {"srv2": 12.5, "srv3": 25.0, "srv4": 25.0})
+    core.note_assignment("srv1", "backend", 96.0, watched="fresh")
+    sample(99.0, {"srv1": 12.5, "srv2": 12.5, "srv3": 25.0, "srv4": 25.0})
+    assert LOOKAHEAD_S == 5.0
+    # on what they use now the two tie, and srv1 would come first
+    assert core.running_load("srv1", 100.0)[0] == pytest.approx(12.5)
+    assert core.running_load("srv2", 100.0)[0] == pytest.approx(12.5)
+    d = core.choose("backend", now=100.0)
+    # srv2's job has 1 s of the next 5 left: 12.5 x 1/5; srv1's 6 s: all of it
+    assert d.scores["srv1"] == pytest.approx(12.5)
+    assert d.scores["srv2"] == pytest.approx(2.5)
+    assert d.server == "srv2"
+
+
 def test_malb_weighs_a_long_flow_by_what_one_flow_uses_not_the_instances_footprint():
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
     # the paper's weights: memory (the idle footprint) 97 %; a job uses CPU only

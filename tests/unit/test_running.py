@@ -198,3 +198,76 @@ def test_instance_flows_cost_the_buckets_not_the_flows():
     for k in range(200_000):
         assert f.end(k)
     assert len(f) == 0 and not f._keys["srv1-ui"] and f.remaining("srv1-ui", 110.0, s) == 0
+
+
+def _ended_jobs(o, server, jobs, t=0.0):
+    """Runs (cpu %, seconds) jobs one after another on the server, each measured by a
+    sample it ran through alone, and ends them; returns the time after the last."""
+    for i, (cpu, secs) in enumerate(jobs):
+        o.add(("old", t), server, "backend", t)
+        o.attribute(server, {"backend": (cpu, 0.0)}, t, t + 3.0)
+        o.end(("old", t), t + secs)
+        t += secs + 1.0
+    return t
+
+
+def test_a_flow_counts_for_the_part_of_the_horizon_that_alike_flows_ran_past_its_age():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows(cores={"srv1": 0.3, "srv2": 0.6})
+    # 10 s jobs at 12.5 % of a 0.3-core server, 30 s ones at 26.7 %
+    _ended_jobs(o, "srv1", [(12.5, 10.0)] * 4 + [(26.7, 30.0)] * 4)
+    small = 12.5 * 0.3
+    assert o.ahead_share("backend", small, 8.0, 5.0) == pytest.approx(2.0 / 5.0)
+    assert o.ahead_share("backend", small, 4.0, 5.0) == 1.0
+    assert o.ahead_share("backend", 26.7 * 0.3, 8.0, 5.0) == 1.0
+    assert o.ahead_share("backend", 26.7 * 0.3, 27.0, 5.0) == pytest.approx(3.0 / 5.0)
+    # older than every alike flow, or of a size never seen, or of another microservice:
+    # nothing says it ends soon
+    assert o.ahead_share("backend", small, 11.0, 5.0) == 1.0
+    assert o.ahead_share("backend", 5.0 * 0.3, 8.0, 5.0) == 1.0
+    assert o.ahead_share("video", small, 8.0, 5.0) == 1.0
+    # alike by cores, not by percent: a small job is 6.25 % of the 0.6-core srv2
+    o.add("now-small", "srv2", "backend", 200.0)
+    o.attribute("srv2", {"backend": (6.25, 0.0)}, 200.0, 203.0)
+    o.add("now-big", "srv2", "backend", 203.0)
+    o.attribute("srv2", {"backend": (6.25 + 13.35, 0.0)}, 203.0, 206.0)
+    assert o.costs("srv2", 206.0)["backend"] == (0, 2, pytest.approx(19.6), 0.0)
+    less = o.shortfall("srv2", 208.0, 5.0)        # the small one at 8 s, the big one at 5 s
+    assert less["backend"][0] == pytest.approx(6.25 * (1 - 2.0 / 5.0))
+    assert o.shortfall("srv2", 204.0, 5.0) == {}       # both have 5 s or more to run
+
+
+def test_fewer_than_three_alike_flows_say_nothing():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows()
+    _ended_jobs(o, "srv1", [(12.5, 10.0)] * 2)
+    assert o.ahead_share("backend", 12.5, 8.0, 5.0) == 1.0
+    _ended_jobs(o, "srv1", [(12.5, 10.0)], t=100.0)
+    assert o.ahead_share("backend", 12.5, 8.0, 5.0) == pytest.approx(0.4)
+
+
+def test_flows_whose_end_was_never_seen_say_nothing_about_durations():
+    from ryu_apps.running import OpenFlows
+    o = OpenFlows(max_age_s=60.0)
+    o.add("silent", "srv1", "backend", 0.0)
+    o.attribute("srv1", {"backend": (20.0, 0.0)}, 0.0, 3.0)
+    o.add("later", "srv1", "backend", 100.0)      # expires the silent one
+    assert "silent" not in o and o._history == {}
+    assert o.shortfall("srv1", 100.0, 5.0) == {}
+
+
+def test_the_shortfall_walks_only_flows_that_measured_a_real_part_of_the_server():
+    from ryu_apps.running import HISTORY_FLOWS, OpenFlows
+    o = OpenFlows()
+    _ended_jobs(o, "srv1", [(12.5, 10.0)] * (HISTORY_FLOWS + 50))
+    assert len(o._history["backend"]) == HISTORY_FLOWS       # the last ones only
+    t0 = 10_000.0
+    for i in range(20000):                  # a flood: 20,000 flows share one sample
+        o.add(("flood", i), "srv1", "backend", t0 - 2.0 + i * 0.0001)
+    o.attribute("srv1", {"backend": (100.0, 0.0)}, t0, t0 + 3.0)
+    assert o.costs("srv1", t0 + 3.0)["backend"][:2] == (0, 20000)
+    assert not o._weighty.get("srv1")
+    assert o.shortfall("srv1", t0 + 3.0, 5.0) == {}
+    for i in range(20000):
+        o.end(("flood", i), t0 + 4.0)
+    assert not o._weighty.get("srv1") and o.costs("srv1", t0 + 4.0) == {}
