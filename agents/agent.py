@@ -2,7 +2,9 @@
 server's totals relative to its capacity, served as JSON and Prometheus metrics.
 
 A background thread samples every period; requests read the latest sample, so answering
-never waits for Docker. Containers that appear are picked up at the next sample; those that
+never waits for Docker. ``GET /stats?window_s=W`` measures the last W seconds instead (from
+the raw counters the agent keeps): the profiler asks for its whole period, not for the last
+second of it. Containers that appear are picked up at the next sample; those that
 disappear are dropped. A container that cannot be read is reported with ``readable: false``
 and the reason, and the server totals say they are partial: never a zero in its place.
 """
@@ -14,19 +16,21 @@ import re
 import subprocess
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
 from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
-    rates, server_totals
+    rates, server_totals, window_base
 from agents.latency import call_deltas, parse_calls
-from common.httpjson import JsonServer
+from common.httpjson import BadRequest, JsonServer, quote
 from common.metrics import Registry
 
 log = logging.getLogger("malb.agent")
 MAX_PARALLEL = 32
 MAX_BODY_BYTES = 64 * 1024      # the only body an agent takes is PUT /slo: a few fields
+MAX_WINDOW_S = 600.0            # the longest window GET /stats?window_s= measures
 
 
 class Selector:
@@ -84,7 +88,10 @@ class Agent:
         # Docker's stats collector ticks once a second and a one-shot read waits for the
         # next tick: read every container at once, or N containers take N seconds.
         self.pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="stats")
-        self._prev: dict[str, RawSample] = {}    # container id -> last raw sample
+        # container name -> its raw samples, oldest first, enough for MAX_WINDOW_S; changed
+        # under the lock together with the latest sample, so a window always ends at it
+        self._raws: dict[str, deque[RawSample]] = {}
+        self._raws_kept = int(MAX_WINDOW_S / period_s) + 2
         self._pids: dict[str, int] = {}
         self._lock = threading.Lock()
         self._latest: dict | None = None
@@ -131,17 +138,19 @@ class Agent:
                  if scrape and c.status == "running" and c.name in self.scrape}
         if scrape:
             self._last_scrape = time.monotonic()
-        containers = [self._read(c, docs.get(c.id)) for c in mine]
+        fresh: dict[str, RawSample | None] = {}
+        containers = [self._read(c, docs.get(c.id), fresh) for c in mine]
         for entry in containers:
             if entry["name"] in calls:
                 entry["calls"] = calls[entry["name"]].result()
         wall = time.time()  # the data is from now (reads waited for Docker's next tick)
-        for gone in set(self._prev) - seen:     # containers that disappeared
-            self._prev.pop(gone, None)
+        for gone in set(self._pids) - seen:     # containers that disappeared
             self._pids.pop(gone, None)
-        return self._publish(wall, containers, None, started)
+        return self._publish(wall, containers, None, started, fresh)
 
-    def _read(self, c, doc_future) -> dict:
+    def _read(self, c, doc_future, fresh: dict) -> dict:
+        """A container's entry; its raw sample goes to ``fresh`` (None: forget its
+        counters), to be kept when the sample is published."""
         instance, microservice = self.selector.identity(c.name, c.labels or {})
         entry = {"name": c.name, "id": c.id[:12], "instance": instance,
                  "microservice": microservice,
@@ -151,7 +160,7 @@ class Agent:
         if doc_future is None:
             # not running: it uses nothing, but that is not a measurement of zero either
             entry.update(readable=False, error=f"container is {c.status}")
-            self._prev.pop(c.id, None)
+            fresh[c.name] = None
             return entry
         try:
             doc = doc_future.result()
@@ -160,10 +169,11 @@ class Agent:
         except Exception as exc:
             self.errors += 1
             entry.update(readable=False, error=f"{type(exc).__name__}: {exc}")
-            self._prev.pop(c.id, None)
+            fresh[c.name] = None
             return entry
-        prev = self._prev.get(c.id)
-        self._prev[c.id] = raw
+        kept = self._raws.get(c.name)
+        prev = kept[-1] if kept else None
+        fresh[c.name] = raw
         entry["memory_bytes"] = raw.memory_bytes
         cap = self.capacity_fn()
         if raw.memory_bytes is not None and cap.memory_bytes:
@@ -230,7 +240,7 @@ class Agent:
             return None
 
     def _publish(self, wall: float, containers: list[dict], error: str | None,
-                 started: float) -> dict:
+                 started: float, fresh: dict[str, RawSample | None] | None = None) -> dict:
         cap = self.capacity_fn()
         totals = server_totals(containers, cap)
         if error:
@@ -245,6 +255,14 @@ class Agent:
         }
         with self._lock:
             self._latest = sample
+            if fresh is not None:      # None: Docker unreachable, the counters stay
+                for name in set(self._raws) - set(fresh):     # containers that went away
+                    del self._raws[name]
+                for name, raw in fresh.items():
+                    if raw is None:
+                        self._raws.pop(name, None)
+                    else:
+                        self._raws.setdefault(name, deque(maxlen=self._raws_kept)).append(raw)
         self._update_metrics(sample)
         self.m_sample.observe(time.monotonic() - started, self.server)
         return sample
@@ -288,10 +306,52 @@ class Agent:
         with self._lock:
             return self._latest
 
+    def over_window(self, window_s: float) -> dict | None:
+        """The latest sample measured over the last ``window_s`` seconds: each container's
+        CPU and traffic from the kept raw sample nearest ``window_s`` back (memory is the
+        latest reading); ``period_s`` is the window measured, on average over the
+        containers (shorter while the agent has not sampled that long)."""
+        with self._lock:
+            s = self._latest
+            raws = {name: list(kept) for name, kept in self._raws.items()}
+        if s is None or s["error"]:
+            return s
+        containers, spans = [], []
+        for c in s["containers"]:
+            kept = raws.get(c["name"])
+            base = window_base(kept, window_s) if c["readable"] and kept else None
+            if base is None:
+                containers.append(c)
+                continue
+            cur = kept[-1]
+            cpu, (rx, tx) = cpu_percent(base, cur), rates(base, cur)
+            containers.append({**c, "cpu_percent": None if cpu is None else round(cpu, 3),
+                               "rx_bytes_per_s": None if rx is None else round(rx, 1),
+                               "tx_bytes_per_s": None if tx is None else round(tx, 1)})
+            spans.append(cur.time - base.time)
+        cap = Capacity(**{k: s["capacity"][k] for k in
+                          ("cpu_cores", "memory_bytes", "network_bytes_per_s", "source")})
+        return {**s, "containers": containers, "totals": server_totals(containers, cap),
+                "period_s": round(sum(spans) / len(spans), 3) if spans else s["period_s"],
+                "window_s": window_s}
+
     # ---------------------------------------------------------------- HTTP
     def routes(self) -> dict:
-        def stats(_q, _b):
-            s = self.latest()
+        def stats(query, _b):
+            unknown = set(query) - {"window_s"}
+            if unknown:
+                raise BadRequest(f"{quote(min(unknown), 40)}: unknown query parameter "
+                                 f"(known: window_s)")
+            window = query.get("window_s", [None])[0]
+            if window is not None:
+                try:
+                    window = float(window)
+                    if not 0 < window <= MAX_WINDOW_S:
+                        raise ValueError(window)
+                except ValueError:
+                    raise BadRequest(f"window_s: expected seconds in (0, {MAX_WINDOW_S:g}], "
+                                     f"got {quote(query['window_s'][0], 40)}") from None
+            s = self.latest() if window is None else self.over_window(window)
             if s is None:
                 return 503, {"error": "no sample yet", "server": self.server}
             return 200, {**s, "age_s": round(time.time() - s["time"], 3)}

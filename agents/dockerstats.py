@@ -8,6 +8,7 @@ cache (``total_inactive_file`` on cgroup v1, ``inactive_file`` on v2), as the CL
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from common.netuse import network_percent
 
@@ -56,6 +57,17 @@ def cpu_percent(prev: RawSample, cur: RawSample) -> float | None:
     if system_delta <= 0 or cpu_delta < 0:
         return None
     return cpu_delta / system_delta * cur.online_cpus * 100.0
+
+
+def window_base(raws: Sequence[RawSample], window_s: float) -> RawSample | None:
+    """The raw sample a window of about ``window_s`` seconds ending at the latest
+    (``raws[-1]``; oldest first) starts from: the one whose distance back from the latest
+    is nearest ``window_s``, the older on a tie (the oldest there is when the history is
+    shorter). None with fewer than two."""
+    if len(raws) < 2:
+        return None
+    end = raws[-1].time
+    return min(raws[:-1], key=lambda r: abs(end - r.time - window_s))
 
 
 def rates(prev: RawSample, cur: RawSample) -> tuple[float | None, float | None]:

@@ -225,6 +225,9 @@ class ProfilerCfg:
     retention_s: float
     agent_timeout_s: float
     graph_window_s: float = 30.0     # the communication graph's EWMA memory
+    # what each agent measures for a period: its last agent_window_s seconds (the period by
+    # default); 0: its latest sample alone (one agent period, as docker stats shows it)
+    agent_window_s: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -789,7 +792,7 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
     _reject_unknown(raw, {"url", "listen_host", "listen_port", "period_s", "predictor", "window",
                           "arma_order", "arma_refit_every", "flow_threshold_s",
                           "flow_classification", "history_path", "retention_s",
-                          "agent_timeout_s", "graph_window_s"}, path)
+                          "agent_timeout_s", "graph_window_s", "agent_window_s"}, path)
     listen_host = _host(raw.get("listen_host", "127.0.0.1"), f"{path}.listen_host")
     listen_port = _number(raw, "listen_port", path, 9200, lo=1, hi=65535, integer=True)
     order = raw.get("arma_order", [2, 1])
@@ -809,11 +812,12 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
     if predictor == "arma" and window < max(order[0] + order[1] + 2, 5):
         raise ConfigError(f"{path}.window: ARMA{tuple(order)} needs a window of at least "
                           f"{max(order[0] + order[1] + 2, 5)} samples, got {window}")
+    period = _number(raw, "period_s", path, 3.0, lo=0.1, hi=3600)
     return ProfilerCfg(
         url=url.rstrip("/"),
         listen_host=listen_host,
         listen_port=listen_port,
-        period_s=_number(raw, "period_s", path, 3.0, lo=0.1, hi=3600),
+        period_s=period,
         predictor=predictor,
         window=window,
         arma_order=(int(order[0]), int(order[1])),
@@ -825,6 +829,7 @@ def _parse_profiler(raw: Any, base_dir: str) -> ProfilerCfg:
         retention_s=_number(raw, "retention_s", path, 7 * 24 * 3600.0, lo=1),
         agent_timeout_s=_number(raw, "agent_timeout_s", path, 1.0, lo=0.05, hi=60),
         graph_window_s=_number(raw, "graph_window_s", path, 30.0, lo=0.1, hi=86400),
+        agent_window_s=_number(raw, "agent_window_s", path, period, lo=0, hi=600),
     )
 
 

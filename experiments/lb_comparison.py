@@ -100,6 +100,8 @@ def config_data(opts) -> dict:
     data["servers"] = server_specs(opts)
     data.setdefault("controller", {})["monitoring_period_s"] = opts.period
     data.setdefault("profiler", {})["period_s"] = opts.period
+    if opts.agent_window is not None:
+        data["profiler"]["agent_window_s"] = opts.agent_window
     return data
 
 
@@ -337,6 +339,11 @@ def parser() -> argparse.ArgumentParser:
                    help="multiplies back-end job and video durations (smoke tests: 0.1)")
     p.add_argument("--period", type=positive_float, default=3.0,
                    help="monitoring and profiler period in seconds (the paper: 3)")
+    p.add_argument("--agent-window", type=bounded(float, 0, 600), default=None,
+                   metavar="SECONDS",
+                   help="what each agent measures for the profiler: its last SECONDS "
+                        "(default: the period, so every second of it counts); 0: its "
+                        "latest one-second sample, as docker stats shows it")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--paper", action="store_true",
                    help="paper-length runs: 10-minute phases, 10 runs per policy")
@@ -352,6 +359,7 @@ FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
                  ".memory": "--server-memory", "network_mbit": "--host-bw",
                  "link_mbit": "--host-bw", "client_bw_mbit": "--client-bw",
                  "host_bw_mbit": "--host-bw", "period_s": "--period",
+                 "agent_window_s": "--agent-window",
                  "testbed.clients": "--clients", "servers": "--servers"}
 
 

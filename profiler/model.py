@@ -19,6 +19,7 @@ zeros, and a partial total is never served as a fresh reading.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class ServerView:
     measured: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
     measured_time: float | None = None   # the agent's time of the last complete sample
     measured_at: float | None = None     # when we got that one (staleness, our clock)
+    measured_window: float | None = None  # the seconds that sample measured, up to its time
     predicted: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
     predictor: ResourcePredictor | None = None
     complete: bool = False            # whether the latest sample is complete
@@ -208,6 +210,9 @@ class ProfilerModel:
                              "mem": totals.get("memory_percent"),
                              "net": totals.get("network_percent")}
             view.measured_time, view.measured_at = sample.get("time"), now
+            window = sample.get("period_s")
+            view.measured_window = float(window) if isinstance(window, (int, float)) and \
+                not isinstance(window, bool) and math.isfinite(window) and window > 0 else None
 
     def ingest_flows(self, flows: list[dict], ports: list[dict] | None,
                      now: float | None = None, pairs: dict | None = None) -> list[dict]:
@@ -431,7 +436,7 @@ class ProfilerModel:
                 **_rounded(v.measured),
                 "predicted": None if stale else _rounded(v.predicted),
                 "by_microservice": None if stale else self.parts_view(v),
-                "sample_time": v.measured_time,
+                "sample_time": v.measured_time, "sample_window_s": v.measured_window,
                 "age_s": None if v.measured_time is None else round(now - v.measured_time, 3),
                 "stale": stale, "complete": v.complete, "missing": v.missing,
                 "agent": v.agent_url, "error": v.error,

@@ -227,10 +227,14 @@ class ProfilerService:
     # ---------------------------------------------------------------- period
     def collect(self) -> dict[str, tuple[dict | None, str | None]]:
         timeout = self.cfg.profiler.agent_timeout_s
+        # each agent measures the whole period (its raw counters that far back), not only
+        # the last of its own one-second samples
+        window = self.cfg.profiler.agent_window_s
+        path = f"/stats?window_s={window:g}" if window > 0 else "/stats"
 
         def fetch(server):
             try:
-                return server.name, get_json(f"{server.agent_url}/stats", timeout), None
+                return server.name, get_json(f"{server.agent_url}{path}", timeout), None
             except HttpError as exc:
                 return server.name, None, str(exc)
         return {name: (sample, err) for name, sample, err in

@@ -15,6 +15,7 @@ groups ryu_apps/dataplane.py.
 """
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from typing import Callable, Iterator, NamedTuple
@@ -58,6 +59,10 @@ MAX_SLICES = 1024
 # instead of taking the controller over (docs/controller.md).
 STATS_RULES_PER_S = 1500
 REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields
+# The profiler's answer is ready this long after its step's time: the next exchange with it
+# is due then, so the controller acts on every period within a fraction of a second of the
+# samples (not up to a period later, as a loop of its own phase would)
+PROFILER_READY_S = 0.3
 L2_IDLE_TIMEOUT = 300
 TO_CONTROLLER = ofwire.action_output(ofwire.OFPP_CONTROLLER, ofwire.OFPCML_NO_BUFFER)
 REMOVED_REASONS = {ofwire.OFPRR_IDLE_TIMEOUT: "idle_timeout",
@@ -665,6 +670,8 @@ class ControllerCore:
             out.infos.append("profiler reachable again")
         self.profiler_state.update(reachable=True, last_ok=now, last_error=None)
         self._apply_profiles(out, profiles, servers, now)
+        out.next_in_s = next_exchange_in(servers.get("time"), now,
+                                         self.cfg.controller.monitoring_period_s)
         return out
 
     def _apply_profiles(self, out: Result, profiles: dict, servers: dict, now: float) -> None:
@@ -855,3 +862,15 @@ class ControllerCore:
                                        if d in self.metered else None
                                        for d in sorted(self.switches)}
         return st
+
+
+def next_exchange_in(step_time, now: float, period: float) -> float | None:
+    """Seconds until the next exchange with the profiler: PROFILER_READY_S after one of
+    its steps (every `period` from `step_time`, the time its answer carries), and at least
+    a quarter of a period from now. None when the answer carries no usable time (the loop
+    then waits a period)."""
+    if isinstance(step_time, bool) or not isinstance(step_time, (int, float)) or \
+            not math.isfinite(step_time):
+        return None
+    delay = (step_time + PROFILER_READY_S - now) % period
+    return delay + period if delay < period / 4 else delay

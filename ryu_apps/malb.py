@@ -297,19 +297,24 @@ class MalbController(app_manager.RyuApp):
             self._apply(self.ctl.health_marker(time.time()))
 
     def _profiler_loop(self):
+        """Every period, in step with the profiler's own (core.next_exchange_in)."""
         period = self.cfg.controller.monitoring_period_s
+        delay = period
         while True:
-            hub.sleep(period)
+            hub.sleep(delay)
+            delay = period
             try:
-                self._profiler_exchange(time.time(), timeout=min(2.0, period / 2))
+                delay = self._profiler_exchange(time.time(),
+                                                timeout=min(2.0, period / 2)) or period
             except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
                 self.logger.exception("profiler exchange failed; trying again next period")
             # flow classes or weights may have changed, transitions may be over
             self._apply(self.ctl.sync_dataplane(time.time()))
 
-    def _profiler_exchange(self, now: float, timeout: float) -> None:
+    def _profiler_exchange(self, now: float, timeout: float) -> float | None:
         """Report flows and ports to the profiler; hand its weights, classes and loads to
-        the core (which checks them)."""
+        the core (which checks them). Returns when the next exchange is due (None: in a
+        period)."""
         base = self.cfg.profiler.url
         try:
             for i, body in enumerate(self.ctl.profiler_report(now)):
@@ -324,11 +329,12 @@ class MalbController(app_manager.RyuApp):
         except HttpError as exc:
             self.m_profiler.inc("any", "error")
             self._apply(self.ctl.profiler_failed(str(exc), now))
-            return
+            return None
         result = self.ctl.profiler_answer(profiles, servers, now)
         if self.ctl.profiler_state["last_error"] is not None:   # not JSON objects
             self.m_profiler.inc("any", "error")
         self._apply(result)
+        return result.next_in_s
 
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:

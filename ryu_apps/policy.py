@@ -104,6 +104,7 @@ class ServerLoad:
     # per microservice: its share of the measurement, {cpu, net, cpu_mean, net_mean} (% of
     # the server; the profiler's by_microservice)
     parts: dict | None = None
+    window: float | None = None    # the seconds the measurement covers, up to sample_time
 
 
 @dataclass(frozen=True)
@@ -195,19 +196,23 @@ class PolicyCore:
 
     def update_server_load(self, server: str, cpu: float | None, mem: float | None,
                            net: float | None, sample_time: float, source: str = "profiler",
-                           measured: tuple | None = None, parts: dict | None = None) -> None:
+                           measured: tuple | None = None, parts: dict | None = None,
+                           window: float | None = None) -> None:
         """Utilization of a server (predicted by the profiler, or measured) at sample_time;
         `measured`: the latest measurement (cpu, mem, net) itself, when the figures are a
         prediction; `parts`: each microservice's share of it and that share's recent mean
-        ({ms: {cpu, net, cpu_mean, net_mean}})."""
+        ({ms: {cpu, net, cpu_mean, net_mean}}); `window`: the seconds the measurement
+        covers, up to sample_time (None: the monitoring period)."""
         if server not in self.loads:
             raise KeyError(f"unknown server {server!r}")
         if (self.loads[server].sample_time or 0.0) > sample_time:
             return  # an older sample arriving late
-        self.loads[server] = ServerLoad(cpu, mem, net, sample_time, source, measured, parts)
+        load = ServerLoad(cpu, mem, net, sample_time, source, measured, parts,
+                          window if _finite_non_negative(window) and window > 0 else None)
+        self.loads[server] = load
         self._loads_version += 1      # the short-flow levels average over every server
         if parts:
-            self._attribute(server, parts, sample_time)
+            self._attribute(server, parts, sample_time, self._window(load))
         self._prune_assignments(server)
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
@@ -219,7 +224,12 @@ class PolicyCore:
         self.switch_net[server] = ServerLoad(None, None, net, sample_time, "switch")
         self._prune_assignments(server)
 
-    def _attribute(self, server: str, parts: dict, sample_time: float) -> None:
+    def _window(self, load: ServerLoad) -> float:
+        """The seconds a server's measurement covers (the monitoring period when unsaid)."""
+        return load.window or self.period_s
+
+    def _attribute(self, server: str, parts: dict, sample_time: float,
+                   window: float) -> None:
         """The long-flow microservices' parts of a sample go to the watched flows that ran
         in it (running.OpenFlows.attribute): each keeps what it was measured to use."""
         long_parts = {}
@@ -230,7 +240,7 @@ class PolicyCore:
                 long_parts[ms] = (float(p["cpu"]), float(p["net"]))
         if long_parts:
             self.open_flows.attribute(
-                server, long_parts, sample_time - self.period_s, sample_time,
+                server, long_parts, sample_time - window, sample_time,
                 {ms: c for ms in long_parts if (c := self._flow_cost(ms, server)) is not None})
 
     def _prune_assignments(self, server: str) -> None:
@@ -719,13 +729,14 @@ class PolicyCore:
             # explain (network too: the ui's transfers were why it took the prediction).
             skip = frozenset(short)
             cpu_then, net_then, _ = self.running_load(
-                server, load.sample_time - self.period_s / 2, skip)
+                server, load.sample_time - self._window(load) / 2, skip)
             level = self._short_levels()
             excess_cpu = sum(p["cpu"] - level[ms][0] for ms, p in short.items())
             excess_net = sum(p["net"] - level[ms][1] for ms, p in short.items())
             mem = load.mem if load.mem is not None else meas[1]
             return (meas[0] - excess_cpu, mem, meas[2] - excess_net), cpu_then, net_then, skip
-        cpu_then, net_then, _ = self.running_load(server, load.sample_time - self.period_s / 2)
+        cpu_then, net_then, _ = self.running_load(server,
+                                                  load.sample_time - self._window(load) / 2)
         if lag <= 0 or load.net is None or load.mem is None:
             return meas, cpu_then, net_then, frozenset()
         n = max(1, round(lag / self.period_s))
@@ -798,7 +809,7 @@ class PolicyCore:
             servers[s] = {
                 "cpu": load.cpu, "mem": load.mem, "net": load.net, "source": load.source,
                 "by_microservice": load.parts,
-                "sample_age_s": _age(load.sample_time, now),
+                "sample_age_s": _age(load.sample_time, now), "sample_window_s": load.window,
                 "net_switch": sw.net, "net_switch_age_s": _age(sw.sample_time, now),
                 "fresh": self.is_fresh(s, now),
                 "pending_flows": self.pending(s),

@@ -51,5 +51,7 @@ def apply_profiles(core: PolicyCore, profiles: dict, servers: dict, now: float) 
             if isinstance(parts, dict) else None
         if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
                                                for v in (*use, *measured)):
-            core.update_server_load(name, *use, t, "profiler", measured, parts)
+            window = s.get("sample_window_s")
+            core.update_server_load(name, *use, t, "profiler", measured, parts,
+                                    window if isinstance(window, (int, float)) else None)
     return []

@@ -71,6 +71,11 @@ def test_agent_reads_a_half_cpu_busy_container_at_45_to_55_percent(tmp_path):
         # with, so single readings wander a few points; their mean must sit at the quota.
         assert len(readings) >= 3 and all(40 <= r <= 62 for r in readings), readings
         assert 45 <= sum(readings) / len(readings) <= 55, readings
+        # over a window of its last 3 s (what the profiler asks for): the same quota, and
+        # the seconds measured are the window's
+        s = get(f"http://127.0.0.1:{SOLO_PORT}/stats?window_s=3")
+        c = next(c for c in s["containers"] if c["name"] == "malb-test-busy")
+        assert 45 <= c["cpu_percent"] <= 55 and 2.5 <= s["period_s"] <= 3.6, s
 
         # a container that appears is followed; one that is not running is reported as
         # such, never as zero
@@ -99,12 +104,20 @@ def test_agent_reads_a_half_cpu_busy_container_at_45_to_55_percent(tmp_path):
 
 
 def test_profiler_collects_two_agents_marks_a_dead_one_stale_and_recovers(tmp_path):
-    data = {**FAST_CONFIG, "servers": {"count": 2}, "testbed": {"clients": 1}}
+    data = {**FAST_CONFIG, "servers": {"count": 2}, "testbed": {"clients": 1},
+            "profiler": {**FAST_CONFIG["profiler"], "agent_window_s": 2.5}}
     with Stack(data, str(tmp_path), controller=False) as st:
         def both_fresh():
             servers = st.profiler_get("/servers")["servers"]
             return all(not v["stale"] and v["complete"] for v in servers.values())
         st.wait_for(both_fresh, 30, "profiler has a complete sample of both servers")
+        # each sample measures the agent's last 2.5 s (its nearest: 2 or 3 one-second
+        # samples back), not its last second, once the agent has sampled that long
+        st.wait_for(lambda: all((v["sample_window_s"] or 0) >= 1.8 for v in
+                                st.profiler_get("/servers")["servers"].values()), 15,
+                    "samples over the window")
+        assert all(v["sample_window_s"] <= 3.6
+                   for v in st.profiler_get("/servers")["servers"].values())
         profiles = st.profiler_get("/profiles")["microservices"]
         assert set(profiles) == {"video", "ui", "backend"}
         assert profiles["video"]["instances"] == 2 and profiles["video"]["samples"] > 0

@@ -56,7 +56,7 @@ def settings_of(slo):
 
 
 def test_reads_answer(agent_http):
-    for path in ("/stats", "/health", "/slo"):
+    for path in ("/stats", "/stats?window_s=3", "/health", "/slo"):
         status, headers, body = agent_http("GET", path)
         assert status == 200 and headers["Content-Type"] == "application/json", body
     status, headers, body = agent_http("GET", "/metrics")
@@ -87,6 +87,11 @@ def test_reads_answer(agent_http):
     ("POST", "/slo", b'{"service": "ui", "target_ms": 50}', J, 405, "POST: not allowed"),
     ("DELETE", "/stats", b"", {}, 405, "DELETE: not allowed"),
     ("GET", "/nope", b"", {}, 404, "no such resource"),
+    ("GET", "/stats?window_s=abc", b"", {}, 400, "window_s: expected seconds in (0, 600]"),
+    ("GET", "/stats?window_s=0", b"", {}, 400, "window_s: expected seconds in (0, 600]"),
+    ("GET", "/stats?window_s=nan", b"", {}, 400, "window_s: expected seconds"),
+    ("GET", "/stats?window_s=601", b"", {}, 400, "window_s: expected seconds"),
+    ("GET", "/stats?windows=3", b"", {}, 400, "'windows': unknown query parameter"),
     ("GET", "/%ff%fe", b"", {}, 404, "no such resource"),
 ])
 def test_errors_are_json_naming_the_problem_and_change_nothing(agent_http, method, path,

@@ -17,6 +17,10 @@ def test_default_file_is_the_paper_testbed():
     assert cfg.controller.policy == "malb"
     assert cfg.controller.monitoring_period_s == 3.0
     assert cfg.profiler.window == 10 and cfg.profiler.predictor == "rm"
+    # the agents measure the whole profiler period, whatever it is, unless told otherwise
+    assert cfg.profiler.agent_window_s == 3.0
+    assert parse_config({"profiler": {"period_s": 5}}).profiler.agent_window_s == 5.0
+    assert parse_config({"profiler": {"agent_window_s": 0}}).profiler.agent_window_s == 0.0
 
 
 def test_naming_and_addressing_are_derived_consistently():
@@ -78,6 +82,8 @@ def test_multiswitch_chain_spreads_servers_and_numbers_trunks():
     ({"controller": {"health": {"method": "icmp"}}}, "controller.health.method"),
     ({"profiler": {"arma_order": [0, 0]}}, "profiler.arma_order"),
     ({"profiler": {"predictor": "lstm"}}, "profiler.predictor"),
+    ({"profiler": {"agent_window_s": -1}}, "profiler.agent_window_s: must be >= 0"),
+    ({"profiler": {"agent_window_s": 601}}, "profiler.agent_window_s: must be <= 600"),
     ({"testbed": {"colour": "blue"}}, "testbed.colour"),
     ({"microservices": [{"name": "video", "port": 80, "vip": "192.168.1.10"}]},
      "microservices[0].vip"),

@@ -11,8 +11,8 @@ import pytest
 
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from ryu_apps import ofwire
-from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, ControllerCore, FlowStat, \
-    PortStat
+from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, PROFILER_READY_S, \
+    ControllerCore, FlowStat, PortStat, next_exchange_in
 from ryu_apps.flowpath import Result
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
 from ryu_apps.policy import Backend
@@ -446,6 +446,26 @@ def test_profiler_answers_set_weights_and_classes_and_bad_ones_change_nothing():
                                     "flow_class": "long"}}}
     r = ctl.profiler_answer(bad, {"servers": {}}, NOW + 9)
     assert r.warnings and ctl.status()["microservices"] == applied
+
+
+def test_the_next_exchange_follows_the_profilers_steps():
+    cfg, ctl, net = make()
+    period = cfg.controller.monitoring_period_s
+    ready = PROFILER_READY_S
+    # an answer from the profiler's step 1.0 s ago: its next one is 2 s away
+    r = ctl.profiler_answer({"microservices": {}}, {"time": NOW - 1.0, "servers": {}}, NOW)
+    assert r.next_in_s == pytest.approx(period - 1.0 + ready)
+    # its step was just now: the next exchange a period from it, not within a moment
+    assert next_exchange_in(NOW - ready + 0.1, NOW, period) == pytest.approx(period + 0.1)
+    # steps long ago and in the future (another host's clock) fall on the same grid
+    assert next_exchange_in(NOW - 10 * period - 1.0, NOW, period) == \
+        pytest.approx(period - 1.0 + ready)
+    assert next_exchange_in(NOW + 7 * period - 1.0, NOW, period) == \
+        pytest.approx(period - 1.0 + ready)
+    for bad in (None, "soon", True, float("nan"), float("inf")):
+        assert next_exchange_in(bad, NOW, period) is None
+    # a failed exchange says nothing of the profiler's steps: the loop waits a period
+    assert ctl.profiler_answer([1], {"servers": {}}, NOW).next_in_s is None
 
 
 # ---------------------------------------------------------------- health

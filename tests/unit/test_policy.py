@@ -581,3 +581,24 @@ def test_malb_paper_keeps_round_robin_for_watched_short_flows():
     assert [core.choose("ui", watched=k).server for k in range(4)] == SERVERS
     assert not core.watches("ui") and core.watches("backend")
     assert make_core("malb").watches("ui")
+
+
+def test_malb_measures_a_job_from_a_sample_whose_window_it_ran_through_as_the_sample_says():
+    """A sample covers the seconds the profiler says (sample_window_s), not always a whole
+    monitoring period: a job that started 2 s before a 1 s sample ran through all of it."""
+    def measured_jobs(window):
+        core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+        core.note_assignment("srv1", "backend", 97.0, watched="job")
+        for srv in SERVERS:
+            be = 40.0 if srv == "srv1" else 0.0
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, 99.0, measured=(be, 10.0, 10.0),
+                parts={"backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}},
+                window=window)
+        return core.open_flows.costs("srv1", 99.5), core.status(99.5)["servers"]["srv1"]
+    costs, status = measured_jobs(1.0)
+    assert costs == {"backend": (0, 1, 40.0, 0.0)} and status["sample_window_s"] == 1.0
+    costs, status = measured_jobs(None)      # unsaid: the 3 s period, from 96 s: not whole
+    assert costs == {"backend": (1, 0, 0.0, 0.0)} and status["sample_window_s"] is None
+    costs, _ = measured_jobs(float("nan"))   # not a window: the period's
+    assert costs == {"backend": (1, 0, 0.0, 0.0)}

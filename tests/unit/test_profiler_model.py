@@ -49,6 +49,16 @@ def test_step_averages_instances_predicts_and_weighs():
     servers = m.servers_view(103.0)["servers"]
     assert servers["srv1"]["predicted"]["cpu"] == pytest.approx(120.0)
     assert not servers["srv1"]["stale"]
+    assert servers["srv1"]["sample_window_s"] is None    # the sample did not say
+
+
+def test_the_server_view_says_how_many_seconds_its_sample_measured():
+    m = ProfilerModel(cfg(), lambda: RollingMean(10))
+    for t, window in ((100.0, 2.98), (103.0, "3"), (106.0, -1.0), (109.0, 3.01)):
+        m.ingest_agent("srv1", {**sample("srv1", t), "period_s": window}, None, t)
+        m.step(t)
+        got = m.servers_view(t)["servers"]["srv1"]["sample_window_s"]
+        assert got == (window if isinstance(window, float) and window > 0 else None)
 
 
 def test_a_silent_or_late_agent_makes_its_server_stale_not_zero():

@@ -1,0 +1,112 @@
+"""The agent's measurement over a window (GET /stats?window_s=W): each container's CPU and
+traffic from the raw counters it kept W seconds back, against a fake Docker client whose
+counters advance by a known amount per sample."""
+import pytest
+
+from agents import agent as agent_module
+from agents.agent import Agent, Selector
+from agents.dockerstats import Capacity, RawSample, window_base
+
+
+class FakeContainer:
+    def __init__(self, name):
+        self.name, self.id, self.status, self.labels = name, name * 8, "running", {}
+
+
+class FakeDocker:
+    """containers.list() and api.stats(): each container's counters advance by the CPU
+    (core-seconds) and bytes given for the step; the host's by 1 s of one CPU."""
+
+    def __init__(self, names):
+        self.containers, self.api = self, self
+        self.running = [FakeContainer(n) for n in names]
+        self.cpu_ns = {c.id: 0 for c in self.running}
+        self.tx = {c.id: 0 for c in self.running}
+        self.step = 0
+
+    def list(self, all=True, filters=None):
+        return list(self.running)
+
+    def stats(self, cid, stream=False, one_shot=True):
+        return {"cpu_stats": {"cpu_usage": {"total_usage": self.cpu_ns[cid]},
+                              "system_cpu_usage": self.step * 10 ** 9, "online_cpus": 1},
+                "memory_stats": {"usage": 50 << 20, "stats": {}},
+                "networks": {"eth0": {"rx_bytes": 0, "tx_bytes": self.tx[cid]}}}
+
+    def advance(self, cores: dict, tx: dict):
+        self.step += 1
+        for c in self.running:
+            self.cpu_ns[c.id] += int(cores.get(c.name, 0) * 10 ** 9)
+            self.tx[c.id] += tx.get(c.name, 0)
+
+
+@pytest.fixture
+def sampled(monkeypatch):
+    """An agent sampling a fake engine once a (fake) second: `sample(cores, tx)` advances
+    the counters by one second's use, then samples."""
+    clock = {"t": 100.0}
+    monkeypatch.setattr(agent_module.time, "monotonic", lambda: clock["t"])
+    docker = FakeDocker(["srv1-be", "srv1-ui"])
+    agent = Agent("srv1", Selector(), lambda: Capacity(0.5, 1 << 30, 1e6, "config"),
+                  period_s=1.0, client=docker)
+
+    def sample(cores=None, tx=None):
+        docker.advance(cores or {}, tx or {})
+        clock["t"] += 1.0
+        return agent.sample_once()
+    sample.agent, sample.docker = agent, docker
+    yield sample
+    agent.pool.shutdown()
+
+
+def by_name(s):
+    return {c["name"]: c for c in s["containers"]}
+
+
+def test_a_window_measures_every_second_of_it_where_the_latest_sample_sees_one(sampled):
+    sampled()                                               # counters to start from
+    for be in (0.1, 0.4, 0.1):                              # a job's burst in the middle
+        latest = sampled({"srv1-be": be, "srv1-ui": 0.05}, {"srv1-ui": 300_000})
+    assert by_name(latest)["srv1-be"]["cpu_percent"] == pytest.approx(10.0)
+    window = sampled.agent.over_window(3.0)
+    c = by_name(window)
+    assert c["srv1-be"]["cpu_percent"] == pytest.approx(20.0)         # 0.6 core-s over 3 s
+    assert c["srv1-ui"]["tx_bytes_per_s"] == pytest.approx(300_000)
+    assert window["period_s"] == pytest.approx(3.0) and window["window_s"] == 3.0
+    assert window["time"] == latest["time"]                 # the window ends at the latest
+    # server totals over the window, relative to the 0.5-core share: (0.6 + 0.15) / 3 / 0.5
+    assert window["totals"]["cpu_percent"] == pytest.approx(50.0)
+    assert window["totals"]["complete"]
+    assert sampled.agent.latest() is latest                 # the latest is left as it was
+
+
+def test_a_window_longer_than_the_history_measures_what_there_is(sampled):
+    sampled()
+    sampled({"srv1-be": 0.2})
+    sampled({"srv1-be": 0.4})
+    window = sampled.agent.over_window(30.0)
+    assert window["period_s"] == pytest.approx(2.0)
+    assert by_name(window)["srv1-be"]["cpu_percent"] == pytest.approx(30.0)
+
+
+def test_a_container_that_went_away_leaves_no_counters_and_a_new_one_has_no_rate_yet(sampled):
+    sampled()
+    sampled({"srv1-be": 0.2})
+    sampled.docker.running = [c for c in sampled.docker.running if c.name != "srv1-ui"]
+    sampled({"srv1-be": 0.2})
+    assert set(sampled.agent._raws) == {"srv1-be"}
+    sampled.docker.running.append(FakeContainer("srv1-vid"))
+    sampled.docker.cpu_ns["srv1-vid" * 8] = sampled.docker.tx["srv1-vid" * 8] = 0
+    sampled({"srv1-be": 0.2})
+    window = sampled.agent.over_window(3.0)
+    assert by_name(window)["srv1-vid"]["cpu_percent"] is None       # one sample: no rate
+    assert not window["totals"]["complete"]                          # and it says so
+
+
+def test_window_base_picks_the_sample_nearest_the_window_back():
+    raws = [RawSample(t, 0, 0, 1, None, None, None, None) for t in (0.0, 1.0, 2.25, 3.0)]
+    assert window_base(raws, 3.1).time == 0.0
+    assert window_base(raws, 1.0).time == 2.25
+    assert window_base(raws, 1.375).time == 1.0      # 2 s and 0.75 s back: a tie, the older
+    assert window_base(raws, 99).time == 0.0
+    assert window_base(raws[:1], 3.0) is None
