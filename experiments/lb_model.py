@@ -45,12 +45,15 @@ import argparse
 import glob
 import json
 import os
+import random
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
-from agents.dockerstats import Capacity, server_totals
-from common.cli import fail, flag_config_error, non_negative_float
+from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_totals, \
+    window_base
+from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
 from common.config import ConfigError, config_path, parse_config_file_data
 from experiments import evaluation, lb_comparison, loadgen, significance
@@ -102,6 +105,9 @@ class Model:
     def __init__(self, cfg, opts, policy: str, seed: int):
         self.cfg, self.opts, self.policy = cfg, opts, policy
         self.period = opts.period
+        # the agents' own period: each sample covers what was used since the previous one,
+        # and the profiler takes the latest at its tick (the testbed's agents: 1 s)
+        self.agent_period = opts.agent_period or cfg.agents.period_s
         self.core = core_from_config(cfg, policy if policy in POLICIES else "srr")
         if opts.lookahead is not None:
             self.core.lookahead_s = opts.lookahead
@@ -114,13 +120,24 @@ class Model:
         self.done: list[Task] = []
         self.requests: list[dict] = []
         self.samples: dict[float, dict[str, dict]] = {}
+        # each instance's CPU (core-seconds) and bytes sent since the start, and the raw
+        # samples its agent took of them, as the testbed's agents keep Docker's counters
         self.acc = {i: {"cpu": 0.0, "tx": 0.0} for i in self.inst}
+        self.window = cfg.profiler.agent_window_s
+        self.raws = {i: deque([self._raw(i, 0.0)],
+                              maxlen=int(self.window / self.agent_period) + 3)
+                     for i in self.inst}
         self.turn: dict[str, int] = {}
         self.answer: tuple[dict, dict] | None = None   # the profiler's latest
         spec = lb_comparison.workload_spec(cfg, opts, seed)
         self.plan = loadgen.schedule(spec, 0, 1)
         self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
         self.ended: list[dict] = []      # flow records completed since the last report
+        # each agent's sampling phase against the profiler's: the same for every policy of
+        # a run (seeded by the run), in whole steps
+        phases = random.Random(f"agent phases {seed}") if opts.agent_phase == "random" else None
+        self.agent_offset = {s: round(phases.uniform(0, self.agent_period) / DT) * DT
+                             % self.agent_period if phases else 0.0 for s in self.servers}
 
     # ------------------------------------------------------------ decisions
     def choose(self, ms: str, now: float, seq: int):
@@ -235,33 +252,50 @@ class Model:
                            "duration_s": now - t.start})
 
     # ------------------------------------------------------------ monitoring
-    def agent_samples(self, now: float) -> dict[str, dict]:
-        out = {}
-        for name, srv in self.servers.items():
-            cap = Capacity(srv.cpu, srv.memory_mb * 2 ** 20, srv.network_mbit * 125000.0,
-                           "config")
-            containers = []
-            for inst in (i for i in self.inst.values() if i.server == name):
-                a = self.acc[inst.name]
-                containers.append({
-                    "name": inst.name, "instance": inst.name,
-                    "microservice": inst.microservice, "readable": True, "state": "running",
-                    "cpu_percent": 100.0 * a["cpu"] / self.period,
-                    "memory_bytes": MEMORY_BYTES, "rx_bytes_per_s": 0.0,
-                    "tx_bytes_per_s": a["tx"] / self.period})
-                a["cpu"] = a["tx"] = 0.0
-            out[name] = {"server": name, "time": now, "period_s": self.period,
-                         "capacity": {"cpu_cores": cap.cpu_cores,
-                                      "memory_bytes": cap.memory_bytes,
-                                      "network_bytes_per_s": cap.network_bytes_per_s},
-                         "totals": server_totals(containers, cap), "containers": containers}
-        return out
+    def _raw(self, instance: str, now: float) -> RawSample:
+        """An agent's raw sample of an instance: its counters as Docker reports them (the
+        host clock at one CPU, so CPU % is core-seconds per second)."""
+        a = self.acc[instance]
+        return RawSample(now, round(a["cpu"] * 1e9), round(now * 1e9), 1, MEMORY_BYTES, None,
+                         0, round(a["tx"]))
+
+    def agent_sample(self, name: str, now: float) -> None:
+        """One server's agent samples its instances' counters."""
+        for inst in (i for i in self.inst.values() if i.server == name):
+            self.raws[inst.name].append(self._raw(inst.name, now))
+
+    def agent_answer(self, name: str) -> dict:
+        """The server's agent's /stats answer: its latest sample measured over the
+        profiler's window (agents/agent.py, Agent.over_window), or over its own last period
+        with no window."""
+        srv = self.servers[name]
+        cap = Capacity(srv.cpu, srv.memory_mb * 2 ** 20, srv.network_mbit * 125000.0,
+                       "config")
+        containers, spans = [], []
+        for inst in (i for i in self.inst.values() if i.server == name):
+            raws = list(self.raws[inst.name])
+            base = window_base(raws, self.window if self.window > 0 else self.agent_period)
+            cur = raws[-1]
+            cpu, (rx, tx) = (cpu_percent(base, cur), rates(base, cur)) if base else \
+                (None, (None, None))
+            containers.append({
+                "name": inst.name, "instance": inst.name,
+                "microservice": inst.microservice, "readable": True, "state": "running",
+                "cpu_percent": cpu, "memory_bytes": MEMORY_BYTES, "rx_bytes_per_s": rx,
+                "tx_bytes_per_s": tx})
+            spans.append(cur.time - base.time if base else 0.0)
+        return {"server": name, "time": cur.time, "period_s": max(spans),
+                "capacity": {"cpu_cores": cap.cpu_cores,
+                             "memory_bytes": cap.memory_bytes,
+                             "network_bytes_per_s": cap.network_bytes_per_s},
+                "totals": server_totals(containers, cap), "containers": containers}
 
     def run(self, end: float) -> dict:
         """Plays the schedule until every request has ended; the evaluation's tables over
         the load phases (samples up to `end`) and every request."""
         plan = self.plan
-        now, i, next_sample = 0.0, 0, self.period
+        now, i, next_tick = 0.0, 0, self.period
+        next_sample = {s: self.agent_period + self.agent_offset[s] for s in self.servers}
         events: list[tuple[float, str, object]] = []    # (when, what, data), in time order
         while (now < end or self.tasks or i < len(plan)) and now < end + 600:
             while i < len(plan) and plan[i]["offset"] <= now:
@@ -269,8 +303,14 @@ class Model:
                 i += 1
             self.step(now)
             now = round(now + DT, 9)
-            if now >= next_sample - 1e-9:
-                samples = self.agent_samples(now)
+            for name in self.servers:
+                if now >= next_sample[name] - 1e-9:
+                    self.agent_sample(name, now)
+                    next_sample[name] += self.agent_period
+            if now >= next_tick - 1e-9:
+                # the profiler asks every agent for its latest sample over the window; with
+                # agents out of phase (--agent-phase random), some are most of a second old
+                samples = {name: self.agent_answer(name) for name in self.servers}
                 if now <= end + 1e-9:
                     self.samples[now] = {
                         s: {"cpu": v["totals"]["cpu_percent"],
@@ -279,7 +319,7 @@ class Model:
                 events.append((now + self.opts.profiler_delay, "profiler", samples))
                 events.append((now + self.opts.controller_delay, "controller", None))
                 events.sort(key=lambda e: e[0])
-                next_sample += self.period
+                next_tick += self.period
             while events and events[0][0] <= now:
                 _, kind, data = events.pop(0)
                 if kind == "profiler":
@@ -342,6 +382,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lookahead", type=non_negative_float, default=None, metavar="SECONDS",
                    help="malb's horizon for long flows (default: the controller's "
                         "LOOKAHEAD_S; 0: what they use now)")
+    p.add_argument("--agent-period", type=positive_float, default=None, metavar="SECONDS",
+                   help="the agents' sampling period (default: agents.period_s of the "
+                        "configuration, 1 s as on the testbed; the profiler takes each "
+                        "agent's latest sample every --period)")
+    p.add_argument("--agent-phase", choices=("aligned", "random"), default="aligned",
+                   help="aligned: every agent samples at the profiler's tick (default); "
+                        "random: each at its own phase, as agents started one by one do")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,

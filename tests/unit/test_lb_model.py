@@ -97,20 +97,11 @@ def test_malb_sends_ui_objects_to_the_least_flow_time_left_and_cuts_their_rt_spr
 
 def test_a_ui_object_works_its_wall_clock_budget_on_the_servers_share_then_sends():
     m = model("srr")
-    used = []
-    sample = m.agent_samples
-
-    def agent_samples(now):       # each sample's CPU, in core-seconds
-        out = sample(now)
-        used.extend(c["cpu_percent"] / 100 * m.period for s in out.values()
-                    for c in s["containers"])
-        return out
-    m.agent_samples = agent_samples
     rt = jobs(m, 1, "ui-medium")[0]
     # 10 MB: 200 ms of work (20 ms per MB, wall clock), then 4 s at 20 Mbit/s
     assert rt == pytest.approx(0.2 + 10e6 / 2.5e6, abs=2 * lb_model.DT)
-    # CPU: the work loop gets the 0.3-core share for 200 ms (60 ms), sending 0.6 ms per MB
-    cpu = sum(used) + sum(a["cpu"] for a in m.acc.values())
+    # CPU: the work loop gets the 0.3-core share for 200 ms (60 ms), then the sending
+    cpu = sum(a["cpu"] for a in m.acc.values())
     assert cpu == pytest.approx(0.3 * 0.2 + 10 * lb_model.SEND_MS_PER_MB / 1000, rel=0.05)
 
 
@@ -135,18 +126,10 @@ def test_the_models_ui_uses_the_cpu_per_mb_measured_on_the_testbed():
     used, sent = [], []
     for seed in (1, 2):
         m = model("srr", seed, "--phase-seconds", "30")
-        sample = m.agent_samples
-
-        def agent_samples(now, m=m, sample=sample):
-            out = sample(now)
-            for s in out.values():
-                for c in s["containers"]:
-                    if c["microservice"] == "ui":
-                        used.append(c["cpu_percent"] / 100 * m.period)
-                        sent.append(c["tx_bytes_per_s"] * m.period / lb_model.MB)
-            return out
-        m.agent_samples = agent_samples
         m.run(90.0)
+        ui = [a for i, a in m.acc.items() if m.inst[i].microservice == "ui"]
+        used.append(sum(a["cpu"] for a in ui))
+        sent.append(sum(a["tx"] for a in ui) / lb_model.MB)
     assert 1000 * sum(used) / sum(sent) == pytest.approx(lb_model.MEASURED_UI_MS_PER_MB, rel=0.1)
 
 
@@ -159,3 +142,39 @@ def test_measure_ui_names_a_file_that_is_not_a_history(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "history.sqlite" in err and "Traceback" not in err
+
+
+def test_agents_out_of_phase_sample_each_at_its_own_offset_the_same_for_every_policy():
+    aligned = model("srr", 3)
+    assert set(aligned.agent_offset.values()) == {0.0}
+    a, b = model("srr", 3, "--agent-phase", "random"), model("malb", 3, "--agent-phase", "random")
+    assert a.agent_offset == b.agent_offset                       # paired runs share them
+    assert model("srr", 4, "--agent-phase", "random").agent_offset != a.agent_offset
+    assert all(0 <= o < a.agent_period for o in a.agent_offset.values())
+    seen = {}
+    sample = a.agent_sample
+
+    def agent_sample(name, now):
+        seen.setdefault(name, []).append(now)
+        return sample(name, now)
+    a.agent_sample = agent_sample
+    a.run(30.0)
+    for name, times in seen.items():
+        assert times[0] == pytest.approx(a.agent_period + a.agent_offset[name])
+        assert all(t2 - t1 == pytest.approx(a.agent_period) for t1, t2 in zip(times, times[1:]))
+    assert sorted(r["seq"] for r in a.requests) == [r["seq"] for r in a.plan]
+
+
+def test_the_profiler_gets_each_agents_use_over_its_window_or_over_the_agents_last_second():
+    m = model("srr")                 # agents sample every second, the profiler every 3 s
+    assert (m.agent_period, m.window) == (1.0, 3.0)
+    for t, cpu in ((1.0, 0.3), (2.0, 0.0), (3.0, 0.0)):      # a burst in the first second
+        m.acc["srv1-be"]["cpu"] += cpu
+        m.agent_sample("srv1", t)
+    answer = m.agent_answer("srv1")
+    be = next(c for c in answer["containers"] if c["instance"] == "srv1-be")
+    assert be["cpu_percent"] == pytest.approx(10.0) and answer["period_s"] == 3.0
+    assert answer["totals"]["cpu_percent"] == pytest.approx(100 * 0.1 / 0.3, abs=1e-3)
+    m.window = 0                     # profiler.agent_window_s: 0, the agent's latest sample
+    answer = m.agent_answer("srv1")
+    assert answer["totals"]["cpu_percent"] == 0.0 and answer["period_s"] == 1.0
