@@ -261,8 +261,11 @@ class Agent:
                 for name, raw in fresh.items():
                     if raw is None:
                         self._raws.pop(name, None)
-                    else:
-                        self._raws.setdefault(name, deque(maxlen=self._raws_kept)).append(raw)
+                        continue
+                    kept = self._raws.setdefault(name, deque(maxlen=self._raws_kept))
+                    if kept and raw.cpu_total_ns < kept[-1].cpu_total_ns:
+                        kept.clear()      # its counters started again: it restarted
+                    kept.append(raw)
         self._update_metrics(sample)
         self.m_sample.observe(time.monotonic() - started, self.server)
         return sample

@@ -103,6 +103,20 @@ def test_a_container_that_went_away_leaves_no_counters_and_a_new_one_has_no_rate
     assert not window["totals"]["complete"]                          # and it says so
 
 
+def test_a_container_whose_counters_start_again_is_measured_from_its_restart(sampled):
+    sampled()
+    sampled({"srv1-be": 0.2})
+    sampled({"srv1-be": 0.2})
+    sampled.docker.cpu_ns["srv1-be" * 8] = 0            # restarted: its cgroup is new
+    sampled({"srv1-be": 0.3})
+    window = sampled.agent.over_window(3.0)
+    assert by_name(window)["srv1-be"]["cpu_percent"] is None      # one sample since
+    sampled({"srv1-be": 0.1})
+    window = sampled.agent.over_window(3.0)
+    assert by_name(window)["srv1-be"]["cpu_percent"] == pytest.approx(10.0)
+    assert window["totals"]["complete"]
+
+
 def test_window_base_picks_the_sample_nearest_the_window_back():
     raws = [RawSample(t, 0, 0, 1, None, None, None, None) for t in (0.0, 1.0, 2.25, 3.0)]
     assert window_base(raws, 3.1).time == 0.0
