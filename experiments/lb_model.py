@@ -264,17 +264,18 @@ class Model:
         for inst in (i for i in self.inst.values() if i.server == name):
             self.raws[inst.name].append(self._raw(inst.name, now))
 
-    def agent_answer(self, name: str) -> dict:
-        """The server's agent's /stats answer: its latest sample measured over the
-        profiler's window (agents/agent.py, Agent.over_window), or over its own last period
-        with no window."""
+    def agent_answer(self, name: str, window: float | None = None) -> dict:
+        """The server's agent's /stats answer: its latest sample measured over `window`
+        seconds (the profiler's by default; agents/agent.py, Agent.over_window), or over
+        its own last period with no window (0)."""
+        window = self.window if window is None else window
         srv = self.servers[name]
         cap = Capacity(srv.cpu, srv.memory_mb * 2 ** 20, srv.network_mbit * 125000.0,
                        "config")
         containers, spans = [], []
         for inst in (i for i in self.inst.values() if i.server == name):
             raws = list(self.raws[inst.name])
-            base = window_base(raws, self.window if self.window > 0 else self.agent_period)
+            base = window_base(raws, window if window > 0 else self.agent_period)
             cur = raws[-1]
             cpu, (rx, tx) = (cpu_percent(base, cur), rates(base, cur)) if base else \
                 (None, (None, None))
@@ -312,10 +313,15 @@ class Model:
                 # agents out of phase (--agent-phase random), some are most of a second old
                 samples = {name: self.agent_answer(name) for name in self.servers}
                 if now <= end + 1e-9:
+                    # Table II from what the profiler got, or from another window of the
+                    # same counters (--metric-window: one metric for policies fed alike)
+                    measured = samples if self.opts.metric_window is None else {
+                        name: self.agent_answer(name, self.opts.metric_window)
+                        for name in self.servers}
                     self.samples[now] = {
                         s: {"cpu": v["totals"]["cpu_percent"],
                             "mem": v["totals"]["memory_percent"],
-                            "net": v["totals"]["network_percent"]} for s, v in samples.items()}
+                            "net": v["totals"]["network_percent"]} for s, v in measured.items()}
                 events.append((now + self.opts.profiler_delay, "profiler", samples))
                 events.append((now + self.opts.controller_delay, "controller", None))
                 events.sort(key=lambda e: e[0])
@@ -389,6 +395,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--agent-phase", choices=("aligned", "random"), default="aligned",
                    help="aligned: every agent samples at the profiler's tick (default); "
                         "random: each at its own phase, as agents started one by one do")
+    p.add_argument("--metric-window", type=non_negative_float, default=None,
+                   metavar="SECONDS",
+                   help="Table II over this window of the agents' counters (default: what "
+                        "the profiler gets, --agent-window; 0: the agents' latest samples)")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,

@@ -175,6 +175,14 @@ def test_the_profiler_gets_each_agents_use_over_its_window_or_over_the_agents_la
     be = next(c for c in answer["containers"] if c["instance"] == "srv1-be")
     assert be["cpu_percent"] == pytest.approx(10.0) and answer["period_s"] == 3.0
     assert answer["totals"]["cpu_percent"] == pytest.approx(100 * 0.1 / 0.3, abs=1e-3)
-    m.window = 0                     # profiler.agent_window_s: 0, the agent's latest sample
-    answer = m.agent_answer("srv1")
+    answer = m.agent_answer("srv1", 0)          # the agent's latest sample, as /stats
     assert answer["totals"]["cpu_percent"] == 0.0 and answer["period_s"] == 1.0
+    m.window = 0                     # profiler.agent_window_s: 0, what the profiler asks for
+    assert m.agent_answer("srv1") == answer
+
+
+def test_table_ii_can_measure_another_window_than_the_profiler_gets():
+    whole = model("malb", 2, "--peak-rate", "3").run(30.0)
+    snapshots = model("malb", 2, "--peak-rate", "3", "--metric-window", "0").run(30.0)
+    assert snapshots["table3"] == whole["table3"]          # the same decisions and requests
+    assert snapshots["table2"]["cpu"]["stdev"] > whole["table2"]["cpu"]["stdev"]
