@@ -89,6 +89,38 @@ def table2(samples: dict[float, dict[str, dict]], model: PowerModel = PowerModel
                 "timestamps": len(v["stdev"])} for k, v in per.items()}
 
 
+def in_periods(samples: dict[float, dict[str, dict]], sample_period_s: float,
+               period_s: float) -> dict[float, dict[str, dict]]:
+    """The samples as means over consecutive periods of `period_s`, for monitoring that
+    samples faster (every `sample_period_s`) than the figures are read. A spread over 1 s
+    means is larger than one over 3 s means for every policy, so figures taken at different
+    monitoring periods compare only over the same period. Each period is keyed by its last
+    sample's time and holds, per server, the mean of that server's samples in it; a server
+    with none there is missing, as in the samples. Samples already `period_s` or more
+    apart come back as they are."""
+    if sample_period_s >= period_s - 1e-9 or not samples:
+        return samples
+    start = min(samples)
+    bins: dict[int, dict] = {}
+    for t in sorted(samples):
+        # a sample one period after the first opens the next, whatever float rounding says
+        k = int((t - start) / period_s + 1e-6)
+        b = bins.setdefault(k, {"t": t, "servers": {}})
+        b["t"] = t
+        for name, s in samples[t].items():
+            b["servers"].setdefault(name, []).append(s)
+    return {b["t"]: {name: {r: _mean_if_complete([s.get(r) for s in ss])
+                            for r in {r for s in ss for r in s}}
+                     for name, ss in b["servers"].items()}
+            for b in bins.values()}
+
+
+def _mean_if_complete(values: list) -> float | None:
+    """None when any sample lacks the figure: a mean over part of a period is another
+    number."""
+    return None if any(v is None for v in values) else statistics.fmean(values)
+
+
 def energy_per_server(samples: dict[float, dict[str, dict]], period_s: float,
                       model: PowerModel = PowerModel()) -> dict[str, dict]:
     """Average power (W) and energy (Wh, each sample standing for one period) per server."""

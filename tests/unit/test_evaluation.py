@@ -116,3 +116,23 @@ def test_fig3_over_runs_judges_the_averaged_worst_case():
     assert merged["cpu"]["above_threshold"] is False
     assert merged["cpu"]["most_loaded_server"] is None               # runs disagree
     assert mean_fig3([run("srv1", 90.0)])["cpu"]["most_loaded_server"] == "srv1"
+
+
+def test_in_periods_averages_each_servers_samples_over_the_metric_period():
+    from experiments.evaluation import in_periods
+    # 1 s samples, read over 3 s periods; srv2 misses the 4th sample, and one figure
+    # is missing at the 5th
+    samples = {100.0: {"a": {"cpu": 10, "mem": 1, "net": 0}, "b": {"cpu": 40, "mem": 1, "net": 0}},
+               101.0: {"a": {"cpu": 20, "mem": 1, "net": 0}, "b": {"cpu": 40, "mem": 1, "net": 0}},
+               102.0: {"a": {"cpu": 30, "mem": 4, "net": 3}, "b": {"cpu": 40, "mem": 1, "net": 0}},
+               103.0: {"a": {"cpu": 50, "mem": 2, "net": 0}},
+               104.0: {"a": {"cpu": 70, "mem": 2, "net": None}, "b": {"cpu": 0, "mem": 1, "net": 0}}}
+    got = in_periods(samples, 1.0, 3.0)
+    assert sorted(got) == [102.0, 104.0]          # keyed by each period's last sample
+    assert got[102.0]["a"] == {"cpu": 20, "mem": 2, "net": 1}
+    assert got[102.0]["b"] == {"cpu": 40, "mem": 1, "net": 0}
+    assert got[104.0]["a"] == {"cpu": 60, "mem": 2, "net": None}   # not a mean of part
+    assert got[104.0]["b"] == {"cpu": 0, "mem": 1, "net": 0}
+    # the paper's period: samples 3 s apart come back as they are
+    assert in_periods(samples, 3.0, 3.0) is samples
+    assert in_periods({}, 1.0, 3.0) == {}

@@ -186,3 +186,14 @@ def test_table_ii_can_measure_another_window_than_the_profiler_gets():
     snapshots = model("malb", 2, "--peak-rate", "3", "--metric-window", "0").run(30.0)
     assert snapshots["table3"] == whole["table3"]          # the same decisions and requests
     assert snapshots["table2"]["cpu"]["stdev"] > whole["table2"]["cpu"]["stdev"]
+
+
+def test_with_a_1_s_period_table_ii_is_read_over_the_metric_period_as_on_the_testbed():
+    fast = model("srr", 2, "--peak-rate", "3", "--period", "1").run(30.0)
+    per_second = model("srr", 2, "--peak-rate", "3", "--period", "1",
+                       "--metric-period", "1").run(30.0)
+    assert fast["table3"] == per_second["table3"]    # round robin: the same placements
+    assert per_second["table2"]["cpu"]["timestamps"] == 30
+    assert fast["table2"]["cpu"]["timestamps"] == 10
+    # 3 s means spread less than 1 s samples
+    assert fast["table2"]["cpu"]["stdev"] < per_second["table2"]["cpu"]["stdev"]
