@@ -18,14 +18,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
 
 
-def git_commit() -> str:
-    """The checkout's commit (short), for the results a run writes; "unknown" outside git."""
+def git_commit(root: str = ROOT) -> str:
+    """The checkout's commit (short), for the results a run writes; "unknown" outside git.
+    "-dirty" after it when tracked files differ from it: the results then come from code
+    that commit does not hold."""
     try:
-        res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+        res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                              capture_output=True, text=True)
+        commit = res.stdout.strip()
+        if commit and subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root,
+                                     capture_output=True).returncode == 1:
+            commit += "-dirty"
     except OSError:
         return "unknown"
-    return res.stdout.strip() or "unknown"
+    return commit or "unknown"
 
 
 class ServiceError(RuntimeError):

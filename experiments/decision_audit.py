@@ -249,7 +249,7 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def _choice_table(summaries: dict[str, dict], judged: str, hit: str, rand: str) -> list[str]:
+def choice_table(summaries: dict[str, dict], judged: str, hit: str, rand: str) -> list[str]:
     """Per policy: decisions, how often its server was the least by `judged`, random's
     share, the regret."""
     lines = [f"| policy | decisions | chose the least {judged} | random would | "
@@ -267,7 +267,7 @@ def markdown(per_policy: dict[str, dict], lags: list[int],
     if at_decision:
         lines += ["Every back-end decision against the job demand each server carried at it "
                   "(the clients' records):", ""]
-        lines += _choice_table(at_decision, "job demand", "chose_least_demand",
+        lines += choice_table(at_decision, "job demand", "chose_least_demand",
                                "random_least_demand")
         ranges = [f"{p} {100 * s['memory_weight_range'][0]:.0f}-"
                   f"{100 * s['memory_weight_range'][1]:.0f} %"
@@ -280,7 +280,7 @@ def markdown(per_policy: dict[str, dict], lags: list[int],
     if at_decision:
         lines += ["", "Least-load decisions against the CPU each server carried over the "
                       "next seconds (the profiler's samples):", ""]
-    lines += _choice_table(per_policy, "loaded", "chosen_least_loaded", "random_least_loaded")
+    lines += choice_table(per_policy, "loaded", "chosen_least_loaded", "random_least_loaded")
     lines += ["", "| estimator | decisions | MAE (CPU points) | its pick least loaded | "
               "regret (CPU points) |", "|---|---:|---:|---:|---:|"]
     pooled: dict[str, list] = {}

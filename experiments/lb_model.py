@@ -56,7 +56,7 @@ from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_t
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
 from common.config import ConfigError, config_path, parse_config_file_data
-from experiments import evaluation, lb_comparison, loadgen, significance
+from experiments import decision_audit, evaluation, lb_comparison, loadgen, significance
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from ryu_apps.policy import POLICIES, core_from_config
@@ -120,6 +120,9 @@ class Model:
         self.done: list[Task] = []
         self.requests: list[dict] = []
         self.samples: dict[float, dict[str, dict]] = {}
+        # every job's placement against the job demand each server carried at it, as
+        # decision_audit judges the testbed's from the clients' records
+        self.judged: list[dict] = []
         # each instance's CPU (core-seconds) and bytes sent since the start, and the raw
         # samples its agent took of them, as the testbed's agents keep Docker's counters
         self.acc = {i: {"cpu": 0.0, "tx": 0.0} for i in self.inst}
@@ -183,6 +186,10 @@ class Model:
             t.prep = self.opts.model_cpu_ms_per_mb * size / MB / 1000
             t.cpu_per_byte = self.opts.model_send_ms_per_mb / 1000 / MB
         elif path.startswith("/job"):
+            self.judged.append({"time": now, "chosen": server, "demand": {
+                b.server: 100.0 * sum(x.cores for x in self.tasks
+                                      if x.server == b.server and x.kind == "job")
+                / self.servers[b.server].cpu for b in self.core.pools[ms]}})
             secs, frac = _param(path, "seconds"), _param(path, "cpu")
             t.kind, t.cores, t.work = "job", frac, frac * secs
             t.deadline = now + secs if self.opts.job_mode == "deadline" else float("inf")
@@ -338,7 +345,7 @@ class Model:
             evaluation.in_periods(self.samples, self.period,
                                   max(self.period, self.opts.metric_period))
         return {"table2": evaluation.table2(samples, servers=list(self.servers)),
-                "table3": evaluation.table3(self.requests)}
+                "table3": evaluation.table3(self.requests), "judged": self.judged}
 
     def profiler_step(self, samples: dict, now: float) -> tuple[dict, dict]:
         """The profiler's period: the agents' samples and the controller's flow report in,
@@ -455,10 +462,18 @@ def main(argv=None) -> int:
           f"{opts.job_mode} mode; period {opts.period:g} s; seed {opts.seed} (run k: seed + k)."
           f"\nA model, not a measurement: docs/experiments.md, \"Scenario 2 as a model\".\n\n"
           + significance.markdown(comparison, candidate))
+    judge = {p: decision_audit.summarise_at_decision([row for r in rs for row in r["judged"]])
+             for p, rs in per_policy.items()}
+    if any(j.get("decisions") for j in judge.values()):
+        md += ("\nEvery back-end decision against the job demand each server carried at it "
+               "(as `experiments.decision_audit --at-decision-only` judges the testbed's):\n\n"
+               + "\n".join(decision_audit.choice_table(judge, "job demand", "chose_least_demand",
+                                                        "random_least_demand")) + "\n")
     with open(os.path.join(out, "model.md"), "w") as fh:
         fh.write(md)
     with open(os.path.join(out, "model.json"), "w") as fh:
         json.dump({"command": command, "commit": git_commit(), "runs": runs, "comparison": comparison,
+                   "judge_at_decision": judge,
                    "per_run": {p: [significance.headline_figures(r) for r in rs]
                                for p, rs in per_policy.items()}}, fh, indent=1, default=str)
     print(md)
