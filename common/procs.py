@@ -20,13 +20,14 @@ VENV_BIN = os.path.dirname(sys.executable)
 
 def git_commit(root: str = ROOT) -> str:
     """The checkout's commit (short), for the results a run writes; "unknown" outside git.
-    "-dirty" after it when tracked files differ from it: the results then come from code
-    that commit does not hold."""
+    "-dirty" after it when tracked files other than data/ and Markdown differ from it: the
+    results then come from code that commit does not hold (committed results do not count)."""
     try:
         res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                              capture_output=True, text=True)
         commit = res.stdout.strip()
-        if commit and subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root,
+        if commit and subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".",
+                                     ":(exclude)data", ":(exclude)*.md"], cwd=root,
                                      capture_output=True).returncode == 1:
             commit += "-dirty"
     except OSError:

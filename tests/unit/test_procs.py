@@ -18,6 +18,12 @@ def test_a_result_names_its_commit_and_says_when_the_code_differs_from_it(tmp_pa
     clean = git_commit(str(tmp_path))
     assert len(clean) >= 7 and not clean.endswith("-dirty")
     (tmp_path / "results.csv").write_text("untracked output\n")     # outputs do not count
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "summary.md").write_text("old\n")
+    git(tmp_path, "add", "data")
+    git(tmp_path, "commit", "-q", "-m", "data")
+    clean = git_commit(str(tmp_path))
+    (tmp_path / "data" / "summary.md").write_text("a rerun\n")      # nor committed results
     assert git_commit(str(tmp_path)) == clean
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_commit(str(tmp_path)) == clean + "-dirty"
