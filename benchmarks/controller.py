@@ -32,7 +32,7 @@ import sys
 import time
 
 from benchmarks.ofcapture import latencies
-from common.cli import ArgumentParser, bounded, choice_list, number_list, require_root
+from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.config import load_config
 from common.procs import ROOT, Service, controller_service, git_commit
 from common.stats import quantile
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
                    help="modes: long flows held open during the least-load step")
     p.add_argument("--flood-seconds", type=bounded(float, 3, 600), default=10.0)
     args = p.parse_args(argv)
-    require_root("the controller benchmark")
+    require_testbed("the controller benchmark")
     rates, apps = args.rates, args.apps
     os.makedirs(args.out, exist_ok=True)
     clean_testbed(quiet=True)

@@ -47,7 +47,7 @@ import time
 import urllib.request
 from collections import Counter
 
-from common.cli import ArgumentParser, bounded, require_root
+from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import DEFAULT_MICROSERVICES
 from common.procs import ROOT, controller_service, git_commit
 from experiments.stack import Stack
@@ -490,7 +490,7 @@ def main(argv=None) -> int:
     p.add_argument("--flood-seconds", type=bounded(float, 3, 600), default=10.0)
     p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
     args = p.parse_args(argv)
-    require_root("the modes benchmark")
+    require_testbed("the modes benchmark")
     os.makedirs(args.out, exist_ok=True)
     r = run(args.out, args.seconds, args.workers, args.long_flows, args.hold, args.syn_rate,
             args.syn_seconds, args.flood_seconds)

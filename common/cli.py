@@ -6,6 +6,8 @@ import argparse
 import math
 import os
 import re
+import shutil
+import subprocess
 import sys
 from typing import NoReturn
 
@@ -29,6 +31,32 @@ def require_root(what: str) -> None:
     if os.geteuid() != 0:
         fail(f"{what} needs root (Open vSwitch, Docker and network namespaces); "
              f"run it with sudo", code=1)
+
+
+def _answers(command: list[str]) -> bool:
+    """Whether the command exists here and succeeds within 20 s."""
+    if shutil.which(command[0]) is None:
+        return False
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def require_testbed(what: str, docker: bool = True) -> None:
+    """Root, and the daemons a testbed needs running: Open vSwitch (and Docker, unless
+    `docker` is False). Without them Mininet fails deep inside with its own message (after
+    a reboot the daemons are down until `make setup` starts them again)."""
+    require_root(what)
+    missing = [name for name, command, needed in (
+        ("Open vSwitch", ["ovs-vsctl", "--timeout=5", "show"], True),
+        ("Docker", ["docker", "info", "--format", "{{.ID}}"], docker)) if needed
+        and not _answers(command)]
+    if missing:
+        fail(f"{what} needs {' and '.join(missing)} running, and "
+             f"{'it is' if len(missing) == 1 else 'they are'} not: run `make setup` "
+             f"(it installs and starts what is missing)", code=1)
 
 
 def _number(text: str, kind):

@@ -54,7 +54,7 @@ import threading
 import time
 from collections import Counter
 
-from common.cli import ArgumentParser, bounded, choice_list, fail, require_root
+from common.cli import ArgumentParser, bounded, choice_list, fail, require_testbed
 from common.config import POLICIES, ConfigError, check_deployable, config_path, \
     load_config_data, parse_config_file_data
 from common.markdown import number
@@ -1111,7 +1111,7 @@ def main(argv=None) -> int:
              f"backend as in configs/paper.yaml)", code=2)
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
-    require_root("the fault suite")
+    require_testbed("the fault suite")
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("faults-%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)

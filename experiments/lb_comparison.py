@@ -23,7 +23,7 @@ import sys
 import time
 
 from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_error, \
-    number_list, positive_float, positive_int, require_root
+    number_list, positive_float, positive_int, require_testbed
 from common import config
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
@@ -387,7 +387,7 @@ def main(argv=None) -> int:
         check_deployable(parse_config_file_data(config_data(args), config_path(args.config)))
     except ConfigError as exc:
         fail(flag_config_error(exc, FLAG_OF_FIELD), code=2)
-    require_root("the comparison")
+    require_testbed("the comparison")
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)

@@ -34,7 +34,7 @@ import sys
 import time
 
 from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
-    require_root
+    require_testbed
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number
@@ -338,7 +338,7 @@ def main(argv=None) -> int:
     except (ConfigError, StopIteration) as exc:
         fail(f"configuration: {exc or 'every microservice is called by another one'}",
              code=2)
-    require_root("the placement comparison")
+    require_testbed("the placement comparison")
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("placement-%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)

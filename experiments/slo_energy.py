@@ -33,7 +33,7 @@ import sys
 import time
 
 from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
-    require_root
+    require_testbed
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, put_json
 from common.markdown import number
@@ -328,7 +328,7 @@ def main(argv=None) -> int:
             parse_config_file_data(data, config_path(args.config))
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
-    require_root("the SLO experiment")
+    require_testbed("the SLO experiment")
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("slo-%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from common.cli import ArgumentParser, add_config_args, config_from_args, fail, require_root
+from common.cli import ArgumentParser, add_config_args, config_from_args, fail, require_root, require_testbed
 from common.config import ConfigError, check_deployable
 
 
@@ -89,6 +89,7 @@ def main(argv=None) -> int:
     if args.command == "info":
         print_info(cfg, backend, datapath)
         return 0
+    require_testbed(args.command)
 
     from mininet.log import setLogLevel
     setLogLevel(os.environ.get("MALB_MININET_LOG", "warning"))
