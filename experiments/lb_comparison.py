@@ -210,7 +210,8 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
     return {"result": result, "requests": requests, "timeline": timeline}
 
 
-def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: str) -> dict:
+def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: str,
+              commit: str) -> dict:
     results = {}
     for p, runs in per_policy.items():
         merged = evaluation.mean_of_runs([r["result"] for r in runs])
@@ -225,7 +226,6 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                                os.path.join(out_dir, "response_times.png"))
     t2, t3, f3 = (report.table2_markdown(results), report.table3_markdown(results),
                   report.fig3_markdown(results))
-    commit = git_commit()
     accounted = all(r["result"]["requests_planned"] == r["result"]["requests_recorded"]
                     for runs in per_policy.values() for r in runs)
     testbeds = sorted({f"{r['result']['backend']}, {r['result']['datapath']} datapath"
@@ -398,6 +398,7 @@ def main(argv=None) -> int:
           f"{len(policies) * args.runs * per_run_s / 60:.0f} min; results in {out_dir}",
           flush=True)
     per_policy: dict[str, list[dict]] = {p: [] for p in policies}
+    commit = git_commit()       # the code that runs: taken now, a commit may land meanwhile
     try:
         for run in range(1, args.runs + 1):
             for policy in policies:
@@ -407,7 +408,7 @@ def main(argv=None) -> int:
         print(f"\n[comparison] interrupted; the runs that finished are in {out_dir}",
               file=sys.stderr, flush=True)
         return 130
-    tables = summarise(out_dir, args, per_policy, command.strip())
+    tables = summarise(out_dir, args, per_policy, command.strip(), commit)
     print("\nTable II: load balancing level among the servers\n" + tables["table2"])
     print("Table III: client side\n" + tables["table3"])
     print(f"[comparison] summary: {os.path.join(out_dir, 'summary.md')}")
