@@ -44,15 +44,14 @@ def _answers(command: list[str]) -> bool:
         return False
 
 
-def require_testbed(what: str, docker: bool = True) -> None:
-    """Root, and the daemons a testbed needs running: Open vSwitch (and Docker, unless
-    `docker` is False). Without them Mininet fails deep inside with its own message (after
-    a reboot the daemons are down until `make setup` starts them again)."""
+def require_testbed(what: str) -> None:
+    """Root, and the daemons a testbed needs running: Open vSwitch and Docker. Without them
+    Mininet fails deep inside with its own message (after a reboot the daemons are down until
+    `make setup` starts them again)."""
     require_root(what)
-    missing = [name for name, command, needed in (
-        ("Open vSwitch", ["ovs-vsctl", "--timeout=5", "show"], True),
-        ("Docker", ["docker", "info", "--format", "{{.ID}}"], docker)) if needed
-        and not _answers(command)]
+    missing = [name for name, command in (
+        ("Open vSwitch", ["ovs-vsctl", "--timeout=5", "show"]),
+        ("Docker", ["docker", "info", "--format", "{{.ID}}"])) if not _answers(command)]
     if missing:
         fail(f"{what} needs {' and '.join(missing)} running, and "
              f"{'it is' if len(missing) == 1 else 'they are'} not: run `make setup` "

@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 
-from common.cli import ArgumentParser, add_config_args, config_from_args, fail, require_root, require_testbed
+from common.cli import (ArgumentParser, add_config_args, config_from_args, fail, require_root,
+                        require_testbed)
 from common.config import ConfigError, check_deployable
 
 

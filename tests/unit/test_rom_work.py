@@ -16,14 +16,15 @@ def test_does_its_cpu_work_at_its_pace():
     assert 0.9 <= wall <= 1.6
 
 
-def preempted(every=100, pause=0.01):
-    """A step that, every `every` calls, loses the CPU for `pause` seconds of wall time, as
-    a thread does when the machine's cores run something else."""
-    calls = [0]
+def preempted(every=100, pause=0.01, times=None):
+    """A step that, every `every` calls (at most `times` times), loses the CPU for `pause`
+    seconds of wall time, as a thread does when the machine's cores run something else."""
+    calls = 0
 
     def step():
-        calls[0] += 1
-        if calls[0] % every == 0:
+        nonlocal calls
+        calls += 1
+        if calls % every == 0 and (times is None or calls // every <= times):
             time.sleep(pause)
         rom.spin()
     return step
@@ -39,11 +40,6 @@ def test_makes_up_short_preemptions():
 
 def test_a_job_held_off_for_long_runs_longer():
     # held off for longer than the debt it may make up: slower, but all its work done
-    def step(calls=[0]):
-        calls[0] += 1
-        if calls[0] == 5:
-            time.sleep(0.6)
-        rom.spin()
-    wall, used = run(step, cpu=0.5, seconds=0.6)
+    wall, used = run(preempted(every=5, pause=0.6, times=1), cpu=0.5, seconds=0.6)
     assert used >= 0.29
     assert wall >= 0.9
