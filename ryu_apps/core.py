@@ -476,8 +476,12 @@ class ControllerCore:
         out = Result()
         rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
                                     REMOVED_REASONS.get(reason, "other"), now)
-        if rec is not None and rec.fin_watch and rec.ended == now:
-            self.core.flow_idle(rec.key)    # a short flow that lost its FIN (a SYN flood's)
+        if rec is not None and rec.fin_watch and rec.ended == now and len(rec.removed) == 1 \
+                and not self.core.flow_idle(rec.key) and rec.end_reason == "idle_timeout":
+            # the pair's first rule gone, and not a short flow that lost its FIN (a SYN
+            # flood's, which ends here): a long one computing in silence goes on until its
+            # FIN, for the profiler too
+            self.flows.go_dormant(rec)
         if rec is not None and rec.fin_watch and rec.ended == now and \
                 rec.dpid in self.switches:
             # the pair is going: its FIN watch too (a resume installs all three again)
@@ -615,7 +619,7 @@ class ControllerCore:
         def bodies() -> Iterator[dict]:
             for start in range(0, max(1, len(report)), REPORT_CHUNK):
                 body = {"source": "malb-controller", "time": now,
-                        "flows": [r.as_record(idle, self.flows.epoch)
+                        "flows": [r.as_record(idle, self.flows.epoch, now)
                                   for r in report[start:start + REPORT_CHUNK]]}
                 if start == 0:   # ports and pairs once per period, with the first chunk
                     body["ports"] = list(self.port_rates.values())

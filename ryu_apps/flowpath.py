@@ -192,6 +192,7 @@ class FlowPath:
         out = Result(kinds=["fin"])
         key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
         self.core.flow_ended(key, now)
+        self.flows.fin(key, now)
         return out
 
     def orphan(self, dpid: int, data: bytes, f: ofwire.Frame, now: float,
@@ -224,6 +225,7 @@ class FlowPath:
             resend = True
         if f.tcp_flags & ofwire.TCP_FIN and rec.fin_watch:
             self.core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
+            self.flows.fin(rec.key, now)
         if not connected(rec.dpid):
             return out   # the edge switch is away; its reconnection restores the rules
         c = self.cfg.controller

@@ -14,6 +14,14 @@ Connections may go quiet for longer than the idle timeout (a 30 s back-end job s
 until it answers). Ended flows are therefore kept for a while, findable by their client-side
 5-tuple and by their instance-side 4-tuple, so the controller can resume them on the same
 instance when traffic comes back (docs/controller.md).
+
+What the profiler hears of a flow whose FIN the controller watches (a long TCP flow): it
+runs from its first packet to its FIN. Its rules idling out before the FIN (the job computing
+in silence) leave it running (dormant), and the FIN ends it at once, not the rules' removal
+an idle timeout later. The profiler divides what a microservice uses by its running flows
+(its per-flow cost) and takes durations from the ends (issue 12: reported at the rules'
+removal, a 30 s job counted for its first 10 s and the 10 s after its end, and ended twice,
+once after a few hundred ms).
 """
 from __future__ import annotations
 
@@ -84,6 +92,8 @@ class FlowRecord:
     told_at: float = 0.0              # when the profiler last heard of it while active
     fin_watch: bool = False           # its FIN goes to the controller too (flowpath.py)
     told_long: bool = False           # whether that report had it past the threshold
+    fin_at: float | None = None       # when its FIN watch saw the instance's FIN
+    dormant: bool = False             # rules idled out, connection open: FIN not yet seen
 
     @property
     def key(self) -> tuple:
@@ -94,10 +104,21 @@ class FlowRecord:
         return (self.protocol, self.backend_ip, self.backend_port, self.client_ip,
                 self.client_port)
 
-    def duration_s(self, idle_timeout: int) -> float:
-        """Ended by idle timeout: to the removal minus the idle tail. Still active: from the
+    @property
+    def running(self) -> bool:
+        """Whether the flow is still going, as the profiler is told: its rules are on the
+        switch, or it is dormant; a watched flow's FIN ends it."""
+        return self.fin_at is None and (self.ended is None or self.dormant)
+
+    def duration_s(self, idle_timeout: int, now: float | None = None) -> float:
+        """Watched to its FIN: to the FIN; dormant: until `now` (it is known to go on).
+        Ended by idle timeout: to the removal minus the idle tail. Still active: from the
         first packet to the last traffic seen (a rule idling towards its timeout is not a
         flow that is still going)."""
+        if self.fin_at is not None:
+            return max(0.0, self.fin_at - self.created)
+        if self.dormant:
+            return max(0.0, (self.ended if now is None else now) - self.created)
         if self.ended is not None:
             tail = idle_timeout if self.end_reason == "idle_timeout" else 0
             return max(0.0, self.ended - tail - self.created)
@@ -121,15 +142,16 @@ class FlowRecord:
         b, r = self.base[direction], self.raw[direction]
         self.base[direction], self.raw[direction] = (b[0] + r[0], b[1] + r[1]), (0, 0)
 
-    def as_record(self, idle_timeout: int, epoch: str = "") -> dict:
+    def as_record(self, idle_timeout: int, epoch: str = "", now: float | None = None) -> dict:
         return {"flow_id": f"{epoch}{self.dpid:x}:{self.flow_id:x}",
                 "microservice": self.microservice,
                 "server": self.server, "instance": self.instance,
                 "client": f"{self.client_ip}:{self.client_port}", "protocol": self.protocol,
-                "duration_s": round(self.duration_s(idle_timeout), 3),
+                "duration_s": round(self.duration_s(idle_timeout, now), 3),
                 "bytes": self.bytes_fwd + self.bytes_rev, "bytes_to_server": self.bytes_fwd,
                 "bytes_to_client": self.bytes_rev, "packets": self.packets,
-                "active": self.ended is None, "end_reason": self.end_reason or None}
+                "active": self.running,
+                "end_reason": "fin" if self.fin_at is not None else self.end_reason or None}
 
 
 @dataclass
@@ -140,6 +162,9 @@ class FlowTable:
     # short/long threshold, and a keep-alive every refresh_s, within its TTL for them.
     threshold_s: float | None = None
     refresh_s: float = 60.0
+    # A dormant flow that never shows its FIN ends for the profiler this long after it
+    # started, as the policy core drops a watched flow (running.DEFAULT_MAX_AGE_S).
+    dormant_max_s: float = 600.0
     # Sequence numbers restart with each controller process: the epoch (its start time)
     # keeps the flow ids it reports apart from those of an earlier process.
     epoch: str = field(default_factory=lambda: f"{time.time_ns() // 1_000_000:x}.")
@@ -263,17 +288,34 @@ class FlowTable:
         # still on the switch is replaced and keeps its counters (OpenFlow 1.3 ADD).
         for direction in rec.removed:
             rec.rebase(direction)
-        rec.ended, rec.end_reason, rec.removed = None, "", set()
-        rec.reported, rec.dirty = False, True
+        rec.ended, rec.end_reason, rec.removed, rec.dormant = None, "", set(), False
+        if rec.fin_at is None:      # past its FIN the profiler has had its end already
+            rec.reported, rec.dirty = False, True
         self.by_key[rec.key] = rec.flow_id
         if rec.backend_ip:
             self.by_reverse[rec.reverse_key] = rec.flow_id
         return rec
 
+    def fin(self, key: tuple, now: float) -> FlowRecord | None:
+        """A watched flow's FIN (by its client-side 5-tuple): the flow ends now for the
+        profiler, told at the next report. None if no flow with that tuple is active."""
+        rec = self.lookup(key)
+        if rec is None or not rec.fin_watch or rec.fin_at is not None:
+            return None
+        rec.fin_at, rec.dormant = now, False
+        return rec
+
+    def go_dormant(self, rec: FlowRecord) -> None:
+        """A watched flow's rules idled out before its FIN (the controller's policy core
+        holds it open): for the profiler it goes on until its FIN."""
+        if rec.fin_watch and rec.fin_at is None and rec.ended is not None:
+            rec.dormant = True
+
     def _mark_reported(self, rec: FlowRecord, reported: bool) -> None:
         self._ended[rec.reported].pop(rec.flow_id, None)
         rec.reported = reported
-        self._ended[reported][rec.flow_id] = None
+        if rec.ended is not None:
+            self._ended[reported][rec.flow_id] = None
 
     def _trim(self) -> None:
         """Keep the newest keep_ended reported records (for GET /malb/flows); unreported
@@ -292,7 +334,7 @@ class FlowTable:
     def report_failed(self, records: list[FlowRecord]) -> None:
         """A report did not arrive: send these again next time."""
         for rec in records:
-            if rec.ended is None:
+            if rec.running:
                 rec.dirty = True
             else:
                 self._mark_reported(rec, False)
@@ -307,26 +349,30 @@ class FlowTable:
                 if r.ended is None and (dpid is None or r.dpid == dpid)]
 
     def take_report(self, now: float, grace_s: float = 5.0) -> list[FlowRecord]:
-        """What the profiler must hear, each completed flow once: when both of its rules are
-        gone (so both byte counts are final), or grace_s after the first went; an active
-        flow when it is new to the profiler (new, resumed, adopted, or its last report was
+        """What the profiler must hear, each completed flow once: a watched flow at its FIN
+        (its bytes as the last statistics counted them), any other when both of its rules
+        are gone (so both byte counts are final), or grace_s after the first went; a running
+        flow (active or dormant) when it is new to the profiler (new, resumed, adopted, or its last report was
         lost), when its duration first passes threshold_s (the evidence of a long-flow
         class), and otherwise every refresh_s while it lasts. Not every period: a busy
         controller has tens of thousands of active flows, which the profiler only counts.
-        Callers turn them into dicts with as_record()."""
+        Callers turn them into dicts with as_record(now=now)."""
         out = []
         for rec in self.flows.values():
-            if rec.ended is None:
+            if rec.dormant and now - rec.created > self.dormant_max_s:
+                rec.dormant = False        # no FIN came: it ended with its last traffic
+            if rec.running:
                 long = self.threshold_s is not None and \
-                    rec.duration_s(self.idle_timeout) > self.threshold_s
+                    rec.duration_s(self.idle_timeout, now) > self.threshold_s
                 if rec.dirty or (long and not rec.told_long) or \
                         now - rec.told_at >= self.refresh_s:
                     out.append(rec)
                     rec.dirty, rec.told_at, rec.told_long = False, now, long
-            elif not rec.reported and (len(rec.removed) >= 2 or now - rec.ended > grace_s):
+            elif not rec.reported and (rec.fin_at is not None or len(rec.removed) >= 2
+                                       or now - rec.ended > grace_s):
                 out.append(rec)
         for rec in out:
-            if rec.ended is not None:
+            if not rec.running:
                 self._mark_reported(rec, True)
         self._trim()
         return out

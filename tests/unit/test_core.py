@@ -282,20 +282,46 @@ def test_short_flows_are_watched_to_their_fin_under_malb_only():
         assert not fin_watches(net) and len(ctl.core.open_short) == 0, policy
 
 
+def told_profiler(ctl, now):
+    """The flow records of the controller's next report to the profiler."""
+    return [f for body in ctl.profiler_report(now) for f in body["flows"]]
+
+
 def test_a_watched_flow_whose_rules_idle_out_mid_job_stays_running_until_its_fin():
     cfg, ctl, net = make("malb")
     inst, pkt = new_flow(cfg, ctl, net, 40012, port=8003)
+    assert [f["active"] for f in told_profiler(ctl, NOW + 1)] == [True]
     # a job computes in silence: the pair idles out; its FIN watch goes with it
     expire_flow(cfg, ctl, net, NOW + 10)
     assert not fin_watches(net) and len(ctl.core.open_flows) == 1
     assert ctl.core.open_flows.running(inst.server, NOW + 15) == {"backend": 1}
+    # ... and the profiler goes on counting it: no end (it had one, a few hundred ms long,
+    # which halved what the profiler took one job to cost), told it is long
+    (job,) = told_profiler(ctl, NOW + 11)
+    assert job["active"] and job["duration_s"] == pytest.approx(11.0)
+    assert told_profiler(ctl, NOW + 20) == []
     # the answer comes back as an orphan: resumed, its three rules again
     leaves, (r,) = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK), NOW + 30)
     assert r.kinds == ["resumed"] and len(fin_watches(net)) == 1
-    # the FIN through the watch ends it
+    # the FIN through the watch ends it, for the profiler at once (not when its rules idle
+    # out, an idle timeout later), lasting to its FIN
     leaves, (r,) = from_instance(cfg, ctl, net, inst,
                                  answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 30.2)
     assert r.kinds == ["fin"] and len(leaves) == 1 and len(ctl.core.open_flows) == 0
+    (job,) = told_profiler(ctl, NOW + 31)
+    assert not job["active"] and job["duration_s"] == pytest.approx(30.2)
+    assert job["end_reason"] == "fin"
+    expire_flow(cfg, ctl, net, NOW + 41)
+    assert told_profiler(ctl, NOW + 47) == []             # ended once
+
+
+def test_a_half_open_short_flow_ends_for_the_profiler_when_its_rules_idle_out():
+    cfg, ctl, net = make("malb")
+    new_flow(cfg, ctl, net, 40017, port=8002)              # ui: short, no FIN ever
+    told_profiler(ctl, NOW + 1)
+    expire_flow(cfg, ctl, net, NOW + 10)
+    (obj,) = told_profiler(ctl, NOW + 16)
+    assert not obj["active"] and obj["end_reason"] == "idle_timeout"
 
 
 def test_a_fin_that_comes_as_an_orphan_ends_the_flow_too():

@@ -179,3 +179,41 @@ def test_a_port_down_makes_an_instance_unhealthy_at_once_and_probes_bring_it_bac
     h.sent("t2", "a", 14.0)
     assert h.answered("t2", True, 14.1) == ("a", True)
     assert h.status()["b"]["healthy"] is True
+
+
+def test_a_watched_flow_runs_for_the_profiler_from_its_first_packet_to_its_fin():
+    t = FlowTable(idle_timeout=10, threshold_s=3.0, dormant_max_s=600.0)
+    rec = record(t, fin_watch=True)
+    fwd, rev = rec.flow_id | (DIR_FORWARD << 44), rec.flow_id | (DIR_REVERSE << 44)
+    assert [r.as_record(10, now=100.5)["active"] for r in t.take_report(100.5)] == [True]
+    t.on_removed(fwd, 10.0, 100, 2, "idle_timeout", now=110.0)
+    t.on_removed(rev, 10.0, 60, 1, "idle_timeout", now=110.0)
+    t.go_dormant(rec)                         # the controller: a long flow, no FIN yet
+    assert rec.running and t.lookup(rec.key) is None    # its rules are gone all the same
+    (told,) = t.take_report(111.0)            # long now: it ran 11 s so far
+    assert told.as_record(10, now=111.0)["active"] and told.duration_s(10, 111.0) == 11.0
+    assert t.take_report(171.0) == [rec]      # kept alive like any running flow
+    assert t.resume(key=rec.key) is rec and rec.running and not rec.dormant
+    assert t.fin(rec.key, 130.0) is rec and not rec.running
+    (done,) = t.take_report(130.5)
+    t.report_failed([done])                   # the profiler was away: told again
+    (done,) = t.take_report(131.0)
+    told = done.as_record(10, now=131.0)
+    assert (told["active"], told["duration_s"], told["end_reason"]) == (False, 30.0, "fin")
+    t.on_removed(fwd, 10.0, 900, 5, "idle_timeout", now=140.5)
+    t.on_removed(rev, 10.0, 9000, 9, "idle_timeout", now=140.5)
+    assert t.take_report(146.0) == []         # its end went once
+    assert t.resume(key=rec.key) is rec       # a late segment after its FIN: not a new run
+    assert t.take_report(147.0) == []
+
+
+def test_a_dormant_flow_that_never_shows_its_fin_ends_after_dormant_max_s():
+    t = FlowTable(idle_timeout=10, dormant_max_s=600.0)
+    rec = record(t, fin_watch=True)
+    t.take_report(100.5)
+    t.on_removed(rec.flow_id | (DIR_FORWARD << 44), 10.0, 100, 2, "idle_timeout", now=110.0)
+    t.go_dormant(rec)
+    assert t.take_report(650.0) == [rec] and rec.running     # kept alive, still running
+    (done,) = t.take_report(701.0)
+    assert not done.running and done.as_record(10, now=701.0)["duration_s"] == 0.0
+    assert t.fin(rec.key, 702.0) is None      # no active flow with that tuple
