@@ -71,6 +71,9 @@ MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
 # at 8e2117e, docs/experiments.md), and the send cost that brings the model's ui to it
 MEASURED_UI_MS_PER_MB = 8.1
 SEND_MS_PER_MB = 1.9
+# --rule-reports: how long a silent job's flow seemed to last when its rules idled out (its
+# request; the testbed's such back-end flows lasted 0.06-0.43 s)
+REQUEST_S = 0.2
 
 
 @dataclass
@@ -136,6 +139,10 @@ class Model:
         self.plan = loadgen.schedule(spec, 0, 1)
         self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
         self.ended: list[dict] = []      # flow records completed since the last report
+        # --rule-reports: completed flows still counted until their rules idle out
+        # (release time, record), and the silent jobs whose rules idled out already
+        self.lingering: list[tuple[float, dict]] = []
+        self.idled_out: set[int] = set()
         # each agent's sampling phase against the profiler's: the same for every policy of
         # a run (seeded by the run), in whole steps
         phases = random.Random(f"agent phases {seed}") if opts.agent_phase == "random" else None
@@ -256,7 +263,7 @@ class Model:
             row["throughput_kB_s"] = t.sent / 1000 / max(now - first, DT)
         self.requests.append(row)
         self.ended.append({"flow_id": str(t.seq), "microservice": t.ms, "active": False,
-                           "duration_s": now - t.start})
+                           "duration_s": now - t.start, "ended_at": now})
 
     # ------------------------------------------------------------ monitoring
     def _raw(self, instance: str, now: float) -> RawSample:
@@ -352,12 +359,48 @@ class Model:
         its answer (profiles, servers) out."""
         for name, s in samples.items():
             self.prof.ingest_agent(name, s, None, now)
-        active = [{"flow_id": str(t.seq), "microservice": t.ms, "active": True,
-                   "duration_s": now - t.start} for t in self.tasks]
-        self.prof.ingest_flows(active + self.ended, None, now)
-        self.ended = []
+        self.prof.ingest_flows(self.flow_reports(now), None, now)
         self.prof.step(now)
         return self.prof.profiles(now), self.prof.servers_view(now)
+
+
+    def flow_reports(self, now: float) -> list[dict]:
+        """The flow records the controller tells the profiler: every running flow, and the
+        flows that ended since the last report. With --rule-reports, as the controller did
+        before it reported watched flows to their FIN (docs/controller.md): a flow ended
+        when its rules idled out, `idle_timeout_s` after its last packet. A job sends
+        nothing while it computes: one longer than the idle timeout ended then, a few
+        hundred ms long (its request), and ran again from its answer; every flow went on
+        counting for the idle timeout after its end."""
+        if not self.opts.rule_reports:
+            active = [{"flow_id": str(t.seq), "microservice": t.ms, "active": True,
+                       "duration_s": now - t.start} for t in self.tasks]
+            ended, self.ended = [{k: v for k, v in r.items() if k != "ended_at"}
+                                 for r in self.ended], []
+            return active + ended
+        idle = self.cfg.controller.idle_timeout_s
+        out = []
+        for t in self.tasks:
+            rec = {"flow_id": str(t.seq), "microservice": t.ms, "active": True,
+                   "duration_s": now - t.start}
+            if t.kind == "job" and now - t.start >= idle:
+                if t.seq not in self.idled_out:       # silent: its rules idled out
+                    self.idled_out.add(t.seq)
+                    out.append({**rec, "active": False, "duration_s": REQUEST_S})
+            else:
+                out.append(rec)
+        for r in self.ended:
+            self.lingering.append((r.pop("ended_at") + idle, r))
+        self.ended = []
+        still = []
+        for release, r in self.lingering:
+            if now >= release:
+                out.append(r)
+            else:
+                out.append({**r, "active": True})
+                still.append((release, r))
+        self.lingering = still
+        return out
 
 
 def ui_cpu_per_mb(histories: list[str], microservice: str = "ui") -> dict:
@@ -411,6 +454,10 @@ def parser() -> argparse.ArgumentParser:
                    metavar="SECONDS",
                    help="Table II over this window of the agents' counters (default: what "
                         "the profiler gets, --agent-window; 0: the agents' latest samples)")
+    p.add_argument("--rule-reports", action="store_true",
+                   help="report flows to the profiler as the controller did before it "
+                        "followed watched flows to their FIN: ended when their rules idle "
+                        "out (docs/controller.md)")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,

@@ -214,3 +214,29 @@ def test_every_job_placement_is_judged_against_the_job_demand_at_it_as_on_the_te
     first = runs["srr"]["judged"][0]
     assert set(first["demand"]) == {"srv1", "srv2", "srv3", "srv4"}
     assert sum(first["demand"].values()) == 0.0          # nothing ran before the first job
+
+
+def test_rule_reports_end_a_silent_job_when_its_rules_idle_out_and_count_it_after_its_end():
+    def told(*flags):
+        m = model("malb", 1, *flags)
+        heavy = next(c for c in lb_comparison.workload_spec(m.cfg, m.opts, 1)["classes"]
+                     if c["name"] == "backend-heavy")
+        m.arrive({"seq": 0, "offset": 0.0, "phase": "stable", "class": heavy}, 0.0)
+        seen = {}
+        for k in range(1, 46 * 20 + 1):          # 50 ms steps; the job ends at 30 s
+            now = round(k * lb_model.DT, 2)
+            m.step(now)
+            if now == int(now):
+                for r in m.flow_reports(now):
+                    seen.setdefault(int(now), []).append((r["active"],
+                                                          round(r["duration_s"], 1)))
+        return seen
+    exact = told()
+    assert exact[5] == [(True, 5.0)] and exact[29] == [(True, 29.0)]
+    assert 31 not in exact and 45 not in exact
+    old = told("--rule-reports")
+    idle = 10
+    # a few hundred ms long when its rules idled out, then nothing until it answered
+    assert old[idle] == [(False, lb_model.REQUEST_S)] and idle + 1 not in old
+    # after its end, counted as running for the idle timeout, then ended at its length
+    assert old[31] == [(True, 30.0)] and old[30 + idle] == [(False, 30.0)]
