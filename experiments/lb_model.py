@@ -46,6 +46,7 @@ import glob
 import json
 import os
 import random
+import sqlite3
 import sys
 import time
 from collections import deque
@@ -56,7 +57,8 @@ from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_t
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
 from common.config import ConfigError, config_path, parse_config_file_data
-from experiments import decision_audit, evaluation, lb_comparison, loadgen, significance
+from experiments import decision_audit, evaluation, lb_comparison, loadgen, sample_noise, \
+    significance
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from ryu_apps.policy import POLICIES, core_from_config
@@ -138,6 +140,12 @@ class Model:
         spec = lb_comparison.workload_spec(cfg, opts, seed)
         self.plan = loadgen.schedule(spec, 0, 1)
         self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
+        # --sample-noise: the testbed's sampling error on the containers that run jobs
+        self.noise = sample_noise.NoiseSeries(opts.sample_noise, opts.noise_common,
+                                              opts.noise_lag1, seed) \
+            if opts.sample_noise > 0 else None
+        self.noisy_ms = {c["ms"] for c in lb_comparison.request_classes(opts)
+                         if c["path"].startswith("/job")}
         self.ended: list[dict] = []      # flow records completed since the last report
         # --rule-reports: completed flows still counted until their rules idle out
         # (release time, record), and the silent jobs whose rules idled out already
@@ -293,6 +301,10 @@ class Model:
             cur = raws[-1]
             cpu, (rx, tx) = (cpu_percent(base, cur), rates(base, cur)) if base else \
                 (None, (None, None))
+            if self.noise is not None and cpu is not None and \
+                    inst.microservice in self.noisy_ms:
+                k = round(cur.time / self.agent_period)
+                cpu = max(0.0, cpu + 100.0 * self.noise.value(inst.name, k))
             containers.append({
                 "name": inst.name, "instance": inst.name,
                 "microservice": inst.microservice, "readable": True, "state": "running",
@@ -458,6 +470,20 @@ def parser() -> argparse.ArgumentParser:
                    help="report flows to the profiler as the controller did before it "
                         "followed watched flows to their FIN: ended when their rules idle "
                         "out (docs/controller.md)")
+    p.add_argument("--sample-noise", type=non_negative_float, default=0.0, metavar="CORES",
+                   help="add to every agent sample of a container that runs jobs an error "
+                        "of this rms, in cores (default 0; the testbed's: --measure-noise)")
+    p.add_argument("--noise-common", type=non_negative_float, default=0.2, metavar="SHARE",
+                   help="the share of the error's variance common to every server at a "
+                        "sample (default 0.2)")
+    p.add_argument("--noise-lag1", type=float, default=0.55, metavar="R",
+                   help="the error's autocorrelation from one sample to the next "
+                        "(default 0.55)")
+    p.add_argument("--measure-noise", metavar="RESULTS",
+                   help="print the size, common share and autocorrelation of the error of "
+                        "the back-end containers' samples against their jobs' demand in a "
+                        "testbed comparison's results, and exit: what --sample-noise, "
+                        "--noise-common and --noise-lag1 take")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,
@@ -478,6 +504,15 @@ def main(argv=None) -> int:
             p.error(f"--measure-ui: {exc}")
         print(json.dumps({"results": opts.measure_ui, "histories": len(paths), **measured}))
         return 0
+    if opts.measure_noise:
+        try:
+            measured = sample_noise.measure(opts.measure_noise)
+        except (ValueError, OSError, KeyError, sqlite3.Error) as exc:
+            p.error(f"--measure-noise: {exc}")
+        print(json.dumps({"results": opts.measure_noise, **measured}))
+        return 0
+    if opts.noise_common > 1 or not -1 < opts.noise_lag1 < 1:
+        p.error("--noise-common: a share from 0 to 1; --noise-lag1: between -1 and 1")
     bad = [x for x in opts.policies if x not in POLICIES and x not in REFERENCES]
     if bad:
         p.error(f"--policies: unknown {', '.join(bad)}; choose from "

@@ -240,3 +240,17 @@ def test_rule_reports_end_a_silent_job_when_its_rules_idle_out_and_count_it_afte
     assert old[idle] == [(False, lb_model.REQUEST_S)] and idle + 1 not in old
     # after its end, counted as running for the idle timeout, then ended at its length
     assert old[31] == [(True, 30.0)] and old[30 + idle] == [(False, 30.0)]
+
+
+def test_sample_noise_strays_the_back_ends_samples_alone_and_repeats_with_the_seed():
+    clean, noisy = model("srr"), model("srr", 1, "--sample-noise", "0.02")
+    for m in (clean, noisy):
+        m.run(30.0)
+    a, b = clean.agent_answer("srv1"), noisy.agent_answer("srv1")
+    cpu = {m: {c["microservice"]: c["cpu_percent"] for c in ans["containers"]}
+           for m, ans in (("clean", a), ("noisy", b))}
+    assert cpu["clean"]["ui"] == cpu["noisy"]["ui"]
+    assert cpu["clean"]["backend"] != cpu["noisy"]["backend"]
+    again = model("srr", 1, "--sample-noise", "0.02")
+    again.run(30.0)
+    assert again.agent_answer("srv1") == b
