@@ -29,6 +29,7 @@ import inspect
 import json
 import logging
 import re
+import time
 from urllib.parse import unquote_to_bytes
 
 from ryu.app.wsgi import ControllerBase, Response, route
@@ -262,8 +263,9 @@ class MalbRest(_JsonController):
         except ValueError as exc:
             return _error(400, str(exc))
         idle = self.app.flows.idle_timeout
-        recs = [r.as_record(idle, self.app.flows.epoch) for r in self.app.flows.flows.values()
-                if not active_only or r.ended is None]
+        now = time.time()
+        recs = [r.as_record(idle, self.app.flows.epoch, now)
+                for r in self.app.flows.flows.values() if not active_only or r.running]
         return _json({"flows": recs})
 
     @route("malb", "/malb/instances", methods=["GET"])
