@@ -13,17 +13,15 @@ model (`lb_model --sample-noise`).
 """
 from __future__ import annotations
 
-import csv
 import glob
-import json
 import math
 import os
 import random
-import re
 import sqlite3
 from collections import defaultdict
 
-import yaml
+from common.config import load_config
+from experiments import decision_audit
 
 NOMINAL_POINTS = 20     # points of the window at which the running jobs are summed
 
@@ -60,53 +58,37 @@ def deviation_stats(rows: list[tuple[float, str, float]]) -> dict:
             "lag1": None if lag1 is None else round(lag1, 3)}
 
 
-def _job_classes(workload: dict) -> dict[str, float]:
-    """Request class -> the CPU fraction of its jobs (the classes whose path is a job)."""
-    out = {}
-    for c in workload["classes"]:
-        m = re.search(r"[?&]cpu=([0-9.]+)", c["path"])
-        if c["path"].startswith("/job") and m:
-            out[c["name"]] = float(m.group(1))
-    return out
-
-
 def job_deviations(run: str) -> list[tuple[float, str, float]]:
-    """One run's back-end container samples against the jobs its instance ran over each
+    """One run's back-end container samples against the jobs its server ran over each
     sample's window (the agent's window, ending at the sample: the tick less its age)."""
-    with open(os.path.join(run, "workload.json")) as fh:
-        jobs = _job_classes(json.load(fh))
-    with open(os.path.join(run, "config.yaml")) as fh:
-        cfg = yaml.safe_load(fh)
-    window = float((cfg.get("profiler") or {}).get("agent_window_s", 3.0))
-    cores = {s["name"]: float(s["cpu"]) for s in cfg["servers"]}
+    cfg = load_config(os.path.join(run, "config.yaml"))
+    window = cfg.profiler.agent_window_s
+    share = {srv.name: srv.cpu for srv in cfg.servers}
+    jobs, servers = decision_audit.jobs_of(run)      # demand in % of the server's share
     spans: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
-    for path in sorted(glob.glob(os.path.join(run, "requests-*.csv"))):
-        with open(path, newline="") as fh:
-            for r in csv.DictReader(fh):
-                if r["class"] in jobs and r["served_by"] and r["started"] and r["ended"]:
-                    spans[r["served_by"]].append((float(r["started"]), float(r["ended"]),
-                                                  jobs[r["class"]]))
+    for srv, start, end, pct in jobs:
+        spans[srv].append((start, end, pct))
     db = sqlite3.connect(f"file:{os.path.join(run, 'history.sqlite')}?mode=ro", uri=True)
     try:
         rows = db.execute(
             "SELECT c.t, c.server, c.instance, c.cpu_percent, s.age_s FROM container_samples c "
             "JOIN server_samples s ON s.t = c.t AND s.server = c.server "
-            "WHERE c.cpu_percent IS NOT NULL AND s.age_s IS NOT NULL").fetchall()
+            "WHERE c.microservice = 'backend' AND c.cpu_percent IS NOT NULL "
+            "AND s.age_s IS NOT NULL").fetchall()
     finally:
         db.close()
-    served = {inst for inst in spans}
     out = []
     for t, server, inst, cpu, age in rows:
-        if inst not in served:
+        if server not in servers:
             continue
         end = t - age
         points = [end - window + (k + 0.5) * window / NOMINAL_POINTS
                   for k in range(NOMINAL_POINTS)]
         # jobs that want more than the server's share get the share between them (and run
         # longer, as the records show)
-        nominal = sum(min(cores[server], sum(frac for a, b, frac in spans[inst] if a <= x < b))
-                      for x in points) / NOMINAL_POINTS
-        out.append((t, inst, cpu / 100.0 - nominal))
+        pct = sum(min(100.0, sum(p for a, b, p in spans[server] if a <= x < b))
+                  for x in points) / NOMINAL_POINTS
+        out.append((t, inst, cpu / 100.0 - pct / 100.0 * share[server]))
     return out
 
 

@@ -1,5 +1,6 @@
 """experiments/sample_noise.py: the testbed's sampling error of the back-end, and the model's."""
 import json
+import shutil
 import sqlite3
 
 import pytest
@@ -32,15 +33,15 @@ def test_errors_common_to_every_instance_are_told_apart_from_their_own():
 
 
 def write_run(run, samples):
-    """A run directory as lb_comparison leaves it, with one server, srv1 (0.1 cores), whose
-    back-end ran a job of 0.04 cores from 100 to 110 and one of 0.08 from 104 to 110."""
+    """A run directory as lb_comparison leaves it (the paper testbed: srv1 has 0.4 cores,
+    agents' window 3 s), whose srv1 back-end ran a job of 0.2 cores from 100 to 110 and one
+    of 0.3 from 104 to 110."""
     run.mkdir(parents=True)
+    shutil.copy("configs/paper.yaml", run / "config.yaml")
     (run / "workload.json").write_text(json.dumps({"classes": [
-        {"name": "backend-medium", "path": "/job?seconds=10&cpu=0.04&mode=work"},
-        {"name": "backend-heavy", "path": "/job?seconds=6&cpu=0.08&mode=work"},
+        {"name": "backend-medium", "path": "/job?seconds=10&cpu=0.2&mode=work"},
+        {"name": "backend-heavy", "path": "/job?seconds=6&cpu=0.3&mode=work"},
         {"name": "ui-light", "path": "/object?size=1000000"}]}))
-    (run / "config.yaml").write_text("servers:\n- {name: srv1, cpu: 0.1}\n"
-                                     "profiler: {agent_window_s: 2.0}\n")
     (run / "requests-0.csv").write_text(
         "seq,class,started,ended,served_by\n"
         "1,backend-medium,100,110,srv1-be\n2,backend-heavy,104,110,srv1-be\n"
@@ -50,8 +51,8 @@ def write_run(run, samples):
                "microservice TEXT, cpu_percent REAL)")
     db.execute("CREATE TABLE server_samples (t REAL, server TEXT, age_s REAL)")
     for t, inst, cpu in samples:
-        db.execute("INSERT INTO container_samples VALUES (?, 'srv1', ?, 'x', ?)",
-                   (t, inst, cpu))
+        db.execute("INSERT INTO container_samples VALUES (?, 'srv1', ?, ?, ?)",
+                   (t, inst, "backend" if inst.endswith("-be") else "ui", cpu))
     for t in {t for t, _, _ in samples}:
         db.execute("INSERT INTO server_samples VALUES (?, 'srv1', 0.5)", (t,))
     db.commit()
@@ -60,12 +61,12 @@ def write_run(run, samples):
 
 def test_a_runs_samples_are_judged_against_its_jobs_over_each_samples_window(tmp_path):
     run = tmp_path / "cmp" / "malb" / "run1"
-    # windows end at the tick less its age: [101, 103] one job; [104.5, 106.5] both,
-    # which want 0.12 cores of the server's 0.1 and share it; [109.5, 111.5] a quarter of that
-    write_run(run, [(103.5, "srv1-be", 4.5), (107.0, "srv1-be", 9.0),
-                    (112.0, "srv1-be", 0.0), (107.0, "srv1-ui", 3.0)])
+    # windows end at the tick less its age: [100, 103] one job; [104.5, 107.5] both,
+    # which want 0.5 cores of the server's 0.4 and share it; [108.5, 111.5] half of that
+    write_run(run, [(103.5, "srv1-be", 22.0), (108.0, "srv1-be", 38.0),
+                    (112.0, "srv1-be", 15.0), (108.0, "srv1-ui", 3.0)])
     got = {t: round(d, 4) for t, _, d in sample_noise.job_deviations(str(run))}
-    assert got == {103.5: 0.005, 107.0: -0.01, 112.0: -0.025}
+    assert got == {103.5: 0.02, 108.0: -0.02, 112.0: -0.05}
     assert sample_noise.measure(str(tmp_path / "cmp"))["samples"] == 3
     with pytest.raises(ValueError):
         sample_noise.measure(str(tmp_path / "nothing"))
