@@ -28,6 +28,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ryu_apps.running import DEFAULT_MAX_AGE_S
+
 COOKIE_TAG = 0x4D4C
 FIN_TAG = 0x4D46         # a long TCP flow's FIN watch (flowpath.py), beside its rule pair
 DIR_FORWARD, DIR_REVERSE = 1, 2
@@ -163,8 +165,8 @@ class FlowTable:
     threshold_s: float | None = None
     refresh_s: float = 60.0
     # A dormant flow that never shows its FIN ends for the profiler this long after it
-    # started, as the policy core drops a watched flow (running.DEFAULT_MAX_AGE_S).
-    dormant_max_s: float = 600.0
+    # started, as the policy core drops a watched flow.
+    dormant_max_s: float = DEFAULT_MAX_AGE_S
     # Sequence numbers restart with each controller process: the epoch (its start time)
     # keeps the flow ids it reports apart from those of an earlier process.
     epoch: str = field(default_factory=lambda: f"{time.time_ns() // 1_000_000:x}.")
