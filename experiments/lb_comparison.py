@@ -25,8 +25,8 @@ import time
 from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_error, \
     number_list, positive_float, positive_int, require_testbed
 from common import config
-from common.config import ConfigError, check_deployable, config_path, load_config_data, \
-    parse_config_file_data
+from common.config import ConfigError, check_deployable, config_path, load_config, \
+    load_config_data, parse_config_file_data
 from common.procs import git_commit
 from experiments import evaluation, report, significance
 from experiments.stack import Stack
@@ -171,15 +171,40 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         period = st.cfg.profiler.period_s
         server_names = [s.name for s in st.cfg.servers]
         backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+    load_end = t0 + total
+    evaluated = evaluate_run(run_dir, history, (t0, load_end, t_end), period,
+                             max(period, opts.metric_period), server_names, len(clients), tag)
+    result = {"policy": policy, "run": run, "t0": t0, "load_end": load_end, "t_end": t_end,
+              **backend, "wall_s": round(time.time() - started, 1),
+              "requests_planned": sum(s["planned"] for s in summaries),
+              **evaluated["figures"]}
+    with open(os.path.join(run_dir, "result.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    print(f"{tag} done in {result['wall_s']:.0f} s: {result['requests_recorded']} of "
+          f"{result['requests_planned']} requests recorded, {result['requests_failed']} failed, "
+          f"{result['server_samples']} server samples", flush=True)
+    return {"result": result, "requests": evaluated["requests"],
+            "timeline": evaluated["timeline"]}
+
+
+def evaluate_run(run_dir: str, history: str, times: tuple[float, float, float], period: float,
+                 metric_period: float, server_names: list[str], clients: int,
+                 tag: str) -> dict:
+    """One run's figures from what it left in `run_dir` (request records) and its profiler
+    `history`. `times` = (start, end of the load phases, end of the run): Table II, Fig. 3
+    and energy cover the load phases, where the policies place the arriving requests, as
+    the paper's 10-minute phases are read; `table2_with_drain` runs on to the end, while
+    the last jobs and streams finish and nothing new arrives (with 30 s phases, a quarter
+    of the run)."""
+    t0, load_end, t_end = times
     requests = []
-    for k in range(len(clients)):
+    for k in range(clients):
         with open(f"{run_dir}/requests-{k}.csv") as fh:
             requests += list(csv.DictReader(fh))
-    planned = sum(s["planned"] for s in summaries)
+    every = read_server_samples(history, t0, t_end)
     # the figures are read over the paper's 3 s periods whatever the monitoring period
-    metric_period = max(period, opts.metric_period)
-    samples = evaluation.in_periods(read_server_samples(history, t0, t_end), period,
-                                    metric_period)
+    samples = evaluation.in_periods({t: s for t, s in every.items() if t <= load_end},
+                                    period, metric_period)
     seen = {name: sum(1 for servers in samples.values() if name in servers)
             for name in server_names}
     if not all(seen.values()):
@@ -187,31 +212,26 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         raise RuntimeError(f"{tag} monitoring: no complete sample during the run of "
                            f"{', '.join(n for n, k in seen.items() if not k)}; see "
                            f"{run_dir}/agent-*.log and profiler.log")
-    result = {
-        "policy": policy, "run": run, "t0": t0, "t_end": t_end, **backend,
-        "wall_s": round(time.time() - started, 1),
-        "requests_planned": planned, "requests_recorded": len(requests),
+    whole = evaluation.in_periods(every, period, metric_period)
+    figures = {
+        "requests_recorded": len(requests),
         "requests_failed": sum(1 for r in requests if r["error"]),
         "table2": evaluation.table2(samples, servers=server_names),
+        "table2_with_drain": evaluation.table2(whole, servers=server_names),
         "fig3": evaluation.fig3(samples),
         "table3": evaluation.table3(requests),
         "energy": evaluation.energy_per_server(samples, metric_period),
         "server_samples": len(samples),
     }
-    with open(os.path.join(run_dir, "result.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
-    print(f"{tag} done in {result['wall_s']:.0f} s: {len(requests)} of {planned} requests "
-          f"recorded, {result['requests_failed']} failed, {len(samples)} server samples",
-          flush=True)
     timeline = {}
-    for t, servers in sorted(samples.items()):
+    for t, servers in sorted(whole.items()):
         for name, s in servers.items():
             timeline.setdefault(name, []).append((t - t0, s["cpu"]))
-    return {"result": result, "requests": requests, "timeline": timeline}
+    return {"figures": figures, "requests": requests, "timeline": timeline}
 
 
 def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: str,
-              commit: str) -> dict:
+              commit: str, evaluated_at: str | None = None) -> dict:
     results = {}
     for p, runs in per_policy.items():
         merged = evaluation.mean_of_runs([r["result"] for r in runs])
@@ -255,7 +275,8 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
     summary = f"""# Scenario 2: SRR, LN and MALB
 
 Command: `{command}`
-Commit: {commit}; {datetime.datetime.now().isoformat(timespec='seconds')}
+Commit: {commit}; {datetime.datetime.now().isoformat(timespec='seconds')}{
+    f" (figures re-evaluated from the raw data at {evaluated_at})" if evaluated_at else ""}
 Testbed: {'; '.join(testbeds)} (backend: real Containernet, or Debian's Mininet with the
 project's Docker node)
 Runs per policy: {opts.runs}; phases: 3 x {opts.phase_seconds:g} s (linear increase from
@@ -264,7 +285,8 @@ servers ({'heterogeneous' if heterogeneous(opts) else 'homogeneous'}): {servers}
 client links {opts.client_bw:g} Mbit/s; video streams of {opts.video_rate:g} kB/s for
 {opts.video_seconds:g} s; back-end jobs at {opts.cpu_scale:g} x the paper's CPU, {opts.job_mode}
 mode; monitoring period {opts.period:g} s (the paper's: 3 s), server figures over
-{max(opts.period, opts.metric_period):g} s periods; seed {opts.seed} (run k: seed + k).
+{max(opts.period, opts.metric_period):g} s periods of the three load phases (the row "with the
+drain" runs on until the last request ended); seed {opts.seed} (run k: seed + k).
 Every request accounted for (sent = completed + failed): {'yes' if accounted else 'NO'}.
 
 Figures below are averages over the runs. The paper's rows (10 runs of 30 minutes on its own
@@ -293,7 +315,8 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), respons
     with open(os.path.join(out_dir, "summary.md"), "w") as fh:
         fh.write(summary)
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump({"command": command, "commit": commit, "testbed": testbeds,
+        json.dump({"command": command, "commit": commit, "evaluated_at": evaluated_at or commit,
+                   "testbed": testbeds,
                    "options": vars(opts),
                    "accounted": accounted, "results": results, "statistics": stats,
                    "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
@@ -377,8 +400,47 @@ FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
                  "testbed.clients": "--clients", "servers": "--servers"}
 
 
+def resummarise(out_dir: str) -> int:
+    """Every run's figures again from its raw data (request records, profiler history) with
+    today's evaluation, and the summary of them, for a comparison that has its summary.json:
+    no testbed, no rerun."""
+    try:
+        with open(os.path.join(out_dir, "summary.json")) as fh:
+            old = json.load(fh)
+        opts = argparse.Namespace(**old["options"])
+        per_policy: dict[str, list[dict]] = {}
+        for policy, runs in old["runs"].items():
+            for r in runs:
+                run_dir = os.path.join(out_dir, policy, f"run{r['run']}")
+                cfg = load_config(os.path.join(run_dir, "config.yaml"))
+                period = cfg.profiler.period_s
+                load_end = r.get("load_end", r["t0"] + 3 * opts.phase_seconds)
+                evaluated = evaluate_run(
+                    run_dir, os.path.join(run_dir, "history.sqlite"),
+                    (r["t0"], load_end, r["t_end"]), period,
+                    max(period, opts.metric_period), [s.name for s in cfg.servers],
+                    len(cfg.testbed.clients), f"[{policy} run {r['run']}]")
+                result = {**r, "load_end": load_end, **evaluated["figures"]}
+                with open(os.path.join(run_dir, "result.json"), "w") as fh:
+                    json.dump(result, fh, indent=1)
+                per_policy.setdefault(policy, []).append(
+                    {"result": result, "requests": evaluated["requests"],
+                     "timeline": evaluated["timeline"]})
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
+        fail(f"--resummarise {out_dir}: not a comparison's results ({exc})", code=2)
+    tables = summarise(out_dir, opts, per_policy, old["command"], old["commit"], git_commit())
+    print(f"[comparison] summary re-evaluated: {os.path.join(out_dir, 'summary.md')}")
+    return 0 if tables["accounted"] else 1
+
+
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    p.add_argument("--resummarise", metavar="RESULTS",
+                   help="evaluate a finished comparison's raw data again (today's figures) "
+                        "and rewrite its result.json files and summary; runs nothing")
+    args = p.parse_args(argv)
+    if args.resummarise:
+        return resummarise(args.resummarise)
     policies = args.policies
     args.runs = args.runs or (10 if args.paper else 1)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else 35.0)

@@ -338,16 +338,15 @@ class Model:
                 # the profiler asks every agent for its latest sample over the window; with
                 # agents out of phase (--agent-phase random), some are most of a second old
                 samples = {name: self.agent_answer(name) for name in self.servers}
-                if now <= end + 1e-9:
-                    # Table II from what the profiler got, or from another window of the
-                    # same counters (--metric-window: one metric for policies fed alike)
-                    measured = samples if self.opts.metric_window is None else {
-                        name: self.agent_answer(name, self.opts.metric_window)
-                        for name in self.servers}
-                    self.samples[now] = {
-                        s: {"cpu": v["totals"]["cpu_percent"],
-                            "mem": v["totals"]["memory_percent"],
-                            "net": v["totals"]["network_percent"]} for s, v in measured.items()}
+                # Table II from what the profiler got, or from another window of the same
+                # counters (--metric-window: one metric for policies fed alike)
+                measured = samples if self.opts.metric_window is None else {
+                    name: self.agent_answer(name, self.opts.metric_window)
+                    for name in self.servers}
+                self.samples[now] = {
+                    s: {"cpu": v["totals"]["cpu_percent"],
+                        "mem": v["totals"]["memory_percent"],
+                        "net": v["totals"]["network_percent"]} for s, v in measured.items()}
                 events.append((now + self.opts.profiler_delay, "profiler", samples))
                 events.append((now + self.opts.controller_delay, "controller", None))
                 events.sort(key=lambda e: e[0])
@@ -359,11 +358,15 @@ class Model:
                 elif self.answer is not None:     # the controller polls the profiler
                     apply_profiles(self.core, *self.answer, now)
         # as the testbed's comparison: over the metric's periods (--metric-period), unless
-        # --metric-window already gave each tick its own window
-        samples = self.samples if self.opts.metric_window is not None else \
-            evaluation.in_periods(self.samples, self.period,
-                                  max(self.period, self.opts.metric_period))
-        return {"table2": evaluation.table2(samples, servers=list(self.servers)),
+        # --metric-window already gave each tick its own window; the load phases (to
+        # `end`), and with the drain until the last request ended
+        def table2(samples):
+            if self.opts.metric_window is None:
+                samples = evaluation.in_periods(samples, self.period,
+                                                max(self.period, self.opts.metric_period))
+            return evaluation.table2(samples, servers=list(self.servers))
+        return {"table2": table2({t: s for t, s in self.samples.items() if t <= end + 1e-9}),
+                "table2_with_drain": table2(self.samples),
                 "table3": evaluation.table3(self.requests), "judged": self.judged}
 
     def profiler_step(self, samples: dict, now: float) -> tuple[dict, dict]:

@@ -24,6 +24,8 @@ ALPHA = 0.05
 # direction that is an improvement.
 HEADLINES = (
     ("cpu_stdev", "CPU STDEV across servers (%)", "lower"),
+    # the same with the drain after the load phases, while the last requests finish
+    ("cpu_stdev_with_drain", "CPU STDEV across servers, with the drain (%)", "lower"),
     ("net_stdev", "network STDEV across servers (%)", "lower"),
     ("energy_stdev", "energy STDEV across servers (W)", "lower"),
     ("ui-light_rt", "ui-light mean RT (ms)", "lower"),
@@ -40,6 +42,8 @@ def headline_figures(result: dict) -> dict[str, float | None]:
     """The headline figures of one run's result.json."""
     t2, t3 = result.get("table2", {}), result.get("table3", {})
     out = {"cpu_stdev": t2.get("cpu", {}).get("stdev"),
+           "cpu_stdev_with_drain": result.get("table2_with_drain", {}).get("cpu", {}).get(
+               "stdev"),
            "net_stdev": t2.get("net", {}).get("stdev"),
            "energy_stdev": t2.get("energy", {}).get("stdev")}
     for cls in ("ui-light", "ui-medium", "backend-medium", "backend-heavy"):

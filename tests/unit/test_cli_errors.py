@@ -46,6 +46,8 @@ BAD_INVOCATIONS = [
     (["experiments.lb_comparison", "--low-fraction", "2", "--out", "{out}"], "at most 1"),
     (["experiments.lb_comparison", "--config", "{tmp}/none.yaml", "--out", "{out}"],
      "configuration file not found"),
+    (["experiments.lb_comparison", "--resummarise", "{tmp}"],
+     "not a comparison's results"),
     (["experiments.profiling_accuracy", "live", "--out", "{out}", "--period", "0.01"],
      "must be at least 0.1"),
     (["experiments.profiling_accuracy", "live", "--out", "{out}", "--microservices", "db"],

@@ -254,3 +254,22 @@ def test_sample_noise_strays_the_back_ends_samples_alone_and_repeats_with_the_se
     again = model("srr", 1, "--sample-noise", "0.02")
     again.run(30.0)
     assert again.agent_answer("srv1") == b
+
+
+def test_table_ii_covers_the_load_phases_and_again_with_the_drain_as_on_the_testbed():
+    # one job per server at 0, a heavy one (26.7 % of a server) and three medium ones
+    # (12.5 %, 10 s): the load's first second is the spread of those; in the drain the
+    # heavy one runs alone for 20 s more
+    m = model("srr", 1, "--period", "1")
+    classes = {c["name"]: c for c in lb_comparison.workload_spec(m.cfg, m.opts, 1)["classes"]}
+    m.plan = [{"seq": k, "offset": 0.0, "phase": "stable",
+               "class": classes["backend-heavy" if k == 0 else "backend-medium"]}
+              for k in range(4)]
+    result = m.run(1.0)
+    assert max(m.samples) > 29                        # sampled until the last job ended
+    load, drain = result["table2"]["cpu"], result["table2_with_drain"]["cpu"]
+    assert load["timestamps"] == 1 and drain["timestamps"] == 10     # 3 s periods to 30 s
+    assert load["stdev"] == pytest.approx(6.13, abs=0.01)
+    # three periods at the start's spread, one in which the medium jobs end, six at the
+    # heavy job's alone ([26.7, 0, 0, 0]: 11.55)
+    assert drain["stdev"] == pytest.approx((6.13 * 3 + 9.74 + 11.55 * 6) / 10, abs=0.01)
