@@ -407,7 +407,9 @@ def resummarise(out_dir: str) -> int:
     try:
         with open(os.path.join(out_dir, "summary.json")) as fh:
             old = json.load(fh)
-        opts = argparse.Namespace(**old["options"])
+        # today's defaults for any option the comparison's code did not have yet
+        opts = parser().parse_args([])
+        vars(opts).update(old["options"])
         per_policy: dict[str, list[dict]] = {}
         for policy, runs in old["runs"].items():
             for r in runs:

@@ -65,9 +65,11 @@ def test_a_finished_comparison_is_evaluated_again_from_its_raw_data(tmp_path):
                          "backend": "mininet", "datapath": "user", "wall_s": 1.0,
                          "requests_planned": 2, "requests_recorded": 2,
                          "table2": {"cpu": {"stdev": 99.0}}}]
+    options = vars(opts)
+    del options["metric_period"]        # an option that came after the comparison ran
     (out / "summary.json").write_text(json.dumps({
         "command": "sudo python -m experiments.lb_comparison --runs 1", "commit": "abc1234",
-        "options": vars(opts), "runs": runs}))
+        "options": options, "runs": runs}))
     assert lb_comparison.main(["--resummarise", str(out)]) == 0
     result = json.loads((out / "malb" / "run1" / "result.json").read_text())
     assert result["load_end"] == 106 and result["table2"]["cpu"]["stdev"] == 0.0
