@@ -194,7 +194,7 @@ def evaluate_run(run_dir: str, history: str, times: tuple[float, float, float], 
     `history`. `times` = (start, end of the load phases, end of the run): Table II, Fig. 3
     and energy cover the load phases, where the policies place the arriving requests, as
     the paper's 10-minute phases are read; `table2_with_drain` runs on to the end, while
-    the last jobs and streams finish and nothing new arrives (with 30 s phases, a quarter
+    the last jobs and streams finish and nothing new arrives (with 30 s phases, 14-27 %
     of the run)."""
     t0, load_end, t_end = times
     requests = []
