@@ -411,6 +411,7 @@ def resummarise(out_dir: str) -> int:
         opts = parser().parse_args([])
         vars(opts).update(old["options"])
         per_policy: dict[str, list[dict]] = {}
+        rewritten: list[tuple[str, dict]] = []     # written once every run is evaluated
         for policy, runs in old["runs"].items():
             for r in runs:
                 run_dir = os.path.join(out_dir, policy, f"run{r['run']}")
@@ -423,13 +424,15 @@ def resummarise(out_dir: str) -> int:
                     max(period, opts.metric_period), [s.name for s in cfg.servers],
                     len(cfg.testbed.clients), f"[{policy} run {r['run']}]")
                 result = {**r, "load_end": load_end, **evaluated["figures"]}
-                with open(os.path.join(run_dir, "result.json"), "w") as fh:
-                    json.dump(result, fh, indent=1)
+                rewritten.append((os.path.join(run_dir, "result.json"), result))
                 per_policy.setdefault(policy, []).append(
                     {"result": result, "requests": evaluated["requests"],
                      "timeline": evaluated["timeline"]})
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
         fail(f"--resummarise {out_dir}: not a comparison's results ({exc})", code=2)
+    for path, result in rewritten:
+        with open(path, "w") as fh:
+            json.dump(result, fh, indent=1)
     tables = summarise(out_dir, opts, per_policy, old["command"], old["commit"], git_commit())
     print(f"[comparison] summary re-evaluated: {os.path.join(out_dir, 'summary.md')}")
     return 0 if tables["accounted"] else 1

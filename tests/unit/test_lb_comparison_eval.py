@@ -78,3 +78,24 @@ def test_a_finished_comparison_is_evaluated_again_from_its_raw_data(tmp_path):
     assert summary["commit"] == "abc1234" and summary["evaluated_at"] != "abc1234"
     assert "with the drain" in (out / "summary.md").read_text()
     assert "re-evaluated from the raw data" in (out / "summary.md").read_text()
+
+
+def test_a_comparison_with_a_run_missing_its_history_is_refused_and_left_as_it_was(tmp_path,
+                                                                                  capsys):
+    out = tmp_path / "cmp"
+    opts = lb_comparison.parser().parse_args(["--policies", "srr,malb", "--runs", "1",
+                                              "--phase-seconds", "2"])
+    runs = {}
+    for policy in ("srr", "malb"):
+        write_run(out / policy / "run1")
+        runs[policy] = [{"policy": policy, "run": 1, "t0": 100, "t_end": 112}]
+        (out / policy / "run1" / "result.json").write_text("{}")
+    (out / "malb" / "run1" / "history.sqlite").unlink()
+    (out / "summary.json").write_text(json.dumps({
+        "command": "c", "commit": "abc1234", "options": vars(opts), "runs": runs}))
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.main(["--resummarise", str(out)])
+    assert exc.value.code == 2
+    assert "no such history file" in capsys.readouterr().err
+    assert (out / "srr" / "run1" / "result.json").read_text() == "{}"
+    assert not (out / "summary.md").exists()
