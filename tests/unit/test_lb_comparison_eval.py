@@ -13,8 +13,8 @@ SERVERS = ("srv1", "srv2", "srv3", "srv4")
 
 def write_run(run, t0=100, load_end=106, t_end=112):
     """A run directory as lb_comparison leaves it (the paper testbed, two clients, a 1 s
-    monitoring period): the four
-    servers equally busy through the load phases, srv1 alone busy in the drain after them."""
+    monitoring period): the four servers equally busy through the load phases, srv1 alone
+    busy in the drain after them."""
     run.mkdir(parents=True)
     cfg = yaml.safe_load(open("configs/paper.yaml"))
     cfg["profiler"]["period_s"] = cfg["controller"]["monitoring_period_s"] = 1
