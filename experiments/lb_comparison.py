@@ -174,8 +174,9 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
     load_end = t0 + total
     evaluated = evaluate_run(run_dir, history, (t0, load_end, t_end), period,
                              max(period, opts.metric_period), server_names, len(clients), tag)
-    result = {"policy": policy, "run": run, "t0": t0, "load_end": load_end, "t_end": t_end,
-              **backend, "wall_s": round(time.time() - started, 1),
+    result = {"policy": policy, "run": run, "seed": opts.seed + run, "t0": t0,
+              "load_end": load_end, "t_end": t_end, **backend,
+              "wall_s": round(time.time() - started, 1),
               "requests_planned": sum(s["planned"] for s in summaries),
               **evaluated["figures"]}
     with open(os.path.join(run_dir, "result.json"), "w") as fh:
@@ -231,7 +232,8 @@ def evaluate_run(run_dir: str, history: str, times: tuple[float, float, float], 
 
 
 def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: str,
-              commit: str, evaluated_at: str | None = None) -> dict:
+              commit: str, evaluated_at: str | None = None,
+              sources: list[dict] | None = None) -> dict:
     results = {}
     for p, runs in per_policy.items():
         merged = evaluation.mean_of_runs([r["result"] for r in runs])
@@ -270,6 +272,16 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                                          "- none") +
                      "\n\nEvery other difference in the table below is not significant at "
                      "this number of runs.")
+    if sources:
+        seeds = seed_ranges([r["result"]["seed"] for r in next(iter(per_policy.values()))])
+        schedules = f"schedule seeds {seeds} (pooled, below)"
+        pooled = (f"\nPooled from {len(sources)} comparisons of this experiment on different "
+                  f"schedules, paired by schedule seed:\n\n" +
+                  "\n".join(f"- {s['dir']}: {s['runs']} runs (schedule seeds {s['schedules']}), "
+                            f"commit {s['commit']}: `{s['command']}`" for s in sources) + "\n")
+        raw = "in each pooled comparison's <policy>/run<k>/"
+    else:
+        schedules, pooled, raw = f"seed {opts.seed} (run k: seed + k)", "", "<policy>/run<k>/"
     servers = ", ".join(f"{s['name']} {s['cpu']:g} CPU / {s['memory']} / {s['network_mbit']:g} "
                         f"Mbit/s" for s in server_specs(opts))
     summary = f"""# Scenario 2: SRR, LN and MALB
@@ -286,9 +298,9 @@ client links {opts.client_bw:g} Mbit/s; video streams of {opts.video_rate:g} kB/
 {opts.video_seconds:g} s; back-end jobs at {opts.cpu_scale:g} x the paper's CPU, {opts.job_mode}
 mode; monitoring period {opts.period:g} s (the paper's: 3 s), server figures over
 {max(opts.period, opts.metric_period):g} s periods of the three load phases (the row "with the
-drain" runs on until the last request ended); seed {opts.seed} (run k: seed + k).
+drain" runs on until the last request ended); {schedules}.
 Every request accounted for (sent = completed + failed): {'yes' if accounted else 'NO'}.
-
+{pooled}
 Figures below are averages over the runs. The paper's rows (10 runs of 30 minutes on its own
 servers, with far larger capacity) are there for the direction of the differences, not
 for their size: our servers are core shares of a small machine and the workload is scaled
@@ -310,7 +322,7 @@ averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 
 {t3}
 Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), response_times.png
-(response-time CDFs). Raw data: <policy>/run<k>/.
+(response-time CDFs). Raw data: {raw}.
 """
     with open(os.path.join(out_dir, "summary.md"), "w") as fh:
         fh.write(summary)
@@ -319,6 +331,7 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), respons
                    "testbed": testbeds,
                    "options": vars(opts),
                    "accounted": accounted, "results": results, "statistics": stats,
+                   **({"sources": sources} if sources else {}),
                    "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
                   fh, indent=1, default=str)
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
@@ -381,6 +394,10 @@ def parser() -> argparse.ArgumentParser:
                         "(default: the period, so every second of it counts); 0: its "
                         "latest one-second sample, as docker stats shows it")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--first-run", type=positive_int, default=1, metavar="K",
+                   help="number the runs from K (default 1); run k plays schedule seed + k, "
+                        "so --first-run 6 --runs 5 continues a comparison of 5 runs with "
+                        "new schedules, to pool with it (--resummarise A B --out P)")
     p.add_argument("--paper", action="store_true",
                    help="paper-length runs: 10-minute phases, 10 runs per policy (with "
                         "--period 3, the paper's monitoring period too)")
@@ -400,36 +417,61 @@ FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
                  "testbed.clients": "--clients", "servers": "--servers"}
 
 
+# Options that may differ between comparisons pooled into one: the schedules and what only
+# names or reports them. Any other difference (phases, servers, workload, period) would pool
+# runs of different experiments.
+POOL_FREE_OPTIONS = {"seed", "runs", "first_run", "out", "progress", "paper", "resummarise",
+                     "policies"}
+
+
+def _read_comparison(out_dir: str) -> tuple[dict, argparse.Namespace]:
+    """A finished comparison's summary.json and its options, with today's defaults for any
+    option its code did not have yet."""
+    with open(os.path.join(out_dir, "summary.json")) as fh:
+        old = json.load(fh)
+    opts = parser().parse_args([])
+    vars(opts).update(old["options"])
+    return old, opts
+
+
+def _evaluate_comparison(out_dir: str, old: dict, opts) -> tuple[dict, list]:
+    """Every run of a comparison evaluated again from its raw data: (runs per policy, the
+    result.json files to rewrite). Writes nothing."""
+    per_policy: dict[str, list[dict]] = {}
+    rewritten: list[tuple[str, dict]] = []
+    for policy, runs in old["runs"].items():
+        for r in runs:
+            run_dir = os.path.join(out_dir, policy, f"run{r['run']}")
+            cfg = load_config(os.path.join(run_dir, "config.yaml"))
+            period = cfg.profiler.period_s
+            load_end = r.get("load_end", r["t0"] + 3 * opts.phase_seconds)
+            evaluated = evaluate_run(
+                run_dir, os.path.join(run_dir, "history.sqlite"),
+                (r["t0"], load_end, r["t_end"]), period,
+                max(period, opts.metric_period), [s.name for s in cfg.servers],
+                len(cfg.testbed.clients), f"[{policy} run {r['run']}]")
+            # comparisons before results carried their seed: run k played seed + k
+            result = {**r, "seed": r.get("seed", opts.seed + r["run"]), "load_end": load_end,
+                      **evaluated["figures"]}
+            rewritten.append((os.path.join(run_dir, "result.json"), result))
+            per_policy.setdefault(policy, []).append(
+                {"result": result, "requests": evaluated["requests"],
+                 "timeline": evaluated["timeline"]})
+    return per_policy, rewritten
+
+
 def resummarise(out_dir: str) -> int:
     """Every run's figures again from its raw data (request records, profiler history) with
     today's evaluation, and the summary of them, for a comparison that has its summary.json:
-    no testbed, no rerun."""
+    no testbed, no rerun. A pooled comparison is pooled again from its sources."""
     try:
-        with open(os.path.join(out_dir, "summary.json")) as fh:
-            old = json.load(fh)
-        # today's defaults for any option the comparison's code did not have yet
-        opts = parser().parse_args([])
-        vars(opts).update(old["options"])
-        per_policy: dict[str, list[dict]] = {}
-        rewritten: list[tuple[str, dict]] = []     # written once every run is evaluated
-        for policy, runs in old["runs"].items():
-            for r in runs:
-                run_dir = os.path.join(out_dir, policy, f"run{r['run']}")
-                cfg = load_config(os.path.join(run_dir, "config.yaml"))
-                period = cfg.profiler.period_s
-                load_end = r.get("load_end", r["t0"] + 3 * opts.phase_seconds)
-                evaluated = evaluate_run(
-                    run_dir, os.path.join(run_dir, "history.sqlite"),
-                    (r["t0"], load_end, r["t_end"]), period,
-                    max(period, opts.metric_period), [s.name for s in cfg.servers],
-                    len(cfg.testbed.clients), f"[{policy} run {r['run']}]")
-                result = {**r, "load_end": load_end, **evaluated["figures"]}
-                rewritten.append((os.path.join(run_dir, "result.json"), result))
-                per_policy.setdefault(policy, []).append(
-                    {"result": result, "requests": evaluated["requests"],
-                     "timeline": evaluated["timeline"]})
+        old, opts = _read_comparison(out_dir)
+        if old.get("sources"):
+            return pool([s["dir"] for s in old["sources"]], out_dir)
+        per_policy, rewritten = _evaluate_comparison(out_dir, old, opts)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
         fail(f"--resummarise {out_dir}: not a comparison's results ({exc})", code=2)
+    # written only once every run is evaluated: a run that cannot be read changes nothing
     for path, result in rewritten:
         with open(path, "w") as fh:
             json.dump(result, fh, indent=1)
@@ -438,14 +480,93 @@ def resummarise(out_dir: str) -> int:
     return 0 if tables["accounted"] else 1
 
 
+def seed_ranges(seeds: list[int]) -> str:
+    """1, 2, 3, 7 -> '1-3, 7'."""
+    spans: list[list[int]] = []
+    for s in sorted(seeds):
+        if spans and s == spans[-1][1] + 1:
+            spans[-1][1] = s
+        else:
+            spans.append([s, s])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def pool(sources: list[str], out_dir: str) -> int:
+    """Comparisons of the same experiment on different schedules (a later session's runs
+    with --first-run) evaluated from their raw data and summarised as one, paired by
+    schedule seed, into out_dir. The sources are read, never written."""
+    per_policy: dict[str, list[dict]] = {}
+    described = []
+    first_opts = None
+    for src in sources:
+        try:
+            old, opts = _read_comparison(src)
+            if old.get("sources"):
+                fail(f"--resummarise {src}: already pooled; pool its sources "
+                     f"({', '.join(s['dir'] for s in old['sources'])})", code=2)
+            if first_opts is None:
+                first_opts, first_src = opts, src
+            differ = sorted(k for k in set(vars(opts)) | set(vars(first_opts))
+                            if k not in POOL_FREE_OPTIONS
+                            and vars(opts).get(k) != vars(first_opts).get(k))
+            if differ:
+                fail(f"--resummarise: {src} and {first_src} are different experiments "
+                     f"(they differ in {', '.join('--' + k.replace('_', '-') for k in differ)})",
+                     code=2)
+            evaluated, _ = _evaluate_comparison(src, old, opts)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
+            fail(f"--resummarise {src}: not a comparison's results ({exc})", code=2)
+        if per_policy and set(evaluated) != set(per_policy):
+            fail(f"--resummarise: {src} ran {', '.join(evaluated)}, the comparisons before "
+                 f"it {', '.join(per_policy)}", code=2)
+        seeds = {p: sorted(r["result"]["seed"] for r in runs) for p, runs in evaluated.items()}
+        if len({tuple(s) for s in seeds.values()}) > 1:
+            fail(f"--resummarise {src}: its policies did not run the same schedules "
+                 f"({'; '.join(f'{p}: {seed_ranges(s)}' for p, s in seeds.items())})", code=2)
+        mine = next(iter(seeds.values()))
+        seen = {r["result"]["seed"] for runs in per_policy.values() for r in runs}
+        if seen & set(mine):
+            fail(f"--resummarise {src}: schedule seeds {seed_ranges(sorted(seen & set(mine)))} "
+                 f"are in an earlier source too; runs of one schedule would count twice "
+                 f"(run the other with --first-run past them)", code=2)
+        for p, runs in evaluated.items():
+            per_policy.setdefault(p, []).extend(runs)
+        described.append({"dir": os.path.abspath(src), "command": old["command"],
+                          "commit": old["commit"], "seed": opts.seed, "runs": len(mine),
+                          "schedules": seed_ranges(mine)})
+    for runs in per_policy.values():
+        runs.sort(key=lambda r: r["result"]["seed"])   # run k of every policy: one schedule
+    opts = first_opts
+    opts.runs = len(next(iter(per_policy.values())))
+    opts.policies = list(per_policy)
+    os.makedirs(out_dir, exist_ok=True)
+    command = (f"python -m experiments.lb_comparison --resummarise "
+               f"{' '.join(sources)} --out {out_dir}")
+    tables = summarise(out_dir, opts, per_policy, command, described[0]["commit"],
+                       git_commit(), sources=described)
+    print(f"[comparison] {len(sources)} comparisons pooled, {opts.runs} runs per policy: "
+          f"{os.path.join(out_dir, 'summary.md')}")
+    return 0 if tables["accounted"] else 1
+
+
 def main(argv=None) -> int:
     p = parser()
-    p.add_argument("--resummarise", metavar="RESULTS",
+    p.add_argument("--resummarise", metavar="RESULTS", nargs="+",
                    help="evaluate a finished comparison's raw data again (today's figures) "
-                        "and rewrite its result.json files and summary; runs nothing")
+                        "and rewrite its result.json files and summary; with several "
+                        "comparisons of one experiment on different schedules (--first-run) "
+                        "and --out, pool them into one summary there; runs nothing")
     args = p.parse_args(argv)
     if args.resummarise:
-        return resummarise(args.resummarise)
+        if len(args.resummarise) == 1:
+            if args.out:
+                fail("--resummarise with one comparison rewrites it in place; --out is for "
+                     "pooling several", code=2)
+            return resummarise(args.resummarise[0])
+        if not args.out:
+            fail("--resummarise with several comparisons pools them: give --out DIRECTORY "
+                 "for the pooled summary", code=2)
+        return pool(args.resummarise, args.out)
     policies = args.policies
     args.runs = args.runs or (10 if args.paper else 1)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else 35.0)
@@ -467,7 +588,7 @@ def main(argv=None) -> int:
     per_policy: dict[str, list[dict]] = {p: [] for p in policies}
     commit = git_commit()       # the code that runs: taken now, a commit may land meanwhile
     try:
-        for run in range(1, args.runs + 1):
+        for run in range(args.first_run, args.first_run + args.runs):
             for policy in policies:
                 per_policy[policy].append(run_one(policy, run, args, out_dir))
     except KeyboardInterrupt:

@@ -11,10 +11,10 @@ from experiments import lb_comparison
 SERVERS = ("srv1", "srv2", "srv3", "srv4")
 
 
-def write_run(run, t0=100, load_end=106, t_end=112):
+def write_run(run, t0=100, load_end=106, t_end=112, excess=0.0):
     """A run directory as lb_comparison leaves it (the paper testbed, two clients, a 1 s
-    monitoring period): the four servers equally busy through the load phases, srv1 alone
-    busy in the drain after them."""
+    monitoring period): the four servers equally busy through the load phases (srv1 `excess`
+    points busier than the others), srv1 alone busy in the drain after them."""
     run.mkdir(parents=True)
     cfg = yaml.safe_load(open("configs/paper.yaml"))
     cfg["profiler"]["period_s"] = cfg["controller"]["monitoring_period_s"] = 1
@@ -28,7 +28,10 @@ def write_run(run, t0=100, load_end=106, t_end=112):
                "net REAL, stale INTEGER, age_s REAL)")
     for t in range(t0, t_end + 1):
         for s in SERVERS:
-            cpu = 50.0 if t <= load_end else (100.0 if s == "srv1" else 0.0)
+            if t <= load_end:
+                cpu = 50.0 + (excess if s == "srv1" else 0.0)
+            else:
+                cpu = 100.0 if s == "srv1" else 0.0
             db.execute("INSERT INTO server_samples VALUES (?, ?, ?, 10, 5, 0, 0.5)",
                        (t, s, cpu))
     db.commit()
@@ -99,3 +102,66 @@ def test_a_comparison_with_a_run_missing_its_history_is_refused_and_left_as_it_w
     assert "no such history file" in capsys.readouterr().err
     assert (out / "srr" / "run1" / "result.json").read_text() == "{}"
     assert not (out / "summary.md").exists()
+
+
+def write_comparison(out, flags, excess):
+    """A finished comparison as lb_comparison leaves it, its runs numbered as `flags` say;
+    `excess` = {policy: srv1's extra CPU points in each run}."""
+    opts = lb_comparison.parser().parse_args(["--phase-seconds", "2", "--period", "1"] + flags)
+    runs = {}
+    for policy, per_run in excess.items():
+        for k, x in enumerate(per_run, start=opts.first_run):
+            write_run(out / policy / f"run{k}", excess=x)
+            runs.setdefault(policy, []).append(
+                {"policy": policy, "run": k, "seed": opts.seed + k, "t0": 100, "t_end": 112,
+                 "backend": "mininet", "datapath": "user", "requests_planned": 2})
+    (out / "summary.json").write_text(json.dumps({
+        "command": f"sudo python -m experiments.lb_comparison {' '.join(flags)}",
+        "commit": "abc1234", "options": vars(opts), "runs": runs}))
+
+
+def test_comparisons_on_different_schedules_are_pooled_and_paired_by_schedule(tmp_path):
+    first, more, pooled = tmp_path / "first", tmp_path / "more", tmp_path / "pooled"
+    write_comparison(first, ["--runs", "2"], {"srr": [8, 12], "malb": [4, 4]})
+    write_comparison(more, ["--runs", "1", "--first-run", "3"], {"malb": [8], "srr": [16]})
+    assert lb_comparison.main(["--resummarise", str(more), str(first),
+                               "--out", str(pooled)]) == 0
+    summary = json.loads((pooled / "summary.json").read_text())
+    # srv1 x points above three servers at 50: a population STDEV of x * sqrt(3) / 4
+    unit = 3 ** 0.5 / 4
+    assert summary["results"]["srr"]["table2"]["cpu"]["stdev"] == pytest.approx(12 * unit)
+    assert summary["results"]["malb"]["table2"]["cpu"]["stdev"] == pytest.approx(16 / 3 * unit)
+    # run k of each policy is one schedule, whichever source came first on the command line
+    assert [r["seed"] for r in summary["runs"]["malb"]] == [2, 3, 4]
+    assert [r["table2"]["cpu"]["stdev"] for r in summary["runs"]["srr"]] == \
+        pytest.approx([8 * unit, 12 * unit, 16 * unit])
+    cpu = summary["statistics"]["cpu_stdev"]["vs"]["srr"]
+    assert cpu["ratio"] == pytest.approx((16 / 3 - 12) / 12)
+    assert [s["schedules"] for s in summary["sources"]] == ["4", "2-3"]
+    md = (pooled / "summary.md").read_text()
+    assert "Pooled from 2 comparisons" in md and "schedule seeds 2-4" in md
+    assert "3 interleaved runs per policy" in md
+    # the sources are read, never written
+    assert not (first / "summary.md").exists() and not (first / "srr/run1/result.json").exists()
+    # a pooled comparison evaluated again is pooled again from its sources
+    (pooled / "summary.md").unlink()
+    assert lb_comparison.main(["--resummarise", str(pooled)]) == 0
+    assert "Pooled from 2 comparisons" in (pooled / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("more_flags, more_excess, message", [
+    (["--runs", "1"], {"srr": [1], "malb": [1]}, "seeds 2 are in an earlier source too"),
+    (["--runs", "1", "--first-run", "3", "--server-cpu", "0.6"], {"srr": [1], "malb": [1]},
+     "different experiments (they differ in --server-cpu)"),
+    (["--runs", "1", "--first-run", "3"], {"srr": [1], "ln": [1]}, "ran srr, ln"),
+])
+def test_comparisons_that_cannot_pool_are_refused_naming_why(tmp_path, capsys, more_flags,
+                                                             more_excess, message):
+    first, more, pooled = tmp_path / "first", tmp_path / "more", tmp_path / "pooled"
+    write_comparison(first, ["--runs", "2"], {"srr": [8, 12], "malb": [4, 4]})
+    write_comparison(more, more_flags, more_excess)
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.main(["--resummarise", str(first), str(more), "--out", str(pooled)])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not pooled.exists()
