@@ -241,7 +241,9 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
         results[p] = merged
     report.write_csvs(results, out_dir)
     report.plot_fig3(results, os.path.join(out_dir, "fig3.png"))
-    report.plot_timelines({p: runs[0]["timeline"] for p, runs in per_policy.items()},
+    # pooled runs taken as recorded have no raw data to plot: the first run that has
+    report.plot_timelines({p: next((r["timeline"] for r in runs if r["timeline"]), {})
+                           for p, runs in per_policy.items()},
                           os.path.join(out_dir, "cpu_timeline.png"))
     report.plot_response_times({p: [r for run in runs for r in run["requests"]]
                                 for p, runs in per_policy.items()},
@@ -278,7 +280,8 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
         pooled = (f"\nPooled from {len(sources)} comparisons of this experiment on different "
                   f"schedules, paired by schedule seed:\n\n" +
                   "\n".join(f"- {s['dir']}: {s['runs']} runs (schedule seeds {s['schedules']}), "
-                            f"commit {s['commit']}: `{s['command']}`" for s in sources) + "\n")
+                            f"commit {s['commit']}, {s['figures']}: `{s['command']}`"
+                            for s in sources) + "\n")
         raw = "in each pooled comparison's <policy>/run<k>/"
     else:
         schedules, pooled, raw = f"seed {opts.seed} (run k: seed + k)", "", "<policy>/run<k>/"
@@ -321,8 +324,9 @@ averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 ## Table III: client side (RT in ms, video TP in kB/s; Jain's index over requests)
 
 {t3}
-Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run), response_times.png
-(response-time CDFs). Raw data: {raw}.
+Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
+    " with its raw data here" if sources else ""}), response_times.png
+(response-time CDFs{", of the runs with their raw data here" if sources else ""}). Raw data: {raw}.
 """
     with open(os.path.join(out_dir, "summary.md"), "w") as fh:
         fh.write(summary)
@@ -421,7 +425,7 @@ FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
 # names or reports them. Any other difference (phases, servers, workload, period) would pool
 # runs of different experiments.
 POOL_FREE_OPTIONS = {"seed", "runs", "first_run", "out", "progress", "paper", "resummarise",
-                     "policies"}
+                     "as_recorded", "policies"}
 
 
 def _read_comparison(out_dir: str) -> tuple[dict, argparse.Namespace]:
@@ -467,7 +471,8 @@ def resummarise(out_dir: str) -> int:
     try:
         old, opts = _read_comparison(out_dir)
         if old.get("sources"):
-            return pool([s["dir"] for s in old["sources"]], out_dir)
+            return pool([s["dir"] for s in old["sources"]], out_dir,
+                        any(s.get("as_recorded") for s in old["sources"]))
         per_policy, rewritten = _evaluate_comparison(out_dir, old, opts)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
         fail(f"--resummarise {out_dir}: not a comparison's results ({exc})", code=2)
@@ -491,10 +496,28 @@ def seed_ranges(seeds: list[int]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def pool(sources: list[str], out_dir: str) -> int:
+def _as_recorded(old: dict, opts) -> dict:
+    """A comparison's runs as its summary.json recorded their figures (no raw data to plot)."""
+    return {policy: [{"result": {**r, "seed": r.get("seed", opts.seed + r["run"])},
+                      "requests": [], "timeline": {}} for r in runs]
+            for policy, runs in old["runs"].items()}
+
+
+def _missing_raw_data(src: str, old: dict) -> str | None:
+    for policy, runs in old["runs"].items():
+        for r in runs:
+            path = os.path.join(src, policy, f"run{r['run']}", "history.sqlite")
+            if not os.path.exists(path):
+                return path
+    return None
+
+
+def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
     """Comparisons of the same experiment on different schedules (a later session's runs
     with --first-run) evaluated from their raw data and summarised as one, paired by
-    schedule seed, into out_dir. The sources are read, never written."""
+    schedule seed, into out_dir. The sources are read, never written. With `as_recorded`, a
+    source whose raw data is not here (results/ is not committed; data/ keeps summary.json)
+    counts with the per-run figures its summary.json recorded."""
     per_policy: dict[str, list[dict]] = {}
     described = []
     first_opts = None
@@ -513,7 +536,13 @@ def pool(sources: list[str], out_dir: str) -> int:
                 fail(f"--resummarise: {src} and {first_src} are different experiments "
                      f"(they differ in {', '.join('--' + k.replace('_', '-') for k in differ)})",
                      code=2)
-            evaluated, _ = _evaluate_comparison(src, old, opts)
+            missing = _missing_raw_data(src, old)
+            if missing and not as_recorded:
+                fail(f"--resummarise {src}: its raw data is not here ({missing}); "
+                     f"--as-recorded pools the per-run figures its summary.json recorded "
+                     f"(evaluated at {old.get('evaluated_at') or old['commit']})", code=2)
+            evaluated = _as_recorded(old, opts) if missing else \
+                _evaluate_comparison(src, old, opts)[0]
         except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
             fail(f"--resummarise {src}: not a comparison's results ({exc})", code=2)
         if per_policy and set(evaluated) != set(per_policy):
@@ -533,7 +562,10 @@ def pool(sources: list[str], out_dir: str) -> int:
             per_policy.setdefault(p, []).extend(runs)
         described.append({"dir": os.path.abspath(src), "command": old["command"],
                           "commit": old["commit"], "seed": opts.seed, "runs": len(mine),
-                          "schedules": seed_ranges(mine)})
+                          "schedules": seed_ranges(mine), "as_recorded": bool(missing),
+                          "figures": (f"figures as recorded, evaluated at "
+                                      f"{old.get('evaluated_at') or old['commit']}"
+                                      if missing else "figures from its raw data")})
     for runs in per_policy.values():
         runs.sort(key=lambda r: r["result"]["seed"])   # run k of every policy: one schedule
     opts = first_opts
@@ -541,7 +573,7 @@ def pool(sources: list[str], out_dir: str) -> int:
     opts.policies = list(per_policy)
     os.makedirs(out_dir, exist_ok=True)
     command = (f"python -m experiments.lb_comparison --resummarise "
-               f"{' '.join(sources)} --out {out_dir}")
+               f"{' '.join(sources)} --out {out_dir}{' --as-recorded' if as_recorded else ''}")
     tables = summarise(out_dir, opts, per_policy, command, described[0]["commit"],
                        git_commit(), sources=described)
     print(f"[comparison] {len(sources)} comparisons pooled, {opts.runs} runs per policy: "
@@ -556,7 +588,13 @@ def main(argv=None) -> int:
                         "and rewrite its result.json files and summary; with several "
                         "comparisons of one experiment on different schedules (--first-run) "
                         "and --out, pool them into one summary there; runs nothing")
+    p.add_argument("--as-recorded", action="store_true",
+                   help="with --resummarise A B --out P: a comparison whose raw data is not "
+                        "here (a committed data/ summary) is pooled with the per-run figures "
+                        "its summary.json recorded")
     args = p.parse_args(argv)
+    if args.as_recorded and len(args.resummarise or ()) < 2:
+        fail("--as-recorded is for pooling: --resummarise A B --out P --as-recorded", code=2)
     if args.resummarise:
         if len(args.resummarise) == 1:
             if args.out:
@@ -566,7 +604,7 @@ def main(argv=None) -> int:
         if not args.out:
             fail("--resummarise with several comparisons pools them: give --out DIRECTORY "
                  "for the pooled summary", code=2)
-        return pool(args.resummarise, args.out)
+        return pool(args.resummarise, args.out, args.as_recorded)
     policies = args.policies
     args.runs = args.runs or (10 if args.paper else 1)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else 35.0)

@@ -50,6 +50,8 @@ BAD_INVOCATIONS = [
      "not a comparison's results"),
     (["experiments.lb_comparison", "--resummarise", "{tmp}", "{tmp}/b"],
      "give --out DIRECTORY for the pooled summary"),
+    (["experiments.lb_comparison", "--resummarise", "{tmp}", "--as-recorded"],
+     "--as-recorded is for pooling"),
     (["experiments.lb_comparison", "--first-run", "0", "--out", "{out}"],
      "must be at least 1"),
     (["experiments.profiling_accuracy", "live", "--out", "{out}", "--period", "0.01"],

@@ -165,3 +165,27 @@ def test_comparisons_that_cannot_pool_are_refused_naming_why(tmp_path, capsys, m
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not pooled.exists()
+
+
+def test_a_comparison_without_its_raw_data_pools_as_recorded_only_when_asked(tmp_path,
+                                                                              capsys):
+    first, more, pooled = tmp_path / "first", tmp_path / "more", tmp_path / "pooled"
+    write_comparison(first, ["--runs", "2"], {"srr": [8, 12], "malb": [4, 4]})
+    assert lb_comparison.main(["--resummarise", str(first)]) == 0    # figures recorded
+    for history in first.glob("*/run*/history.sqlite"):
+        history.unlink()                   # as a committed data/ summary: no raw data
+    write_comparison(more, ["--runs", "1", "--first-run", "3"], {"srr": [16], "malb": [8]})
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.main(["--resummarise", str(first), str(more), "--out", str(pooled)])
+    assert exc.value.code == 2 and "--as-recorded pools" in capsys.readouterr().err
+    assert not pooled.exists()
+    assert lb_comparison.main(["--resummarise", str(first), str(more), "--out", str(pooled),
+                               "--as-recorded"]) == 0
+    summary = json.loads((pooled / "summary.json").read_text())
+    unit = 3 ** 0.5 / 4
+    assert summary["results"]["srr"]["table2"]["cpu"]["stdev"] == pytest.approx(12 * unit)
+    assert [s["as_recorded"] for s in summary["sources"]] == [True, False]
+    assert "figures as recorded" in (pooled / "summary.md").read_text()
+    assert (pooled / "cpu_timeline.png").exists()
+    # evaluated again, it is pooled again the same way
+    assert lb_comparison.main(["--resummarise", str(pooled)]) == 0
