@@ -560,7 +560,7 @@ def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
                  f"(run the other with --first-run past them)", code=2)
         for p, runs in evaluated.items():
             per_policy.setdefault(p, []).extend(runs)
-        described.append({"dir": os.path.abspath(src), "command": old["command"],
+        described.append({"dir": src, "command": old["command"],
                           "commit": old["commit"], "seed": opts.seed, "runs": len(mine),
                           "schedules": seed_ranges(mine), "as_recorded": bool(missing),
                           "figures": (f"figures as recorded, evaluated at "
