@@ -280,7 +280,9 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
         pooled = (f"\nPooled from {len(sources)} comparisons of this experiment on different "
                   f"schedules, paired by schedule seed:\n\n" +
                   "\n".join(f"- {s['dir']}: {s['runs']} runs (schedule seeds {s['schedules']}), "
-                            f"commit {s['commit']}, {s['figures']}: `{s['command']}`"
+                            f"commit {s['commit']}, figures "
+                            f"{'as recorded' if s['as_recorded'] else 'from its raw data'}, "
+                            f"evaluated at {s['evaluated_at']}: `{s['command']}`"
                             for s in sources) + "\n")
         raw = "in each pooled comparison's <policy>/run<k>/"
     else:
@@ -438,6 +440,11 @@ def _read_comparison(out_dir: str) -> tuple[dict, argparse.Namespace]:
     return old, opts
 
 
+def _seed(result: dict, opts) -> int:
+    """The schedule seed a run played; comparisons before results carried it: seed + k."""
+    return result.get("seed", opts.seed + result["run"])
+
+
 def _evaluate_comparison(out_dir: str, old: dict, opts) -> tuple[dict, list]:
     """Every run of a comparison evaluated again from its raw data: (runs per policy, the
     result.json files to rewrite). Writes nothing."""
@@ -454,8 +461,7 @@ def _evaluate_comparison(out_dir: str, old: dict, opts) -> tuple[dict, list]:
                 (r["t0"], load_end, r["t_end"]), period,
                 max(period, opts.metric_period), [s.name for s in cfg.servers],
                 len(cfg.testbed.clients), f"[{policy} run {r['run']}]")
-            # comparisons before results carried their seed: run k played seed + k
-            result = {**r, "seed": r.get("seed", opts.seed + r["run"]), "load_end": load_end,
+            result = {**r, "seed": _seed(r, opts), "load_end": load_end,
                       **evaluated["figures"]}
             rewritten.append((os.path.join(run_dir, "result.json"), result))
             per_policy.setdefault(policy, []).append(
@@ -498,7 +504,7 @@ def seed_ranges(seeds: list[int]) -> str:
 
 def _as_recorded(old: dict, opts) -> dict:
     """A comparison's runs as its summary.json recorded their figures (no raw data to plot)."""
-    return {policy: [{"result": {**r, "seed": r.get("seed", opts.seed + r["run"])},
+    return {policy: [{"result": {**r, "seed": _seed(r, opts)},
                       "requests": [], "timeline": {}} for r in runs]
             for policy, runs in old["runs"].items()}
 
@@ -521,6 +527,7 @@ def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
     per_policy: dict[str, list[dict]] = {}
     described = []
     first_opts = None
+    today = git_commit()
     for src in sources:
         try:
             old, opts = _read_comparison(src)
@@ -537,10 +544,11 @@ def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
                      f"(they differ in {', '.join('--' + k.replace('_', '-') for k in differ)})",
                      code=2)
             missing = _missing_raw_data(src, old)
+            recorded_at = old.get("evaluated_at") or old["commit"]
             if missing and not as_recorded:
                 fail(f"--resummarise {src}: its raw data is not here ({missing}); "
                      f"--as-recorded pools the per-run figures its summary.json recorded "
-                     f"(evaluated at {old.get('evaluated_at') or old['commit']})", code=2)
+                     f"(evaluated at {recorded_at})", code=2)
             evaluated = _as_recorded(old, opts) if missing else \
                 _evaluate_comparison(src, old, opts)[0]
         except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
@@ -563,9 +571,7 @@ def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
         described.append({"dir": src, "command": old["command"],
                           "commit": old["commit"], "seed": opts.seed, "runs": len(mine),
                           "schedules": seed_ranges(mine), "as_recorded": bool(missing),
-                          "figures": (f"figures as recorded, evaluated at "
-                                      f"{old.get('evaluated_at') or old['commit']}"
-                                      if missing else "figures from its raw data")})
+                          "evaluated_at": recorded_at if missing else today})
     for runs in per_policy.values():
         runs.sort(key=lambda r: r["result"]["seed"])   # run k of every policy: one schedule
     opts = first_opts
@@ -574,8 +580,8 @@ def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
     os.makedirs(out_dir, exist_ok=True)
     command = (f"python -m experiments.lb_comparison --resummarise "
                f"{' '.join(sources)} --out {out_dir}{' --as-recorded' if as_recorded else ''}")
-    tables = summarise(out_dir, opts, per_policy, command, described[0]["commit"],
-                       git_commit(), sources=described)
+    tables = summarise(out_dir, opts, per_policy, command, described[0]["commit"], today,
+                       sources=described)
     print(f"[comparison] {len(sources)} comparisons pooled, {opts.runs} runs per policy: "
           f"{os.path.join(out_dir, 'summary.md')}")
     return 0 if tables["accounted"] else 1
