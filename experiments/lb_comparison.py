@@ -292,7 +292,9 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
     summary = f"""# Scenario 2: SRR, LN and MALB
 
 Command: `{command}`
-Commit: {commit}; {datetime.datetime.now().isoformat(timespec='seconds')}{
+{f"Pooled at {evaluated_at}" if sources else f"Commit: {commit}"}; {
+    datetime.datetime.now().isoformat(timespec='seconds')}{
+    " (each source's commit, and where its figures come from: below)" if sources else
     f" (figures re-evaluated from the raw data at {evaluated_at})" if evaluated_at else ""}
 Testbed: {'; '.join(testbeds)} (backend: real Containernet, or Debian's Mininet with the
 project's Docker node)
