@@ -359,6 +359,31 @@ def test_malb_on_servers_of_different_sizes_costs_a_flow_by_each_servers_capacit
     assert [eq.choose("ui").server for _ in range(4)] == SERVERS
 
 
+def test_malb_on_unequal_servers_sends_a_job_where_it_raises_the_spread_least():
+    caps = {"srv1": (0.6, 256, 50), "srv2": (0.3, 256, 50), "srv3": (0.3, 256, 50),
+            "srv4": (0.2, 256, 50)}
+    # a job (0.03 cores) is 5 points on srv1, 15 on srv4: srv4, 4 points below the others,
+    # is the least loaded but would end 11 above them; srv1 would end 5 above
+    core = running_core(capacities=caps)
+    measured(core, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=26.0)
+    d = core.choose("backend", now=100.0)
+    assert d.server == "srv1" and "raises the spread least" in d.reason
+    assert d.scores["srv4"] == pytest.approx(26.0)       # the loads it saw, as before
+    # far enough below the others, the small server takes it
+    core = running_core(capacities=caps)
+    measured(core, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=10.0)
+    assert core.choose("backend", now=100.0).server == "srv4"
+    # the paper's rule keeps least load
+    paper = running_core("malb-paper", capacities=caps)
+    measured(paper, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=26.0)
+    assert paper.choose("backend", now=100.0).server == "srv4"
+    # equal servers: least load, as before
+    eq = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    measured(eq, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=26.0)
+    d = eq.choose("backend", now=100.0)
+    assert d.server == "srv4" and "lowest of 4" in d.reason
+
+
 def test_malb_without_durations_decides_as_the_paper():
     a, b = make_core("malb"), make_core("malb-paper")
     for core in (a, b):
