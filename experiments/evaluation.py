@@ -144,8 +144,10 @@ def worst_case(values: list[float], fraction: float = WORST_FRACTION) -> float |
 
 def fig3(samples: dict[float, dict[str, dict]], fraction: float = WORST_FRACTION) -> dict:
     """Per resource (cpu, net): the average over all servers and samples; the worst case
-    over all servers (each server's worst case, averaged); and the most loaded server's
-    average and worst case (the server with the highest worst case)."""
+    over all servers (each server's worst case, averaged); the most loaded server's
+    average and worst case (the server with the highest worst case); and each server's
+    average (on unequal servers, whether a policy loads the small ones more than the big
+    ones, which the spread at each timestamp does not say)."""
     out = {}
     for r in ("cpu", "net"):
         per_server: dict[str, list[float]] = {}
@@ -162,7 +164,8 @@ def fig3(samples: dict[float, dict[str, dict]], fraction: float = WORST_FRACTION
         out[r] = {"average": _mean(everything), "worst_case": _mean(list(worst.values())),
                   "most_loaded_server": top, "most_loaded_average": _mean(per_server[top]),
                   "most_loaded_worst_case": worst[top],
-                  "above_threshold": worst[top] > ELASTICITY_THRESHOLD}
+                  "above_threshold": worst[top] > ELASTICITY_THRESHOLD,
+                  "per_server_average": {n: _mean(per_server[n]) for n in sorted(per_server)}}
     out["threshold"] = ELASTICITY_THRESHOLD
     return out
 

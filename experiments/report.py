@@ -100,6 +100,23 @@ def fig3_markdown(results: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def per_server_markdown(results: dict[str, dict], resource: str = "cpu") -> str:
+    """Each server's average use per policy (% of its own capacity), or "" when no
+    policy's figures have it (summaries recorded before it was kept)."""
+    rows = {p: (res["fig3"].get(resource) or {}).get("per_server_average")
+            for p, res in results.items()}
+    servers = sorted({n for v in rows.values() if v for n in v})
+    if not servers:
+        return ""
+    lines = ["| policy | " + " | ".join(servers) + " |",
+             "|---|" + "---:|" * len(servers)]
+    for p, v in rows.items():
+        if v:
+            lines.append(f"| {POLICY_NAMES.get(p, p)} | " +
+                         " | ".join(number(v.get(n)) for n in servers) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_csvs(results: dict[str, dict], out_dir: str) -> list[str]:
     paths = [os.path.join(out_dir, "table2.csv"), os.path.join(out_dir, "table3.csv"),
              os.path.join(out_dir, "fig3.csv")]

@@ -39,6 +39,7 @@ def test_worst_case_and_fig3():
     assert f["cpu"]["worst_case"] == pytest.approx((148.0 + 10.0) / 2)
     assert f["cpu"]["average"] == pytest.approx((10 * 100 + sum(50 + t for t in range(100))) / 200)
     assert f["cpu"]["above_threshold"] and f["threshold"] == 70.0
+    assert f["cpu"]["per_server_average"] == pytest.approx({"a": 10.0, "b": 99.5})
 
 
 def test_jain():
@@ -94,6 +95,9 @@ def test_report_tables_have_every_row_and_the_papers_beside(tmp_path):
     assert all(open(p).read().count("\n") > 1 for p in paths)
     report.plot_fig3(res, str(tmp_path / "fig3.png"))
     assert (tmp_path / "fig3.png").stat().st_size > 10_000
+    # each server's average CPU, per policy; none when no policy recorded it
+    assert "| SRR | 2.0 | 12.0 |" in report.per_server_markdown(res)
+    assert report.per_server_markdown({"srr": {"fig3": {"cpu": {"average": 1.0}}}}) == ""
 
 
 def test_table2_leaves_out_timestamps_without_every_expected_server():
@@ -112,6 +116,10 @@ def test_fig3_over_runs_judges_the_averaged_worst_case():
                         "above_threshold": worst > 70.0},
                 "net": None, "threshold": 70.0}
     merged = mean_fig3([run("srv1", 90.0), run("srv2", 40.0)])     # mean 65: below
+    with_servers = [run("srv1", 90.0), run("srv1", 80.0)]
+    for f, v in zip(with_servers, (10.0, 30.0)):
+        f["cpu"]["per_server_average"] = {"srv1": v, "srv2": 2 * v}
+    assert mean_fig3(with_servers)["cpu"]["per_server_average"] == {"srv1": 20.0, "srv2": 40.0}
     assert merged["cpu"]["most_loaded_worst_case"] == 65.0
     assert merged["cpu"]["above_threshold"] is False
     assert merged["cpu"]["most_loaded_server"] is None               # runs disagree
