@@ -250,10 +250,8 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                                os.path.join(out_dir, "response_times.png"))
     t2, t3, f3 = (report.table2_markdown(results), report.table3_markdown(results),
                   report.fig3_markdown(results))
-    per_server = report.per_server_markdown(results)
-    if per_server:
-        per_server = ("\nEach server's average CPU over the load phases (% of its own "
-                      "capacity; runs without this figure recorded left out):\n\n" + per_server)
+    per_server = report.per_server_markdown(
+        results, "means over the runs, runs without this figure recorded left out")
     accounted = all(r["result"]["requests_planned"] == r["result"]["requests_recorded"]
                     for runs in per_policy.values() for r in runs)
     testbeds = sorted({f"{r['result']['backend']}, {r['result']['datapath']} datapath"

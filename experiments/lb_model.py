@@ -57,8 +57,8 @@ from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_t
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
 from common.config import ConfigError, config_path, parse_config_file_data
-from experiments import decision_audit, evaluation, lb_comparison, loadgen, sample_noise, \
-    significance
+from experiments import decision_audit, evaluation, lb_comparison, loadgen, report, \
+    sample_noise, significance
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from ryu_apps.policy import POLICIES, core_from_config
@@ -360,13 +360,16 @@ class Model:
         # as the testbed's comparison: over the metric's periods (--metric-period), unless
         # --metric-window already gave each tick its own window; the load phases (to
         # `end`), and with the drain until the last request ended
-        def table2(samples):
+        def periods(samples):
             if self.opts.metric_window is None:
                 samples = evaluation.in_periods(samples, self.period,
                                                 max(self.period, self.opts.metric_period))
-            return evaluation.table2(samples, servers=list(self.servers))
-        return {"table2": table2({t: s for t, s in self.samples.items() if t <= end + 1e-9}),
-                "table2_with_drain": table2(self.samples),
+            return samples
+        load = periods({t: s for t, s in self.samples.items() if t <= end + 1e-9})
+        servers = list(self.servers)
+        return {"table2": evaluation.table2(load, servers=servers),
+                "table2_with_drain": evaluation.table2(periods(self.samples), servers=servers),
+                "fig3": evaluation.fig3(load),
                 "table3": evaluation.table3(self.requests), "judged": self.judged}
 
     def profiler_step(self, samples: dict, now: float) -> tuple[dict, dict]:
@@ -547,6 +550,9 @@ def main(argv=None) -> int:
           f"{opts.job_mode} mode; period {opts.period:g} s; seed {opts.seed} (run k: seed + k)."
           f"\nA model, not a measurement: docs/experiments.md, \"Scenario 2 as a model\".\n\n"
           + significance.markdown(comparison, candidate))
+    md += report.per_server_markdown(
+        {p: {"fig3": evaluation.mean_fig3([r["fig3"] for r in rs])}
+         for p, rs in per_policy.items()}, "means over the runs")
     judge = {p: decision_audit.summarise_at_decision([row for r in rs for row in r["judged"]])
              for p, rs in per_policy.items()}
     if any(j.get("decisions") for j in judge.values()):
@@ -560,7 +566,11 @@ def main(argv=None) -> int:
         json.dump({"command": command, "commit": git_commit(), "runs": runs, "comparison": comparison,
                    "judge_at_decision": judge,
                    "per_run": {p: [significance.headline_figures(r) for r in rs]
-                               for p, rs in per_policy.items()}}, fh, indent=1, default=str)
+                               for p, rs in per_policy.items()},
+                   "per_server_cpu": {p: [(r["fig3"]["cpu"] or {}).get("per_server_average")
+                                          for r in rs]
+                                      for p, rs in per_policy.items()}},
+                  fh, indent=1, default=str)
     print(md)
     print(f"written: {out}/model.md, model.json", file=sys.stderr)
     return 0

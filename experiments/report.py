@@ -100,15 +100,17 @@ def fig3_markdown(results: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def per_server_markdown(results: dict[str, dict], resource: str = "cpu") -> str:
-    """Each server's average use per policy (% of its own capacity), or "" when no
-    policy's figures have it (summaries recorded before it was kept)."""
-    rows = {p: (res["fig3"].get(resource) or {}).get("per_server_average")
+def per_server_markdown(results: dict[str, dict], which: str) -> str:
+    """Each server's average CPU per policy (% of its own capacity), under a line that
+    says `which` averages they are, or "" when no policy's figures have it (summaries
+    recorded before it was kept)."""
+    rows = {p: (res["fig3"].get("cpu") or {}).get("per_server_average")
             for p, res in results.items()}
     servers = sorted({n for v in rows.values() if v for n in v})
     if not servers:
         return ""
-    lines = ["| policy | " + " | ".join(servers) + " |",
+    lines = [f"\nEach server's average CPU over the load phases (% of its own capacity; "
+             f"{which}):\n", "| policy | " + " | ".join(servers) + " |",
              "|---|" + "---:|" * len(servers)]
     for p, v in rows.items():
         if v:

@@ -96,8 +96,9 @@ def test_report_tables_have_every_row_and_the_papers_beside(tmp_path):
     report.plot_fig3(res, str(tmp_path / "fig3.png"))
     assert (tmp_path / "fig3.png").stat().st_size > 10_000
     # each server's average CPU, per policy; none when no policy recorded it
-    assert "| SRR | 2.0 | 12.0 |" in report.per_server_markdown(res)
-    assert report.per_server_markdown({"srr": {"fig3": {"cpu": {"average": 1.0}}}}) == ""
+    assert "| SRR | 2.0 | 12.0 |" in report.per_server_markdown(res, "means")
+    assert report.per_server_markdown({"srr": {"fig3": {"cpu": {"average": 1.0}}}},
+                                      "means") == ""
 
 
 def test_table2_leaves_out_timestamps_without_every_expected_server():

@@ -1,4 +1,6 @@
 """experiments/lb_model.py: the fluid model of scenario 2 around the real policy code."""
+import json
+
 import pytest
 
 from common.config import config_path, parse_config_file_data
@@ -273,3 +275,18 @@ def test_table_ii_covers_the_load_phases_and_again_with_the_drain_as_on_the_test
     # three periods at the start's spread, one in which the medium jobs end, six at the
     # heavy job's alone ([26.7, 0, 0, 0]: 11.55)
     assert drain["stdev"] == pytest.approx((6.13 * 3 + 9.74 + 11.55 * 6) / 10, abs=0.01)
+
+
+def test_each_servers_average_cpu_is_reported_per_run_and_in_model_md(tmp_path):
+    fig = model("srr", 1, "--server-cpu", "0.6,0.3,0.3,0.2").run(30.0)["fig3"]["cpu"]
+    per = fig["per_server_average"]
+    assert sorted(per) == ["srv1", "srv2", "srv3", "srv4"]
+    # round robin gives every server the same jobs: the smallest is the busiest
+    assert per["srv4"] > per["srv1"]
+    assert sum(per.values()) / 4 == pytest.approx(fig["average"])
+    out = tmp_path / "m"
+    lb_model.main(["--phase-seconds", "10", "--runs", "1", "--policies", "srr",
+                   "--server-cpu", "0.6,0.3,0.3,0.2", "--out", str(out)])
+    assert "Each server's average CPU" in (out / "model.md").read_text()
+    saved = json.loads((out / "model.json").read_text())["per_server_cpu"]["srr"]
+    assert len(saved) == 1 and sorted(saved[0]) == ["srv1", "srv2", "srv3", "srv4"]
