@@ -788,8 +788,8 @@ class PolicyCore:
         1/n)). On equal servers d is the same everywhere and this orders the servers as
         their loads do. On unequal ones the least loaded server is often a small one, where
         a job is a big step: least load keeps the small servers' lows level with the big
-        ones' and so their means above (the model of Scenario 2 at 0.6/0.3/0.3/0.2 cores:
-        the 0.2-core server 5-10 points above the 0.6-core one on every schedule,
+        ones' and so their means above (Scenario 2 at 0.6/0.3/0.3/0.2 cores on the
+        testbed: the 0.2-core server 9-11 points above the 0.6-core one,
         docs/experiments.md)."""
         if len(fresh) < 2 or not self._unequal_servers(fresh):
             return None
