@@ -38,7 +38,8 @@ import time
 
 from common.cli import ArgumentParser, bounded, number_list
 from common.procs import git_commit
-from ryu_apps.policy import Backend, PolicyCore
+from ryu_apps.policies import Backend
+from ryu_apps.policy import PolicyCore
 
 DEFAULT_OUT = os.path.join("results", "bench")
 MICROSERVICES = ("video", "ui", "backend")
@@ -129,7 +130,7 @@ def run(args) -> list[dict]:
                 (times[n] if k else cold[n]).append(time.perf_counter_ns() - t0)
                 assert d.algorithm == "weighted-least-load", d.reason
             gc.unfreeze()
-            buckets[n] = core._pending.buckets()
+            buckets[n] = core.pending_flows.buckets()
         if time.monotonic() - t_start > args.progress or r == rounds - 1:
             t_start = time.monotonic()
             print(f"[decision_cost] round {r + 1}/{rounds}: " + ", ".join(

@@ -18,12 +18,15 @@ from urllib.parse import urlsplit
 from dataclasses import dataclass, asdict, field
 from typing import Any
 
+# the policy registry: a pure leaf package (no import of this module), read for the names
+from ryu_apps.policies import names as policy_names
+
 DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                    "configs", "paper.yaml")
 CONFIG_ENV_VAR = "MALB_CONFIG"
 TOKEN_ENV_VAR = "MALB_TOKEN"      # overrides security.token (configuration files only)
 
-POLICIES = ("malb", "malb-paper", "srr", "ln", "maglev")
+POLICIES = policy_names()
 FLOW_CLASSES = ("short", "long", "auto")
 PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
@@ -177,9 +180,6 @@ class Health:
 
 
 DATAPLANE_MODES = ("controller", "switch")
-# the policies under which short flows may be balanced by the switch: the baselines (srr,
-# ln) keep a controller decision per flow, as the paper defines them
-DATAPLANE_POLICIES = ("malb", "malb-paper", "maglev")
 
 
 @dataclass(frozen=True)

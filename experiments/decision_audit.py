@@ -44,7 +44,8 @@ from common.cli import ArgumentParser, fail, positive_float
 from common.config import load_config
 from profiler.predictors import Arma, RollingMean
 from profiler.store import HistoryStore
-from ryu_apps.running import RunningFlows, Survival
+from ryu_apps.estimators.running_flows import RunningFlows
+from ryu_apps.estimators.survival import Survival
 
 ESTIMATORS = ("rm10", "last", "arma", "running")
 

@@ -61,6 +61,8 @@ from experiments import decision_audit, evaluation, lb_comparison, loadgen, repo
     sample_noise, significance
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
+from ryu_apps import policies
+from ryu_apps.policies.malb import LOOKAHEAD_S
 from ryu_apps.policy import POLICIES, core_from_config
 from ryu_apps.profiles import apply_profiles
 
@@ -113,9 +115,11 @@ class Model:
         # the agents' own period: each sample covers what was used since the previous one,
         # and the profiler takes the latest at its tick (the testbed's agents: 1 s)
         self.agent_period = opts.agent_period or cfg.agents.period_s
-        self.core = core_from_config(cfg, policy if policy in POLICIES else "srr")
-        if opts.lookahead is not None:
-            self.core.lookahead_s = opts.lookahead
+        # malb's horizon for long flows, which oracle-ahead takes too
+        self.lookahead = LOOKAHEAD_S if opts.lookahead is None else opts.lookahead
+        self.core = core_from_config(cfg, policy if policy in POLICIES else "srr", options={
+            "lookahead_s": self.lookahead} if opts.lookahead is not None
+            and policies.takes_option(policy, "lookahead_s") else None)
         self.prof = ProfilerModel(cfg, lambda: make_predictor(
             cfg.profiler.predictor, cfg.profiler.window))
         self.servers = {s.name: s for s in cfg.servers}
@@ -172,7 +176,7 @@ class Model:
             load = {b.name: sum(t.cores for t in self.tasks if t.server == b.server
                                 and t.kind == "job") / cap[b.server] for b in pool}
         elif long and self.policy == "oracle-ahead" and jobs:
-            ahead = self.core.lookahead_s        # 0: what they use now, as the oracle
+            ahead = self.lookahead               # 0: what they use now, as the oracle
             load = {b.name: sum(t.cores * (min(t.work / t.cores, ahead) / ahead
                                            if ahead > 0 and t.cores > 0 else 1.0)
                                 for t in self.tasks if t.server == b.server

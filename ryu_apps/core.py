@@ -20,7 +20,7 @@ import random
 from collections import deque
 from typing import Callable, Iterator, NamedTuple
 
-from common.config import DATAPLANE_POLICIES, active_flow_refresh_s
+from common.config import active_flow_refresh_s
 from common.netuse import network_percent
 from ryu_apps import dataplane, maglev, ofwire
 from ryu_apps.flowpath import FlowPath, Result
@@ -292,7 +292,9 @@ class ControllerCore:
         when its flows stay under per-flow control."""
         out = {}
         for m in self.cfg.microservices:
-            on = (self.core.policy in DATAPLANE_POLICIES
+            # the baselines (srr, ln) keep a controller decision per flow, as the paper
+            # defines them; a policy says whether the switch may balance its short flows
+            on = (self.core.strategy.dataplane
                   and self.core.flow_class(m.name)[0] == "short")
             out[m.name] = self.core.short_flow_shares(m.name) if on else None
         return out

@@ -25,7 +25,8 @@ from typing import Callable
 
 from ryu_apps import ofwire
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_cookie
-from ryu_apps.policy import Backend, Decision, NoBackend, PolicyCore
+from ryu_apps.policies import Backend, Decision, NoBackend
+from ryu_apps.policy import PolicyCore
 
 PRIO_NAT = 200
 PRIO_FIN_WATCH = PRIO_NAT + 1

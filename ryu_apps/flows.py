@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ryu_apps.running import DEFAULT_MAX_AGE_S
+from ryu_apps.estimators.running_flows import DEFAULT_MAX_AGE_S
 
 COOKIE_TAG = 0x4D4C
 FIN_TAG = 0x4D46         # a long TCP flow's FIN watch (flowpath.py), beside its rule pair

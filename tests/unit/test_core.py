@@ -15,7 +15,7 @@ from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, PROFILER_REA
     ControllerCore, FlowStat, PortStat, next_exchange_in
 from ryu_apps.flowpath import Result
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
-from ryu_apps.policy import Backend
+from ryu_apps.policies import Backend
 from tests.unit.fakeswitch import CONTROLLER, FakeNetwork, fields_of, frame_of
 
 NOW = 1_700_000_000.0

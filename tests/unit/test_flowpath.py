@@ -14,7 +14,8 @@ from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from ryu_apps import ofwire
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowTable
-from ryu_apps.policy import Backend, PolicyCore
+from ryu_apps.policies import Backend
+from ryu_apps.policy import PolicyCore
 from tests.unit.fakeswitch import PacketOut, decode
 
 NOW = 1_700_000_000.0

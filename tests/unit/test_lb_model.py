@@ -56,9 +56,9 @@ def test_the_omniscient_reference_balances_cpu_better_than_round_robin():
 
 
 def test_lookahead_sets_malbs_horizon_and_at_zero_the_ahead_oracle_is_the_oracle():
-    from ryu_apps.policy import LOOKAHEAD_S
-    assert model("malb").core.lookahead_s == LOOKAHEAD_S
-    assert model("malb", 1, "--lookahead", "3").core.lookahead_s == 3.0
+    from ryu_apps.policies.malb import LOOKAHEAD_S
+    assert model("malb").core.strategy.options.lookahead_s == LOOKAHEAD_S
+    assert model("malb", 1, "--lookahead", "3").core.strategy.options.lookahead_s == 3.0
     assert model("oracle-ahead", 1, "--lookahead", "0").run(30.0) == \
         model("oracle", 1).run(30.0)
     # 5 s ahead, the oracle places the jobs elsewhere (which is better varies by run)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from ryu_apps.pending import PendingFlows
+from ryu_apps.estimators.pending_assignments import PendingFlows
 from ryu_apps.policy import PENDING_KEEP_LAG_S, PENDING_MAX_LAG_S
 from tests.unit.test_policy import SERVERS, loads, make_core
 
@@ -126,13 +126,13 @@ def test_memory_stays_bounded_while_the_profiler_is_away():
         t += 0.001
         core.note_assignment(SERVERS[k % 4], "video", t)
     window = 9.0 + PENDING_KEEP_LAG_S
-    assert core._pending.buckets() <= 4 * (window / core._pending.bucket_s + 32 + 2)
+    assert core.pending_flows.buckets() <= 4 * (window / core.pending_flows.bucket_s + 32 + 2)
     assert all(core.pending(s) <= window * 250 * 1.01 for s in SERVERS)
     # a huge reported lag does not lift the bound
     core.update_profiles({}, {}, 0.0, prediction_lag_s=1e9)
     for k in range(100):
         core.note_assignment("srv1", "video", t + k * 0.01)
-    assert core._pending.buckets() <= 4 * ((9.0 + PENDING_MAX_LAG_S) / 0.1 + 32 + 2)
+    assert core.pending_flows.buckets() <= 4 * ((9.0 + PENDING_MAX_LAG_S) / 0.1 + 32 + 2)
 
 
 def test_decisions_with_pending_flows_match_the_per_flow_walk():

@@ -1,16 +1,10 @@
-"""How many of the flows sent to a server are still running, estimated (plain Python).
+"""Flows whose end the controller sees (their FIN, or their rules idling out), counted
+exactly (plain Python):
 
-The controller knows when it sent each flow where; the profiler knows how long flows of each
-microservice last (20 quantiles of the durations it has seen). A flow sent at t is still
-running at time x with probability S(x - t), S the survival function of its microservice's
-durations; the expected number of running flows of a microservice on a server is the sum of
-S over the flows sent there. With what one running flow costs (the profiler's per-flow use)
-this is a load estimate without the lag of measured or predicted data (issue 12: in the
-spirit of Envoy's least-request, which counts the requests each backend has open).
-
-Flows are counted per (server, microservice) in buckets of ``bucket_s`` (1 s), so an estimate
-costs the number of buckets within the longest duration, whatever the number of flows, and
-memory is bounded by that horizon (at most ``max_age_s``).
+- InstanceFlows: open flows per instance, by start time (least connections; `malb`'s
+  short flows at their expected remaining lives);
+- OpenFlows: open flows per server and microservice, each with what its server's samples
+  measured it to use, and the durations of alike flows that ended (`malb`'s long flows).
 """
 from __future__ import annotations
 
@@ -18,8 +12,9 @@ import bisect
 import math
 from collections import deque
 
-DEFAULT_BUCKET_S = 1.0
-DEFAULT_MAX_AGE_S = 600.0
+from ryu_apps.estimators.running_flows import DEFAULT_MAX_AGE_S
+from ryu_apps.estimators.survival import Survival
+
 # OpenFlows.shortfall: the ended flows kept per microservice, (cost, duration) each; flows
 # measured within SIMILAR_COST of each other are alike (the back-end's two job sizes differ
 # by 2.1x); fewer than MIN_ALIKE alike flows that outlived a flow's age say nothing
@@ -30,117 +25,6 @@ MIN_ALIKE = 3
 # measured what the server used, so at most a few hundred of them run at once, however many
 # flows a flood opens (the flood's share a sample's use between them)
 WEIGHTY_PCT = 0.5
-
-
-class Survival:
-    """S(age) from n duration quantiles q_1 <= ... <= q_n: 1 before q_1, then the distribution
-    function runs linearly through (q_i, i/n), so S reaches 0 at the longest duration seen
-    (flows shorter than q_1, the shortest 1/n of them, count until q_1)."""
-
-    __slots__ = ("points", "probs", "longest", "_remaining")
-
-    def __init__(self, quantiles_s):
-        qs = sorted(float(q) for q in quantiles_s)
-        if not qs or any(not math.isfinite(q) or q < 0 for q in qs):
-            raise ValueError(f"quantiles: expected finite durations >= 0, got {quantiles_s!r}")
-        n = len(qs)
-        self.points = qs
-        self.probs = [(i + 1) / n for i in range(n)]
-        self.longest = qs[-1]
-        self._remaining: dict[tuple[int, float], float] = {}   # (steps, step_s) -> seconds
-
-    def __call__(self, age: float) -> float:
-        pts = self.points
-        if age < pts[0]:
-            return 1.0
-        if age >= self.longest:
-            return 0.0
-        i = bisect.bisect_right(pts, age)          # pts[i-1] <= age < pts[i]
-        lo, hi = pts[i - 1], pts[i]
-        p_lo, p_hi = self.probs[i - 1], self.probs[i]
-        return 1.0 - (p_lo + (p_hi - p_lo) * (age - lo) / (hi - lo))
-
-    def expected_remaining(self, age: float) -> float:
-        """How much longer a flow that has run `age` seconds is expected to run:
-        the integral of S from age on, over S(age) (0 past the longest duration seen)."""
-        age = max(0.0, age)
-        s_age = self(age)
-        if s_age <= 0.0:
-            return 0.0
-        pts, probs = self.points, self.probs
-        area = max(0.0, pts[0] - age)               # S = 1 before the shortest
-        for i in range(1, len(pts)):
-            lo, hi = pts[i - 1], pts[i]
-            if hi <= age or hi <= lo:
-                continue
-            a = max(lo, age)
-            s_a = 1.0 - (probs[i - 1] + (probs[i] - probs[i - 1]) * (a - lo) / (hi - lo))
-            area += (hi - a) * (s_a + 1.0 - probs[i]) / 2
-        return area / s_age
-
-    def remaining_at_step(self, steps: int, step_s: float) -> float:
-        """expected_remaining(steps * step_s), kept: ages counted in steps repeat."""
-        key = (steps, step_s)
-        rem = self._remaining.get(key)
-        if rem is None:
-            rem = self._remaining[key] = self.expected_remaining(steps * step_s)
-        return rem
-
-
-class RunningFlows:
-    """Flow starts per server and microservice, in time buckets: [bucket number, count]."""
-
-    def __init__(self, bucket_s: float = DEFAULT_BUCKET_S, max_age_s: float = DEFAULT_MAX_AGE_S):
-        if not bucket_s > 0 or not max_age_s > 0:
-            raise ValueError("bucket_s and max_age_s must be > 0")
-        self.bucket_s, self.max_age_s = bucket_s, max_age_s
-        self._starts: dict[str, dict[str, deque]] = {}
-
-    def add(self, server: str, microservice: str, t: float) -> None:
-        k = math.floor(t / self.bucket_s)
-        q = self._starts.setdefault(server, {}).setdefault(microservice, deque())
-        if q and q[-1][0] == k:
-            q[-1][1] += 1
-        elif not q or q[-1][0] < k:
-            q.append([k, 1])
-        else:                       # the clock stepped back: rare, insert in order
-            keys = [b[0] for b in q]
-            i = bisect.bisect_left(keys, k)
-            if i < len(q) and q[i][0] == k:
-                q[i][1] += 1
-            else:
-                q.insert(i, [k, 1])
-        oldest = math.floor((t - self.max_age_s) / self.bucket_s)
-        while q and q[0][0] < oldest:
-            q.popleft()
-
-    def expected(self, server: str, at: float, survival: dict[str, "Survival | float"]
-                 ) -> dict[str, float]:
-        """Per microservice, the expected number of its flows on the server still running at
-        `at` (flows sent after `at` do not count). `survival` maps a microservice to its
-        Survival, or to a number of seconds for which every flow counts as running (no
-        durations known yet); microservices not in it are left out."""
-        out = {}
-        half = self.bucket_s / 2
-        for ms, q in self._starts.get(server, {}).items():
-            s = survival.get(ms)
-            if s is None:
-                continue
-            horizon = s.longest if isinstance(s, Survival) else float(s)
-            total = 0.0
-            for k, n in reversed(q):
-                age = at - (k * self.bucket_s + half)
-                if age < -half:
-                    continue                  # sent after `at`
-                if age >= horizon:
-                    break
-                total += n * (s(max(0.0, age)) if isinstance(s, Survival) else 1.0)
-            if total > 0:
-                out[ms] = total
-        return out
-
-    def buckets(self) -> int:
-        return sum(len(q) for per in self._starts.values() for q in per.values())
 
 
 class InstanceFlows:
@@ -212,6 +96,11 @@ class InstanceFlows:
 
     def open_count(self, instance: str) -> int:
         return self._total.get(instance, 0)
+
+    def instance_of(self, key) -> str | None:
+        """The instance an open flow went to (None: not open)."""
+        where = self._open.get(key)
+        return None if where is None else where[0]
 
     def remaining(self, instance: str, now: float, survival: Survival | None) -> float:
         """The seconds of flow the instance is expected still to carry: each open flow's

@@ -1,0 +1,9 @@
+"""What the policies count and estimate, plain Python with time passed in:
+
+- pending_assignments: flows sent to a server that its load data does not show yet;
+- survival: how long a microservice's flows last (S(age), expected remaining life);
+- running_flows: flows sent to a server still expected to run (assignments x survival);
+- open_flows: flows whose end the controller sees, per instance and per server, with what
+  each was measured to use;
+- running_load: a server's load now from its latest sample and the flows it runs (malb).
+"""

@@ -1,0 +1,176 @@
+"""MALB (Kalafatidis and Mamatas, "Microservices-Adaptive Software-Defined Load Balancing for
+5G and Beyond Ecosystems", IEEE TNSM), as the paper states it (``malb-paper``) and with
+this project's additions (``malb``), each an option of its own:
+
+- the paper's rule (section III.C): short-flow microservices get round robin; long-flow
+  ones the server with the least weighted load ``alpha*cpu + beta*mem + gamma*net`` of the
+  profiler's predictions, with the microservice's weights from the profiler (the view
+  corrects every policy's load data for the flows sent since it was sampled);
+- ``short_flows="least-remaining"``: a short flow whose end the controller watches goes to
+  the instance with the least flow time still to carry (its open short flows at their
+  expected remaining lives, from the profiled durations; over the server's capacity share
+  on unequal servers); unwatched ones get round robin (by capacity, below);
+- ``capacity_weighted``: on unequal servers, short flows by round robin weighted by the
+  servers' capacities;
+- ``long_flows="running-load"``: once the profiler knows per-flow use, each server's load
+  now (estimators/running_load.py: its latest sample, less what the flows it ran then
+  explain, plus what the flows it runs now cost, each measured flow for the part of the
+  next ``lookahead_s`` it is expected still to run), weighted by
+  ``per_flow_weights`` (each resource's share of what one flow uses) or the profiler's;
+- ``spread``: on unequal servers a long flow goes where its own cost raises the variance of
+  the servers' loads least, not to the least loaded server.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ryu_apps.policies import register
+from ryu_apps.policies.base import Options, Policy
+from ryu_apps.policies.rules import capacity_shares, least_load, round_robin, weighted_turn
+
+LOOKAHEAD_S = 5.0
+SHORT_RULES = ("round-robin", "least-remaining")
+LONG_RULES = ("predicted-load", "running-load")
+
+
+@dataclass(frozen=True)
+class MalbOptions(Options):
+    short_flows: str = "least-remaining"
+    capacity_weighted: bool = True
+    long_flows: str = "running-load"
+    per_flow_weights: bool = True
+    spread: bool = True
+    lookahead_s: float = LOOKAHEAD_S
+
+    def __post_init__(self):
+        if self.short_flows not in SHORT_RULES:
+            raise ValueError(f"short_flows: one of {', '.join(SHORT_RULES)}, "
+                             f"got {self.short_flows!r}")
+        if self.long_flows not in LONG_RULES:
+            raise ValueError(f"long_flows: one of {', '.join(LONG_RULES)}, "
+                             f"got {self.long_flows!r}")
+        if not isinstance(self.lookahead_s, (int, float)) or not self.lookahead_s >= 0:
+            raise ValueError(f"lookahead_s: a number of seconds >= 0, got {self.lookahead_s!r}")
+
+
+@register("malb-paper", rank=3, title="MALB (paper's rule)", short_flows="round-robin",
+          capacity_weighted=False, long_flows="predicted-load", per_flow_weights=False,
+          spread=False)
+@register("malb", rank=4, title="MALB (ours)")
+class Malb(Policy):
+    title = "MALB"
+    Options = MalbOptions
+    dataplane = True
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self._credit: dict[str, dict[str, float]] = {}      # ms -> instance -> credit
+
+    def choose(self, view, ms, candidates, now, flow):
+        o = self.options
+        weights = view.weights(ms, now)[0]
+        if view.flow_class(ms)[0] == "short":
+            if o.short_flows == "least-remaining" and flow.watched is not None:
+                return self._least_remaining(view, ms, candidates, now, weights)
+            if o.capacity_weighted and view.unequal_servers(candidates):
+                share = capacity_shares(view, candidates, weights)
+                best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates)
+                return self.decision(best, "weighted-round-robin",
+                                     "short flows: round robin weighted by server capacity",
+                                     now, {b.server: round(share[b.name], 3)
+                                           for b in candidates}, weights)
+            return round_robin(view, self, ms, now, "short flows: round robin")
+        if o.long_flows == "running-load" and view.running_model():
+            w = view.flow_weights(ms, now)[0] if o.per_flow_weights else weights
+            return self._least_running_load(view, ms, candidates, now, w)
+        return least_load(view, self, ms, candidates, now, "weighted-least-load", weights)
+
+    def watches(self, view, ms):
+        # least-remaining counts the short flows open on each instance: it needs their ends
+        return self.options.short_flows == "least-remaining" or super().watches(view, ms)
+
+    def short_flow_shares(self, view, ms, candidates, now):
+        if self.options.capacity_weighted and view.unequal_servers(candidates):
+            return capacity_shares(view, candidates, view.weights(ms, now)[0])
+        return super().short_flow_shares(view, ms, candidates, now)
+
+    # ------------------------------------------------------------ short flows
+    def _least_remaining(self, view, ms, candidates, now, weights):
+        """The instance with the least flow time still to carry, its open flows each at the
+        expected remaining life of a flow of its age (the profiled durations; one per open
+        flow until they are known), with the new flow's own expected life, over the
+        server's capacity share on unequal servers. Round robin lets 10 MB objects queue on
+        one instance's link while another's is idle; this cuts the ui's RT spread. Ties go
+        in round-robin order."""
+        survival = view.survival.get(ms)
+        new = survival.expected_remaining(0.0) if survival is not None else 1.0
+        share = capacity_shares(view, candidates, weights) \
+            if view.unequal_servers(candidates) else {}
+        n, start = len(view.pools[ms]), view.turn[ms]
+        pos = {b.name: i for i, b in enumerate(view.pools[ms])}
+        scores = {b.name: (view.open_short.remaining(b.name, now, survival) + new)
+                  / max(share.get(b.name, 1.0), 1e-9) for b in candidates}
+        best = min(candidates, key=lambda b: (round(scores[b.name], 9),
+                                              (pos[b.name] - start) % n))
+        view.turn[ms] = (pos[best.name] + 1) % n
+        basis = "profiled durations" if survival is not None else "open flows"
+        return self.decision(best, "least-remaining",
+                             f"short flows: least flow time still to carry ({basis})", now,
+                             {b.server: round(scores[b.name], 3) for b in candidates},
+                             weights)
+
+    # ------------------------------------------------------------ long flows
+    def _least_running_load(self, view, ms, candidates, now, weights):
+        """Weighted least load on (the server's base load, what its flows do not explain,
+        + what the flows it runs now cost)."""
+        a, b, g = weights
+        scores, running = {}, {}
+        for c in candidates:
+            load = view.loads[c.server]
+            if not view.fresh(load, now):
+                continue
+            meas, then_cpu, then_net, skip = view.running_estimate.base(c.server, load)
+            if any(w > 0 and v is None for w, v in zip(weights, meas)):
+                continue
+            now_cpu, now_net, running[c.server] = view.running_estimate.flows(
+                c.server, now, skip, self.options.lookahead_s)
+            cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu
+            net = max(0.0, (meas[2] or 0.0) - then_net) + now_net
+            scores[c.server] = a * cpu + b * (meas[1] or 0.0) + g * net
+        fresh = [c for c in candidates if c.server in scores]
+        if not fresh:
+            return round_robin(view, self, ms, now,
+                               "weighted-least-load: no fresh load data, round robin")
+        rank = self._spread_raise(view, ms, fresh, scores, weights) \
+            if self.options.spread else None
+        best = min(fresh, key=lambda c: ((rank or scores)[c.server], running[c.server],
+                                         c.order))
+        left_out = len(candidates) - len(fresh)
+        how = "raises the spread least" if rank else "lowest"
+        reason = f"weighted-least-load (running flows): {best.server} {how} of {len(fresh)}" \
+            + (f" ({left_out} without fresh load data left out)" if left_out else "")
+        return self.decision(best, "weighted-least-load", reason, now,
+                             {s: round(v, 3) for s, v in scores.items()}, weights)
+
+    @staticmethod
+    def _spread_raise(view, ms, fresh, loads, weights) -> dict[str, float] | None:
+        """On unequal servers, per server how much the new flow would raise the variance
+        of the servers' loads if it went there (times n), or None on equal servers or while
+        a flow's cost is unknown. A flow of d load points on server s (its per-flow use
+        over s's capacity) changes the variance by d/n * (2 * (load_s - mean) + d * (1 -
+        1/n)). On equal servers d is the same everywhere and this orders the servers as
+        their loads do. On unequal ones the least loaded server is often a small one, where
+        a job is a big step: least load keeps the small servers' lows level with the big
+        ones' and so their means above."""
+        if len(fresh) < 2 or not view.unequal_servers(fresh):
+            return None
+        a, _b, g = weights
+        step = {}
+        for c in fresh:
+            own = view.flow_cost(ms, c.server)
+            if own is None:
+                return None
+            step[c.server] = a * own[0] + g * own[1]
+        n = len(fresh)
+        mean = sum(loads[c.server] for c in fresh) / n
+        return {s: d * (2 * (loads[s] - mean) + d * (1 - 1 / n)) for s, d in step.items()}

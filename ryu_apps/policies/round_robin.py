@@ -1,0 +1,15 @@
+"""Simple round robin (``srr``), the paper's first baseline: each microservice's in-service
+instances in turn, whatever their load."""
+from __future__ import annotations
+
+from ryu_apps.policies import register
+from ryu_apps.policies.base import Policy
+from ryu_apps.policies.rules import round_robin
+
+
+@register("srr", rank=1)
+class RoundRobin(Policy):
+    title = "SRR"
+
+    def choose(self, view, ms, candidates, now, flow):
+        return round_robin(view, self, ms, now, "srr baseline")

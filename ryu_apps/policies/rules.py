@@ -1,0 +1,114 @@
+"""Rules several policies share (plain Python; the view and the deciding policy passed in):
+
+- round_robin: the next in-service instance in the microservice's turn (the turn lives in
+  the view, so a policy switched at run time goes on where the last one left off);
+- least_load: the server with the least load from the view's latest data (the profiler's
+  predictions, or the switches' port counters for network), corrected for the flows sent
+  to it that the data does not show yet (estimators/pending_assignments.py);
+- capacity_shares and weighted_turn: each instance's share of new flows by its server's
+  capacity, and smooth weighted round robin (nginx's) over such shares;
+- open_per_capacity: open connections over the server's CPU capacity (weighted least
+  connections, and power of two choices on unequal servers).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ryu_apps.policies.base import Backend, Decision, NoBackend, Policy
+
+if TYPE_CHECKING:
+    from ryu_apps.policy import PolicyCore
+
+
+def round_robin(view: "PolicyCore", policy: Policy, ms: str, now: float,
+                reason: str) -> Decision:
+    pool = view.pools[ms]
+    start = view.turn[ms]
+    for step in range(len(pool)):
+        b = pool[(start + step) % len(pool)]
+        if view.in_service(b):
+            view.turn[ms] = (start + step + 1) % len(pool)
+            return policy.decision(b, "round-robin", reason, now)
+    raise NoBackend(f"no healthy instance of {ms}")   # unreachable: candidates non-empty
+
+
+def measure(view: "PolicyCore", server: str, weights: tuple[float, float, float],
+            algorithm: str, now: float) -> tuple[float, float, float] | None:
+    """(load, time of the data it rests on, how long that data takes to show a new flow
+    in full), or None without fresh data.
+
+    Least network load reads the switches' port statistics first (the reactive baseline
+    of the paper); weighted least load reads the profiler's per-server estimates, with the
+    switches' network figure when the profiler has none."""
+    prof, switch = view.loads[server], view.switch_net[server]
+    prof_ok, switch_ok = view.fresh(prof, now), view.fresh(switch, now)
+    if algorithm == "least-network-load":
+        if switch_ok and switch.net is not None:
+            return switch.net, switch.sample_time, 0.0
+        if prof_ok and prof.net is not None:
+            return prof.net, prof.sample_time, view.prediction_lag_s
+        return None
+    if not prof_ok:
+        return None
+    net = prof.net if prof.net is not None else (switch.net if switch_ok else None)
+    a, b, g = weights
+    parts = ((a, prof.cpu), (b, prof.mem), (g, net))
+    if any(w > 0 and v is None for w, v in parts):
+        return None
+    return sum(w * v for w, v in parts if w > 0), prof.sample_time, view.prediction_lag_s
+
+
+def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
+               now: float, algorithm: str, weights: tuple[float, float, float]) -> Decision:
+    """The least loaded server's instance; ties on fewer pending flows, then instance
+    order. Servers without fresh data are left out; with none fresh, round robin."""
+    measured = {b.server: measure(view, b.server, weights, algorithm, now)
+                for b in candidates}
+    fresh = [b for b in candidates if measured[b.server] is not None]
+    if not fresh:
+        return round_robin(view, policy, ms, now,
+                           f"{algorithm}: no fresh load data, round robin")
+    pending, scores = {}, {}
+    for b in fresh:
+        load, data_time, lag = measured[b.server]
+        pending[b.server], shares = view.pending_flows.view(b.server, data_time, lag)
+        scores[b.server] = load + view.cost(shares, weights)
+    best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
+    left_out = len(candidates) - len(fresh)
+    reason = f"{algorithm}: {best.server} lowest of {len(fresh)}" + \
+        (f" ({left_out} without fresh load data left out)" if left_out else "")
+    return policy.decision(best, algorithm, reason, now,
+                           {s: round(v, 3) for s, v in scores.items()}, weights)
+
+
+def capacity_shares(view: "PolicyCore", candidates: list[Backend],
+                    weights: tuple[float, float, float]) -> dict[str, float]:
+    """Per instance, its server's capacity relative to the candidates' mean, in the given
+    resource weights (CPU, memory, network)."""
+    caps = [view.capacities[b.server] for b in candidates]
+    means = [sum(c[i] for c in caps) / len(caps) for i in range(3)]
+    return {b.name: sum(w * c[i] / means[i] for i, w in enumerate(weights) if means[i] > 0)
+            for b, c in zip(candidates, caps)}
+
+
+def weighted_turn(credit: dict[str, float], share: dict[str, float],
+                  candidates: list[Backend]) -> Backend:
+    """Smooth weighted round robin (nginx's): every instance gains its share, the one with
+    the most credit is chosen and pays the total. `credit` is the caller's, kept between
+    calls; instances no longer in `share` lose theirs."""
+    for name in list(credit):
+        if name not in share:
+            del credit[name]
+    for name, w in share.items():
+        credit[name] = credit.get(name, 0.0) + w
+    best = max(candidates, key=lambda b: (credit[b.name], -b.order))
+    credit[best.name] -= sum(share.values())
+    return best
+
+
+def open_per_capacity(view: "PolicyCore", b: Backend) -> float:
+    """The instance's open connections over its server's CPU cores (1 core when the
+    capacity is unknown): equal servers order as the plain counts."""
+    cap = view.capacities.get(b.server)
+    cores = cap[0] if cap is not None and cap[0] > 0 else 1.0
+    return view.connections.open_count(b.name) / cores
