@@ -1,0 +1,332 @@
+"""MALB, the paper's rule (malb-paper) and ours (malb): ryu_apps/policies/malb.py."""
+from collections import Counter
+
+import pytest
+
+from tests.unit.policies.harness import SERVERS, loads, make_core, measured, running_core
+
+
+def test_malb_sends_long_flows_to_least_weighted_load():
+    core = make_core()
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)   # CPU-bound
+    loads(core, srv1=(90, 10, 1), srv2=(20, 80, 90), srv3=(50, 5, 5), srv4=(40, 50, 50))
+    d = core.choose("backend")
+    assert (d.server, d.algorithm) == ("srv2", "weighted-least-load")
+    assert d.scores["srv2"] == 20.0 and d.weights == (1.0, 0.0, 0.0)
+
+
+def test_malb_counts_the_jobs_each_server_runs_now_not_the_lagging_prediction():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # three jobs went to srv1 at 60 s: by 100 s the 10 s ones are over; a rolling mean
+    # still shows srv1 busy (prediction 40 %), the measurement at 99 s shows it idle
+    for t in (60.1, 60.2, 60.3):
+        core.note_assignment("srv1", "backend", t)
+    for srv in SERVERS:
+        cpu = 40.0 if srv == "srv1" else 20.0
+        core.update_server_load(srv, cpu, 10.0, 10.0, 99.0, measured=(5.0 if srv == "srv1"
+                                                                      else 20.0, 10.0, 10.0))
+    d = core.choose("backend", now=100.0)
+    assert d.server == "srv1" and "running flows" in d.reason
+    # malb-paper decides on the prediction: anything but srv1
+    paper = running_core("malb-paper", capacities={s: (0.3, 256, 50) for s in SERVERS})
+    for srv in SERVERS:
+        paper.update_server_load(srv, 40.0 if srv == "srv1" else 20.0, 10.0, 10.0, 99.0,
+                                 measured=(5.0 if srv == "srv1" else 20.0, 10.0, 10.0))
+    assert paper.choose("backend", now=100.0).server != "srv1"
+
+
+def test_malb_spreads_a_burst_by_the_jobs_it_sent_since_the_measurement():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    measured(core, 99.0)
+    picks = [core.choose("backend", now=100.0 + k * 0.01).server for k in range(8)]
+    assert Counter(picks) == {s: 2 for s in SERVERS}
+
+
+def test_malb_flows_running_at_the_measurement_are_not_counted_twice():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # srv1 got two jobs at 95 s; the measurement at 99 s already shows them (10 % each)
+    core.note_assignment("srv1", "backend", 95.0)
+    core.note_assignment("srv1", "backend", 95.0)
+    measured(core, 99.0, srv1=30.0, srv2=25.0)
+    d = core.choose("backend", now=100.0)
+    # srv1: 30 - 2 x 10 + 2 x 10 = 30, srv2: 25: srv2; the others at 10
+    assert d.scores["srv1"] == pytest.approx(30.0) and d.scores["srv2"] == pytest.approx(25.0)
+    assert d.server == "srv3"
+
+
+def test_malb_on_servers_of_different_sizes_costs_a_flow_by_each_servers_capacity():
+    caps = {"srv1": (0.6, 256, 50), "srv2": (0.3, 256, 50), "srv3": (0.3, 256, 50),
+            "srv4": (0.2, 256, 50)}
+    core = running_core(capacities=caps)
+    measured(core, 99.0, srv1=0.0, srv2=0.0, srv3=0.0, srv4=0.0)
+    picks = Counter(core.choose("backend", now=100.0 + k * 0.01).server for k in range(14))
+    # 0.03 cores: 5 % of srv1, 10 % of srv2/3, 15 % of srv4: picks in proportion to capacity
+    assert picks == {"srv1": 6, "srv2": 3, "srv3": 3, "srv4": 2}
+    # short flows: round robin weighted by capacity (in the microservice's weights)
+    core.set_manual_weights("ui", (1.0, 0.0, 0.0))
+    ui = Counter(core.choose("ui", now=101.0).server for _ in range(140))
+    assert ui == {"srv1": 60, "srv2": 30, "srv3": 30, "srv4": 20}
+    # equal servers: plain round robin, as the paper
+    eq = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    assert [eq.choose("ui").server for _ in range(4)] == SERVERS
+
+
+def test_malb_on_unequal_servers_sends_a_job_where_it_raises_the_spread_least():
+    caps = {"srv1": (0.6, 256, 50), "srv2": (0.3, 256, 50), "srv3": (0.3, 256, 50),
+            "srv4": (0.2, 256, 50)}
+    # a job (0.03 cores) is 5 points on srv1, 15 on srv4: srv4, 4 points below the others,
+    # is the least loaded but would end 11 above them; srv1 would end 5 above
+    core = running_core(capacities=caps)
+    measured(core, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=26.0)
+    d = core.choose("backend", now=100.0)
+    assert d.server == "srv1" and "raises the spread least" in d.reason
+    assert d.scores["srv4"] == pytest.approx(26.0)       # the loads it saw, as before
+    # far enough below the others, the small server takes it
+    core = running_core(capacities=caps)
+    measured(core, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=10.0)
+    assert core.choose("backend", now=100.0).server == "srv4"
+    # the paper's rule keeps least load
+    paper = running_core("malb-paper", capacities=caps)
+    measured(paper, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=26.0)
+    assert paper.choose("backend", now=100.0).server == "srv4"
+    # equal servers: least load, as before
+    eq = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    measured(eq, 99.0, srv1=30.0, srv2=30.0, srv3=30.0, srv4=26.0)
+    d = eq.choose("backend", now=100.0)
+    assert d.server == "srv4" and "lowest of 4" in d.reason
+
+
+def test_malb_without_durations_decides_as_the_paper():
+    a, b = make_core("malb"), make_core("malb-paper")
+    for core in (a, b):
+        loads(core, srv1=(5.0, 5.0, 5.0), srv2=(50.0, 5.0, 5.0))
+    assert [a.choose("backend", now=100.0 + k).server for k in range(6)] == \
+        [b.choose("backend", now=100.0 + k).server for k in range(6)]
+
+
+def test_malb_takes_the_network_base_from_the_prediction_less_the_flows_of_its_window():
+    core = make_core("malb", capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # 20 s streams of 1 MB/s (16 % of a 50 Mbit/s server each)
+    core.update_profiles({"video": (0.0, 0.0, 1.0)}, {}, 100.0,
+                         per_flow_abs={"video": (0.0, 1e6)},
+                         durations={"video": [10.0] * 20}, prediction_lag_s=30.0)
+    for _ in range(3):                       # three 10 s streams (16 % each) at 70 s
+        core.note_assignment("srv1", "video", 70.0)
+    # a rolling mean over 69..99 s holds them 4 periods of 10: 19.2 % above srv1's base of 10
+    for srv in SERVERS:
+        core.update_server_load(srv, 10.0, 10.0, 29.2 if srv == "srv1" else 10.0, 99.0,
+                                measured=(10.0, 10.0, 10.0))
+    d = core.choose("video", now=100.0)
+    assert d.scores == pytest.approx({s: 10.0 for s in SERVERS}, abs=1e-6)
+    assert d.server == "srv1"         # the streams are over; the prediction still shows them
+
+
+def test_malb_takes_the_cpu_base_from_the_latest_measurement():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0, prediction_lag_s=30.0)
+    # the prediction (a 30 s mean) still shows srv2's old load; its latest sample does not
+    for srv in SERVERS:
+        core.update_server_load(srv, 60.0 if srv == "srv2" else 20.0, 10.0, 10.0, 99.0,
+                                measured=(5.0 if srv == "srv2" else 20.0, 10.0, 10.0))
+    assert core.choose("backend", now=100.0).server == "srv2"
+
+
+def test_malb_takes_short_flows_at_their_level_over_servers_not_their_latest_sample():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
+                         per_flow_abs={"ui": (0.01, 1e6)},
+                         durations={"ui": [1.0] * 20})
+
+    def sample(parts_of):
+        for srv in SERVERS:
+            ui_now, ui_mean, be = parts_of[srv]
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, 99.0, measured=(ui_now + be, 10.0, 10.0),
+                parts={"ui": {"cpu": ui_now, "net": 0.0, "cpu_mean": ui_mean, "net_mean": 0.0},
+                       "backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}})
+    # srv1 carries a 10 MB ui object at the sample (40 % for 4 s) and had the most of the
+    # ui's last half minute; its back-end carries one job (10 %), the others' two (20 %)
+    sample({"srv1": (40.0, 12.0, 10.0), "srv2": (0.0, 4.0, 20.0),
+            "srv3": (0.0, 4.0, 20.0), "srv4": (0.0, 4.0, 20.0)})
+    core.note_assignment("srv2", "ui", 99.5)     # short flows sent since are not counted
+    d = core.choose("backend", now=100.0)
+    # every server: the ui's level over the servers, (12 + 3 x 4) / 4 = 6 %, plus its back-end
+    assert d.scores == pytest.approx({"srv1": 16.0, "srv2": 26.0, "srv3": 26.0,
+                                      "srv4": 26.0})
+    assert d.server == "srv1"
+    assert core.status(100.0)["servers"]["srv1"]["by_microservice"]["ui"]["cpu_mean"] == 12.0
+    # the same figures without the parts: srv1's latest sample (50 %) keeps it out
+    plain = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    for srv, cpu in (("srv1", 50.0), ("srv2", 20.0), ("srv3", 20.0), ("srv4", 20.0)):
+        plain.update_server_load(srv, 30.0, 10.0, 10.0, 99.0, measured=(cpu, 10.0, 10.0))
+    assert plain.choose("backend", now=100.0).server != "srv1"
+
+
+def test_malb_counts_each_watched_job_at_what_its_server_measured_it_to_use():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})   # a job: 10 %
+
+    def sample(t, backend):
+        for srv in SERVERS:
+            be = backend[srv]
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, t, measured=(be, 10.0, 10.0),
+                parts={"ui": {"cpu": 0.0, "net": 0.0, "cpu_mean": 0.0, "net_mean": 0.0},
+                       "backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}})
+    # srv1: a heavy job (40 %) from 90 s, then a light one (10 %) from 93 s; srv4: two
+    # 12 % jobs from 90 s; srv2 and srv3 busy
+    core.note_assignment("srv1", "backend", 90.0, watched="heavy")
+    for srv in ("srv2", "srv3", "srv4"):
+        for k in range(2):
+            core.note_assignment(srv, "backend", 90.0, watched=f"{srv}-{k}")
+    sample(93.0, {"srv1": 40.0, "srv2": 60.0, "srv3": 60.0, "srv4": 24.0})
+    core.note_assignment("srv1", "backend", 93.0, watched="light")
+    sample(96.0, {"srv1": 50.0, "srv2": 60.0, "srv3": 60.0, "srv4": 24.0})
+    assert core.open_flows.costs("srv1", 96.0) == ({"backend": (0, 2, 50.0, 0.0)})
+    assert core.status(96.0)["servers"]["srv1"]["watched_flows_measured"] == {
+        "backend": {"flows": 2, "cpu": 50.0, "net": 0.0}}
+    core.flow_ended("heavy", 97.0)
+    d = core.choose("backend", now=97.5)
+    # srv1 runs the light job (10 %), srv4 its two (24 %); by the profile's 10 % a job,
+    # srv1 would be 50 - 20 + 10 = 40 and srv4 4 + 20 = 24
+    assert d.scores["srv1"] == pytest.approx(10.0) and d.scores["srv4"] == pytest.approx(24.0)
+    assert d.server == "srv1"
+
+
+def test_malb_counts_a_job_about_to_end_for_the_part_of_the_next_seconds_it_runs():
+    from ryu_apps.policies.malb import LOOKAHEAD_S
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+
+    def sample(t, backend):
+        for srv in SERVERS:
+            be = backend.get(srv, 0.0)
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, t, measured=(be, 10.0, 10.0),
+                parts={"ui": {"cpu": 0.0, "net": 0.0, "cpu_mean": 0.0, "net_mean": 0.0},
+                       "backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}})
+    # jobs of this size were seen to last 10 s, start to FIN
+    for k in range(4):
+        core.note_assignment("srv3", "backend", 11.0 * k, watched=("old", k))
+        sample(11.0 * k + 3.0, {"srv3": 12.5})
+        core.flow_ended(("old", k), 11.0 * k + 10.0)
+    # now srv2 runs one 9 s old, srv1 one 4 s old; srv3 and srv4 are busier
+    core.note_assignment("srv2", "backend", 91.0, watched="ending")
+    sample(94.0, {"srv2": 12.5, "srv3": 25.0, "srv4": 25.0})
+    core.note_assignment("srv1", "backend", 96.0, watched="fresh")
+    sample(99.0, {"srv1": 12.5, "srv2": 12.5, "srv3": 25.0, "srv4": 25.0})
+    assert LOOKAHEAD_S == 5.0
+    # on what they use now the two tie, and srv1 would come first
+    assert core.running_load("srv1", 100.0)[0] == pytest.approx(12.5)
+    assert core.running_load("srv2", 100.0)[0] == pytest.approx(12.5)
+    d = core.choose("backend", now=100.0)
+    # srv2's job has 1 s of the next 5 left: 12.5 x 1/5; srv1's 6 s: all of it
+    assert d.scores["srv1"] == pytest.approx(12.5)
+    assert d.scores["srv2"] == pytest.approx(2.5)
+    assert d.server == "srv2"
+
+
+def test_malb_weighs_a_long_flow_by_what_one_flow_uses_not_the_instances_footprint():
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    # the paper's weights: memory (the idle footprint) 97 %; a job uses CPU only
+    core.update_profiles({"backend": (0.03, 0.97, 0.0)}, {}, 100.0,
+                         per_flow={"backend": (10.0, 0.0, 0.0)})
+    for srv in SERVERS:        # srv1: most CPU, least memory (by a percent)
+        core.update_server_load(srv, 10.0, 20.0, 5.0, 99.0,
+                                measured=(40.0 if srv == "srv1" else 10.0,
+                                          19.0 if srv == "srv1" else 20.0, 5.0))
+    d = core.choose("backend", now=100.0)
+    assert d.weights == (1.0, 0.0, 0.0) and d.server != "srv1"
+    ms = core.status(100.0)["microservices"]["backend"]
+    assert ms["flow_weights_source"] == "per-flow use" and ms["weights"]["beta"] == 0.97
+    paper = running_core("malb-paper", capacities={s: (0.3, 256, 50) for s in SERVERS})
+    paper.update_profiles({"backend": (0.03, 0.97, 0.0)}, {}, 100.0)
+    for srv in SERVERS:
+        paper.update_server_load(srv, 40.0 if srv == "srv1" else 10.0,
+                                 19.0 if srv == "srv1" else 20.0, 5.0, 99.0)
+    paper_pick = paper.choose("backend", now=100.0)
+    assert paper_pick.weights == pytest.approx((0.03, 0.97, 0.0)) and paper_pick.server == "srv1"
+    core.set_manual_weights("backend", (0.0, 1.0, 0.0))        # manual weights still win
+    assert core.choose("backend", now=100.5).weights == (0.0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("bad", [None, float("nan"), float("inf"), -1.0, "1"])
+
+
+def test_malb_ignores_parts_with_a_short_flow_figure_missing_or_not_a_use(bad):
+    core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    for srv in SERVERS:
+        core.update_server_load(
+            srv, 30.0, 10.0, 10.0, 99.0, measured=(50.0 if srv == "srv1" else 20.0, 10.0, 10.0),
+            parts={"ui": {"cpu": 40.0, "net": bad, "cpu_mean": 0.0, "net_mean": 0.0}})
+    d = core.choose("backend", now=100.0)
+    assert d.scores["srv1"] == pytest.approx(50.0) and d.server != "srv1"
+
+
+def test_malb_sends_a_watched_short_flow_where_the_least_flow_time_is_left():
+    core = make_core()
+    core.update_profiles({}, {}, 100.0, durations={"ui": [0.4] * 10 + [4.0] * 10})
+    # srv1 got an object 0.5 s ago (a long one: the short ones end at 0.4 s); srv2 one
+    # just now; srv3 two at 3.9 s old (nearly done); srv4 one just now
+    for key, inst, t in (("a", "srv1-ui", 99.5), ("b", "srv2-ui", 100.0),
+                         ("c", "srv3-ui", 96.1), ("d", "srv3-ui", 96.1),
+                         ("e", "srv4-ui", 100.0)):
+        core.open_short.add(key, inst, t)
+    d = core.choose("ui", watched="f")
+    assert (d.server, d.algorithm) == ("srv3", "least-remaining")
+    assert d.scores["srv3"] < d.scores["srv2"] == d.scores["srv4"] < d.scores["srv1"]
+    assert core.open_short.open_count("srv3-ui") == 3
+    # its FIN: it no longer counts
+    assert core.flow_ended("f", 100.5) and core.open_short.open_count("srv3-ui") == 2
+    # not watched (the controller will not see its end): round robin, as before
+    assert core.choose("ui").algorithm == "round-robin"
+
+
+def test_malb_short_flows_without_durations_go_to_the_fewest_open_ties_in_turn():
+    core = make_core()
+    picks = [core.choose("ui", watched=k).server for k in range(4)]
+    assert picks == SERVERS                       # all empty: in turn, as round robin
+    core.flow_ended(2, 100.0)                     # srv3's ended: the only one with none
+    assert core.choose("ui", watched=9).server == "srv3"
+    for k in (0, 1, 3, 9):
+        core.flow_ended(k, 100.0)
+    # empty again: the turn goes on after the last pick
+    assert [core.choose("ui", watched=10 + k).server for k in range(4)] == \
+        ["srv4", "srv1", "srv2", "srv3"]
+
+
+def test_malb_short_flows_on_unequal_servers_weigh_by_capacity():
+    caps = {"srv1": (0.6, 512, 100), "srv2": (0.3, 512, 100), "srv3": (0.3, 512, 100),
+            "srv4": (0.2, 512, 100)}
+    core = make_core(capacities=caps)
+    core.update_profiles({"ui": (1.0, 0.0, 0.0)}, {}, 100.0, durations={"ui": [1.0] * 20})
+    picks = Counter(core.choose("ui", watched=k).server for k in range(14))
+    # no flow ends: each server takes flows in proportion to its CPU (0.6 : 0.3 : 0.3 : 0.2)
+    assert picks == {"srv1": 6, "srv2": 3, "srv3": 3, "srv4": 2}
+
+
+def test_malb_paper_keeps_round_robin_for_watched_short_flows():
+    core = make_core("malb-paper")
+    core.open_short.add("x", "srv1-ui", 99.0)
+    assert [core.choose("ui", watched=k).server for k in range(4)] == SERVERS
+    assert not core.watches("ui") and core.watches("backend")
+    assert make_core("malb").watches("ui")
+
+
+def test_malb_measures_a_job_from_a_sample_whose_window_it_ran_through_as_the_sample_says():
+    """A sample covers the seconds the profiler says (sample_window_s), not always a whole
+    monitoring period: a job that started 2 s before a 1 s sample ran through all of it."""
+    def measured_jobs(window):
+        core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+        core.note_assignment("srv1", "backend", 97.0, watched="job")
+        for srv in SERVERS:
+            be = 40.0 if srv == "srv1" else 0.0
+            core.update_server_load(
+                srv, 30.0, 10.0, 10.0, 99.0, measured=(be, 10.0, 10.0),
+                parts={"backend": {"cpu": be, "net": 0.0, "cpu_mean": be, "net_mean": 0.0}},
+                window=window)
+        return core.open_flows.costs("srv1", 99.5), core.status(99.5)["servers"]["srv1"]
+    costs, status = measured_jobs(1.0)
+    assert costs == {"backend": (0, 1, 40.0, 0.0)} and status["sample_window_s"] == 1.0
+    costs, status = measured_jobs(None)      # unsaid: the 3 s period, from 96 s: not whole
+    assert costs == {"backend": (1, 0, 0.0, 0.0)} and status["sample_window_s"] is None
+    costs, _ = measured_jobs(float("nan"))   # not a window: the period's
+    assert costs == {"backend": (1, 0, 0.0, 0.0)}
