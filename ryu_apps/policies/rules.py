@@ -7,6 +7,8 @@
   to it that the data does not show yet (estimators/pending_assignments.py);
 - capacity_shares and weighted_turn: each instance's share of new flows by its server's
   capacity, and smooth weighted round robin (nginx's) over such shares;
+- least_in_turn: the candidate with the least score, ties in round-robin order (HAProxy's
+  leastconn among equally loaded servers);
 - open_per_capacity: open connections over the server's CPU capacity (weighted least
   connections, and power of two choices on unequal servers).
 """
@@ -112,3 +114,17 @@ def open_per_capacity(view: "PolicyCore", b: Backend) -> float:
     cap = view.capacities.get(b.server)
     cores = cap[0] if cap is not None and cap[0] > 0 else 1.0
     return view.connections.open_count(b.name) / cores
+
+
+def least_in_turn(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
+                  now: float, scores: dict[str, float], algorithm: str,
+                  reason: str) -> Decision:
+    """The candidate with the least score (per instance name); among equal ones, the
+    next in the microservice's round-robin turn, which moves past the chosen one."""
+    pool = view.pools[ms]
+    n, start = len(pool), view.turn[ms]
+    pos = {b.name: i for i, b in enumerate(pool)}
+    best = min(candidates, key=lambda b: (round(scores[b.name], 9), (pos[b.name] - start) % n))
+    view.turn[ms] = (pos[best.name] + 1) % n
+    return policy.decision(best, algorithm, reason, now,
+                           {b.server: round(scores[b.name], 3) for b in candidates})
