@@ -44,6 +44,7 @@ class InstanceFlows:
         self._keys: dict[str, deque] = {}       # instance -> its buckets, ascending
         self._counts: dict[str, dict[int, int]] = {}    # instance -> bucket -> open flows
         self._total: dict[str, int] = {}
+        self._events: dict[str, int] = {}       # instance -> flows started or ended so far
 
     def __len__(self) -> int:
         return len(self._open)
@@ -65,6 +66,7 @@ class InstanceFlows:
             keys.append(k)
         counts[k] = counts.get(k, 0) + 1
         self._total[instance] = self._total.get(instance, 0) + 1
+        self._events[instance] = self._events.get(instance, 0) + 1
         self._open[key] = (instance, k)
 
     def end(self, key) -> bool:
@@ -81,6 +83,7 @@ class InstanceFlows:
             while keys and keys[0] not in counts:
                 keys.popleft()
         self._total[instance] -= 1
+        self._events[instance] += 1
         return True
 
     def expire(self, now: float) -> int:
@@ -96,6 +99,10 @@ class InstanceFlows:
 
     def open_count(self, instance: str) -> int:
         return self._total.get(instance, 0)
+
+    def events(self, instance: str) -> int:
+        """How many of the instance's flows have started or ended so far."""
+        return self._events.get(instance, 0)
 
     def instance_of(self, key) -> str | None:
         """The instance an open flow went to (None: not open)."""

@@ -11,7 +11,8 @@ controller's status.
   picks no better than chance: experiments/decision_audit.py); network and memory from the
   prediction, as smooth as it. When the profiler splits a sample by microservice, CPU and
   network both start from the latest sample, each short-flow microservice's part taken at
-  its level (`short_levels`) and its flows left out of the running ones.
+  its level (`short_levels`) plus what its instance uses while none of our flows is open
+  on it (`own_load`), and its flows left out of the running ones.
 """
 from __future__ import annotations
 
@@ -106,6 +107,15 @@ class RunningLoad:
                 acc[2] += 1
         return {ms: (c / n, t / n) for ms, (c, t, n) in sums.items()}
 
+    def own_load(self, server: str, ms: str, now: float) -> tuple[float, float]:
+        """(CPU %, network %) that ms's instance on the server uses while none of our flows
+        is open on it, above its quietest peer's (estimators/quiet_use.py)."""
+        pool = self.view.pools[ms]
+        mine = next((b.name for b in pool if b.server == server), None)
+        if mine is None:
+            return 0.0, 0.0
+        return self.view.quiet_use.excess(mine, [b.name for b in pool], now)
+
     def _base(self, server: str, load: "ServerLoad") -> tuple[tuple, float, float, frozenset]:
         v = self.view
         lag = v.prediction_lag_s
@@ -118,13 +128,18 @@ class RunningLoad:
             # round robin brings the same mean to every server. So the short-flow part counts
             # at its recent mean, the rest at the latest sample less what its long flows
             # explain (network too: the ui's transfers were why it took the prediction).
+            # What the short part uses while none of our flows is open on the instance (a
+            # noisy neighbour in its container) is not the flows' and stays in full.
             skip = frozenset(short)
             cpu_then, net_then, _ = self.flows(server, load.sample_time - window / 2, skip)
             level = self.short_levels()
-            excess_cpu = sum(p["cpu"] - level[ms][0] for ms, p in short.items())
-            excess_net = sum(p["net"] - level[ms][1] for ms, p in short.items())
+            above_cpu = above_net = 0.0
+            for ms, p in short.items():
+                own_cpu, own_net = self.own_load(server, ms, load.sample_time)
+                above_cpu += p["cpu"] - level[ms][0] - own_cpu
+                above_net += p["net"] - level[ms][1] - own_net
             mem = load.mem if load.mem is not None else meas[1]
-            return (meas[0] - excess_cpu, mem, meas[2] - excess_net), cpu_then, net_then, skip
+            return (meas[0] - above_cpu, mem, meas[2] - above_net), cpu_then, net_then, skip
         cpu_then, net_then, _ = self.flows(server, load.sample_time - window / 2)
         if lag <= 0 or load.net is None or load.mem is None:
             return meas, cpu_then, net_then, frozenset()
