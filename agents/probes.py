@@ -6,7 +6,7 @@ service's GET /latency inside the container's network namespace, on demand (GET 
   Python 3.11 has no os.setns), creates the socket, and goes back before anything else runs
   on it. A socket keeps the namespace it was made in, so connect() after the return still
   reaches the container's 127.0.0.1. nsenter + curl cost a fork and two execs per reading
-  (docs/profiler.md has the figures).
+  (figures: docs/profiler.md, "GET /probes").
 - read_latency: one reading over such a socket (HTTP/1.0, one deadline for the whole
   exchange), and parse_latency_answer, its checks as a plain function.
 - Prober: every target read in parallel, each within its own timeout, and the answer built
@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
 
@@ -172,9 +172,10 @@ Reader = Callable[[int, int, float, float], dict]
 
 
 class Prober:
-    """Reads every target at once, each within `timeout_s`. A target whose last reading is
-    still running (its service is stuck) gets no second one: at most one thread per
-    instance is ever held, however often /probes is asked."""
+    """Reads every target at once, each within `timeout_s`. A target whose reading is still
+    under way (its service is stuck, or another request asked a moment ago) gets no second
+    one: the answer waits for that reading (over the same window) within its own timeout,
+    so at most one thread per instance is ever held, however often /probes is asked."""
 
     def __init__(self, reader: Reader, timeout_s: float, max_parallel: int = 32,
                  clock: Callable[[], float] = time.time,
@@ -182,17 +183,29 @@ class Prober:
         self.reader, self.timeout_s = reader, timeout_s
         self.clock, self.monotonic = clock, monotonic
         self.pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="probe")
-        self._busy: set[str] = set()
+        self._running: dict[str, tuple[Future, float]] = {}   # container -> (reading, window)
         self._lock = threading.Lock()
 
     def _read(self, t: Target, window_s: float) -> dict:
-        try:
-            reading = self.reader(t.pid, t.port, window_s, self.timeout_s)
-            reading["time"] = self.clock()
-            return reading
-        finally:
-            with self._lock:
-                self._busy.discard(t.container)
+        reading = dict(self.reader(t.pid, t.port, window_s, self.timeout_s))
+        reading["time"] = self.clock()
+        return reading
+
+    def _reading(self, t: Target, window_s: float) -> Future | str:
+        """The reading of the target: the one under way, or a new one; or why none."""
+        with self._lock:
+            held = self._running.get(t.container)
+            if held is not None and not held[0].done():
+                if held[1] != window_s:
+                    return (f"a reading over another window ({held[1]:g} s) is under way "
+                            f"(service stuck?)")
+                return held[0]
+            try:
+                future = self.pool.submit(self._read, t, window_s)
+            except RuntimeError as exc:      # the pool is shut down: the agent is stopping
+                return str(exc)
+            self._running[t.container] = (future, window_s)
+            return future
 
     def answer(self, server: str, targets: list[Target], window_s: float) -> dict:
         """The /probes answer: per instance, in_flight, count, p50_ms and p99_ms over the
@@ -208,17 +221,16 @@ class Prober:
                 entry["error"] = f"container is {t.state}" if t.state != "running" else \
                     "container's process not known yet"
                 continue
-            with self._lock:
-                if t.container in self._busy:
-                    entry["error"] = "its previous reading has not finished (service stuck?)"
-                    continue
-                self._busy.add(t.container)
-            try:
-                futures[self.pool.submit(self._read, t, window_s)] = t.instance
-            except RuntimeError as exc:      # the pool is shut down: the agent is stopping
-                with self._lock:
-                    self._busy.discard(t.container)
-                entry["error"] = str(exc)
+            reading = self._reading(t, window_s)
+            if isinstance(reading, str):
+                entry["error"] = reading
+            else:
+                futures[reading] = t.instance
+        with self._lock:        # containers gone since: their finished readings go
+            names = {t.container for t in targets}
+            for name in [c for c, (f, _) in self._running.items()
+                         if c not in names and f.done()]:
+                del self._running[name]
         done, _ = wait(futures, timeout=self.timeout_s + 0.05) if futures else (set(), set())
         now = self.clock()
         for future, instance in futures.items():

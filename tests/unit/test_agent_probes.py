@@ -86,7 +86,7 @@ def test_every_instance_is_read_in_parallel_and_reported_with_its_time_and_age()
     prober.shutdown()
 
 
-def test_a_stuck_service_times_out_alone_and_is_not_read_again_until_it_answers():
+def test_a_stuck_service_times_out_alone_and_holds_one_reading_until_it_answers():
     release = threading.Event()
     calls = {"stuck": 0, "fine": 0}
 
@@ -106,13 +106,39 @@ def test_a_stuck_service_times_out_alone_and_is_not_read_again_until_it_answers(
     assert stuck["error"] == "no answer within 0.2 s" and first["failed"] == 1
     assert stuck["in_flight"] is None and stuck["count"] is None and stuck["p50_ms"] is None
     assert first["instances"]["srv1-ui"]["error"] is None
+    # asked again: the stuck reading is waited for, not started again
     second = prober.answer("srv1", targets, 1.0)
-    assert "previous reading has not finished" in second["instances"]["srv1-be"]["error"]
-    assert calls == {"stuck": 1, "fine": 2}           # no second thread for the stuck one
+    assert second["instances"]["srv1-be"]["error"] == "no answer within 0.2 s"
+    other_window = prober.answer("srv1", targets, 5.0)["instances"]["srv1-be"]["error"]
+    assert "a reading over another window (1 s) is under way" in other_window
+    assert calls == {"stuck": 1, "fine": 3}           # no second thread for the stuck one
     release.set()
     time.sleep(0.1)
     prober.answer("srv1", targets, 1.0)
-    assert calls == {"stuck": 2, "fine": 3}
+    assert calls == {"stuck": 2, "fine": 4}
+    prober.shutdown()
+
+
+def test_two_requests_at_once_share_the_readings_under_way():
+    calls = []
+
+    def reader(pid, port, window_s, timeout_s):
+        calls.append(pid)
+        time.sleep(0.2)
+        return ok_reading(in_flight=pid)
+    prober = Prober(reader, timeout_s=1.0)
+    targets = [target("srv1-be", pid=1), target("srv1-ui", pid=2)]
+    answers = []
+    askers = [threading.Thread(target=lambda: answers.append(prober.answer("srv1", targets,
+                                                                            1.0)))
+              for _ in range(2)]
+    for a in askers:
+        a.start()
+    for a in askers:
+        a.join()
+    assert sorted(calls) == [1, 2]                      # each instance read once
+    for answer in answers:
+        assert answer["failed"] == 0 and answer["instances"]["srv1-be"]["in_flight"] == 1
     prober.shutdown()
 
 
