@@ -90,7 +90,7 @@ class Agent:
     def __init__(self, server: str, selector: Selector, capacity_fn, period_s: float = 1.0,
                  client=None, scrape: dict[str, int] | None = None, scrape_s: float = 5.0,
                  probe_ports: dict[str, int] | None = None, probe_window_s: float = 1.0,
-                 probe_timeout_s: float = 0.2, prober: Prober | None = None):
+                 probe_timeout_s: float = 0.25, prober: Prober | None = None):
         self.server = server
         self.selector = selector
         self.capacity_fn = capacity_fn          # () -> Capacity (re-read: limits may change)
@@ -113,8 +113,8 @@ class Agent:
         self.probe_ports, self.probe_window_s = probe_ports or {}, probe_window_s
         # container name -> its Target as of the latest sample (GET /probes reads these)
         self._probe_targets: dict[str, Target] = {}
-        self._prober = prober
-        self._probe_timeout_s = probe_timeout_s
+        # threads are started when the first reading is asked for; the namespace handle too
+        self._prober = prober or Prober(self._read_probe, probe_timeout_s)
         self._netns: NetnsSockets | None = None
         self.errors = 0
         self.metrics = Registry()
@@ -342,13 +342,13 @@ class Agent:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._prober is not None:
-            self._prober.shutdown()
+        self._prober.shutdown()
 
     # ---------------------------------------------------------------- probes
     def _read_probe(self, pid: int, port: int, window_s: float, timeout_s: float) -> dict:
-        if self._netns is None:
-            self._netns = NetnsSockets()
+        with self._lock:        # readings run in parallel: one handle for them all
+            if self._netns is None:
+                self._netns = NetnsSockets()
         return read_latency(self._netns, pid, port, window_s, timeout_s)
 
     def probes(self, window_s: float | None = None) -> dict | None:
@@ -358,8 +358,6 @@ class Agent:
             if self._latest is None:
                 return None
             targets = sorted(self._probe_targets.values(), key=lambda t: t.container)
-        if self._prober is None:
-            self._prober = Prober(self._read_probe, self._probe_timeout_s)
         answer = self._prober.answer(self.server, targets, window_s or self.probe_window_s)
         for name, entry in answer["instances"].items():
             if entry["error"] is not None:
