@@ -3,6 +3,7 @@ every controller.probe_period_s), against reading the same services with nsenter
 
     sudo .venv/bin/python -m benchmarks.probes [--servers 4] [--answers 400] [--rate 4]
         [--seconds 20] [--out results/bench]
+    .venv/bin/python -m benchmarks.probes --controller-side [--polls 2000]
 
 On the testbed (the paper's three microservices on every server, host agents, no controller
 or profiler: nothing else asks the agents or the services anything), idle services:
@@ -21,6 +22,11 @@ or profiler: nothing else asks the agents or the services anything), idle servic
 
 Writes probes.json and probes.md to --out. Takes the testbed's lock only if the caller does
 (`flock /tmp/malb-testbed.lock ...` on shared machines).
+
+--controller-side (no testbed, no root): the controller's part of one poll, as its shell
+does it under Ryu's hub (eventlet, sockets patched): the HTTP GET of a 3-instance answer
+from a JSON server in another process, the JSON, and ControllerCore.probe_answer; the
+process's CPU and the wall time per poll.
 """
 from __future__ import annotations
 
@@ -213,6 +219,59 @@ def markdown(r: dict) -> str:
         f"{p['rounds']} |", ""])
 
 
+def controller_side(polls: int) -> dict:
+    from ryu.lib import hub
+    hub.patch(thread=False)          # as ryu-manager does before loading the app
+    from common.config import parse_config
+    from common.httpjson import get_json
+    from ryu_apps.core import ControllerCore
+    cfg = parse_config({"servers": {"count": 1}, "controller": {"health": {"method": "none"}}})
+    ctl = ControllerCore(cfg, "srr", xid=lambda dpid: 0, started=time.time())
+    now = time.time()
+    body = {"server": "srv1", "time": now, "window_s": 1.0, "timeout_s": 0.25,
+            "took_ms": 1.7, "failed": 0, "instances": {
+                i.name: {"container": i.container, "microservice": i.microservice,
+                         "port": cfg.microservice(i.microservice).port, "in_flight": 2,
+                         "count": 10, "p50_ms": 12.5, "p99_ms": 80.0, "time": now,
+                         "age_s": 0.002, "error": None} for i in cfg.instances}}
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", (
+        "import json\n"
+        "from common.httpjson import JsonServer\n"
+        f"body = json.loads({json.dumps(json.dumps(body))})\n"
+        f"s = JsonServer(('127.0.0.1', {port}), {{('GET', '/probes'): lambda q, b: (200, body)}})\n"
+        "s.serve_forever()\n")], cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    url = f"http://127.0.0.1:{port}/probes"
+    try:
+        for _ in range(100):
+            try:
+                get_json(url, 1.0)
+                break
+            except Exception:        # noqa: BLE001 -- not listening yet
+                time.sleep(0.05)
+        out = []
+
+        def loop():
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(polls):
+                ctl.probe_answer("srv1", get_json(url, 1.0), time.time())
+            out.append((time.process_time() - c0, time.perf_counter() - t0))
+        hub.spawn(loop).wait()
+    finally:
+        server.kill()
+        server.wait()
+    cpu, wall = out[0]
+    return {"polls": polls, "cpu_ms_per_poll": 1000 * cpu / polls,
+            "wall_ms_per_poll": 1000 * wall / polls, "answer_bytes": len(json.dumps(body))}
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main(argv=None) -> int:
     p = ArgumentParser(prog="python -m benchmarks.probes", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,7 +280,16 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=float, default=4.0, help="answers a second per agent")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--out", default="results/bench")
+    p.add_argument("--controller-side", action="store_true",
+                   help="only the controller's part of a poll (no testbed)")
+    p.add_argument("--polls", type=int, default=2000)
     args = p.parse_args(argv)
+    if args.controller_side:
+        r = controller_side(args.polls)
+        print(f"controller side of one poll ({r['answer_bytes']} bytes): CPU "
+              f"{r['cpu_ms_per_poll']:.3f} ms, wall {r['wall_ms_per_poll']:.3f} ms "
+              f"(over {r['polls']} polls)")
+        return 0
     if os.geteuid() != 0:
         print("benchmarks.probes: needs root (the testbed)", file=sys.stderr)
         return 2

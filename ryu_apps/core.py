@@ -10,9 +10,9 @@ packet-in, a flow removed, flow and port statistics, a port status, the profiler
 (or its failure), a probe's result, an echo reply, an agent's GET /probes answer (or its
 failure: probe_answer, probe_failed; `probing` says whether the policy wants them), and the
 timer loops' steps (poll_stats, probe_health, health_marker, sync_dataplane); instances
-added, drained or removed and the policy changed over REST. The new-flow path itself is ryu_apps/flowpath.py; decisions are
-ryu_apps/policy.py, flow bookkeeping ryu_apps/flows.py, health ryu_apps/health.py, select
-groups ryu_apps/dataplane.py.
+added, drained or removed and the policy changed over REST. The new-flow path itself is
+ryu_apps/flowpath.py; decisions are ryu_apps/policy.py, flow bookkeeping ryu_apps/flows.py,
+health ryu_apps/health.py, select groups ryu_apps/dataplane.py.
 """
 from __future__ import annotations
 

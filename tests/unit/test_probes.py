@@ -201,7 +201,8 @@ def test_the_probe_settings_have_defaults_and_are_checked():
     assert (cfg.controller.probe_period_s, cfg.agents.probe_window_s,
             cfg.agents.probe_timeout_s) == (1.0, 5.0, 0.1)
     for data, message in [
-            ({"controller": {"probe_period_s": 0.01}}, "controller.probe_period_s: must be >= 0.05"),
+            ({"controller": {"probe_period_s": 0.01}},
+             "controller.probe_period_s: must be >= 0.05"),
             ({"controller": {"probe_period_s": "fast"}},
              "controller.probe_period_s: expected a number"),
             ({"controller": {"probe_period_s": float("inf")}},
