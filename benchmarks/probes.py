@@ -18,7 +18,10 @@ or profiler: nothing else asks the agents or the services anything), idle servic
    processes it spawns;
 3. steady: every agent asked at --rate answers a second for --seconds, as the controller
    polls at 0.25 s: each agent's extra CPU as a share of one core, and the services' extra
-   CPU per instance.
+   CPU per instance;
+4. busy: a CPU-bound loop in each of srv1's containers (its server's CPU share used up, the
+   services' own threads contending for their GIL), srv1's agent asked at --rate for
+   --seconds: how many readings fail (the per-instance timeout) and the answer's time.
 
 Writes probes.json and probes.md to --out. Takes the testbed's lock only if the caller does
 (`flock /tmp/malb-testbed.lock ...` on shared machines).
@@ -182,6 +185,33 @@ def run(args) -> dict:
         idle = spent(b, cpu_now())
         agent_share = [100 * (polled[0][s] - idle[0][s]) / polled_s for s in agents]
         service_share = [100 * (polled[1][n] - idle[1][n]) / polled_s for n in pids]
+        # 4. srv1's server busy
+        burner = "python3 -c 'while True: pass'"
+        for i in mine:
+            containers[i.name].exec_run(["sh", "-c", f"{burner} >/dev/null 2>&1 &"],
+                                        detach=True)
+        time.sleep(2.0)
+        took_busy, failed, asked, errors = [], 0, 0, {}
+        try:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < args.seconds:
+                start = time.monotonic()
+                _, body = _get(agents["srv1"])
+                took_busy.append(body["took_ms"] / 1000.0)
+                asked += len(body["instances"])
+                failed += body["failed"]
+                for e in body["instances"].values():
+                    if e["error"]:
+                        errors[e["error"]] = errors.get(e["error"], 0) + 1
+                time.sleep(max(0.0, period - (time.monotonic() - start)))
+        finally:
+            for i in mine:      # inside each container's own process namespace
+                containers[i.name].exec_run(["pkill", "-f", "while True: pass"])
+        busy_phase = {"readings": asked, "failed": failed, "errors": errors,
+                      "agent_took_ms": {"p50": 1000 * _quantile(took_busy, 0.5),
+                                        "p99": 1000 * _quantile(took_busy, 0.99),
+                                        "max": 1000 * max(took_busy)},
+                      "timeout_s": cfg.agents.probe_timeout_s}
         steady = {"rate_per_s": args.rate, "seconds": polled_s, "rounds": rounds,
                   "late_rounds": late, "agents": len(agents), "instances": len(pids),
                   "agent_extra_cpu_percent_of_a_core": {
@@ -189,11 +219,12 @@ def run(args) -> dict:
                   "service_extra_cpu_percent_of_a_core_per_instance": {
                       "mean": statistics.mean(service_share), "max": max(service_share)}}
     return {"commit": git_commit(), "time": time.time(), "servers": args.servers,
-            "sequential": sequential, "nsenter_curl": nsenter, "steady": steady}
+            "sequential": sequential, "nsenter_curl": nsenter, "steady": steady,
+            "busy_server": busy_phase}
 
 
 def markdown(r: dict) -> str:
-    s, n, p = r["sequential"], r["nsenter_curl"], r["steady"]
+    s, n, p, b = r["sequential"], r["nsenter_curl"], r["steady"], r["busy_server"]
     return "\n".join([
         f"# GET /probes cost (commit {r['commit']}, {r['servers']} servers, idle services)",
         "",
@@ -216,7 +247,13 @@ def markdown(r: dict) -> str:
         f"{p['service_extra_cpu_percent_of_a_core_per_instance']['mean']:.2f} / "
         f"{p['service_extra_cpu_percent_of_a_core_per_instance']['max']:.2f} |",
         f"| rounds late (all agents not asked within the period) | {p['late_rounds']} of "
-        f"{p['rounds']} |", ""])
+        f"{p['rounds']} |",
+        f"| srv1's CPU share used up by a busy loop in each container: readings failed "
+        f"(timeout {b['timeout_s']:g} s) | {b['failed']} of {b['readings']} |",
+        f"| the same: the agent's answer time p50 / p99 / max ms | "
+        f"{b['agent_took_ms']['p50']:.1f} / {b['agent_took_ms']['p99']:.1f} / "
+        f"{b['agent_took_ms']['max']:.1f} |", "",
+        f"Errors while busy: {json.dumps(b['errors']) if b['errors'] else 'none'}", ""])
 
 
 def controller_side(polls: int) -> dict:
