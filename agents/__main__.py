@@ -5,7 +5,8 @@
     python -m agents --server web1 --all --port 9101    # a real machine: all its containers
     python -m agents --server web1 --label app=web --port 9101   # by label
 
-Serves GET /stats (JSON), GET /health and GET /metrics (Prometheus). See docs/profiler.md.
+Serves GET /stats (JSON), GET /probes (the instances' requests in flight and recent latency,
+read when asked), GET /health and GET /metrics (Prometheus). See docs/profiler.md.
 With microservices that have an SLO on this server, it also runs their SLO frequency loop
 (GET /slo, PUT /slo; docs/slo.md).
 """
@@ -133,10 +134,15 @@ def main(argv=None) -> int:
     scrape = {i.container: cfg.microservice(i.microservice).port for i in cfg.slots
               if i.server == args.server and
               cfg.microservice(i.microservice).kind == "callgraph"} if names else {}
+    # every slot's service answers GET /latency (rom and callgraph alike): GET /probes
+    probe_ports = {i.container: cfg.microservice(i.microservice).port for i in cfg.slots
+                   if i.server == args.server} if names else {}
     agent = Agent(args.server, Selector(labels, args.name_regex and args.name_regex.pattern,
                                         names),
                   capacity_function(args.capacity, server, network_mbit),
-                  args.period or cfg.agents.period_s, client=client, scrape=scrape)
+                  args.period or cfg.agents.period_s, client=client, scrape=scrape,
+                  probe_ports=probe_ports, probe_window_s=cfg.agents.probe_window_s,
+                  probe_timeout_s=cfg.agents.probe_timeout_s)
     routes = agent.routes()
     slo = None
     if server is not None and any(cfg.microservice(i.microservice).slo

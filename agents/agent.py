@@ -7,6 +7,11 @@ the raw counters the agent keeps): the profiler asks for its whole period, not f
 second of it. Containers that appear are picked up at the next sample; those that
 disappear are dropped. A container that cannot be read is reported with ``readable: false``
 and the reason, and the server totals say they are partial: never a zero in its place.
+
+``GET /probes?window_s=W`` reads, when asked, every instance container's requests in flight
+and recent latency from its service (agents/probes.py: inside the container's network
+namespace, all at once, each within the probe timeout); the containers and their processes
+are the latest sample's.
 """
 from __future__ import annotations
 
@@ -24,7 +29,9 @@ import docker
 from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
     rates, server_totals, window_base
 from agents.latency import call_deltas, parse_calls
-from common.httpjson import BadRequest, JsonServer, quote
+from agents.probes import MAX_WINDOW_S as MAX_PROBE_WINDOW_S, MIN_WINDOW_S as \
+    MIN_PROBE_WINDOW_S, NetnsSockets, Prober, Target, read_latency
+from common.httpjson import BadRequest, JsonServer, field_name, quote
 from common.metrics import Registry
 
 log = logging.getLogger("malb.agent")
@@ -76,10 +83,14 @@ class Selector:
 
 class Agent:
     """scrape: {container name: port} of the call-graph services whose call latencies are
-    read from their /metrics (inside the container's network namespace) every scrape_s."""
+    read from their /metrics (inside the container's network namespace) every scrape_s.
+    probe_ports: {container name: port} of the services GET /probes reads (their
+    /latency), over probe_window_s by default, each within probe_timeout_s."""
 
     def __init__(self, server: str, selector: Selector, capacity_fn, period_s: float = 1.0,
-                 client=None, scrape: dict[str, int] | None = None, scrape_s: float = 5.0):
+                 client=None, scrape: dict[str, int] | None = None, scrape_s: float = 5.0,
+                 probe_ports: dict[str, int] | None = None, probe_window_s: float = 1.0,
+                 probe_timeout_s: float = 0.25, prober: Prober | None = None):
         self.server = server
         self.selector = selector
         self.capacity_fn = capacity_fn          # () -> Capacity (re-read: limits may change)
@@ -99,6 +110,12 @@ class Agent:
         self.scrape, self.scrape_s = scrape or {}, scrape_s
         self._scraped: dict[str, tuple[float, dict]] = {}    # container -> (time, histograms)
         self._last_scrape = 0.0
+        self.probe_ports, self.probe_window_s = probe_ports or {}, probe_window_s
+        # container name -> its Target as of the latest sample (GET /probes reads these)
+        self._probe_targets: dict[str, Target] = {}
+        # threads are started when the first reading is asked for; the namespace handle too
+        self._prober = prober or Prober(self._read_probe, probe_timeout_s)
+        self._netns: NetnsSockets | None = None
         self.errors = 0
         self.metrics = Registry()
         labels = ("server", "container", "microservice")
@@ -119,6 +136,12 @@ class Agent:
         self.m_sample = self.metrics.histogram("malb_agent_sample_seconds",
                                                "Time to sample every container.", ("server",),
                                                (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+        self.m_probe = self.metrics.histogram(
+            "malb_agent_probe_answer_seconds", "Time to answer GET /probes (every instance "
+            "read).", ("server",), (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+        self.m_probe_failed = self.metrics.counter(
+            "malb_agent_probe_failures_total", "Instance readings of GET /probes that failed.",
+            ("server", "container"))
 
     # ---------------------------------------------------------------- sampling
     def sample_once(self) -> dict:
@@ -146,7 +169,22 @@ class Agent:
         wall = time.time()  # the data is from now (reads waited for Docker's next tick)
         for gone in set(self._pids) - seen:     # containers that disappeared
             self._pids.pop(gone, None)
+        self._note_probe_targets(mine)
         return self._publish(wall, containers, None, started, fresh)
+
+    def _note_probe_targets(self, mine: list) -> None:
+        """The containers GET /probes reads, with their processes as the list shows them now
+        (list() inspects each container: a restarted one has its new pid here)."""
+        targets = {}
+        for c in mine:
+            if c.name not in self.probe_ports:
+                continue
+            instance, microservice = self.selector.identity(c.name, c.labels or {})
+            pid = (c.attrs.get("State") or {}).get("Pid") if c.status == "running" else None
+            targets[c.name] = Target(c.name, instance, microservice, self.probe_ports[c.name],
+                                     pid or None, c.status)
+        with self._lock:
+            self._probe_targets = targets
 
     def _read(self, c, doc_future, fresh: dict) -> dict:
         """A container's entry; its raw sample goes to ``fresh`` (None: forget its
@@ -304,6 +342,28 @@ class Agent:
 
     def stop(self) -> None:
         self._stop.set()
+        self._prober.shutdown()
+
+    # ---------------------------------------------------------------- probes
+    def _read_probe(self, pid: int, port: int, window_s: float, timeout_s: float) -> dict:
+        with self._lock:        # readings run in parallel: one handle for them all
+            if self._netns is None:
+                self._netns = NetnsSockets()
+        return read_latency(self._netns, pid, port, window_s, timeout_s)
+
+    def probes(self, window_s: float | None = None) -> dict | None:
+        """Every instance container's reading, now (None before the first sample)."""
+        started = time.monotonic()
+        with self._lock:
+            if self._latest is None:
+                return None
+            targets = sorted(self._probe_targets.values(), key=lambda t: t.container)
+        answer = self._prober.answer(self.server, targets, window_s or self.probe_window_s)
+        for name, entry in answer["instances"].items():
+            if entry["error"] is not None:
+                self.m_probe_failed.inc(self.server, entry["container"])
+        self.m_probe.observe(time.monotonic() - started, self.server)
+        return answer
 
     def latest(self) -> dict | None:
         with self._lock:
@@ -359,6 +419,27 @@ class Agent:
                 return 503, {"error": "no sample yet", "server": self.server}
             return 200, {**s, "age_s": round(time.time() - s["time"], 3)}
 
+        def probes(query, _b):
+            unknown = set(query) - {"window_s"}
+            if unknown:
+                raise BadRequest(f"{field_name(min(unknown))}: unknown query parameter "
+                                 f"(known: window_s)")
+            window = query.get("window_s", [None])[0]
+            if window is not None:
+                try:
+                    window = float(window)
+                    if not MIN_PROBE_WINDOW_S <= window <= MAX_PROBE_WINDOW_S:
+                        raise ValueError(window)
+                except ValueError:
+                    raise BadRequest(f"window_s: expected seconds in [{MIN_PROBE_WINDOW_S:g}, "
+                                     f"{MAX_PROBE_WINDOW_S:g}], got "
+                                     f"{quote(query['window_s'][0], 40)}") from None
+            answer = self.probes(window)
+            if answer is None:
+                return 503, {"error": "no sample yet: the instance containers are not known",
+                             "server": self.server}
+            return 200, answer
+
         def health(_q, _b):
             s = self.latest()
             age = None if s is None else round(time.time() - s["time"], 3)
@@ -367,7 +448,7 @@ class Agent:
                                           "server": self.server, "last_sample_age_s": age,
                                           "errors": self.errors}
 
-        return {("GET", "/stats"): stats, ("GET", "/health"): health,
+        return {("GET", "/stats"): stats, ("GET", "/health"): health, ("GET", "/probes"): probes,
                 ("GET", "/metrics"): lambda _q, _b: (200, self.metrics.render())}
 
 

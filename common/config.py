@@ -207,6 +207,8 @@ class ControllerCfg:
     dataplane: Dataplane = Dataplane()
     packet_in_limit_per_s: int = 2000    # per switch, an OpenFlow meter; 0: none
     max_active_flows: int = 50000        # flow records; new flows beyond are dropped
+    # every agent's GET /probes this often, while the policy reads probes (uses_probes)
+    probe_period_s: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,10 @@ class AgentsCfg:
     base_port: int
     period_s: float
     slo: SloLoopCfg = SloLoopCfg()
+    # GET /probes: the latency window it reads by default, and how long one instance's
+    # reading may take before it is reported as failed
+    probe_window_s: float = 1.0
+    probe_timeout_s: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -729,7 +735,8 @@ def _parse_controller(raw: Any) -> ControllerCfg:
     _reject_unknown(raw, {"policy", "monitoring_period_s", "idle_timeout_s", "hard_timeout_s",
                           "rest_host", "rest_port", "ofp_port", "server_stale_after_s",
                           "weights_stale_after_s", "pending_flow_cost", "vip_mac", "health",
-                          "dataplane", "packet_in_limit_per_s", "max_active_flows"}, path)
+                          "dataplane", "packet_in_limit_per_s", "max_active_flows",
+                          "probe_period_s"}, path)
     hraw = _mapping(raw.get("health"), f"{path}.health")
     hpath = f"{path}.health"
     _reject_unknown(hraw, {"method", "interval_s", "timeout_s", "unhealthy_after",
@@ -783,6 +790,7 @@ def _parse_controller(raw: Any) -> ControllerCfg:
                                       hi=1_000_000, integer=True),
         max_active_flows=_number(raw, "max_active_flows", path, 50000, lo=1,
                                  hi=10_000_000, integer=True),
+        probe_period_s=_number(raw, "probe_period_s", path, 0.25, lo=0.05, hi=60),
     )
 
 
@@ -860,12 +868,16 @@ def _parse_security(raw: Any) -> SecurityCfg:
 def _parse_agents(raw: Any) -> AgentsCfg:
     path = "agents"
     raw = _mapping(raw, path)
-    _reject_unknown(raw, {"listen_host", "base_port", "period_s", "slo"}, path)
+    _reject_unknown(raw, {"listen_host", "base_port", "period_s", "slo", "probe_window_s",
+                          "probe_timeout_s"}, path)
     return AgentsCfg(
         listen_host=_host(raw.get("listen_host", "127.0.0.1"), f"{path}.listen_host"),
         base_port=_number(raw, "base_port", path, 9101, lo=1, hi=65000, integer=True),
         period_s=_number(raw, "period_s", path, 1.0, lo=0.1, hi=3600),
         slo=_parse_slo_loop(raw.get("slo")),
+        # the services' GET /latency takes windows of 0.1 to 60 s
+        probe_window_s=_number(raw, "probe_window_s", path, 1.0, lo=0.1, hi=60),
+        probe_timeout_s=_number(raw, "probe_timeout_s", path, 0.25, lo=0.01, hi=10),
     )
 
 

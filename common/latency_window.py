@@ -1,8 +1,12 @@
-"""Recent request latencies as raw samples, for tail quantiles exact enough for an SLO loop
-(a 10 % band around 60-90 ms is finer than any fixed histogram bucket near it).
+"""What a service's GET /latency answers, kept by the service itself:
 
-Standard library only: copied into the service image. Bounded in time (`horizon_s`) and in
-count (`max_samples`, the oldest dropped first); thread-safe.
+- LatencyWindow: recent request latencies as raw samples, for tail quantiles exact enough
+  for an SLO loop (a 10 % band around 60-90 ms is finer than any fixed histogram bucket
+  near it). Bounded in time (`horizon_s`) and in count (`max_samples`, the oldest dropped
+  first);
+- InFlight: the requests being served right now (the probes' requests in flight).
+
+Standard library only: copied into the service image. Both thread-safe.
 """
 from __future__ import annotations
 
@@ -49,3 +53,20 @@ class LatencyWindow:
             key = f"p{round(q * 100)}_ms"
             out[key] = round(1000 * exact_quantile(values, q), 3) if values else None
         return out
+
+
+class InFlight:
+    """A count of requests being served right now; thread-safe (+= on an attribute is not
+    atomic across threads)."""
+
+    def __init__(self):
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def add(self, k: int) -> None:
+        with self._lock:
+            self._n += k
+
+    @property
+    def value(self) -> int:
+        return self._n

@@ -7,11 +7,12 @@ table that applies the messages and answers where a packet goes.
 
 Events: a switch connected (its features reply) or gone, its meter and group features, a
 packet-in, a flow removed, flow and port statistics, a port status, the profiler's answers
-(or its failure), a probe's result, an echo reply, and the timer loops' steps (poll_stats,
-probe_health, health_marker, sync_dataplane); instances added, drained or removed and the
-policy changed over REST. The new-flow path itself is ryu_apps/flowpath.py; decisions are
-ryu_apps/policy.py, flow bookkeeping ryu_apps/flows.py, health ryu_apps/health.py, select
-groups ryu_apps/dataplane.py.
+(or its failure), a probe's result, an echo reply, an agent's GET /probes answer (or its
+failure: probe_answer, probe_failed; `probing` says whether the policy wants them), and the
+timer loops' steps (poll_stats, probe_health, health_marker, sync_dataplane); instances
+added, drained or removed and the policy changed over REST. The new-flow path itself is
+ryu_apps/flowpath.py; decisions are ryu_apps/policy.py, flow bookkeeping ryu_apps/flows.py,
+health ryu_apps/health.py, select groups ryu_apps/dataplane.py.
 """
 from __future__ import annotations
 
@@ -64,6 +65,9 @@ REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-l
 # samples (not up to a period later, as a loop of its own phase would)
 PROFILER_READY_S = 0.3
 L2_IDLE_TIMEOUT = 300
+# an agent whose GET /probes fails, or answers in part, fails at every poll (4 a second):
+# its warnings are logged once per this many seconds, with how many were left out
+PROBE_LOG_EVERY_S = 60.0
 TO_CONTROLLER = ofwire.action_output(ofwire.OFPP_CONTROLLER, ofwire.OFPCML_NO_BUFFER)
 REMOVED_REASONS = {ofwire.OFPRR_IDLE_TIMEOUT: "idle_timeout",
                    ofwire.OFPRR_HARD_TIMEOUT: "hard_timeout", ofwire.OFPRR_DELETE: "deleted"}
@@ -169,6 +173,10 @@ class ControllerCore:
         self.profiler_state = {"url": cfg.profiler.url, "reachable": None, "last_ok": None,
                                "last_error": None}
         self.next_probe_port = PROBE_PORTS[0]
+        # the agents' GET /probes, per server: last answer, last error, log rate limit
+        self.probe_agents = {s.name: {"url": f"{s.agent_url}/probes", "last_ok": None,
+                                      "last_error": None, "logged": None, "unlogged": 0}
+                             for s in cfg.servers}
 
     # ================================================================ switches
     def switch_connected(self, dpid: int, now: float) -> Result:
@@ -683,6 +691,115 @@ class ControllerCore:
     def _apply_profiles(self, out: Result, profiles: dict, servers: dict, now: float) -> None:
         out.warnings.extend(apply_profiles(self.core, profiles, servers, now))
 
+    # ================================================================ probes (GET /probes)
+    def probing(self) -> bool:
+        """Whether the agents' /probes should be polled: the current policy reads them
+        (the shell asks every round, so a policy set over REST starts or stops it)."""
+        return bool(self.core.strategy.uses_probes)
+
+    def probe_answer(self, server: str, body, now: float) -> Result:
+        """An agent's GET /probes answer, received at `now`: each instance's reading goes
+        to the policy core at now - its age_s (the agent's clock need not agree with ours).
+        Instances the agent could not read, or that are in no pool, keep their last probe;
+        malformed parts are warnings (at most one line a minute per agent), the rest is
+        applied."""
+        out = Result()
+        agent = self.probe_agents.get(server)
+        if agent is None:
+            out.warnings.append(f"/probes answer from an unknown server {server!r:.40}")
+            return out
+        instances = body.get("instances") if isinstance(body, dict) else None
+        if not isinstance(instances, dict):
+            return self.probe_failed(server, "its /probes answer has no 'instances' object",
+                                     now, kind="malformed")
+        if agent["last_error"] is not None:
+            out.infos.append(f"agent {server}: /probes answers again")
+        agent.update(last_ok=now, last_error=None)
+        out.metrics.append(("inc", "malb_probe_answers_total", (server,), 1))
+        applied, failed, bad = 0, [], []
+        for name, entry in instances.items():
+            where = f"instances.{name!s:.40}"
+            inst = self.instances.get(name)
+            if inst is None or inst.server != server:
+                bad.append(f"{where}: not an instance of {server}")
+                continue
+            if not isinstance(entry, dict):
+                bad.append(f"{where}: expected an object")
+                continue
+            if entry.get("error") is not None:      # the agent could not read it
+                failed.append(f"{name}: {str(entry['error'])[:120]}")
+                continue
+            if name not in self.core.healthy:       # in no pool (yet): nothing reads it
+                continue
+            values = {}
+            for key, optional in (("in_flight", False), ("p50_ms", True), ("p99_ms", True),
+                                  ("age_s", False)):
+                v = entry.get(key)
+                if not (v is None and optional) and not _finite_at_least_0(v):
+                    bad.append(f"{where}.{key}: expected a finite number >= 0"
+                               f"{' or null' if optional else ''}, got {v!r:.40}")
+                    break
+                values[key] = v
+            else:
+                try:
+                    self.core.update_probe(
+                        name, values["in_flight"],
+                        None if values["p50_ms"] is None else values["p50_ms"] / 1000.0,
+                        None if values["p99_ms"] is None else values["p99_ms"] / 1000.0,
+                        now - values["age_s"])
+                except (KeyError, ValueError) as exc:
+                    bad.append(f"{where}: {exc}")
+                    continue
+                applied += 1
+        if applied:
+            out.metrics.append(("inc", "malb_probe_readings_total", (server,), applied))
+        if failed:
+            out.metrics.append(("inc", "malb_probe_failures_total", (server, "instance"),
+                                len(failed)))
+            self._probe_log(out, server, f"agent {server}: could not read "
+                                         f"{'; '.join(failed)}", now)
+        if bad:
+            out.metrics.append(("inc", "malb_probe_failures_total", (server, "malformed"),
+                                len(bad)))
+            more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+            self._probe_log(out, server, f"agent {server}: /probes answer: "
+                                         f"{'; '.join(bad[:3])}{more}; the rest applied", now)
+        return out
+
+    def probe_failed(self, server: str, error: str, now: float, kind: str = "poll") -> Result:
+        """An agent's GET /probes failed (kind poll) or answered no instances object
+        (malformed): its instances keep their last probes, which age."""
+        out = Result()
+        agent = self.probe_agents.get(server)
+        if agent is None:
+            return out
+        agent["last_error"] = error
+        out.metrics.append(("inc", "malb_probe_failures_total", (server, kind), 1))
+        self._probe_log(out, server, f"agent {server}: /probes failed: {error}", now)
+        return out
+
+    def _probe_log(self, out: Result, server: str, text: str, now: float) -> None:
+        """A warning about an agent's probes, at most one per PROBE_LOG_EVERY_S per agent
+        (they come at every poll while the trouble lasts)."""
+        agent = self.probe_agents[server]
+        if agent["logged"] is not None and now - agent["logged"] < PROBE_LOG_EVERY_S:
+            agent["unlogged"] += 1
+            return
+        if agent["unlogged"]:
+            text += (f" ({agent['unlogged']} more such problems with its probes in the last "
+                     f"{now - agent['logged']:.0f} s were not logged)")
+        out.warnings.append(text)
+        agent.update(logged=now, unlogged=0)
+
+    def probe_status(self, now: float) -> dict:
+        return {"polling": self.probing(),
+                "period_s": self.cfg.controller.probe_period_s,
+                "agents": {name: {"url": a["url"],
+                                  "last_answer_age_s": None if a["last_ok"] is None else
+                                  round(now - a["last_ok"], 3),
+                                  "last_error": a["last_error"]}
+                           for name, a in self.probe_agents.items()}}
+
     # ================================================================ health
     def probe_health(self, now: float) -> Result:
         """One round of probes (the health loop's first step): a TCP SYN from the VIP to
@@ -858,6 +975,7 @@ class ControllerCore:
             for name, inst in s["instances"].items():
                 inst["health"] = health[name]["last_result"]
         st["profiler"] = dict(self.profiler_state)
+        st["probes"] = self.probe_status(self.core.clock())
         st["switches"] = sorted(f"{d:016x}" for d in self.switches)
         st["active_flows"] = self.flows.active_count()
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
@@ -868,6 +986,10 @@ class ControllerCore:
                                        if d in self.metered else None
                                        for d in sorted(self.switches)}
         return st
+
+
+def _finite_at_least_0(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf
 
 
 def next_exchange_in(step_time, now: float, period: float) -> float | None:

@@ -16,12 +16,15 @@ What the controller does (docs/controller.md):
   utilization to the profiler and pulls weights, flow classes and server loads from it;
 - probes instances through the data plane (TCP SYN or ARP from the VIP) and takes unhealthy
   ones out of the pool;
+- while the policy reads probes (uses_probes), polls every agent's GET /probes (each
+  instance's requests in flight and recent latency) every probe period;
 - serves REST and Prometheus metrics (ryu_apps/rest.py).
 
 This module is the thin shell around the pure controller core (ryu_apps/core.py): Ryu event
 handlers decode each event into plain arguments, read the clock and call the core; the hub
-threads step the core's timer loops and talk HTTP to the profiler; whatever the core returns
-is sent (bytes per switch), counted (metrics) and logged here.
+threads step the core's timer loops and talk HTTP to the profiler and the agents (GET
+/probes, one green thread per agent); whatever the core returns is sent (bytes per switch),
+counted (metrics) and logged here.
 """
 from __future__ import annotations
 
@@ -52,6 +55,10 @@ CONF = cfg.CONF
 CHOOSE_BUCKETS = (0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005)
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                    0.1, 0.5)
+PROBE_POLL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+# an agent answers GET /probes within its per-instance timeout (agents.probe_timeout_s); this
+# much more for its own work and the way here, then the poll counts as failed
+PROBE_HTTP_SLACK_S = 0.5
 
 
 def _conf(name: str):
@@ -140,14 +147,28 @@ class MalbController(app_manager.RyuApp):
             "malb_dataplane_slots_moved_total", "Select-group slots given to another instance.",
             ("microservice",))
 
+        self.m_probe_poll = self.metrics.histogram(
+            "malb_probe_poll_seconds", "One GET /probes of an agent, sent to answer applied "
+            "(or failed).", ("server",), PROBE_POLL_BUCKETS)
+
         # the core names metrics in its results; the shell holds the objects
         self.m_channel_lag = self.metrics.gauge(
             "malb_switch_channel_lag_seconds",
             "Round trip of the health loop's last echo request to the switch: how long "
             "its messages queue before the controller handles them.", ("switch",))
+        self.m_probe_answers = self.metrics.counter(
+            "malb_probe_answers_total", "GET /probes answers of an agent applied.", ("server",))
+        self.m_probe_readings = self.metrics.counter(
+            "malb_probe_readings_total", "Instance readings from /probes answers given to the "
+            "policy core.", ("server",))
+        self.m_probe_failures = self.metrics.counter(
+            "malb_probe_failures_total", "GET /probes problems: poll (no answer), instance "
+            "(the agent could not read one), malformed (a part of an answer refused).",
+            ("server", "kind"))
         self.by_name = {m.name: m for m in (self.m_health, self.m_flows, self.m_stats_cycle,
                                             self.m_dp_slots, self.m_dp_moved,
-                                            self.m_channel_lag)}
+                                            self.m_channel_lag, self.m_probe_answers,
+                                            self.m_probe_readings, self.m_probe_failures)}
 
         from ryu_apps.rest import register_rest
         register_rest(kwargs["wsgi"], self)
@@ -160,6 +181,9 @@ class MalbController(app_manager.RyuApp):
         gc.freeze()
         if c.health.method != "none":
             self.threads.append(hub.spawn(self._health_loop))
+        # one per agent, idle while the policy reads no probes: a slow agent delays its own
+        # readings only
+        self.threads += [hub.spawn(self._probe_loop, srv.name) for srv in self.cfg.servers]
 
     def _listen_defaults(self) -> None:
         """REST on the configured address (loopback by default) unless --wsapi-host/-port
@@ -335,6 +359,35 @@ class MalbController(app_manager.RyuApp):
             self.m_profiler.inc("any", "error")
         self._apply(result)
         return result.next_in_s
+
+    def _probe_loop(self, server: str):
+        """Every probe period, the agent's GET /probes, while the current policy reads
+        probes (asked every round: a policy set over REST starts or stops the polling)."""
+        period = self.cfg.controller.probe_period_s
+        timeout = self.cfg.agents.probe_timeout_s + PROBE_HTTP_SLACK_S
+        url = self.ctl.probe_agents[server]["url"]
+        failed_once = False
+        while True:
+            started = time.monotonic()
+            if self.ctl.probing():
+                try:
+                    self._probe_poll(server, url, timeout)
+                except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
+                    if not failed_once:      # a bug would repeat at every poll: log it once
+                        self.logger.exception("probes of %s failed; polling goes on", server)
+                        failed_once = True
+            hub.sleep(max(0.0, period - (time.monotonic() - started)))
+
+    def _probe_poll(self, server: str, url: str, timeout: float) -> None:
+        started = time.perf_counter()
+        try:
+            body = get_json(url, timeout)
+        except HttpError as exc:
+            result = self.ctl.probe_failed(server, str(exc), time.time())
+        else:
+            result = self.ctl.probe_answer(server, body, time.time())
+        self.m_probe_poll.observe(time.perf_counter() - started, server)
+        self._apply(result)
 
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:

@@ -25,6 +25,7 @@ has fresh data, least-load falls back to round robin. Profiler weights older tha
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Hashable
@@ -60,6 +61,17 @@ class ServerLoad:
     # the server; the profiler's by_microservice)
     parts: dict | None = None
     window: float | None = None    # the seconds the measurement covers, up to sample_time
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An instance's latest probe (its agent's GET /probes, read from its service): requests
+    in flight then, the p50 and p99 latency of its requests that ended in the agent's window
+    (None: none ended in it, not a zero), and when it was read, on the controller's clock."""
+    in_flight: float
+    latency_s: float | None
+    latency_p99_s: float | None
+    time: float
 
 
 @dataclass
@@ -121,6 +133,7 @@ class PolicyCore:
         self.profile_version = 0           # bumped by update_profiles: costs may change
         self.loads_version = 0
         self.running_estimate = RunningLoad(self)
+        self.probes: dict[str, Probe] = {}      # instance -> its latest probe (update_probe)
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str, **options) -> None:
@@ -274,6 +287,32 @@ class PolicyCore:
             self.manual_weights.pop(microservice, None)
         else:
             self.manual_weights[microservice] = normalise_weights(weights, microservice)
+
+    def update_probe(self, instance: str, in_flight: float, latency_s: float | None,
+                     latency_p99_s: float | None, sample_time: float) -> bool:
+        """An instance's probe read at sample_time. A reading older than the one held is
+        ignored (False); KeyError for an instance in no pool; ValueError naming the field
+        for a bad value (nothing changes)."""
+        if instance not in self.healthy:
+            raise KeyError(f"unknown instance {instance!r}")
+        for field, v, optional in (("in_flight", in_flight, False),
+                                   ("latency_s", latency_s, True),
+                                   ("latency_p99_s", latency_p99_s, True)):
+            if not (v is None and optional) and not _finite_non_negative(v):
+                raise ValueError(f"{instance}: {field}: expected a finite number >= 0"
+                                 f"{' or None' if optional else ''}, got {v!r:.40}")
+        if isinstance(sample_time, bool) or not isinstance(sample_time, (int, float)) or \
+                not math.isfinite(sample_time):
+            raise ValueError(f"{instance}: sample_time: expected a finite number, got "
+                             f"{sample_time!r:.40}")
+        held = self.probes.get(instance)
+        if held is not None and held.time > sample_time:
+            return False
+        self.probes[instance] = Probe(float(in_flight),
+                                      None if latency_s is None else float(latency_s),
+                                      None if latency_p99_s is None else float(latency_p99_s),
+                                      float(sample_time))
+        return True
 
     def set_health(self, instance: str, healthy: bool) -> None:
         if instance not in self.healthy:
@@ -500,7 +539,8 @@ class PolicyCore:
                                        # malb: short flows open, watched to their FIN
                                        "open_short_flows": self.open_short.open_count(b.name),
                                        # every watched flow open (least connections)
-                                       "open_connections": self.connections.open_count(b.name)}
+                                       "open_connections": self.connections.open_count(b.name),
+                                       "probe": self._probe_view(b.name, now)}
                               for bs in self.pools.values() for b in bs if b.server == s},
             }
         microservices = {}
@@ -524,6 +564,17 @@ class PolicyCore:
             info["per_flow"] = None if use is None else dict(zip(("cpu", "mem", "net"), use))
         return {"policy": self.policy, "servers": servers, "microservices": microservices,
                 "prediction_lag_s": self.prediction_lag_s}
+
+    def _probe_view(self, instance: str, now: float) -> dict | None:
+        p = self.probes.get(instance)
+        if p is None:
+            return None
+        return {"in_flight": p.in_flight, "latency_s": _round(p.latency_s, 6),
+                "latency_p99_s": _round(p.latency_p99_s, 6), "age_s": _age(p.time, now)}
+
+
+def _round(v: float | None, digits: int) -> float | None:
+    return None if v is None else round(v, digits)
 
 
 def _finite_non_negative(v) -> bool:

@@ -22,7 +22,8 @@ Metrics (GET /metrics, Prometheus text): requests served by caller (X-Caller, "c
 none) with a latency histogram per caller, and the calls it made with a latency histogram
 per callee: the response time of each edge of the communication graph, as its caller sees
 it. GET /latency?window=S: count and exact p50/p90/p95/p99 (ms) of the requests answered
-in the last S seconds (default 5; the SLO loop's SLI). GET /health. Standard library only, plus common/metrics.py (both copied into the image).
+in the last S seconds (default 5; the SLO loop's SLI), and `in_flight`, the requests being
+served now (the agents' probes). GET /health. Standard library only, plus common/metrics.py (both copied into the image).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from common.latency_window import LatencyWindow
+from common.latency_window import InFlight, LatencyWindow
 from common.metrics import Registry
 
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
@@ -47,6 +48,8 @@ LATENCY_BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025,
 CHUNK = b"x" * 65536
 MAX_BYTES = 1 << 30
 CALL_TIMEOUT_S = 30.0
+# requests being served now, but GET /health, /metrics and /latency: GET /latency's in_flight
+IN_FLIGHT = InFlight()
 
 
 class SpecError(ValueError):
@@ -159,6 +162,7 @@ class Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         caller = self.headers.get("X-Caller") or "client"
         status = 500
+        IN_FLIGHT.add(1)
         try:
             length = int(self.headers.get("Content-Length") or 0)
             left = max(0, min(length, MAX_BYTES))
@@ -181,6 +185,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             status = 499
         finally:
+            IN_FLIGHT.add(-1)
             self.metrics.requests.inc(self.spec["service"], INSTANCE, caller, status)
             took = time.monotonic() - started
             self.metrics.latency.observe(took, self.spec["service"], INSTANCE, caller)
@@ -200,8 +205,8 @@ class Handler(BaseHTTPRequestHandler):
                 except ValueError:
                     return self.reply(400, b'{"error": "window: expected seconds in '
                                       b'[0.1, 60]"}\n', "application/json")
-        self.reply(200, json.dumps(self.metrics.recent.summary(window)).encode() + b"\n",
-                   "application/json")
+        body = {**self.metrics.recent.summary(window), "in_flight": IN_FLIGHT.value}
+        self.reply(200, json.dumps(body).encode() + b"\n", "application/json")
 
     def call_all(self) -> str | None:
         """Every downstream call: services in parallel, a service's calls in turn. The

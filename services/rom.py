@@ -10,7 +10,8 @@ built offline from a debootstrap base.
 Endpoints (all kinds): GET /health, GET /metrics (Prometheus text), GET /bytes?n=N
 (N bytes, used by connectivity checks), GET /latency?window=S (count and exact p50/p90/p95/
 p99 in ms of the work requests that ended in the last S seconds, default 5: the SLI of the
-host SLO loop). Kind-specific:
+host SLO loop; and `in_flight`, the work requests being served now: the agents' probes).
+Kind-specific:
 - video:   GET /stream?rate=R&seconds=S   constant bitrate of R kB/s for S seconds (or until
                                          the client leaves)
 - ui:      GET /object?size=BYTES         an object of that size, with cpu_ms_per_mb of work
@@ -33,7 +34,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from common.latency_window import LatencyWindow
+from common.latency_window import InFlight, LatencyWindow
 from common.metrics import Registry
 
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
@@ -66,12 +67,19 @@ class Metrics:
                                              ("service", "instance"))
         self.in_flight.set(*self.labels, value=0)
         self.recent = LatencyWindow()      # raw latencies of the work endpoints: GET /latency
+        # the work endpoints' requests being served (GET /latency's in_flight): the gauge
+        # above also counts /health, /metrics and the probe's own /latency
+        self.working = InFlight()
 
-    def begin(self):
+    def begin(self, endpoint: str):
         self.in_flight.inc(*self.labels)
+        if endpoint in WORK_ENDPOINTS:
+            self.working.add(1)
 
     def end(self, endpoint: str, status: int, seconds: float, nbytes: int):
         self.in_flight.inc(*self.labels, amount=-1)
+        if endpoint in WORK_ENDPOINTS:
+            self.working.add(-1)
         self.requests.inc(*self.labels, endpoint, status)
         self.latency.observe(seconds, *self.labels, endpoint)
         self.bytes_sent.inc(*self.labels, amount=nbytes)
@@ -167,7 +175,7 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         endpoint = url.path.rstrip("/") or "/"
         started = time.monotonic()
-        self.metrics.begin()
+        self.metrics.begin(endpoint)
         status, sent = 500, 0
         try:
             status, sent = self.route(endpoint, query)
@@ -185,7 +193,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, self.metrics.render().encode(),
                               "text/plain; version=0.0.4")
         if endpoint == "/latency":
-            body = json.dumps(self.metrics.recent.summary(_param(query, "window", 5, 0.1, 60)))
+            summary = self.metrics.recent.summary(_param(query, "window", 5, 0.1, 60))
+            body = json.dumps({**summary, "in_flight": self.metrics.working.value})
             return self.reply(200, body.encode() + b"\n", "application/json")
         if endpoint == "/bytes":
             return self.send_bytes(int(_param(query, "n", 1_000_000, 0, MAX_OBJECT)))

@@ -1,0 +1,164 @@
+"""Probes end to end: real services in the testbed's containers, real agents reading them
+inside the containers' network namespaces (GET /probes), and the real controller polling
+them while its policy reads probes (a test-only policy, probe_policy_app.py, loaded into
+ryu-manager before ryu_apps/malb.py) and not otherwise."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.request
+
+import pytest
+
+from common.procs import ROOT, controller_service
+from experiments.stack import Stack
+from tests.integration.helpers import FAST_CONFIG
+from topologies.clean import clean_testbed
+
+pytestmark = pytest.mark.integration
+PLUGIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe_policy_app.py")
+VIP = "10.0.0.100"
+JOB_S = 12
+CONFIG = {**FAST_CONFIG, "servers": {"count": 2}, "testbed": {"clients": 1}}
+
+
+class ProbeStack(Stack):
+    """The stack with the test policy loaded into the controller's process."""
+
+    def start_controller(self):
+        c = self.cfg.controller
+        svc = controller_service(self.config_path, self.policy,
+                                 os.path.join(self.run_dir, "controller.log"), c.rest_port)
+        svc.argv.insert(-1, PLUGIN)             # imported before ryu_apps/malb.py
+        # the checkout under test, not whichever one the virtualenv's .pth names
+        svc.env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get(
+            "PYTHONPATH")) if p)
+        self.controller = svc.start()
+        return self.controller
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+
+def metric(stack, name: str, server: str) -> float:
+    text = urllib.request.urlopen(stack.controller_url("/metrics"), timeout=5).read().decode()
+    m = re.search(rf'^{name}{{server="{server}"}} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def instance_probes(stack) -> dict:
+    return {name: inst["probe"] for s in stack.controller_get("/malb/status")["servers"]
+            .values() for name, inst in s["instances"].items()}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    clean_testbed(quiet=True)
+    st = ProbeStack(CONFIG, str(tmp_path_factory.mktemp("probes")), policy="srr")
+    with st:
+        yield st
+    clean_testbed(quiet=True)
+
+
+def test_probes_show_jobs_in_flight_and_the_controller_polls_only_under_a_probe_policy(stack):
+    agents = {s.name: f"{s.agent_url}/probes" for s in stack.cfg.servers}
+    # srr reads no probes: the controller asks nothing
+    st = stack.controller_get("/malb/status")
+    assert st["probes"]["polling"] is False and st["policy"] == "srr"
+    assert all(p is None for p in instance_probes(stack).values())
+    assert metric(stack, "malb_probe_answers_total", "srv1") == 0
+
+    # the agents answer on demand: every instance, idle
+    for server, url in agents.items():
+        answer = get(url)
+        assert answer["server"] == server and answer["failed"] == 0, answer
+        assert set(answer["instances"]) == {f"{server}-{a}" for a in ("vid", "ui", "be")}
+        assert all(e["in_flight"] == 0 and e["error"] is None
+                   for e in answer["instances"].values()), answer
+
+    # four back-end jobs through the VIP: round robin puts two on each back-end instance
+    cli = stack.testbed.node("cli1")
+    for k in range(4):
+        cli.cmd(f"curl -s -o /dev/null --max-time 60 "
+                f"'http://{VIP}:8003/job?seconds={JOB_S}&cpu=0.05' > /tmp/probe-job-{k} 2>&1 &")
+    started = time.time()
+
+    def backend_in_flight():
+        answers = {s: get(url) for s, url in agents.items()}
+        return {f"{s}-be": a["instances"][f"{s}-be"]["in_flight"] for s, a in answers.items()}
+    stack.wait_for(lambda: backend_in_flight() == {"srv1-be": 2, "srv2-be": 2}, 5,
+                   "two jobs in flight on each back-end instance")
+    for url in agents.values():
+        answer = get(url)
+        e = answer["instances"]
+        assert e[f"{answer['server']}-vid"]["in_flight"] == 0
+        assert e[f"{answer['server']}-ui"]["in_flight"] == 0
+        assert answer["took_ms"] < 250, answer           # within the per-instance timeout
+
+    # a policy that reads probes, set over REST: the controller polls, every probe fresh
+    code, _ = stack.controller_put("/malb/policy", {"policy": "probe-test"})
+    assert code == 200
+
+    def fresh_probes():
+        probes = instance_probes(stack)
+        return all(p is not None and p["age_s"] < 1.0 for p in probes.values()) and probes
+    probes = stack.wait_for(fresh_probes, 3, "fresh probes of every instance", 0.1)
+    assert time.time() - started < JOB_S - 2, "the jobs ended before the check"
+    assert probes["srv1-be"]["in_flight"] == 2 and probes["srv2-be"]["in_flight"] == 2, probes
+    assert probes["srv1-ui"]["in_flight"] == 0 and probes["srv1-ui"]["latency_s"] is None
+    st = stack.controller_get("/malb/status")
+    assert st["probes"]["polling"] is True
+    assert all(a["last_error"] is None and a["last_answer_age_s"] < 1
+               for a in st["probes"]["agents"].values()), st["probes"]
+    time.sleep(1.0)
+    answers = metric(stack, "malb_probe_answers_total", "srv1")
+    assert answers >= 4, answers                           # 4 a second, 0.25 s apart
+    assert metric(stack, "malb_probe_failures_total", "srv1") == 0
+
+    # back to srr: the polling stops and the probes age
+    code, _ = stack.controller_put("/malb/policy", {"policy": "srr"})
+    assert code == 200
+    time.sleep(0.6)                   # a poll under way may still land
+    stopped = metric(stack, "malb_probe_answers_total", "srv1")
+    time.sleep(1.0)
+    assert metric(stack, "malb_probe_answers_total", "srv1") == stopped
+    assert stack.controller_get("/malb/status")["probes"]["polling"] is False
+    assert all(p["age_s"] > 1.0 for p in instance_probes(stack).values())
+
+    # the jobs end: nothing in flight, their latencies in the window
+    stack.wait_for(lambda: backend_in_flight() == {"srv1-be": 0, "srv2-be": 0},
+                   JOB_S + 10, "the jobs done")
+    for server, url in agents.items():
+        be = get(f"{url}?window_s=30")["instances"][f"{server}-be"]
+        assert be["count"] == 2 and be["p50_ms"] >= 1000 * JOB_S and be["error"] is None, be
+
+
+def test_an_instance_whose_service_is_down_is_reported_with_its_error(stack):
+    node = stack.testbed.node("srv2-vid")
+    node.cmd("pkill -f 'services.rom video'")
+    try:
+        url = f"{stack.cfg.server('srv2').agent_url}/probes"
+        stack.wait_for(lambda: get(url)["instances"]["srv2-vid"]["error"], 5,
+                       "srv2-vid's reading failing")
+        answer = get(url)
+        vid = answer["instances"]["srv2-vid"]
+        assert "Connection refused" in vid["error"], vid
+        assert vid["in_flight"] is None and vid["p50_ms"] is None and vid["count"] is None
+        assert answer["failed"] == 1 and answer["instances"]["srv2-ui"]["error"] is None
+        # the controller keeps the last probe it had and counts the failures
+        code, _ = stack.controller_put("/malb/policy", {"policy": "probe-test"})
+        assert code == 200
+        stack.wait_for(lambda: metric(stack, "malb_probe_readings_total", "srv2") > 0 and
+                       re.search(r'malb_probe_failures_total\{server="srv2",kind="instance"\}',
+                                 urllib.request.urlopen(stack.controller_url("/metrics"))
+                                 .read().decode()), 3, "srv2's failed reading counted")
+        probes = instance_probes(stack)
+        assert probes["srv2-ui"]["age_s"] < 1.0
+        assert probes["srv2-vid"] is None or probes["srv2-vid"]["age_s"] > 1.0
+    finally:
+        stack.controller_put("/malb/policy", {"policy": "srr"})
+        stack.testbed.start_service(stack.cfg.instances_of("video")[1])

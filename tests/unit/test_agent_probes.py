@@ -1,0 +1,298 @@
+"""The agent's GET /probes (agents/probes.py, agents/agent.py): parsing a service's reading,
+the answer built from fake readers (parallel, a per-instance timeout, a stuck service held
+once, errors never zeros), the HTTP route's checks, and readings through sockets made in
+another network namespace (root only)."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import types
+
+import pytest
+
+from agents.agent import Agent, Selector, http_server
+from agents.dockerstats import Capacity
+from agents.probes import NetnsSockets, ProbeError, Prober, Target, parse_latency_answer, \
+    read_latency
+from tests.unit.test_service_in_flight import start_service
+
+NOW = 1_700_000_000.0
+
+
+def ok_reading(in_flight=1, count=4, p50=10.0, p99=20.0):
+    return {"in_flight": in_flight, "count": count, "p50_ms": p50, "p99_ms": p99}
+
+
+def target(name, pid=100, port=8002, state="running"):
+    return Target(f"mn.{name}", name, name.split("-")[1], port, pid, state)
+
+
+# ---------------------------------------------------------------- parsing a reading
+def http_answer(body, status="200 OK") -> bytes:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return f"HTTP/1.0 {status}\r\nContent-Type: application/json\r\n\r\n".encode() + data
+
+
+def test_a_reading_is_parsed_and_anything_else_is_a_one_line_error():
+    good = {"window_s": 1, "count": 3, "p50_ms": 4.5, "p90_ms": 6, "p95_ms": 7, "p99_ms": 8.25,
+            "in_flight": 2}
+    assert parse_latency_answer(http_answer(good)) == {"in_flight": 2, "count": 3,
+                                                       "p50_ms": 4.5, "p99_ms": 8.25}
+    idle = {**good, "count": 0, "p50_ms": None, "p99_ms": None, "in_flight": 0}
+    assert parse_latency_answer(http_answer(idle))["p50_ms"] is None
+    for raw, message in [
+            (b"HTTP/1.0 200 OK\r\nContent-Type: application/json", "incomplete HTTP answer"),
+            (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP answer"),
+            (http_answer(b"window: bad\n", "400 Bad Request"), "HTTP 400"),
+            (http_answer(b"<html>"), "not JSON"),
+            (http_answer([1, 2]), "not a JSON object"),
+            (http_answer({k: v for k, v in good.items() if k != "in_flight"}),
+             "no in_flight"),
+            (http_answer({**good, "in_flight": -1}), "in_flight: expected a number >= 0"),
+            (http_answer({**good, "in_flight": True}), "in_flight: expected a number >= 0"),
+            (http_answer({**good, "count": None}), "count: expected a number >= 0"),
+            (http_answer({**good, "p99_ms": "slow"}), "p99_ms: expected a number >= 0"),
+            (http_answer({**good, "p50_ms": None}), "requests counted but no quantiles")]:
+        with pytest.raises(ProbeError, match=message):
+            parse_latency_answer(raw)
+
+
+# ---------------------------------------------------------------- the answer, fake readers
+def test_every_instance_is_read_in_parallel_and_reported_with_its_time_and_age():
+    calls = []
+
+    def reader(pid, port, window_s, timeout_s):
+        calls.append((pid, port, window_s, timeout_s))
+        time.sleep(0.2)
+        return ok_reading(in_flight=pid - 100)
+    prober = Prober(reader, timeout_s=1.0)
+    targets = [target(f"srv1-s{k}", pid=100 + k, port=9000 + k) for k in range(6)]
+    started = time.monotonic()
+    answer = prober.answer("srv1", targets, 2.5)
+    took = time.monotonic() - started
+    assert took < 0.6, took                   # six readings of 0.2 s, at once
+    assert sorted(calls) == [(100 + k, 9000 + k, 2.5, 1.0) for k in range(6)]
+    assert answer["server"] == "srv1" and answer["window_s"] == 2.5 and answer["failed"] == 0
+    for k in range(6):
+        e = answer["instances"][f"srv1-s{k}"]
+        assert e["error"] is None and e["in_flight"] == k and e["count"] == 4
+        assert e["container"] == f"mn.srv1-s{k}" and e["port"] == 9000 + k
+        assert 0 <= e["age_s"] < 0.5 and e["time"] <= answer["time"]
+    prober.shutdown()
+
+
+def test_a_stuck_service_times_out_alone_and_holds_one_reading_until_it_answers():
+    release = threading.Event()
+    calls = {"stuck": 0, "fine": 0}
+
+    def reader(pid, port, window_s, timeout_s):
+        if pid == 1:
+            calls["stuck"] += 1
+            release.wait(5)        # a real reading gives up at its own deadline
+            raise ProbeError(f"no answer within {timeout_s:g} s")
+        calls["fine"] += 1
+        return ok_reading()
+    prober = Prober(reader, timeout_s=0.2)
+    targets = [target("srv1-be", pid=1), target("srv1-ui", pid=2)]
+    started = time.monotonic()
+    first = prober.answer("srv1", targets, 1.0)
+    assert time.monotonic() - started < 0.5
+    stuck = first["instances"]["srv1-be"]
+    assert stuck["error"] == "no answer within 0.2 s" and first["failed"] == 1
+    assert stuck["in_flight"] is None and stuck["count"] is None and stuck["p50_ms"] is None
+    assert first["instances"]["srv1-ui"]["error"] is None
+    # asked again: the stuck reading is waited for, not started again
+    second = prober.answer("srv1", targets, 1.0)
+    assert second["instances"]["srv1-be"]["error"] == "no answer within 0.2 s"
+    other_window = prober.answer("srv1", targets, 5.0)["instances"]["srv1-be"]["error"]
+    assert "a reading over another window (1 s) is under way" in other_window
+    assert calls == {"stuck": 1, "fine": 3}           # no second thread for the stuck one
+    release.set()
+    time.sleep(0.1)
+    prober.answer("srv1", targets, 1.0)
+    assert calls == {"stuck": 2, "fine": 4}
+    prober.shutdown()
+
+
+def test_two_requests_at_once_share_the_readings_under_way():
+    calls = []
+
+    def reader(pid, port, window_s, timeout_s):
+        calls.append(pid)
+        time.sleep(0.2)
+        return ok_reading(in_flight=pid)
+    prober = Prober(reader, timeout_s=1.0)
+    targets = [target("srv1-be", pid=1), target("srv1-ui", pid=2)]
+    answers = []
+    askers = [threading.Thread(target=lambda: answers.append(prober.answer("srv1", targets,
+                                                                            1.0)))
+              for _ in range(2)]
+    for a in askers:
+        a.start()
+    for a in askers:
+        a.join()
+    assert sorted(calls) == [1, 2]                      # each instance read once
+    for answer in answers:
+        assert answer["failed"] == 0 and answer["instances"]["srv1-be"]["in_flight"] == 1
+    prober.shutdown()
+
+
+def test_failures_are_reported_with_their_error_never_as_zeros():
+    def reader(pid, port, window_s, timeout_s):
+        if pid == 1:
+            raise ProbeError("port 8003: Connection refused")
+        if pid == 2:
+            raise ZeroDivisionError("a bug")
+        return ok_reading(in_flight=0, count=0, p50=None, p99=None)
+    prober = Prober(reader, timeout_s=0.5)
+    answer = prober.answer("srv1", [target("srv1-be", pid=1), target("srv1-ui", pid=2),
+                                    target("srv1-vid", pid=None, state="exited"),
+                                    target("srv1-s1", pid=None, state="running"),
+                                    target("srv1-s2", pid=3)], 1.0)
+    e = answer["instances"]
+    assert e["srv1-be"]["error"] == "port 8003: Connection refused"
+    assert e["srv1-ui"]["error"] == "ZeroDivisionError: a bug"
+    assert e["srv1-vid"]["error"] == "container is exited"
+    assert e["srv1-s1"]["error"] == "container's process not known yet"
+    for name in ("srv1-be", "srv1-ui", "srv1-vid", "srv1-s1"):
+        assert all(e[name][k] is None for k in ("in_flight", "count", "p50_ms", "p99_ms",
+                                                "time", "age_s"))
+    assert e["srv1-s2"]["error"] is None and e["srv1-s2"]["in_flight"] == 0
+    assert answer["failed"] == 4
+    prober.shutdown()
+
+
+# ---------------------------------------------------------------- the agent's route
+class FakeContainer(types.SimpleNamespace):
+    pass
+
+
+def make_agent(reader):
+    agent = Agent("srv1", Selector(names={"mn.srv1-ui": ("srv1-ui", "ui"),
+                                          "mn.srv1-be": ("srv1-be", "backend")}),
+                  lambda: Capacity(1.0, 1 << 30, 1e6, "config"), client=object(),
+                  probe_ports={"mn.srv1-ui": 8002, "mn.srv1-be": 8003}, probe_window_s=1.5,
+                  prober=Prober(reader, timeout_s=0.3))
+    return agent
+
+
+@pytest.fixture
+def agent_http():
+    seen = []
+
+    def reader(pid, port, window_s, timeout_s):
+        seen.append((pid, port, window_s))
+        return ok_reading(in_flight=port - 8000)
+    agent = make_agent(reader)
+    server = http_server(("127.0.0.1", 0), agent.routes(), name="agent-srv1")
+    server.start_background()
+
+    def call(path):
+        conn = http.client.HTTPConnection(*server.server_address, timeout=5)
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+    call.agent, call.seen = agent, seen
+    yield call
+    server.shutdown()
+    server.server_close()
+    agent.stop()
+    agent.pool.shutdown()
+
+
+def publish(agent):
+    """What a sample sees: the ui running (pid 41), the back-end stopped, a stranger."""
+    mine = [FakeContainer(name="mn.srv1-ui", status="running", labels={},
+                          attrs={"State": {"Pid": 41}}),
+            FakeContainer(name="mn.srv1-be", status="exited", labels={},
+                          attrs={"State": {"Pid": 0}}),
+            FakeContainer(name="mn.other", status="running", labels={},
+                          attrs={"State": {"Pid": 7}})]
+    agent._note_probe_targets(mine)
+    agent._publish(time.time(), [], None, time.monotonic())
+
+
+def test_get_probes_answers_every_instance_container_of_the_server(agent_http):
+    status, body = agent_http("/probes")
+    assert status == 503 and "no sample yet" in body["error"]
+    publish(agent_http.agent)
+    status, body = agent_http("/probes")
+    assert status == 200, body
+    assert set(body["instances"]) == {"srv1-ui", "srv1-be"}
+    ui, be = body["instances"]["srv1-ui"], body["instances"]["srv1-be"]
+    assert ui["in_flight"] == 2 and ui["error"] is None and ui["microservice"] == "ui"
+    assert be["error"] == "container is exited" and be["in_flight"] is None
+    assert agent_http.seen == [(41, 8002, 1.5)]                 # the configured default
+    status, body = agent_http("/probes?window_s=10")
+    assert status == 200 and body["window_s"] == 10.0 and agent_http.seen[-1] == (41, 8002, 10)
+    metrics = agent_http.agent.metrics.render()
+    assert 'malb_agent_probe_answer_seconds_count{server="srv1"} 2' in metrics
+    assert 'malb_agent_probe_failures_total{server="srv1",container="mn.srv1-be"} 2' in metrics
+
+
+@pytest.mark.parametrize("query, message", [
+    ("window_s=0.05", "window_s: expected seconds in [0.1, 60], got '0.05'"),
+    ("window_s=61", "window_s: expected seconds in [0.1, 60], got '61'"),
+    ("window_s=nan", "window_s: expected seconds in [0.1, 60], got 'nan'"),
+    ("window_s=soon", "window_s: expected seconds in [0.1, 60], got 'soon'"),
+    ("window=1", "window: unknown query parameter (known: window_s)"),
+])
+def test_bad_probe_queries_are_400_naming_the_parameter(agent_http, query, message):
+    publish(agent_http.agent)
+    status, body = agent_http(f"/probes?{query}")
+    assert status == 400 and body["error"] == message
+    assert agent_http.seen == []
+
+
+# ---------------------------------------------------------------- another network namespace
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                reason="setns(2) needs root (and unshare to make a namespace)")
+
+
+@needs_root
+def test_a_reading_goes_into_the_process_network_namespace_and_the_thread_comes_back():
+    proc, port = start_service(["services.rom", "ui"])       # in the agent's namespace
+    other = subprocess.Popen(["unshare", "--net", "sleep", "30"])   # a namespace of its own
+    ns = NetnsSockets()
+    try:
+        home = os.stat("/proc/thread-self/ns/net").st_ino
+        # our own namespace: the service answers
+        assert read_latency(ns, os.getpid(), port, 1.0, 2.0)["in_flight"] == 0
+        assert os.stat("/proc/thread-self/ns/net").st_ino == home
+        for _ in range(50):       # unshare has made its namespace once it differs from ours
+            if os.stat(f"/proc/{other.pid}/ns/net").st_ino != home:
+                break
+            time.sleep(0.02)
+        # the same port in the other namespace: nothing listens there (its loopback is
+        # even down), so the socket was made there
+        with pytest.raises(ProbeError, match=f"port {port}: "):
+            read_latency(ns, other.pid, port, 1.0, 2.0)
+        assert os.stat("/proc/thread-self/ns/net").st_ino == home
+        with pytest.raises(ProbeError, match="its network namespace"):
+            read_latency(ns, 2 ** 22 + 1, port, 1.0, 2.0)          # no such process
+        # readings from a pool's threads: each thread back home after its reading
+        prober = Prober(lambda pid, p, w, t: read_latency(ns, pid, p, w, t), timeout_s=2.0)
+        answer = prober.answer("srv1", [Target("c1", "srv1-ui", "ui", port, os.getpid(),
+                                               "running"),
+                                        Target("c2", "srv2-ui", "ui", port, other.pid,
+                                               "running")], 1.0)
+        assert answer["instances"]["srv1-ui"]["error"] is None
+        assert answer["instances"]["srv2-ui"]["error"].startswith(f"port {port}: ")
+        homes = list(prober.pool.map(lambda _: os.stat("/proc/thread-self/ns/net").st_ino,
+                                     range(8)))
+        assert set(homes) == {home}
+        prober.shutdown()
+    finally:
+        ns.close()
+        other.kill()
+        other.wait()
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,216 @@
+"""The probe data path inside the controller: the policy core's probes (PolicyCore.probes,
+update_probe, the status view), the controller core's handling of an agent's GET /probes
+answer (probe_answer, probe_failed, probing, one log line a minute), the Ryu shell's poll
+with a stubbed HTTP call, and the configuration's fields."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from common.config import ConfigError, parse_config
+from ryu_apps.policies.round_robin import RoundRobin
+from ryu_apps.policy import Probe, core_from_config
+from tests.unit.test_core import NOW, make
+from tests.unit.test_malb_shell import app  # noqa: F401 -- the shell fixture
+
+
+class ProbeUser(RoundRobin):
+    """A policy that reads probes; not registered (the registry is global to the session)."""
+    uses_probes = True
+
+
+def reads_probes(core):
+    core.strategy = ProbeUser()
+    core.strategy.name = "probe-user"
+
+
+def entry(in_flight=2, count=10, p50_ms=12.5, p99_ms=80.0, age_s=0.01, error=None, **kw):
+    return {"container": "x", "microservice": "ui", "port": 8002, "in_flight": in_flight,
+            "count": count, "p50_ms": p50_ms, "p99_ms": p99_ms, "time": NOW - age_s,
+            "age_s": age_s, "error": error, **kw}
+
+
+# ---------------------------------------------------------------- the policy core
+@pytest.fixture
+def core():
+    return core_from_config(parse_config({"servers": {"count": 2}}), "srr", clock=lambda: NOW)
+
+
+def test_update_probe_keeps_the_latest_reading_and_ignores_an_older_one(core):
+    assert core.probes == {}
+    assert core.update_probe("srv1-ui", 3, 0.012, 0.08, NOW - 1.0) is True
+    assert core.probes["srv1-ui"] == Probe(3.0, 0.012, 0.08, NOW - 1.0)
+    assert core.update_probe("srv1-ui", 5, None, None, NOW - 2.0) is False    # older
+    assert core.probes["srv1-ui"] == Probe(3.0, 0.012, 0.08, NOW - 1.0)
+    assert core.update_probe("srv1-ui", 0, None, None, NOW - 0.5) is True     # newer
+    assert core.probes["srv1-ui"] == Probe(0.0, None, None, NOW - 0.5)
+    assert set(core.probes) == {"srv1-ui"}
+    with pytest.raises(AttributeError):      # frozen: a policy cannot change what it reads
+        core.probes["srv1-ui"].in_flight = 1
+
+
+def test_update_probe_refuses_an_unknown_instance_and_bad_values_changing_nothing(core):
+    core.update_probe("srv1-ui", 1, 0.01, 0.02, NOW - 1)
+    before = dict(core.probes)
+    with pytest.raises(KeyError, match="srv9-ui"):
+        core.update_probe("srv9-ui", 1, 0.01, 0.02, NOW)
+    for args, field in [((-1, 0.01, 0.02, NOW), "in_flight"),
+                        ((math.nan, 0.01, 0.02, NOW), "in_flight"),
+                        ((None, 0.01, 0.02, NOW), "in_flight"),
+                        ((True, 0.01, 0.02, NOW), "in_flight"),
+                        ((1, -0.5, 0.02, NOW), "latency_s"),
+                        ((1, "12", 0.02, NOW), "latency_s"),
+                        ((1, 0.01, math.inf, NOW), "latency_p99_s"),
+                        ((1, 0.01, 0.02, math.nan), "sample_time"),
+                        ((1, 0.01, 0.02, None), "sample_time")]:
+        with pytest.raises(ValueError, match=f"srv1-ui: {field}:"):
+            core.update_probe("srv1-ui", *args)
+    assert core.probes == before
+
+
+def test_the_status_shows_each_instances_probe_with_its_age(core):
+    core.update_probe("srv2-be", 4, 2.5, 9.75, NOW - 0.3)
+    instances = core.status(NOW)["servers"]["srv2"]["instances"]
+    assert instances["srv2-be"]["probe"] == {"in_flight": 4.0, "latency_s": 2.5,
+                                             "latency_p99_s": 9.75, "age_s": 0.3}
+    assert instances["srv2-ui"]["probe"] is None          # never probed: not a zero
+
+
+# ---------------------------------------------------------------- the controller core
+def test_probing_follows_the_policys_flag_as_it_changes():
+    _, ctl, _ = make("srr")
+    assert ctl.probing() is False
+    reads_probes(ctl.core)
+    assert ctl.probing() is True
+    ctl.set_policy("malb", NOW)
+    assert ctl.probing() is False
+    assert ctl.status()["probes"]["polling"] is False
+
+
+def test_an_answer_goes_to_the_policy_core_at_its_age_on_the_controllers_clock():
+    cfg, ctl, _ = make("srr")
+    body = {"server": "srv1", "time": NOW + 500.0,          # the agent's clock: ignored
+            "instances": {"srv1-ui": entry(in_flight=2, p50_ms=12.5, p99_ms=80.0, age_s=0.25),
+                          "srv1-be": entry(in_flight=0, count=0, p50_ms=None, p99_ms=None),
+                          "srv1-vid": entry(in_flight=None, error="no answer within 0.25 s")}}
+    r = ctl.probe_answer("srv1", body, NOW)
+    probes = ctl.core.probes
+    assert probes["srv1-ui"] == Probe(2.0, 0.0125, 0.08, NOW - 0.25)
+    assert probes["srv1-be"] == Probe(0.0, None, None, NOW - 0.01)
+    assert "srv1-vid" not in probes                     # a failed reading is not a zero
+    assert ("inc", "malb_probe_answers_total", ("srv1",), 1) in r.metrics
+    assert ("inc", "malb_probe_readings_total", ("srv1",), 2) in r.metrics
+    assert ("inc", "malb_probe_failures_total", ("srv1", "instance"), 1) in r.metrics
+    assert len(r.warnings) == 1 and "srv1-vid: no answer within 0.25 s" in r.warnings[0]
+    st = ctl.status()
+    assert st["servers"]["srv1"]["instances"]["srv1-ui"]["probe"]["in_flight"] == 2.0
+    assert st["probes"]["agents"]["srv1"]["last_answer_age_s"] == 0.0
+    assert st["probes"]["agents"]["srv1"]["last_error"] is None
+    # a failed reading keeps the last good probe, which ages
+    ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry(error="refused")}}, NOW + 5)
+    assert ctl.core.probes["srv1-ui"].time == NOW - 0.25
+
+
+def test_malformed_parts_are_warnings_and_the_rest_is_applied():
+    _, ctl, _ = make("srr")
+    body = {"instances": {
+        "srv1-ui": entry(in_flight=1),
+        "srv1-be": entry(in_flight=-3),                  # bad value
+        "srv1-vid": entry(p50_ms="fast"),                # bad value
+        "srv2-ui": entry(),                              # another server's instance
+        "ghost": entry(),                                # no such instance
+        "srv1-x": "not an object",
+    }}
+    r = ctl.probe_answer("srv1", body, NOW)
+    assert set(ctl.core.probes) == {"srv1-ui"}
+    assert ("inc", "malb_probe_failures_total", ("srv1", "malformed"), 5) in r.metrics
+    assert len(r.warnings) == 1
+    text = r.warnings[0]
+    assert "instances.srv1-be.in_flight: expected a finite number >= 0, got -3" in text
+    assert "(and 2 more)" in text and "the rest applied" in text
+    # whole answers that are not what an agent sends: a failure, never an exception
+    for bad in (None, [], "x", {"instances": []}, {"server": "srv1"}):
+        r = ctl.probe_answer("srv1", bad, NOW + 1)
+        assert ("inc", "malb_probe_failures_total", ("srv1", "malformed"), 1) in r.metrics
+    assert ctl.status()["probes"]["agents"]["srv1"]["last_error"] == \
+        "its /probes answer has no 'instances' object"
+    assert ctl.probe_answer("srv7", {"instances": {}}, NOW).warnings     # not a server
+    assert ctl.probe_answer("srv7", {"instances": {}}, NOW).metrics == []
+
+
+def test_an_instance_in_no_pool_is_skipped_quietly():
+    _, ctl, _ = make("srr")
+    ctl.remove_instance("srv1-ui", NOW)
+    r = ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW)
+    assert ctl.core.probes == {} and r.warnings == []
+    ctl.add_instance("srv1-ui", NOW)
+    ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW + 1)
+    assert "srv1-ui" in ctl.core.probes
+
+
+def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
+    _, ctl, _ = make("srr")
+    lines = []
+    for k in range(4 * 90):                 # 90 s of polls every 0.25 s, all failing
+        r = ctl.probe_failed("srv2", "http://127.0.0.1:9102/probes: Connection refused",
+                             NOW + k * 0.25)
+        assert r.metrics == [("inc", "malb_probe_failures_total", ("srv2", "poll"), 1)]
+        lines += r.warnings
+    assert len(lines) == 2 and "Connection refused" in lines[0]
+    assert "239 more such problems" in lines[1]
+    r = ctl.probe_answer("srv2", {"instances": {}}, NOW + 91)
+    assert r.infos == ["agent srv2: /probes answers again"] and r.warnings == []
+    assert ctl.probe_answer("srv2", {"instances": {}}, NOW + 92).infos == []
+    # another agent has its own allowance
+    assert ctl.probe_failed("srv1", "timed out", NOW + 1).warnings
+
+
+# ---------------------------------------------------------------- the Ryu shell
+def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypatch):
+    from common.httpjson import HttpError
+    from ryu_apps import malb
+    reads_probes(app.core)
+    asked = []
+
+    def agent(url, timeout):
+        asked.append((url, timeout))
+        if len(asked) == 2:
+            raise HttpError(f"{url}: timed out")
+        return {"instances": {"srv1-ui": entry(in_flight=3)}}
+    monkeypatch.setattr(malb, "get_json", agent)
+    url = app.ctl.probe_agents["srv1"]["url"]
+    app._probe_poll("srv1", url, 0.75)
+    app._probe_poll("srv1", url, 0.75)
+    assert asked == [("http://127.0.0.1:9101/probes", 0.75)] * 2
+    assert app.core.probes["srv1-ui"].in_flight == 3.0
+    text = app.metrics.render()
+    assert 'malb_probe_answers_total{server="srv1"} 1' in text
+    assert 'malb_probe_readings_total{server="srv1"} 1' in text
+    assert 'malb_probe_failures_total{server="srv1",kind="poll"} 1' in text
+    assert 'malb_probe_poll_seconds_count{server="srv1"} 2' in text
+
+
+# ---------------------------------------------------------------- configuration
+def test_the_probe_settings_have_defaults_and_are_checked():
+    cfg = parse_config({})
+    assert cfg.controller.probe_period_s == 0.25
+    assert (cfg.agents.probe_window_s, cfg.agents.probe_timeout_s) == (1.0, 0.25)
+    cfg = parse_config({"controller": {"probe_period_s": 1},
+                        "agents": {"probe_window_s": 5, "probe_timeout_s": 0.1}})
+    assert (cfg.controller.probe_period_s, cfg.agents.probe_window_s,
+            cfg.agents.probe_timeout_s) == (1.0, 5.0, 0.1)
+    for data, message in [
+            ({"controller": {"probe_period_s": 0.01}},
+             "controller.probe_period_s: must be >= 0.05"),
+            ({"controller": {"probe_period_s": "fast"}},
+             "controller.probe_period_s: expected a number"),
+            ({"controller": {"probe_period_s": float("inf")}},
+             "controller.probe_period_s: expected a finite number"),
+            ({"agents": {"probe_window_s": 0.05}}, "agents.probe_window_s: must be >= 0.1"),
+            ({"agents": {"probe_window_s": 61}}, "agents.probe_window_s: must be <= 60"),
+            ({"agents": {"probe_timeout_s": 0}}, "agents.probe_timeout_s: must be >= 0.01"),
+            ({"agents": {"probe_timeout_s": True}}, "agents.probe_timeout_s: expected a number"),
+            ({"agents": {"probe_timeot_s": 1}}, "agents.probe_timeot_s: unknown field")]:
+        with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+            parse_config(data)
