@@ -151,6 +151,9 @@ class Model:
         self.noisy_ms = {c["ms"] for c in lb_comparison.request_classes(opts)
                          if c["path"].startswith("/job")}
         self.ended: list[dict] = []      # flow records completed since the last report
+        # per instance, (end, latency) of its requests: what its service's /latency tells
+        # the agents' probes (a policy that reads probes: uses_probes)
+        self.latencies: dict[str, deque] = {i: deque() for i in self.inst}
         # --rule-reports: completed flows still counted until their rules idle out
         # (release time, record), and the silent jobs whose rules idled out already
         self.lingering: list[tuple[float, dict]] = []
@@ -274,6 +277,7 @@ class Model:
         if t.kind == "stream":
             row["throughput_kB_s"] = t.sent / 1000 / max(now - first, DT)
         self.requests.append(row)
+        self.latencies[t.instance].append((now, now - t.start))
         self.ended.append({"flow_id": str(t.seq), "microservice": t.ms, "active": False,
                            "duration_s": now - t.start, "ended_at": now})
 
@@ -326,6 +330,9 @@ class Model:
         the load phases (samples up to `end`) and every request."""
         plan = self.plan
         now, i, next_tick = 0.0, 0, self.period
+        probing = self.policy in POLICIES and self.core.strategy.uses_probes
+        probe_every = self.cfg.controller.probe_period_s
+        next_probe = probe_every
         next_sample = {s: self.agent_period + self.agent_offset[s] for s in self.servers}
         events: list[tuple[float, str, object]] = []    # (when, what, data), in time order
         while (now < end or self.tasks or i < len(plan)) and now < end + 600:
@@ -338,6 +345,9 @@ class Model:
                 if now >= next_sample[name] - 1e-9:
                     self.agent_sample(name, now)
                     next_sample[name] += self.agent_period
+            if probing and now >= next_probe - 1e-9:
+                self.probe(now)
+                next_probe += probe_every
             if now >= next_tick - 1e-9:
                 # the profiler asks every agent for its latest sample over the window; with
                 # agents out of phase (--agent-phase random), some are most of a second old
@@ -375,6 +385,21 @@ class Model:
                 "table2_with_drain": evaluation.table2(periods(self.samples), servers=servers),
                 "fig3": evaluation.fig3(load),
                 "table3": evaluation.table3(self.requests), "judged": self.judged}
+
+    def probe(self, now: float) -> None:
+        """The controller's probe poll: each instance's requests in flight, and the p50 and
+        p99 of its requests that ended in the agents' probe window (agents/probes.py)."""
+        window = self.cfg.agents.probe_window_s
+        running: dict[str, int] = {}
+        for t in self.tasks:
+            running[t.instance] = running.get(t.instance, 0) + 1
+        for name, ended in self.latencies.items():
+            while ended and ended[0][0] < now - window:
+                ended.popleft()
+            lat = sorted(x for _, x in ended)
+            p50 = lat[(len(lat) - 1) // 2] if lat else None
+            p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None
+            self.core.update_probe(name, float(running.get(name, 0)), p50, p99, now)
 
     def profiler_step(self, samples: dict, now: float) -> tuple[dict, dict]:
         """The profiler's period: the agents' samples and the controller's flow report in,

@@ -1,0 +1,96 @@
+"""Probe-based balancing in the spirit of Prequal (``prequal``; Wydrowski, Kleinberg,
+Rumble and Fisher, "Load is not what you should balance: Introducing Prequal", NSDI 2024):
+instances are chosen by their requests in flight (RIF) and recent latency, as the services
+themselves report them, not by CPU.
+
+What we took from the paper: the hot-cold lexicographic rule. An instance is hot when its
+RIF is above the `q_rif` quantile of the RIFs of the instances probed; among the cold ones
+the one with the lowest latency takes the flow (ties: fewer in flight, then round-robin
+order); when all are hot, the one with the fewest in flight. A probe is used only while
+younger than `max_age_s`, and each flow sent to an instance since its probe counts as one
+more request in flight there (the paper's probe reuse, without its budget).
+
+What differs: the paper's clients probe a few random replicas per query and keep a pool
+of recent probes; here the controller polls every instance of the microservices through
+the host agents every few hundred milliseconds (controller.probe_period_s, the agents'
+GET /probes), since a microservice has a handful of instances, not thousands. The latency
+is the service's median over its last seconds, not the paper's estimate at the probe's
+RIF. Without a fresh probe of any instance, round robin.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ryu_apps.policies import register
+from ryu_apps.policies.base import Options, Policy
+from ryu_apps.policies.rules import round_robin
+
+
+@dataclass(frozen=True)
+class PrequalOptions(Options):
+    q_rif: float = 0.8
+    max_age_s: float = 2.0
+
+    def __post_init__(self):
+        if not isinstance(self.q_rif, (int, float)) or not 0 <= self.q_rif <= 1:
+            raise ValueError(f"q_rif: a quantile from 0 to 1, got {self.q_rif!r}")
+        if not isinstance(self.max_age_s, (int, float)) or not self.max_age_s > 0:
+            raise ValueError(f"max_age_s: seconds > 0, got {self.max_age_s!r}")
+
+
+@register("prequal", rank=14)
+class Prequal(Policy):
+    title = "probe-based (Prequal)"
+    Options = PrequalOptions
+    uses_probes = True
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        # instance -> (the probe time its count is since, flows sent since)
+        self._sent: dict[str, tuple[float, int]] = {}
+
+    def choose(self, view, ms, candidates, now, flow):
+        rif, latency = {}, {}
+        for b in candidates:
+            probe = view.probes.get(b.name)
+            if probe is None or now - probe.time > self.options.max_age_s:
+                continue
+            since, sent = self._sent.get(b.name, (probe.time, 0))
+            rif[b.name] = probe.in_flight + (sent if since == probe.time else 0)
+            latency[b.name] = probe.latency_s or 0.0     # none recent: nothing queued
+        fresh = [b for b in candidates if b.name in rif]
+        if not fresh:
+            return round_robin(view, self, ms, now, "prequal: no fresh probe, round robin")
+        threshold = quantile(sorted(rif.values()), self.options.q_rif)
+        cold = [b for b in fresh if rif[b.name] <= threshold]
+        pool = view.pools[ms]
+        pos = {b.name: i for i, b in enumerate(pool)}
+        turn = view.turn[ms]
+
+        def order(b):
+            return (pos[b.name] - turn) % len(pool)
+        if cold:
+            best = min(cold, key=lambda b: (latency[b.name], rif[b.name], order(b)))
+            how = f"the lowest latency of {len(cold)} cold"
+        else:
+            best = min(fresh, key=lambda b: (rif[b.name], latency[b.name], order(b)))
+            how = "all hot: the fewest in flight"
+        view.turn[ms] = (pos[best.name] + 1) % len(pool)
+        probe_time = view.probes[best.name].time
+        since, sent = self._sent.get(best.name, (probe_time, 0))
+        self._sent[best.name] = (probe_time, sent + 1 if since == probe_time else 1)
+        left_out = len(candidates) - len(fresh)
+        reason = f"prequal: {how}" + (f" ({left_out} without a fresh probe)" if left_out
+                                       else "")
+        return self.decision(best, "hot-cold-lexicographic", reason, now,
+                             {b.server: round(rif[b.name], 3) for b in fresh})
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q quantile of sorted values, linear between order statistics."""
+    if len(values) == 1:
+        return values[0]
+    pos = q * (len(values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)

@@ -1,0 +1,38 @@
+"""Probe-based balancing (prequal): ryu_apps/policies/prequal.py."""
+from tests.unit.policies.harness import SERVERS, make_core
+
+
+def probed(core, t=99.5, **per_server):
+    """per_server: srvN=(in flight, p50 latency in s or None) of its back-end instance."""
+    for srv in SERVERS:
+        rif, lat = per_server.get(srv, (1.0, 0.5))
+        core.update_probe(f"{srv}-backend", rif, lat, None, t)
+
+
+def test_prequal_sends_to_the_cold_instance_with_the_lowest_latency():
+    core = make_core("prequal")
+    assert core.strategy.uses_probes
+    # srv1 answers fastest but holds the most in flight (hot); srv3 is the fastest cold one
+    probed(core, srv1=(5.0, 0.1), srv2=(1.0, 0.9), srv3=(1.0, 0.3), srv4=(0.0, 0.6))
+    d = core.choose("backend", 100.0)
+    assert (d.server, d.algorithm) == ("srv3", "hot-cold-lexicographic")
+    assert d.scores == {"srv1": 5.0, "srv2": 1.0, "srv3": 1.0, "srv4": 0.0}
+
+
+def test_prequal_counts_what_it_sent_since_the_probe_and_goes_hot_by_rif_alone():
+    core = make_core("prequal", options={"q_rif": 0.0})   # every instance above the minimum is hot
+    probed(core, srv1=(0.0, 0.2), srv2=(0.0, 0.2), srv3=(0.0, 0.2), srv4=(0.0, 0.2))
+    picks = [core.choose("backend", 100.0).server for _ in range(4)]
+    assert sorted(picks) == SERVERS          # each flow raises its instance's count by one
+    probed(core, t=99.8, srv1=(3.0, 0.1), srv2=(2.0, 0.1), srv3=(2.0, 0.1), srv4=(1.0, 0.9))
+    assert core.choose("backend", 100.0).server == "srv4"   # a new probe replaces the counts
+
+
+def test_prequal_leaves_out_stale_probes_and_without_any_falls_back_to_round_robin():
+    core = make_core("prequal", options={"max_age_s": 2.0})
+    d = core.choose("backend", 100.0)
+    assert d.algorithm == "round-robin" and "no fresh probe" in d.reason
+    probed(core, t=90.0)                                      # ten seconds old
+    core.update_probe("srv2-backend", 4.0, None, None, 99.0)  # fresh, no recent latency
+    d = core.choose("backend", 100.0)
+    assert d.server == "srv2" and "3 without a fresh probe" in d.reason
