@@ -9,9 +9,11 @@ The paper testbed (configs/paper.yaml) with its proxy host prx1, the controller 
 burst to the ui VIP, then one through HAProxy in each mode (started before its burst,
 stopped after it). A burst: every client fetches --objects ui objects of --size bytes,
 --parallel at a time (curl through xargs), all clients at once. Per burst: requests
-answered 200, seconds, MB/s, and the CPU cores over the burst of HAProxy (its process),
-ryu-manager, ovs-vswitchd and the servers' containers (their cgroups, with our Docker
-node; None on Containernet); HAProxy's cores while idle for 3 s before its burst.
+answered 200, seconds, MB/s, and the CPU seconds (and cores) over the burst of HAProxy
+(its process), ryu-manager, ovs-vswitchd and the servers' containers (their cgroups, with
+our Docker node; None on Containernet); HAProxy's cores while idle for 3 s before its
+burst. CPU seconds per burst are the steadier figure: on a busy machine a burst takes
+longer and its cores fall.
 Results: haproxy.json and haproxy.md in --out.
 """
 from __future__ import annotations
@@ -93,9 +95,14 @@ def burst(stack, host: str, port: int, args) -> tuple[dict, float, float]:
             "mb_per_s": round(ok * args.size / 1e6 / (t1 - t0), 2)}, t0, t1
 
 
-def measured(meters: Meters, before: dict, after: dict, seconds: float) -> dict:
-    return {f"{k}_cores": None if before[k] is None or after[k] is None
-            else round((after[k] - before[k]) / seconds, 4) for k in before}
+def measured(before: dict, after: dict, seconds: float) -> dict:
+    """Per part: CPU seconds over the burst, and cores (CPU seconds / burst seconds)."""
+    out = {}
+    for k in before:
+        used = None if before[k] is None or after[k] is None else after[k] - before[k]
+        out[f"{k}_cpu_s"] = None if used is None else round(used, 3)
+        out[f"{k}_cores"] = None if used is None else round(used / seconds, 4)
+    return out
 
 
 def run(args) -> list[dict]:
@@ -112,8 +119,9 @@ def run(args) -> list[dict]:
             before = meters.read()
             r, t0, t1 = burst(st, vip.vip, vip.port, args)
             rows.append({"round": rnd, "path": f"VIP ({args.policy})", **r,
-                         "haproxy_cores": None, "haproxy_idle_cores": None,
-                         **measured(meters, before, meters.read(), t1 - t0)})
+                         "haproxy_cpu_s": None, "haproxy_cores": None,
+                         "haproxy_idle_cores": None,
+                         **measured(before, meters.read(), t1 - t0)})
             print(f"[haproxy] round {rnd}: {rows[-1]}", flush=True)
             for mode in MODES:
                 with OutsideBalancer(st, mode) as lb:
@@ -123,9 +131,10 @@ def run(args) -> list[dict]:
                     r, t0, t1 = burst(st, *lb.address("ui"), args)
                     after = meters.read()
                     cores = lb.cpu_report(at=[t1], period_s=t1 - t0)["samples"][0]["cores"]
-                rows.append({"round": rnd, "path": f"HAProxy {mode}", **r, "haproxy_cores": cores,
-                             "haproxy_idle_cores": idle,
-                             **measured(meters, before, after, t1 - t0)})
+                rows.append({"round": rnd, "path": f"HAProxy {mode}", **r,
+                             "haproxy_cpu_s": None if cores is None else
+                             round(cores * (t1 - t0), 3), "haproxy_cores": cores,
+                             "haproxy_idle_cores": idle, **measured(before, after, t1 - t0)})
                 print(f"[haproxy] round {rnd}: {rows[-1]}", flush=True)
     return rows
 
@@ -142,19 +151,23 @@ def summary(rows: list[dict]) -> list[dict]:
         out.append({"path": path, "bursts": len(mine),
                     "ok": f"{sum(r['ok'] for r in mine)}/{sum(r['requests'] for r in mine)}",
                     **{k: _mean(r[k] for r in mine) for k in (
-                        "seconds", "mb_per_s", "haproxy_cores", "haproxy_idle_cores",
-                        "ryu_cores", "ovs_cores", "servers_cores")}})
+                        "seconds", "mb_per_s", "haproxy_cpu_s", "ryu_cpu_s", "ovs_cpu_s",
+                        "servers_cpu_s", "haproxy_cores", "haproxy_idle_cores")}})
+        h, srv = out[-1]["haproxy_cpu_s"], out[-1]["servers_cpu_s"]
+        out[-1]["haproxy_vs_servers"] = round(h / srv, 3) if h is not None and srv else None
     return out
 
 
 def markdown(doc: dict) -> str:
     s = doc["settings"]
-    cols = ("path", "ok", "seconds", "mb_per_s", "haproxy_cores", "haproxy_idle_cores",
-            "ryu_cores", "ovs_cores", "servers_cores")
+    cols = ("path", "ok", "seconds", "mb_per_s", "haproxy_cpu_s", "ryu_cpu_s", "ovs_cpu_s",
+            "servers_cpu_s", "haproxy_vs_servers", "haproxy_cores", "haproxy_idle_cores")
     lines = [f"# HAProxy beside the OpenFlow path: one burst of {s['objects']} x "
              f"{s['size']} B ui objects per client, {s['parallel']} at a time",
              "", f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; means over "
-             f"{s['rounds']} rounds (cores: CPU over the burst)", "",
+             f"{s['rounds']} rounds. cpu_s: CPU seconds over one burst; cores: cpu_s / the "
+             f"burst's seconds; haproxy_vs_servers: HAProxy's CPU seconds / the servers'; idle: "
+             f"HAProxy's cores in the {IDLE_S:g} s before its burst", "",
              "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in doc["summary"]:
         lines.append("| " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")

@@ -302,3 +302,26 @@ def test_a_socket_made_in_another_namespace_is_served_from_this_one():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_benchmarks_summary_means_each_path_and_sets_haproxy_against_the_servers():
+    from benchmarks.haproxy import markdown, summary
+    row = {"requests": 400, "ryu_cpu_s": 0.1, "ovs_cpu_s": 3.0, "haproxy_cores": None,
+           "haproxy_idle_cores": None}
+    rows = [{**row, "path": "VIP (srr)", "ok": 400, "seconds": 9.0, "mb_per_s": 44.0,
+             "haproxy_cpu_s": None, "servers_cpu_s": 2.0},
+            {**row, "path": "HAProxy agent", "ok": 400, "seconds": 20.0, "mb_per_s": 20.0,
+             "haproxy_cpu_s": 1.0, "servers_cpu_s": 4.0, "haproxy_cores": 0.05},
+            {**row, "path": "HAProxy agent", "ok": 399, "seconds": 22.0, "mb_per_s": 18.0,
+             "haproxy_cpu_s": 1.2, "servers_cpu_s": None, "haproxy_cores": 0.055}]
+    vip, agent = summary(rows)
+    assert (vip["ok"], vip["haproxy_cpu_s"], vip["haproxy_vs_servers"]) == ("400/400", None,
+                                                                          None)
+    # a figure a burst lacks is left out of its mean, not read as zero
+    assert (agent["ok"], agent["seconds"], agent["haproxy_cpu_s"], agent["servers_cpu_s"]) \
+        == ("799/800", 21.0, 1.1, 4.0)
+    assert agent["haproxy_vs_servers"] == pytest.approx(1.1 / 4.0, abs=1e-3)
+    table = markdown({"settings": {"objects": 200, "size": 10 ** 6, "parallel": 8,
+                                   "rounds": 2}, "command": "c", "commit": "x",
+                      "summary": [vip, agent]})
+    assert "| VIP (srr) | 400/400 | 9.0 | 44.0 | - |" in table
