@@ -55,7 +55,8 @@ from common.cli import ArgumentParser
 from common.config import Config, ConfigError, load_config
 from common.httpjson import get_json
 from common.procs import Service, ServiceError
-from common.state import STATE_DIR, process_start_ticks, same_process
+from common.state import PID_DIR, STATE_DIR, process_start_ticks, read_pid_file, \
+    same_process
 
 MODES = ("roundrobin", "leastconn", "agent")
 HAPROXY = "haproxy"
@@ -65,6 +66,7 @@ TIMEOUT_IDLE_S = 600         # client and server: longer than any client waits f
 WEIGHT = 100                 # every server's configured weight; agent answers are % of it
 AGENT_HOST, AGENT_PORT = "127.0.0.1", 9777    # in prx1's namespace (the responder's socket)
 STATS_SOCKET = os.path.join(STATE_DIR, "haproxy.sock")
+HAPROXY_PID_NAME = "haproxy"    # /run/malb/pids/haproxy.pid
 CPU_READ_S = 0.5             # how often HAProxy's CPU counters are read
 CLONE_NEWNET = 0x40000000
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -301,6 +303,15 @@ class AgentResponder:
                 "cpu_percent": dict(self.cpu), "errors": dict(self.errors)}
 
 
+def _recorded(name: str) -> tuple[int, int | None]:
+    """(pid, start ticks) a PID file of ours records, or (0, None)."""
+    try:
+        pid, _, start = read_pid_file(os.path.join(PID_DIR, f"{name}.pid"))
+        return pid, start
+    except (OSError, ValueError):
+        return 0, None
+
+
 # ---------------------------------------------------------------------------- CPU
 def process_cpu_seconds(pid: int) -> float | None:
     """utime + stime of a process (all its threads), in seconds; None when it is gone."""
@@ -378,7 +389,6 @@ class OutsideBalancer:
         self.service: Service | None = None
         self.responder: AgentResponder | None = None
         self.meter: CpuMeter | None = None
-        self.started = self.ended = None
 
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float = 15.0) -> "OutsideBalancer":
@@ -391,8 +401,14 @@ class OutsideBalancer:
         os.makedirs(os.path.dirname(self.stats_socket), exist_ok=True)
         with open(self.config_path, "w") as fh:
             fh.write(text)
-        checked = subprocess.run([HAPROXY, "-c", "-q", "-f", self.config_path],
-                                 capture_output=True, text=True)
+        if same_process(*_recorded(HAPROXY_PID_NAME)):
+            raise ServiceError(f"another outside balancer runs already (pid "
+                               f"{_recorded(HAPROXY_PID_NAME)[0]}); stop it first")
+        try:
+            checked = subprocess.run([HAPROXY, "-c", "-q", "-f", self.config_path],
+                                     capture_output=True, text=True)
+        except FileNotFoundError:
+            raise ServiceError(f"{HAPROXY} not found: `make setup` installs it") from None
         if checked.returncode != 0:
             raise ServiceError(f"haproxy refused {self.config_path}: "
                                f"{(checked.stderr or checked.stdout).strip()[-500:]}")
@@ -403,12 +419,11 @@ class OutsideBalancer:
             # -db: in the foreground, one process (its threads): the PID recorded is
             # HAProxy's own; nsenter execs it in prx1's network namespace
             self.service = Service(
-                "haproxy", ["nsenter", f"--net=/proc/{proxy.pid}/ns/net", HAPROXY, "-db",
+                HAPROXY_PID_NAME, ["nsenter", f"--net=/proc/{proxy.pid}/ns/net", HAPROXY, "-db",
                             "-f", self.config_path], None, self.log_path).start()
             self._wait_ready(timeout_s)
             self.meter = CpuMeter(self.service.proc.pid,
                                   process_start_ticks(self.service.proc.pid)).start()
-            self.started = time.time()
         except BaseException:
             self.stop()
             raise
@@ -443,8 +458,6 @@ class OutsideBalancer:
         if self.responder is not None:
             self.responder.stop()
             self.responder = None
-        if self.started is not None and self.ended is None:
-            self.ended = time.time()
         try:
             os.unlink(self.stats_socket)
         except OSError:
