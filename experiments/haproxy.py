@@ -30,9 +30,9 @@ Choices (docs/haproxy.md says why at more length):
   the load generator gives up first (its longest request + 60 s), as it does on the
   OpenFlow path, where nothing in between cuts a connection. ``connect`` 5 s.
 - maxconn 4096 (global and per frontend): the open-loop workload keeps at most a few
-  hundred connections open (1.5 requests/s, 30-60 s jobs and streams); HAProxy needs two
-  file descriptors per connection, and 4096 fits the 20,000-descriptor limit of the CI
-  machines (its own default would be derived from whatever limit a machine has).
+  hundred connections open (1.5 requests/s, jobs of 10-30 s, streams of 20 s); HAProxy
+  needs two file descriptors per connection, and 4096 fits the 20,000-descriptor limit of
+  the CI machines (its own default would be derived from whatever limit a machine has).
 - health checks: a TCP connect per server at the controller's own health interval and
   counts (``controller.health``: 2 s, down after 2, up after 1), the practitioner's plain
   ``check``; none when the controller's method is ``none``. Agent checks every agent
