@@ -31,13 +31,13 @@ HEALTH_METHODS = ("tcp", "arp", "none")
 PREDICTORS = ("rm", "arma")
 KINDS = ("rom", "callgraph")
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
-# The outside balancer's host (testbed.proxy): a block of its own beside the clients'
-# 10.0.200.0/24, which the controller sends instances' un-NATed answers from (orphans) to
-# itself; answers to the proxy must go by plain L2.
-PROXY_NAME, PROXY_IP = "prx1", "10.0.201.1"
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
 LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
+# The outside balancer's host (testbed.proxy), outside the clients' 10.0.200.0/24: the
+# controller takes instances' answers to that block that no NAT rule rewrites (orphans)
+# to itself, while answers to the proxy must go by plain L2.
+PROXY_NAME, PROXY_IP = "prx1", "10.0.201.1"
 
 
 class ConfigError(ValueError):
