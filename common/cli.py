@@ -177,6 +177,8 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="OVS datapath (default: kernel when it works, else user)")
     g.add_argument("--controller", metavar="HOST:PORT|none",
                    help="remote OpenFlow controller, or none for standalone L2 switches")
+    g.add_argument("--proxy", action="store_true",
+                   help="add the outside balancer's host prx1 (testbed.proxy: true)")
 
 
 def overrides_from_args(args: argparse.Namespace, base) -> dict:
@@ -191,6 +193,8 @@ def overrides_from_args(args: argparse.Namespace, base) -> dict:
         testbed["datapath"] = args.datapath
     if getattr(args, "controller", None):
         testbed["controller"] = args.controller
+    if getattr(args, "proxy", False):
+        testbed["proxy"] = True
     if any(getattr(args, k, None) for k in ("servers", "server_cpu", "server_memory")):
         servers = _server_overrides(args, base, switches_changed="switches" in testbed)
     out = {}

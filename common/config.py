@@ -37,6 +37,10 @@ MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
 LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
+# The outside balancer's host (testbed.proxy), outside the clients' 10.0.200.0/24: the
+# controller takes instances' answers to that block that no NAT rule rewrites (orphans)
+# to itself, while answers to the proxy must go by plain L2.
+PROXY_NAME, PROXY_IP = "prx1", "10.0.201.1"
 
 
 class ConfigError(ValueError):
@@ -142,6 +146,18 @@ class Client:
 
 
 @dataclass(frozen=True)
+class Proxy:
+    """The outside balancer's host (testbed.proxy): HAProxy runs in its namespace and
+    connects to the instances' own addresses, outside the clients' block."""
+    name: str
+    ip: str
+    mac: str
+    switch: str
+    dpid: int
+    switch_port: int
+
+
+@dataclass(frozen=True)
 class Switch:
     name: str
     dpid: int
@@ -168,6 +184,7 @@ class Testbed:
     clients: tuple[Client, ...]
     control_port: int = 9300        # `topologies up`: start and stop instances (placement)
     client_bw_mbit: float | None = None    # client links (default: host_bw_mbit)
+    proxy: Proxy | None = None      # the outside balancer's host (testbed.proxy: true)
 
 
 @dataclass(frozen=True)
@@ -708,7 +725,8 @@ def _parse_testbed(raw: Any) -> dict:
     path = "testbed"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"switches", "clients", "datapath", "controller", "trunk_bw_mbit",
-                          "host_bw_mbit", "client_bw_mbit", "vip", "control_port"}, path)
+                          "host_bw_mbit", "client_bw_mbit", "vip", "control_port", "proxy"},
+                    path)
     n_switches = _number(raw, "switches", path, 1, lo=1, hi=4, integer=True)
     n_clients = _number(raw, "clients", path, 2, lo=1, hi=50, integer=True)
     datapath = _choice(raw, "datapath", path, "auto", DATAPATHS)
@@ -723,10 +741,13 @@ def _parse_testbed(raw: Any) -> dict:
                         allow_none=True)
     vip = _ipv4(raw.get("vip", "10.0.0.100"), f"{path}.vip")
     control_port = _number(raw, "control_port", path, 9300, lo=1, hi=65535, integer=True)
+    proxy = raw.get("proxy", False)
+    if not isinstance(proxy, bool):     # a quoted "yes" or a 1 is not a boolean
+        raise ConfigError(f"{path}.proxy: expected true or false, got {_show(proxy)}")
     return dict(n_switches=n_switches, n_clients=n_clients, datapath=datapath,
                 controller=controller, trunk_bw=trunk_bw, host_bw=host_bw,
                 client_bw=client_bw, vip=vip,
-                control_port=control_port)
+                control_port=control_port, proxy=proxy)
 
 
 def _parse_controller(raw: Any) -> ControllerCfg:
@@ -933,8 +954,9 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
     - the slot of microservice j on server i: node srv<i>-<abbrev>, 10.0.<i>.<j>, MAC
       02:00:00:01:<i>:<j>, whether an instance runs there or not;
     - client k: node cli<k>, 10.0.200.<k>, MAC 02:00:00:02:00:<k>, on s1;
+    - the proxy (testbed.proxy): node prx1, 10.0.201.1, MAC 02:00:00:03:00:01, on s1;
     - ports on each switch: slots first (server order, then microservice order), then
-      clients (s1 only), then trunk ports.
+      clients (s1 only), then trunk ports, then the proxy (s1 only).
     Returns (testbed, the instances running at the start, every slot).
     """
     switches = tuple(Switch(f"s{k}", k) for k in range(1, tb["n_switches"] + 1))
@@ -967,10 +989,14 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
         trunks.append(Trunk(a.name, b.name, next_port[a.name], next_port[b.name], tb["trunk_bw"]))
         next_port[a.name] += 1
         next_port[b.name] += 1
+    # the proxy last: every other port keeps its number whether there is a proxy or not
+    proxy = Proxy(name=PROXY_NAME, ip=PROXY_IP, mac=mac_for(3, 0, 1), switch="s1", dpid=1,
+                  switch_port=next_port["s1"]) if tb["proxy"] else None
     testbed = Testbed(datapath=tb["datapath"], controller=tb["controller"], prefix_len=16,
                       trunk_bw_mbit=tb["trunk_bw"], host_bw_mbit=tb["host_bw"],
                       switches=switches, trunks=tuple(trunks), clients=tuple(clients),
-                      control_port=tb["control_port"], client_bw_mbit=tb["client_bw"])
+                      control_port=tb["control_port"], client_bw_mbit=tb["client_bw"],
+                      proxy=proxy)
     return testbed, tuple(instances), tuple(slots)
 
 
@@ -996,7 +1022,8 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None,
     microservices, replicas_of = _parse_microservices(data.get("microservices"), tb["vip"])
     microservices = _place_microservices(microservices, replicas_of, servers)
     testbed, instances, slots = _derive_topology(tb, servers, microservices)
-    instance_ips = {i.ip for i in slots} | {c.ip for c in testbed.clients}
+    instance_ips = {i.ip for i in slots} | {c.ip for c in testbed.clients} | \
+        ({testbed.proxy.ip} if testbed.proxy else set())
     subnet = ipaddress.ip_network(f"10.0.0.0/{testbed.prefix_len}")
     for ms in microservices:
         if ms.vip in instance_ips:

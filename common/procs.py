@@ -120,7 +120,10 @@ class Service:
 
 def controller_service(config_path: str, policy: str | None = None, log_path: str = "",
                        rest_port: int = 8080, name: str = "controller") -> Service:
-    env = {"MALB_CONFIG": config_path}
+    # ryu-manager puts no working directory on its path: without this the controller
+    # would import whichever checkout the virtualenv's .pth names (another worktree's)
+    env = {"MALB_CONFIG": config_path,
+           "PYTHONPATH": os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))}
     if policy:
         env["MALB_POLICY"] = policy
     argv = [os.path.join(VENV_BIN, "ryu-manager"), "--user-flags",

@@ -139,9 +139,12 @@ class ControllerCore:
         self.port_owner = {(i.dpid, i.switch_port): i for i in cfg.slots}
         self.client_names = {cl.ip: cl.name for cl in cfg.testbed.clients}
         self.client_ports = {(cl.dpid, cl.ip): cl.switch_port for cl in cfg.testbed.clients}
-        # every host the configuration knows: MAC -> (its switch, its port there)
+        # every host the configuration knows: MAC -> (its switch, its port there). The
+        # outside balancer's proxy is one, but its block is no local block below: HAProxy
+        # talks to the instances' own addresses, so their answers to it go by plain L2.
+        proxy = (cfg.testbed.proxy,) if cfg.testbed.proxy else ()
         self.host_at = {h.mac: (h.dpid, h.switch_port)
-                        for h in (*cfg.slots, *cfg.testbed.clients)}
+                        for h in (*cfg.slots, *cfg.testbed.clients, *proxy)}
         # per switch, the address blocks of the hosts on it: 10.0.<server>.0/24 for its
         # servers' instances, 10.0.200.0/24 where the clients are
         self.local_blocks: dict[int, list[str]] = {}

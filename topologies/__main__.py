@@ -61,6 +61,10 @@ def print_info(cfg, backend: str, datapath: str) -> None:
     for c in tb.clients:
         print(f"{c.name:<12} {'client':<10} {'-':<7} {c.ip:<13} {c.mac:<18} "
               f"{c.switch}:{c.switch_port}")
+    if tb.proxy:
+        p = tb.proxy
+        print(f"{p.name:<12} {'proxy':<10} {'-':<7} {p.ip:<13} {p.mac:<18} "
+              f"{p.switch}:{p.switch_port}")
     for m in cfg.microservices:
         print(f"microservice {m.name}: VIP {m.vip}:{m.port}/{m.protocol}, flows {m.flow_class}, "
               f"image {m.image}")

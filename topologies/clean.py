@@ -3,7 +3,8 @@
 - containers labelled ``malb``, and those Containernet made for us (its own label, our
   MALB_INSTANCE in their environment);
 - Open vSwitch bridges tagged ``external-ids:malb=1`` (and those named in the state file);
-- Mininet node shells of our nodes (which hold their network namespaces);
+- Mininet node shells of our nodes (which hold their network namespaces), and whatever
+  else runs in those namespaces (a client program, the outside balancer's HAProxy);
 - veth interfaces of our nodes left in the root namespace;
 - the per-server cgroups;
 - processes the project started in the background and recorded under /run/malb/pids.
@@ -24,11 +25,11 @@ from common.state import PID_DIR, TESTBED_STATE_FILE, process_start_ticks, read_
     same_process
 from topologies.cgroups import remove_groups
 from topologies.dockerhost import leftover_is_ours
-# Node names the configuration can produce: srv1-vid, cli2, s3 (see common/config.py).
-NODE_NAME_RE = r"(?:[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|s\d+)"
+# Node names the configuration can produce: srv1-vid, cli2, prx1, s3 (common/config.py).
+NODE_NAME_RE = r"(?:[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|prx\d+|s\d+)"
 # Without a state file, switch names (s1, ...) count as ours only when their bridge carries
 # our tag: a user's own Mininet on the same machine uses the same names.
-FALLBACK_NAME_RE = re.compile(r"[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+")
+FALLBACK_NAME_RE = re.compile(r"[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|prx\d+")
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:

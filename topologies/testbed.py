@@ -171,6 +171,12 @@ class Testbed:
             extra = {"bw": trunk.bw_mbit, "use_tbf": True} if trunk.bw_mbit else {}
             net.addLink(net[trunk.a], net[trunk.b], port1=trunk.a_port, port2=trunk.b_port,
                         **extra)
+        if tb.proxy:
+            # the outside balancer's host (experiments/haproxy.py): a plain host with the
+            # clients' shaping, so what reaches the instances through it meets the same link
+            p = tb.proxy
+            host = net.addHost(p.name, ip=f"{p.ip}/{tb.prefix_len}", mac=p.mac)
+            net.addLink(host, net[p.switch], port2=p.switch_port, **self._host_link())
 
     def _after_start(self) -> None:
         for sw in self.cfg.testbed.switches:
@@ -325,6 +331,7 @@ class Testbed:
             # every slot: cleanup must find an instance a placement started anywhere
             "nodes": ([i.name for i in self.cfg.slots] +
                       [c.name for c in self.cfg.testbed.clients] +
+                      ([self.cfg.testbed.proxy.name] if self.cfg.testbed.proxy else []) +
                       [s.name for s in self.cfg.testbed.switches]),
             "servers": [s.name for s in self.cfg.servers],
         }

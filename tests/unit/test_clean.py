@@ -64,3 +64,14 @@ def test_leftovers_raise_when_docker_cannot_be_asked(monkeypatch, tmp_path):
         clean.leftovers()
     errors: list[str] = []
     assert clean.remove_containers(errors) == [] and "does not answer" in errors[0]
+
+
+def test_every_node_name_the_configuration_makes_is_known_to_cleanup():
+    import re
+    from common.config import parse_config
+    cfg = parse_config({"testbed": {"clients": 2, "switches": 2, "proxy": True}})
+    names = [i.name for i in cfg.slots] + [c.name for c in cfg.testbed.clients] + \
+        [cfg.testbed.proxy.name] + [s.name for s in cfg.testbed.switches]
+    assert all(re.fullmatch(clean.NODE_NAME_RE, n) for n in names)
+    # without a state file, all but the switches (a user's Mininet names them alike)
+    assert [n for n in names if not clean.FALLBACK_NAME_RE.fullmatch(n)] == ["s1", "s2"]

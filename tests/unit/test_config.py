@@ -38,6 +38,26 @@ def test_naming_and_addressing_are_derived_consistently():
     assert len({(i.switch, i.switch_port) for i in cfg.instances}) == len(cfg.instances)
 
 
+@pytest.mark.parametrize("switches", [1, 3])
+def test_the_proxy_host_is_derived_outside_the_clients_block_and_numbers_last(switches):
+    base = {"testbed": {"clients": 3, "switches": switches}, "servers": {"count": 4}}
+    off = parse_config(base)
+    on = parse_config({**base, "testbed": {**base["testbed"], "proxy": True}})
+    assert off.testbed.proxy is None
+    p = on.testbed.proxy
+    assert (p.name, p.ip, p.mac, p.switch, p.dpid) == ("prx1", "10.0.201.1",
+                                                         "02:00:00:03:00:01", "s1", 1)
+    # every other port keeps its number; the proxy takes the next one on s1
+    assert on.slots == off.slots and on.testbed.clients == off.testbed.clients
+    assert on.testbed.trunks == off.testbed.trunks
+    s1 = [i.switch_port for i in on.slots if i.switch == "s1"] + \
+        [c.switch_port for c in on.testbed.clients] + \
+        [t.a_port for t in on.testbed.trunks if t.a == "s1"]
+    assert p.switch_port == max(s1) + 1
+    assert p.ip not in {c.ip for c in on.testbed.clients} | {i.ip for i in on.slots}
+    assert p.mac not in {c.mac for c in on.testbed.clients} | {i.mac for i in on.slots}
+
+
 def test_multiswitch_chain_spreads_servers_and_numbers_trunks():
     cfg = parse_config({"testbed": {"switches": 3, "trunk_bw_mbit": 20},
                         "servers": {"count": 4}})
@@ -102,6 +122,11 @@ def test_multiswitch_chain_spreads_servers_and_numbers_trunks():
     ({"controller": {"max_active_flows": 0}}, "controller.max_active_flows"),
     ({"servers": [{}] * 100}, "servers"),
     ({"extra": 1}, "extra"),
+    ({"testbed": {"proxy": "yes"}}, "testbed.proxy: expected true or false, got 'yes'"),
+    ({"testbed": {"proxy": 1}}, "testbed.proxy: expected true or false, got 1"),
+    ({"testbed": {"proxy": True}, "microservices": [{"name": "video", "port": 80,
+                                                     "vip": "10.0.201.1"}]},
+     "microservices[0].vip: 10.0.201.1 collides with a host address"),
 ])
 def test_bad_values_name_their_field(data, field):
     with pytest.raises(ConfigError) as err:

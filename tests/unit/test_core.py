@@ -24,8 +24,8 @@ UDP_MS = {"name": "dns", "abbrev": "dns", "port": 5353, "protocol": "udp", "flow
 
 
 def make(policy="srr", switches=1, microservices=None, health="none", connect=True,
-         **controller):
-    data = {"testbed": {"clients": 1, "switches": switches},
+         proxy=False, **controller):
+    data = {"testbed": {"clients": 1, "switches": switches, "proxy": proxy},
             "microservices": microservices or copy.deepcopy(DEFAULT_MICROSERVICES),
             "controller": {"health": {"method": health}, **controller}}
     cfg = parse_config_file_data(data, "test.yaml")
@@ -627,8 +627,8 @@ def test_draining_removing_and_adding_instances():
 
 
 # ---------------------------------------------------------------- data-plane mode
-def _dp_make(select=True, switches=1):
-    cfg, ctl, net = make(policy="maglev", switches=switches, health="tcp",
+def _dp_make(select=True, switches=1, proxy=False):
+    cfg, ctl, net = make(policy="maglev", switches=switches, health="tcp", proxy=proxy,
                          dataplane={"short_flows": "switch", "table_size": 257})
     for s in cfg.testbed.switches:
         assert ofwire.OFPMP_GROUP_FEATURES in [r.mp_type for r in net.switches[s.dpid].requests]
@@ -672,6 +672,39 @@ def test_short_flows_are_balanced_by_select_groups_and_a_down_instance_loses_its
     assert inst.name not in hit and len(hit) == 3
     assert ctl.status()["dataplane"]["microservices"]["ui"]["switches"] == \
         [f"{s.dpid:016x}" for s in cfg.testbed.switches]
+
+
+@pytest.mark.parametrize("switches, dataplane", [(1, False), (2, False), (1, True), (2, True)])
+def test_the_proxy_and_the_instances_reach_each_other_by_plain_l2(switches, dataplane):
+    """The outside balancer's host (testbed.proxy) talks to the instances' own addresses:
+    the ARP that resolves them is flooded as any broadcast, and segments both ways go by
+    the host rules, unchanged (no NAT, no orphan, no reverse rule), across trunks too."""
+    cfg, ctl, net = (_dp_make if dataplane else make)(switches=switches, proxy=True)
+    p = cfg.testbed.proxy
+    anyone = "00:00:00:00:00:00"
+    for inst in cfg.instances:
+        port = cfg.microservice(inst.microservice).port
+        who_has = fields_of(ofwire.arp_frame(ofwire.ARP_REQUEST, p.mac, p.ip, anyone, inst.ip,
+                                             eth_dst="ff:ff:ff:ff:ff:ff"))
+        _, (r,) = inject(ctl, net, p.dpid, p.switch_port, who_has)
+        assert r.kinds == ["l2_broadcast"] and net.delivered[-1][1] == ofwire.OFPP_FLOOD
+        reply = fields_of(ofwire.arp_frame(ofwire.ARP_REPLY, inst.mac, inst.ip, p.mac, p.ip,
+                                           eth_dst=p.mac))
+        (leave,), results = from_instance(cfg, ctl, net, inst, reply)
+        assert not results and leave[:2] == (p.dpid, p.switch_port)
+        syn = fields_of(ofwire.tcp_frame(inst.mac, p.mac, p.ip, inst.ip, 40000, port, 1000,
+                                         flags=ofwire.TCP_SYN))
+        (leave,), results = inject(ctl, net, p.dpid, p.switch_port, syn)
+        assert not results and leave[:2] == (inst.dpid, inst.switch_port)
+        assert leave[2]["ipv4_dst"] == inst.ip and leave[2]["eth_dst"] == inst.mac
+        (back,), results = from_instance(cfg, ctl, net, inst, answer_of(syn))
+        assert not results and back[:2] == (p.dpid, p.switch_port)
+        assert (back[2]["ipv4_src"], back[2]["tcp_src"]) == (inst.ip, port)
+    # a client's un-NATed answer still goes to the controller, as before
+    inst = cfg.instances_of("backend")[0]
+    orphan = answer_of(client_pkt(cfg, 40000, port=8003) | {"ipv4_dst": inst.ip,
+                                                            "eth_dst": inst.mac})
+    assert net.send(inst.dpid, inst.switch_port, orphan)[0][1] == CONTROLLER
 
 
 def test_without_select_groups_short_flows_stay_under_per_flow_control():

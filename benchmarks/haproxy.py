@@ -1,0 +1,198 @@
+"""Benchmark: what HAProxy as the outside balancer costs beside the OpenFlow path, for the
+same burst of HTTP objects through each (experiments/haproxy.py, docs/haproxy.md).
+
+    sudo .venv/bin/python -m benchmarks.haproxy [--objects 200] [--parallel 8]
+        [--size 1000000] [--rounds 2] [--policy srr] [--out results/bench]
+
+The paper testbed (configs/paper.yaml) with its proxy host prx1, the controller under
+--policy, the host agents (agent mode reads them), no profiler. Per round, in turn: a
+burst to the ui VIP, then one through HAProxy in each mode (started before its burst,
+stopped after it). A burst: every client fetches --objects ui objects of --size bytes,
+--parallel at a time (curl through xargs), all clients at once. Per burst: requests
+answered 200, seconds, MB/s, and the CPU seconds (and cores) over the burst of HAProxy
+(its process), ryu-manager, ovs-vswitchd and the servers' containers (their cgroups, with
+our Docker node; None on Containernet); HAProxy's cores while idle for 3 s before its
+burst. CPU seconds per burst are the steadier figure: on a busy machine a burst takes
+longer and its cores fall.
+Results: haproxy.json and haproxy.md in --out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+from common.cli import ArgumentParser, bounded, positive_int
+from common.config import POLICIES, load_config_data
+from common.procs import git_commit
+from experiments.haproxy import MODES, OutsideBalancer, process_cpu_seconds
+from experiments.stack import Stack
+from topologies.cgroups import detect_layout, read_server_cpu_seconds
+from topologies.clean import clean_testbed
+
+DEFAULT_OUT = os.path.join("results", "bench")
+OVS_PID_FILE = "/run/openvswitch/ovs-vswitchd.pid"
+IDLE_S = 3.0
+
+
+def parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m benchmarks.haproxy", description=__doc__.split("\n\n")[0])
+    p.add_argument("--objects", type=positive_int, default=200, help="per client and burst")
+    p.add_argument("--parallel", type=bounded(int, 1, 64), default=8,
+                   help="requests each client keeps open")
+    p.add_argument("--size", type=bounded(int, 1, 100_000_000), default=1_000_000,
+                   help="bytes per object")
+    p.add_argument("--rounds", type=positive_int, default=2)
+    p.add_argument("--policy", choices=POLICIES, default="srr",
+                   help="the controller's policy (the VIP path)")
+    p.add_argument("--out", default=DEFAULT_OUT)
+    return p
+
+
+class Meters:
+    """Cumulative CPU seconds of ryu-manager, ovs-vswitchd and every server's cgroup."""
+
+    def __init__(self, stack):
+        self.stack = stack
+        with open(OVS_PID_FILE) as fh:
+            self.ovs = int(fh.read().split()[0])
+        self.layout = None
+        if stack.testbed.backend == "mininet":
+            from topologies.dockerhost import docker_client
+            self.layout = detect_layout(docker_client().info())
+
+    def read(self) -> dict:
+        servers = None
+        if self.layout is not None:
+            each = [read_server_cpu_seconds(self.layout, s.name) for s in self.stack.cfg.servers]
+            servers = None if None in each else sum(each)
+        return {"ryu": process_cpu_seconds(self.stack.controller.proc.pid),
+                "ovs": process_cpu_seconds(self.ovs), "servers": servers}
+
+
+def burst(stack, host: str, port: int, args) -> tuple[dict, float, float]:
+    clients = [stack.testbed.node(c.name) for c in stack.cfg.testbed.clients]
+    url = f"http://{host}:{port}/object?size={args.size}"
+    for c in clients:
+        c.cmd(f"rm -f /tmp/malb-bench-{c.name}")
+    t0 = time.time()
+    for c in clients:
+        c.cmd(f"seq {args.objects} | xargs -P {args.parallel} -I{{}} curl -s -o /dev/null "
+              f"--max-time 120 -w '%{{http_code}}\\n' '{url}' > /tmp/malb-bench-{c.name} &")
+    pending = list(clients)
+    while pending:
+        time.sleep(0.1)
+        pending = [c for c in pending if c.cmd(f"wc -l < /tmp/malb-bench-{c.name}").strip()
+                   != str(args.objects)]
+    t1 = time.time()
+    ok = sum(int(c.cmd(f"grep -c '^200$' /tmp/malb-bench-{c.name}").strip() or 0)
+             for c in clients)
+    for c in clients:
+        c.cmd(f"rm -f /tmp/malb-bench-{c.name}")
+    return {"requests": args.objects * len(clients), "ok": ok, "seconds": round(t1 - t0, 3),
+            "mb_per_s": round(ok * args.size / 1e6 / (t1 - t0), 2)}, t0, t1
+
+
+def measured(before: dict, after: dict, seconds: float) -> dict:
+    """Per part: CPU seconds over the burst, and cores (CPU seconds / burst seconds)."""
+    out = {}
+    for k in before:
+        used = None if before[k] is None or after[k] is None else after[k] - before[k]
+        out[f"{k}_cpu_s"] = None if used is None else round(used, 3)
+        out[f"{k}_cores"] = None if used is None else round(used / seconds, 4)
+    return out
+
+
+def run(args) -> list[dict]:
+    data = load_config_data()
+    data.setdefault("testbed", {}).update(proxy=True, clients=2)
+    rows = []
+    clean_testbed(quiet=True)
+    run_dir = os.path.join(os.path.abspath(args.out), "haproxy-run")
+    with Stack(data, run_dir, policy=args.policy, profiler=False) as st:
+        meters = Meters(st)
+        vip = st.cfg.microservice("ui")
+        time.sleep(IDLE_S)
+        for rnd in range(args.rounds):
+            before = meters.read()
+            r, t0, t1 = burst(st, vip.vip, vip.port, args)
+            rows.append({"round": rnd, "path": f"VIP ({args.policy})", **r,
+                         "haproxy_cpu_s": None, "haproxy_cores": None,
+                         "haproxy_idle_cores": None,
+                         **measured(before, meters.read(), t1 - t0)})
+            print(f"[haproxy] round {rnd}: {rows[-1]}", flush=True)
+            for mode in MODES:
+                with OutsideBalancer(st, mode) as lb:
+                    time.sleep(IDLE_S)
+                    idle = lb.cpu_report()["mean_cores"]
+                    before = meters.read()
+                    r, t0, t1 = burst(st, *lb.address("ui"), args)
+                    after = meters.read()
+                    cores = lb.cpu_report(at=[t1], period_s=t1 - t0)["samples"][0]["cores"]
+                rows.append({"round": rnd, "path": f"HAProxy {mode}", **r,
+                             "haproxy_cpu_s": None if cores is None else
+                             round(cores * (t1 - t0), 3), "haproxy_cores": cores,
+                             "haproxy_idle_cores": idle, **measured(before, after, t1 - t0)})
+                print(f"[haproxy] round {rnd}: {rows[-1]}", flush=True)
+    return rows
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for path in dict.fromkeys(r["path"] for r in rows):
+        mine = [r for r in rows if r["path"] == path]
+        out.append({"path": path, "bursts": len(mine),
+                    "ok": f"{sum(r['ok'] for r in mine)}/{sum(r['requests'] for r in mine)}",
+                    **{k: _mean(r[k] for r in mine) for k in (
+                        "seconds", "mb_per_s", "haproxy_cpu_s", "ryu_cpu_s", "ovs_cpu_s",
+                        "servers_cpu_s", "haproxy_cores", "haproxy_idle_cores")}})
+        h, srv = out[-1]["haproxy_cpu_s"], out[-1]["servers_cpu_s"]
+        out[-1]["haproxy_vs_servers"] = round(h / srv, 3) if h is not None and srv else None
+    return out
+
+
+def markdown(doc: dict) -> str:
+    s = doc["settings"]
+    cols = ("path", "ok", "seconds", "mb_per_s", "haproxy_cpu_s", "ryu_cpu_s", "ovs_cpu_s",
+            "servers_cpu_s", "haproxy_vs_servers", "haproxy_cores", "haproxy_idle_cores")
+    lines = [f"# HAProxy beside the OpenFlow path: one burst of {s['objects']} x "
+             f"{s['size']} B ui objects per client, {s['parallel']} at a time",
+             "", f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; means over "
+             f"{s['rounds']} rounds. cpu_s: CPU seconds over one burst; cores: cpu_s / the "
+             f"burst's seconds; haproxy_vs_servers: HAProxy's CPU seconds / the servers'; idle: "
+             f"HAProxy's cores in the {IDLE_S:g} s before its burst", "",
+             "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for r in doc["summary"]:
+        lines.append("| " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    if os.geteuid() != 0:
+        print("error: the benchmark brings a testbed up: run it as root", file=sys.stderr)
+        return 2
+    rows = run(args)
+    doc = {"benchmark": "haproxy", "commit": git_commit(),
+           "command": " ".join(["sudo .venv/bin/python -m benchmarks.haproxy", *argv]),
+           "settings": {k: v for k, v in vars(args).items() if k != "out"},
+           "rows": rows, "summary": summary(rows)}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "haproxy.json"), "w") as fh:
+        json.dump(doc, fh, indent=1)
+    with open(os.path.join(args.out, "haproxy.md"), "w") as fh:
+        fh.write(markdown(doc))
+    print(markdown(doc))
+    return 0 if all(r["ok"] == r["requests"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

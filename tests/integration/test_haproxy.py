@@ -1,0 +1,110 @@
+"""HAProxy as the outside balancer (experiments/haproxy.py) with real parts: the paper
+testbed with its proxy host prx1, ryu-manager (its host rules carry HAProxy's traffic),
+the host agents, real haproxy in prx1's namespace, real HTTP from a Mininet client."""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from collections import Counter
+
+import pytest
+
+from common.state import PID_DIR
+from experiments.haproxy import MODES, STATS_SOCKET, OutsideBalancer
+from experiments.stack import Stack
+from tests.integration.helpers import FAST_CONFIG, served_by
+from topologies.clean import clean_testbed, leftovers, stop_recorded_processes
+
+pytestmark = pytest.mark.integration
+REQUESTS = {"ui": "/object?size=20000", "backend": "/job?seconds=0.2&cpu=0.1",
+            "video": "/stream?rate=200&seconds=0.5"}
+PID_FILE = os.path.join(PID_DIR, "haproxy.pid")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    clean_testbed(quiet=True)
+    data = copy.deepcopy(FAST_CONFIG)
+    data["testbed"]["proxy"] = True
+    st = Stack(data, str(tmp_path_factory.mktemp("haproxy")), policy="srr", profiler=False)
+    with st:
+        yield st
+    clean_testbed(quiet=True)
+    left = leftovers()
+    assert left == {"containers": [], "bridges": [], "interfaces": [], "namespaces": []}, left
+
+
+def haproxy_gone(lb) -> bool:
+    return (lb.service.proc.poll() is not None and not os.path.exists(PID_FILE)
+            and not os.path.exists(STATS_SOCKET))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_microservice_through_haproxy_reaches_every_instance(stack, mode):
+    cli = stack.testbed.node("cli1")
+    cfg = stack.cfg
+    seen: list[str] = []
+    with OutsideBalancer(stack, mode) as lb:
+        assert os.path.exists(PID_FILE)
+        for ms, path in REQUESTS.items():
+            host, port = lb.address(ms)
+            assert (host, port) == ("10.0.201.1", cfg.microservice(ms).port)
+            who = served_by(cli, f"http://{host}:{port}{path}", 8)
+            assert len(who) == 8 and not [w for w in who if w.startswith("FAIL")], who
+            seen += who
+            # one at a time: every server idle when the next comes, so HAProxy takes them
+            # in turn (leastconn too: idle servers tie, whatever their weights); in agent
+            # mode a weight update puts a server back in the tree, out of turn
+            count = Counter(who)
+            if mode == "agent":
+                assert len(count) >= 3 and max(count.values()) <= 4, who
+            else:
+                assert count == {i.name: 2 for i in cfg.instances_of(ms)}, who
+        # HAProxy counted the same (one session per request: nothing else went through)
+        served = Counter({s["server"]: s["total"] for s in lb.servers()})
+        assert served == Counter(seen), (served, seen)
+        assert all(s["status"] == "UP" for s in lb.servers())
+        report = lb.cpu_report()
+        assert report["cpu_seconds"] is not None and report["cpu_seconds"] >= 0
+        assert report["samples"] and report["mean_cores"] < 1.0
+    assert haproxy_gone(lb)
+
+
+def test_agent_weights_follow_each_servers_cpu(stack):
+    prx = stack.testbed.node("prx1")
+    loaded = stack.cfg.slot("srv1", "backend")
+    with OutsideBalancer(stack, "agent") as lb:
+        def weights():
+            return {srv: w for be in lb.weights().values() for srv, w in be.items()}
+        # idle servers: (nearly) their whole weight
+        stack.wait_for(lambda: all(w >= 80 for w in weights().values()), 10,
+                       "every server near its full weight")
+        # a back-end job that takes all of srv1's CPU share, sent from the proxy host to
+        # the instance's own address (plain L2, as HAProxy's own connections go)
+        prx.cmd(f"curl -s -o /dev/null --max-time 30 "
+                f"'http://{loaded.ip}:8003/job?seconds=12&cpu=1' &")
+        low = stack.wait_for(lambda: (w := weights()) and all(
+            w[f"srv1-{a}"] <= 20 for a in ("vid", "ui", "be")) and w, 10,
+            "srv1's instances lose their weight")
+        assert all(w >= 70 for srv, w in low.items() if not srv.startswith("srv1-")), low
+        report = lb.cpu_report()
+        assert report["agent"]["weights"]["srv1"] <= 20
+        assert report["agent"]["checks"]["answered"] > 0
+        # the job over, the weight comes back
+        stack.wait_for(lambda: all(weights()[f"srv1-{a}"] >= 80 for a in ("vid", "ui", "be")),
+                       25, "srv1's weight back")
+    assert haproxy_gone(lb)
+
+
+def test_a_haproxy_its_run_did_not_stop_is_stopped_by_clean_testbed(stack, tmp_path):
+    lb = OutsideBalancer(stack, "leastconn").start()
+    pid = lb.service.proc.pid
+    # its record, as `make clean-testbed` reads it (in a directory of its own here, so the
+    # stack's controller and agents keep running)
+    shutil.copy(PID_FILE, tmp_path)
+    outcome = stop_recorded_processes(str(tmp_path))
+    assert outcome == {"haproxy.pid": f"haproxy (pid {pid}): stopped"}, outcome
+    lb.service.proc.wait(timeout=5)
+    lb.stop()
+    assert haproxy_gone(lb)
