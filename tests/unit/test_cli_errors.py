@@ -42,7 +42,27 @@ BAD_INVOCATIONS = [
     (["experiments.lb_comparison", "--server-cpu", "0.6,x", "--out", "{out}"],
      "--server-cpu"),
     (["experiments.lb_comparison", "--policies", "srr,best", "--out", "{out}"],
-     "choose from srr, ln, malb, malb-paper, maglev, got 'best'"),
+     "choose from srr, ln, malb-paper, malb, maglev, haproxy-roundrobin, haproxy-leastconn, "
+     "haproxy-agent, got 'best'"),
+    (["experiments.lb_comparison", "--policies", "srr,haproxy-leastconn", "--out", "{out}"],
+     "--policies: haproxy-leastconn: outside balancers are not available in this "
+     "comparison yet"),
+    (["experiments.lb_comparison", "--scenario", "bursty", "--out", "{out}"],
+     "argument --scenario: invalid choice: 'bursty'"),
+    (["experiments.lb_comparison", "--scenario", "callgraph", "--video-rate", "200", "--out",
+      "{out}"], "--video-rate does not fit --scenario callgraph: the call-graph application "
+                "has no video streams or back-end jobs"),
+    (["experiments.lb_comparison", "--scenario", "callgraph", "--config",
+      "configs/paper.yaml", "--out", "{out}"],
+     "--config does not fit --scenario callgraph: its application is "
+     "configs/callgraph-lb.yaml"),
+    (["experiments.lb_comparison", "--scenario", "antagonist", "--server-cpu", "0.6,0.3",
+      "--out", "{out}"], "--server-cpu does not fit --scenario antagonist"),
+    (["experiments.lb_comparison", "--scenario", "unequal", "--servers", "3", "--out",
+      "{out}"], "--server-cpu: one value, or one per server (3), got 4"),
+    (["experiments.lb_comparison", "--scenario", "antagonist", "--config",
+      "configs/slo.yaml", "--out", "{out}"],
+     "--scenario antagonist: its workload does not fit the configuration"),
     (["experiments.lb_comparison", "--low-fraction", "2", "--out", "{out}"], "at most 1"),
     (["experiments.lb_comparison", "--config", "{tmp}/none.yaml", "--out", "{out}"],
      "configuration file not found"),
