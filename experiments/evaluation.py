@@ -9,8 +9,10 @@ experiments/loadgen.py). Outputs are dicts ready for JSON, tables and plots.
 - Fig. 3: average and worst-case use of CPU and network, over all servers and for the most
   loaded one; worst case = mean of the top 3 % of samples (the paper: "the average of the 30
   higher values ... the 3 % of total measurements").
-- Table III: per request class, the number of requests, the response time (ms) or, for video,
-  the throughput (kB/s), average and standard deviation, and Jain's fairness index.
+- Table III: per request class, the number of requests (and how many failed), the response
+  time (ms) or, for video, the throughput (kB/s), average and standard deviation, Jain's
+  fairness index, and for every class the median and p99 of the response time (ms; for
+  video, until the stream's end).
 - Energy: the non-linear CPU model of Fan, Weber and Barroso (2007) with r = 1.4 and linear
   memory and network models, each component between a baseline of 40 % of its busy power and
   its busy power (the paper's figures: CPU 160 W, memory 36 W, disk 12 W, PCI slots 25 W,
@@ -179,30 +181,44 @@ def jain(values: list[float]) -> float | None:
     return (sum(values) ** 2) / (len(values) * sq) if sq > 0 else 1.0
 
 
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linear between the closest ranks (numpy's default)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
 def table3(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)) -> dict:
     """Per class: requests sent, completed, failed; the metric (RT in ms, or TP in kB/s for
     streams) average and standard deviation over completed requests; Jain's index over
     the completed requests' service rates (1/RT, or TP), so 1 means every request of the
-    class was served equally well."""
+    class was served equally well; the completed requests' RT median and p99 (ms), for
+    every class (a stream's RT runs to its end)."""
     out = {}
     classes = sorted({r["class"] for r in requests})
     for c in classes:
         rows = [r for r in requests if r["class"] == c]
         ok = [r for r in rows if not r.get("error")]
         stream = any(c.startswith(s) for s in stream_classes)
+        rts = [float(r["latency_s"]) * 1000.0 for r in ok]
         if stream:
             values = [float(r["throughput_kB_s"]) for r in ok if r.get("throughput_kB_s")
                       not in (None, "")]
             rates = values
         else:
-            values = [float(r["latency_s"]) * 1000.0 for r in ok]
+            values = rts
             rates = [1000.0 / v for v in values if v > 0]
         out[c] = {"requests": len(rows), "completed": len(ok), "failed": len(rows) - len(ok),
                   "metric": "TP" if stream else "RT",
                   "unit": "kB/s" if stream else "ms",
                   "average": _mean(values),
                   "stdev": statistics.stdev(values) if len(values) > 1 else None,
-                  "jain": jain(rates)}
+                  "jain": jain(rates),
+                  "rt_p50": percentile(rts, 50), "rt_p99": percentile(rts, 99)}
     return out
 
 

@@ -1,16 +1,27 @@
-"""Scenario 2 of the MALB paper (section IV.B): SRR, LN and MALB on the same workload.
+"""Scenario 2 of the MALB paper (section IV.B), and workloads beyond it: the balancing
+policies on the same workload.
 
-    sudo .venv/bin/python -m experiments.lb_comparison            # short default, < 10 min
+    sudo .venv/bin/python -m experiments.lb_comparison            # short default, ~10 min
     sudo .venv/bin/python -m experiments.lb_comparison --paper    # 3 x 10 min phases, 10 runs
     sudo .venv/bin/python -m experiments.lb_comparison --policies malb,srr --runs 3 --seed 7
+    sudo .venv/bin/python -m experiments.lb_comparison --scenario heavy-tail   # or antagonist,
+                                                             # unequal, callgraph
 
-For every run and policy: the paper testbed comes up with the controller (that policy),
-the host agents and the profiler; the clients play an open-loop workload of the paper's
-request classes through three phases (linear increase, stable, linear decrease); then
-everything is collected and torn down. Results go to results/<timestamp>/: raw data per
-policy and run (configuration, requests, profiler history with the server samples,
-controller decisions, logs), Table II, Fig. 3 and Table III as Markdown and CSV, PNG plots
-and summary.md with the paper's figures beside ours. See docs/experiments.md.
+For every run and policy: the testbed comes up with the controller (that policy), the host
+agents and the profiler; the clients play an open-loop workload of the scenario's request
+classes (experiments/scenarios.py; the paper's by default) through three phases (linear
+increase, stable, linear decrease), and the antagonist scenario's busy threads start and
+stop on their schedule (experiments/antagonist.py); then everything is collected and torn
+down. Results go to results/<timestamp>/: raw data per policy and run (configuration,
+workload spec, requests, profiler history with the server samples, controller decisions,
+antagonists' actual times, logs), Table II, Fig. 3 and Table III as Markdown and CSV, PNG
+plots and summary.md (the paper's figures beside ours in the paper scenario). See
+docs/experiments.md.
+
+Holds the run of one policy (run_one, evaluate_run), the summary (summarise), the policy
+names the comparison takes (controller_policies, OUTSIDE_BALANCERS, unavailable_balancers),
+the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
+finished comparisons (resummarise, pool) and main.
 """
 from __future__ import annotations
 
@@ -19,6 +30,7 @@ import csv
 import datetime
 import json
 import os
+import signal
 import sys
 import time
 
@@ -28,46 +40,78 @@ from common import config
 from common.config import ConfigError, check_deployable, config_path, load_config, \
     load_config_data, parse_config_file_data
 from common.procs import git_commit
-from experiments import evaluation, report, significance
+from experiments import antagonist, evaluation, loadgen, protocol, report, scenarios, \
+    significance
 from experiments.stack import Stack
 from profiler.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICIES = ("srr", "ln", "malb")     # the default run order: the baselines first
-# Policies outside the paper's comparison (maglev) run only when named: a new policy must
-# not lengthen every default run.
-CHOICES = POLICIES + tuple(p for p in config.POLICIES if p not in POLICIES)
-assert set(POLICIES) <= set(config.POLICIES)
+# the default run order: the baselines first, then the paper's MALB rule, then ours
+POLICIES = ("srr", "ln", "malb-paper", "malb")
+# Balancers outside the controller that another change wires in (HAProxy in front of the
+# servers); their names are known now so a comparison can be asked for them.
+OUTSIDE_BALANCERS = ("haproxy-roundrobin", "haproxy-leastconn", "haproxy-agent")
+DEFAULT_PHASE_S = 30.0      # 4 policies x (3 x 30 s + the drain + set-up): about 10 min
+
+
+def controller_policies() -> tuple[str, ...]:
+    """The policies the controller runs: the one place that asks (the controller's policy
+    registry replaces this lookup)."""
+    return config.POLICIES
+
+
+def policy_choices() -> tuple[str, ...]:
+    """Every name --policies takes, the default ones first. Others (maglev) run only when
+    named: a new policy must not lengthen every default run."""
+    known = controller_policies()
+    return POLICIES + tuple(p for p in known if p not in POLICIES) + OUTSIDE_BALANCERS
+
+
+def unavailable_balancers(policies: list[str]) -> str | None:
+    """NOT WIRED YET: the outside balancers (OUTSIDE_BALANCERS) have no stack to run in
+    this comparison; the message that says so, or None when every policy can run. Replace
+    this function's body when they are wired."""
+    outside = [p for p in policies if p in OUTSIDE_BALANCERS]
+    if outside:
+        return (f"--policies: {', '.join(outside)}: outside balancers are not available in "
+                f"this comparison yet")
+    return None
 
 
 def request_classes(opts) -> list[dict]:
-    """The paper's request classes (Scenario 2) and their share of the requests (the
-    paper's request counts: 1600, 1500, 900, 550 and 650 per run)."""
-    s, c = opts.duration_scale, opts.cpu_scale
-    return [
-        {"name": "ui-light", "ms": "ui", "weight": 1600, "path": "/object?size=1000000"},
-        {"name": "ui-medium", "ms": "ui", "weight": 1500, "path": "/object?size=10000000"},
-        {"name": "backend-medium", "ms": "backend", "weight": 900,
-         "path": f"/job?seconds={10 * s:g}&cpu={0.15 * c:g}&mode={opts.job_mode}"},
-        {"name": "backend-heavy", "ms": "backend", "weight": 550,
-         "path": f"/job?seconds={30 * s:g}&cpu={0.32 * c:g}&mode={opts.job_mode}"},
-        {"name": "video", "ms": "video", "weight": 650,
-         "path": f"/stream?rate={opts.video_rate:g}&seconds={opts.video_seconds * s:g}"},
-    ]
+    """The scenario's request classes and their share of the requests (the paper's: its
+    request counts 1600, 1500, 900, 550 and 650 per run); experiments/scenarios.py."""
+    return scenarios.request_classes(opts)
 
 
 def workload_spec(cfg, opts, seed: int) -> dict:
+    """The workload one run plays: rate profile, classes with their VIPs, the draws of a
+    class that draws, the scenario's antagonists (validated as loadgen.validate_spec)."""
     peak, low = opts.peak_rate, opts.peak_rate * opts.low_fraction
     L = opts.phase_seconds
+    names = {m.name: m for m in cfg.microservices}
+
+    def container_of(server: str, ms: str) -> str:
+        for i in cfg.instances:
+            if i.server == server and i.microservice == ms:
+                return i.container
+        raise KeyError(f"instance of {ms} on {server}")
     classes = []
     for c in request_classes(opts):
-        ms = cfg.microservice(c["ms"])
+        if c["ms"] not in names:
+            raise KeyError(f"microservice {c['ms']}")
+        ms = names[c["ms"]]
         classes.append({"name": c["name"], "weight": c["weight"], "host": ms.vip,
-                        "port": ms.port, "path": c["path"]})
-    return {"seed": seed, "arrivals": "poisson", "classes": classes,
+                        "port": ms.port, "path": c["path"],
+                        **({"draw": c["draw"]} if "draw" in c else {})})
+    spec = {"seed": seed, "arrivals": "poisson", "classes": classes,
             "phases": [{"name": "increasing", "seconds": L, "from": low, "to": peak},
                        {"name": "stable", "seconds": L, "from": peak, "to": peak},
                        {"name": "decreasing", "seconds": L, "from": peak, "to": low}]}
+    busy = scenarios.antagonist_spec(opts, container_of)
+    if busy:
+        spec["antagonists"] = busy
+    return spec
 
 
 def per_server(values: list, n: int, flag: str) -> list:
@@ -94,7 +138,7 @@ def heterogeneous(opts) -> bool:
 
 
 def config_data(opts) -> dict:
-    data = load_config_data(opts.config)
+    data = load_config_data(scenarios.base_config_path(opts))
     data.setdefault("testbed", {}).update(clients=opts.clients, host_bw_mbit=None,
                                           client_bw_mbit=opts.client_bw)
     data["servers"] = server_specs(opts)
@@ -136,27 +180,36 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         with open(spec_path, "w") as fh:
             json.dump(spec, fh, indent=1)
         clients = st.cfg.testbed.clients
-        longest = max(30 * opts.duration_scale, opts.video_seconds * opts.duration_scale)
+        longest = scenarios.longest_request_s(opts)
+        # a request fails after this long without data: a job answers only at its end, and
+        # the heavy tail's longest may run twice its length on a busy server
+        timeout = max(longest + 60, 2 * longest)
         t0 = time.time() + 2
-        st.start_loadgen(spec_path, t0, timeout_s=longest + 60)
         total = 3 * opts.phase_seconds
-        deadline = t0 + total + longest + 90
+        deadline = t0 + total + timeout + 30
         summaries: list[dict] = []
         last_print = 0.0
-        while time.time() < deadline:
-            summaries = st.loadgen_summaries()
-            if len(summaries) == len(clients):
-                break
-            if time.time() - last_print >= opts.progress:
-                done = sum(_count_rows(f"{run_dir}/requests-{k}.csv")
-                           for k in range(len(clients)))
-                elapsed = max(0.0, time.time() - t0)
-                phase = ("starting" if elapsed <= 0 else "draining" if elapsed > total else
-                         spec["phases"][min(2, int(elapsed // opts.phase_seconds))]["name"])
-                print(f"{tag} {elapsed:4.0f}/{total:.0f} s ({phase}): {done} requests done",
-                      flush=True)
-                last_print = time.time()
-            time.sleep(1)
+        with antagonist.Schedule(spec.get("antagonists", []), t0, run_dir,
+                                 st.testbed.backend,
+                                 log=lambda line: print(f"{tag} {line}", flush=True)) as busy:
+            st.start_loadgen(spec_path, t0, timeout_s=timeout)
+            while time.time() < deadline:
+                busy.tick()
+                summaries = st.loadgen_summaries()
+                if len(summaries) == len(clients):
+                    break
+                if time.time() - last_print >= opts.progress:
+                    done = sum(_count_rows(f"{run_dir}/requests-{k}.csv")
+                               for k in range(len(clients)))
+                    elapsed = max(0.0, time.time() - t0)
+                    phase = ("starting" if elapsed <= 0 else "draining" if elapsed > total
+                             else spec["phases"][min(2, int(elapsed // opts.phase_seconds))][
+                                 "name"])
+                    print(f"{tag} {elapsed:4.0f}/{total:.0f} s ({phase}): {done} requests "
+                          f"done", flush=True)
+                    last_print = time.time()
+                time.sleep(1)
+            busy.stop_all()
         t_end = time.time()
         if len(summaries) < len(clients):
             raise RuntimeError(f"{tag} the workload did not finish by its deadline; see "
@@ -178,6 +231,7 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
               "load_end": load_end, "t_end": t_end, **backend,
               "wall_s": round(time.time() - started, 1),
               "requests_planned": sum(s["planned"] for s in summaries),
+              **({"antagonists": busy.records()} if busy.entries else {}),
               **evaluated["figures"]}
     with open(os.path.join(run_dir, "result.json"), "w") as fh:
         json.dump(result, fh, indent=1)
@@ -248,7 +302,9 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
     report.plot_response_times({p: [r for run in runs for r in run["requests"]]
                                 for p, runs in per_policy.items()},
                                os.path.join(out_dir, "response_times.png"))
-    t2, t3, f3 = (report.table2_markdown(results), report.table3_markdown(results),
+    sc = scenarios.scenario_of(opts)
+    t2, t3, f3 = (report.table2_markdown(results, with_paper=sc.paper_figures),
+                  report.table3_markdown(results, with_paper=sc.paper_figures),
                   report.fig3_markdown(results))
     per_server = report.per_server_markdown(
         results, "means over the runs, runs without this figure recorded left out")
@@ -259,6 +315,8 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
     stats = significance.compare({p: [r["result"] for r in runs]
                                   for p, runs in per_policy.items()})
     stats_md = significance.markdown(stats, names=report.POLICY_NAMES)
+    ours = report.POLICY_NAMES.get(significance.CANDIDATE, significance.CANDIDATE)
+    tests = sum(len(e["vs"]) for e in stats.values())
     if opts.runs < 2:
         separable = ("One run per policy: no confidence interval and no test. A single short "
                      "run cannot tell a difference from the run-to-run noise (CPU STDEV moved "
@@ -271,14 +329,17 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                for e in stats.values() for p, d in e["vs"].items()
                if d["p"] is not None and d["p"] < significance.ALPHA]
         separable = (f"{opts.runs} interleaved runs per policy, paired by run (same seeded "
-                     f"workload). Significant at 95 % (paired t-test), MALB against each "
-                     f"baseline:\n\n" + ("\n".join(f"- {x}" for x in sig) if sig else
-                                         "- none") +
+                     f"workload). Significant at 95 % (paired t-test), {ours} against "
+                     f"every other policy:\n\n" + ("\n".join(f"- {x}" for x in sig) if sig
+                                                   else "- none") +
                      "\n\nEvery other difference in the table below is not significant at "
-                     "this number of runs.")
+                     f"this number of runs. Each figure is tested on its own, with no "
+                     f"correction for the number of tests: of these {tests}, about "
+                     f"{significance.ALPHA * tests:.0f} would come out significant by chance "
+                     f"if no policy differed from another.")
+    seeds = sorted({r["result"]["seed"] for runs in per_policy.values() for r in runs})
     if sources:
-        seeds = seed_ranges([r["result"]["seed"] for r in next(iter(per_policy.values()))])
-        schedules = f"schedule seeds {seeds} (pooled, below)"
+        schedules = f"{protocol.describe_seeds(seeds)}, pooled (below)"
         pooled = (f"\nPooled from {len(sources)} comparisons of this experiment on different "
                   f"schedules, paired by schedule seed:\n\n" +
                   "\n".join(f"- {s['dir']}: {s['runs']} runs (schedule seeds {s['schedules']}), "
@@ -288,10 +349,20 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
                             for s in sources) + "\n")
         raw = "in each pooled comparison's <policy>/run<k>/"
     else:
-        schedules, pooled, raw = f"seed {opts.seed} (run k: seed + k)", "", "<policy>/run<k>/"
+        schedules = f"{protocol.describe_seeds(seeds)} (--seed {opts.seed}: run k plays " \
+                    f"seed + k)"
+        pooled, raw = "", "<policy>/run<k>/"
     servers = ", ".join(f"{s['name']} {s['cpu']:g} CPU / {s['memory']} / {s['network_mbit']:g} "
                         f"Mbit/s" for s in server_specs(opts))
-    summary = f"""# Scenario 2: SRR, LN and MALB
+    title = "Scenario 2 of the MALB paper" if sc.name == "paper" else f"Scenario {sc.name}"
+    paper_rows = ("The paper's rows (10 runs of 30 minutes on its own servers, with far larger "
+                  "capacity) are there for the direction of the differences, not for their "
+                  "size: our servers are core shares of a small machine and the workload is "
+                  "scaled to them (docs/experiments.md)." if sc.paper_figures else
+                  "The paper has no figures for this workload: no paper's rows.")
+    summary = f"""# {title}: {', '.join(report.POLICY_NAMES.get(p, p) for p in per_policy)}
+
+Scenario: **{sc.name}**, {sc.about}; {schedules}.
 
 Command: `{command}`
 {f"Pooled at {evaluated_at}" if sources else f"Commit: {commit}"}; {
@@ -303,19 +374,15 @@ project's Docker node)
 Runs per policy: {opts.runs}; phases: 3 x {opts.phase_seconds:g} s (linear increase from
 {opts.peak_rate * opts.low_fraction:g} to {opts.peak_rate:g} requests/s, stable, decrease);
 servers ({'heterogeneous' if heterogeneous(opts) else 'homogeneous'}): {servers};
-client links {opts.client_bw:g} Mbit/s; video streams of {opts.video_rate:g} kB/s for
-{opts.video_seconds:g} s; back-end jobs at {opts.cpu_scale:g} x the paper's CPU, {opts.job_mode}
-mode; monitoring period {opts.period:g} s (the paper's: 3 s), server figures over
+client links {opts.client_bw:g} Mbit/s; {scenarios.describe(opts)}; monitoring period
+{opts.period:g} s (the paper's: 3 s), server figures over
 {max(opts.period, opts.metric_period):g} s periods of the three load phases (the row "with the
-drain" runs on until the last request ended); {schedules}.
+drain" runs on until the last request ended).
 Every request accounted for (sent = completed + failed): {'yes' if accounted else 'NO'}.
-{pooled}
-Figures below are averages over the runs. The paper's rows (10 runs of 30 minutes on its own
-servers, with far larger capacity) are there for the direction of the differences, not
-for their size: our servers are core shares of a small machine and the workload is scaled
-to them (docs/experiments.md).
+{pooled}{antagonists_markdown(per_policy)}
+Figures below are averages over the runs. {paper_rows}
 
-## Statistics: means with 95 % intervals; MALB against each baseline
+## Statistics: means with 95 % intervals; {ours} against every other policy
 
 {separable}
 
@@ -327,7 +394,8 @@ averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 ## Fig. 3: average and worst-case use (fig3.png)
 
 {f3}{per_server}
-## Table III: client side (RT in ms, video TP in kB/s; Jain's index over requests)
+## Table III: client side (RT in ms, video TP in kB/s; Jain's index over requests; p50 and
+p99 of RT over each run's completed requests, averaged over the runs; failed per policy)
 
 {t3}
 Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
@@ -347,23 +415,74 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
 
 
+def antagonists_markdown(per_policy: dict[str, list[dict]]) -> str:
+    """When each run's antagonists actually ran (s from the start of the load), or ""."""
+    rows = [(p, r["result"]["run"], a) for p, runs in per_policy.items() for r in runs
+            for a in r["result"].get("antagonists", ())]
+    if not rows:
+        return ""
+
+    def at(a, key):
+        return "–" if a.get(key) is None else f"{a[key]:.1f}"
+    lines = ["\nAntagonists, as they ran (s from the start of the load; CPU-s the busy thread "
+             "had):\n", "| policy | run | antagonist | where | planned | started | stopped | "
+             "CPU-s |", "|---|---:|---|---|---|---:|---:|---:|"]
+    for p, run, a in rows:
+        lines.append(f"| {report.POLICY_NAMES.get(p, p)} | {run} | {a['name']} | "
+                     f"{a['where']} {a['server']} | {a['planned_start_s']:.0f}-"
+                     f"{a['planned_stop_s']:.0f} | {at(a, 'started_s')} | "
+                     f"{at(a, 'stopped_s')} | {at(a, 'cpu_s')} |")
+    return "\n".join(lines) + "\n"
+
+
+class ComparisonParser(ArgumentParser):
+    """The comparison's flags, checked against the scenario as they are parsed: a flag that
+    does not fit it is a usage error, one left out takes the scenario's default (every
+    parser built on this one, the fluid model's too, sees the same completed options)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        opts, rest = super().parse_known_args(args, namespace)
+        try:
+            scenarios.resolve(opts)
+        except scenarios.ScenarioError as exc:
+            self.error(str(exc))
+        return opts, rest
+
+
+def _scenarios_help() -> str:
+    lines = ["scenarios (--scenario):"]
+    for sc in scenarios.SCENARIOS.values():
+        refused = [scenarios.GOVERNED[d][0] for d in sc.refuses]
+        lines.append(f"  {sc.name}: {sc.about}" +
+                     (f"; does not take {', '.join(refused)}" if refused else ""))
+    return "\n".join(lines)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="python -m experiments.lb_comparison", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--policies", type=choice_list(CHOICES), default=list(POLICIES),
-                   help=f"default {','.join(POLICIES)}; also {','.join(CHOICES[len(POLICIES):])}")
+    p = ComparisonParser(prog="python -m experiments.lb_comparison", description=__doc__,
+                         epilog=_scenarios_help(),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    choices = policy_choices()
+    p.add_argument("--scenario", choices=tuple(scenarios.SCENARIOS), default="paper",
+                   help="the workload (default paper; see below)")
+    p.add_argument("--policies", type=choice_list(choices), default=list(POLICIES),
+                   help=f"default {','.join(POLICIES)}; also {','.join(choices[len(POLICIES):])}")
     p.add_argument("--runs", type=positive_int, help="runs per policy (default 1; --paper 10)")
     p.add_argument("--phase-seconds", type=positive_float,
-                   help="length of each of the three phases (default 35; --paper 600)")
-    p.add_argument("--peak-rate", type=positive_float, default=1.5,
-                   help="requests per second in the stable phase, all classes (default 1.5)")
+                   help=f"length of each of the three phases (default {DEFAULT_PHASE_S:g}; "
+                        f"--paper 600)")
+    # Flags a scenario may set or refuse (scenarios.GOVERNED) default to None here: the
+    # parser fills them in from the scenario once it knows which flags were given.
+    p.add_argument("--peak-rate", type=positive_float,
+                   help="requests per second in the stable phase, all classes (default 1.5; "
+                        "callgraph 12)")
     p.add_argument("--low-fraction", type=bounded(float, 0, 1, lo_open=True), default=0.25,
                    help="start/end rate as a fraction of the peak (default 0.25)")
-    p.add_argument("--servers", type=positive_int, default=4)
+    p.add_argument("--servers", type=positive_int, help="default 4")
     p.add_argument("--clients", type=positive_int, default=2)
-    p.add_argument("--server-cpu", type=number_list(float, 0, lo_open=True), default=[0.3],
+    p.add_argument("--server-cpu", type=number_list(float, 0, lo_open=True),
                    help="CPU share of each server in cores, one for all or one per server "
-                        "(heterogeneous: 0.6,0.3,0.3,0.2; default 0.3)")
+                        "(default 0.3; unequal 0.6,0.3,0.3,0.2)")
     p.add_argument("--server-memory", type=number_list(int, 1), default=[256],
                    help="MB, one for all or one per server (default 256)")
     p.add_argument("--host-bw", "--server-net", type=number_list(float, 0, lo_open=True),
@@ -373,19 +492,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--client-bw", type=positive_float, default=1000.0,
                    help="Mbit/s of each client's link (default 1000: clients are not the "
                         "bottleneck)")
-    p.add_argument("--video-rate", type=positive_float, default=1500.0,
+    p.add_argument("--video-rate", type=positive_float,
                    help="video stream bitrate in kB/s (default 1500, the paper's streams: "
                         "two streams on one server's 20 Mbit/s link compete)")
-    p.add_argument("--job-mode", choices=("work", "deadline"), default="work",
+    p.add_argument("--job-mode", choices=("work", "deadline"),
                    help="back-end jobs: 'work' ends a job when its CPU work is done (its RT "
                         "shows the CPU it got; default), 'deadline' at a fixed time (the "
                         "paper's)")
-    p.add_argument("--video-seconds", type=positive_float, default=20.0,
+    p.add_argument("--video-seconds", type=positive_float,
                    help="how long a client watches a stream (default 20)")
-    p.add_argument("--cpu-scale", type=positive_float, default=0.25,
+    p.add_argument("--cpu-scale", type=positive_float,
                    help="back-end job CPU relative to the paper's 15 %% and 32 %% of a CPU "
                         "(default 0.25: our servers are 0.3-core shares, not machines)")
-    p.add_argument("--duration-scale", type=positive_float, default=1.0,
+    p.add_argument("--duration-scale", type=positive_float,
                    help="multiplies back-end job and video durations (smoke tests: 0.1)")
     # 1 s: the policy's view lags the jobs by a third as much, which took MALB from 21 %
     # to 29 % below round robin on the same eight schedules (docs/experiments.md)
@@ -411,7 +530,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--paper", action="store_true",
                    help="paper-length runs: 10-minute phases, 10 runs per policy (with "
                         "--period 3, the paper's monitoring period too)")
-    p.add_argument("--config", help="base configuration (default configs/paper.yaml)")
+    p.add_argument("--config", help="base configuration (default configs/paper.yaml; "
+                                    "callgraph: its own)")
     p.add_argument("--out", help="results directory (default results/<timestamp>)")
     p.add_argument("--progress", type=positive_float, default=15.0,
                    help="seconds between progress lines")
@@ -495,15 +615,7 @@ def resummarise(out_dir: str) -> int:
     return 0 if tables["accounted"] else 1
 
 
-def seed_ranges(seeds: list[int]) -> str:
-    """1, 2, 3, 7 -> '1-3, 7'."""
-    spans: list[list[int]] = []
-    for s in sorted(seeds):
-        if spans and s == spans[-1][1] + 1:
-            spans[-1][1] = s
-        else:
-            spans.append([s, s])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+seed_ranges = protocol.spans     # 1, 2, 3, 7 -> '1-3, 7'
 
 
 def _as_recorded(old: dict, opts) -> dict:
@@ -616,25 +728,41 @@ def main(argv=None) -> int:
                  "for the pooled summary", code=2)
         return pool(args.resummarise, args.out, args.as_recorded)
     policies = args.policies
+    unavailable = unavailable_balancers(policies)
+    if unavailable:
+        fail(unavailable, code=2)
     args.runs = args.runs or (10 if args.paper else 1)
-    args.phase_seconds = args.phase_seconds or (600.0 if args.paper else 35.0)
+    args.phase_seconds = args.phase_seconds or (600.0 if args.paper else DEFAULT_PHASE_S)
     # Everything the runs will use is validated before anything starts.
     try:
-        check_deployable(parse_config_file_data(config_data(args), config_path(args.config)))
+        cfg = parse_config_file_data(config_data(args),
+                                     config_path(scenarios.base_config_path(args)))
+        check_deployable(cfg)
     except ConfigError as exc:
         fail(flag_config_error(exc, FLAG_OF_FIELD), code=2)
+    seeds = [args.seed + k for k in range(args.first_run, args.first_run + args.runs)]
+    try:
+        loadgen.validate_spec(workload_spec(cfg, args, seeds[0]))
+    except KeyError as exc:
+        fail(f"--scenario {args.scenario}: its workload does not fit the configuration "
+             f"(it has no {exc.args[0]})", code=2)
+    except ValueError as exc:
+        fail(f"--scenario {args.scenario}: workload: {exc}", code=2)
     require_testbed("the comparison")
     out_dir = args.out or os.path.join(
         ROOT, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
     command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.lb_comparison " + \
         " ".join(argv if argv is not None else sys.argv[1:])
-    per_run_s = 3 * args.phase_seconds + 30 * args.duration_scale + 40
-    print(f"[comparison] {len(policies)} policies x {args.runs} runs, about "
+    per_run_s = 3 * args.phase_seconds + scenarios.longest_request_s(args) + 40
+    print(f"[comparison] scenario {args.scenario}, {len(policies)} policies x {args.runs} "
+          f"runs on {protocol.describe_seeds(seeds)}, about "
           f"{len(policies) * args.runs * per_run_s / 60:.0f} min; results in {out_dir}",
           flush=True)
     per_policy: dict[str, list[dict]] = {p: [] for p in policies}
     commit = git_commit()       # the code that runs: taken now, a commit may land meanwhile
+    # a termination signal unwinds like ^C: the stack and any antagonist come down
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         for run in range(args.first_run, args.first_run + args.runs):
             for policy in policies:
@@ -649,6 +777,10 @@ def main(argv=None) -> int:
     print("Table III: client side\n" + tables["table3"])
     print(f"[comparison] summary: {os.path.join(out_dir, 'summary.md')}")
     return 0 if tables["accounted"] else 1
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

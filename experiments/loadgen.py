@@ -15,6 +15,18 @@ Rates are requests per second for all clients together; each request class gets 
 ``weight`` share of them. Client k of n takes every n-th arrival, so together the clients
 follow the profile exactly.
 
+A class may draw part of its path per request: placeholders in the path, each with a
+``draw`` of that name (heavy-tailed job lengths, experiments/scenarios.py):
+
+    {"name": "backend-heavy", ..., "path": "/job?seconds={seconds}&cpu=0.08&mode=work",
+     "draw": {"seconds": {"dist": "bounded-pareto", "alpha": 1.1, "low": 12.3, "high": 120}}}
+
+Every client draws for every request of the schedule from the spec's seed, on a random
+stream of its own, so all clients (and experiments/lb_model.py, which plays `schedule` too)
+see the same values, and a spec without draws plays exactly the requests it always did.
+The spec may also carry ``antagonists`` (CPU antagonists the experiment starts and stops;
+experiments/antagonist.py): checked here, played by the experiment, not by the clients.
+
 Open loop: every request has an intended start time fixed in advance by the schedule, and
 is sent at that time whether or not earlier ones have finished (asynchronously); response
 time is measured from the *intended* start, so a slow server cannot hide its delay by
@@ -33,6 +45,7 @@ import csv
 import json
 import math
 import random
+import re
 import sys
 import time
 
@@ -81,17 +94,50 @@ def arrival_times(phases: list[dict], arrivals: str, seed: int) -> list[tuple[fl
     return out
 
 
+PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+DISTRIBUTIONS = ("bounded-pareto",)
+
+
+def bounded_pareto(u: float, alpha: float, low: float, high: float) -> float:
+    """The bounded Pareto value at quantile u in [0, 1) (inverse of its CDF)."""
+    return low / (1.0 - u * (1.0 - (low / high) ** alpha)) ** (1.0 / alpha)
+
+
+def draw_value(draw: dict, rng: random.Random) -> float:
+    """One value of a draw, from rng.random() alone (its sequence is the same on every
+    Python), rounded to a millisecond so the path and the model read the same number."""
+    return round(bounded_pareto(rng.random(), float(draw["alpha"]), float(draw["low"]),
+                                float(draw["high"])), 3)
+
+
+def _decimal(x: float) -> str:
+    """12.5 -> '12.5', 120.0 -> '120': exact to the millisecond the value was rounded to."""
+    return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def resolve_draws(cls: dict, rng: random.Random) -> dict:
+    """The class with its placeholders filled by fresh draws (the values in "drawn")."""
+    drawn = {name: draw_value(d, rng) for name, d in sorted(cls["draw"].items())}
+    path = PLACEHOLDER.sub(lambda m: _decimal(drawn[m.group(1)]), cls["path"])
+    return {**{k: v for k, v in cls.items() if k != "draw"}, "path": path, "drawn": drawn}
+
+
 def schedule(spec: dict, client: int, clients: int) -> list[dict]:
-    """This client's requests: intended offset, phase and class, in time order."""
+    """This client's requests: intended offset, phase and class, in time order. A class
+    with draws comes as a copy with its path filled for that request."""
     times = arrival_times(spec["phases"], spec.get("arrivals", "poisson"), spec.get("seed", 1))
     classes = spec["classes"]
     weights = [float(c["weight"]) for c in classes]
     if not classes or sum(weights) <= 0:
         raise ValueError("classes: at least one class with a positive weight")
     rng = random.Random(spec.get("seed", 1) * 7919 + 1)
+    # the draws' own stream: the arrivals and the mix stay those of the same spec without
+    draws = random.Random(spec.get("seed", 1) * 7919 + 2)
     plan = []
     for seq, (t, phase) in enumerate(times):
         cls = rng.choices(classes, weights)[0]   # same draw on every client: same mix
+        if "draw" in cls:
+            cls = resolve_draws(cls, draws)      # every client draws every request
         if seq % clients == client:
             plan.append({"seq": seq, "offset": t, "phase": phase, "class": cls})
     return plan
@@ -191,7 +237,7 @@ def validate_spec(spec) -> None:
     """Check a workload spec completely (ValueError naming the field) before any request."""
     if not isinstance(spec, dict):
         raise ValueError("spec: expected a JSON object with phases and classes")
-    unknown = set(spec) - {"seed", "arrivals", "phases", "classes"}
+    unknown = set(spec) - {"seed", "arrivals", "phases", "classes", "antagonists"}
     if unknown:
         raise ValueError(f"{sorted(unknown)[0]}: unknown field")
     if spec.get("arrivals", "poisson") not in ("poisson", "uniform"):
@@ -221,8 +267,68 @@ def validate_spec(spec) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise ValueError(f"classes[{k}].port: expected a port number, got {port!r}")
         _finite(c.get("weight"), f"classes[{k}].weight")
+        _validate_draws(c, f"classes[{k}]")
     if sum(float(c["weight"]) for c in classes) <= 0:
         raise ValueError("classes: at least one class with a positive weight")
+    _validate_antagonists(spec.get("antagonists", []))
+
+
+def _validate_draws(c: dict, where: str) -> None:
+    """Every placeholder of the path has a draw of its name and every draw a placeholder;
+    each draw a distribution this generator knows, with sound parameters."""
+    unknown = set(c) - {"name", "host", "port", "path", "weight", "draw"}
+    if unknown:
+        raise ValueError(f"{where}.{sorted(unknown)[0]}: unknown field")
+    draws = c.get("draw", {})
+    if not isinstance(draws, dict) or ("draw" in c and not draws):
+        raise ValueError(f"{where}.draw: expected an object of named draws")
+    names = PLACEHOLDER.findall(c["path"])
+    if set(names) != set(draws) or len(names) != len(set(names)):
+        raise ValueError(f"{where}.draw: the path's placeholders ({', '.join(names) or 'none'})"
+                         f" and the draws ({', '.join(sorted(draws)) or 'none'}) must match, "
+                         f"each once")
+    if "{" in PLACEHOLDER.sub("", c["path"]) or "}" in PLACEHOLDER.sub("", c["path"]):
+        raise ValueError(f"{where}.path: a brace outside a {{name}} placeholder")
+    for name, d in draws.items():
+        at = f"{where}.draw.{name}"
+        if not isinstance(d, dict) or d.get("dist") not in DISTRIBUTIONS:
+            raise ValueError(f"{at}.dist: expected one of {', '.join(DISTRIBUTIONS)}")
+        if set(d) != {"dist", "alpha", "low", "high"}:
+            raise ValueError(f"{at}: a bounded-pareto draw has exactly alpha, low and high")
+        _finite(d["alpha"], f"{at}.alpha", lo_open=True)
+        low = _finite(d["low"], f"{at}.low", lo_open=True)
+        if _finite(d["high"], f"{at}.high", lo_open=True) <= low:
+            raise ValueError(f"{at}.high: must be above low ({low:g})")
+
+
+def _validate_antagonists(items) -> None:
+    if not isinstance(items, list):
+        raise ValueError("antagonists: expected a list")
+    for k, a in enumerate(items):
+        where = f"antagonists[{k}]"
+        if not isinstance(a, dict):
+            raise ValueError(f"{where}: expected an object")
+        unknown = set(a) - {"name", "server", "where", "container", "microservice",
+                            "start_s", "stop_s", "cores"}
+        if unknown:
+            raise ValueError(f"{where}.{sorted(unknown)[0]}: unknown field")
+        for key in ("name", "server"):
+            if not isinstance(a.get(key), str) or not a[key]:
+                raise ValueError(f"{where}.{key}: expected a non-empty string")
+        if a.get("where") not in ("container", "beside"):
+            raise ValueError(f"{where}.where: 'container' or 'beside', got {a.get('where')!r}")
+        inside = a["where"] == "container"
+        for key in ("container", "microservice"):
+            if inside and (not isinstance(a.get(key), str) or not a[key]):
+                raise ValueError(f"{where}.{key}: expected a non-empty string (where: "
+                                 f"container)")
+            if not inside and key in a:
+                raise ValueError(f"{where}.{key}: only for where: container")
+        start = _finite(a.get("start_s"), f"{where}.start_s")
+        if _finite(a.get("stop_s"), f"{where}.stop_s") <= start:
+            raise ValueError(f"{where}.stop_s: must be after start_s ({start:g})")
+        if _finite(a.get("cores"), f"{where}.cores", lo_open=True) > 1:
+            raise ValueError(f"{where}.cores: one thread, at most 1 core")
 
 
 def main(argv=None) -> int:

@@ -1,8 +1,13 @@
-"""Tables, plots and the summary of a Scenario 2 comparison (experiments/lb_comparison.py).
+"""Tables, plots and the summary of a load-balancing comparison (experiments/lb_comparison.py).
 
 Everything here reads the per-policy results computed by experiments/evaluation.py; the
-paper's own figures (Kalafatidis & Mamatas, Tables II and III) are quoted for comparison,
-labelled as the paper's, never mixed with ours.
+paper's own figures (Kalafatidis & Mamatas, Tables II and III) are quoted for comparison in
+the paper's scenario, labelled as the paper's, never mixed with ours; its MALB figures stand
+beside the paper's rule (malb-paper) only.
+
+Holds the paper's tables, POLICY_NAMES (how each policy is named in tables and plots),
+Markdown tables (Table II, Table III with p50/p99 RT and failures, Fig. 3, each server's
+CPU), the CSV files and the plots.
 """
 from __future__ import annotations
 
@@ -27,10 +32,13 @@ PAPER_TABLE3 = {
     "video": (650, "TP", (1560, 1818, 1767), (36, 40, 43)),
 }
 RESOURCE_NAMES = {"cpu": "CPU", "mem": "Memory", "net": "Network", "energy": "Energy"}
-POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB", "malb-paper": "MALB-paper",
-                "maglev": "Maglev"}
-# the paper's MALB figures stand beside both of our MALBs
-PAPER_TABLE2["malb-paper"] = PAPER_TABLE2["malb"]
+POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB (ours)",
+                "malb-paper": "MALB (paper's rule)", "maglev": "Maglev",
+                "haproxy-roundrobin": "HAProxy roundrobin",
+                "haproxy-leastconn": "HAProxy leastconn", "haproxy-agent": "HAProxy agent"}
+# The paper's MALB figures are its rule's: they stand beside malb-paper, not beside ours.
+PAPER_TABLE2["malb-paper"] = PAPER_TABLE2.pop("malb")
+PAPER_COLUMN = {"srr": 0, "ln": 1, "malb-paper": 2}    # policy -> its column in PAPER_TABLE3
 
 
 def table2_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
@@ -59,10 +67,12 @@ def _count(value) -> str:
 def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
     pols = list(results)
     classes = sorted({c for p in pols for c in results[p]["table3"]},
-                     key=lambda c: list(PAPER_TABLE3).index(c) if c in PAPER_TABLE3 else 99)
+                     key=lambda c: (list(PAPER_TABLE3).index(c) if c in PAPER_TABLE3 else 99, c))
     cols = (["class", "requests", "metric"] + [f"{POLICY_NAMES.get(p, p)} AVG" for p in pols] +
             [f"{POLICY_NAMES.get(p, p)} STDEV" for p in pols] +
-            [f"{POLICY_NAMES.get(p, p)} Jain" for p in pols] + ["failed"])
+            [f"{POLICY_NAMES.get(p, p)} Jain" for p in pols] +
+            [f"{POLICY_NAMES.get(p, p)} RT p50" for p in pols] +
+            [f"{POLICY_NAMES.get(p, p)} RT p99" for p in pols] + ["failed"])
     lines = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
     for c in classes:
         rows = [results[p]["table3"].get(c, {}) for p in pols]
@@ -72,15 +82,17 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
             [number(r.get("average"), 0) for r in rows] +
             [number(r.get("stdev"), 0) for r in rows] +
             [number(r.get("jain"), 3) for r in rows] +
+            [number(r.get("rt_p50"), 0) for r in rows] +
+            [number(r.get("rt_p99"), 0) for r in rows] +
             [" / ".join(_count(r.get("failed")) for r in rows)]) + " |")
         if with_paper and c in PAPER_TABLE3:
             n, m, avg, sd = PAPER_TABLE3[c]
-            idx = {"srr": 0, "ln": 1, "malb": 2, "malb-paper": 2}
+            idx = PAPER_COLUMN
             lines.append("| " + " | ".join(
                 [f"paper's {c}", str(n), m] +
                 [str(avg[idx[p]]) if p in idx else "–" for p in pols] +
                 [str(sd[idx[p]]) if p in idx else "–" for p in pols] +
-                ["–" for _ in pols] + ["–"]) + " |")
+                ["–" for _ in pols] * 3 + ["–"]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -131,11 +143,12 @@ def write_csvs(results: dict[str, dict], out_dir: str) -> list[str]:
     with open(paths[1], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["policy", "class", "requests", "completed", "failed", "metric", "unit",
-                    "average", "stdev", "jain"])
+                    "average", "stdev", "jain", "rt_p50_ms", "rt_p99_ms"])
         for p, res in results.items():
             for c, v in res["table3"].items():
                 w.writerow([p, c, v["requests"], v["completed"], v["failed"], v["metric"],
-                            v["unit"], v["average"], v["stdev"], v["jain"]])
+                            v["unit"], v["average"], v["stdev"], v["jain"], v.get("rt_p50"),
+                            v.get("rt_p99")])
     with open(paths[2], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["policy", "resource", "average", "worst_case", "most_loaded_server",

@@ -6,10 +6,14 @@ is compared with each baseline's in run k. For every headline figure:
 
 - per policy: the mean over runs and its 95 % confidence interval (Student's t, n - 1
   degrees of freedom);
-- MALB against each baseline: the mean paired difference, its ratio to the baseline's mean,
-  a 95 % interval of the difference and the two-sided paired t-test's p-value
-  (scipy.stats.ttest_rel). A difference is called significant when p < 0.05; with one run
-  there is no interval and no test, and the summary says so.
+- MALB (ours, CANDIDATE) against every other policy that ran: the mean paired difference,
+  its ratio to the other's mean, a 95 % interval of the difference and the two-sided paired
+  t-test's p-value (scipy.stats.ttest_rel). A difference is called significant when
+  p < 0.05; with one run there is no interval and no test, and the summary says so.
+
+The headline figures: the servers' spread (Table II) and, for every request class the runs
+had (the paper's five, or a scenario's own), its mean RT, RT STDEV and RT p99 (a stream
+class: its mean throughput).
 """
 from __future__ import annotations
 
@@ -19,23 +23,45 @@ import statistics
 from scipy import stats as sps
 
 ALPHA = 0.05
+CANDIDATE = "malb"          # ours: tested against every other policy of the comparison
 
 # (key, label, better): the figures a reader of Table II/III looks at first. `better` is the
 # direction that is an improvement.
-HEADLINES = (
+SERVER_HEADLINES = (
     ("cpu_stdev", "CPU STDEV across servers (%)", "lower"),
     # the same with the drain after the load phases, while the last requests finish
     ("cpu_stdev_with_drain", "CPU STDEV across servers, with the drain (%)", "lower"),
     ("net_stdev", "network STDEV across servers (%)", "lower"),
     ("energy_stdev", "energy STDEV across servers (W)", "lower"),
-    ("ui-light_rt", "ui-light mean RT (ms)", "lower"),
-    ("ui-medium_rt", "ui-medium mean RT (ms)", "lower"),
-    ("ui-light_rt_stdev", "ui-light RT STDEV (ms)", "lower"),
-    ("ui-medium_rt_stdev", "ui-medium RT STDEV (ms)", "lower"),
-    ("backend-medium_rt", "backend-medium mean RT (ms)", "lower"),
-    ("backend-heavy_rt", "backend-heavy mean RT (ms)", "lower"),
-    ("video_tp", "video mean throughput (kB/s)", "higher"),
 )
+PAPER_CLASSES = ("ui-light", "ui-medium", "backend-medium", "backend-heavy", "video")
+STREAM_CLASSES = ("video",)
+
+
+def _stream(cls: str, row: dict | None = None) -> bool:
+    return (row or {}).get("metric") == "TP" or cls in STREAM_CLASSES
+
+
+def class_headlines(cls: str, stream: bool) -> list[tuple[str, str, str]]:
+    if stream:
+        return [(f"{cls}_tp", f"{cls} mean throughput (kB/s)", "higher")]
+    return [(f"{cls}_rt", f"{cls} mean RT (ms)", "lower"),
+            (f"{cls}_rt_stdev", f"{cls} RT STDEV (ms)", "lower"),
+            (f"{cls}_rt_p99", f"{cls} RT p99 (ms)", "lower")]
+
+
+def headlines(results: list[dict]) -> list[tuple[str, str, str]]:
+    """The headline figures of these runs: the servers' first, then every class any run
+    had (the paper's in its order, then the others by name)."""
+    rows = {c: row for r in results for c, row in r.get("table3", {}).items()}
+    order = [c for c in PAPER_CLASSES if c in rows] + \
+        sorted(c for c in rows if c not in PAPER_CLASSES)
+    return [*SERVER_HEADLINES, *(h for c in order for h in class_headlines(
+        c, _stream(c, rows[c])))]
+
+
+# the paper's workload's headlines, for reference
+HEADLINES = tuple(headlines([{"table3": {c: {} for c in PAPER_CLASSES}}]))
 
 
 def headline_figures(result: dict) -> dict[str, float | None]:
@@ -46,11 +72,12 @@ def headline_figures(result: dict) -> dict[str, float | None]:
                "stdev"),
            "net_stdev": t2.get("net", {}).get("stdev"),
            "energy_stdev": t2.get("energy", {}).get("stdev")}
-    for cls in ("ui-light", "ui-medium", "backend-medium", "backend-heavy"):
-        row = t3.get(cls, {})
-        out[f"{cls}_rt"] = row.get("average")
-        out[f"{cls}_rt_stdev"] = row.get("stdev")
-    out["video_tp"] = t3.get("video", {}).get("average")
+    for cls, row in t3.items():
+        if _stream(cls, row):
+            out[f"{cls}_tp"] = row.get("average")
+        else:
+            out.update({f"{cls}_rt": row.get("average"), f"{cls}_rt_stdev": row.get("stdev"),
+                        f"{cls}_rt_p99": row.get("rt_p99")})
     return out
 
 
@@ -94,13 +121,14 @@ def paired(candidate: list[float], baseline: list[float], better: str = "lower")
     return out
 
 
-def compare(runs: dict[str, list[dict]], candidate: str = "malb") -> dict:
-    """{figure: {"label", "better", "policies": {p: mean_ci}, "vs": {baseline: paired}}} from
-    each policy's list of run results (in run order; run k of each policy is a pair)."""
+def compare(runs: dict[str, list[dict]], candidate: str = CANDIDATE) -> dict:
+    """{figure: {"label", "better", "policies": {p: mean_ci}, "vs": {other: paired}}} from
+    each policy's list of run results (in run order; run k of each policy is a pair): the
+    candidate against every other policy. A figure some run lacks is left out."""
     figures = {p: [headline_figures(r) for r in rs] for p, rs in runs.items()}
     out = {}
-    for key, label, better in HEADLINES:
-        values = {p: [f[key] for f in fs] for p, fs in figures.items()}
+    for key, label, better in headlines([r for rs in runs.values() for r in rs]):
+        values = {p: [f.get(key) for f in fs] for p, fs in figures.items()}
         if any(v is None for vs in values.values() for v in vs):
             continue
         entry = {"label": label, "better": better,
@@ -119,7 +147,7 @@ def _fmt(x, digits=1) -> str:
     return f"{x:,.{digits}f}"
 
 
-def markdown(comparison: dict, candidate: str = "malb", names: dict | None = None) -> str:
+def markdown(comparison: dict, candidate: str = CANDIDATE, names: dict | None = None) -> str:
     """Two tables: means with 95 % intervals per policy; the candidate against each
     baseline (difference, ratio, interval, p, verdict)."""
     names = names or {}

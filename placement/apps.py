@@ -1,14 +1,18 @@
-"""Generated call-graph applications for placement experiments: a seeded DAG of call-graph
-microservices with heavy and light edges, written as a configuration file.
+"""Generated call-graph applications for placement and load-balancing experiments: a seeded
+DAG of call-graph microservices with heavy and light edges, written as a configuration file.
 
     python -m placement generate --services 30 --seed 7 --out configs/callgraph30.yaml
 
-Shape: one entry service (called by the clients); every other service is called by one
-earlier service (a tree, so a request fans out to every service once); a few extra
-``cross`` calls from a service to a later leaf (a DAG, not only a tree). An edge is heavy
-(``heavy_bytes`` answered per call) with probability ``heavy_share``, else light. Every
-service does ``cpu_ms`` of work per request, drawn from 1 to 3 ms. One instance each, spread
-round robin over the servers at the start.
+Shape: `entries` entry services (called by the clients; one by default); every other service
+is called by one earlier service (a tree per entry, so a request fans out to every service of
+its tree once); a few extra ``cross`` calls from a service to a later leaf (a DAG, not only a
+tree). An edge is heavy (``heavy_bytes`` answered per call) with probability ``heavy_share``,
+else light. Every service does ``cpu_ms`` of work per request, drawn from 1 to 3 ms, or
+``heavy_cpu_ms`` with probability ``heavy_cpu_share`` (none by default). ``replicas``
+instances each (one by default), spread round robin over the servers at the start.
+
+The defaults draw exactly what they drew before the entries, replicas and CPU-heavy
+services existed, so configs/callgraph30.yaml is still this function's output.
 """
 from __future__ import annotations
 
@@ -18,10 +22,15 @@ import random
 def generate(services: int = 30, seed: int = 7, heavy_share: float = 0.2,
              heavy_bytes: int = 40000, light_bytes: int = 2000, cross: int = 3,
              switches: int = 4, servers: int = 8, server_cpu: float = 0.25,
-             trunk_bw_mbit: float = 10.0) -> dict:
+             trunk_bw_mbit: float = 10.0, entries: int = 1, replicas: int = 1,
+             heavy_cpu_share: float = 0.0, heavy_cpu_ms: float = 30.0) -> dict:
     """A configuration mapping (as YAML would hold it) for the application."""
     if not 2 <= services <= 99:
         raise ValueError(f"services: 2 to 99, got {services}")
+    if not 1 <= entries < services:
+        raise ValueError(f"entries: 1 to services - 1, got {entries}")
+    if not 1 <= replicas <= servers:
+        raise ValueError(f"replicas: 1 to servers ({servers}), got {replicas}")
     rng = random.Random(seed)
     names = [f"svc{k:02d}" for k in range(1, services + 1)]
     children: dict[str, list[dict]] = {n: [] for n in names}
@@ -30,10 +39,10 @@ def generate(services: int = 30, seed: int = 7, heavy_share: float = 0.2,
         heavy = rng.random() < heavy_share
         return {"service": callee, "request_bytes": 200,
                 "response_bytes": heavy_bytes if heavy else light_bytes}
-    for k in range(1, services):
+    for k in range(entries, services):
         parent = names[rng.randrange(max(0, k - 6), k)]     # mostly recent: a deep graph
         children[parent].append(edge(names[k]))
-    leaves = [n for n in names if not children[n]]
+    leaves = [n for n in names if not children[n] and names.index(n) >= entries]
     for _ in range(cross):
         callee = rng.choice(leaves)
         candidates = [n for n in names[:names.index(callee)]
@@ -42,9 +51,13 @@ def generate(services: int = 30, seed: int = 7, heavy_share: float = 0.2,
             children[rng.choice(candidates)].append(edge(callee))
     microservices = []
     for k, n in enumerate(names):
+        cpu_ms = rng.choice([1, 2, 3])
+        # drawn only when asked for, so the default draws stay the ones they always were
+        if heavy_cpu_share > 0 and rng.random() < heavy_cpu_share:
+            cpu_ms = heavy_cpu_ms
         item = {"name": n, "abbrev": f"s{k + 1:02d}", "port": 10001 + k, "kind": "callgraph",
-                "flow_class": "short", "replicas": 1, "cpu_ms": rng.choice([1, 2, 3]),
-                "response_bytes": 20000 if k == 0 else 1000}
+                "flow_class": "short", "replicas": replicas, "cpu_ms": cpu_ms,
+                "response_bytes": 20000 if k < entries else 1000}
         if children[n]:
             item["calls"] = children[n]
         microservices.append(item)
@@ -55,3 +68,9 @@ def generate(services: int = 30, seed: int = 7, heavy_share: float = 0.2,
         "controller": {"monitoring_period_s": 3, "idle_timeout_s": 10},
         "profiler": {"period_s": 3, "graph_window_s": 30},
     }
+
+
+def entry_services(data: dict) -> list[str]:
+    """The services no other service calls, in order: where the clients' requests enter."""
+    called = {c["service"] for ms in data["microservices"] for c in ms.get("calls", ())}
+    return [ms["name"] for ms in data["microservices"] if ms["name"] not in called]

@@ -145,3 +145,41 @@ def test_in_periods_averages_each_servers_samples_over_the_metric_period():
     # the paper's period: samples 3 s apart come back as they are
     assert in_periods(samples, 3.0, 3.0) is samples
     assert in_periods({}, 1.0, 3.0) == {}
+
+
+def test_table3_gives_every_class_its_median_and_p99_response_time():
+    from experiments.evaluation import percentile
+    assert percentile([], 50) is None
+    assert percentile([5.0], 99) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5              # numpy's linear
+    assert percentile(list(map(float, range(101))), 99) == 99.0
+    rows = [{"class": "a", "latency_s": str(k / 1000), "throughput_kB_s": "", "error": ""}
+            for k in range(1, 101)]
+    rows += [{"class": "a", "latency_s": "9", "error": "timeout"},
+             {"class": "video", "latency_s": "20", "throughput_kB_s": "1500", "error": ""}]
+    t = table3(rows)
+    assert t["a"]["rt_p50"] == pytest.approx(50.5) and t["a"]["rt_p99"] == pytest.approx(99.01)
+    assert t["a"]["failed"] == 1 and t["a"]["requests"] == 101     # the failure is not timed
+    assert t["video"]["rt_p50"] == 20000.0 and t["video"]["metric"] == "TP"
+
+
+def test_the_papers_malb_figures_stand_beside_its_rule_and_ours_is_named_so():
+    from experiments import report
+    samples = {float(t): {s: {"cpu": 10.0 + t, "mem": 5.0, "net": 1.0} for s in ("a", "b")}
+               for t in range(5)}
+    rows = [{"class": "ui-light", "latency_s": "0.5", "error": ""}]
+    res = {p: {"table2": table2(samples), "fig3": fig3(samples), "table3": table3(rows)}
+           for p in ("srr", "malb-paper", "malb")}
+    t2 = report.table2_markdown(res)
+    assert "MALB (paper's rule) CPU" in t2 and "MALB (ours) CPU" in t2
+    paper = next(line for line in t2.splitlines() if line.startswith("| paper's STDEV"))
+    cells = [c.strip() for c in paper.split("|")[2:-1]]
+    assert cells[:4] == ["17.3", "2.1", "9.3", "27.1"]                   # SRR
+    assert cells[4:8] == ["11.2", "1.9", "10.1", "18.3"]                 # the paper's rule
+    assert cells[8:] == ["–"] * 4                                        # ours: none
+    t3 = report.table3_markdown(res)
+    line = next(x for x in t3.splitlines() if x.startswith("| paper's ui-light"))
+    assert line.split("|")[4:7] == [" 448 ", " 429 ", " – "]
+    assert "MALB (ours) RT p99" in t3 and "| 500 |" in t3
+    assert "| paper's" not in report.table2_markdown(res, with_paper=False)
+    assert "| paper's" not in report.table3_markdown(res, with_paper=False)

@@ -192,3 +192,31 @@ def test_a_comparison_without_its_raw_data_pools_as_recorded_only_when_asked(tmp
     assert (pooled / "cpu_timeline.png").exists()
     # evaluated again, it is pooled again the same way
     assert lb_comparison.main(["--resummarise", str(pooled)]) == 0
+
+
+def test_a_summary_states_its_scenario_its_seed_range_and_its_antagonists(tmp_path):
+    out = tmp_path / "cmp"
+    write_comparison(out, ["--scenario", "antagonist", "--runs", "2", "--seed", "1000",
+                           "--policies", "srr,malb-paper,malb"],
+                     {"srr": [8, 12], "malb-paper": [6, 6], "malb": [4, 4]})
+    summary = json.loads((out / "summary.json").read_text())
+    for runs in summary["runs"].values():
+        for r in runs:
+            r["antagonists"] = [{"name": "srv1-ui-inside", "server": "srv1",
+                                 "where": "container", "planned_start_s": 2.0,
+                                 "planned_stop_s": 4.0, "started_s": 2.3, "stopped_s": 4.1,
+                                 "cpu_s": 0.55}]
+    (out / "summary.json").write_text(json.dumps(summary))
+    assert lb_comparison.main(["--resummarise", str(out)]) == 0
+    md = (out / "summary.md").read_text()
+    assert md.startswith("# Scenario antagonist: SRR, MALB (paper's rule), MALB (ours)")
+    assert "Scenario: **antagonist**" in md
+    assert "schedule seeds 1001-1002 (evaluation range)" in md
+    assert "| SRR | 2 | srv1-ui-inside | container srv1 | 2-4 | 2.3 | 4.1 | 0.6 |" in md
+    assert "| paper's" not in md and "no paper's rows" in md
+    # MALB (ours) against every other policy, the paper's rule included
+    stats = json.loads((out / "summary.json").read_text())["statistics"]
+    assert set(stats["cpu_stdev"]["vs"]) == {"srr", "malb-paper"}
+    assert "MALB (ours) against every other policy" in md
+    result = json.loads((out / "malb" / "run1" / "result.json").read_text())
+    assert result["antagonists"][0]["started_s"] == 2.3       # kept when evaluated again

@@ -1,6 +1,6 @@
 import pytest
 
-from experiments.loadgen import arrival_times, schedule
+from experiments.loadgen import arrival_times, schedule, validate_spec
 
 PHASES = [{"name": "increasing", "seconds": 60, "from": 1, "to": 3},
           {"name": "stable", "seconds": 60, "from": 3, "to": 3},
@@ -45,3 +45,66 @@ def test_bad_profiles_are_refused():
         arrival_times([{"name": "x", "seconds": 0, "from": 1, "to": 1}], "uniform", 1)
     with pytest.raises(ValueError, match="arrivals"):
         arrival_times(PHASES, "bursty", 1)
+
+
+DRAWN = {"name": "job", "weight": 1, "host": "h", "port": 1,
+         "path": "/job?seconds={seconds}&cpu=0.1",
+         "draw": {"seconds": {"dist": "bounded-pareto", "alpha": 1.1, "low": 4.0,
+                              "high": 40.0}}}
+BUSY = {"name": "a", "server": "srv1", "where": "container", "container": "mn.srv1-ui",
+        "microservice": "ui", "start_s": 10, "stop_s": 20, "cores": 1.0}
+
+
+def test_a_class_with_draws_gets_its_path_filled_per_request():
+    spec = {"seed": 4, "phases": PHASES, "classes": [DRAWN]}
+    validate_spec(spec)
+    plan = schedule(spec, 0, 1)
+    values = [r["class"]["drawn"]["seconds"] for r in plan]
+    assert len(set(values)) > len(values) * 0.9 and all(4.0 <= v <= 40.0 for v in values)
+    for r in plan[:20]:
+        assert r["class"]["path"] == \
+            f"/job?seconds={r['class']['drawn']['seconds']:.3f}".rstrip("0").rstrip(".") + \
+            "&cpu=0.1"
+        assert "draw" not in r["class"]
+    assert spec["classes"][0] is DRAWN and "{seconds}" in DRAWN["path"]   # left as it was
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"path": "/job?seconds=3"}, "placeholders (none) and the draws (seconds) must match"),
+    ({"path": "/job?s={seconds}&t={other}"}, "placeholders (seconds, other)"),
+    ({"path": "/job?s={seconds}&t={seconds}"}, "each once"),
+    ({"path": "/job?s={seconds}&t={"}, "a brace outside"),
+    ({"draw": {"seconds": {"dist": "normal", "alpha": 1, "low": 1, "high": 2}}},
+     "classes[0].draw.seconds.dist: expected one of bounded-pareto"),
+    ({"draw": {"seconds": {"dist": "bounded-pareto", "alpha": 1, "low": 3, "high": 2}}},
+     "draw.seconds.high: must be above low"),
+    ({"draw": {"seconds": {"dist": "bounded-pareto", "alpha": 0, "low": 1, "high": 2}}},
+     "draw.seconds.alpha: expected a finite number > 0"),
+    ({"draw": {"seconds": {"dist": "bounded-pareto", "alpha": 1, "low": 1}}},
+     "exactly alpha, low and high"),
+    ({"draw": {}}, "draw: expected an object of named draws"),
+    ({"color": "red"}, "classes[0].color: unknown field"),
+])
+def test_bad_draws_are_refused_naming_the_field(change, message):
+    with pytest.raises(ValueError) as exc:
+        validate_spec({"phases": PHASES, "classes": [{**DRAWN, **change}]})
+    assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"where": "inside"}, "antagonists[0].where: 'container' or 'beside'"),
+    ({"container": ""}, "antagonists[0].container: expected a non-empty string"),
+    ({"where": "beside"}, "antagonists[0].container: only for where: container"),
+    ({"stop_s": 5}, "antagonists[0].stop_s: must be after start_s (10)"),
+    ({"cores": 2}, "antagonists[0].cores: one thread, at most 1 core"),
+    ({"cores": 0}, "antagonists[0].cores: expected a finite number > 0"),
+    ({"when": 1}, "antagonists[0].when: unknown field"),
+])
+def test_bad_antagonists_are_refused_naming_the_field(change, message):
+    spec = {"phases": PHASES, "classes": [DRAWN], "antagonists": [{**BUSY, **change}]}
+    with pytest.raises(ValueError) as exc:
+        validate_spec(spec)
+    assert message in str(exc.value)
+    beside = {k: v for k, v in BUSY.items() if k not in ("container", "microservice")}
+    validate_spec({"phases": PHASES, "classes": [DRAWN],
+                   "antagonists": [BUSY, {**beside, "where": "beside", "name": "b"}]})

@@ -57,3 +57,24 @@ def test_compare_pairs_runs_and_renders_every_headline():
     # a figure missing in some run is left out, not filled in
     runs["ln"][0]["table3"].pop("video")
     assert "video_tp" not in sig.compare(runs)
+
+
+def test_malb_is_tested_against_every_other_policy_on_every_class_it_had():
+    def run(cpu, rt):
+        return {"table2": {"cpu": {"stdev": cpu}, "net": {"stdev": 1.0},
+                           "energy": {"stdev": 1.0}},
+                "table3": {"svc01": {"metric": "RT", "average": rt, "stdev": rt / 2,
+                                     "rt_p99": 3 * rt},
+                           "clip": {"metric": "TP", "average": 100.0, "stdev": 1.0}}}
+    runs = {"srr": [run(10, 100), run(11, 110)], "ln": [run(9, 90), run(9.5, 95)],
+            "malb-paper": [run(8, 80), run(8.2, 85)], "malb": [run(6, 70), run(6.1, 72)]}
+    c = sig.compare(runs)
+    assert set(c["cpu_stdev"]["vs"]) == {"srr", "ln", "malb-paper"}
+    assert {"svc01_rt", "svc01_rt_stdev", "svc01_rt_p99", "clip_tp"} <= set(c)
+    assert c["svc01_rt_p99"]["better"] == "lower" and c["clip_tp"]["better"] == "higher"
+    assert list(c) == ["cpu_stdev", "net_stdev", "energy_stdev", "clip_tp", "svc01_rt",
+                       "svc01_rt_stdev", "svc01_rt_p99"]     # no drain figure in these runs
+    # the paper's classes keep their keys, in the paper's order
+    keys = [k for k, _, _ in sig.HEADLINES]
+    assert keys[:4] == ["cpu_stdev", "cpu_stdev_with_drain", "net_stdev", "energy_stdev"]
+    assert keys.index("ui-light_rt") < keys.index("backend-heavy_rt") < keys.index("video_tp")

@@ -1,0 +1,20 @@
+"""experiments/protocol.py: the design and evaluation ranges of schedule seeds."""
+from experiments import protocol
+
+
+def test_every_summary_says_which_range_its_seeds_are_in():
+    assert protocol.describe_seeds([1001, 1002, 1003, 1004, 1005]) == \
+        "schedule seeds 1001-1005 (evaluation range)"
+    assert protocol.describe_seeds([2]) == "schedule seed 2 (design range)"
+    assert protocol.describe_seeds([2, 3, 7]) == "schedule seeds 2-3, 7 (design range)"
+    assert "mixes the design and evaluation ranges" in protocol.describe_seeds([999, 1000])
+    assert "outside both ranges" in protocol.describe_seeds([0, 5])
+    assert "outside both ranges" in protocol.describe_seeds([10000])
+    assert protocol.describe_seeds([]) == "no schedule seeds"
+
+
+def test_the_ranges_meet_without_overlap():
+    assert protocol.DESIGN.stop == protocol.EVALUATION.start == 1000
+    assert (protocol.range_of(1), protocol.range_of(999)) == ("design", "design")
+    assert (protocol.range_of(1000), protocol.range_of(9999)) == ("evaluation", "evaluation")
+    assert protocol.range_of(0) is None and protocol.range_of(10000) is None
