@@ -142,6 +142,7 @@ class Model:
         self.turn: dict[str, int] = {}
         self.answer: tuple[dict, dict] | None = None   # the profiler's latest
         spec = lb_comparison.workload_spec(cfg, opts, seed)
+        self.antagonists = spec.get("antagonists", [])     # times from the load's start
         self.plan = loadgen.schedule(spec, 0, 1)
         self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
         # --sample-noise: the testbed's sampling error on the containers that run jobs
@@ -239,7 +240,17 @@ class Model:
                 sum(1.0 for t in mine if t.kind == "object" and t.prep > EPS) + \
                 sum(want[id(t)] * t.cpu_per_byte for t in mine if id(t) in want
                     and t.kind == "object")
+            busy = [a for a in self.antagonists if a["server"] == name
+                    and a["start_s"] <= now < a["stop_s"]]
+            demand += sum(a["cores"] for a in busy)
             scale = min(1.0, srv.cpu / demand) if demand > 0 else 1.0
+            for a in busy:
+                # a busy thread shares the server as a task does; inside a container its
+                # agent counts it as that instance's CPU, beside them nobody sees it
+                if a["where"] == "container":
+                    inst = next(i.name for i in self.inst.values() if i.server == name
+                                and i.microservice == a["microservice"])
+                    self.acc[inst]["cpu"] += a["cores"] * scale * DT
             for t in mine:
                 if t.kind == "job":
                     t.used = t.cores * scale
@@ -552,6 +563,9 @@ def main(argv=None) -> int:
     if bad:
         p.error(f"--policies: unknown {', '.join(bad)}; choose from "
                 f"{', '.join((*POLICIES, *REFERENCES))}")
+    if opts.scenario == "callgraph":
+        p.error("--scenario callgraph: the model has no call graph (services calling "
+                "services); it plays the other scenarios")
     runs = opts.runs or 10
     opts.phase_seconds = opts.phase_seconds or (600.0 if opts.paper else 35.0)
     try:

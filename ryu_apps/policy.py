@@ -34,7 +34,7 @@ from profiler.weights import EQUAL_WEIGHTS
 from ryu_apps import policies
 from ryu_apps.estimators.open_flows import InstanceFlows, OpenFlows
 from ryu_apps.estimators.pending_assignments import DEFAULT_BUCKET_S, PendingFlows
-from ryu_apps.estimators.quiet_use import QuietUse
+from ryu_apps.estimators.unexplained_use import UnexplainedUse
 from ryu_apps.estimators.running_flows import RunningFlows
 from ryu_apps.estimators.running_load import RunningLoad
 from ryu_apps.estimators.survival import Survival
@@ -126,7 +126,7 @@ class PolicyCore:
         # long flows whose end the controller sees
         self.open_flows = OpenFlows(cores={s: c[0] for s, c in self.capacities.items()})
         self.open_short = InstanceFlows()        # malb: short ones, per instance
-        self.quiet_use = QuietUse()              # short-flow instances with none open
+        self.unexplained_use = UnexplainedUse()  # short-flow instances: beyond their flows
         self.connections = InstanceFlows()       # every watched flow, per instance
         self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
         self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
@@ -167,12 +167,12 @@ class PolicyCore:
         self.loads_version += 1      # the short-flow levels average over every server
         if parts:
             self._attribute(server, parts, sample_time, self.window_of(load))
-            self._observe_quiet(server, parts, sample_time)
+            self._observe_parts(server, parts, sample_time)
         self._prune_assignments(server)
 
-    def _observe_quiet(self, server: str, parts: dict, sample_time: float) -> None:
-        """Each short-flow instance's part of the sample, for what it uses while none of
-        our flows is open on it (estimators/quiet_use.py)."""
+    def _observe_parts(self, server: str, parts: dict, sample_time: float) -> None:
+        """Each short-flow instance's part of the sample, beside the seconds of flow it has
+        carried (estimators/unexplained_use.py)."""
         for ms, p in parts.items():
             if ms not in self.pools or self.flow_class(ms)[0] != "short" or \
                     not isinstance(p, dict) or not _finite_non_negative(p.get("cpu")) or \
@@ -180,9 +180,9 @@ class PolicyCore:
                 continue
             for b in self.pools[ms]:
                 if b.server == server:
-                    self.quiet_use.observe(b.name, self.open_short.events(b.name),
-                                           self.open_short.open_count(b.name),
-                                           float(p["cpu"]), float(p["net"]), sample_time)
+                    self.unexplained_use.observe(
+                        b.name, sample_time, float(p["cpu"]), float(p["net"]),
+                        self.open_short.flow_seconds(b.name, sample_time))
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
         """Network utilization measured by the switches (port statistics)."""
@@ -472,8 +472,8 @@ class PolicyCore:
 
     def flow_ended(self, watched: Hashable, t: float) -> bool:
         """A watched flow ended (its FIN was seen); False if it was not open."""
-        self.connections.end(watched)
-        return self.open_flows.end(watched, t) or self.open_short.end(watched)
+        self.connections.end(watched, t)
+        return self.open_flows.end(watched, t) or self.open_short.end(watched, t)
 
     def flow_idle(self, watched: Hashable) -> bool:
         """A watched flow's rules idled out: a short flow is over (it sent nothing for the

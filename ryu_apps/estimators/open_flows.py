@@ -44,7 +44,8 @@ class InstanceFlows:
         self._keys: dict[str, deque] = {}       # instance -> its buckets, ascending
         self._counts: dict[str, dict[int, int]] = {}    # instance -> bucket -> open flows
         self._total: dict[str, int] = {}
-        self._events: dict[str, int] = {}       # instance -> flows started or ended so far
+        # instance -> (seconds of flow carried so far, when that was brought up to date)
+        self._carried: dict[str, list[float]] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -65,16 +66,19 @@ class InstanceFlows:
         else:
             keys.append(k)
         counts[k] = counts.get(k, 0) + 1
+        self._advance(instance, t)
         self._total[instance] = self._total.get(instance, 0) + 1
-        self._events[instance] = self._events.get(instance, 0) + 1
         self._open[key] = (instance, k)
 
-    def end(self, key) -> bool:
-        """The flow ended; False if it was not open."""
-        where = self._open.pop(key, None)
+    def end(self, key, t: float | None = None) -> bool:
+        """The flow ended (at t: when unsaid, the instance's latest event); False if it was
+        not open."""
+        where = self._open.get(key)
         if where is None:
             return False
         instance, k = where
+        self._advance(instance, t)
+        del self._open[key]
         counts = self._counts[instance]
         counts[k] -= 1
         if not counts[k]:
@@ -83,7 +87,6 @@ class InstanceFlows:
             while keys and keys[0] not in counts:
                 keys.popleft()
         self._total[instance] -= 1
-        self._events[instance] += 1
         return True
 
     def expire(self, now: float) -> int:
@@ -100,9 +103,20 @@ class InstanceFlows:
     def open_count(self, instance: str) -> int:
         return self._total.get(instance, 0)
 
-    def events(self, instance: str) -> int:
-        """How many of the instance's flows have started or ended so far."""
-        return self._events.get(instance, 0)
+    def _advance(self, instance: str, t: float | None) -> None:
+        """Bring the instance's carried flow-seconds up to t, before its count changes."""
+        acc = self._carried.setdefault(instance, [0.0, t if t is not None else 0.0])
+        if t is not None and t > acc[1]:
+            acc[0] += self._total.get(instance, 0) * (t - acc[1])
+            acc[1] = t
+
+    def flow_seconds(self, instance: str, t: float) -> float:
+        """Seconds of flow the instance carried from the start up to t (its open flows
+        integrated over time; t not before its latest start or end)."""
+        acc = self._carried.get(instance)
+        if acc is None:
+            return 0.0
+        return acc[0] + self._total.get(instance, 0) * max(0.0, t - acc[1])
 
     def instance_of(self, key) -> str | None:
         """The instance an open flow went to (None: not open)."""

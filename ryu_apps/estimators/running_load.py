@@ -11,8 +11,8 @@ controller's status.
   picks no better than chance: experiments/decision_audit.py); network and memory from the
   prediction, as smooth as it. When the profiler splits a sample by microservice, CPU and
   network both start from the latest sample, each short-flow microservice's part taken at
-  its level (`short_levels`) plus what its instance uses while none of our flows is open
-  on it (`own_load`), and its flows left out of the running ones.
+  its level (`short_levels`) plus what its instance uses beyond what our flows on it
+  explain (`own_load`), and its flows left out of the running ones.
 """
 from __future__ import annotations
 
@@ -108,13 +108,18 @@ class RunningLoad:
         return {ms: (c / n, t / n) for ms, (c, t, n) in sums.items()}
 
     def own_load(self, server: str, ms: str, now: float) -> tuple[float, float]:
-        """(CPU %, network %) that ms's instance on the server uses while none of our flows
-        is open on it, above its quietest peer's (estimators/quiet_use.py)."""
-        pool = self.view.pools[ms]
+        """(CPU %, network %) that ms's instance on the server used of late beyond what our
+        flows on it explain, above the least of its peers' (estimators/unexplained_use.py)."""
+        v = self.view
+        pool = v.pools[ms]
         mine = next((b.name for b in pool if b.server == server), None)
         if mine is None:
             return 0.0, 0.0
-        return self.view.quiet_use.excess(mine, [b.name for b in pool], now)
+        server_of = {b.name: b.server for b in pool}
+        keep = max(3 * v.period_s, v.server_stale_after_s)
+        return v.unexplained_use.excess(mine, list(server_of),
+                                        lambda inst: v.flow_cost(ms, server_of[inst]),
+                                        now, keep)
 
     def _base(self, server: str, load: "ServerLoad") -> tuple[tuple, float, float, frozenset]:
         v = self.view
@@ -128,8 +133,8 @@ class RunningLoad:
             # round robin brings the same mean to every server. So the short-flow part counts
             # at its recent mean, the rest at the latest sample less what its long flows
             # explain (network too: the ui's transfers were why it took the prediction).
-            # What the short part uses while none of our flows is open on the instance (a
-            # noisy neighbour in its container) is not the flows' and stays in full.
+            # What the instance used beyond what our flows on it explain (a noisy neighbour
+            # in its container) is not the flows' and stays in full.
             skip = frozenset(short)
             cpu_then, net_then, _ = self.flows(server, load.sample_time - window / 2, skip)
             level = self.short_levels()

@@ -332,19 +332,19 @@ def test_malb_measures_a_job_from_a_sample_whose_window_it_ran_through_as_the_sa
     assert costs == {"backend": (1, 0, 0.0, 0.0)}
 
 
-def test_malb_keeps_what_a_short_flow_instance_uses_with_none_of_our_flows_open():
+def test_malb_keeps_what_a_short_flow_instance_uses_beyond_what_our_flows_explain():
     """A noisy neighbour in srv1's ui container (60 % of the server) is not the ui's flows:
     malb must not average it away with them and send the jobs there (malb-paper, on the
     predictions, keeps away from srv1 too)."""
-    def core_with(policy, busy_srv1=False):
+    def core_with(policy, busy_srv1=False, ui_cores=0.01):
         core = running_core(policy, capacities={s: (0.3, 256, 50) for s in SERVERS})
         core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
-                             per_flow_abs={"ui": (0.01, 1e6)}, durations={"ui": [1.0] * 20})
-        for k, srv in enumerate(SERVERS):          # one ui object each, watched, ended
+                             per_flow_abs={"ui": (ui_cores, 1e6)}, durations={"ui": [1.0] * 20})
+        for k, srv in enumerate(SERVERS):          # one ui object each, watched
             core.note_assignment(srv, "ui", 90.0, watched=("ui", k), instance=f"{srv}-ui")
             if not (busy_srv1 and srv == "srv1"):
                 core.flow_ended(("ui", k), 91.0)
-        for t in (97.0, 98.0, 99.0):
+        for t in (96.0, 97.0, 98.0, 99.0):
             for srv in SERVERS:
                 ui = 60.0 if srv == "srv1" else 0.5
                 be = 10.0 if srv == "srv1" else 20.0
@@ -355,9 +355,12 @@ def test_malb_keeps_what_a_short_flow_instance_uses_with_none_of_our_flows_open(
                                        "net_mean": 0.0}})
         return core
     for policy in ("malb", "malb-paper"):
-        d = core_with(policy).choose("backend", now=100.0)
-        assert d.server != "srv1", policy
+        assert core_with(policy).choose("backend", now=100.0).server != "srv1", policy
     d = core_with("malb").choose("backend", now=100.0)
     assert d.scores["srv1"] > 60.0 > max(v for s, v in d.scores.items() if s != "srv1")
-    # the same load while a ui object of ours is open there: the flows' part, levelled
-    assert core_with("malb", busy_srv1=True).choose("backend", now=100.0).server == "srv1"
+    # a ui object of ours open there all along that costs what srv1's ui used (0.18 of its
+    # 0.3 cores): the flows' part, levelled as before
+    assert core_with("malb", busy_srv1=True, ui_cores=0.18).choose(
+        "backend", now=100.0).server == "srv1"
+    # ... and one that costs far less explains little of it
+    assert core_with("malb", busy_srv1=True).choose("backend", now=100.0).server != "srv1"

@@ -1,0 +1,62 @@
+"""What a short-flow instance uses that the controller's flows on it do not explain (plain
+Python).
+
+A short-flow microservice's part of a server's samples swings with the objects it happens to
+serve; `malb` takes that part at the microservice's level over all servers
+(estimators/running_load.py). Load that no flow of ours caused, such as a noisy neighbour
+inside the container, must not be averaged away with it. Under a policy that follows every
+short flow to its end, the controller knows how many seconds of flow each instance carried
+(open flows integrated over time: estimators/open_flows.InstanceFlows.flow_seconds); at
+what one running flow costs (the profiler's per-flow use), that is the CPU and network its
+flows explain. Over the last `samples` samples of an instance, what it used beyond that is
+unexplained; an instance's excess is its unexplained use above the least of its peers'
+(their idle processes, and whatever the per-flow cost misses everywhere alike).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+DEFAULT_SAMPLES = 5
+
+
+class UnexplainedUse:
+    def __init__(self, samples: int = DEFAULT_SAMPLES):
+        self.samples = samples
+        # instance -> its recent samples: (time, CPU %, network %, flow-seconds so far)
+        self._seen: dict[str, deque] = {}
+
+    def observe(self, instance: str, t: float, cpu: float, net: float,
+                flow_seconds: float) -> None:
+        """A sample of the instance's use over the period up to t; `flow_seconds`: the
+        seconds of flow it has carried since the start, up to t."""
+        q = self._seen.setdefault(instance, deque(maxlen=self.samples + 1))
+        if q and t <= q[-1][0]:
+            return                      # an older or repeated sample
+        q.append((t, cpu, net, flow_seconds))
+
+    def unexplained(self, instance: str, cost: tuple[float, float] | None,
+                    now: float, keep_s: float) -> tuple[float, float] | None:
+        """(CPU %, network %) the instance used on average over its recent samples beyond
+        what its flows explain at `cost` (per running flow, % of its server), or None
+        without two samples within keep_s or without a cost."""
+        q = self._seen.get(instance)
+        if cost is None or not q or len(q) < 2 or now - q[-1][0] > keep_s:
+            return None
+        used = list(q)[1:]              # the first only marks where the flows count from
+        span = q[-1][0] - q[0][0]
+        busy = (q[-1][3] - q[0][3]) / span if span > 0 else 0.0   # flows running, on average
+        cpu = sum(s[1] for s in used) / len(used) - busy * cost[0]
+        net = sum(s[2] for s in used) / len(used) - busy * cost[1]
+        return max(0.0, cpu), max(0.0, net)
+
+    def excess(self, instance: str, peers: list[str], cost_of, now: float,
+               keep_s: float) -> tuple[float, float]:
+        """The instance's unexplained use above the least of its peers' (0 when either is
+        unknown); cost_of(instance) gives the per-flow cost on that instance's server."""
+        own = self.unexplained(instance, cost_of(instance), now, keep_s)
+        if own is None:
+            return 0.0, 0.0
+        others = [u for p in peers if p != instance
+                  and (u := self.unexplained(p, cost_of(p), now, keep_s)) is not None]
+        return (max(0.0, own[0] - min((u[0] for u in others), default=0.0)),
+                max(0.0, own[1] - min((u[1] for u in others), default=0.0)))

@@ -1,0 +1,34 @@
+"""What a short-flow instance uses beyond what our flows explain
+(ryu_apps/estimators/unexplained_use.py), and the flow-seconds it rests on
+(ryu_apps/estimators/open_flows.InstanceFlows.flow_seconds)."""
+import pytest
+
+from ryu_apps.estimators.open_flows import InstanceFlows
+from ryu_apps.estimators.unexplained_use import UnexplainedUse
+
+
+def test_flow_seconds_integrate_the_open_flows_over_time():
+    f = InstanceFlows()
+    f.add("a", "i", 10.0)
+    f.add("b", "i", 11.0)
+    f.end("a", 12.0)
+    assert f.flow_seconds("i", 12.0) == pytest.approx(3.0)     # 2 s of a, 1 s of b
+    assert f.flow_seconds("i", 14.0) == pytest.approx(5.0)     # b runs on
+    f.end("b", 14.5)
+    assert f.flow_seconds("i", 20.0) == pytest.approx(5.5)
+    assert f.flow_seconds("other", 20.0) == 0.0
+
+
+def test_use_beyond_the_flows_cost_is_unexplained_and_compared_with_the_peers():
+    u = UnexplainedUse(samples=3)
+    # i carried one flow all along (cost 10 % CPU each) and used 70 %: 60 unexplained;
+    # j carried none and used 1 %
+    for k, t in enumerate((10.0, 11.0, 12.0, 13.0)):
+        u.observe("i", t, 70.0, 5.0, float(k))
+        u.observe("j", t, 1.0, 0.0, 0.0)
+    cost = {"i": (10.0, 5.0), "j": (10.0, 5.0)}
+    assert u.unexplained("i", cost["i"], 13.0, 5.0) == pytest.approx((60.0, 0.0))
+    assert u.excess("i", ["i", "j"], cost.get, 13.0, 5.0) == pytest.approx((59.0, 0.0))
+    assert u.excess("j", ["i", "j"], cost.get, 13.0, 5.0) == (0.0, 0.0)
+    assert u.unexplained("i", None, 13.0, 5.0) is None           # no cost known yet
+    assert u.excess("i", ["i", "j"], cost.get, 30.0, 5.0) == (0.0, 0.0)   # too old
