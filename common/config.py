@@ -30,6 +30,7 @@ POLICIES = policy_names()
 FLOW_CLASSES = ("short", "long", "auto")
 PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
+CALLS_VIA = ("vip", "proxy")
 HEALTH_METHODS = ("tcp", "arp", "none")
 PREDICTORS = ("rm", "arma")
 KINDS = ("rom", "callgraph")
@@ -185,6 +186,9 @@ class Testbed:
     control_port: int = 9300        # `topologies up`: start and stop instances (placement)
     client_bw_mbit: float | None = None    # client links (default: host_bw_mbit)
     proxy: Proxy | None = None      # the outside balancer's host (testbed.proxy: true)
+    # where call-graph services send their calls: the callee's VIP (the controller
+    # balances them) or the proxy (an outside balancer does)
+    calls_via: str = "vip"
 
 
 @dataclass(frozen=True)
@@ -725,8 +729,8 @@ def _parse_testbed(raw: Any) -> dict:
     path = "testbed"
     raw = _mapping(raw, path)
     _reject_unknown(raw, {"switches", "clients", "datapath", "controller", "trunk_bw_mbit",
-                          "host_bw_mbit", "client_bw_mbit", "vip", "control_port", "proxy"},
-                    path)
+                          "host_bw_mbit", "client_bw_mbit", "vip", "control_port", "proxy",
+                          "calls_via"}, path)
     n_switches = _number(raw, "switches", path, 1, lo=1, hi=4, integer=True)
     n_clients = _number(raw, "clients", path, 2, lo=1, hi=50, integer=True)
     datapath = _choice(raw, "datapath", path, "auto", DATAPATHS)
@@ -744,10 +748,13 @@ def _parse_testbed(raw: Any) -> dict:
     proxy = raw.get("proxy", False)
     if not isinstance(proxy, bool):     # a quoted "yes" or a 1 is not a boolean
         raise ConfigError(f"{path}.proxy: expected true or false, got {_show(proxy)}")
+    calls_via = _choice(raw, "calls_via", path, "vip", CALLS_VIA)
+    if calls_via == "proxy" and not proxy:
+        raise ConfigError(f"{path}.calls_via: proxy needs {path}.proxy: true")
     return dict(n_switches=n_switches, n_clients=n_clients, datapath=datapath,
                 controller=controller, trunk_bw=trunk_bw, host_bw=host_bw,
                 client_bw=client_bw, vip=vip,
-                control_port=control_port, proxy=proxy)
+                control_port=control_port, proxy=proxy, calls_via=calls_via)
 
 
 def _parse_controller(raw: Any) -> ControllerCfg:
@@ -996,7 +1003,7 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
                       trunk_bw_mbit=tb["trunk_bw"], host_bw_mbit=tb["host_bw"],
                       switches=switches, trunks=tuple(trunks), clients=tuple(clients),
                       control_port=tb["control_port"], client_bw_mbit=tb["client_bw"],
-                      proxy=proxy)
+                      proxy=proxy, calls_via=tb["calls_via"])
     return testbed, tuple(instances), tuple(slots)
 
 
@@ -1130,9 +1137,11 @@ def active_flow_refresh_s(cfg: Config) -> float:
 def callgraph_spec(cfg: Config, ms: Microservice) -> dict:
     """What a call-graph instance needs to know (services/callgraph.py reads it from
     $MALB_SPEC): its own work and answer, and where each downstream service answers (its
-    VIP and port, so every call is a flow the controller balances)."""
+    VIP and port, so every call is a flow the controller balances; with testbed.calls_via
+    proxy, the proxy's address and the callee's port, where an outside balancer is)."""
+    proxy = cfg.testbed.proxy.ip if cfg.testbed.calls_via == "proxy" else None
     return {"service": ms.name, "cpu_ms": ms.cpu_ms, "response_bytes": ms.response_bytes,
-            "calls": [{"service": c.service, "host": cfg.microservice(c.service).vip,
+            "calls": [{"service": c.service, "host": proxy or cfg.microservice(c.service).vip,
                        "port": cfg.microservice(c.service).port, "count": c.count,
                        "request_bytes": c.request_bytes, "response_bytes": c.response_bytes}
                       for c in ms.calls]}

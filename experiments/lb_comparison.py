@@ -26,6 +26,7 @@ finished comparisons (resummarise, pool) and main.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import json
@@ -37,20 +38,24 @@ import time
 from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_error, \
     number_list, positive_float, positive_int, require_testbed
 from common import config
+from common.markdown import number
 from common.config import ConfigError, check_deployable, config_path, load_config, \
     load_config_data, parse_config_file_data
 from common.procs import git_commit
-from experiments import antagonist, evaluation, loadgen, protocol, report, scenarios, \
-    significance
+from common.state import process_start_ticks
+from experiments import antagonist, evaluation, haproxy, loadgen, protocol, report, \
+    scenarios, significance
 from experiments.stack import Stack
 from profiler.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the default run order: the baselines first, then the paper's MALB rule, then ours
 POLICIES = ("srr", "ln", "malb-paper", "malb")
-# Balancers outside the controller that another change wires in (HAProxy in front of the
-# servers); their names are known now so a comparison can be asked for them.
-OUTSIDE_BALANCERS = ("haproxy-roundrobin", "haproxy-leastconn", "haproxy-agent")
+# Balancers outside the controller: HAProxy on the proxy host in front of the same
+# instances (experiments/haproxy.py), by its mode; the controller runs srr meanwhile, for the
+# switches' host rules only (HAProxy talks to the instances' own addresses).
+OUTSIDE_BALANCERS = {"haproxy-roundrobin": "roundrobin", "haproxy-leastconn": "leastconn",
+                     "haproxy-agent": "agent"}
 DEFAULT_PHASE_S = 30.0      # 4 policies x (3 x 30 s + the drain + set-up): about 10 min
 
 
@@ -64,18 +69,7 @@ def policy_choices() -> tuple[str, ...]:
     """Every name --policies takes, the default ones first. Others (maglev) run only when
     named: a new policy must not lengthen every default run."""
     known = controller_policies()
-    return POLICIES + tuple(p for p in known if p not in POLICIES) + OUTSIDE_BALANCERS
-
-
-def unavailable_balancers(policies: list[str]) -> str | None:
-    """NOT WIRED YET: the outside balancers (OUTSIDE_BALANCERS) have no stack to run in
-    this comparison; the message that says so, or None when every policy can run. Replace
-    this function's body when they are wired."""
-    outside = [p for p in policies if p in OUTSIDE_BALANCERS]
-    if outside:
-        return (f"--policies: {', '.join(outside)}: outside balancers are not available in "
-                f"this comparison yet")
-    return None
+    return POLICIES + tuple(p for p in known if p not in POLICIES) + tuple(OUTSIDE_BALANCERS)
 
 
 def request_classes(opts) -> list[dict]:
@@ -137,10 +131,17 @@ def heterogeneous(opts) -> bool:
     return any(len(set(v)) > 1 for v in (opts.server_cpu, opts.server_memory, opts.host_bw))
 
 
-def config_data(opts) -> dict:
+def config_data(opts, policy: str | None = None) -> dict:
+    """The run's configuration. With an outside balancer among the policies every run has
+    the proxy host (one topology for all); the outside balancer's own runs send the
+    call-graph services' calls through it too."""
     data = load_config_data(scenarios.base_config_path(opts))
     data.setdefault("testbed", {}).update(clients=opts.clients, host_bw_mbit=None,
                                           client_bw_mbit=opts.client_bw)
+    if any(p in OUTSIDE_BALANCERS for p in getattr(opts, "policies", None) or ()):
+        data["testbed"]["proxy"] = True
+        if policy in OUTSIDE_BALANCERS:
+            data["testbed"]["calls_via"] = "proxy"
     data["servers"] = server_specs(opts)
     data.setdefault("controller", {})["monitoring_period_s"] = opts.period
     data.setdefault("profiler", {})["period_s"] = opts.period
@@ -171,11 +172,21 @@ def _count_rows(path: str) -> int:
 def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
     run_dir = os.path.join(out_dir, policy, f"run{run}")
     tag = f"[{policy} run {run}]"
-    data = config_data(opts)
+    data = config_data(opts, policy)
     started = time.time()
-    with Stack(data, run_dir, policy=policy) as st:
+    outside = OUTSIDE_BALANCERS.get(policy)
+    with Stack(data, run_dir, policy="srr" if outside else policy) as st, \
+            contextlib.ExitStack() as balancers:
         st.wait_monitoring(30)
         spec = workload_spec(st.cfg, opts, opts.seed + run)
+        # what balancing costs: the controller's CPU, and HAProxy's where it balances
+        meters = {"controller": haproxy.CpuMeter(
+            st.controller.proc.pid, process_start_ticks(st.controller.proc.pid)).start()}
+        balancers.callback(meters["controller"].stop)
+        if outside:
+            lb = balancers.enter_context(haproxy.OutsideBalancer(st, outside))
+            meters["haproxy"] = lb.meter
+            spec = lb.retarget(spec)
         spec_path = os.path.join(run_dir, "workload.json")
         with open(spec_path, "w") as fh:
             json.dump(spec, fh, indent=1)
@@ -214,6 +225,11 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         if len(summaries) < len(clients):
             raise RuntimeError(f"{tag} the workload did not finish by its deadline; see "
                                f"{run_dir}/loadgen-*.log")
+        balancer_cpu = {name: haproxy.cores_over(m.snapshot(), t0, t0 + total)
+                        for name, m in meters.items()}
+        if outside:
+            with open(os.path.join(run_dir, "haproxy-servers.json"), "w") as fh:
+                json.dump(lb.servers(), fh, indent=1)
         with open(os.path.join(run_dir, "decisions.json"), "w") as fh:
             json.dump(st.controller_get("/malb/decisions?limit=100000"), fh)
         with open(os.path.join(run_dir, "controller-status.json"), "w") as fh:
@@ -232,6 +248,9 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
               "wall_s": round(time.time() - started, 1),
               "requests_planned": sum(s["planned"] for s in summaries),
               **({"antagonists": busy.records()} if busy.entries else {}),
+              # cores each balancing process used over the load phases
+              "balancer_cores": {k: None if v is None else round(v, 4)
+                                 for k, v in balancer_cpu.items()},
               **evaluated["figures"]}
     with open(os.path.join(run_dir, "result.json"), "w") as fh:
         json.dump(result, fh, indent=1)
@@ -397,7 +416,7 @@ averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 ## Table III: client side (RT in ms, video TP in kB/s; Jain's index over requests; p50 and
 p99 of RT over each run's completed requests, averaged over the runs; failed per policy)
 
-{t3}
+{t3}{balancing_cost_markdown(per_policy, opts)}
 Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
     " with its raw data here" if sources else ""}), response_times.png
 (response-time CDFs{", of the runs with their raw data here" if sources else ""}). Raw data: {raw}.
@@ -413,6 +432,40 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
                    "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
                   fh, indent=1, default=str)
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
+
+
+def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
+    """The balancers' own CPU over the load phases (mean cores over the runs) beside the
+    servers' (the cores their average CPU stands for), or "" when no run measured it."""
+    shares = [s["cpu"] for s in server_specs(opts)]
+    rows = []
+    for p, runs in per_policy.items():
+        got = [r["result"].get("balancer_cores") or {} for r in runs]
+
+        def mean(key):
+            vals = [g[key] for g in got if g.get(key) is not None]
+            return sum(vals) / len(vals) if vals else None
+        servers = []
+        for r in runs:
+            avg = ((r["result"].get("fig3") or {}).get("cpu") or {}).get("per_server_average")
+            if avg:
+                servers.append(sum(share * (avg.get(f"srv{k + 1}") or 0.0) / 100
+                                   for k, share in enumerate(shares)))
+        ctl, hap = mean("controller"), mean("haproxy")
+        if ctl is None and hap is None:
+            continue
+        srv = sum(servers) / len(servers) if servers else None
+        rows.append(f"| {report.POLICY_NAMES.get(p, p)} | {number(ctl, 3)} | "
+                    f"{number(hap, 3)} | {number(srv, 3)} |")
+    if not rows:
+        return ""
+    return ("\n## What balancing costs: the balancers' own CPU (mean cores over the load "
+            "phases)\n\nThe controller (ryu-manager) runs in every run; under an outside "
+            "balancer it only installs the switches' host rules, and HAProxy, a proxy, "
+            "carries every byte on two TCP connections. Neither is in the servers' figures: "
+            "both run on the testbed machine outside the servers' CPU shares.\n\n"
+            "| policy | controller | HAProxy | servers (all) |\n|---|---:|---:|---:|\n" +
+            "\n".join(rows) + "\n")
 
 
 def antagonists_markdown(per_policy: dict[str, list[dict]]) -> str:
@@ -728,9 +781,6 @@ def main(argv=None) -> int:
                  "for the pooled summary", code=2)
         return pool(args.resummarise, args.out, args.as_recorded)
     policies = args.policies
-    unavailable = unavailable_balancers(policies)
-    if unavailable:
-        fail(unavailable, code=2)
     args.runs = args.runs or (10 if args.paper else 1)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else DEFAULT_PHASE_S)
     # Everything the runs will use is validated before anything starts.

@@ -15,6 +15,7 @@ import csv
 import os
 
 from common.markdown import number
+from ryu_apps import policies
 
 # The paper's Table II (average over 10 runs of 30 min, four servers).
 PAPER_TABLE2 = {
@@ -32,10 +33,11 @@ PAPER_TABLE3 = {
     "video": (650, "TP", (1560, 1818, 1767), (36, 40, 43)),
 }
 RESOURCE_NAMES = {"cpu": "CPU", "mem": "Memory", "net": "Network", "energy": "Energy"}
-POLICY_NAMES = {"srr": "SRR", "ln": "LN", "malb": "MALB (ours)",
-                "malb-paper": "MALB (paper's rule)", "maglev": "Maglev",
+# the controller's policies as their registry titles them, then the outside balancers
+POLICY_NAMES = {**{p: policies.title(p) for p in policies.names()},
                 "haproxy-roundrobin": "HAProxy roundrobin",
-                "haproxy-leastconn": "HAProxy leastconn", "haproxy-agent": "HAProxy agent"}
+                "haproxy-leastconn": "HAProxy leastconn",
+                "haproxy-agent": "HAProxy leastconn + agent weights"}
 # The paper's MALB figures are its rule's: they stand beside malb-paper, not beside ours.
 PAPER_TABLE2["malb-paper"] = PAPER_TABLE2.pop("malb")
 PAPER_COLUMN = {"srr": 0, "ln": 1, "malb-paper": 2}    # policy -> its column in PAPER_TABLE3

@@ -43,9 +43,6 @@ BAD_INVOCATIONS = [
      "--server-cpu"),
     (["experiments.lb_comparison", "--policies", "srr,best", "--out", "{out}"],
      "--policies: choose from srr, ln, "),
-    (["experiments.lb_comparison", "--policies", "srr,haproxy-leastconn", "--out", "{out}"],
-     "--policies: haproxy-leastconn: outside balancers are not available in this "
-     "comparison yet"),
     (["experiments.lb_comparison", "--scenario", "bursty", "--out", "{out}"],
      "argument --scenario: invalid choice: 'bursty'"),
     (["experiments.lb_comparison", "--scenario", "callgraph", "--video-rate", "200", "--out",

@@ -372,3 +372,19 @@ def test_a_history_that_is_not_sqlite_is_one_line_and_exit_2(tmp_path, config_fi
         assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
         assert lines[0].startswith("error: configuration: profiler.history_path: ")
         assert message in lines[0], lines[0]
+
+
+def test_calls_via_the_proxy_point_call_graph_services_at_it():
+    data = {"testbed": {"proxy": True, "calls_via": "proxy"},
+            "microservices": [{"name": "front", "port": 9001, "kind": "callgraph",
+                               "calls": [{"service": "back"}]},
+                              {"name": "back", "port": 9002, "kind": "callgraph"}]}
+    cfg = parse_config(data, "test.yaml")
+    call, = callgraph_spec(cfg, cfg.microservice("front"))["calls"]
+    assert (call["host"], call["port"]) == (cfg.testbed.proxy.ip, 9002)
+    data["testbed"]["calls_via"] = "vip"
+    cfg = parse_config(data, "test.yaml")
+    assert callgraph_spec(cfg, cfg.microservice("front"))["calls"][0]["host"] == \
+        cfg.microservice("back").vip
+    with pytest.raises(ConfigError, match=r"testbed.calls_via: proxy needs testbed.proxy"):
+        parse_config({"testbed": {"calls_via": "proxy"}}, "test.yaml")
