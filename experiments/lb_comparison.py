@@ -225,6 +225,8 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         if len(summaries) < len(clients):
             raise RuntimeError(f"{tag} the workload did not finish by its deadline; see "
                                f"{run_dir}/loadgen-*.log")
+        for m in meters.values():
+            m.read()                   # up to now: the load may have ended a moment ago
         balancer_cpu = {name: haproxy.cores_over(m.snapshot(), t0, t0 + total)
                         for name, m in meters.items()}
         if outside:
