@@ -1,0 +1,204 @@
+"""The evaluation suite: every scenario of the comparison with the baselines
+docs/evaluation.md names for it, then one table over all of them.
+
+    sudo .venv/bin/python -m experiments.suite --seed 1000 --runs 5 --out results/eval
+    .venv/bin/python -m experiments.suite --tabulate results/eval     # the tables again
+
+Holds SUITE (scenario -> the policies it runs), the runner (one lb_comparison per scenario,
+its runs interleaved and paired by schedule; a scenario whose summary is already there is
+not run again, so an interrupted suite resumes), and the tabulation: per scenario and
+policy the CPU STDEV across servers and each class's p99 RT with 95 % intervals, and malb
+against every other policy (paired t-test, Holm-corrected over the scenario's policies for
+the CPU figure), written to suite.md and suite.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from common.cli import ArgumentParser, choice_list, fail, number_list, positive_float, \
+    positive_int
+from common.markdown import number
+from common.procs import git_commit
+from experiments import protocol, report, significance
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent")
+SUITE = {
+    "paper": ("srr", "ln", *PRACTICAL, "haproxy-roundrobin", "malb-paper", "malb"),
+    "heavy-tail": ("srr", *PRACTICAL, "malb-paper", "malb"),
+    "antagonist": ("srr", *PRACTICAL, "malb-paper", "malb"),
+    "unequal": ("srr", "wrr", "wlc", *PRACTICAL, "malb-paper", "malb"),
+    "callgraph": ("srr", *PRACTICAL, "malb-paper", "malb"),
+}
+# the shares the unequal scenario is evaluated on: none of its design runs used them
+HELD_OUT_SHARES = (0.5, 0.4, 0.3, 0.2)
+
+
+def comparison_args(scenario: str, opts) -> list[str]:
+    args = ["--scenario", scenario, "--policies", ",".join(SUITE[scenario]),
+            "--runs", str(opts.runs), "--seed", str(opts.seed),
+            "--phase-seconds", f"{opts.phase_seconds:g}",
+            "--out", os.path.join(opts.out, scenario)]
+    if scenario == "unequal":
+        args += ["--server-cpu", ",".join(f"{x:g}" for x in opts.unequal_shares)]
+    return args
+
+
+def run(opts) -> int:
+    for scenario in opts.scenarios:
+        out = os.path.join(opts.out, scenario)
+        if os.path.exists(os.path.join(out, "summary.json")):
+            print(f"[suite] {scenario}: done already ({out})", flush=True)
+            continue
+        args = comparison_args(scenario, opts)
+        print(f"[suite] {scenario}: python -m experiments.lb_comparison {' '.join(args)}",
+              flush=True)
+        code = subprocess.call([sys.executable, "-m", "experiments.lb_comparison", *args],
+                               cwd=ROOT)
+        if code not in (0, 1):          # 1: a request was not accounted for; say so below
+            print(f"[suite] {scenario}: the comparison ended with {code}; stopping",
+                  file=sys.stderr, flush=True)
+            return code
+    return tabulate(opts.out)
+
+
+def holm(pvalues: dict[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    order = sorted(pvalues, key=pvalues.get)
+    m, out, running = len(order), {}, 0.0
+    for i, key in enumerate(order):
+        running = max(running, min(1.0, (m - i) * pvalues[key]))
+        out[key] = running
+    return out
+
+
+def _cell(entry: dict, policy: str) -> str:
+    stats = entry["policies"].get(policy)
+    if not stats or stats["mean"] is None:
+        return "–"
+    return number(stats["mean"]) + ("" if stats["ci"] is None else f" ± {number(stats['ci'])}")
+
+
+def tabulate(out_dir: str) -> int:
+    """suite.md and suite.json from the scenarios' summaries under out_dir."""
+    found = {}
+    for scenario in SUITE:
+        path = os.path.join(out_dir, scenario, "summary.json")
+        if os.path.exists(path):
+            with open(path) as fh:
+                found[scenario] = json.load(fh)
+    if not found:
+        fail(f"--tabulate {out_dir}: no scenario's summary.json under it", code=2)
+    policies = [p for p in dict.fromkeys(p for s in SUITE.values() for p in s)
+                if any(p in d["runs"] for d in found.values())]
+    names = report.POLICY_NAMES
+    lines = ["| scenario | " + " | ".join(names.get(p, p) for p in policies) + " |",
+             "|---|" + "---:|" * len(policies)]
+    verdicts, table = [], {}
+    for scenario, d in found.items():
+        cpu = d["statistics"]["cpu_stdev"]
+        lines.append(f"| {scenario} | " + " | ".join(_cell(cpu, p) for p in policies) + " |")
+        vs = cpu["vs"]
+        adjusted = holm({p: v["p"] for p, v in vs.items() if v["p"] is not None})
+        rows = {}
+        for p, v in vs.items():
+            rows[p] = {**v, "p_holm": adjusted.get(p)}
+        practical = [p for p in vs if p in PRACTICAL or p.startswith(("wrr", "wlc"))]
+        best = min(practical, key=lambda p: cpu["policies"][p]["mean"]) if practical else None
+        srr = vs.get("srr")
+        seeds = sorted({r["seed"] for rs in d["runs"].values() for r in rs})
+        table[scenario] = {"cpu_stdev": cpu, "vs": rows, "best_practical": best,
+                           "seeds": protocol.describe_seeds(seeds), "commit": d["commit"],
+                           "command": d["command"], "accounted": d["accounted"],
+                           "classes": {k: e for k, e in d["statistics"].items()
+                                       if k.endswith("_rt_p99") or k.endswith("_tp")}}
+        verdicts.append(_sentence(scenario, srr, best, rows.get(best) if best else None,
+                                  d["statistics"], names))
+    md = ["# The evaluation suite: CPU STDEV across servers (%), mean ± 95 % interval", "",
+          "\n".join(lines), "", "## MALB (ours) against the others, per scenario", ""]
+    for scenario, t in table.items():
+        md += [f"### {scenario}", "", f"{t['seeds']}; commit {t['commit']}; every request "
+               f"accounted for: {'yes' if t['accounted'] else 'NO'}", "",
+               f"`{t['command']}`", "",
+               "| against | CPU STDEV difference | ratio | 95 % interval | p | p (Holm) |",
+               "|---|---:|---:|---:|---:|---:|"]
+        for p, v in t["vs"].items():
+            md.append(f"| {names.get(p, p)} | {number(v['diff'])} | "
+                      f"{number(None if v['ratio'] is None else 100 * v['ratio'])} % | "
+                      f"± {number(v['ci'])} | {number(v['p'], 3)} | {number(v['p_holm'], 3)} |")
+        md += ["", "p99 RT per class (ms; video: mean throughput, kB/s), mean ± 95 %:", "",
+               "| class | " + " | ".join(names.get(p, p) for p in policies
+                                        if p in t["cpu_stdev"]["policies"]) + " |",
+               "|---|" + "---:|" * len(t["cpu_stdev"]["policies"])]
+        for entry in t["classes"].values():
+            md.append(f"| {entry['label']} | " + " | ".join(
+                _cell(entry, p) for p in policies if p in t["cpu_stdev"]["policies"]) + " |")
+        md.append("")
+    md += ["## In a sentence per scenario", "", *verdicts, ""]
+    with open(os.path.join(out_dir, "suite.md"), "w") as fh:
+        fh.write("\n".join(md))
+    with open(os.path.join(out_dir, "suite.json"), "w") as fh:
+        json.dump({"tabulated_at": git_commit(), "scenarios": table}, fh, indent=1,
+                  default=str)
+    print("\n".join(md[:len(lines) + 2]))
+    print(f"[suite] tables: {os.path.join(out_dir, 'suite.md')}")
+    return 0 if all(t["accounted"] for t in table.values()) else 1
+
+
+def _sentence(scenario: str, srr: dict | None, best: str | None, vs_best: dict | None,
+              stats: dict, names: dict) -> str:
+    """Where malb stands in the scenario, from the figures: against SRR, against the best
+    practical baseline, and any class whose p99 RT it makes significantly worse."""
+    parts = []
+    if srr and srr["ratio"] is not None:
+        parts.append(f"CPU STDEV {100 * srr['ratio']:+.1f} % against SRR ({srr['verdict']}, "
+                     f"p = {number(srr['p'], 3)})")
+    if best and vs_best and vs_best["ratio"] is not None:
+        held = vs_best["p_holm"] is not None and vs_best["p_holm"] < significance.ALPHA
+        parts.append(f"{100 * vs_best['ratio']:+.1f} % against the best practical baseline, "
+                     f"{names.get(best, best)} ({vs_best['verdict']}; Holm "
+                     f"{'holds' if held else 'does not hold'} it)")
+    worse = []
+    for key, e in stats.items():
+        others = {p: v for p, v in e["policies"].items()
+                  if p != significance.CANDIDATE and v["mean"] is not None}
+        if key.endswith("_rt_p99") and others:
+            best_p = min(others, key=lambda p: others[p]["mean"])
+            if e["vs"].get(best_p, {}).get("verdict") == "significantly worse":
+                worse.append(f"{e['label']} (best: {names.get(best_p, best_p)})")
+    parts.append("no class's p99 RT significantly worse than the best baseline's" if not
+                 worse else "p99 RT significantly worse than the best baseline's for: " +
+                 ", ".join(worse))
+    return f"- **{scenario}**: MALB (ours) " + "; ".join(parts) + "."
+
+
+def main(argv=None) -> int:
+    p = ArgumentParser(prog="python -m experiments.suite",
+                       description="Every scenario with its baselines, then one table.")
+    p.add_argument("--seed", type=int, default=protocol.EVALUATION.start,
+                   help="run k plays seed + k (default %(default)s: the first block of the "
+                        "evaluation range; docs/evaluation.md keeps a ledger of the blocks "
+                        "used)")
+    p.add_argument("--runs", type=positive_int, default=5)
+    p.add_argument("--phase-seconds", type=positive_float, default=30.0)
+    p.add_argument("--scenarios", type=choice_list(tuple(SUITE)), default=list(SUITE))
+    p.add_argument("--unequal-shares", type=number_list(float, lo=0.01, hi=64, lo_open=True),
+                   default=list(HELD_OUT_SHARES),
+                   metavar="CORES", help="the unequal scenario's servers (default: the "
+                                         "held-out 0.5,0.4,0.3,0.2)")
+    p.add_argument("--out", help="results directory (default results/suite-<seed>)")
+    p.add_argument("--tabulate", metavar="DIR", help="only write the tables of a suite's "
+                                                     "results")
+    opts = p.parse_args(argv)
+    if opts.tabulate:
+        return tabulate(opts.tabulate)
+    opts.out = opts.out or os.path.join(ROOT, "results", f"suite-{opts.seed}")
+    os.makedirs(opts.out, exist_ok=True)
+    return run(opts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
