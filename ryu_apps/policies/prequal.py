@@ -14,8 +14,8 @@ What differs: the paper's clients probe a few random replicas per query and keep
 of recent probes; here the controller polls every instance of the microservices through
 the host agents every few hundred milliseconds (controller.probe_period_s, the agents'
 GET /probes), since a microservice has a handful of instances, not thousands. The latency
-is the service's median over its last seconds, not the paper's estimate at the probe's
-RIF. Without a fresh probe of any instance, round robin.
+is the service's median over the probe's window (its latest known one when no request
+ended in it), not the paper's estimate at the probe's RIF. Without a fresh probe of any instance, round robin.
 """
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ class Prequal(Policy):
         super().__init__(options)
         # instance -> (the probe time its count is since, flows sent since)
         self._sent: dict[str, tuple[float, int]] = {}
+        self._latency: dict[str, float] = {}      # instance -> its latest known p50 (s)
 
     def choose(self, view, ms, candidates, now, flow):
         rif, latency = {}, {}
@@ -57,7 +58,11 @@ class Prequal(Policy):
                 continue
             since, sent = self._sent.get(b.name, (probe.time, 0))
             rif[b.name] = probe.in_flight + (sent if since == probe.time else 0)
-            latency[b.name] = probe.latency_s or 0.0     # none recent: nothing queued
+            if probe.latency_s is not None:
+                self._latency[b.name] = probe.latency_s
+            # no request ended within the probe's window: its latest known latency (none
+            # yet: 0, a replica that has served nothing is taken as fast)
+            latency[b.name] = self._latency.get(b.name, 0.0)
         fresh = [b for b in candidates if b.name in rif]
         if not fresh:
             return round_robin(view, self, ms, now, "prequal: no fresh probe, round robin")

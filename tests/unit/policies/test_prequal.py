@@ -36,3 +36,12 @@ def test_prequal_leaves_out_stale_probes_and_without_any_falls_back_to_round_rob
     core.update_probe("srv2-backend", 4.0, None, None, 99.0)  # fresh, no recent latency
     d = core.choose("backend", 100.0)
     assert d.server == "srv2" and "3 without a fresh probe" in d.reason
+
+
+def test_prequal_keeps_an_instances_latest_known_latency_when_no_request_ended_lately():
+    core = make_core("prequal")
+    probed(core, t=99.0, srv1=(1.0, 2.0), srv2=(1.0, 0.5), srv3=(1.0, 0.6), srv4=(1.0, 0.7))
+    core.choose("backend", 99.2)                                 # remembers the latencies
+    # srv1 slow, then no request of it ends in the next probe's window: still slow
+    probed(core, t=99.5, srv1=(0.0, None), srv2=(1.0, 0.5), srv3=(1.0, 0.6), srv4=(1.0, 0.7))
+    assert core.choose("backend", 100.0).server == "srv2"
