@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 .PHONY: help setup run test test-unit test-integration bench testbed check-testbed clean-testbed clean
 
 help:
-	@echo "make run             set up what is missing, then compare SRR, LN and MALB (short default, < 10 min)"
+	@echo "make run             set up what is missing, then compare srr, ln, malb-paper and malb (one run each, about 9 min)"
 	@echo "make test            set up what is missing, then run every test (unit + integration)"
 	@echo "make setup           install packages, start OVS and Docker, virtualenv, images (idempotent)"
 	@echo "make test-unit       fast tests of the pure cores only (no root needed after setup)"
