@@ -18,6 +18,9 @@ TESTBED_STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
 PID_DIR = os.path.join(STATE_DIR, "pids")
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
 def _stat_fields(pid: int) -> list[bytes] | None:
     """The fields of /proc/<pid>/stat after the command name (field 3 on), or None when
     there is no such process."""
@@ -34,6 +37,16 @@ def process_state(pid: int) -> str | None:
     """The process's state letter (R, S, T for stopped, Z, ...), or None."""
     fields = _stat_fields(pid)
     return fields[0].decode() if fields else None
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a process (all its threads) so far, in seconds; None when it is
+    gone."""
+    fields = _stat_fields(pid)
+    try:
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK     # fields 14 and 15
+    except (TypeError, IndexError, ValueError):
+        return None
 
 
 def process_start_ticks(pid: int) -> int | None:

@@ -27,7 +27,8 @@ import sys
 import time
 import uuid
 
-from common.state import PID_DIR, process_start_ticks, same_process, write_pid_file
+from common.state import PID_DIR, process_cpu_seconds, process_start_ticks, same_process, \
+    write_pid_file
 
 # The busy thread: argv = token, cores, until (epoch s), parent pid (0: none), then the
 # cgroup.procs files to join before any work. Standard library only (it runs in the
@@ -60,7 +61,6 @@ START_TIMEOUT_S = 15.0  # how long a new process may take to show up in its cgro
 CGROUP_ROOT = "/sys/fs/cgroup"      # as topologies/cgroups.py
 CONTROLLER_DIRS = {"cpu", "cpuacct", "cpu,cpuacct", "memory", "cpuset", "pids", "blkio"}
 GROUP = "malb-antagonist"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def due(entries: list[dict], state: dict[str, str], elapsed: float) -> list[tuple[str, str]]:
@@ -92,16 +92,6 @@ def cgroups_of(pid: int) -> list[str] | None:
         with open(f"/proc/{pid}/cgroup") as fh:
             return [line.rstrip("\n").split(":", 2)[2] for line in fh if line.count(":") >= 2]
     except OSError:
-        return None
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time the process used so far."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -203,7 +193,7 @@ class Antagonist:
         if self.pid is None or "stopped_at" in self.record:
             self._end_client()
             return
-        used = cpu_seconds(self.pid) if self.verified() else None
+        used = process_cpu_seconds(self.pid) if self.verified() else None
         if used is not None:
             os.kill(self.pid, signal.SIGKILL)
             deadline = time.time() + 10

@@ -27,7 +27,7 @@ Choices (docs/haproxy.md says why at more length):
 
 - timeouts: ``client``/``server`` 10 min of silence: a back-end job answers only when it
   is done (30-60 s, longer when a work-mode job is starved of CPU), a stream may pause;
-  the load generator gives up first (its longest request + 60 s), as it does on the
+  the load generator gives up first (max(longest request + 60 s, twice it)), as it does on the
   OpenFlow path, where nothing in between cuts a connection. ``connect`` 5 s.
 - maxconn 4096 (global and per frontend): the open-loop workload keeps at most a few
   hundred connections open (1.5 requests/s, jobs of 10-30 s, streams of 20 s); HAProxy
@@ -55,8 +55,8 @@ from common.cli import ArgumentParser
 from common.config import Config, ConfigError, load_config
 from common.httpjson import get_json
 from common.procs import Service, ServiceError
-from common.state import PID_DIR, STATE_DIR, process_start_ticks, read_pid_file, \
-    same_process
+from common.state import PID_DIR, STATE_DIR, process_cpu_seconds, process_start_ticks, \
+    read_pid_file, same_process
 
 MODES = ("roundrobin", "leastconn", "agent")
 HAPROXY = "haproxy"
@@ -69,7 +69,6 @@ STATS_SOCKET = os.path.join(STATE_DIR, "haproxy.sock")
 HAPROXY_PID_NAME = "haproxy"    # /run/malb/pids/haproxy.pid
 CPU_READ_S = 0.5             # how often HAProxy's CPU counters are read
 CLONE_NEWNET = 0x40000000
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------------- pure parts
@@ -114,6 +113,7 @@ def render_config(cfg: Config, mode: str, stats_socket: str = STATS_SOCKET,
         lines.append(f"    timeout check {_ms(h.timeout_s)}")
     lines.append(f"    default-server weight {WEIGHT}{check}")
     balance = "roundrobin" if mode == "roundrobin" else "leastconn"
+    weights = capacity_weights(cfg)
     agent_inter = _ms(cfg.agents.period_s)
     for m in cfg.microservices:
         lines += ["", f"frontend {m.name}", f"    bind {proxy.ip}:{m.port}",
@@ -121,11 +121,21 @@ def render_config(cfg: Config, mode: str, stats_socket: str = STATS_SOCKET,
                   "", f"backend {m.name}", f"    balance {balance}"]
         for inst in cfg.instances_of(m.name):
             line = f"    server {inst.name} {inst.ip}:{m.port}"
+            if weights[inst.server] != WEIGHT:
+                line += f" weight {weights[inst.server]}"
             if mode == "agent":
                 line += (f" agent-check agent-addr {AGENT_HOST} agent-port {agent_port}"
                          f" agent-send \"{inst.server}\\n\" agent-inter {agent_inter}")
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def capacity_weights(cfg: Config) -> dict[str, int]:
+    """Each server's weight as a practitioner sets it: WEIGHT for the largest CPU share, the
+    others in proportion (at least 1); all WEIGHT on equal servers. Agent answers are a
+    percentage of it, so they scale with the server's size too."""
+    top = max(s.cpu for s in cfg.servers)
+    return {s.name: max(1, round(WEIGHT * s.cpu / top)) for s in cfg.servers}
 
 
 def agent_weight(cpu_percent: float | None) -> int | None:
@@ -310,18 +320,6 @@ def _recorded(name: str) -> tuple[int, int | None]:
         return pid, start
     except (OSError, ValueError):
         return 0, None
-
-
-# ---------------------------------------------------------------------------- CPU
-def process_cpu_seconds(pid: int) -> float | None:
-    """utime + stime of a process (all its threads), in seconds; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK     # fields 14 and 15
 
 
 class CpuMeter:

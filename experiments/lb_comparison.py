@@ -19,7 +19,8 @@ plots and summary.md (the paper's figures beside ours in the paper scenario). Se
 docs/experiments.md.
 
 Holds the run of one policy (run_one, evaluate_run), the summary (summarise), the policy
-names the comparison takes (controller_policies, OUTSIDE_BALANCERS, unavailable_balancers),
+names the comparison takes (controller_policies, OUTSIDE_BALANCERS), the order of each run
+(run_order), the processes metered (ovs_vswitchd_pid),
 the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
 finished comparisons (resummarise, pool) and main.
 """
@@ -60,8 +61,7 @@ DEFAULT_PHASE_S = 30.0      # 4 policies x (3 x 30 s + the drain + set-up): abou
 
 
 def controller_policies() -> tuple[str, ...]:
-    """The policies the controller runs: the one place that asks (the controller's policy
-    registry replaces this lookup)."""
+    """The policies the controller runs: its registry's names (ryu_apps/policies)."""
     return config.POLICIES
 
 
@@ -169,7 +169,27 @@ def _count_rows(path: str) -> int:
         return 0
 
 
-def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
+def ovs_vswitchd_pid() -> int | None:
+    """Open vSwitch's datapath process (the userspace datapath forwards every packet in it),
+    from its PID file, if that names a running ovs-vswitchd."""
+    try:
+        with open("/var/run/openvswitch/ovs-vswitchd.pid") as fh:
+            pid = int(fh.read().strip())
+        with open(f"/proc/{pid}/comm") as fh:
+            return pid if fh.read().strip() == "ovs-vswitchd" else None
+    except (OSError, ValueError):
+        return None
+
+
+def run_order(policies: list[str], run: int) -> list[str]:
+    """The order the policies play run k in: rotated by one place each run, so that a
+    drift within a round (a stack's leftovers, a warmer machine) falls on every policy
+    alike instead of always on the last."""
+    k = (run - 1) % len(policies)
+    return policies[k:] + policies[:k]
+
+
+def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dict:
     run_dir = os.path.join(out_dir, policy, f"run{run}")
     tag = f"[{policy} run {run}]"
     data = config_data(opts, policy)
@@ -180,9 +200,12 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
         st.wait_monitoring(30)
         spec = workload_spec(st.cfg, opts, opts.seed + run)
         # what balancing costs: the controller's CPU, and HAProxy's where it balances
-        meters = {"controller": haproxy.CpuMeter(
-            st.controller.proc.pid, process_start_ticks(st.controller.proc.pid)).start()}
-        balancers.callback(meters["controller"].stop)
+        meters = {}
+        for name, pid in (("controller", st.controller.proc.pid),
+                          ("profiler", st.profiler.proc.pid), ("switch", ovs_vswitchd_pid())):
+            if pid is not None:
+                meters[name] = haproxy.CpuMeter(pid, process_start_ticks(pid)).start()
+                balancers.callback(meters[name].stop)
         if outside:
             lb = balancers.enter_context(haproxy.OutsideBalancer(st, outside))
             meters["haproxy"] = lb.meter
@@ -245,7 +268,8 @@ def run_one(policy: str, run: int, opts, out_dir: str) -> dict:
     load_end = t0 + total
     evaluated = evaluate_run(run_dir, history, (t0, load_end, t_end), period,
                              max(period, opts.metric_period), server_names, len(clients), tag)
-    result = {"policy": policy, "run": run, "seed": opts.seed + run, "t0": t0,
+    result = {"policy": policy, "run": run, "seed": opts.seed + run, "position": position,
+              "t0": t0,
               "load_end": load_end, "t_end": t_end, **backend,
               "wall_s": round(time.time() - started, 1),
               "requests_planned": sum(s["planned"] for s in summaries),
@@ -437,9 +461,11 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
 
 
 def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
-    """The balancers' own CPU over the load phases (mean cores over the runs) beside the
-    servers' (the cores their average CPU stands for), or "" when no run measured it."""
+    """The balancing processes' own CPU over the load phases (mean cores over the runs)
+    beside the servers' (the cores their average CPU stands for), or "" when no run
+    measured it."""
     shares = [s["cpu"] for s in server_specs(opts)]
+    columns = ("controller", "profiler", "haproxy", "switch")
     rows = []
     for p, runs in per_policy.items():
         got = [r["result"].get("balancer_cores") or {} for r in runs]
@@ -453,21 +479,23 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
             if avg:
                 servers.append(sum(share * (avg.get(f"srv{k + 1}") or 0.0) / 100
                                    for k, share in enumerate(shares)))
-        ctl, hap = mean("controller"), mean("haproxy")
-        if ctl is None and hap is None:
+        if not any(g for g in got):
             continue
         srv = sum(servers) / len(servers) if servers else None
-        rows.append(f"| {report.POLICY_NAMES.get(p, p)} | {number(ctl, 3)} | "
-                    f"{number(hap, 3)} | {number(srv, 3)} |")
+        rows.append(f"| {report.POLICY_NAMES.get(p, p)} | " +
+                    " | ".join(number(mean(c), 3) for c in columns) + f" | {number(srv, 3)} |")
     if not rows:
         return ""
-    return ("\n## What balancing costs: the balancers' own CPU (mean cores over the load "
-            "phases)\n\nThe controller (ryu-manager) runs in every run; under an outside "
-            "balancer it only installs the switches' host rules, and HAProxy, a proxy, "
-            "carries every byte on two TCP connections. Neither is in the servers' figures: "
-            "both run on the testbed machine outside the servers' CPU shares.\n\n"
-            "| policy | controller | HAProxy | servers (all) |\n|---|---:|---:|---:|\n" +
-            "\n".join(rows) + "\n")
+    return ("\n## What balancing costs: the processes' own CPU (mean cores over the load "
+            "phases)\n\nThe controller (ryu-manager) and the profiler run in every run "
+            "(under an outside balancer the controller only installs the switches' host "
+            "rules, and only malb, malb-paper and ln read the profiler); HAProxy, a proxy, "
+            "carries every byte on two TCP connections, and Open vSwitch's userspace "
+            "datapath (switch) forwards every packet, twice through HAProxy. None of them "
+            "is in the servers' figures: they run on the testbed machine outside the "
+            "servers' CPU shares. The host agents are not metered.\n\n"
+            "| policy | controller | profiler | HAProxy | switch | servers (all) |\n"
+            "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
 
 
 def antagonists_markdown(per_policy: dict[str, list[dict]]) -> str:
@@ -817,8 +845,9 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         for run in range(args.first_run, args.first_run + args.runs):
-            for policy in policies:
-                per_policy[policy].append(run_one(policy, run, args, out_dir))
+            order = run_order(policies, run)
+            for position, policy in enumerate(order):
+                per_policy[policy].append(run_one(policy, run, args, out_dir, position))
     except KeyboardInterrupt:
         # the stack of the run under way came down on its way out (Stack.__exit__)
         print(f"\n[comparison] interrupted; the runs that finished are in {out_dir}",

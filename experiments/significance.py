@@ -43,11 +43,15 @@ def _stream(cls: str, row: dict | None = None) -> bool:
 
 
 def class_headlines(cls: str, stream: bool) -> list[tuple[str, str, str]]:
+    # failed requests are tested too: a policy whose requests time out would otherwise
+    # look better on its completed requests' RT
+    failed = (f"{cls}_failed", f"{cls} failed requests", "lower")
     if stream:
-        return [(f"{cls}_tp", f"{cls} mean throughput (kB/s)", "higher")]
+        return [(f"{cls}_tp", f"{cls} mean throughput (kB/s)", "higher"), failed]
     return [(f"{cls}_rt", f"{cls} mean RT (ms)", "lower"),
             (f"{cls}_rt_stdev", f"{cls} RT STDEV (ms)", "lower"),
-            (f"{cls}_rt_p99", f"{cls} RT p99 (ms)", "lower")]
+            (f"{cls}_rt_p50", f"{cls} RT p50 (ms)", "lower"),
+            (f"{cls}_rt_p99", f"{cls} RT p99 (ms)", "lower"), failed]
 
 
 def headlines(results: list[dict]) -> list[tuple[str, str, str]]:
@@ -73,10 +77,12 @@ def headline_figures(result: dict) -> dict[str, float | None]:
            "net_stdev": t2.get("net", {}).get("stdev"),
            "energy_stdev": t2.get("energy", {}).get("stdev")}
     for cls, row in t3.items():
+        out[f"{cls}_failed"] = row.get("failed")
         if _stream(cls, row):
             out[f"{cls}_tp"] = row.get("average")
         else:
             out.update({f"{cls}_rt": row.get("average"), f"{cls}_rt_stdev": row.get("stdev"),
+                        f"{cls}_rt_p50": row.get("rt_p50"),
                         f"{cls}_rt_p99": row.get("rt_p99")})
     return out
 

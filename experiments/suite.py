@@ -6,10 +6,11 @@ docs/evaluation.md names for it, then one table over all of them.
 
 Holds SUITE (scenario -> the policies it runs), the runner (one lb_comparison per scenario,
 its runs interleaved and paired by schedule; a scenario whose summary is already there is
-not run again, so an interrupted suite resumes), and the tabulation: per scenario and
-policy the CPU STDEV across servers and each class's p99 RT with 95 % intervals, and malb
-against every other policy (paired t-test, Holm-corrected over the scenario's policies for
-the CPU figure), written to suite.md and suite.json.
+not run again: an interrupted suite resumes with the scenario it was in, from its first
+run), and the tabulation: per scenario and policy the CPU STDEV across servers, each
+class's p50 and p99 RT and failed requests, with 95 % intervals, and malb against every
+other policy (paired t-test, Holm-corrected over the scenario's policies for the CPU
+figure), written to suite.md and suite.json.
 """
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def tabulate(out_dir: str) -> int:
         rows = {}
         for p, v in vs.items():
             rows[p] = {**v, "p_holm": adjusted.get(p)}
-        practical = [p for p in vs if p in PRACTICAL or p.startswith(("wrr", "wlc"))]
+        practical = [p for p in vs if (p in PRACTICAL or p in ("wrr", "wlc"))
+                     and cpu["policies"][p]["mean"] is not None]
         best = min(practical, key=lambda p: cpu["policies"][p]["mean"]) if practical else None
         srr = vs.get("srr")
         seeds = sorted({r["seed"] for rs in d["runs"].values() for r in rs})
@@ -114,7 +116,7 @@ def tabulate(out_dir: str) -> int:
                            "seeds": protocol.describe_seeds(seeds), "commit": d["commit"],
                            "command": d["command"], "accounted": d["accounted"],
                            "classes": {k: e for k, e in d["statistics"].items()
-                                       if k.endswith("_rt_p99") or k.endswith("_tp")}}
+                                       if k.endswith(("_rt_p50", "_rt_p99", "_tp", "_failed"))}}
         verdicts.append(_sentence(scenario, srr, best, rows.get(best) if best else None,
                                   d["statistics"], names))
     md = ["# The evaluation suite: CPU STDEV across servers (%), mean ± 95 % interval", "",
@@ -129,7 +131,8 @@ def tabulate(out_dir: str) -> int:
             md.append(f"| {names.get(p, p)} | {number(v['diff'])} | "
                       f"{number(None if v['ratio'] is None else 100 * v['ratio'])} % | "
                       f"± {number(v['ci'])} | {number(v['p'], 3)} | {number(v['p_holm'], 3)} |")
-        md += ["", "p99 RT per class (ms; video: mean throughput, kB/s), mean ± 95 %:", "",
+        md += ["", "p50 and p99 RT per class (ms; video: mean throughput, kB/s) and failed "
+               "requests, mean ± 95 %:", "",
                "| class | " + " | ".join(names.get(p, p) for p in policies
                                         if p in t["cpu_stdev"]["policies"]) + " |",
                "|---|" + "---:|" * len(t["cpu_stdev"]["policies"])]

@@ -490,7 +490,7 @@ class ControllerCore:
         rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
                                     REMOVED_REASONS.get(reason, "other"), now)
         if rec is not None and rec.fin_watch and rec.ended == now and len(rec.removed) == 1 \
-                and not self.core.flow_idle(rec.key) and rec.end_reason == "idle_timeout":
+                and not self.core.flow_idle(rec.key, now) and rec.end_reason == "idle_timeout":
             # the pair's first rule gone, and not a short flow that lost its FIN (a SYN
             # flood's, which ends here): a long one computing in silence goes on until its
             # FIN, for the profiler too

@@ -31,7 +31,7 @@ from ryu_apps.policy import PolicyCore
 PRIO_NAT = 200
 PRIO_FIN_WATCH = PRIO_NAT + 1
 # a FIN watch whose flow never sends one goes after this (the policy core forgets the flow
-# at the same age: running.OpenFlows)
+# at the same age: estimators/open_flows.OpenFlows)
 FIN_WATCH_HARD_S = 600
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 FLOW_CAP_LOG_EVERY_S = 10

@@ -36,7 +36,7 @@ from ryu_apps.estimators.open_flows import InstanceFlows, OpenFlows
 from ryu_apps.estimators.pending_assignments import DEFAULT_BUCKET_S, PendingFlows
 from ryu_apps.estimators.unexplained_use import UnexplainedUse
 from ryu_apps.estimators.running_flows import RunningFlows
-from ryu_apps.estimators.running_load import RunningLoad
+from ryu_apps.estimators.running_load import RunningLoad, finite_non_negative
 from ryu_apps.estimators.survival import Survival
 from ryu_apps.policies import Backend, Decision, Flow, NoBackend
 
@@ -162,7 +162,7 @@ class PolicyCore:
         if (self.loads[server].sample_time or 0.0) > sample_time:
             return  # an older sample arriving late
         load = ServerLoad(cpu, mem, net, sample_time, source, measured, parts,
-                          window if _finite_non_negative(window) and window > 0 else None)
+                          window if finite_non_negative(window) and window > 0 else None)
         self.loads[server] = load
         self.loads_version += 1      # the short-flow levels average over every server
         if parts:
@@ -175,8 +175,8 @@ class PolicyCore:
         carried (estimators/unexplained_use.py)."""
         for ms, p in parts.items():
             if ms not in self.pools or self.flow_class(ms)[0] != "short" or \
-                    not isinstance(p, dict) or not _finite_non_negative(p.get("cpu")) or \
-                    not _finite_non_negative(p.get("net")):
+                    not isinstance(p, dict) or not finite_non_negative(p.get("cpu")) or \
+                    not finite_non_negative(p.get("net")):
                 continue
             for b in self.pools[ms]:
                 if b.server == server:
@@ -200,12 +200,13 @@ class PolicyCore:
     def _attribute(self, server: str, parts: dict, sample_time: float,
                    window: float) -> None:
         """The long-flow microservices' parts of a sample go to the watched flows that ran
-        in it (running.OpenFlows.attribute): each keeps what it was measured to use."""
+        in it (estimators/open_flows.OpenFlows.attribute): each keeps what it was measured
+        to use."""
         long_parts = {}
         for ms, p in parts.items():
             if ms in self.pools and self.flow_class(ms)[0] == "long" and \
-                    isinstance(p, dict) and _finite_non_negative(p.get("cpu")) and \
-                    _finite_non_negative(p.get("net")):
+                    isinstance(p, dict) and finite_non_negative(p.get("cpu")) and \
+                    finite_non_negative(p.get("net")):
                 long_parts[ms] = (float(p["cpu"]), float(p["net"]))
         if long_parts:
             self.open_flows.attribute(
@@ -259,10 +260,10 @@ class PolicyCore:
         show a change. Weights are checked first: refused ones change nothing."""
         checked = {ms: normalise_weights(w, ms) for ms, w in weights.items() if ms in self.pools}
         for ms, use in (per_flow or {}).items():
-            if ms in self.pools and all(_finite_non_negative(v) for v in use):
+            if ms in self.pools and all(finite_non_negative(v) for v in use):
                 self.per_flow[ms] = tuple(float(v) for v in use)
         for ms, use in (per_flow_abs or {}).items():
-            if ms in self.pools and len(use) == 2 and all(_finite_non_negative(v) for v in use):
+            if ms in self.pools and len(use) == 2 and all(finite_non_negative(v) for v in use):
                 self.per_flow_abs[ms] = (float(use[0]), float(use[1]))
         self.profile_version += 1
         for ms, qs in (durations or {}).items():
@@ -298,7 +299,7 @@ class PolicyCore:
         for field, v, optional in (("in_flight", in_flight, False),
                                    ("latency_s", latency_s, True),
                                    ("latency_p99_s", latency_p99_s, True)):
-            if not (v is None and optional) and not _finite_non_negative(v):
+            if not (v is None and optional) and not finite_non_negative(v):
                 raise ValueError(f"{instance}: {field}: expected a finite number >= 0"
                                  f"{' or None' if optional else ''}, got {v!r:.40}")
         if isinstance(sample_time, bool) or not isinstance(sample_time, (int, float)) or \
@@ -414,8 +415,8 @@ class PolicyCore:
                      weights: tuple[float, float, float]) -> float:
         """The load the server's data does not show yet: each remembered assignment at its
         microservice's per-flow cost, fully if made after the data was sampled, fading
-        linearly over lag_s before that (pending.py: exact but for the flows in the 0.1 s
-        buckets holding data_time and data_time - lag_s)."""
+        linearly over lag_s before that (estimators/pending_assignments.py: exact but for
+        the flows in the 0.1 s buckets holding data_time and data_time - lag_s)."""
         return self.cost(self.pending_flows.shares(server, data_time, lag_s), weights)
 
     def cost(self, shares: dict[str, float], weights: tuple[float, float, float]) -> float:
@@ -475,15 +476,15 @@ class PolicyCore:
         self.connections.end(watched, t)
         return self.open_flows.end(watched, t) or self.open_short.end(watched, t)
 
-    def flow_idle(self, watched: Hashable) -> bool:
+    def flow_idle(self, watched: Hashable, t: float | None = None) -> bool:
         """A watched flow's rules idled out: a short flow is over (it sent nothing for the
         idle timeout; a SYN flood's half-open flows end so); a long one may be a job
         computing in silence, which runs until its FIN. False if no short flow was open."""
         instance = self.connections.instance_of(watched)
         backend = self._backend(instance) if instance is not None else None
         if backend is not None and self.flow_class(backend.microservice)[0] == "short":
-            self.connections.end(watched)
-        return self.open_short.end(watched)
+            self.connections.end(watched, t)
+        return self.open_short.end(watched, t)
 
     def watches(self, microservice: str) -> bool:
         """Whether the controller should watch a new TCP flow of the microservice to its
@@ -575,10 +576,6 @@ class PolicyCore:
 
 def _round(v: float | None, digits: int) -> float | None:
     return None if v is None else round(v, digits)
-
-
-def _finite_non_negative(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
 
 
 def _age(t: float | None, now: float) -> float | None:

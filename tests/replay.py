@@ -24,7 +24,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_SWITCH_TESTS = ("tests/unit/test_core.py", "tests/unit/test_flowpath.py",
                      "tests/unit/test_dataplane.py")
-POLICY_TESTS = ("tests/unit/test_policy.py", "tests/unit/test_lb_model.py",
+POLICY_TESTS = ("tests/unit/test_policy.py", "tests/unit/policies", "tests/unit/test_lb_model.py",
                 "tests/unit/test_profiles.py", "tests/unit/test_running.py")
 REPLAY_POLICIES = ("srr", "ln", "malb-paper", "malb", "maglev")
 

@@ -5,5 +5,6 @@
 - running_flows: flows sent to a server still expected to run (assignments x survival);
 - open_flows: flows whose end the controller sees, per instance and per server, with what
   each was measured to use;
-- running_load: a server's load now from its latest sample and the flows it runs (malb).
+- running_load: a server's load now from its latest sample and the flows it runs (malb);
+- unexplained_use: what a short-flow instance uses beyond what our flows on it explain.
 """

@@ -25,6 +25,8 @@ MIN_ALIKE = 3
 # measured what the server used, so at most a few hundred of them run at once, however many
 # flows a flood opens (the flood's share a sample's use between them)
 WEIGHTY_PCT = 0.5
+# InstanceFlows.flow_seconds is exact this far back from an instance's latest change
+CARRIED_KEEP_S = 60.0
 
 
 class InstanceFlows:
@@ -44,8 +46,8 @@ class InstanceFlows:
         self._keys: dict[str, deque] = {}       # instance -> its buckets, ascending
         self._counts: dict[str, dict[int, int]] = {}    # instance -> bucket -> open flows
         self._total: dict[str, int] = {}
-        # instance -> (seconds of flow carried so far, when that was brought up to date)
-        self._carried: dict[str, list[float]] = {}
+        # instance -> checkpoints (time, seconds of flow carried up to it), at its changes
+        self._carried: dict[str, deque] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -104,19 +106,29 @@ class InstanceFlows:
         return self._total.get(instance, 0)
 
     def _advance(self, instance: str, t: float | None) -> None:
-        """Bring the instance's carried flow-seconds up to t, before its count changes."""
-        acc = self._carried.setdefault(instance, [0.0, t if t is not None else 0.0])
-        if t is not None and t > acc[1]:
-            acc[0] += self._total.get(instance, 0) * (t - acc[1])
-            acc[1] = t
+        """A checkpoint of the instance's carried flow-seconds at t, before its count
+        changes (t None: at its latest checkpoint)."""
+        marks = self._carried.setdefault(instance, deque([(t or 0.0, 0.0)]))
+        last_t, carried = marks[-1]
+        if t is None or t <= last_t:
+            return
+        marks.append((t, carried + self._total.get(instance, 0) * (t - last_t)))
+        while len(marks) > 2 and marks[1][0] < t - CARRIED_KEEP_S:
+            marks.popleft()
 
     def flow_seconds(self, instance: str, t: float) -> float:
         """Seconds of flow the instance carried from the start up to t (its open flows
-        integrated over time; t not before its latest start or end)."""
-        acc = self._carried.get(instance)
-        if acc is None:
+        integrated over time), exact for t within the last CARRIED_KEEP_S of its changes."""
+        marks = self._carried.get(instance)
+        if not marks:
             return 0.0
-        return acc[0] + self._total.get(instance, 0) * max(0.0, t - acc[1])
+        if t >= marks[-1][0]:
+            return marks[-1][1] + self._total.get(instance, 0) * (t - marks[-1][0])
+        # the count between two checkpoints is what it changed from at the later one
+        for (t0, c0), (t1, c1) in zip(reversed(list(marks)[:-1]), reversed(list(marks))):
+            if t0 <= t:
+                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c0
+        return marks[0][1]
 
     def instance_of(self, key) -> str | None:
         """The instance an open flow went to (None: not open)."""

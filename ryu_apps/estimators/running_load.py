@@ -86,7 +86,7 @@ class RunningLoad:
         short = {}
         for ms, p in load.parts.items():
             if ms in v.pools and v.flow_class(ms)[0] == "short":
-                if not all(_finite_non_negative(p.get(k)) for k in
+                if not all(finite_non_negative(p.get(k)) for k in
                            ("cpu", "net", "cpu_mean", "net_mean")):
                     return None
                 short[ms] = p
@@ -109,7 +109,7 @@ class RunningLoad:
 
     def own_load(self, server: str, ms: str, now: float) -> tuple[float, float]:
         """(CPU %, network %) that ms's instance on the server used of late beyond what our
-        flows on it explain, above the least of its peers' (estimators/unexplained_use.py)."""
+        flows on it explain, above its peers' median (estimators/unexplained_use.py)."""
         v = self.view
         pool = v.pools[ms]
         mine = next((b.name for b in pool if b.server == server), None)
@@ -155,5 +155,6 @@ class RunningLoad:
         return (meas[0], load.mem, load.net), cpu_then, net, frozenset()
 
 
-def _finite_non_negative(v) -> bool:
+def finite_non_negative(v) -> bool:
+    """A number (not a bool), finite and >= 0: what a use figure must be to count."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")

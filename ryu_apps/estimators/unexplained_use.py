@@ -9,12 +9,13 @@ short flow to its end, the controller knows how many seconds of flow each instan
 (open flows integrated over time: estimators/open_flows.InstanceFlows.flow_seconds); at
 what one running flow costs (the profiler's per-flow use), that is the CPU and network its
 flows explain. Over the last `samples` samples of an instance, what it used beyond that is
-unexplained; an instance's excess is its unexplained use above the least of its peers'
-(their idle processes, and whatever the per-flow cost misses everywhere alike).
+unexplained; an instance's excess is its unexplained use above its peers' median (their
+idle processes, and whatever the per-flow cost misses everywhere alike).
 """
 from __future__ import annotations
 
 from collections import deque
+from statistics import median
 
 DEFAULT_SAMPLES = 5
 
@@ -51,12 +52,14 @@ class UnexplainedUse:
 
     def excess(self, instance: str, peers: list[str], cost_of, now: float,
                keep_s: float) -> tuple[float, float]:
-        """The instance's unexplained use above the least of its peers' (0 when either is
+        """The instance's unexplained use above its peers' median (0 when either is
         unknown); cost_of(instance) gives the per-flow cost on that instance's server."""
         own = self.unexplained(instance, cost_of(instance), now, keep_s)
         if own is None:
             return 0.0, 0.0
         others = [u for p in peers if p != instance
                   and (u := self.unexplained(p, cost_of(p), now, keep_s)) is not None]
-        return (max(0.0, own[0] - min((u[0] for u in others), default=0.0)),
-                max(0.0, own[1] - min((u[1] for u in others), default=0.0)))
+        # the peers' median: one noisy neighbour does not move it, and unlike their least
+        # it does not set every instance's sampling noise above a baseline of its own
+        return (max(0.0, own[0] - (median(u[0] for u in others) if others else 0.0)),
+                max(0.0, own[1] - (median(u[1] for u in others) if others else 0.0)))

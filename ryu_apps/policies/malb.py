@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Options, Policy
-from ryu_apps.policies.rules import capacity_shares, least_load, round_robin, weighted_turn
+from ryu_apps.policies.rules import capacity_shares, least_in_turn, least_load, round_robin, \
+    weighted_turn
 
 LOOKAHEAD_S = 5.0
 SHORT_RULES = ("round-robin", "least-remaining")
@@ -106,17 +107,11 @@ class Malb(Policy):
         new = survival.expected_remaining(0.0) if survival is not None else 1.0
         share = capacity_shares(view, candidates, weights) \
             if view.unequal_servers(candidates) else {}
-        n, start = len(view.pools[ms]), view.turn[ms]
-        pos = {b.name: i for i, b in enumerate(view.pools[ms])}
         scores = {b.name: (view.open_short.remaining(b.name, now, survival) + new)
                   / max(share.get(b.name, 1.0), 1e-9) for b in candidates}
-        best = min(candidates, key=lambda b: (round(scores[b.name], 9),
-                                              (pos[b.name] - start) % n))
-        view.turn[ms] = (pos[best.name] + 1) % n
         basis = "profiled durations" if survival is not None else "open flows"
-        return self.decision(best, "least-remaining",
-                             f"short flows: least flow time still to carry ({basis})", now,
-                             {b.server: round(scores[b.name], 3) for b in candidates},
+        return least_in_turn(view, self, ms, candidates, now, scores, "least-remaining",
+                             f"short flows: least flow time still to carry ({basis})",
                              weights)
 
     # ------------------------------------------------------------ long flows

@@ -2,7 +2,8 @@
 drawn at random, the one with fewer open connections takes the flow (Mitzenmacher, "The
 Power of Two Choices in Randomized Load Balancing", IEEE TPDS 2001), what Envoy's
 ``LEAST_REQUEST`` balancer does by default (choice_count 2). On unequal servers the open
-connections count over the server's CPU cores, as Envoy weighs hosts of different weights.
+connections count over the server's CPU cores (Envoy, with unequal host weights, switches
+to weighted scheduling on weight / (active requests + 1) instead; ours keeps two choices).
 Seeded: the same seed and flows give the same choices."""
 from __future__ import annotations
 

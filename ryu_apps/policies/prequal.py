@@ -14,8 +14,9 @@ What differs: the paper's clients probe a few random replicas per query and keep
 of recent probes; here the controller polls every instance of the microservices through
 the host agents every few hundred milliseconds (controller.probe_period_s, the agents'
 GET /probes), since a microservice has a handful of instances, not thousands. The latency
-is the service's median over the probe's window (its latest known one when no request
-ended in it), not the paper's estimate at the probe's RIF. Without a fresh probe of any instance, round robin.
+is the service's median over the probe's window (when no request ended in it: its
+latest known within `latency_memory_s`, else the fastest known of its peers'), not the
+paper's estimate at the probe's RIF. Without a fresh probe of any instance, round robin.
 """
 from __future__ import annotations
 
@@ -30,12 +31,15 @@ from ryu_apps.policies.rules import round_robin
 class PrequalOptions(Options):
     q_rif: float = 0.8
     max_age_s: float = 2.0
+    latency_memory_s: float = 5.0      # a latency seen this recently stands in for none
 
     def __post_init__(self):
         if not isinstance(self.q_rif, (int, float)) or not 0 <= self.q_rif <= 1:
             raise ValueError(f"q_rif: a quantile from 0 to 1, got {self.q_rif!r}")
-        if not isinstance(self.max_age_s, (int, float)) or not self.max_age_s > 0:
-            raise ValueError(f"max_age_s: seconds > 0, got {self.max_age_s!r}")
+        for name in ("max_age_s", "latency_memory_s"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+                raise ValueError(f"{name}: seconds > 0, got {v!r}")
 
 
 @register("prequal", rank=14)
@@ -48,7 +52,8 @@ class Prequal(Policy):
         super().__init__(options)
         # instance -> (the probe time its count is since, flows sent since)
         self._sent: dict[str, tuple[float, int]] = {}
-        self._latency: dict[str, float] = {}      # instance -> its latest known p50 (s)
+        # instance -> (its latest known p50 in s, the probe time it came with)
+        self._latency: dict[str, tuple[float, float]] = {}
 
     def choose(self, view, ms, candidates, now, flow):
         rif, latency = {}, {}
@@ -59,13 +64,19 @@ class Prequal(Policy):
             since, sent = self._sent.get(b.name, (probe.time, 0))
             rif[b.name] = probe.in_flight + (sent if since == probe.time else 0)
             if probe.latency_s is not None:
-                self._latency[b.name] = probe.latency_s
-            # no request ended within the probe's window: its latest known latency (none
-            # yet: 0, a replica that has served nothing is taken as fast)
-            latency[b.name] = self._latency.get(b.name, 0.0)
+                self._latency[b.name] = (probe.latency_s, probe.time)
+            known = self._latency.get(b.name)
+            if known is not None and now - known[1] <= self.options.latency_memory_s:
+                latency[b.name] = known[0]
         fresh = [b for b in candidates if b.name in rif]
         if not fresh:
             return round_robin(view, self, ms, now, "prequal: no fresh probe, round robin")
+        # No request of an instance ended lately (it may have been passed over since a slow
+        # spell): as fast as the fastest known, so its few requests in flight decide, as a
+        # replica of the paper estimates its latency at its current RIF.
+        fastest = min(latency.values(), default=0.0)
+        for b in fresh:
+            latency.setdefault(b.name, fastest)
         threshold = quantile(sorted(rif.values()), self.options.q_rif)
         cold = [b for b in fresh if rif[b.name] <= threshold]
         pool = view.pools[ms]

@@ -9,8 +9,8 @@
   capacity, and smooth weighted round robin (nginx's) over such shares;
 - least_in_turn: the candidate with the least score, ties in round-robin order (HAProxy's
   leastconn among equally loaded servers);
-- open_per_capacity: open connections over the server's CPU capacity (weighted least
-  connections, and power of two choices on unequal servers).
+- cores_of, open_per_capacity: a server's CPU cores, and an instance's open connections
+  over them (weighted least connections, power of two choices on unequal servers).
 """
 from __future__ import annotations
 
@@ -108,17 +108,21 @@ def weighted_turn(credit: dict[str, float], share: dict[str, float],
     return best
 
 
+def cores_of(view: "PolicyCore", server: str) -> float:
+    """The server's CPU cores (1 when its capacity is unknown: every server alike)."""
+    cap = view.capacities.get(server)
+    return cap[0] if cap is not None and cap[0] > 0 else 1.0
+
+
 def open_per_capacity(view: "PolicyCore", b: Backend) -> float:
-    """The instance's open connections over its server's CPU cores (1 core when the
-    capacity is unknown): equal servers order as the plain counts."""
-    cap = view.capacities.get(b.server)
-    cores = cap[0] if cap is not None and cap[0] > 0 else 1.0
-    return view.connections.open_count(b.name) / cores
+    """The instance's open connections over its server's CPU cores: equal servers order
+    as the plain counts."""
+    return view.connections.open_count(b.name) / cores_of(view, b.server)
 
 
 def least_in_turn(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
-                  now: float, scores: dict[str, float], algorithm: str,
-                  reason: str) -> Decision:
+                  now: float, scores: dict[str, float], algorithm: str, reason: str,
+                  weights: tuple[float, float, float] | None = None) -> Decision:
     """The candidate with the least score (per instance name); among equal ones, the
     next in the microservice's round-robin turn, which moves past the chosen one."""
     pool = view.pools[ms]
@@ -127,4 +131,4 @@ def least_in_turn(view: "PolicyCore", policy: Policy, ms: str, candidates: list[
     best = min(candidates, key=lambda b: (round(scores[b.name], 9), (pos[b.name] - start) % n))
     view.turn[ms] = (pos[best.name] + 1) % n
     return policy.decision(best, algorithm, reason, now,
-                           {b.server: round(scores[b.name], 3) for b in candidates})
+                           {b.server: round(scores[b.name], 3) for b in candidates}, weights)

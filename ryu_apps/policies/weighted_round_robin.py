@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Policy
-from ryu_apps.policies.rules import weighted_turn
+from ryu_apps.policies.rules import cores_of, weighted_turn
 
 CPU_ONLY = (1.0, 0.0, 0.0)
 
@@ -20,13 +20,9 @@ class WeightedRoundRobin(Policy):
         self._credit: dict[str, dict[str, float]] = {}      # ms -> instance -> credit
 
     def choose(self, view, ms, candidates, now, flow):
-        share = {b.name: _cores(view, b.server) for b in candidates}
+        share = {b.name: cores_of(view, b.server) for b in candidates}
         best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates)
         return self.decision(best, "weighted-round-robin",
                              "round robin weighted by the servers' CPU cores", now,
                              {b.server: share[b.name] for b in candidates}, CPU_ONLY)
 
-
-def _cores(view, server: str) -> float:
-    cap = view.capacities.get(server)
-    return cap[0] if cap is not None and cap[0] > 0 else 1.0

@@ -1,42 +1,23 @@
 """Probes end to end: real services in the testbed's containers, real agents reading them
 inside the containers' network namespaces (GET /probes), and the real controller polling
-them while its policy reads probes (a test-only policy, probe_policy_app.py, loaded into
-ryu-manager before ryu_apps/malb.py) and not otherwise."""
+them while its policy reads probes (prequal, set over REST) and not otherwise."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import urllib.request
 
 import pytest
 
-from common.procs import ROOT, controller_service
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG
 from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
-PLUGIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe_policy_app.py")
 VIP = "10.0.0.100"
 JOB_S = 12
 CONFIG = {**FAST_CONFIG, "servers": {"count": 2}, "testbed": {"clients": 1}}
-
-
-class ProbeStack(Stack):
-    """The stack with the test policy loaded into the controller's process."""
-
-    def start_controller(self):
-        c = self.cfg.controller
-        svc = controller_service(self.config_path, self.policy,
-                                 os.path.join(self.run_dir, "controller.log"), c.rest_port)
-        svc.argv.insert(-1, PLUGIN)             # imported before ryu_apps/malb.py
-        # the checkout under test, not whichever one the virtualenv's .pth names
-        svc.env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get(
-            "PYTHONPATH")) if p)
-        self.controller = svc.start()
-        return self.controller
 
 
 def get(url):
@@ -58,7 +39,7 @@ def instance_probes(stack) -> dict:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     clean_testbed(quiet=True)
-    st = ProbeStack(CONFIG, str(tmp_path_factory.mktemp("probes")), policy="srr")
+    st = Stack(CONFIG, str(tmp_path_factory.mktemp("probes")), policy="srr")
     with st:
         yield st
     clean_testbed(quiet=True)
@@ -100,7 +81,7 @@ def test_probes_show_jobs_in_flight_and_the_controller_polls_only_under_a_probe_
         assert answer["took_ms"] < 250, answer           # within the per-instance timeout
 
     # a policy that reads probes, set over REST: the controller polls, every probe fresh
-    code, _ = stack.controller_put("/malb/policy", {"policy": "probe-test"})
+    code, _ = stack.controller_put("/malb/policy", {"policy": "prequal"})
     assert code == 200
 
     def fresh_probes():
@@ -114,6 +95,11 @@ def test_probes_show_jobs_in_flight_and_the_controller_polls_only_under_a_probe_
     assert st["probes"]["polling"] is True
     assert all(a["last_error"] is None and a["last_answer_age_s"] < 1
                for a in st["probes"]["agents"].values()), st["probes"]
+    # prequal decides a new ui object on the probes (every instance idle: all cold)
+    cli.cmd(f"curl -s -o /dev/null --max-time 20 'http://{VIP}:8002/object?size=1000'")
+    last = stack.controller_get("/malb/decisions?limit=1")["decisions"][-1]
+    assert (last["policy"], last["algorithm"], last["microservice"]) == (
+        "prequal", "hot-cold-lexicographic", "ui"), last
     time.sleep(1.0)
     answers = metric(stack, "malb_probe_answers_total", "srv1")
     assert answers >= 4, answers                           # 4 a second, 0.25 s apart
@@ -150,7 +136,7 @@ def test_an_instance_whose_service_is_down_is_reported_with_its_error(stack):
         assert vid["in_flight"] is None and vid["p50_ms"] is None and vid["count"] is None
         assert answer["failed"] == 1 and answer["instances"]["srv2-ui"]["error"] is None
         # the controller keeps the last probe it had and counts the failures
-        code, _ = stack.controller_put("/malb/policy", {"policy": "probe-test"})
+        code, _ = stack.controller_put("/malb/policy", {"policy": "prequal"})
         assert code == 200
         stack.wait_for(lambda: metric(stack, "malb_probe_readings_total", "srv2") > 0 and
                        re.search(r'malb_probe_failures_total\{server="srv2",kind="instance"\}',

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from common.state import process_start_ticks
+from common.state import process_cpu_seconds, process_start_ticks
 from experiments import antagonist
 
 ENTRIES = [{"name": "a", "start_s": 10.0, "stop_s": 20.0},
@@ -41,7 +41,7 @@ def test_the_cgroup_path_as_proc_shows_it():
 def test_proc_readers_read_this_process():
     me = os.getpid()
     assert antagonist.cmdline(me) and antagonist.cgroups_of(me)
-    assert antagonist.cpu_seconds(me) > 0
+    assert process_cpu_seconds(me) > 0
     assert antagonist.cmdline(2 ** 22 + 7) is None
 
 

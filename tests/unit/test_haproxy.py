@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+
+from common.state import process_cpu_seconds
 import shutil
 import socket
 import subprocess
@@ -154,12 +156,12 @@ def test_cores_over_an_interval_interpolate_cumulative_readings():
 
 
 def test_this_process_cpu_is_read_from_proc():
-    before = haproxy.process_cpu_seconds(os.getpid())
+    before = process_cpu_seconds(os.getpid())
     end = time.process_time() + 0.2
     while time.process_time() < end:
         pass
-    assert haproxy.process_cpu_seconds(os.getpid()) - before >= 0.15
-    assert haproxy.process_cpu_seconds(2 ** 22 + 1) is None
+    assert process_cpu_seconds(os.getpid()) - before >= 0.15
+    assert process_cpu_seconds(2 ** 22 + 1) is None
 
 
 def test_show_stat_csv_is_parsed_by_its_header():
@@ -325,3 +327,15 @@ def test_the_benchmarks_summary_means_each_path_and_sets_haproxy_against_the_ser
                                    "rounds": 2}, "command": "c", "commit": "x",
                       "summary": [vip, agent]})
     assert "| VIP (srr) | 400/400 | 9.0 | 44.0 | - |" in table
+
+
+def test_servers_of_unequal_shares_get_weights_in_proportion():
+    from common.config import parse_config
+    from experiments.haproxy import capacity_weights, render_config
+    cfg = parse_config({"testbed": {"proxy": True},
+                        "servers": [{"name": f"srv{k}", "cpu": c}
+                                    for k, c in enumerate((0.5, 0.4, 0.3, 0.2), 1)]})
+    assert capacity_weights(cfg) == {"srv1": 100, "srv2": 80, "srv3": 60, "srv4": 40}
+    text = render_config(cfg, "leastconn")
+    assert "server srv4-ui 10.0.4.2:8002 weight 40" in text
+    assert "server srv1-ui 10.0.1.2:8002\n" in text or "server srv1-ui 10.0.1.2:8002 " in text

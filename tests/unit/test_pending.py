@@ -1,4 +1,4 @@
-"""Pending flows in time buckets (ryu_apps/pending.py) against the per-flow walk it replaced."""
+"""Pending flows in time buckets (ryu_apps/estimators/pending_assignments.py) against the per-flow walk it replaced."""
 import math
 import random
 
@@ -25,7 +25,7 @@ def walk(flows, d, lag):
 
 
 def bucket(t):
-    return math.floor(t / Q)       # as pending.py numbers its buckets
+    return math.floor(t / Q)       # as pending_assignments.py numbers its buckets
 
 
 def boundary_bound(flows, d, lag):

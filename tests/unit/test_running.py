@@ -1,4 +1,4 @@
-"""ryu_apps/running.py: running-flow estimates from assignment times and flow durations."""
+"""ryu_apps/estimators/running_flows.py and open_flows.py: running-flow estimates from assignment times and flow durations."""
 import pytest
 
 from ryu_apps.estimators.running_flows import RunningFlows

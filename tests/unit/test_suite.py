@@ -29,3 +29,42 @@ def test_the_unequal_scenario_runs_on_the_held_out_shares():
 def test_holm_adjusts_step_down_and_keeps_the_order():
     adjusted = suite.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
     assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
+
+
+def test_each_run_rotates_the_policies_by_one_place():
+    policies = ["srr", "lc", "malb"]
+    assert [lb_comparison.run_order(policies, k) for k in (1, 2, 3, 4)] == [
+        ["srr", "lc", "malb"], ["lc", "malb", "srr"], ["malb", "srr", "lc"],
+        ["srr", "lc", "malb"]]
+
+
+def _summary(cpu: dict[str, list[float]], p99: dict[str, list[float]]) -> dict:
+    """A comparison's summary.json as lb_comparison writes it, from per-run figures."""
+    from experiments import significance
+    runs = {p: [{"run": k + 1, "seed": 1001 + k,
+                 "table2": {"cpu": {"stdev": v}},
+                 "table3": {"ui-light": {"requests": 10, "failed": 0, "average": p99[p][k],
+                                         "stdev": 1.0, "rt_p50": p99[p][k] / 2,
+                                         "rt_p99": p99[p][k]}}}
+                for k, v in enumerate(vals)] for p, vals in cpu.items()}
+    return {"command": "x", "commit": "abc", "accounted": True, "runs": runs,
+            "statistics": significance.compare(runs)}
+
+
+def test_tabulate_names_the_best_practical_baseline_and_corrects_for_many_tests(tmp_path):
+    import json
+    cpu = {"srr": [12, 13, 11, 12, 14], "lc": [9, 10, 9.5, 10, 9], "p2c": [11, 12, 10, 12, 13],
+           "malb": [7, 8, 7.5, 8, 7]}
+    p99 = {"srr": [500] * 5, "lc": [400, 410, 390, 405, 395], "p2c": [450] * 5,
+           "malb": [420, 430, 410, 425, 415]}
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "summary.json").write_text(json.dumps(_summary(cpu, p99)))
+    assert suite.tabulate(str(tmp_path)) == 0
+    out = json.loads((tmp_path / "suite.json").read_text())["scenarios"]["paper"]
+    assert out["best_practical"] == "lc"
+    assert out["vs"]["lc"]["p_holm"] >= out["vs"]["lc"]["p"]
+    md = (tmp_path / "suite.md").read_text()
+    assert "| paper | 12.4 ± " in md
+    # malb's ui-light p99 is above lc's, the best baseline there, in every run
+    assert "p99 RT significantly worse than the best baseline's for: ui-light RT p99 " \
+           "(ms) (best: least connections)" in md

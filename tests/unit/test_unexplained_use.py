@@ -32,3 +32,10 @@ def test_use_beyond_the_flows_cost_is_unexplained_and_compared_with_the_peers():
     assert u.excess("j", ["i", "j"], cost.get, 13.0, 5.0) == (0.0, 0.0)
     assert u.unexplained("i", None, 13.0, 5.0) is None           # no cost known yet
     assert u.excess("i", ["i", "j"], cost.get, 30.0, 5.0) == (0.0, 0.0)   # too old
+
+
+def test_flow_seconds_at_a_time_before_the_latest_change_leave_out_what_came_after():
+    f = InstanceFlows()
+    f.add("a", "i", 10.0)
+    f.add("b", "i", 12.0)          # at 11 only a was open: 1 s carried, not 1 + b's
+    assert f.flow_seconds("i", 11.0) == pytest.approx(1.0)

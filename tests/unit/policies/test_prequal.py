@@ -45,3 +45,15 @@ def test_prequal_keeps_an_instances_latest_known_latency_when_no_request_ended_l
     # srv1 slow, then no request of it ends in the next probe's window: still slow
     probed(core, t=99.5, srv1=(0.0, None), srv2=(1.0, 0.5), srv3=(1.0, 0.6), srv4=(1.0, 0.7))
     assert core.choose("backend", 100.0).server == "srv2"
+
+
+def test_prequal_does_not_shun_an_instance_for_a_latency_it_showed_long_ago():
+    core = make_core("prequal", options={"latency_memory_s": 5.0})
+    probed(core, t=99.0, srv1=(1.0, 9.0), srv2=(1.0, 0.5), srv3=(1.0, 0.6), srv4=(1.0, 0.7))
+    core.choose("backend", 99.2)
+    # srv1 has finished nothing since (nobody sent it anything): ten seconds on, its 9 s
+    # is forgotten and it counts as fast as the fastest, with the fewest in flight
+    probed(core, t=109.0, srv1=(0.0, None), srv2=(2.0, 0.5), srv3=(2.0, 0.6),
+           srv4=(2.0, 0.7))
+    d = core.choose("backend", 109.5)
+    assert d.server == "srv1" and d.algorithm == "hot-cold-lexicographic"
