@@ -147,15 +147,10 @@ class Client:
 
 
 @dataclass(frozen=True)
-class Proxy:
-    """The outside balancer's host (testbed.proxy): HAProxy runs in its namespace and
-    connects to the instances' own addresses, outside the clients' block."""
-    name: str
-    ip: str
-    mac: str
-    switch: str
-    dpid: int
-    switch_port: int
+class Proxy(Client):
+    """The outside balancer's host (testbed.proxy), placed as a client is: HAProxy runs in
+    its namespace and connects to the instances' own addresses, outside the clients'
+    block."""
 
 
 @dataclass(frozen=True)

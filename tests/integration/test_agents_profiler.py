@@ -16,9 +16,8 @@ from common.httpjson import auth_headers
 from common.procs import python_service
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, download, served_by
-from topologies.clean import clean_testbed
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
 SOLO_PORT = 9150
 
 
@@ -37,12 +36,6 @@ def post(url, body, raw=None, token=None):
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
 
-
-@pytest.fixture(autouse=True)
-def clean_machine():
-    clean_testbed(quiet=True)
-    yield
-    clean_testbed(quiet=True)
 
 
 def _run(client, name, command, **kw):

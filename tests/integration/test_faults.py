@@ -6,16 +6,10 @@ import pytest
 
 from experiments.faults import FAULTS
 from tests.conftest import run_module
-from topologies.clean import clean_testbed, leftovers
+from topologies.clean import leftovers
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
 
-
-@pytest.fixture(autouse=True)
-def clean_machine():
-    clean_testbed(quiet=True)
-    yield
-    clean_testbed(quiet=True)
 
 
 @pytest.mark.timeout(1500)

@@ -11,16 +11,10 @@ import pytest
 from experiments import antagonist
 from experiments.lb_comparison import read_server_samples
 from tests.conftest import run_module
-from topologies.clean import clean_testbed, leftovers
+from topologies.clean import leftovers
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
 
-
-@pytest.fixture(autouse=True)
-def clean_machine():
-    clean_testbed(quiet=True)
-    yield
-    clean_testbed(quiet=True)
 
 
 SHORT = ["--policies", "srr", "--phase-seconds", "10", "--progress", "5"]

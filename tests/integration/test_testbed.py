@@ -12,23 +12,17 @@ from tests.conftest import PY, ROOT
 from topologies import backend as backends
 from topologies.cgroups import detect_layout, read_server_cpu_seconds, read_server_limits
 from topologies.check import check_reach, check_testbed
-from topologies.clean import clean_testbed, leftovers
+from topologies.clean import leftovers
 from topologies.dockerhost import docker_client
 from topologies.testbed import Testbed, TestbedOptions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
 
 
 def _nothing_left():
     left = leftovers()
     assert left == {"containers": [], "bridges": [], "interfaces": [], "namespaces": []}, left
 
-
-@pytest.fixture(autouse=True)
-def clean_machine():
-    clean_testbed(quiet=True)
-    yield
-    clean_testbed(quiet=True)
 
 
 def test_paper_testbed_reach_every_container_then_leave_nothing():
