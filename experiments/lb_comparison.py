@@ -424,7 +424,7 @@ client links {opts.client_bw:g} Mbit/s; {scenarios.describe(opts)}; monitoring p
 {max(opts.period, opts.metric_period):g} s periods of the three load phases (the row "with the
 drain" runs on until the last request ended).
 Every request accounted for (sent = completed + failed): {'yes' if accounted else 'NO'}.
-{pooled}{antagonists_markdown(per_policy)}
+{pooled}{antagonists_markdown(per_policy)}{antagonised_share_markdown(per_policy, opts)}
 Figures below are averages over the runs. {paper_rows}
 
 ## Statistics: means with 95 % intervals; {ours} against every other policy
@@ -496,6 +496,58 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
             "servers' CPU shares. The host agents are not metered.\n\n"
             "| policy | controller | profiler | HAProxy | switch | servers (all) |\n"
             "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
+
+
+def long_flows_to(requests: list[dict], antagonist: dict, long_classes: set[str]
+                  ) -> tuple[int, int]:
+    """(long-flow requests that started while the antagonist ran, how many of them went to
+    its server): where a policy sent the work a noisy neighbour competes with."""
+    t0, t1 = antagonist.get("started_at"), antagonist.get("stopped_at")
+    if t0 is None or t1 is None:
+        return 0, 0
+    during = [r for r in requests if r["class"] in long_classes
+              and t0 <= float(r["intended"]) < t1]
+    there = [r for r in during if (r.get("served_by") or "").split("-")[0] ==
+             antagonist["server"]]
+    return len(during), len(there)
+
+
+def antagonised_share_markdown(per_policy: dict[str, list[dict]], opts) -> str:
+    """Per policy and antagonist, the share of long flows started during the antagonist
+    that went to its server (mean over the runs, 95 % interval), and MALB (ours) against
+    each policy, paired by run; "" without antagonists or raw request records."""
+    data = load_config_data(scenarios.base_config_path(opts))
+    long_ms = {m["name"] for m in data.get("microservices") or ()
+               if m.get("flow_class") == "long"}
+    long_classes = {c["name"] for c in request_classes(opts) if c["ms"] in long_ms}
+    shares: dict[str, dict[str, dict[int, float]]] = {}    # antagonist -> policy -> seed
+    for p, runs in per_policy.items():
+        for r in runs:
+            for a in r["result"].get("antagonists", ()):
+                n, there = long_flows_to(r["requests"], a, long_classes)
+                if n:
+                    shares.setdefault(a["name"], {}).setdefault(p, {})[
+                        r["result"]["seed"]] = there / n
+    if not shares:
+        return ""
+    lines = ["\nLong flows (" + ", ".join(sorted(long_classes)) + ") started while an "
+             "antagonist ran that went to its server (share, mean over the runs ± 95 %; "
+             f"{report.POLICY_NAMES.get(significance.CANDIDATE)} against each, paired by "
+             "run):\n", "| antagonist | policy | share | difference | p |",
+             "|---|---|---:|---:|---:|"]
+    for name, per in shares.items():
+        ours = per.get(significance.CANDIDATE, {})
+        for p, by_seed in per.items():
+            stats = significance.mean_ci(list(by_seed.values()))
+            both = sorted(set(ours) & set(by_seed))
+            test = significance.paired([ours[k] for k in both], [by_seed[k] for k in both]) \
+                if p != significance.CANDIDATE and both else None
+            lines.append(f"| {name} | {report.POLICY_NAMES.get(p, p)} | "
+                         f"{number(100 * stats['mean'])} %"
+                         + ("" if stats["ci"] is None else f" ± {number(100 * stats['ci'])}")
+                         + f" | {'' if test is None else number(100 * test['diff']) + ' pts'}"
+                         f" | {'' if test is None else number(test['p'], 3)} |")
+    return "\n".join(lines) + "\n"
 
 
 def antagonists_markdown(per_policy: dict[str, list[dict]]) -> str:

@@ -220,3 +220,15 @@ def test_a_summary_states_its_scenario_its_seed_range_and_its_antagonists(tmp_pa
     assert "MALB (ours) against every other policy" in md
     result = json.loads((out / "malb" / "run1" / "result.json").read_text())
     assert result["antagonists"][0]["started_s"] == 2.3       # kept when evaluated again
+
+
+def test_long_flows_started_during_an_antagonist_are_counted_by_where_they_went():
+    from experiments.lb_comparison import long_flows_to
+    a = {"server": "srv1", "started_at": 100.0, "stopped_at": 130.0}
+    reqs = [{"class": "backend-heavy", "intended": "105", "served_by": "srv1-be"},
+            {"class": "backend-medium", "intended": "110", "served_by": "srv2-be"},
+            {"class": "backend-medium", "intended": "140", "served_by": "srv1-be"},
+            {"class": "ui-light", "intended": "120", "served_by": "srv1-ui"},
+            {"class": "video", "intended": "129.9", "served_by": "srv11-vid"}]
+    assert long_flows_to(reqs, a, {"backend-heavy", "backend-medium", "video"}) == (3, 1)
+    assert long_flows_to(reqs, {"server": "srv1"}, {"video"}) == (0, 0)   # never started
