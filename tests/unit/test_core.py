@@ -15,6 +15,7 @@ from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, PROFILER_REA
     ControllerCore, FlowStat, PortStat, next_exchange_in
 from ryu_apps.flowpath import Result
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
+from ryu_apps import policies
 from ryu_apps.policies import Backend
 from tests.unit.fakeswitch import CONTROLLER, FakeNetwork, fields_of, frame_of
 
@@ -756,3 +757,33 @@ def test_a_drained_instances_slots_pass_through_the_controller_for_a_grace_perio
     net.apply(ctl.sync_dataplane(NOW + cfg.controller.idle_timeout_s + 1).sends)
     assert _reached(cfg, ctl, net, range(48000, 48100)).keys() == \
         {i.name for i in cfg.instances_of("ui")} - {a.name}
+
+
+@pytest.mark.parametrize("policy", policies.names())
+def test_every_registered_policy_balances_through_the_fake_switch(policy):
+    """Every policy of the registry, as the controller runs it: new TCP flows to two VIPs
+    reach instances over the NAT rules it installs, each microservice's flows spread over
+    more than one instance, and the FINs of the flows it follows end them for the policy
+    (open connections back to none)."""
+    cfg, ctl, net = make(policy)
+    probes = {"server": None, "time": NOW, "instances": {}}
+    for srv in cfg.servers:       # a policy that reads probes gets every instance's
+        body = {**probes, "server": srv.name, "instances": {
+            i.name: {"in_flight": 0, "p50_ms": 5.0, "p99_ms": 9.0, "error": None,
+                     "age_s": 0.0} for i in cfg.instances_on(srv.name)}}
+        assert not ctl.probe_answer(srv.name, body, NOW).warnings
+    opened = []
+    for k in range(8):
+        for port in (8002, 8003):
+            inst, pkt = new_flow(cfg, ctl, net, 41000 + 2 * k + (port == 8003), port=port,
+                                 now=NOW + 0.01 * k)
+            opened.append((inst, pkt, port))
+    for port in (8002, 8003):
+        assert len({i.name for i, _, p in opened if p == port}) > 1, (policy, port)
+    if ctl.core.strategy.uses_probes:            # decided on the probes it was given
+        assert not any("no fresh probe" in d["reason"] for d in ctl.decisions), policy
+    for inst, pkt, _ in opened:
+        from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK),
+                      NOW + 1)
+    assert ctl.core.watches("backend"), policy   # long flows at least are followed
+    assert all(ctl.core.connections.open_count(i.name) == 0 for i, _, _ in opened), policy
