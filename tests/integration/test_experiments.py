@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from common import config
 from common.config import DEFAULT_MICROSERVICES
 from experiments.stack import Stack
 from tests.conftest import run_module
@@ -17,7 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
 
 
 
-POLICIES = ("srr", "ln", "malb", "malb-paper", "maglev")
+# every policy of the controller's registry, and HAProxy (its agent-fed mode) outside it
+POLICIES = (*config.POLICIES, "haproxy-agent")
 
 
 def test_lb_comparison_smoke_run_of_every_policy(tmp_path):
@@ -53,6 +55,11 @@ def test_lb_comparison_smoke_run_of_every_policy(tmp_path):
         assert run["table2_with_drain"]["cpu"]["timestamps"] > \
             run["table2"]["cpu"]["timestamps"]
         assert os.path.exists(out / policy / "run1" / "history.sqlite")
+    # what balancing cost: the controller's CPU in every run, HAProxy's where it balanced
+    assert all(summary["runs"][p][0]["balancer_cores"]["controller"] is not None
+               for p in POLICIES)
+    assert summary["runs"]["haproxy-agent"][0]["balancer_cores"]["haproxy"] > 0
+    assert "| HAProxy leastconn + agent weights |" in (out / "summary.md").read_text()
     table2 = list(csv.DictReader(open(out / "table2.csv")))
     assert {(r["policy"], r["metric"]) for r in table2} == {
         (p, m) for p in POLICIES for m in ("cpu", "mem", "net", "energy")}
