@@ -20,8 +20,8 @@ docs/experiments.md.
 
 Holds the run of one policy (run_one, evaluate_run), the summary (summarise), the policy
 names the comparison takes (controller_policies, OUTSIDE_BALANCERS), the order of each run
-(run_order), the processes metered (ovs_vswitchd_pid),
-the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
+(run_order), the processes metered (ovs_vswitchd_pid), resuming an interrupted comparison
+(start_record, finished_run), the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
 finished comparisons (resummarise, pool) and main.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ import csv
 import datetime
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -670,6 +671,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="results directory (default results/<timestamp>)")
     p.add_argument("--progress", type=positive_float, default=15.0,
                    help="seconds between progress lines")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the comparison in --out that was interrupted: the runs "
+                        "that finished are read back from their raw data, the others play "
+                        "(a run cut off half-way from its start); refused if that "
+                        "comparison was started with other options")
     return p
 
 
@@ -685,8 +691,8 @@ FLAG_OF_FIELD = {"servers.count": "--servers", ".cpu": "--server-cpu",
 # Options that may differ between comparisons pooled into one: the schedules and what only
 # names or reports them. Any other difference (phases, servers, workload, period) would pool
 # runs of different experiments.
-POOL_FREE_OPTIONS = {"seed", "runs", "first_run", "out", "progress", "paper", "resummarise",
-                     "as_recorded", "policies"}
+POOL_FREE_OPTIONS = {"seed", "runs", "first_run", "out", "progress", "resume", "paper",
+                     "resummarise", "as_recorded", "policies"}
 
 
 def _read_comparison(out_dir: str) -> tuple[dict, argparse.Namespace]:
@@ -704,6 +710,23 @@ def _seed(result: dict, opts) -> int:
     return result.get("seed", opts.seed + result["run"])
 
 
+def read_back_run(run_dir: str, recorded: dict, opts) -> dict:
+    """A finished run evaluated again from the raw data in run_dir, `recorded` being the
+    figures its result.json (or a summary.json) holds: what run_one returns."""
+    cfg = load_config(os.path.join(run_dir, "config.yaml"))
+    period = cfg.profiler.period_s
+    load_end = recorded.get("load_end", recorded["t0"] + 3 * opts.phase_seconds)
+    evaluated = evaluate_run(
+        run_dir, os.path.join(run_dir, "history.sqlite"),
+        (recorded["t0"], load_end, recorded["t_end"]), period,
+        max(period, opts.metric_period), [s.name for s in cfg.servers],
+        len(cfg.testbed.clients), f"[{recorded['policy']} run {recorded['run']}]")
+    result = {**recorded, "seed": _seed(recorded, opts), "load_end": load_end,
+              **evaluated["figures"]}
+    return {"result": result, "requests": evaluated["requests"],
+            "timeline": evaluated["timeline"]}
+
+
 def _evaluate_comparison(out_dir: str, old: dict, opts) -> tuple[dict, list]:
     """Every run of a comparison evaluated again from its raw data: (runs per policy, the
     result.json files to rewrite). Writes nothing."""
@@ -712,21 +735,66 @@ def _evaluate_comparison(out_dir: str, old: dict, opts) -> tuple[dict, list]:
     for policy, runs in old["runs"].items():
         for r in runs:
             run_dir = os.path.join(out_dir, policy, f"run{r['run']}")
-            cfg = load_config(os.path.join(run_dir, "config.yaml"))
-            period = cfg.profiler.period_s
-            load_end = r.get("load_end", r["t0"] + 3 * opts.phase_seconds)
-            evaluated = evaluate_run(
-                run_dir, os.path.join(run_dir, "history.sqlite"),
-                (r["t0"], load_end, r["t_end"]), period,
-                max(period, opts.metric_period), [s.name for s in cfg.servers],
-                len(cfg.testbed.clients), f"[{policy} run {r['run']}]")
-            result = {**r, "seed": _seed(r, opts), "load_end": load_end,
-                      **evaluated["figures"]}
-            rewritten.append((os.path.join(run_dir, "result.json"), result))
-            per_policy.setdefault(policy, []).append(
-                {"result": result, "requests": evaluated["requests"],
-                 "timeline": evaluated["timeline"]})
+            got = read_back_run(run_dir, {"policy": policy, **r}, opts)
+            rewritten.append((os.path.join(run_dir, "result.json"), got["result"]))
+            per_policy.setdefault(policy, []).append(got)
     return per_policy, rewritten
+
+
+# Options that may differ between the start of a comparison and its resumption: where it
+# goes and how it reports progress. Anything else would make the resumed runs another
+# experiment than the finished ones.
+RESUME_FREE_OPTIONS = {"out", "progress", "resume"}
+
+
+def experiment_options(args) -> dict:
+    """What makes two comparisons one experiment (comparison.json records it at the start)."""
+    return {k: v for k, v in sorted(vars(args).items())
+            if k not in RESUME_FREE_OPTIONS | {"resummarise", "as_recorded"}}
+
+
+def start_record(out_dir: str, args, commit: str) -> dict:
+    """comparison.json in out_dir: the options and commit the comparison started with. With
+    --resume, the record already there is checked against today's options (a comparison
+    from before the record existed gets one now) and returned; exits 2 if they differ."""
+    path = os.path.join(out_dir, "comparison.json")
+    mine = {"options": experiment_options(args), "commit": commit}
+    if args.resume and os.path.exists(path):
+        try:
+            with open(path) as fh:
+                theirs = json.load(fh)
+            differ = sorted(k for k in set(mine["options"]) | set(theirs["options"])
+                            if mine["options"].get(k) != theirs["options"].get(k))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            fail(f"--resume: {path} cannot be read ({exc})", code=2)
+        if differ:
+            fail(f"--resume {out_dir}: that comparison ran with other options "
+                 f"({', '.join(differ)}); give the same ones, or another --out", code=2)
+        return theirs
+    with open(path, "w") as fh:
+        json.dump(mine, fh, indent=1)
+    return mine
+
+
+def finished_run(out_dir: str, policy: str, run: int, args) -> dict | None:
+    """With --resume: a run of the comparison in out_dir that finished (its result.json is
+    there), read back from its raw data; None for a run to play, whose directory (a run
+    interrupted half-way) is cleared first."""
+    run_dir = os.path.join(out_dir, policy, f"run{run}")
+    path = os.path.join(run_dir, "result.json")
+    if not os.path.exists(path):
+        if os.path.isdir(run_dir):
+            shutil.rmtree(run_dir)
+        return None
+    try:
+        with open(path) as fh:
+            recorded = json.load(fh)
+        if _seed(recorded, args) != args.seed + run or recorded.get("policy") != policy:
+            raise ValueError(f"it played {recorded.get('policy')} on schedule seed "
+                             f"{_seed(recorded, args)}, not {policy} on {args.seed + run}")
+        return read_back_run(run_dir, recorded, args)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, ConfigError) as exc:
+        fail(f"--resume: {run_dir} is not a finished run of this comparison ({exc})", code=2)
 
 
 def resummarise(out_dir: str) -> int:
@@ -862,6 +930,8 @@ def main(argv=None) -> int:
             fail("--resummarise with several comparisons pools them: give --out DIRECTORY "
                  "for the pooled summary", code=2)
         return pool(args.resummarise, args.out, args.as_recorded)
+    if args.resume and not args.out:
+        fail("--resume continues the comparison in --out DIRECTORY: give it", code=2)
     policies = args.policies
     args.runs = args.runs or (10 if args.paper else 1)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else DEFAULT_PHASE_S)
@@ -893,13 +963,20 @@ def main(argv=None) -> int:
           flush=True)
     per_policy: dict[str, list[dict]] = {p: [] for p in policies}
     commit = git_commit()       # the code that runs: taken now, a commit may land meanwhile
+    started = start_record(out_dir, args, commit)["commit"]
+    if started != commit:
+        commit = f"{started}, resumed at {commit}"
     # a termination signal unwinds like ^C: the stack and any antagonist come down
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         for run in range(args.first_run, args.first_run + args.runs):
             order = run_order(policies, run)
             for position, policy in enumerate(order):
-                per_policy[policy].append(run_one(policy, run, args, out_dir, position))
+                done = finished_run(out_dir, policy, run, args) if args.resume else None
+                if done is not None:
+                    print(f"[{policy} run {run}] finished before; read back", flush=True)
+                per_policy[policy].append(done or run_one(policy, run, args, out_dir,
+                                                          position))
     except KeyboardInterrupt:
         # the stack of the run under way came down on its way out (Stack.__exit__)
         print(f"\n[comparison] interrupted; the runs that finished are in {out_dir}",

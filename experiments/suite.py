@@ -6,8 +6,8 @@ docs/evaluation.md names for it, then one table over all of them.
 
 Holds SUITE (scenario -> the policies it runs), the runner (one lb_comparison per scenario,
 its runs interleaved and paired by schedule; a scenario whose summary is already there is
-not run again: an interrupted suite resumes with the scenario it was in, from its first
-run), and the tabulation: per scenario and policy the CPU STDEV across servers, each
+not run again, and the scenario an interrupted suite was in resumes at the run it was
+in: lb_comparison --resume), and the tabulation: per scenario and policy the CPU STDEV across servers, each
 class's p50 and p99 RT and failed requests, with 95 % intervals, and malb against every
 other policy (paired t-test, Holm-corrected over the scenario's policies for the CPU
 figure), written to suite.md and suite.json.
@@ -42,7 +42,7 @@ def comparison_args(scenario: str, opts) -> list[str]:
     args = ["--scenario", scenario, "--policies", ",".join(SUITE[scenario]),
             "--runs", str(opts.runs), "--seed", str(opts.seed),
             "--phase-seconds", f"{opts.phase_seconds:g}",
-            "--out", os.path.join(opts.out, scenario)]
+            "--out", os.path.join(opts.out, scenario), "--resume"]
     if scenario == "unequal":
         args += ["--server-cpu", ",".join(f"{x:g}" for x in opts.unequal_shares)]
     return args

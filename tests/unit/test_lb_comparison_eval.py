@@ -232,3 +232,61 @@ def test_long_flows_started_during_an_antagonist_are_counted_by_where_they_went(
             {"class": "video", "intended": "129.9", "served_by": "srv11-vid"}]
     assert long_flows_to(reqs, a, {"backend-heavy", "backend-medium", "video"}) == (3, 1)
     assert long_flows_to(reqs, {"server": "srv1"}, {"video"}) == (0, 0)   # never started
+
+
+def resume_args(out, flags=()):
+    return lb_comparison.parser().parse_args(
+        ["--policies", "srr,malb", "--runs", "2", "--seed", "1005", "--phase-seconds", "2",
+         "--period", "1", "--out", str(out), "--resume", *flags])
+
+
+def test_a_resumed_comparison_reads_back_finished_runs_and_clears_a_run_cut_off(tmp_path):
+    out = tmp_path / "cmp"
+    args = resume_args(out)
+    write_run(out / "srr" / "run1", excess=6.0)
+    (out / "srr" / "run1" / "result.json").write_text(json.dumps(
+        {"policy": "srr", "run": 1, "seed": 1006, "t0": 100, "load_end": 106, "t_end": 112,
+         "balancer_cores": {"controller": 0.01}}))
+    write_run(out / "malb" / "run1")             # cut off: no result.json
+    done = lb_comparison.finished_run(str(out), "srr", 1, args)
+    assert done["result"]["table2"]["cpu"]["stdev"] > 0          # evaluated from raw data
+    assert done["result"]["balancer_cores"] == {"controller": 0.01}   # kept as recorded
+    assert lb_comparison.finished_run(str(out), "malb", 1, args) is None
+    assert not (out / "malb" / "run1").exists()
+    assert lb_comparison.finished_run(str(out), "srr", 2, args) is None
+
+
+def test_a_run_of_another_schedule_is_not_taken_for_a_finished_one(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    write_run(out / "srr" / "run1")
+    (out / "srr" / "run1" / "result.json").write_text(json.dumps(
+        {"policy": "srr", "run": 1, "seed": 7, "t0": 100, "t_end": 112}))
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.finished_run(str(out), "srr", 1, resume_args(out))
+    assert exc.value.code == 2
+    assert "schedule seed 7, not srr on 1006" in capsys.readouterr().err
+    assert (out / "srr" / "run1" / "result.json").exists()
+
+
+def test_a_comparison_resumes_only_with_the_options_it_started_with(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    out.mkdir()
+    first = lb_comparison.start_record(str(out), resume_args(out), "abc1234")
+    assert first["commit"] == "abc1234"
+    # the same options (another progress period) resume; the record keeps the first commit
+    again = lb_comparison.start_record(str(out), resume_args(out, ["--progress", "5"]),
+                                       "def5678")
+    assert again["commit"] == "abc1234"
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.start_record(str(out), resume_args(out, ["--server-cpu", "0.5"]),
+                                   "def5678")
+    assert exc.value.code == 2
+    assert "other options (server_cpu)" in capsys.readouterr().err
+    assert json.loads((out / "comparison.json").read_text())["commit"] == "abc1234"
+
+
+def test_resume_needs_the_directory_it_continues(capsys):
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.main(["--resume"])
+    assert exc.value.code == 2
+    assert "--resume continues the comparison in --out" in capsys.readouterr().err

@@ -24,6 +24,8 @@ def test_the_unequal_scenario_runs_on_the_held_out_shares():
     assert args[args.index("--server-cpu") + 1] == "0.5,0.4,0.3,0.2"
     assert "--server-cpu" not in suite.comparison_args("paper", opts)
     assert lb_comparison.parser().parse_args(args).server_cpu == [0.5, 0.4, 0.3, 0.2]
+    # an interrupted suite goes on at the run it was in
+    assert lb_comparison.parser().parse_args(args).resume
 
 
 def test_holm_adjusts_step_down_and_keeps_the_order():
