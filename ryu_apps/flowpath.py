@@ -20,13 +20,13 @@ outlive their rules"):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ryu_apps import ofwire
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_cookie
-from ryu_apps.policies import Backend, Decision, NoBackend
+from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy import PolicyCore
+from ryu_apps.result import Result
 
 PRIO_NAT = 200
 PRIO_FIN_WATCH = PRIO_NAT + 1
@@ -35,23 +35,6 @@ PRIO_FIN_WATCH = PRIO_NAT + 1
 FIN_WATCH_HARD_S = 600
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 FLOW_CAP_LOG_EVERY_S = 10
-
-
-@dataclass
-class Result:
-    """What the shell does with one event (here a packet-in; ryu_apps/core.py: any)."""
-    sends: list[tuple[int, bytes]] = field(default_factory=list)   # (dpid, messages)
-    kinds: list[str] = field(default_factory=list)     # malb_packet_in_total kinds
-    decision: Decision | None = None
-    choose_s: float | None = None       # choose()'s own time, when a timer was given
-    no_backend: str | None = None       # the microservice that had no healthy instance
-    warnings: list[str] = field(default_factory=list)
-    handled: bool = True                # False: not a NATed flow's packet (plain L2)
-    infos: list[str] = field(default_factory=list)     # lines to log at INFO
-    # metric updates: ("set" | "inc", metric name, label values, value)
-    metrics: list[tuple[str, str, tuple, float]] = field(default_factory=list)
-    latency: bool = False               # a VIP packet: the shell times it to the send
-    next_in_s: float | None = None      # a loop step: when the next one is due
 
 
 def next_hops(cfg) -> dict[tuple[int, int], int]:

@@ -49,7 +49,7 @@ from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
 from ryu_apps import listeners
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
-from ryu_apps.flowpath import Result
+from ryu_apps.result import Result
 
 CONF = cfg.CONF
 CHOOSE_BUCKETS = (0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005)
@@ -113,7 +113,7 @@ class MalbController(app_manager.RyuApp):
                                   timer=time.perf_counter)
         # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
         self.core, self.flows, self.decisions = self.ctl.core, self.ctl.flows, self.ctl.decisions
-        self.instances = self.ctl.instances
+        self.instances = self.ctl.plan.instances
 
         # ---- metrics
         self.metrics = Registry()
@@ -355,7 +355,7 @@ class MalbController(app_manager.RyuApp):
             self._apply(self.ctl.profiler_failed(str(exc), now))
             return None
         result = self.ctl.profiler_answer(profiles, servers, now)
-        if self.ctl.profiler_state["last_error"] is not None:   # not JSON objects
+        if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
             self.m_profiler.inc("any", "error")
         self._apply(result)
         return result.next_in_s
@@ -365,7 +365,7 @@ class MalbController(app_manager.RyuApp):
         probes (asked every round: a policy set over REST starts or stops the polling)."""
         period = self.cfg.controller.probe_period_s
         timeout = self.cfg.agents.probe_timeout_s + PROBE_HTTP_SLACK_S
-        url = self.ctl.probe_agents[server]["url"]
+        url = self.ctl.probes.agents[server]["url"]
         failed_once = False
         while True:
             started = time.monotonic()

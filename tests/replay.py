@@ -26,7 +26,11 @@ FAKE_SWITCH_TESTS = ("tests/unit/test_core.py", "tests/unit/test_flowpath.py",
                      "tests/unit/test_dataplane.py")
 POLICY_TESTS = ("tests/unit/test_policy.py", "tests/unit/policies", "tests/unit/test_lb_model.py",
                 "tests/unit/test_profiles.py", "tests/unit/test_running.py")
-REPLAY_POLICIES = ("srr", "ln", "malb-paper", "malb", "maglev")
+
+def replay_policies() -> tuple[str, ...]:
+    """Every registered policy: the fake-switch scenarios and the model under each."""
+    from ryu_apps import policies
+    return tuple(policies.names())
 
 _digests: dict[str, "hashlib._Hash"] = {}
 _current = ["<collection>"]
@@ -50,12 +54,23 @@ def _decision(d) -> None:
                        sorted(d.scores.items()), d.weights, d.time))
 
 
-def _wrap(cls, name: str, record) -> None:
+_depth = [0]
+
+
+def _wrap(cls, name: str, record, outermost_only: bool = False) -> None:
+    """`outermost_only`: record what a call returns to its caller outside the wrapped
+    classes, not what one of their methods returns to another (how the work is split
+    between them may change; what leaves them may not)."""
     original = getattr(cls, name)
 
     def wrapper(*args, **kwargs):
-        out = original(*args, **kwargs)
-        record(out)
+        _depth[0] += 1
+        try:
+            out = original(*args, **kwargs)
+        finally:
+            _depth[0] -= 1
+        if not outermost_only or _depth[0] == 0:
+            record(out)
         return out
     wrapper.__wrapped__ = original
     setattr(cls, name, wrapper)
@@ -63,7 +78,7 @@ def _wrap(cls, name: str, record) -> None:
 
 def install() -> None:
     from ryu_apps import core, flowpath, policy
-    from ryu_apps.flowpath import Result
+    from ryu_apps.result import Result
 
     def record(out):
         if isinstance(out, Result):
@@ -73,7 +88,7 @@ def install() -> None:
     for cls in (core.ControllerCore, flowpath.FlowPath):
         for name, member in list(vars(cls).items()):
             if callable(member) and not name.startswith("_"):
-                _wrap(cls, name, record)
+                _wrap(cls, name, record, outermost_only=True)
     _wrap(policy.PolicyCore, "choose", _decision)
     forced = os.environ.get("MALB_REPLAY_POLICY")
     if forced:
@@ -123,7 +138,7 @@ def _model_runs() -> dict:
         opts = lb_model.parser().parse_args(["--phase-seconds", "20", "--period", "1",
                                              "--server-cpu", shares])
         cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(None))
-        for policy in REPLAY_POLICIES:
+        for policy in replay_policies():
             for seed in (2, 3):
                 model = lb_model.Model(cfg, opts, policy, seed)
                 _digests.clear()
@@ -136,7 +151,7 @@ def _model_runs() -> dict:
 def record(path: str) -> None:
     tmp = path + ".part"
     result = {"tests": _pytest([*FAKE_SWITCH_TESTS, *POLICY_TESTS], tmp, None)}
-    for policy in REPLAY_POLICIES:
+    for policy in replay_policies():
         result[f"fake switch under {policy}"] = _pytest(FAKE_SWITCH_TESTS, tmp, policy)
     os.unlink(tmp)
     install()

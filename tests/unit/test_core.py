@@ -11,9 +11,11 @@ import pytest
 
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from ryu_apps import ofwire
-from ryu_apps.core import COOKIE_BASE, MISS_METER, PACKET_IN_METER, PROFILER_READY_S, \
-    ControllerCore, FlowStat, PortStat, next_exchange_in
-from ryu_apps.flowpath import Result
+from ryu_apps.core import ControllerCore, FlowStat, PortStat
+from ryu_apps.managers.flow_statistics import COOKIE_BASE
+from ryu_apps.managers.profiler_exchange import PROFILER_READY_S, next_exchange_in
+from ryu_apps.managers.switch_rules import MISS_METER, PACKET_IN_METER
+from ryu_apps.result import Result
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
 from ryu_apps import policies
 from ryu_apps.policies import Backend
@@ -579,10 +581,10 @@ def test_a_probe_still_out_is_not_sent_again_and_a_late_marker_judges_it():
     # one marker out per switch: a round while it is out sends none
     net.apply(ctl.health_marker(NOW + 3).sends)
     net.apply(ctl.health_marker(NOW + 5).sends)
-    assert len(net.switches[1].echoes) == 1 and len(ctl.health_markers) == 1
+    assert len(net.switches[1].echoes) == 1 and len(ctl.health_checks.markers) == 1
     # an echo reply that is not a marker (Ryu's keep-alive) changes nothing
     assert ctl.echo_reply(1, 999_999, NOW + 2) == Result()
-    assert len(ctl.health_markers) == 1
+    assert len(ctl.health_checks.markers) == 1
 
 
 def test_a_switch_gone_leaves_no_probe_or_marker_to_judge():
@@ -590,7 +592,7 @@ def test_a_switch_gone_leaves_no_probe_or_marker_to_judge():
     net.apply(ctl.probe_health(NOW).sends)
     net.apply(ctl.health_marker(NOW + 2).sends)
     ctl.switch_gone(1, NOW + 2.1)
-    assert not ctl.health.outstanding and not ctl.health_markers
+    assert not ctl.health.outstanding and not ctl.health_checks.markers
     assert "0000000000000001" not in ctl.status()["channel_lag_s"]
     assert all(v["healthy"] for v in ctl.instances_view().values())
 

@@ -179,7 +179,7 @@ def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypat
             raise HttpError(f"{url}: timed out")
         return {"instances": {"srv1-ui": entry(in_flight=3)}}
     monkeypatch.setattr(malb, "get_json", agent)
-    url = app.ctl.probe_agents["srv1"]["url"]
+    url = app.ctl.probes.agents["srv1"]["url"]
     app._probe_poll("srv1", url, 0.75)
     app._probe_poll("srv1", url, 0.75)
     assert asked == [("http://127.0.0.1:9101/probes", 0.75)] * 2

@@ -1,0 +1,188 @@
+"""DataplaneGroups: data-plane mode (controller.dataplane.short_flows: switch). Per
+microservice whose short flows the switch may balance, one Maglev slot table shared by
+every switch, rendered as an OpenFlow select group with the VIP rule and the stateless
+reverse NAT in front of it; kept in step with the pools, health, policy and flow classes,
+only what changed sent. The slot tables and buckets themselves: ryu_apps/dataplane.py."""
+from __future__ import annotations
+
+from ryu_apps import dataplane, maglev, ofwire
+from ryu_apps.managers.base import Manager
+from ryu_apps.managers.switch_rules import HOST_TABLE
+from ryu_apps.result import Result
+
+# VIP:port to the select group above the VIP's to-controller rule; the stateless reverse NAT
+# above the orphan rules it replaces, below the per-flow NAT pairs (flows that did go
+# through the controller keep theirs)
+PRIO_DP_GROUP, PRIO_DP_REVERSE = 120, 170
+DP_COOKIE = 0x4D44 << 48   # "MD": data-plane rules, never polled with the NAT rules
+DP_VIP, DP_REVERSE = 1, 2  # cookie kinds (bits 32-39), microservice index in the low bits
+DP_GROUP_BASE = 0x4D000    # select group id = base + microservice index
+
+
+def dp_cookie(kind: int, ms_index: int) -> int:
+    return DP_COOKIE | kind << 32 | ms_index
+
+
+class DataplaneGroups(Manager):
+    def __init__(self, cfg, plan, xid, core, backends: dict, path, switches: set[int]):
+        self.cfg, self.plan, self.xid = cfg, plan, xid
+        self.core, self.backends, self.path, self.switches = core, backends, path, switches
+        c = cfg.controller
+        self.on = c.dataplane.short_flows == "switch"
+        self.slot_tables = {m.name: dataplane.SlotTable(c.dataplane.table_size)
+                            for m in cfg.microservices}
+        self.group_capable: dict[int, bool] = {}
+        self.installed: dict[int, dict[str, tuple]] = {}   # dpid -> ms -> view
+        self.last_change: dict[str, dict] = {}
+
+    def switch_up(self, dpid: int, now: float) -> list[bytes]:
+        if not self.on:
+            return []
+        # whether the switch has select groups decides per-flow or data-plane mode
+        self.installed[dpid] = {}
+        self.group_capable.pop(dpid, None)
+        return [ofwire.multipart_request(self.xid(dpid), ofwire.OFPMP_GROUP_FEATURES)]
+
+    def pools_changed(self, now: float, out: Result) -> None:
+        self.sync(now, out)
+
+    def group_features(self, dpid: int, types: int, max_select_groups: int,
+                       now: float) -> Result:
+        select = bool(types & (1 << ofwire.OFPGT_SELECT)) and max_select_groups > 0
+        self.group_capable[dpid] = select
+        out = Result()
+        if not select:
+            out.warnings.append(f"switch {dpid:016x} has no select groups: short flows stay "
+                                f"under per-flow control there")
+        return self.sync(now, out)
+
+    def _services(self) -> dict[str, dict[str, float] | None]:
+        """Per microservice, the instance shares its select group should render, or None
+        when its flows stay under per-flow control."""
+        out = {}
+        for m in self.cfg.microservices:
+            # the baselines (srr, ln) keep a controller decision per flow, as the paper
+            # defines them; a policy says whether the switch may balance its short flows
+            on = (self.core.strategy.dataplane
+                  and self.core.flow_class(m.name)[0] == "short")
+            out[m.name] = self.core.short_flow_shares(m.name) if on else None
+        return out
+
+    def sync(self, now: float, out: Result | None = None) -> Result:
+        """Bring every switch's select groups and data-plane rules to what the pools,
+        health, policy and flow classes say now, and end transitions whose grace period is
+        over; only what changed is sent."""
+        out = out or Result()
+        if not self.on:
+            return out
+        c = self.cfg.controller
+        # connections to these may go on: their moved slots pass through the controller
+        alive = {n for n in self.plan.instances if self.core.healthy.get(n, True)}
+        for name, shares in self._services().items():
+            table = self.slot_tables[name]
+            before = table.table
+            table.expire(now)
+            moved = table.update(shares or {}, now, alive, c.idle_timeout_s or c.hard_timeout_s)
+            if moved and before is not None and table.table is not None:
+                out.metrics.append(("inc", "malb_dataplane_slots_moved_total", (name,),
+                                    len(moved)))
+            if before != table.table:
+                counts = maglev.slot_counts(table.table or ())
+                for inst in {*maglev.slot_counts(before or ()), *counts}:
+                    out.metrics.append(("set", "malb_dataplane_slots", (name, inst),
+                                        counts.get(inst, 0)))
+                self.last_change[name] = {
+                    "time": now, "slots_moved": len(moved),
+                    "slots_in_transition": len(table.transitions),
+                    "share_moved": round(len(moved) / table.size, 4), "slots": counts}
+                out.infos.append("data-plane table of %s: %d of %d slots moved (%s)" % (
+                    name, len(moved), table.size,
+                    ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                    or "no instance: per-flow control"))
+        for dpid in sorted(self.switches):
+            if not self.group_capable.get(dpid):
+                continue
+            installed = self.installed.setdefault(dpid, {})
+            for m in self.cfg.microservices:
+                want = self.slot_tables[m.name].view()
+                have = installed.get(m.name)
+                if want == have:
+                    continue
+                try:
+                    if want is None:
+                        out.sends.append((dpid, self._remove(dpid, m)))
+                        del installed[m.name]
+                    else:
+                        out.sends.append((dpid, self._install(dpid, m, want,
+                                                              first=have is None)))
+                        installed[m.name] = want
+                except LookupError as exc:     # no path from this switch to an instance
+                    out.warnings.append(f"switch {dpid:016x}: {m.name}: {exc}")
+        return out
+
+    def _install(self, dpid: int, m, view: tuple, first: bool) -> bytes:
+        """The group (new, or its buckets replaced), and on first install the VIP rule and
+        the reverse NAT rules. Buckets keep their positions, so only moved slots change."""
+
+        def target_of(name: str) -> dataplane.Target:
+            b, inst = self.backends[name], self.plan.instances[name]
+            return dataplane.Target(name, b.mac, b.ip, b.port, self.path.port_towards(dpid, inst),
+                                    inst.switch_port if inst.dpid == dpid else None)
+
+        packed: dict[object, bytes] = {}
+        parts = []
+        for bk in dataplane.buckets(view, m.protocol, m.port, target_of,
+                                    ofwire.OFPP_CONTROLLER):
+            one = packed.get(bk)
+            if one is None:
+                one = packed[bk] = ofwire.bucket(
+                    b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) +
+                    ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER),
+                    watch_port=ofwire.OFPP_ANY if bk.watch_port is None else bk.watch_port)
+            parts.append(one)
+        buckets = b"".join(parts)
+        gid = DP_GROUP_BASE + m.index
+        commands = (ofwire.OFPGC_ADD, ofwire.OFPGC_MODIFY) if first else (ofwire.OFPGC_MODIFY,)
+        # ADD then MODIFY: a group a previous controller left is replaced (ADD fails on it)
+        buf = b"".join(ofwire.group_mod(self.xid(dpid), command, ofwire.OFPGT_SELECT, gid,
+                                        buckets) for command in commands)
+        if not first:
+            return buf
+        c = self.cfg.controller
+        for inst in self.cfg.slots:
+            if inst.microservice != m.name:
+                continue
+            for block in self.plan.local_blocks.get(dpid, ()):
+                match, fields = dataplane.reverse_rule(m.protocol, inst.ip, m.port, block,
+                                                       c.vip_mac, m.vip, m.port)
+                buf += ofwire.flow_mod(
+                    self.xid(dpid), dp_cookie(DP_REVERSE, m.index), PRIO_DP_REVERSE, match,
+                    b"".join(ofwire.action_set_field(k, v) for k, v in fields), goto=HOST_TABLE)
+        buf += ofwire.flow_mod(self.xid(dpid), dp_cookie(DP_VIP, m.index), PRIO_DP_GROUP,
+                               dataplane.vip_match(m.protocol, m.vip, m.port),
+                               ofwire.action_group(gid))
+        return buf
+
+    def _remove(self, dpid: int, m) -> bytes:
+        """Back to per-flow control: the VIP rule first (new flows reach the controller),
+        then the reverse rules and the group."""
+        buf = b"".join(ofwire.flow_delete(self.xid(dpid), dp_cookie(kind, m.index),
+                                          0xFFFFFFFFFFFFFFFF) for kind in (DP_VIP, DP_REVERSE))
+        return buf + ofwire.group_mod(self.xid(dpid), ofwire.OFPGC_DELETE, ofwire.OFPGT_SELECT,
+                                      DP_GROUP_BASE + m.index)
+
+    def status(self) -> dict:
+        c = self.cfg.controller.dataplane
+        out = {"short_flows": c.short_flows, "table_size": c.table_size, "microservices": {}}
+        if not self.on:
+            return out
+        for name, table in self.slot_tables.items():
+            out["microservices"][name] = {
+                "slots": maglev.slot_counts(table.table or ()),
+                "slots_in_transition": len(table.transitions),
+                "switches": sorted(f"{d:016x}" for d, inst in self.installed.items()
+                                   if name in inst),
+                "last_change": self.last_change.get(name)}
+        out["switches_without_select_groups"] = sorted(
+            f"{d:016x}" for d, ok in self.group_capable.items() if not ok)
+        return out

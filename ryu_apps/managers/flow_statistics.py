@@ -1,0 +1,151 @@
+"""FlowStatistics: the NAT rules' side of the flow records (ryu_apps/flows.py). Rules
+removed by the switch end or idle their flow; on a (re)connection the rules of flows still
+active are installed again; the rules' statistics are polled in slices spread over the
+monitoring period, and a rule this process did not install (a previous controller's) is
+adopted as a flow record."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ryu_apps import ofwire
+from ryu_apps.flows import DIR_FORWARD, FlowRecord, fin_cookie, flow_id_of, parse_cookie
+from ryu_apps.managers.base import Manager
+from ryu_apps.result import Result
+
+COOKIE_BASE = 0x4D4C << 48
+COOKIE_MASK = 0xFFFF << 48
+# Flow statistics are polled in slices (by the low bits of the flow's sequence number) spread
+# over the period: Ryu parses a whole reply at once on the event loop, at about 0.13 ms per
+# rule, so one reply for hundreds of NAT rules would hold up packet-ins for tens of
+# milliseconds. Slices hold about RULES_PER_SLICE rules each (docs/controller.md).
+RULES_PER_SLICE = 32
+MAX_SLICES = 1024
+# At most this many rules' statistics are parsed per second (about 0.2 of a core): with
+# more NAT rules than a period can cover, the polling cycle stretches beyond the period
+# instead of taking the controller over (docs/controller.md).
+STATS_RULES_PER_S = 1500
+REMOVED_REASONS = {ofwire.OFPRR_IDLE_TIMEOUT: "idle_timeout",
+                   ofwire.OFPRR_HARD_TIMEOUT: "hard_timeout", ofwire.OFPRR_DELETE: "deleted"}
+
+
+class FlowStat(NamedTuple):
+    """One entry of a flow-statistics reply, decoded by the shell."""
+    cookie: int
+    age: float                 # duration_sec + duration_nsec / 1e9
+    byte_count: int
+    packet_count: int
+    match: dict
+    out_ports: tuple = ()      # the output actions' ports, in order
+
+
+def slices_for(rules: int) -> int:
+    slices = 1
+    while slices < MAX_SLICES and rules / slices > RULES_PER_SLICE:
+        slices *= 2
+    return slices
+
+
+class FlowStatistics(Manager):
+    def __init__(self, cfg, plan, xid, core, flows, path, switches: set[int]):
+        self.cfg, self.plan, self.xid = cfg, plan, xid
+        self.core, self.flows, self.path, self.switches = core, flows, path, switches
+        self.slices, self.flow_slice = 1, 0
+        self.cycle = float(cfg.controller.monitoring_period_s)
+        self.restored = 0          # NAT flows restored at the last (re)connection
+
+    def switch_up(self, dpid: int, now: float) -> list[bytes]:
+        """The NAT rules of flows still active, then the statistics that show what rules a
+        previous controller left (a restart)."""
+        buf = [self.path.nat_rules(dpid, rec, now) for rec in self.flows.active(dpid)]
+        self.restored = len(buf)
+        return [*buf, self.stats_requests(dpid)]
+
+    def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,
+                     packet_count: int, reason: int, now: float) -> Result:
+        out = Result()
+        rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
+                                    REMOVED_REASONS.get(reason, "other"), now)
+        if rec is not None and rec.fin_watch and rec.ended == now and len(rec.removed) == 1 \
+                and not self.core.flow_idle(rec.key, now) and rec.end_reason == "idle_timeout":
+            # the pair's first rule gone, and not a short flow that lost its FIN (a SYN
+            # flood's, which ends here): a long one computing in silence goes on until its
+            # FIN, for the profiler too
+            self.flows.go_dormant(rec)
+        if rec is not None and rec.fin_watch and rec.ended == now and \
+                rec.dpid in self.switches:
+            # the pair is going: its FIN watch too (a resume installs all three again)
+            out.sends.append((rec.dpid, ofwire.flow_delete(
+                self.xid(rec.dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
+        return out
+
+    def stats_requests(self, dpid: int, flow_slice: int = 0, slices: int = 1) -> bytes:
+        """Port statistics (with slice 0) and one slice of the NAT flow statistics."""
+        buf = ofwire.flow_stats_request(self.xid(dpid), COOKIE_BASE | flow_slice,
+                                        COOKIE_MASK | (slices - 1))
+        if flow_slice == 0:
+            buf += ofwire.port_stats_request(self.xid(dpid))
+        return buf
+
+    def poll_stats(self, now: float) -> Result:
+        """One step of the statistics loop: one slice to every switch; out.next_in_s says
+        when the next step is due. A cycle covers every rule once, in one period, or longer
+        when the rules exceed the statistics budget. The number of slices follows the number
+        of rules at every step: it grows at once (a burst of new flows must not make one
+        huge reply) and shrinks only at a cycle's end."""
+        out = Result()
+        period = self.cfg.controller.monitoring_period_s
+        rules = 2 * self.flows.active_count()
+        need = slices_for(rules)
+        if need > self.slices or (need < self.slices and self.flow_slice == 0):
+            self.slices, self.flow_slice = need, 0
+        if self.flow_slice == 0:
+            self.cycle = max(period, rules / STATS_RULES_PER_S)
+            out.metrics.append(("set", "malb_flow_stats_cycle_seconds", (), self.cycle))
+        for dpid in sorted(self.switches):
+            out.sends.append((dpid, self.stats_requests(dpid, self.flow_slice, self.slices)))
+        self.flow_slice = (self.flow_slice + 1) % self.slices
+        out.next_in_s = self.cycle / self.slices
+        return out
+
+    def flow_stats(self, dpid: int, entries: list[FlowStat], now: float) -> Result:
+        out = Result()
+        for st in entries:
+            if self.flows.on_stats(st.cookie, st.age, st.byte_count, st.packet_count,
+                                   now) is None:
+                self._adopt_rule(out, dpid, st, now)
+        out.metrics.append(("set", "malb_active_flows", (), self.flows.active_count()))
+        return out
+
+    def _adopt_rule(self, out: Result, dpid: int, st: FlowStat, now: float) -> None:
+        """A NAT rule this process did not install (a previous controller did): rebuild its
+        flow record from the cookie and the match, so it is counted and reported."""
+        parsed = parse_cookie(st.cookie)
+        if parsed is None:
+            return
+        direction, ms_idx, inst_idx, _seq = parsed
+        ms, inst = self.plan.ms_by_index.get(ms_idx), self.plan.instance_by_index.get(inst_idx)
+        if ms is None or inst is None:
+            return
+        m = st.match
+        l4 = ms.protocol
+        if direction == DIR_FORWARD:
+            # the forward rule does not say where the client hangs; the configuration does
+            client_ip, client_port = m.get("ipv4_src"), m.get(f"{l4}_src")
+            in_port = self.plan.client_ports.get((dpid, client_ip), 0)
+        else:
+            client_ip, client_port = m.get("ipv4_dst"), m.get(f"{l4}_dst")
+            in_port = st.out_ports[-1] if st.out_ports else 0
+        fid = flow_id_of(st.cookie)
+        rec = self.flows.flows.get(fid)
+        if rec is None:
+            rec = FlowRecord(flow_id=fid, dpid=dpid, protocol=l4, client_ip=client_ip,
+                             client_port=client_port, client_in_port=in_port, vip=ms.vip,
+                             vport=ms.port, microservice=ms.name, instance=inst.name,
+                             server=inst.server, created=now - st.age, last_active=now,
+                             backend_ip=inst.ip, backend_port=ms.port)
+            self.flows.add(rec, new=False)
+            out.infos.append(f"adopted NAT flow {client_ip}:{client_port} -> {inst.name} left "
+                             f"by a previous controller")
+        elif direction != DIR_FORWARD and not rec.client_in_port:
+            rec.client_in_port = in_port
+        self.flows.on_stats(st.cookie, st.age, st.byte_count, st.packet_count, now)

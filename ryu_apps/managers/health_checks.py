@@ -1,0 +1,148 @@
+"""HealthChecks: the controller's view of each pooled instance's health. A round of probes
+(a TCP SYN from the VIP, else an ARP request), their answers, an echo request to every
+switch as the marker that judges the probes still out, an instance's port going down; the
+verdicts (ryu_apps/health.py's tracker) go to the policy core and to every manager as a
+pools change. Also each switch's channel lag (the marker's round trip)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ryu_apps import ofwire
+from ryu_apps.managers.base import Manager, controller_packet_out
+from ryu_apps.result import Result
+
+# outside Linux's default ephemeral range (32768-60999): never a client; one masked match
+# (tcp_dst 0xF000/0xFC00) sends their answers to the controller past the packet-in meter
+PROBE_PORTS = (0xF000, 0xF3FF)
+PROBE_MASK = 0xFC00
+
+
+class HealthChecks(Manager):
+    def __init__(self, cfg, plan, xid, core, health, path, switches: set[int], rng,
+                 pools_changed: Callable[[float, Result], None]):
+        self.cfg, self.plan, self.xid, self.core = cfg, plan, xid, core
+        self.health, self.path, self.switches, self.rng = health, path, switches, rng
+        self.pools_changed_everywhere = pools_changed
+        # the echo requests out (dpid, xid) -> when sent; per switch, the last echo's round
+        # trip (how far the switch's messages queue behind ours)
+        self.markers: dict[tuple[int, int], float] = {}
+        self.channel_lag: dict[int, float] = {}
+        self.next_probe_port = PROBE_PORTS[0]
+
+    def switch_down(self, dpid: int, now: float) -> None:
+        self.channel_lag.pop(dpid, None)
+        self.markers = {k: v for k, v in self.markers.items() if k[0] != dpid}
+        self.health.forget(self.plan.instances_on(dpid))
+
+    @staticmethod
+    def is_probe_answer(f, instance_ips) -> bool:
+        """A TCP segment from an instance to one of the probes' ports (packet_in asks)."""
+        return (f.ip_proto == ofwire.IPPROTO_TCP and f.ip_src in instance_ips
+                and PROBE_PORTS[0] <= f.dst_port <= PROBE_PORTS[1])
+
+    def probe_health(self, now: float) -> Result:
+        """One round of probes (the health loop's first step): a TCP SYN from the VIP to
+        every pooled instance of a TCP service, else an ARP request. An instance whose last
+        probe is still out gets none: that one waits for health_marker's verdict."""
+        out = Result()
+        h = self.cfg.controller.health
+        vip_mac = self.cfg.controller.vip_mac
+        for inst in [self.plan.instances[b.name] for pool in self.core.pools.values()
+                     for b in pool]:
+            if inst.dpid not in self.switches or self.health.outstanding_for(inst.name):
+                continue
+            ms = self.cfg.microservice(inst.microservice)
+            if h.method == "tcp" and ms.protocol == "tcp":
+                port = self.next_probe_port
+                token = ("tcp", inst.ip, port)
+                frame = ofwire.tcp_frame(inst.mac, vip_mac, ms.vip, inst.ip, port, ms.port,
+                                         self.rng.getrandbits(32), flags=ofwire.TCP_SYN,
+                                         window=1024)
+                self.next_probe_port = PROBE_PORTS[0] + (port + 1 - PROBE_PORTS[0]) % \
+                    (PROBE_PORTS[1] - PROBE_PORTS[0] + 1)
+            else:
+                token = ("arp", inst.ip)
+                frame = ofwire.arp_frame(ofwire.ARP_REQUEST, vip_mac, ms.vip,
+                                         "00:00:00:00:00:00", inst.ip,
+                                         eth_dst="ff:ff:ff:ff:ff:ff")
+            out.sends.append((inst.dpid, controller_packet_out(self.xid(inst.dpid), frame,
+                                                               inst.switch_port)))
+            change = self.health.sent(token, inst.name, now)
+            if change:
+                self._apply(out, *change, now)
+        return out
+
+    def health_marker(self, now: float) -> Result:
+        """The health loop's second step: an echo request to every switch. Probes are judged
+        when its reply comes back (echo_reply), not by the controller's clock alone: the
+        reply queues behind every packet-in the switch sent before it, probe answers among
+        them, so a controller that falls behind a flood of packet-ins does not count the
+        answers still waiting in its queue as missing. A switch whose last marker is still
+        out gets none (at most one per switch is kept)."""
+        out = Result()
+        waiting = {dpid for dpid, _ in self.markers}
+        for dpid in sorted(self.switches - waiting):
+            xid = self.xid(dpid)
+            self.markers[(dpid, xid)] = now
+            out.sends.append((dpid, ofwire.echo_request(xid, b"malb-health")))
+        return out
+
+    def echo_reply(self, dpid: int, xid: int, now: float) -> Result:
+        """A health marker came back: the probes on this switch that were out longer than
+        the timeout when it was sent, and are still unanswered, are failures."""
+        out = Result()
+        sent = self.markers.pop((dpid, xid), None)
+        if sent is None:          # not ours (Ryu's keep-alive) or its switch went away
+            return out
+        self.channel_lag[dpid] = now - sent
+        out.metrics.append(("set", "malb_switch_channel_lag_seconds", (f"{dpid:016x}",),
+                            now - sent))
+        for change in self.health.expire(sent, self.plan.instances_on(dpid)):
+            self._apply(out, *change, now)
+        return out
+
+    def port_status(self, dpid: int, port_no: int, reason: int, state: int,
+                    now: float) -> Result:
+        """An instance's port deleted or its link down (the container died): out of its pool
+        at once, not two or three probe intervals later; the probes bring it back."""
+        out = Result()
+        gone = reason == ofwire.OFPPR_DELETE or bool(state & ofwire.OFPPS_LINK_DOWN)
+        owner = self.plan.port_owner.get((dpid, port_no))
+        if not gone or owner is None or owner.name not in self.health.state:
+            return out
+        detail = "switch port deleted" if reason == ofwire.OFPPR_DELETE else "switch link down"
+        change = self.health.link_down(owner.name, now, detail)
+        if change:
+            self._apply(out, *change, now)
+        return out
+
+    def health_result(self, instance: str, ok: bool, detail: str, now: float) -> Result:
+        """A probe's result known by other means than a probe answer."""
+        out = Result()
+        change = self.health.record(instance, ok, now, detail)
+        if change:
+            self._apply(out, *change, now)
+        return out
+
+    def tcp_probe_answer(self, out: Result, dpid: int, in_port: int, f, now: float) -> None:
+        ok = bool(f.tcp_flags & ofwire.TCP_SYN) and bool(f.tcp_flags & ofwire.TCP_ACK)
+        refused = bool(f.tcp_flags & ofwire.TCP_RST)
+        if ok:   # close the half-open connection
+            out.sends.append((dpid, self.path.tcp_reset(dpid, in_port, f)))
+        if ok or refused:
+            self.answered(out, ("tcp", f.ip_src, f.dst_port), ok,
+                          "TCP SYN-ACK" if ok else "TCP reset (port closed)", now)
+
+    def answered(self, out: Result, token, ok: bool, detail: str, now: float) -> None:
+        change = self.health.answered(token, ok, now, detail)
+        if change:
+            self._apply(out, *change, now)
+
+    def _apply(self, out: Result, instance: str, healthy: bool, now: float) -> None:
+        self.core.set_health(instance, healthy)
+        out.metrics.append(("set", "malb_instance_healthy", (instance,), 1 if healthy else 0))
+        text = "instance %s is %s (%s)" % (instance,
+                                           "healthy again" if healthy else "DOWN: no new flows",
+                                           self.health.state[instance].last_result)
+        (out.infos if healthy else out.warnings).append(text)
+        self.pools_changed_everywhere(now, out)
