@@ -21,7 +21,7 @@ docs/experiments.md.
 Holds the run of one policy (run_one, evaluate_run), the summary (summarise), the policy
 names the comparison takes (controller_policies, OUTSIDE_BALANCERS), the order of each run
 (run_order), the processes metered (ovs_vswitchd_pid), resuming an interrupted comparison
-(start_record, finished_run), the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
+(start_record, finished_run, options_differ, recorded_options), the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
 finished comparisons (resummarise, pool) and main.
 """
 from __future__ import annotations
@@ -32,7 +32,6 @@ import csv
 import datetime
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -190,6 +189,14 @@ def run_order(policies: list[str], run: int) -> list[str]:
     return policies[k:] + policies[:k]
 
 
+def write_result(path: str, result: dict) -> None:
+    """A run's result.json, whole or not at all: --resume takes a run whose result.json is
+    there for finished, so an interruption must not leave half of one."""
+    with open(path + ".part", "w") as fh:
+        json.dump(result, fh, indent=1)
+    os.replace(path + ".part", path)
+
+
 def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dict:
     run_dir = os.path.join(out_dir, policy, f"run{run}")
     tag = f"[{policy} run {run}]"
@@ -279,8 +286,7 @@ def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dic
               "balancer_cores": {k: None if v is None else round(v, 4)
                                  for k, v in balancer_cpu.items()},
               **evaluated["figures"]}
-    with open(os.path.join(run_dir, "result.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
+    write_result(os.path.join(run_dir, "result.json"), result)
     print(f"{tag} done in {result['wall_s']:.0f} s: {result['requests_recorded']} of "
           f"{result['requests_planned']} requests recorded, {result['requests_failed']} failed, "
           f"{result['server_samples']} server samples", flush=True)
@@ -753,6 +759,27 @@ def experiment_options(args) -> dict:
             if k not in RESUME_FREE_OPTIONS | {"resummarise", "as_recorded"}}
 
 
+def options_differ(args, recorded: dict) -> list[str]:
+    """The experiment options in which `args` differ from the options a comparison recorded
+    (comparison.json, or a summary.json's); an option its code did not have yet counts as
+    its default."""
+    mine, p = experiment_options(args), parser()
+    theirs = experiment_options(argparse.Namespace(**recorded))
+    return sorted(k for k in set(mine) | set(theirs)
+                  if mine.get(k) != theirs.get(k, p.get_default(k)))
+
+
+def recorded_options(out_dir: str) -> dict | None:
+    """The options the comparison in out_dir started with (comparison.json), or finished
+    with (summary.json, for a comparison older than the record); None if neither is there."""
+    for name in ("comparison.json", "summary.json"):
+        path = os.path.join(out_dir, name)
+        if os.path.exists(path):
+            with open(path) as fh:
+                return json.load(fh)["options"]
+    return None
+
+
 def start_record(out_dir: str, args, commit: str) -> dict:
     """comparison.json in out_dir: the options and commit the comparison started with. With
     --resume, the record already there is checked against today's options (a comparison
@@ -763,8 +790,7 @@ def start_record(out_dir: str, args, commit: str) -> dict:
         try:
             with open(path) as fh:
                 theirs = json.load(fh)
-            differ = sorted(k for k in set(mine["options"]) | set(theirs["options"])
-                            if mine["options"].get(k) != theirs["options"].get(k))
+            differ = options_differ(args, theirs["options"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             fail(f"--resume: {path} cannot be read ({exc})", code=2)
         if differ:
@@ -778,13 +804,17 @@ def start_record(out_dir: str, args, commit: str) -> dict:
 
 def finished_run(out_dir: str, policy: str, run: int, args) -> dict | None:
     """With --resume: a run of the comparison in out_dir that finished (its result.json is
-    there), read back from its raw data; None for a run to play, whose directory (a run
-    interrupted half-way) is cleared first."""
+    there), read back from its raw data; None for a run to play. The directory of a run
+    cut off half-way is moved aside (run<k>.interrupted, its logs say why)."""
     run_dir = os.path.join(out_dir, policy, f"run{run}")
     path = os.path.join(run_dir, "result.json")
     if not os.path.exists(path):
         if os.path.isdir(run_dir):
-            shutil.rmtree(run_dir)
+            aside, n = f"{run_dir}.interrupted", 1
+            while os.path.exists(aside):
+                n += 1
+                aside = f"{run_dir}.interrupted-{n}"
+            os.rename(run_dir, aside)
         return None
     try:
         with open(path) as fh:
@@ -811,8 +841,7 @@ def resummarise(out_dir: str) -> int:
         fail(f"--resummarise {out_dir}: not a comparison's results ({exc})", code=2)
     # written only once every run is evaluated: a run that cannot be read changes nothing
     for path, result in rewritten:
-        with open(path, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_result(path, result)
     tables = summarise(out_dir, opts, per_policy, old["command"], old["commit"], git_commit())
     print(f"[comparison] summary re-evaluated: {os.path.join(out_dir, 'summary.md')}")
     return 0 if tables["accounted"] else 1

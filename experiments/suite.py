@@ -4,18 +4,21 @@ docs/evaluation.md names for it, then one table over all of them.
     sudo .venv/bin/python -m experiments.suite --seed 1000 --runs 5 --out results/eval
     .venv/bin/python -m experiments.suite --tabulate results/eval     # the tables again
 
-Holds SUITE (scenario -> the policies it runs), the runner (one lb_comparison per scenario,
-its runs interleaved and paired by schedule; a scenario whose summary is already there is
-not run again, and the scenario an interrupted suite was in resumes at the run it was
-in: lb_comparison --resume), and the tabulation: per scenario and policy the CPU STDEV across servers, each
-class's p50 and p99 RT and failed requests, with 95 % intervals, and malb against every
-other policy (paired t-test, Holm-corrected over the scenario's policies for the CPU
-figure), written to suite.md and suite.json.
+Holds SUITE (scenario -> the policies it runs), PRACTICAL (the practitioners' baselines),
+HELD_OUT_SHARES (the unequal scenario's servers), the runner (comparison_args,
+run_comparison: one lb_comparison per scenario, its runs interleaved and paired by
+schedule; check_finished: a scenario finished with the same options is not run again, and
+the one an interrupted suite was in resumes at its run: lb_comparison --resume), holm, and
+the tabulation: per scenario and policy the CPU STDEV across servers, each class's p50 and
+p99 RT and failed requests, with 95 % intervals, and malb against every other policy
+(paired t-test, Holm-corrected over the scenario's policies for the CPU figure), written to
+suite.md and suite.json.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -23,7 +26,7 @@ from common.cli import ArgumentParser, choice_list, fail, number_list, positive_
     positive_int
 from common.markdown import number
 from common.procs import git_commit
-from experiments import protocol, report, significance
+from experiments import lb_comparison, protocol, report, significance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent")
@@ -48,17 +51,50 @@ def comparison_args(scenario: str, opts) -> list[str]:
     return args
 
 
+def check_finished(scenario: str, opts) -> bool:
+    """Whether the scenario's comparison is there, finished, with the options this suite
+    would give it; exits 2 if it ran with others (two experiments in one table)."""
+    out = os.path.join(opts.out, scenario)
+    if not os.path.exists(os.path.join(out, "summary.json")):
+        return False
+    args = lb_comparison.parser().parse_args(comparison_args(scenario, opts))
+    try:
+        differ = lb_comparison.options_differ(args, lb_comparison.recorded_options(out))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"--out {opts.out}: {scenario}'s results cannot be read ({exc})", code=2)
+    if differ:
+        fail(f"--out {opts.out}: {scenario} ran there with other options "
+             f"({', '.join(differ)}); give the same ones, or another --out", code=2)
+    return True
+
+
+def run_comparison(args: list[str]) -> int:
+    """One lb_comparison, waited for to the end: a ^C reaches it too (one process group)
+    and it takes its testbed down before it exits, and a SIGTERM to the suite is passed
+    on to it, so the suite never leaves a testbed half up or a comparison running."""
+    child = subprocess.Popen([sys.executable, "-m", "experiments.lb_comparison", *args],
+                             cwd=ROOT)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(opts) -> int:
     for scenario in opts.scenarios:
         out = os.path.join(opts.out, scenario)
-        if os.path.exists(os.path.join(out, "summary.json")):
+        if check_finished(scenario, opts):
             print(f"[suite] {scenario}: done already ({out})", flush=True)
             continue
         args = comparison_args(scenario, opts)
         print(f"[suite] {scenario}: python -m experiments.lb_comparison {' '.join(args)}",
               flush=True)
-        code = subprocess.call([sys.executable, "-m", "experiments.lb_comparison", *args],
-                               cwd=ROOT)
+        code = run_comparison(args)
         if code not in (0, 1):          # 1: a request was not accounted for; say so below
             print(f"[suite] {scenario}: the comparison ended with {code}; stopping",
                   file=sys.stderr, flush=True)
@@ -186,7 +222,8 @@ def main(argv=None) -> int:
                         "evaluation range; docs/evaluation.md keeps a ledger of the blocks "
                         "used)")
     p.add_argument("--runs", type=positive_int, default=5)
-    p.add_argument("--phase-seconds", type=positive_float, default=30.0)
+    p.add_argument("--phase-seconds", type=positive_float,
+                   default=lb_comparison.DEFAULT_PHASE_S)
     p.add_argument("--scenarios", type=choice_list(tuple(SUITE)), default=list(SUITE))
     p.add_argument("--unequal-shares", type=number_list(float, lo=0.01, hi=64, lo_open=True),
                    default=list(HELD_OUT_SHARES),

@@ -252,7 +252,12 @@ def test_a_resumed_comparison_reads_back_finished_runs_and_clears_a_run_cut_off(
     assert done["result"]["table2"]["cpu"]["stdev"] > 0          # evaluated from raw data
     assert done["result"]["balancer_cores"] == {"controller": 0.01}   # kept as recorded
     assert lb_comparison.finished_run(str(out), "malb", 1, args) is None
+    # the run cut off is kept aside, with its logs, for the record of why
     assert not (out / "malb" / "run1").exists()
+    assert (out / "malb" / "run1.interrupted" / "history.sqlite").exists()
+    write_run(out / "malb" / "run1")
+    assert lb_comparison.finished_run(str(out), "malb", 1, args) is None
+    assert (out / "malb" / "run1.interrupted-2").is_dir()
     assert lb_comparison.finished_run(str(out), "srr", 2, args) is None
 
 
@@ -283,6 +288,22 @@ def test_a_comparison_resumes_only_with_the_options_it_started_with(tmp_path, ca
     assert exc.value.code == 2
     assert "other options (server_cpu)" in capsys.readouterr().err
     assert json.loads((out / "comparison.json").read_text())["commit"] == "abc1234"
+
+
+def test_an_option_newer_than_a_record_counts_as_its_default(tmp_path):
+    args = resume_args(tmp_path)
+    recorded = lb_comparison.experiment_options(args)
+    del recorded["metric_period"]                       # as if it came after the record
+    assert lb_comparison.options_differ(args, recorded) == []
+    other = resume_args(tmp_path, ["--metric-period", "6"])
+    assert lb_comparison.options_differ(other, recorded) == ["metric_period"]
+
+
+def test_a_result_is_written_whole(tmp_path):
+    path = tmp_path / "result.json"
+    lb_comparison.write_result(str(path), {"run": 1})
+    assert json.loads(path.read_text()) == {"run": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
 
 def test_resume_needs_the_directory_it_continues(capsys):

@@ -1,6 +1,7 @@
 """The evaluation suite (experiments/suite.py): its scenarios' policies, the comparison it
 runs for each, and the Holm correction of its tables."""
 import argparse
+import json
 
 import pytest
 
@@ -70,3 +71,60 @@ def test_tabulate_names_the_best_practical_baseline_and_corrects_for_many_tests(
     # malb's ui-light p99 is above lc's, the best baseline there, in every run
     assert "p99 RT significantly worse than the best baseline's for: ui-light RT p99 " \
            "(ms) (best: least connections)" in md
+
+
+def test_a_finished_scenario_is_kept_only_if_it_ran_with_the_suites_options(tmp_path, capsys):
+    opts = argparse.Namespace(runs=5, seed=1005, phase_seconds=30.0, out=str(tmp_path),
+                              unequal_shares=[0.5, 0.4, 0.3, 0.2])
+    assert not suite.check_finished("unequal", opts)
+    out = tmp_path / "unequal"
+    out.mkdir()
+    ran = lb_comparison.parser().parse_args(suite.comparison_args("unequal", opts))
+    (out / "summary.json").write_text(json.dumps({"options": vars(ran)}))
+    assert suite.check_finished("unequal", opts)
+    opts.unequal_shares = [0.6, 0.3, 0.3, 0.2]
+    with pytest.raises(SystemExit) as exc:
+        suite.check_finished("unequal", opts)
+    assert exc.value.code == 2
+    assert "unequal ran there with other options (server_cpu)" in capsys.readouterr().err
+
+
+def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
+    """A SIGTERM to the suite reaches the comparison, and the suite returns its exit code
+    once it has ended (here a comparison that takes a second to come down)."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+    script = tmp_path / "comparison.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "def down(*_):\n"
+        "    time.sleep(1)\n"
+        "    sys.exit(130)\n"
+        "signal.signal(signal.SIGTERM, down)\n"
+        "time.sleep(60)\n")
+    started, real_popen = [], subprocess.Popen
+
+    def spawn(argv, cwd):       # the comparison's stand-in, in place of lb_comparison
+        started.append(real_popen([sys.executable, str(script)]))
+        return started[-1]
+    monkeypatch.setattr(suite.subprocess, "Popen", spawn)
+    # a SIGTERM that came when run_comparison's handler is not in place must not end pytest
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    main = threading.main_thread().ident     # where the suite waits: the signal goes there
+    timer = threading.Timer(1.0, lambda: signal.pthread_kill(main, signal.SIGTERM))
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        code = suite.run_comparison(["--runs", "1"])
+        waited = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+        for child in started:
+            if child.poll() is None:
+                child.kill()
+    assert code == 130 and waited >= 2.0
+    assert signal.getsignal(signal.SIGTERM) is previous
