@@ -59,8 +59,8 @@ class NetnsSockets:
     def tcp_socket(self, pid: int) -> socket.socket:
         """A TCP socket in the network namespace of process `pid`."""
         if not self._at_home():
-            # an earlier return failed (it never has): try again, else refuse to work
-            # from the wrong namespace
+            # an earlier return failed: try again, else refuse to work from the wrong
+            # namespace
             self._enter(self._home)
             if not self._at_home():
                 raise ProbeError("the probing thread is stuck in another network namespace")

@@ -9,7 +9,8 @@ thread that starts on a server part-way through the load and stops later.
 
 Holds BUSY (the busy thread's program), due (pure: which antagonists to start or stop at
 an elapsed time), the /proc readers that identify a process (its command line, cgroup and
-CPU time), Antagonist (one process: start, verified start, verified stop) and Schedule (the
+CPU time), Antagonist (one process: start, verified start, verified stop), a server's CPU
+cgroup directories (server_groups; rel_of: the path /proc shows for one) and Schedule (the
 workload spec's antagonists against the clock, a context manager that stops whatever still
 runs on the way out, interrupts included).
 
@@ -20,6 +21,7 @@ containers: PR_SET_PDEATHSIG) and ends by itself shortly after its window.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -195,7 +197,8 @@ class Antagonist:
             return
         used = process_cpu_seconds(self.pid) if self.verified() else None
         if used is not None:
-            os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):    # it ended meanwhile
+                os.kill(self.pid, signal.SIGKILL)
             deadline = time.time() + 10
             while process_start_ticks(self.pid) == self.ticks and time.time() < deadline:
                 time.sleep(0.05)

@@ -18,10 +18,14 @@ antagonists' actual times, logs), Table II, Fig. 3 and Table III as Markdown and
 plots and summary.md (the paper's figures beside ours in the paper scenario). See
 docs/experiments.md.
 
-Holds the run of one policy (run_one, evaluate_run), the summary (summarise), the policy
-names the comparison takes (controller_policies, OUTSIDE_BALANCERS), the order of each run
-(run_order), the processes metered (ovs_vswitchd_pid), resuming an interrupted comparison
-(start_record, finished_run, options_differ, recorded_options), the parser (scenario defaults filled in as it parses), re-evaluation and pooling of
+Holds the configuration and workload of a run (config_data, workload_spec), the run of one
+policy (run_one, evaluate_run, write_result), the summary (summarise and its tables:
+balancing_cost_markdown, antagonists_markdown, antagonised_share_markdown, long_flows_to),
+the policy names the comparison takes (policy_choices, controller_policies,
+OUTSIDE_BALANCERS), the order of each run (run_order), the processes metered
+(ovs_vswitchd_pid), resuming an interrupted comparison (start_record, finished_run,
+read_back_run, experiment_options, options_differ, recorded_options), the parser
+(ComparisonParser: scenario defaults filled in as it parses), re-evaluation and pooling of
 finished comparisons (resummarise, pool) and main.
 """
 from __future__ import annotations
@@ -847,9 +851,6 @@ def resummarise(out_dir: str) -> int:
     return 0 if tables["accounted"] else 1
 
 
-seed_ranges = protocol.spans     # 1, 2, 3, 7 -> '1-3, 7'
-
-
 def _as_recorded(old: dict, opts) -> dict:
     """A comparison's runs as its summary.json recorded their figures (no raw data to plot)."""
     return {policy: [{"result": {**r, "seed": _seed(r, opts)},
@@ -907,18 +908,18 @@ def pool(sources: list[str], out_dir: str, as_recorded: bool = False) -> int:
         seeds = {p: sorted(r["result"]["seed"] for r in runs) for p, runs in evaluated.items()}
         if len({tuple(s) for s in seeds.values()}) > 1:
             fail(f"--resummarise {src}: its policies did not run the same schedules "
-                 f"({'; '.join(f'{p}: {seed_ranges(s)}' for p, s in seeds.items())})", code=2)
+                 f"({'; '.join(f'{p}: {protocol.spans(s)}' for p, s in seeds.items())})", code=2)
         mine = next(iter(seeds.values()))
         seen = {r["result"]["seed"] for runs in per_policy.values() for r in runs}
         if seen & set(mine):
-            fail(f"--resummarise {src}: schedule seeds {seed_ranges(sorted(seen & set(mine)))} "
+            fail(f"--resummarise {src}: schedule seeds {protocol.spans(sorted(seen & set(mine)))} "
                  f"are in an earlier source too; runs of one schedule would count twice "
                  f"(run the other with --first-run past them)", code=2)
         for p, runs in evaluated.items():
             per_policy.setdefault(p, []).extend(runs)
         described.append({"dir": src, "command": old["command"],
                           "commit": old["commit"], "seed": opts.seed, "runs": len(mine),
-                          "schedules": seed_ranges(mine), "as_recorded": bool(missing),
+                          "schedules": protocol.spans(mine), "as_recorded": bool(missing),
                           "evaluated_at": recorded_at if missing else today})
     for runs in per_policy.values():
         runs.sort(key=lambda r: r["result"]["seed"])   # run k of every policy: one schedule

@@ -56,14 +56,14 @@ from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_t
     window_base
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
-from common.config import ConfigError, config_path, parse_config_file_data
+from common.config import POLICIES, ConfigError, config_path, parse_config_file_data
 from experiments import decision_audit, evaluation, lb_comparison, loadgen, report, \
     sample_noise, significance
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from ryu_apps import policies
 from ryu_apps.policies.malb import LOOKAHEAD_S
-from ryu_apps.policy import POLICIES, core_from_config
+from ryu_apps.policy import core_from_config
 from ryu_apps.profiles import apply_profiles
 
 DT = 0.05

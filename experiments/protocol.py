@@ -1,8 +1,9 @@
 """Which schedule seeds a comparison may be designed on and which it is judged on.
 
-Holds DESIGN and EVALUATION (the two seed ranges, docs/evaluation.md defines their use),
-range_of (the range a seed is in) and describe_seeds (one phrase for a summary, e.g.
-"schedule seeds 1001-1005 (evaluation range)"). A policy is tuned on design seeds only;
+Holds DESIGN and EVALUATION (the two seed ranges, docs/evaluation.md defines their use;
+RANGES names them), range_of (the range a seed is in), spans (1, 2, 3, 7 -> "1-3, 7") and
+describe_seeds (one phrase for a summary, e.g. "schedule seeds 1001-1005 (evaluation
+range)"). A policy is tuned on design seeds only;
 figures that claim how well it does come from evaluation seeds it was never run on while
 it was being changed.
 """

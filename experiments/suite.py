@@ -125,8 +125,13 @@ def tabulate(out_dir: str) -> int:
     for scenario in SUITE:
         path = os.path.join(out_dir, scenario, "summary.json")
         if os.path.exists(path):
-            with open(path) as fh:
-                found[scenario] = json.load(fh)
+            try:
+                with open(path) as fh:
+                    found[scenario] = d = json.load(fh)
+                d["statistics"]["cpu_stdev"], d["runs"], d["commit"]    # what the tables read
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                fail(f"--tabulate {out_dir}: {path} is not a comparison's summary ({exc!r})",
+                     code=2)
     if not found:
         fail(f"--tabulate {out_dir}: no scenario's summary.json under it", code=2)
     policies = [p for p in dict.fromkeys(p for s in SUITE.values() for p in s)
@@ -167,14 +172,14 @@ def tabulate(out_dir: str) -> int:
             md.append(f"| {names.get(p, p)} | {number(v['diff'])} | "
                       f"{number(None if v['ratio'] is None else 100 * v['ratio'])} % | "
                       f"± {number(v['ci'])} | {number(v['p'], 3)} | {number(v['p_holm'], 3)} |")
+        shown = [p for p in policies if p in t["cpu_stdev"]["policies"]]
         md += ["", "p50 and p99 RT per class (ms; video: mean throughput, kB/s) and failed "
                "requests, mean ± 95 %:", "",
-               "| class | " + " | ".join(names.get(p, p) for p in policies
-                                        if p in t["cpu_stdev"]["policies"]) + " |",
-               "|---|" + "---:|" * len(t["cpu_stdev"]["policies"])]
+               "| class | " + " | ".join(names.get(p, p) for p in shown) + " |",
+               "|---|" + "---:|" * len(shown)]
         for entry in t["classes"].values():
-            md.append(f"| {entry['label']} | " + " | ".join(
-                _cell(entry, p) for p in policies if p in t["cpu_stdev"]["policies"]) + " |")
+            md.append(f"| {entry['label']} | " + " | ".join(_cell(entry, p) for p in shown)
+                      + " |")
         md.append("")
     md += ["## In a sentence per scenario", "", *verdicts, ""]
     with open(os.path.join(out_dir, "suite.md"), "w") as fh:

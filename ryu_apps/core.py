@@ -29,7 +29,7 @@ from ryu_apps.managers.port_rates import PortRates, PortStat
 from ryu_apps.managers.profiler_exchange import ProfilerExchange
 from ryu_apps.managers.switch_rules import PRIO_L2, SwitchRules
 from ryu_apps.network_plan import NetworkPlan
-from ryu_apps.policy import backends_of, core_from_config
+from ryu_apps.policy import backends_of, core_from_config, normalise_weights
 from ryu_apps.result import Result
 
 __all__ = ["ControllerCore", "FlowStat", "PortStat"]
@@ -259,6 +259,20 @@ class ControllerCore:
 
     def set_policy(self, policy: str, now: float) -> Result:
         self.core.set_policy(policy)
+        return self._pools_changed(now, Result())
+
+    def set_weights(self, weights: dict[str, tuple[float, float, float] | None],
+                    now: float) -> Result:
+        """Manual weights per microservice (None: the profiler's again), all or none: an
+        unknown microservice or weights the policy core refuses change nothing. The
+        data-plane groups follow at once (their shares may weigh capacity by them)."""
+        for ms, w in weights.items():
+            if ms not in self.core.pools:
+                raise KeyError(f"unknown microservice {ms!r}")
+            if w is not None:
+                normalise_weights(w, ms)
+        for ms, w in weights.items():
+            self.core.set_manual_weights(ms, w)
         return self._pools_changed(now, Result())
 
     # ---------------------------------------------------------------- views

@@ -59,6 +59,7 @@ PROBE_POLL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 # an agent answers GET /probes within its per-instance timeout (agents.probe_timeout_s); this
 # much more for its own work and the way here, then the poll counts as failed
 PROBE_HTTP_SLACK_S = 0.5
+PROBE_BUG_LOG_EVERY_S = 60.0   # an exception in the probe loop: logged this often at most
 
 
 def _conf(name: str):
@@ -366,16 +367,17 @@ class MalbController(app_manager.RyuApp):
         period = self.cfg.controller.probe_period_s
         timeout = self.cfg.agents.probe_timeout_s + PROBE_HTTP_SLACK_S
         url = self.ctl.probes.agents[server]["url"]
-        failed_once = False
+        logged = None
         while True:
             started = time.monotonic()
             if self.ctl.probing():
                 try:
                     self._probe_poll(server, url, timeout)
                 except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
-                    if not failed_once:      # a bug would repeat at every poll: log it once
+                    # a bug would repeat at every poll: logged once a minute at most
+                    if logged is None or started - logged >= PROBE_BUG_LOG_EVERY_S:
                         self.logger.exception("probes of %s failed; polling goes on", server)
-                        failed_once = True
+                        logged = started
             hub.sleep(max(0.0, period - (time.monotonic() - started)))
 
     def _probe_poll(self, server: str, url: str, timeout: float) -> None:
@@ -392,6 +394,9 @@ class MalbController(app_manager.RyuApp):
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:
         self._apply(self.ctl.set_policy(policy, time.time()))
+
+    def set_weights(self, weights: dict) -> None:
+        self._apply(self.ctl.set_weights(weights, time.time()))
 
     def add_instance(self, name: str) -> None:
         self._apply(self.ctl.add_instance(name, time.time()))

@@ -6,7 +6,8 @@ class; per server, its latest utilization (the profiler's predictions and split 
 microservice, the switches' network figures) and capacity; the profiler's weights, per-flow
 use and flow durations; the instances' probe answers; and the estimators the policies
 share (ryu_apps/estimators/): flows sent that the data does not show yet, flows still
-running, flows open per instance. `choose` hands the in-service instances to the policy
+running, flows open per instance, a short-flow instance's use that its flows do not
+explain. `choose` hands the in-service instances to the policy
 chosen by name (ryu_apps/policies/: one module each) and records its decision.
 
 Least-load choices correct each server's load for the flows assigned to it that the load does
@@ -46,7 +47,6 @@ from ryu_apps.policies import Backend, Decision, Flow, NoBackend
 # stays bounded (a longer lag still fades the flows that are kept).
 PENDING_KEEP_LAG_S = 60.0
 PENDING_MAX_LAG_S = 600.0
-POLICIES = policies.names()
 
 
 @dataclass

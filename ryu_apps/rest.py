@@ -34,9 +34,10 @@ from urllib.parse import unquote_to_bytes
 
 from ryu.app.wsgi import ControllerBase, Response, route
 
+from common.config import POLICIES
 from common.httpjson import HttpProblem, check_token, decode_body, field_name, quote
 from common.metrics import CONTENT_TYPE
-from ryu_apps.policy import POLICIES, normalise_weights
+from ryu_apps.policy import normalise_weights
 
 APP_KEY = "malb_app"
 MAX_BODY_BYTES = 1024 * 1024      # the largest body here is a weights map: a few hundred bytes
@@ -241,8 +242,7 @@ class MalbRest(_JsonController):
                 staged[ms] = normalise_weights((w["alpha"], w["beta"], w["gamma"]), ms)
             except ValueError as exc:
                 return _error(400, str(exc))
-        for ms, w in staged.items():   # all valid: apply together
-            self.app.core.set_manual_weights(ms, w)
+        self.app.set_weights(staged)     # all valid: applied together
         self.app.logger.info("weights set over REST: %s", staged)
         return _json(self._weights())
 

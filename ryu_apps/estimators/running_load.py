@@ -7,9 +7,9 @@ controller's status.
   expected running flows (estimators/running_flows.py) at the profiler's per-flow use; with
   a horizon, each measured flow for the part of it that alike flows ran past its age;
 - `base(server, load)`: the figures the estimate starts from, and what the running flows
-  explain in them. CPU from the latest measurement (the rolling mean's 30 s lag made its
-  picks no better than chance: experiments/decision_audit.py); network and memory from the
-  prediction, as smooth as it. When the profiler splits a sample by microservice, CPU and
+  explain in them. CPU from the latest measurement (a rolling mean lags the jobs by tens
+  of seconds: experiments/decision_audit.py measures how far); network and memory from
+  the prediction, as smooth as it. When the profiler splits a sample by microservice, CPU and
   network both start from the latest sample, each short-flow microservice's part taken at
   its level (`short_levels`) plus what its instance uses beyond what our flows on it
   explain (`own_load`), and its flows left out of the running ones.
@@ -132,7 +132,7 @@ class RunningLoad:
             # short flows in the latest sample (a ui object lasts 0.1-4 s) are gone and the
             # round robin brings the same mean to every server. So the short-flow part counts
             # at its recent mean, the rest at the latest sample less what its long flows
-            # explain (network too: the ui's transfers were why it took the prediction).
+            # explain (network too: the ui's transfers move its latest sample the same way).
             # What the instance used beyond what our flows on it explain (a noisy neighbour
             # in its container) is not the flows' and stays in full.
             skip = frozenset(short)

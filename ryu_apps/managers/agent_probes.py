@@ -4,8 +4,7 @@ probe-based policy): each reading goes to the policy core at the time the agent 
 an agent that fails or answers in part is a warning at most once a minute."""
 from __future__ import annotations
 
-import math
-
+from ryu_apps.estimators.running_load import finite_non_negative
 from ryu_apps.managers.base import Manager
 from ryu_apps.result import Result
 
@@ -65,7 +64,7 @@ class AgentProbes(Manager):
             for key, optional in (("in_flight", False), ("p50_ms", True), ("p99_ms", True),
                                   ("age_s", False)):
                 v = entry.get(key)
-                if not (v is None and optional) and not _finite_at_least_0(v):
+                if not (v is None and optional) and not finite_non_negative(v):
                     bad.append(f"{where}.{key}: expected a finite number >= 0"
                                f"{' or null' if optional else ''}, got {v!r:.40}")
                     break
@@ -129,7 +128,3 @@ class AgentProbes(Manager):
                                   round(now - a["last_ok"], 3),
                                   "last_error": a["last_error"]}
                            for name, a in self.agents.items()}}
-
-
-def _finite_at_least_0(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf

@@ -20,7 +20,8 @@ class Manager:
         """A switch went away: forget what only its connection held."""
 
     def pools_changed(self, now: float, out: Result) -> None:
-        """An instance joined, left, drained, came up or went down, or the policy changed."""
+        """An instance joined, left, drained, came up or went down, or the policy or its
+        manual weights changed."""
 
 
 def controller_packet_out(xid: int, frame: bytes, out_port: int) -> bytes:

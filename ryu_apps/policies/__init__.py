@@ -3,6 +3,7 @@
     from ryu_apps import policies
     policy = policies.make("malb")                 # a Policy (policies/base.py)
     policies.names()                               # every registered name
+    policies.title("malb"), policies.policy_class("malb"), policies.takes_option(...)
 
 A module registers its policy class with ``@register("name")``; one class may be registered
 under several names with different presets of its options (``malb-paper`` and ``malb``).

@@ -1,6 +1,6 @@
 """What every policy shares: the instance a flow may go to (Backend), the new flow (Flow),
-the answer (Decision), the error when no instance can take it (NoBackend), and the
-interface a policy implements (Policy).
+the answer (Decision), the error when no instance can take it (NoBackend), the interface a
+policy implements (Policy) and the named options a policy class takes (Options).
 
 A policy is a strategy object: given a microservice, its in-service instances, the load
 view (ryu_apps/policy.py's PolicyCore: pools, health, server loads, profiles, probes and the
@@ -70,8 +70,8 @@ class Options:
 
 
 class Policy:
-    """The interface. Subclasses set `name` (by registering) and `title`, and implement
-    `choose`; the rest has defaults most policies keep."""
+    """The interface. Subclasses set `title` and implement `choose` (`name` is the
+    registry name make() built the policy under); the rest has defaults most policies keep."""
 
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""          # how reports name it

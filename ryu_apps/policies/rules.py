@@ -2,9 +2,10 @@
 
 - round_robin: the next in-service instance in the microservice's turn (the turn lives in
   the view, so a policy switched at run time goes on where the last one left off);
-- least_load: the server with the least load from the view's latest data (the profiler's
-  predictions, or the switches' port counters for network), corrected for the flows sent
-  to it that the data does not show yet (estimators/pending_assignments.py);
+- measure, least_load: a server's load as a policy weighs it, and the server with the
+  least, from the view's latest data (the profiler's predictions, or the switches' port
+  counters for network), corrected for the flows sent to it that the data does not show
+  yet (estimators/pending_assignments.py);
 - capacity_shares and weighted_turn: each instance's share of new flows by its server's
   capacity, and smooth weighted round robin (nginx's) over such shares;
 - least_in_turn: the candidate with the least score, ties in round-robin order (HAProxy's

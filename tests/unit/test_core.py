@@ -19,7 +19,8 @@ from ryu_apps.result import Result
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
 from ryu_apps import policies
 from ryu_apps.policies import Backend
-from tests.unit.fakeswitch import CONTROLLER, FakeNetwork, fields_of, frame_of
+from tests.unit.fakeswitch import CONTROLLER, FakeNetwork, GroupMod, decode, fields_of, \
+    frame_of
 
 NOW = 1_700_000_000.0
 VIP = "10.0.0.100"
@@ -27,10 +28,11 @@ UDP_MS = {"name": "dns", "abbrev": "dns", "port": 5353, "protocol": "udp", "flow
 
 
 def make(policy="srr", switches=1, microservices=None, health="none", connect=True,
-         proxy=False, **controller):
+         proxy=False, servers=None, **controller):
     data = {"testbed": {"clients": 1, "switches": switches, "proxy": proxy},
             "microservices": microservices or copy.deepcopy(DEFAULT_MICROSERVICES),
-            "controller": {"health": {"method": health}, **controller}}
+            "controller": {"health": {"method": health}, **controller},
+            **({"servers": servers} if servers else {})}
     cfg = parse_config_file_data(data, "test.yaml")
     ctl = new_core(cfg, policy)
     net = FakeNetwork(cfg)
@@ -630,8 +632,9 @@ def test_draining_removing_and_adding_instances():
 
 
 # ---------------------------------------------------------------- data-plane mode
-def _dp_make(select=True, switches=1, proxy=False):
-    cfg, ctl, net = make(policy="maglev", switches=switches, health="tcp", proxy=proxy,
+def _dp_make(select=True, switches=1, proxy=False, policy="maglev", servers=None):
+    cfg, ctl, net = make(policy=policy, switches=switches, health="tcp", proxy=proxy,
+                         servers=servers,
                          dataplane={"short_flows": "switch", "table_size": 257})
     for s in cfg.testbed.switches:
         assert ofwire.OFPMP_GROUP_FEATURES in [r.mp_type for r in net.switches[s.dpid].requests]
@@ -724,6 +727,28 @@ def test_a_policy_without_data_plane_mode_takes_the_groups_away():
     assert not net.switches[1].groups
     assert not [r for r in net.switches[1].rules if r.cookie >> 48 == 0x4D44]
     new_flow(cfg, ctl, net, 46100)                 # the controller decides again
+
+
+def test_weights_set_over_rest_move_the_groups_at_once():
+    """On unequal servers malb's select groups share new flows by capacity in the weights
+    of the microservice: new weights reach the switches with the call, not a period later."""
+    cfg, ctl, net = _dp_make(policy="malb", servers=[{"cpu": c} for c in (0.6, 0.3, 0.3, 0.2)])
+    net.apply(ctl.set_weights({"ui": (0.0, 1.0, 0.0)}, NOW + 1).sends)   # memory: all equal
+    # moved slots pass through the controller for a grace period (flows under way keep
+    # their instance); then the group alone decides
+    net.apply(ctl.sync_dataplane(NOW + 100).sends)
+    equal = _reached(cfg, ctl, net, range(47000, 47400))
+    r = ctl.set_weights({"ui": (1.0, 0.0, 0.0)}, NOW + 101)               # CPU: 0.6 vs 0.2
+    assert any(isinstance(m, GroupMod) for _, buf in r.sends for m in decode(buf))  # now
+    net.apply(r.sends)
+    net.apply(ctl.sync_dataplane(NOW + 200).sends)
+    by_cpu = _reached(cfg, ctl, net, range(47000, 47400))
+    assert by_cpu["srv1-ui"] > 2 * by_cpu["srv4-ui"]
+    assert abs(equal["srv1-ui"] - equal["srv4-ui"]) < 0.5 * equal["srv4-ui"]
+    # all or nothing: one bad entry, and nothing changes
+    with pytest.raises(KeyError):
+        ctl.set_weights({"ui": (0.0, 1.0, 0.0), "nosuch": None}, NOW + 3)
+    assert ctl.core.weights("ui")[0] == (1.0, 0.0, 0.0)
 
 
 def test_flow_records_carry_both_directions_cookies():

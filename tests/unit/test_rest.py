@@ -19,6 +19,8 @@ def fake_app():
     core = make_core()
     return SimpleNamespace(
         core=core, set_policy=core.set_policy, decisions=[], logger=logging.getLogger("t"),
+        set_weights=lambda weights: [core.set_manual_weights(ms, w)
+                                     for ms, w in weights.items()],
         flows=SimpleNamespace(idle_timeout=10, epoch="", flows={}),
         status=lambda: 1 / 0,          # a bug, to see the 500
         instances={"srv1-ui": None, "srv5-ui": None}, calls=calls,

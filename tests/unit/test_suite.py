@@ -128,3 +128,12 @@ def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
                 child.kill()
     assert code == 130 and waited >= 2.0
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_a_summary_that_is_not_a_comparisons_is_named_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "summary.json").write_text(json.dumps({"runs": {}}))
+    with pytest.raises(SystemExit) as exc:
+        suite.tabulate(str(tmp_path))
+    assert exc.value.code == 2
+    assert "paper/summary.json is not a comparison's summary" in capsys.readouterr().err
