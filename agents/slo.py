@@ -18,7 +18,7 @@ from common.config import Config
 from common.httpjson import BadRequest, field_name, quote
 from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
     cgroup_cpu_dir
-from slo.control import LoopSettings
+from slo.frequency_controller import LoopSettings
 from slo.energy import PowerModel, Rapl
 from slo.loop import ServiceLoop
 

@@ -1,4 +1,4 @@
-"""Benchmark: the placement core (placement/core.py plan(), the real function).
+"""Benchmark: the placement partitioner (placement/partitioner.py plan(), the real function).
 
     .venv/bin/python -m benchmarks.placement [--sizes 10,100,1000] [--servers 4,16,64]
                                              [--small 24] [--out results/bench]
@@ -28,7 +28,7 @@ from common.cli import ArgumentParser, bounded, number_list
 from common.markdown import number
 from common.procs import git_commit
 from placement import core
-from placement.core import Host, Problem, Unit, greedy_network_aware, plan, random_placement, \
+from placement.partitioner import Host, Problem, Unit, greedy_network_aware, plan, random_placement, \
     spread
 
 DEFAULT_OUT = os.path.join("results", "bench")
@@ -137,7 +137,7 @@ def markdown(doc: dict) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = ArgumentParser(prog="python -m benchmarks.placement",
-                        description="The placement core: time, cost, optimality gap.")
+                        description="The placement partitioner: time, cost, optimality gap.")
     ap.add_argument("--sizes", type=number_list(int, 2, 5000), default=[10, 100, 1000])
     ap.add_argument("--servers", type=number_list(int, 2, 256), default=[4, 16, 64])
     ap.add_argument("--small", type=bounded(int, 0, 1000), default=24,

@@ -250,7 +250,7 @@ class ProfilerCfg:
 
 @dataclass(frozen=True)
 class SloLoopCfg:
-    """The host agents' SLO frequency loop (slo/control.py has the rule)."""
+    """The host agents' SLO frequency loop (slo/frequency_controller.py has the rule)."""
     period_s: float = 1.0
     window_s: float = 5.0
     min_samples: int = 100

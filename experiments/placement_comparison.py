@@ -42,7 +42,7 @@ from common.procs import git_commit
 from common.stats import histogram_quantile, quantile
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
-from placement.core import PlacementError, greedy_network_aware, plan, random_placement, \
+from placement.partitioner import PlacementError, greedy_network_aware, plan, random_placement, \
     spread
 from placement.problem import MAX_UTILIZATION, build_problem, current_assignment, layout_of, \
     moves_between

@@ -21,7 +21,7 @@ import time
 from common.cli import ArgumentParser, bounded, fail, non_negative_float, positive_float
 from common.config import ConfigError, load_config
 from common.httpjson import HttpError, get_json
-from placement.core import PlacementError, greedy_network_aware, plan, random_placement, \
+from placement.partitioner import PlacementError, greedy_network_aware, plan, random_placement, \
     should_replace, spread
 from placement.problem import build_problem, check_layout, current_assignment, layout_of, \
     moves_between

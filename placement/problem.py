@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from common.config import Config
-from placement.core import Host, PlacementError, Problem, Unit
+from placement.partitioner import Host, PlacementError, Problem, Unit
 
 CPU_FLOOR_CORES = 0.02
 MEMORY_FLOOR_MB = 20.0

@@ -48,7 +48,7 @@ class ControllerCore:
         self.xid = xid                        # the next transaction id for a switch
         self.plan = NetworkPlan(cfg)
         self.backends = backends_of(cfg)
-        self.core = core_from_config(cfg, policy, self.backends,
+        self.policy_core = core_from_config(cfg, policy, self.backends,
                                      **({} if clock is None else {"clock": clock}))
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=cfg.profiler.flow_threshold_s,
@@ -56,22 +56,22 @@ class ControllerCore:
         self.health = HealthTracker([i.name for i in cfg.instances],
                                     c.health.unhealthy_after, c.health.healthy_after,
                                     c.health.timeout_s)
-        self.path = FlowPath(cfg, self.core, self.flows, self.backends, xid=xid, timer=timer)
+        self.path = FlowPath(cfg, self.policy_core, self.flows, self.backends, xid=xid, timer=timer)
         self.decisions: deque = deque(maxlen=2000)
         dp_mode = c.dataplane.short_flows == "switch"
         self.switch_rules = SwitchRules(cfg, self.plan, xid, self.path.next_hop,
                                         self.path.mac_to_port, dp_mode)
         switches = self.switch_rules.switches
-        self.dataplane = DataplaneGroups(cfg, self.plan, xid, self.core, self.backends,
+        self.dataplane = DataplaneGroups(cfg, self.plan, xid, self.policy_core, self.backends,
                                          self.path, switches)
-        self.statistics = FlowStatistics(cfg, self.plan, xid, self.core, self.flows,
+        self.statistics = FlowStatistics(cfg, self.plan, xid, self.policy_core, self.flows,
                                          self.path, switches)
-        self.ports = PortRates(cfg, self.plan, self.core)
-        self.health_checks = HealthChecks(cfg, self.plan, xid, self.core, self.health,
+        self.ports = PortRates(cfg, self.plan, self.policy_core)
+        self.health_checks = HealthChecks(cfg, self.plan, xid, self.policy_core, self.health,
                                           self.path, switches, rng or random.Random(),
                                           self._pools_changed)
-        self.probes = AgentProbes(cfg, self.plan, self.core)
-        self.profiler = ProfilerExchange(cfg, self.plan, self.core, self.flows,
+        self.probes = AgentProbes(cfg, self.plan, self.policy_core)
+        self.profiler = ProfilerExchange(cfg, self.plan, self.policy_core, self.flows,
                                          self.ports.rates, started)
         # in the order a (re)connected switch gets their messages
         self.managers = (self.switch_rules, self.dataplane, self.statistics, self.ports,
@@ -237,7 +237,7 @@ class ControllerCore:
         if name not in self.plan.instances:
             raise KeyError(name)
         out = Result()
-        self.core.add_backend(self.backends[name])
+        self.policy_core.add_backend(self.backends[name])
         self.health.add(name)
         out.metrics.append(("set", "malb_instance_healthy", (name,), 0))
         out.infos.append(f"instance {name} added to the pool of "
@@ -245,20 +245,20 @@ class ControllerCore:
         return self._pools_changed(now, out)
 
     def set_draining(self, name: str, draining: bool, now: float) -> Result:
-        self.core.set_draining(name, draining)
+        self.policy_core.set_draining(name, draining)
         out = Result(infos=[f"instance {name} " + ("draining: no new flows" if draining
                                                    else "takes new flows again")])
         return self._pools_changed(now, out)
 
     def remove_instance(self, name: str, now: float) -> Result:
-        self.core.remove_backend(name)
+        self.policy_core.remove_backend(name)
         self.health.remove(name)
         out = Result(infos=[f"instance {name} removed from the pool of "
                             f"{self.plan.instances[name].microservice}"])
         return self._pools_changed(now, out)
 
     def set_policy(self, policy: str, now: float) -> Result:
-        self.core.set_policy(policy)
+        self.policy_core.set_policy(policy)
         return self._pools_changed(now, Result())
 
     def set_weights(self, weights: dict[str, tuple[float, float, float] | None],
@@ -267,12 +267,12 @@ class ControllerCore:
         unknown microservice or weights the policy core refuses change nothing. The
         data-plane groups follow at once (their shares may weigh capacity by them)."""
         for ms, w in weights.items():
-            if ms not in self.core.pools:
+            if ms not in self.policy_core.pools:
                 raise KeyError(f"unknown microservice {ms!r}")
             if w is not None:
                 normalise_weights(w, ms)
         for ms, w in weights.items():
-            self.core.set_manual_weights(ms, w)
+            self.policy_core.set_manual_weights(ms, w)
         return self._pools_changed(now, Result())
 
     # ---------------------------------------------------------------- views
@@ -286,11 +286,11 @@ class ControllerCore:
     def instances_view(self) -> dict:
         counts = self.active_flows_of()
         out = {}
-        for pool in self.core.pools.values():
+        for pool in self.policy_core.pools.values():
             for b in pool:
                 out[b.name] = {"microservice": b.microservice, "server": b.server,
-                               "healthy": self.core.healthy[b.name],
-                               "draining": b.name in self.core.draining,
+                               "healthy": self.policy_core.healthy[b.name],
+                               "draining": b.name in self.policy_core.draining,
                                "active_flows": counts.get(b.name, 0),
                                "health": self.health.state[b.name].last_result
                                if b.name in self.health.state else None}
@@ -304,13 +304,13 @@ class ControllerCore:
         return out
 
     def status(self) -> dict:
-        st = self.core.status()
+        st = self.policy_core.status()
         health = self.health.status()
         for s in st["servers"].values():
             for name, inst in s["instances"].items():
                 inst["health"] = health[name]["last_result"]
         st["profiler"] = dict(self.profiler.state)
-        st["probes"] = self.probes.status(self.core.clock())
+        st["probes"] = self.probes.status(self.policy_core.clock())
         st["switches"] = sorted(f"{d:016x}" for d in self.switches)
         st["active_flows"] = self.flows.active_count()
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s

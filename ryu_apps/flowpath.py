@@ -64,10 +64,10 @@ def next_hops(cfg) -> dict[tuple[int, int], int]:
 class FlowPath:
     """The state the new-flow path needs, and the path itself."""
 
-    def __init__(self, cfg, core: PolicyCore, flows: FlowTable, backends: dict[str, Backend],
+    def __init__(self, cfg, policy_core: PolicyCore, flows: FlowTable, backends: dict[str, Backend],
                  xid: Callable[[int], int], timer: Callable[[], float] | None = None):
         self.cfg = cfg
-        self.core = core
+        self.policy_core = policy_core
         self.flows = flows
         self.backends = backends
         self.xid = xid                     # the next transaction id for a switch
@@ -121,7 +121,7 @@ class FlowPath:
                 out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
                                   self.first_packet(dpid, in_port, data, rec)))
                 return out
-            if owner is not None and self.core.healthy.get(owner.name, True):
+            if owner is not None and self.policy_core.healthy.get(owner.name, True):
                 # a flow under way in a moving slot stays with its old owner, on a NAT rule
                 # pair of its own; a new one (a SYN) gets a decision below
                 self._start_flow(out, dpid, in_port, data, f, proto, ms,
@@ -156,8 +156,8 @@ class FlowPath:
             # a long TCP flow's end is watched (its FIN comes here too): the policy core
             # counts it as running until then, not by how long such flows lasted (and
             # under malb a short one's: PolicyCore.watches)
-            watched = key if proto == "tcp" and self.core.watches(ms.name) else None
-            d = self.core.choose(ms.name, now, flow_key=key[1:], watched=watched)
+            watched = key if proto == "tcp" and self.policy_core.watches(ms.name) else None
+            d = self.policy_core.choose(ms.name, now, flow_key=key[1:], watched=watched)
             if self.timer:
                 out.choose_s = self.timer() - t0
         except NoBackend:
@@ -175,7 +175,7 @@ class FlowPath:
         switch has sent it on): the flow ends for the policy core."""
         out = Result(kinds=["fin"])
         key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
-        self.core.flow_ended(key, now)
+        self.policy_core.flow_ended(key, now)
         self.flows.fin(key, now)
         return out
 
@@ -208,7 +208,7 @@ class FlowPath:
             out.kinds.append("resumed")
             resend = True
         if f.tcp_flags & ofwire.TCP_FIN and rec.fin_watch:
-            self.core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
+            self.policy_core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
             self.flows.fin(rec.key, now)
         if not connected(rec.dpid):
             return out   # the edge switch is away; its reconnection restores the rules

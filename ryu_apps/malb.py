@@ -113,7 +113,8 @@ class MalbController(app_manager.RyuApp):
         self.ctl = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
                                   timer=time.perf_counter)
         # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
-        self.core, self.flows, self.decisions = self.ctl.core, self.ctl.flows, self.ctl.decisions
+        self.policy_core, self.flows = self.ctl.policy_core, self.ctl.flows
+        self.decisions = self.ctl.decisions
         self.instances = self.ctl.plan.instances
 
         # ---- metrics

@@ -180,7 +180,7 @@ class MalbRest(_JsonController):
 
     @route("malb", "/malb/policy", methods=["GET"])
     def get_policy(self, req, **_):
-        return _json({"policy": self.app.core.policy, "choices": list(POLICIES)})
+        return _json({"policy": self.app.policy_core.policy, "choices": list(POLICIES)})
 
     @route("malb", "/malb/policy", methods=["PUT"])
     def put_policy(self, req, **_):
@@ -195,7 +195,7 @@ class MalbRest(_JsonController):
         if not isinstance(body["policy"], str) or body["policy"] not in POLICIES:
             return _error(400, f"policy: must be one of {', '.join(POLICIES)}, "
                                f"got {quote(body['policy'])}")
-        old = self.app.core.policy
+        old = self.app.policy_core.policy
         self.app.set_policy(body["policy"])
         self.app.logger.info("policy changed over REST: %s -> %s", old, body["policy"])
         return _json({"policy": body["policy"], "previous": old})
@@ -206,8 +206,8 @@ class MalbRest(_JsonController):
 
     def _weights(self) -> dict:
         out = {}
-        for ms in self.app.core.pools:
-            (a, b, g), source = self.app.core.weights(ms)
+        for ms in self.app.policy_core.pools:
+            (a, b, g), source = self.app.policy_core.weights(ms)
             out[ms] = {"alpha": a, "beta": b, "gamma": g, "source": source}
         return out
 
@@ -221,9 +221,9 @@ class MalbRest(_JsonController):
                                '"gamma": g} or null, ...}')
         staged = {}
         for ms, w in body.items():
-            if ms not in self.app.core.pools:
+            if ms not in self.app.policy_core.pools:
                 return _error(400, f"{field_name(ms)}: unknown microservice (known: "
-                                   f"{', '.join(self.app.core.pools)})")
+                                   f"{', '.join(self.app.policy_core.pools)})")
             if w is None:
                 staged[ms] = None
                 continue
@@ -297,14 +297,14 @@ class MalbRest(_JsonController):
         bad = _fields(body, {"draining": bool}, '{"draining": true}')
         if bad:
             return bad
-        if name not in self.app.core.healthy:
+        if name not in self.app.policy_core.healthy:
             return _error(404, f"{quote(name)}: not in any pool")
         self.app.set_draining(name, body["draining"])
         return _json({"instance": name, **self.app.instances_view()[name]})
 
     @route("malb", "/malb/instances/{name}", methods=["DELETE"])
     def delete_instance(self, req, name, **_):
-        if name not in self.app.core.healthy:
+        if name not in self.app.policy_core.healthy:
             return _error(404, f"{quote(name)}: not in any pool")
         try:
             force = _flag(req, "force")

@@ -1,4 +1,4 @@
-"""The SLO loop's shell: per service, read the SLI, let slo/control.py decide, set the
+"""The SLO loop's shell: per service, read the SLI, let slo/frequency_controller.py decide, set the
 frequency, account the energy, keep the last decisions. The I/O comes in as functions
 (sli_fn, cpu_fn) and an actuator factory, so the loop runs against fakes in unit tests and
 against the service, its cgroup and cpufreq in the agent (agents/slo.py).
@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import replace
 
 from slo.actuators import ActuatorError
-from slo.control import POLICIES, Decision, LoopSettings, baseline, decide, initial_state
+from slo.frequency_controller import POLICIES, Decision, LoopSettings, baseline, decide, initial_state
 from slo.energy import PowerModel, emulated_busy_s
 
 log = logging.getLogger("malb.slo")

@@ -14,8 +14,8 @@ PROBE_LOG_EVERY_S = 60.0
 
 
 class AgentProbes(Manager):
-    def __init__(self, cfg, plan, core):
-        self.cfg, self.plan, self.core = cfg, plan, core
+    def __init__(self, cfg, plan, policy_core):
+        self.cfg, self.plan, self.policy_core = cfg, plan, policy_core
         # per server: last answer, last error, log rate limit
         self.agents = {s.name: {"url": f"{s.agent_url}/probes", "last_ok": None,
                                 "last_error": None, "logged": None, "unlogged": 0}
@@ -24,7 +24,7 @@ class AgentProbes(Manager):
     def probing(self) -> bool:
         """Whether the agents' /probes should be polled: the current policy reads them
         (the shell asks every round, so a policy set over REST starts or stops it)."""
-        return bool(self.core.strategy.uses_probes)
+        return bool(self.policy_core.strategy.uses_probes)
 
     def probe_answer(self, server: str, body, now: float) -> Result:
         """An agent's GET /probes answer, received at `now`: each instance's reading goes
@@ -58,7 +58,7 @@ class AgentProbes(Manager):
             if entry.get("error") is not None:      # the agent could not read it
                 failed.append(f"{name}: {str(entry['error'])[:120]}")
                 continue
-            if name not in self.core.healthy:       # in no pool (yet): nothing reads it
+            if name not in self.policy_core.healthy:       # in no pool (yet): nothing reads it
                 continue
             values = {}
             for key, optional in (("in_flight", False), ("p50_ms", True), ("p99_ms", True),
@@ -71,7 +71,7 @@ class AgentProbes(Manager):
                 values[key] = v
             else:
                 try:
-                    self.core.update_probe(
+                    self.policy_core.update_probe(
                         name, values["in_flight"],
                         None if values["p50_ms"] is None else values["p50_ms"] / 1000.0,
                         None if values["p99_ms"] is None else values["p99_ms"] / 1000.0,

@@ -24,9 +24,10 @@ def dp_cookie(kind: int, ms_index: int) -> int:
 
 
 class DataplaneGroups(Manager):
-    def __init__(self, cfg, plan, xid, core, backends: dict, path, switches: set[int]):
+    def __init__(self, cfg, plan, xid, policy_core, backends: dict, path, switches: set[int]):
         self.cfg, self.plan, self.xid = cfg, plan, xid
-        self.core, self.backends, self.path, self.switches = core, backends, path, switches
+        self.policy_core, self.backends = policy_core, backends
+        self.path, self.switches = path, switches
         c = cfg.controller
         self.on = c.dataplane.short_flows == "switch"
         self.slot_tables = {m.name: dataplane.SlotTable(c.dataplane.table_size)
@@ -63,9 +64,9 @@ class DataplaneGroups(Manager):
         for m in self.cfg.microservices:
             # the baselines (srr, ln) keep a controller decision per flow, as the paper
             # defines them; a policy says whether the switch may balance its short flows
-            on = (self.core.strategy.dataplane
-                  and self.core.flow_class(m.name)[0] == "short")
-            out[m.name] = self.core.short_flow_shares(m.name) if on else None
+            on = (self.policy_core.strategy.dataplane
+                  and self.policy_core.flow_class(m.name)[0] == "short")
+            out[m.name] = self.policy_core.short_flow_shares(m.name) if on else None
         return out
 
     def sync(self, now: float, out: Result | None = None) -> Result:
@@ -77,7 +78,7 @@ class DataplaneGroups(Manager):
             return out
         c = self.cfg.controller
         # connections to these may go on: their moved slots pass through the controller
-        alive = {n for n in self.plan.instances if self.core.healthy.get(n, True)}
+        alive = {n for n in self.plan.instances if self.policy_core.healthy.get(n, True)}
         for name, shares in self._services().items():
             table = self.slot_tables[name]
             before = table.table

@@ -46,9 +46,9 @@ def slices_for(rules: int) -> int:
 
 
 class FlowStatistics(Manager):
-    def __init__(self, cfg, plan, xid, core, flows, path, switches: set[int]):
+    def __init__(self, cfg, plan, xid, policy_core, flows, path, switches: set[int]):
         self.cfg, self.plan, self.xid = cfg, plan, xid
-        self.core, self.flows, self.path, self.switches = core, flows, path, switches
+        self.policy_core, self.flows, self.path, self.switches = policy_core, flows, path, switches
         self.slices, self.flow_slice = 1, 0
         self.cycle = float(cfg.controller.monitoring_period_s)
         self.restored = 0          # NAT flows restored at the last (re)connection
@@ -66,7 +66,8 @@ class FlowStatistics(Manager):
         rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
                                     REMOVED_REASONS.get(reason, "other"), now)
         if rec is not None and rec.fin_watch and rec.ended == now and len(rec.removed) == 1 \
-                and not self.core.flow_idle(rec.key, now) and rec.end_reason == "idle_timeout":
+                and not self.policy_core.flow_idle(rec.key, now) \
+                and rec.end_reason == "idle_timeout":
             # the pair's first rule gone, and not a short flow that lost its FIN (a SYN
             # flood's, which ends here): a long one computing in silence goes on until its
             # FIN, for the profiler too

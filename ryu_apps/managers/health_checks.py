@@ -18,9 +18,9 @@ PROBE_MASK = 0xFC00
 
 
 class HealthChecks(Manager):
-    def __init__(self, cfg, plan, xid, core, health, path, switches: set[int], rng,
+    def __init__(self, cfg, plan, xid, policy_core, health, path, switches: set[int], rng,
                  pools_changed: Callable[[float, Result], None]):
-        self.cfg, self.plan, self.xid, self.core = cfg, plan, xid, core
+        self.cfg, self.plan, self.xid, self.policy_core = cfg, plan, xid, policy_core
         self.health, self.path, self.switches, self.rng = health, path, switches, rng
         self.pools_changed_everywhere = pools_changed
         # the echo requests out (dpid, xid) -> when sent; per switch, the last echo's round
@@ -47,7 +47,7 @@ class HealthChecks(Manager):
         out = Result()
         h = self.cfg.controller.health
         vip_mac = self.cfg.controller.vip_mac
-        for inst in [self.plan.instances[b.name] for pool in self.core.pools.values()
+        for inst in [self.plan.instances[b.name] for pool in self.policy_core.pools.values()
                      for b in pool]:
             if inst.dpid not in self.switches or self.health.outstanding_for(inst.name):
                 continue
@@ -139,7 +139,7 @@ class HealthChecks(Manager):
             self._apply(out, *change, now)
 
     def _apply(self, out: Result, instance: str, healthy: bool, now: float) -> None:
-        self.core.set_health(instance, healthy)
+        self.policy_core.set_health(instance, healthy)
         out.metrics.append(("set", "malb_instance_healthy", (instance,), 1 if healthy else 0))
         text = "instance %s is %s (%s)" % (instance,
                                            "healthy again" if healthy else "DOWN: no new flows",

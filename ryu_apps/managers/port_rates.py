@@ -17,8 +17,8 @@ class PortStat(NamedTuple):
 
 
 class PortRates(Manager):
-    def __init__(self, cfg, plan, core):
-        self.cfg, self.plan, self.core = cfg, plan, core
+    def __init__(self, cfg, plan, policy_core):
+        self.cfg, self.plan, self.policy_core = cfg, plan, policy_core
         self.prev: dict[tuple[int, int], tuple[int, int, float]] = {}
         self.rates: dict[tuple[int, int], dict] = {}
 
@@ -46,5 +46,5 @@ class PortRates(Manager):
                 both[1] += tx
         for server, (rx, tx) in per_server.items():
             capacity = self.cfg.server(server).network_mbit * 1e6 / 8
-            self.core.update_network(server, network_percent(rx, tx, capacity), now)
+            self.policy_core.update_network(server, network_percent(rx, tx, capacity), now)
         return Result()

@@ -20,8 +20,8 @@ PROFILER_READY_S = 0.3
 
 
 class ProfilerExchange(Manager):
-    def __init__(self, cfg, plan, core, flows, port_rates: dict, started: float):
-        self.cfg, self.plan, self.core, self.flows = cfg, plan, core, flows
+    def __init__(self, cfg, plan, policy_core, flows, port_rates: dict, started: float):
+        self.cfg, self.plan, self.policy_core, self.flows = cfg, plan, policy_core, flows
         self.port_rates = port_rates
         self._pairs_since = started      # the traffic in take_pairs() counts from here
         self._report: tuple[list, tuple[dict, dict]] = ([], ({}, {}))
@@ -94,7 +94,7 @@ class ProfilerExchange(Manager):
         if self.state["reachable"] is False:
             out.infos.append("profiler reachable again")
         self.state.update(reachable=True, last_ok=now, last_error=None)
-        out.warnings.extend(apply_profiles(self.core, profiles, servers, now))
+        out.warnings.extend(apply_profiles(self.policy_core, profiles, servers, now))
         out.next_in_s = next_exchange_in(servers.get("time"), now,
                                          self.cfg.controller.monitoring_period_s)
         return out

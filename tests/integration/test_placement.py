@@ -12,7 +12,7 @@ import pytest
 from common.config import load_config_data
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
-from placement.core import plan
+from placement.partitioner import plan
 from placement.problem import build_problem, layout_of, moves_between
 from tests.conftest import ROOT
 from topologies.clean import clean_testbed

@@ -218,8 +218,8 @@ def test_an_instance_on_another_switch_is_reached_over_the_trunks_and_answers_ba
     c = cfg.testbed.clients[0]
     far = max(cfg.instances_of("ui"), key=lambda i: abs(i.dpid - c.dpid))
     assert far.dpid != c.dpid
-    for b in ctl.core.pools["ui"]:
-        ctl.core.set_health(b.name, b.name == far.name)
+    for b in ctl.policy_core.pools["ui"]:
+        ctl.policy_core.set_health(b.name, b.name == far.name)
     inst, pkt = new_flow(cfg, ctl, net, 40007)
     assert inst == far
     (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, 40007, flags=ofwire.TCP_ACK))
@@ -248,10 +248,10 @@ def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended(
     cfg, ctl, net = make("malb")
     c = cfg.testbed.clients[0]
     inst, pkt = new_flow(cfg, ctl, net, 40010, port=8003)          # backend: long
-    assert ctl.core.running_load(inst.server, NOW + 1)[2] == 0      # no cost known yet
-    assert len(ctl.core.open_flows) == 1 and len(fin_watches(net)) == 1
+    assert ctl.policy_core.running_load(inst.server, NOW + 1)[2] == 0      # no cost known yet
+    assert len(ctl.policy_core.open_flows) == 1 and len(fin_watches(net)) == 1
     ui, _ = new_flow(cfg, ctl, net, 40011, port=8002)   # ui: short, watched for malb's choice
-    assert len(ctl.core.open_flows) == 1 and len(ctl.core.open_short) == 1
+    assert len(ctl.policy_core.open_flows) == 1 and len(ctl.policy_core.open_short) == 1
     assert len(fin_watches(net)) == 2
     # data from the instance: the reverse rule, no controller
     (back,), results = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK))
@@ -262,29 +262,29 @@ def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended(
     (dpid, port, fin), = leaves
     assert (dpid, port, fin["ipv4_src"], fin["tcp_src"]) == (c.dpid, c.switch_port, VIP, 8003)
     assert r.kinds == ["fin"] and not r.sends
-    assert len(ctl.core.open_flows) == 0
-    assert ctl.core.open_flows.running(inst.server, NOW + 6) == {}
-    assert ctl.core.open_flows.running(inst.server, NOW + 4) == {"backend": 1}
+    assert len(ctl.policy_core.open_flows) == 0
+    assert ctl.policy_core.open_flows.running(inst.server, NOW + 6) == {}
+    assert ctl.policy_core.open_flows.running(inst.server, NOW + 4) == {"backend": 1}
 
 
 def test_short_flows_are_watched_to_their_fin_under_malb_only():
     cfg, ctl, net = make("malb")
     inst, pkt = new_flow(cfg, ctl, net, 40013, port=8002)            # ui: short
-    assert len(fin_watches(net)) == 1 and ctl.core.open_short.open_count(inst.name) == 1
+    assert len(fin_watches(net)) == 1 and ctl.policy_core.open_short.open_count(inst.name) == 1
     leaves, (r,) = from_instance(cfg, ctl, net, inst,
                                  answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 2)
-    assert r.kinds == ["fin"] and len(ctl.core.open_short) == 0
+    assert r.kinds == ["fin"] and len(ctl.policy_core.open_short) == 0
     # a ui object whose FIN never came (a SYN flood's half-open flow): its rules idle out
     # and it ends; a job computing in silence idles out too, but runs on until its FIN
     new_flow(cfg, ctl, net, 40015, port=8002)
     job, _ = new_flow(cfg, ctl, net, 40016, port=8003)
-    assert len(ctl.core.open_short) == 1 and len(ctl.core.open_flows) == 1
+    assert len(ctl.policy_core.open_short) == 1 and len(ctl.policy_core.open_flows) == 1
     expire_flow(cfg, ctl, net, NOW + 20)
-    assert len(ctl.core.open_short) == 0 and len(ctl.core.open_flows) == 1
+    assert len(ctl.policy_core.open_short) == 0 and len(ctl.policy_core.open_flows) == 1
     for policy in ("srr", "ln", "malb-paper", "maglev"):
         cfg, ctl, net = make(policy)
         new_flow(cfg, ctl, net, 40014, port=8002)
-        assert not fin_watches(net) and len(ctl.core.open_short) == 0, policy
+        assert not fin_watches(net) and len(ctl.policy_core.open_short) == 0, policy
 
 
 def told_profiler(ctl, now):
@@ -298,8 +298,8 @@ def test_a_watched_flow_whose_rules_idle_out_mid_job_stays_running_until_its_fin
     assert [f["active"] for f in told_profiler(ctl, NOW + 1)] == [True]
     # a job computes in silence: the pair idles out; its FIN watch goes with it
     expire_flow(cfg, ctl, net, NOW + 10)
-    assert not fin_watches(net) and len(ctl.core.open_flows) == 1
-    assert ctl.core.open_flows.running(inst.server, NOW + 15) == {"backend": 1}
+    assert not fin_watches(net) and len(ctl.policy_core.open_flows) == 1
+    assert ctl.policy_core.open_flows.running(inst.server, NOW + 15) == {"backend": 1}
     # ... and the profiler goes on counting it: no end (it had one, a few hundred ms long,
     # which halved what the profiler took one job to cost), told it is long
     (job,) = told_profiler(ctl, NOW + 11)
@@ -312,7 +312,7 @@ def test_a_watched_flow_whose_rules_idle_out_mid_job_stays_running_until_its_fin
     # out, an idle timeout later), lasting to its FIN
     leaves, (r,) = from_instance(cfg, ctl, net, inst,
                                  answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 30.2)
-    assert r.kinds == ["fin"] and len(leaves) == 1 and len(ctl.core.open_flows) == 0
+    assert r.kinds == ["fin"] and len(leaves) == 1 and len(ctl.policy_core.open_flows) == 0
     (job,) = told_profiler(ctl, NOW + 31)
     assert not job["active"] and job["duration_s"] == pytest.approx(30.2)
     assert job["end_reason"] == "fin"
@@ -336,7 +336,7 @@ def test_a_fin_that_comes_as_an_orphan_ends_the_flow_too():
     expire_flow(cfg, ctl, net, NOW + 10)
     leaves, (r,) = from_instance(cfg, ctl, net, inst,
                                  answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 30)
-    assert r.kinds == ["resumed"] and len(ctl.core.open_flows) == 0
+    assert r.kinds == ["resumed"] and len(ctl.policy_core.open_flows) == 0
     dpid, port, fin = net.delivered[-1]
     assert (dpid, port, fin["ipv4_src"]) == (c.dpid, c.switch_port, VIP)
 
@@ -621,7 +621,7 @@ def test_draining_removing_and_adding_instances():
     ctl.set_draining(a.name, True, NOW)
     assert all(new_flow(cfg, ctl, net, s)[0] != a for s in range(43000, 43012))
     ctl.remove_instance(b.name, NOW)
-    assert b.name not in ctl.core.healthy
+    assert b.name not in ctl.policy_core.healthy
     assert all(new_flow(cfg, ctl, net, s)[0] not in (a, b) for s in range(43100, 43112))
     r = ctl.add_instance(b.name, NOW)
     assert ("set", "malb_instance_healthy", (b.name,), 0) in r.metrics
@@ -748,7 +748,7 @@ def test_weights_set_over_rest_move_the_groups_at_once():
     # all or nothing: one bad entry, and nothing changes
     with pytest.raises(KeyError):
         ctl.set_weights({"ui": (0.0, 1.0, 0.0), "nosuch": None}, NOW + 3)
-    assert ctl.core.weights("ui")[0] == (1.0, 0.0, 0.0)
+    assert ctl.policy_core.weights("ui")[0] == (1.0, 0.0, 0.0)
 
 
 def test_flow_records_carry_both_directions_cookies():
@@ -807,10 +807,10 @@ def test_every_registered_policy_balances_through_the_fake_switch(policy):
             opened.append((inst, pkt, port))
     for port in (8002, 8003):
         assert len({i.name for i, _, p in opened if p == port}) > 1, (policy, port)
-    if ctl.core.strategy.uses_probes:            # decided on the probes it was given
+    if ctl.policy_core.strategy.uses_probes:            # decided on the probes it was given
         assert not any("no fresh probe" in d["reason"] for d in ctl.decisions), policy
     for inst, pkt, _ in opened:
         from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK),
                       NOW + 1)
-    assert ctl.core.watches("backend"), policy   # long flows at least are followed
-    assert all(ctl.core.connections.open_count(i.name) == 0 for i, _, _ in opened), policy
+    assert ctl.policy_core.watches("backend"), policy   # long flows at least are followed
+    assert all(ctl.policy_core.connections.open_count(i.name) == 0 for i, _, _ in opened), policy

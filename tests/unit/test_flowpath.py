@@ -219,8 +219,8 @@ def test_an_instance_on_another_switch_is_reached_over_the_trunk():
     cfg, path, sw = make(switches=2)
     c = cfg.testbed.clients[0]
     far = next(i for i in cfg.instances_of("ui") if i.dpid != c.dpid)
-    for b in path.core.pools["ui"]:
-        path.core.set_health(b.name, b.name == far.name)
+    for b in path.policy_core.pools["ui"]:
+        path.policy_core.set_health(b.name, b.name == far.name)
     packet_in(cfg, path, sw, client_frame(cfg, 40007))
     port, pkt = sw[c.dpid].delivered[-1]
     assert pkt["ipv4_dst"] == far.ip and port == path.next_hop[(c.dpid, far.dpid)]
@@ -252,7 +252,7 @@ def test_the_flow_cap_a_foreign_switch_and_no_healthy_instance_drop_and_say_so()
     assert r.kinds == ["foreign_switch"] and r.warnings and not r.sends
     assert not path.vip_packet(99, 1, frame, ofwire.parse_frame(frame), NOW).warnings
     cfg, path, sw = make()
-    for b in path.core.pools["ui"]:
-        path.core.set_health(b.name, False)
+    for b in path.policy_core.pools["ui"]:
+        path.policy_core.set_health(b.name, False)
     r = packet_in(cfg, path, sw, client_frame(cfg, 41005))
     assert r.no_backend == "ui" and not r.sends and path.flows.active_count() == 0

@@ -440,7 +440,7 @@ def rest():
     from tests.unit.test_rest import fake_app, state_of
 
     app = fake_app()
-    app.status = lambda: {"policy": app.core.policy}
+    app.status = lambda: {"policy": app.policy_core.policy}
     wsgi = WSGIApplication()
     register_rest(wsgi, app)
 
@@ -455,7 +455,7 @@ def rest():
     assert state_of(app) == before, "a rejected request changed the controller"
     assert call("GET", "/malb/status")[0] == 200
     assert call("PUT", "/malb/policy", b'{"policy": "srr"}')[0] == 200
-    assert app.core.policy == "srr"
+    assert app.policy_core.policy == "srr"
 
 
 WEIGHT_BAD = st.one_of(st.floats(max_value=-5e-324, allow_nan=False), TEXT, raw("null"), raw("true"),

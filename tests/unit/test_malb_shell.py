@@ -137,7 +137,7 @@ def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monk
     monkeypatch.setattr(malb, "post_json", lambda url, body, timeout, token=None:
                         posted.append((url, body)))
     monkeypatch.setattr(malb, "get_json", lambda url, timeout: answers[url.rsplit("/")[-1]])
-    app.core.clock = lambda: NOW          # the weights' age is judged by the policy core
+    app.policy_core.clock = lambda: NOW          # the weights' age is judged by the policy core
     app._profiler_exchange(NOW, 1.0)
     assert posted[0][0].endswith("/flows") and "pairs" in posted[0][1]
     assert app.status()["microservices"]["ui"]["weights"]["beta"] == 1.0

@@ -11,7 +11,7 @@ import yaml
 from common.config import load_config, parse_config
 from placement.apply import ApplyError, MoveResult, apply_moves
 from placement.apps import generate
-from placement.core import PlacementError, plan
+from placement.partitioner import PlacementError, plan
 from placement.k8s import manifests
 from placement.problem import Move, build_problem, current_assignment, moves_between
 from tests.conftest import ROOT, run_module

@@ -81,7 +81,7 @@ def test_the_status_shows_each_instances_probe_with_its_age(core):
 def test_probing_follows_the_policys_flag_as_it_changes():
     _, ctl, _ = make("srr")
     assert ctl.probing() is False
-    reads_probes(ctl.core)
+    reads_probes(ctl.policy_core)
     assert ctl.probing() is True
     ctl.set_policy("malb", NOW)
     assert ctl.probing() is False
@@ -95,7 +95,7 @@ def test_an_answer_goes_to_the_policy_core_at_its_age_on_the_controllers_clock()
                           "srv1-be": entry(in_flight=0, count=0, p50_ms=None, p99_ms=None),
                           "srv1-vid": entry(in_flight=None, error="no answer within 0.25 s")}}
     r = ctl.probe_answer("srv1", body, NOW)
-    probes = ctl.core.probes
+    probes = ctl.policy_core.probes
     assert probes["srv1-ui"] == Probe(2.0, 0.0125, 0.08, NOW - 0.25)
     assert probes["srv1-be"] == Probe(0.0, None, None, NOW - 0.01)
     assert "srv1-vid" not in probes                     # a failed reading is not a zero
@@ -109,7 +109,7 @@ def test_an_answer_goes_to_the_policy_core_at_its_age_on_the_controllers_clock()
     assert st["probes"]["agents"]["srv1"]["last_error"] is None
     # a failed reading keeps the last good probe, which ages
     ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry(error="refused")}}, NOW + 5)
-    assert ctl.core.probes["srv1-ui"].time == NOW - 0.25
+    assert ctl.policy_core.probes["srv1-ui"].time == NOW - 0.25
 
 
 def test_malformed_parts_are_warnings_and_the_rest_is_applied():
@@ -123,7 +123,7 @@ def test_malformed_parts_are_warnings_and_the_rest_is_applied():
         "srv1-x": "not an object",
     }}
     r = ctl.probe_answer("srv1", body, NOW)
-    assert set(ctl.core.probes) == {"srv1-ui"}
+    assert set(ctl.policy_core.probes) == {"srv1-ui"}
     assert ("inc", "malb_probe_failures_total", ("srv1", "malformed"), 5) in r.metrics
     assert len(r.warnings) == 1
     text = r.warnings[0]
@@ -143,10 +143,10 @@ def test_an_instance_in_no_pool_is_skipped_quietly():
     _, ctl, _ = make("srr")
     ctl.remove_instance("srv1-ui", NOW)
     r = ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW)
-    assert ctl.core.probes == {} and r.warnings == []
+    assert ctl.policy_core.probes == {} and r.warnings == []
     ctl.add_instance("srv1-ui", NOW)
     ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW + 1)
-    assert "srv1-ui" in ctl.core.probes
+    assert "srv1-ui" in ctl.policy_core.probes
 
 
 def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
@@ -170,7 +170,7 @@ def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
 def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypatch):
     from common.httpjson import HttpError
     from ryu_apps import malb
-    reads_probes(app.core)
+    reads_probes(app.policy_core)
     asked = []
 
     def agent(url, timeout):
@@ -183,7 +183,7 @@ def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypat
     app._probe_poll("srv1", url, 0.75)
     app._probe_poll("srv1", url, 0.75)
     assert asked == [("http://127.0.0.1:9101/probes", 0.75)] * 2
-    assert app.core.probes["srv1-ui"].in_flight == 3.0
+    assert app.policy_core.probes["srv1-ui"].in_flight == 3.0
     text = app.metrics.render()
     assert 'malb_probe_answers_total{server="srv1"} 1' in text
     assert 'malb_probe_readings_total{server="srv1"} 1' in text

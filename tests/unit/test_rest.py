@@ -18,7 +18,7 @@ def fake_app():
     calls = []
     core = make_core()
     return SimpleNamespace(
-        core=core, set_policy=core.set_policy, decisions=[], logger=logging.getLogger("t"),
+        policy_core=core, set_policy=core.set_policy, decisions=[], logger=logging.getLogger("t"),
         set_weights=lambda weights: [core.set_manual_weights(ms, w)
                                      for ms, w in weights.items()],
         flows=SimpleNamespace(idle_timeout=10, epoch="", flows={}),
@@ -31,7 +31,7 @@ def fake_app():
 
 
 def state_of(app):
-    return app.core.policy, dict(app.core.manual_weights), list(app.calls)
+    return app.policy_core.policy, dict(app.policy_core.manual_weights), list(app.calls)
 
 
 @pytest.fixture
@@ -148,9 +148,9 @@ def test_bodies_must_be_json_and_not_too_large(rest):
     big = b'{"policy": "' + b"x" * MAX_BODY_BYTES + b'"}'
     status, _, body = rest("PUT", "/malb/policy", raw=big)
     assert status == 413 and "over the limit" in json.loads(body)["error"]
-    assert rest.app.core.policy == "malb"
+    assert rest.app.policy_core.policy == "malb"
     assert rest("PUT", "/malb/policy", {"policy": "srr"})[0] == 200
-    assert rest.app.core.policy == "srr"
+    assert rest.app.policy_core.policy == "srr"
 
 
 def test_huge_weights_are_scaled_not_overflowed(rest):
@@ -198,4 +198,4 @@ def test_a_batch_of_weights_with_one_bad_entry_changes_none_of_them(rest):
                                b' "backend": {"alpha": 1e400, "beta": 0, "gamma": 0}}')
     assert status == 400 and "backend.alpha: expected a finite number" in error_of(
         (status, {"Content-Type": "application/json"}, body))
-    assert state_of(rest.app) == before and "ui" in rest.app.core.manual_weights
+    assert state_of(rest.app) == before and "ui" in rest.app.policy_core.manual_weights

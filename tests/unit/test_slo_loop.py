@@ -12,7 +12,7 @@ from common.config import ConfigError, parse_config
 from common.httpjson import BadRequest
 from common.metrics import Registry
 from slo.actuators import ActuatorError
-from slo.control import LoopSettings
+from slo.frequency_controller import LoopSettings
 from slo.loop import ServiceLoop
 
 

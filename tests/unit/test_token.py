@@ -181,7 +181,7 @@ def test_the_controller_rest_api_requires_it_on_writes():
     assert call("PUT", "/malb/policy", b'{"policy": "srr"}', {"X-MALB-Token": TOKEN})[0] == 200
     assert call("DELETE", "/malb/instances/srv1-ui", b"",
                 {"Authorization": f"Bearer {TOKEN}"})[0] == 200
-    assert app.core.policy == "srr" and app.calls == [("remove", "srv1-ui")]
+    assert app.policy_core.policy == "srr" and app.calls == [("remove", "srv1-ui")]
 
 
 def test_an_agent_requires_it_on_put_slo():

@@ -1,4 +1,4 @@
-"""The placement core on hand-checked graphs, against brute force and the baselines."""
+"""The placement partitioner on hand-checked graphs, against brute force and the baselines."""
 from __future__ import annotations
 
 import itertools
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from placement.core import Host, PlacementError, Problem, Unit, choose_hosts, exact, \
+from placement.partitioner import Host, PlacementError, Problem, Unit, choose_hosts, exact, \
     greedy_network_aware, plan, random_placement, refine, should_replace, spread
 
 
