@@ -4,30 +4,13 @@ builds it (agents.agent.http_server), so every error is JSON naming the problem,
 hold, and a rejected PUT /slo changes nothing."""
 import http.client
 import json
-import time
 
 import pytest
 
-from agents.agent import MAX_BODY_BYTES, Agent, Selector, http_server
-from agents.dockerstats import Capacity
-from agents.slo import SloRunner
-from common.config import parse_config
-from tests.unit.test_slo_loop import CONFIG
+from agents.agent import MAX_BODY_BYTES, http_server
+from tests.lib.agents import make_agent
 
 J = {"Content-Type": "application/json"}
-
-
-def make_agent():
-    """An agent with a fake Docker client and one published sample, its SLO runner for
-    srv1's ui (emulated actuator, never started) and their routes as main() joins them."""
-    agent = Agent("srv1", Selector(), lambda: Capacity(1.0, 1 << 30, 1e6, "config"),
-                  client=object())
-    agent._publish(time.time(), [], None, time.monotonic())
-    slo = SloRunner(parse_config(CONFIG), "srv1", client=None, registry=agent.metrics,
-                    actuator="emulated")
-    routes = agent.routes()
-    routes.update(slo.routes())
-    return agent, slo, routes
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from agents.agent import Agent, Selector, http_server
 from agents.dockerstats import Capacity
 from agents.probes import NetnsSockets, ProbeError, Prober, Target, parse_latency_answer, \
     read_latency
-from tests.unit.test_service_in_flight import start_service
+from tests.lib.services import start_service
 
 NOW = 1_700_000_000.0
 

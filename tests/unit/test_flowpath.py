@@ -16,7 +16,7 @@ from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowTable
 from ryu_apps.policies import Backend
 from ryu_apps.policy import PolicyCore
-from tests.unit.fakeswitch import PacketOut, decode
+from tests.lib.fakeswitch import PacketOut, decode
 
 NOW = 1_700_000_000.0
 VIP = "10.0.0.100"

@@ -323,7 +323,7 @@ AGENT_EXAMPLES = 400
 @pytest.fixture(scope="module")
 def agent():
     from agents.agent import http_server
-    from tests.unit.test_agent_http import make_agent
+    from tests.lib.agents import make_agent
 
     agent, slo, routes = make_agent()
     agent.period_s = 3600.0           # its one sample stays fresh: /health answers 200
@@ -437,7 +437,7 @@ def rest():
     from webob import Request
 
     from ryu_apps.rest import register_rest
-    from tests.unit.test_rest import fake_app, state_of
+    from tests.lib.rest_app import fake_app, state_of
 
     app = fake_app()
     app.status = lambda: {"policy": app.policy_core.policy}

@@ -6,7 +6,7 @@ from common.metrics import Registry
 from profiler.model import ProfilerModel
 from profiler.predictors import RollingMean
 from services.callgraph import LATENCY_BUCKETS
-from tests.unit.test_profiler_model import cfg, sample
+from tests.lib.profiler_samples import cfg, sample
 
 
 def scrape(observations):

@@ -4,61 +4,14 @@ matter) go to its handlers, and what it sends to a fake datapath is applied to a
 This checks the shell's decoding and sending; the core's behaviour is test_core.py's."""
 from __future__ import annotations
 
-import os
 import types
 
-import pytest
-from ryu.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
+from ryu.controller.handler import DEAD_DISPATCHER
 from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
 
 from ryu_apps import ofwire
-from tests.unit.fakeswitch import CONTROLLER, FakeSwitch, fields_of
-
-NOW = 1_700_000_000.0
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class Datapath:
-    """What the shell uses of Ryu's Datapath: id, ofproto, xid, send, send_msg."""
-
-    def __init__(self, dpid):
-        self.id, self.ofproto, self.ofproto_parser, self.xid = dpid, ofp, parser, 0
-        self.switch = FakeSwitch(dpid)
-
-    def send(self, buf):
-        self.switch.apply(buf)
-
-    def send_msg(self, msg):          # the shell should send bytes only
-        raise AssertionError(f"send_msg({type(msg).__name__})")
-
-
-def event(dp, **fields):
-    return types.SimpleNamespace(msg=types.SimpleNamespace(datapath=dp, **fields))
-
-
-@pytest.fixture
-def app(monkeypatch):
-    from ryu import cfg
-    from ryu_apps import malb
-    monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
-    for name in ("MALB_POLICY", "MALB_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(malb.listeners, "reserve", lambda ports: None)
-    monkeypatch.setattr(malb.hub, "spawn", lambda *a, **k: None)
-    monkeypatch.setattr(malb.gc, "freeze", lambda: None)
-    monkeypatch.setattr("ryu_apps.rest.register_rest", lambda *a, **k: None)
-    monkeypatch.setattr(malb.time, "time", lambda: NOW)
-    yield malb.MalbController(wsgi=None)
-    for name in ("wsapi_host", "wsapi_port", "ofp_tcp_listen_port"):
-        cfg.CONF.clear_override(name)
-
-
-def connect(app, dpid=1):
-    dp = Datapath(dpid)
-    app._switch_features(event(dp))
-    app._state_change(types.SimpleNamespace(datapath=dp, state=MAIN_DISPATCHER))
-    return dp
-
+from tests.lib.fakeswitch import CONTROLLER, fields_of
+from tests.lib.shell import NOW, connect, event
 
 def syn(app, sport):
     c = app.cfg.testbed.clients[0]

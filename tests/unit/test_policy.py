@@ -6,7 +6,7 @@ import pytest
 
 from ryu_apps.policies import NoBackend
 from ryu_apps.policy import normalise_weights
-from tests.unit.policies.harness import SERVERS, loads, make_core
+from tests.lib.policy_core import SERVERS, loads, make_core
 
 
 

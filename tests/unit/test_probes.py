@@ -11,8 +11,7 @@ import pytest
 from common.config import ConfigError, parse_config
 from ryu_apps.policies.round_robin import RoundRobin
 from ryu_apps.policy import Probe, core_from_config
-from tests.unit.test_core import NOW, make
-from tests.unit.test_malb_shell import app  # noqa: F401 -- the shell fixture
+from tests.lib.controller import NOW, make
 
 
 class ProbeUser(RoundRobin):

@@ -3,26 +3,7 @@ import pytest
 from common.config import parse_config
 from profiler.model import ProfilerModel, instance_usage
 from profiler.predictors import RollingMean, Arma
-
-CAP = {"cpu_cores": 0.5, "memory_bytes": 200, "network_bytes_per_s": 1000}
-
-
-def cfg(**profiler):
-    return parse_config({"servers": {"count": 2}, "profiler": {"period_s": 3, **profiler}})
-
-
-def sample(server, t, cpu=(10, 20, 30), mem=(20, 20, 20), net=(0, 0, 100), complete=True):
-    names = ("vid", "ui", "be")
-    ms = ("video", "ui", "backend")
-    containers = [{"name": f"mn.{server}-{a}", "instance": f"{server}-{a}", "microservice": m,
-                   "readable": True, "cpu_percent": c, "memory_bytes": mm,
-                   "rx_bytes_per_s": n / 2, "tx_bytes_per_s": n / 2}
-                  for a, m, c, mm, n in zip(names, ms, cpu, mem, net)]
-    return {"server": server, "time": t, "capacity": CAP, "containers": containers,
-            "totals": {"cpu_percent": sum(cpu) / 100 / 0.5 * 100, "memory_percent": 30.0,
-                       "network_percent": 10.0, "complete": complete,
-                       "missing": [] if complete else ["x"]}}
-
+from tests.lib.profiler_samples import CAP, cfg, sample
 
 def test_instance_use_is_relative_to_its_servers_capacity():
     u = instance_usage({"cpu_percent": 25.0, "memory_bytes": 50, "rx_bytes_per_s": 100,

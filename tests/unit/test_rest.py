@@ -2,36 +2,13 @@
 with webob requests; no ryu-manager): no traceback ever reaches a client, errors are JSON
 naming the field, and a rejected request changes nothing."""
 import json
-import logging
-from types import SimpleNamespace
 
 import pytest
 from ryu.app.wsgi import WSGIApplication
 from webob import Request
 
 from ryu_apps.rest import MAX_BODY_BYTES, allowed_methods, register_rest
-from tests.unit.test_policy import make_core
-
-
-def fake_app():
-    """What the REST handlers use of MalbController; instance changes are recorded."""
-    calls = []
-    core = make_core()
-    return SimpleNamespace(
-        policy_core=core, set_policy=core.set_policy, decisions=[], logger=logging.getLogger("t"),
-        set_weights=lambda weights: [core.set_manual_weights(ms, w)
-                                     for ms, w in weights.items()],
-        flows=SimpleNamespace(idle_timeout=10, epoch="", flows={}),
-        status=lambda: 1 / 0,          # a bug, to see the 500
-        instances={"srv1-ui": None, "srv5-ui": None}, calls=calls,
-        add_instance=lambda name: calls.append(("add", name)),
-        set_draining=lambda name, on: calls.append(("drain", name, on)),
-        remove_instance=lambda name: calls.append(("remove", name)),
-        active_flows_of=lambda: {}, instances_view=lambda: {"srv1-ui": {}, "srv5-ui": {}})
-
-
-def state_of(app):
-    return app.policy_core.policy, dict(app.policy_core.manual_weights), list(app.calls)
+from tests.lib.rest_app import fake_app, state_of
 
 
 @pytest.fixture

@@ -5,39 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 
-from tests.conftest import ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_service(args: list[str]):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", *args, "--host", "127.0.0.1", "--port",
-                             str(port)], cwd=ROOT, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"{args} did not start")
-
-
-def latency(port, window=30):
-    return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/latency?window={window}",
-                                            timeout=5))
+from tests.lib.services import latency, start_service
 
 
 def test_the_rom_service_reports_its_work_requests_in_flight():

@@ -14,6 +14,7 @@ from common.metrics import Registry
 from slo.actuators import ActuatorError
 from slo.frequency_controller import LoopSettings
 from slo.loop import ServiceLoop
+from tests.lib.agents import SLO_CONFIG
 
 
 class FakeActuator:
@@ -120,15 +121,8 @@ def test_an_actuator_that_fails_is_reported_and_made_again_next_period():
     assert loop.status()["actuator_error"] is None and len(made) == 2
 
 
-CONFIG = {"servers": [{"cpu": 0.5, "cores": [0], "frequency": {"min_mhz": 1200}},
-                      {"cpu": 0.5, "cores": [1]}],
-          "microservices": [{"name": "ui", "port": 8002, "slo": {"target_ms": 80},
-                             "servers": ["srv1"]},
-                            {"name": "video", "port": 8001, "servers": ["srv2"]}]}
-
-
 def runner():
-    return SloRunner(parse_config(CONFIG), "srv1", client=None, registry=Registry(),
+    return SloRunner(parse_config(SLO_CONFIG), "srv1", client=None, registry=Registry(),
                      actuator="emulated")
 
 
@@ -192,7 +186,7 @@ def test_auto_chooses_cpufreq_only_where_every_pinned_core_has_it(tmp_path):
      "servers[0].cores: CPU 0 is also pinned to srv2; ui has an SLO and needs its cores alone"),
 ])
 def test_a_bad_slo_configuration_is_one_clear_error(change, message):
-    data = copy.deepcopy(CONFIG)
+    data = copy.deepcopy(SLO_CONFIG)
     change(data)
     with pytest.raises(ConfigError) as err:
         parse_config(data)

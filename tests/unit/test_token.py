@@ -150,7 +150,7 @@ def test_the_controller_rest_api_requires_it_on_writes():
     from webob import Request
 
     from ryu_apps.rest import register_rest
-    from tests.unit.test_rest import fake_app, state_of
+    from tests.lib.rest_app import fake_app, state_of
 
     app = fake_app()
     app.token = TOKEN
@@ -186,7 +186,7 @@ def test_the_controller_rest_api_requires_it_on_writes():
 
 def test_an_agent_requires_it_on_put_slo():
     from agents.agent import http_server
-    from tests.unit.test_agent_http import make_agent
+    from tests.lib.agents import make_agent
 
     agent, slo, routes = make_agent()
     server = http_server(("127.0.0.1", 0), routes, name="agent", token=TOKEN)

@@ -1,5 +1,5 @@
 """Least connections (lc): ryu_apps/policies/least_connections.py."""
-from tests.unit.policies.harness import SERVERS, make_core
+from tests.lib.policy_core import SERVERS, make_core
 
 
 def open_flow(core, ms, n=1, start=0):

@@ -1,5 +1,5 @@
 """Least network load (ln): ryu_apps/policies/least_network.py."""
-from tests.unit.policies.harness import SERVERS, loads, make_core
+from tests.lib.policy_core import SERVERS, loads, make_core
 
 
 def test_ln_uses_switch_network_measurement_then_profiler():

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from tests.unit.policies.harness import SERVERS, flow, loads, maglev_table, make_core
+from tests.lib.policy_core import SERVERS, flow, loads, maglev_table, make_core
 
 
 def test_maglev_sends_a_flow_where_its_5_tuple_hashes_and_spreads_flows():

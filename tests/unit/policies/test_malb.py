@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from tests.unit.policies.harness import SERVERS, loads, make_core, measured, running_core
+from tests.lib.policy_core import SERVERS, loads, make_core, measured, running_core
 
 
 def test_malb_sends_long_flows_to_least_weighted_load():

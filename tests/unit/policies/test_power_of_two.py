@@ -1,7 +1,7 @@
 """Power of two choices (p2c): ryu_apps/policies/power_of_two.py."""
 from collections import Counter
 
-from tests.unit.policies.harness import make_core
+from tests.lib.policy_core import make_core
 
 
 def test_p2c_never_sends_a_flow_to_the_most_loaded_instance_of_four():

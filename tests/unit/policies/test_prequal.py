@@ -1,5 +1,5 @@
 """Probe-based balancing (prequal): ryu_apps/policies/prequal.py."""
-from tests.unit.policies.harness import SERVERS, make_core
+from tests.lib.policy_core import SERVERS, make_core
 
 
 def probed(core, t=99.5, **per_server):

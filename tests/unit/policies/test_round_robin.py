@@ -1,7 +1,7 @@
 """Simple round robin (srr): ryu_apps/policies/round_robin.py."""
 from collections import Counter
 
-from tests.unit.policies.harness import SERVERS, loads, make_core
+from tests.lib.policy_core import SERVERS, loads, make_core
 
 
 def test_round_robin_spreads_40_short_flows_10_per_server_in_order():

@@ -1,5 +1,5 @@
 """Weighted least connections (wlc): ryu_apps/policies/weighted_least_connections.py."""
-from tests.unit.policies.harness import SERVERS, make_core
+from tests.lib.policy_core import SERVERS, make_core
 
 CAPS = {"srv1": (0.6, 512, 100), "srv2": (0.3, 512, 100), "srv3": (0.3, 512, 100),
         "srv4": (0.2, 512, 100)}

@@ -1,7 +1,7 @@
 """Weighted round robin (wrr): ryu_apps/policies/weighted_round_robin.py."""
 from collections import Counter
 
-from tests.unit.policies.harness import SERVERS, make_core
+from tests.lib.policy_core import SERVERS, make_core
 
 
 def test_wrr_gives_each_server_flows_in_proportion_to_its_cores_without_bursts():

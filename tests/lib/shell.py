@@ -1,0 +1,59 @@
+"""The Ryu shell (ryu_apps/malb.py) for unit tests, without ryu-manager: make_app builds it
+with its sockets, threads and REST registration stubbed (the `app` fixture of
+tests/unit/conftest.py), Datapath is a fake datapath that applies what the shell sends to a
+fake switch, event wraps a message as Ryu delivers it, connect brings a switch up."""
+from __future__ import annotations
+
+import os
+import types
+
+from ryu.controller.handler import MAIN_DISPATCHER
+from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+from tests.conftest import ROOT
+from tests.lib.fakeswitch import FakeSwitch
+
+NOW = 1_700_000_000.0
+
+
+class Datapath:
+    """What the shell uses of Ryu's Datapath: id, ofproto, xid, send, send_msg."""
+
+    def __init__(self, dpid):
+        self.id, self.ofproto, self.ofproto_parser, self.xid = dpid, ofp, parser, 0
+        self.switch = FakeSwitch(dpid)
+
+    def send(self, buf):
+        self.switch.apply(buf)
+
+    def send_msg(self, msg):          # the shell should send bytes only
+        raise AssertionError(f"send_msg({type(msg).__name__})")
+
+
+def event(dp, **fields):
+    return types.SimpleNamespace(msg=types.SimpleNamespace(datapath=dp, **fields))
+
+
+def make_app(monkeypatch):
+    """The shell as ryu-manager would build it, on configs/paper.yaml at time NOW; a
+    generator (a fixture's body): the options it sets in Ryu's cfg are cleared after."""
+    from ryu import cfg
+    from ryu_apps import malb
+    monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
+    for name in ("MALB_POLICY", "MALB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(malb.listeners, "reserve", lambda ports: None)
+    monkeypatch.setattr(malb.hub, "spawn", lambda *a, **k: None)
+    monkeypatch.setattr(malb.gc, "freeze", lambda: None)
+    monkeypatch.setattr("ryu_apps.rest.register_rest", lambda *a, **k: None)
+    monkeypatch.setattr(malb.time, "time", lambda: NOW)
+    yield malb.MalbController(wsgi=None)
+    for name in ("wsapi_host", "wsapi_port", "ofp_tcp_listen_port"):
+        cfg.CONF.clear_override(name)
+
+
+def connect(app, dpid=1):
+    dp = Datapath(dpid)
+    app._switch_features(event(dp))
+    app._state_change(types.SimpleNamespace(datapath=dp, state=MAIN_DISPATCHER))
+    return dp
