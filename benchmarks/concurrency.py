@@ -24,9 +24,8 @@ import time
 import yaml
 
 from common.cli import ArgumentParser, bounded, positive_int
-from common.procs import controller_service, git_commit, python_service
+from common.procs import ROOT, controller_service, git_commit, python_service
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REST, OFP, PROFILER, AGENT = 18280, 16753, 19280, 19281
 TARGETS = {"controller REST": (REST, "/malb/status"), "profiler": (PROFILER, "/health"),
            "agent": (AGENT, "/health")}

@@ -38,6 +38,7 @@ import time
 
 from common.cli import ArgumentParser, bounded, number_list
 from common.procs import git_commit
+from common.stats import quantile
 from ryu_apps.policies import Backend
 from ryu_apps.policy import PolicyCore
 
@@ -91,15 +92,10 @@ def walk(flows: list[tuple[float, str]], d: float, lag: float, weights) -> float
     return total
 
 
-def percentile(sorted_values: list[float], p: float) -> float:
-    k = min(len(sorted_values) - 1, max(0, round(p / 100 * len(sorted_values) + 0.5) - 1))
-    return sorted_values[k]
-
-
 def summary(ns: list[int]) -> dict:
     us = sorted(x / 1000 for x in ns)
     return {"n": len(us), "p50_us": round(statistics.median(us), 2),
-            "p99_us": round(percentile(us, 99), 2), "max_us": round(us[-1], 2),
+            "p99_us": round(quantile(us, 0.99, is_sorted=True), 2), "max_us": round(us[-1], 2),
             "mean_us": round(statistics.fmean(us), 2)}
 
 

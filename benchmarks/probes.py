@@ -47,11 +47,7 @@ import urllib.request
 from common.cli import ArgumentParser
 from common.config import DEFAULT_MICROSERVICES
 from common.procs import git_commit
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+from common.stats import quantile
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -136,10 +132,10 @@ def run(args) -> dict:
         service_cpu = sum(busy[1][i.name] - idle[1][i.name] for i in mine) / readings
         sequential = {
             "answers": args.answers, "instances_per_answer": len(mine),
-            "client_wall_ms": {"p50": 1000 * _quantile(walls, 0.5),
-                               "p99": 1000 * _quantile(walls, 0.99)},
-            "agent_took_ms": {"p50": 1000 * _quantile(took, 0.5),
-                              "p99": 1000 * _quantile(took, 0.99)},
+            "client_wall_ms": {"p50": 1000 * quantile(walls, 0.5),
+                               "p99": 1000 * quantile(walls, 0.99)},
+            "agent_took_ms": {"p50": 1000 * quantile(took, 0.5),
+                              "p99": 1000 * quantile(took, 0.99)},
             "agent_cpu_ms_per_answer": 1000 * agent_cpu,
             "service_cpu_ms_per_reading": 1000 * service_cpu,
             "seconds": busy_s}
@@ -159,8 +155,8 @@ def run(args) -> dict:
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         spawned = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / len(walls2)
         nsenter = {"readings": len(walls2),
-                   "wall_ms_per_reading": {"p50": 1000 * _quantile(walls2, 0.5),
-                                           "p99": 1000 * _quantile(walls2, 0.99)},
+                   "wall_ms_per_reading": {"p50": 1000 * quantile(walls2, 0.5),
+                                           "p99": 1000 * quantile(walls2, 0.99)},
                    "spawned_cpu_ms_per_reading": 1000 * spawned}
 
         # 3. every agent at --rate answers a second, as the controller polls
@@ -208,8 +204,8 @@ def run(args) -> dict:
             for i in mine:      # inside each container's own process namespace
                 containers[i.name].exec_run(["pkill", "-f", "while True: pass"])
         busy_phase = {"readings": asked, "failed": failed, "errors": errors,
-                      "agent_took_ms": {"p50": 1000 * _quantile(took_busy, 0.5),
-                                        "p99": 1000 * _quantile(took_busy, 0.99),
+                      "agent_took_ms": {"p50": 1000 * quantile(took_busy, 0.5),
+                                        "p99": 1000 * quantile(took_busy, 0.99),
                                         "max": 1000 * max(took_busy)},
                       "timeout_s": cfg.agents.probe_timeout_s}
         steady = {"rate_per_s": args.rate, "seconds": polled_s, "rounds": rounds,

@@ -58,10 +58,9 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, require_testb
 from common.config import POLICIES, ConfigError, check_deployable, config_path, \
     load_config_data, parse_config_file_data
 from common.markdown import number
-from common.procs import git_commit
+from common.procs import ROOT, git_commit
 from common.state import process_start_ticks, process_state, read_pid_file, same_process
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = ("agent", "profiler", "controller", "container", "switch", "docker")
 RECOVERY_TARGET_PERIODS = 5      # the issue: recovery within a few monitoring periods
 GRACE_HEALTH_INTERVALS = 2       # the issue: no new flow to a dead instance after two

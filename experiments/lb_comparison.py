@@ -46,14 +46,13 @@ from common import config
 from common.markdown import number
 from common.config import ConfigError, check_deployable, config_path, load_config, \
     load_config_data, parse_config_file_data
-from common.procs import git_commit
+from common.procs import ROOT, git_commit
 from common.state import process_start_ticks
 from experiments import antagonist, evaluation, haproxy, loadgen, protocol, report, \
     scenarios, significance
 from experiments.stack import Stack
 from profiler.store import HistoryStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the default run order: the baselines first, then the paper's MALB rule, then ours
 POLICIES = ("srr", "ln", "malb-paper", "malb")
 # Balancers outside the controller: HAProxy on the proxy host in front of the same

@@ -38,7 +38,7 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number
-from common.procs import git_commit
+from common.procs import ROOT, git_commit
 from common.stats import histogram_quantile, quantile
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
@@ -48,7 +48,6 @@ from placement.problem import MAX_UTILIZATION, build_problem, current_assignment
     moves_between
 from profiler.store import HistoryStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ("spread", "random", "greedy", "ours")
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "bookinfo.yaml")
 REQUEST_METRIC = "callgraph_request_duration_seconds"

@@ -37,11 +37,10 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, put_json
 from common.markdown import number
-from common.procs import git_commit
+from common.procs import ROOT, git_commit
 from common.stats import quantile
 from experiments.stack import Stack
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
 POLICIES = ("max", "min", "ondemand", "slo", "slo-paper")
 PROFILES = ("step", "ramp")

@@ -25,10 +25,9 @@ import sys
 from common.cli import ArgumentParser, choice_list, fail, number_list, positive_float, \
     positive_int
 from common.markdown import number
-from common.procs import git_commit
+from common.procs import ROOT, git_commit
 from experiments import lb_comparison, protocol, report, significance
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent")
 SUITE = {
     "paper": ("srr", "ln", *PRACTICAL, "haproxy-roundrobin", "malb-paper", "malb"),

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from common.procs import VENV_BIN, controller_service
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REST, OFP = 18180, 16653
 
 

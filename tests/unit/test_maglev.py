@@ -9,9 +9,9 @@ import pytest
 
 from ryu_apps import maglev
 from ryu_apps.maglev import build_table, changed_slots, lookup, slot_counts
+from tests.conftest import ROOT
 
 M = 65537
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def names(n: int) -> tuple[str, ...]:

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from profiler.store import HistoryStore
+from tests.conftest import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def container(server="srv1", instance="srv1-vid", microservice="video", **values):
