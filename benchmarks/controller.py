@@ -26,16 +26,14 @@ from __future__ import annotations
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import time
 
-from benchmarks.ofcapture import latencies
+from benchmarks import modes
+from benchmarks.ofcapture import capture_latency, ms
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.config import load_config
 from common.procs import ROOT, Service, controller_service, git_commit
-from common.stats import quantile
 from topologies.clean import clean_testbed
 from topologies.testbed import Testbed, TestbedOptions
 
@@ -77,7 +75,7 @@ def run_app(app: str, rates: list[float], seconds: float, connect_s: float, work
                           f"--workers {workers} --seconds {connect_s}")
             conn = json.loads(out.strip().splitlines()[-1])
             result["connect"] = {"target": dest, "per_s": round(conn["per_s"], 1),
-                                 "p50_ms": _ms(conn["p50_s"]), "p99_ms": _ms(conn["p99_s"]),
+                                 "p50_ms": ms(conn["p50_s"]), "p99_ms": ms(conn["p99_s"]),
                                  "failures": conn["failures"], "workers": workers}
             settle = cfg.controller.idle_timeout_s + 5
             first_key = 0       # every frame of the run starts a flow never seen before
@@ -99,38 +97,6 @@ def run_app(app: str, rates: list[float], seconds: float, connect_s: float, work
         ctl.stop()
         clean_testbed(quiet=True)
     return result
-
-
-def capture_latency(cli, client, gen: str, rate: float, seconds: float, pcap: str, mode: str,
-                    keep_pcap: bool = False) -> dict:
-    """Packet-in to flow-mod latency on the wire while the client's pktgen sends `gen`
-    frames (each a new flow) at `rate` for `seconds`."""
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U",
-                             "-w", pcap, "tcp port 6653"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(1.0)
-    out = cli.cmd(f"{sys.executable} {ROOT}/benchmarks/pktgen.py {gen} "
-                  f"--intf {client.name}-eth0 --src-mac {client.mac} --src-ip {client.ip} "
-                  f"--rate {rate} --seconds {seconds}")
-    time.sleep(2.0)
-    dump.send_signal(signal.SIGINT)
-    err = dump.communicate(timeout=20)[1].decode()
-    sent = json.loads(out.strip().splitlines()[-1])
-    lat = latencies(pcap, mode)
-    dropped = next((line for line in err.splitlines() if "dropped by kernel" in line), "")
-    if not keep_pcap:
-        os.unlink(pcap)
-    return {"offered_per_s": rate, "sent": sent["sent"], "send_seconds": sent["seconds"],
-            "packet_ins": lat["packet_ins"], "answered": lat["answered"],
-            "answered_per_s": lat["answered_per_s"],
-            "p50_ms": _ms(quantile(lat["latencies_s"], 0.5)),
-            "p99_ms": _ms(quantile(lat["latencies_s"], 0.99)),
-            "max_ms": _ms(max(lat["latencies_s"]) if lat["latencies_s"] else None),
-            "capture_drops": dropped.split()[0] if dropped else "0"}
-
-
-def _ms(v):
-    return None if v is None else round(v * 1000, 3)
 
 
 def markdown(results: list[dict], command: str) -> str:
@@ -186,7 +152,6 @@ def main(argv=None) -> int:
         results.append(run_app(app, rates, args.seconds, args.connect_seconds, args.workers,
                                args.out, args.keep_pcap))
     if "modes" in args.parts:
-        from benchmarks import modes
         print("[bench] modes on one topology", flush=True)
         modes_result = modes.run(args.out, args.connect_seconds, args.workers, args.long_flows,
                                  100, 1000.0, 10.0, args.flood_seconds)
@@ -194,7 +159,6 @@ def main(argv=None) -> int:
     md = (markdown(results, command.strip()) if results else
           f"# Controller benchmark\n\nCommand: `{command.strip()}`\n")
     if modes_result:
-        from benchmarks import modes
         md += "\n" + modes.markdown(modes_result)
     with open(os.path.join(args.out, "controller.json"), "w") as fh:
         json.dump({"command": command, "commit": git_commit(), "results": results,

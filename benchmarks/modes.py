@@ -47,6 +47,10 @@ import time
 import urllib.request
 from collections import Counter
 
+import yaml
+
+from benchmarks import decision_cost
+from benchmarks.ofcapture import capture_latency, ms
 from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import DEFAULT_MICROSERVICES
 from common.procs import ROOT, controller_service, git_commit
@@ -69,7 +73,7 @@ def connect(cli, target: str, workers: int, seconds: float) -> dict:
                   f"--workers {workers} --seconds {seconds}")
     r = json.loads(out.strip().splitlines()[-1])
     return {"target": target, "per_s": round(r["per_s"], 1), "connections": r["connections"],
-            "p50_ms": _ms(r["p50_s"]), "p99_ms": _ms(r["p99_s"]), "failures": r["failures"]}
+            "p50_ms": ms(r["p50_s"]), "p99_ms": ms(r["p99_s"]), "failures": r["failures"]}
 
 
 def metrics_text(port: int) -> str:
@@ -259,8 +263,8 @@ def syn_flood(stack, cli1, cli2, client, rate: float, seconds: float, rest: int,
         "packet_ins": {k: after.get(k, 0) - before.get(k, 0)
                        for k in after if after.get(k, 0) != before.get(k, 0)},
         "rest_requests": len(rest_times), "rest_failures": rest_failures[0],
-        "rest_p50_ms": _ms(rest_times[len(rest_times) // 2]) if rest_times else None,
-        "rest_max_ms": _ms(rest_times[-1]) if rest_times else None,
+        "rest_p50_ms": ms(rest_times[len(rest_times) // 2]) if rest_times else None,
+        "rest_max_ms": ms(rest_times[-1]) if rest_times else None,
         "transfer": {"http_code": code, "bytes": size, "expected_bytes": 200_000 * stream_s},
         "ui_vip_connect_during_flood": during,
         "instances_down_after": sorted(n for n, v in healthy["instances"].items()
@@ -317,7 +321,6 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
                   algorithms=dict(Counter(d["algorithm"] for d in decisions["decisions"])))
         pf["least_load"] = ll
         say(f"[modes]   SYNs to the backend VIP at {syn_rate:.0f}/s, captured on the wire")
-        from benchmarks.controller import capture_latency
         text = metrics_text(rest)
         lat0, ch0 = latency_hist(text), choose_hist(text)
         active_seen: list[int] = []
@@ -338,8 +341,8 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
         text = metrics_text(rest)
         lat1, ch1 = latency_hist(text), choose_hist(text)
         syn.update(active_flows_max=max(active_seen, default=None),
-                   controller_p50_ms=_ms(histogram_quantile(lat0, lat1, 0.5)),
-                   controller_p99_ms=_ms(histogram_quantile(lat0, lat1, 0.99)),
+                   controller_p50_ms=ms(histogram_quantile(lat0, lat1, 0.5)),
+                   controller_p99_ms=ms(histogram_quantile(lat0, lat1, 0.99)),
                    choose_decisions=(ch1.get(float("inf"), 0) - ch0.get(float("inf"), 0)),
                    choose_p50_us=_us(histogram_quantile(ch0, ch1, 0.5)),
                    choose_p99_us=_us(histogram_quantile(ch0, ch1, 0.99)))
@@ -356,7 +359,6 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
         dp_data = copy.deepcopy(stack.data)
         dp_data["controller"]["dataplane"] = {"short_flows": "switch"}
         dp_config = os.path.join(stack.run_dir, "config-dataplane.yaml")
-        import yaml
         with open(dp_config, "w") as fh:
             yaml.safe_dump(dp_data, fh, sort_keys=False)
         stack.controller = controller_service(
@@ -385,17 +387,12 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
     clean_testbed(quiet=True)
 
     say("[modes] least-load decision cost on the pure core (benchmarks.decision_cost)")
-    from benchmarks import decision_cost
     rows = decision_cost.run(decision_cost.parser().parse_args(["--decisions", "2000"]))
     for row in rows:
         row["p99_vs_first"] = round(row["decision"]["p99_us"] / rows[0]["decision"]["p99_us"], 2)
         row["p50_vs_first"] = round(row["decision"]["p50_us"] / rows[0]["decision"]["p50_us"], 2)
     result["decision_cost"] = rows
     return result
-
-
-def _ms(v):
-    return None if v is None else round(v * 1000, 3)
 
 
 def _us(v):

@@ -6,15 +6,27 @@ paired with the first flow-mod that carries the same key (the new flow's TCP sou
 for MALB, the new source MAC for a learning switch); the latency is the time between the
 segment completing the packet-in and the segment completing that flow-mod. Both apps are
 measured the same way, from outside, so the figures compare.
+
+Holds latencies (a capture file decoded and paired) and capture_latency (a capture taken
+while a client's pktgen sends new flows at a rate, and its percentiles in ms: ms).
 """
 from __future__ import annotations
 
+import json
+import os
+import signal
 import struct
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 
 from ryu.lib.packet import ethernet, packet, tcp
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
+
+from common.procs import ROOT
+from common.stats import quantile
 
 
 class _Datapath:
@@ -130,3 +142,35 @@ def latencies(path: str, mode: str, controller_port: int = 6653) -> dict:
     return {"packet_ins": len(first_in), "answered": len(first_mod),
             "unanswered": len(first_in) - len(first_mod), "latencies_s": values,
             "answered_per_s": len(first_mod) / span if span > 0 else None}
+
+
+def capture_latency(cli, client, gen: str, rate: float, seconds: float, pcap: str, mode: str,
+                    keep_pcap: bool = False) -> dict:
+    """Packet-in to flow-mod latency on the wire while the client's pktgen sends `gen`
+    frames (each a new flow) at `rate` for `seconds`."""
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U",
+                             "-w", pcap, "tcp port 6653"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    out = cli.cmd(f"{sys.executable} {ROOT}/benchmarks/pktgen.py {gen} "
+                  f"--intf {client.name}-eth0 --src-mac {client.mac} --src-ip {client.ip} "
+                  f"--rate {rate} --seconds {seconds}")
+    time.sleep(2.0)
+    dump.send_signal(signal.SIGINT)
+    err = dump.communicate(timeout=20)[1].decode()
+    sent = json.loads(out.strip().splitlines()[-1])
+    lat = latencies(pcap, mode)
+    dropped = next((line for line in err.splitlines() if "dropped by kernel" in line), "")
+    if not keep_pcap:
+        os.unlink(pcap)
+    return {"offered_per_s": rate, "sent": sent["sent"], "send_seconds": sent["seconds"],
+            "packet_ins": lat["packet_ins"], "answered": lat["answered"],
+            "answered_per_s": lat["answered_per_s"],
+            "p50_ms": ms(quantile(lat["latencies_s"], 0.5)),
+            "p99_ms": ms(quantile(lat["latencies_s"], 0.99)),
+            "max_ms": ms(max(lat["latencies_s"]) if lat["latencies_s"] else None),
+            "capture_drops": dropped.split()[0] if dropped else "0"}
+
+
+def ms(v):
+    return None if v is None else round(v * 1000, 3)
