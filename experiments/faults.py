@@ -57,6 +57,7 @@ from collections import Counter
 from common.cli import ArgumentParser, bounded, choice_list, fail, require_testbed
 from common.config import POLICIES, ConfigError, check_deployable, config_path, \
     load_config_data, parse_config_file_data
+from common.httpjson import HttpError, get_json
 from common.markdown import number
 from common.procs import ROOT, git_commit
 from common.state import process_start_ticks, process_state, read_pid_file, same_process
@@ -552,7 +553,6 @@ class Probe:
         return f"no fresh complete sample of {', '.join(bad)}" if bad else None
 
     def agents(self, names: list[str] | None = None):
-        from common.httpjson import HttpError, get_json
         bad = []
         for srv in self.cfg.servers:
             if names is None or srv.name in names:
@@ -579,7 +579,7 @@ class Probe:
         return None
 
     def docker(self):
-        import docker
+        import docker      # deferred: the Docker SDK, for this fault only
         if self._docker is None:
             self._docker = docker.from_env(timeout=3)
         self._docker.ping()
@@ -973,7 +973,7 @@ def read_requests(run_dir: str) -> list[dict]:
 
 
 def run(opts, data: dict, out_dir: str, log=print) -> dict:
-    from experiments.stack import Stack
+    from experiments.stack import Stack   # deferred: Mininet, for the runs only
     run_dir = os.path.join(out_dir, "run")
     with Stack(data, run_dir, policy=opts.policy) as st:
         log(f"[faults] stack up ({st.testbed.backend}, {st.testbed.datapath} datapath); "

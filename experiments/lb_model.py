@@ -61,6 +61,7 @@ from experiments import decision_audit, evaluation, lb_comparison, loadgen, repo
     sample_noise, significance
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
+from profiler.store import HistoryStore
 from ryu_apps import policies
 from ryu_apps.policies.malb import LOOKAHEAD_S
 from ryu_apps.policy import core_from_config
@@ -465,7 +466,6 @@ def ui_cpu_per_mb(histories: list[str], microservice: str = "ui") -> dict:
     """What the testbed's ui instances used: CPU (ms) per MB sent, over every agent sample
     of the given profiler histories, less the idle process (the mean of the samples that
     sent under 1 kB/s). The model's send cost is fitted to it."""
-    from profiler.store import HistoryStore
     rows = []
     for path in histories:
         with HistoryStore.open_read_only(path) as store:

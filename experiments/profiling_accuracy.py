@@ -43,12 +43,15 @@ import json
 import math
 import os
 import sys
+import time
 from numbers import Real
 from typing import Iterable, Sequence
 
 from common.cli import ArgumentParser, bounded, choice_list, number_list, positive_float, \
     positive_int
+from common.config import ConfigError, check_deployable, load_config, load_config_data
 from profiler.predictors import Arma, RollingMean, walk_forward_mse
+from profiler.store import HistoryStore
 from profiler.weights import RESOURCES
 
 PHASES = ("increasing", "stable", "decreasing")
@@ -222,7 +225,6 @@ def _load_csv(path: str) -> dict:
 
 
 def _load_sqlite(path: str) -> dict:
-    from profiler.store import HistoryStore
     try:
         with HistoryStore.open_read_only(path) as store:
             rows = store.rows("microservice_samples", ("microservice", "cpu", "mem", "net"))
@@ -471,10 +473,7 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
              ) -> tuple[str, list[dict]]:
     """Run each microservice type on its own through the three phases on the testbed (all
     of it: controller, agents, profiler), and return (history path, phases)."""
-    import time
-
-    from common.config import load_config_data
-    from experiments.stack import Stack
+    from experiments.stack import Stack   # deferred: Mininet, for live runs only
     data = load_config_data(config_path)
     data.setdefault("profiler", {}).update(period_s=period_s)
     history = os.path.join(os.path.abspath(out_dir), "history.sqlite")
@@ -503,7 +502,6 @@ def run_live(out_dir: str, microservices: Sequence[str], phase_s: float, period_
 
 
 def _cmd_live(args, fail) -> int:
-    from common.config import ConfigError, check_deployable, load_config
     try:
         check_deployable(load_config(args.config, {"profiler": {"period_s": args.period}}))
     except ConfigError as exc:

@@ -47,7 +47,7 @@ from ryu.ofproto import ofproto_v1_3
 from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
 from common.metrics import Registry
-from ryu_apps import listeners
+from ryu_apps import listeners, rest
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
 from ryu_apps.result import Result
 
@@ -172,8 +172,7 @@ class MalbController(app_manager.RyuApp):
                                             self.m_channel_lag, self.m_probe_answers,
                                             self.m_probe_readings, self.m_probe_failures)}
 
-        from ryu_apps.rest import register_rest
-        register_rest(kwargs["wsgi"], self)
+        rest.register_rest(kwargs["wsgi"], self)
         self.logger.info("MALB: %d microservices, %d instances on %d servers, policy %s, "
                          "config %s", len(self.cfg.microservices), len(self.instances),
                          len(self.cfg.servers), policy, self.cfg.source)
