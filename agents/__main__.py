@@ -54,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def capacity_function(kind: str, server, network_mbit: float):
+    # deferred, as every import of the Docker SDK here: a flag error needs none of it
     from agents.agent import host_capacity
     from agents.dockerstats import Capacity
     net_bps = network_mbit * 1e6 / 8
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
         fail("--port: required when the server is not in the configuration", code=2)
     network_mbit = args.network_mbit or (server.network_mbit if server else 1000.0)
 
-    import docker
+    import docker      # deferred: the Docker SDK, once the flags are checked
 
     from agents.agent import MAX_PARALLEL, Agent, Selector, http_server
     try:
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
     slo = None
     if server is not None and any(cfg.microservice(i.microservice).slo
                                   for i in cfg.instances_on(server.name)):
-        from agents.slo import SloRunner
+        from agents.slo import SloRunner    # deferred: only servers with an SLO
         slo = SloRunner(cfg, server.name, client, agent.metrics, args.slo_actuator)
         routes.update(slo.routes())
     try:

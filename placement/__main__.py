@@ -18,13 +18,18 @@ import json
 import sys
 import time
 
+import yaml
+
 from common.cli import ArgumentParser, bounded, fail, non_negative_float, positive_float
 from common.config import ConfigError, load_config
 from common.httpjson import HttpError, get_json
+from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_moves
+from placement.apps import generate
+from placement.k8s import manifests, to_yaml
 from placement.partitioner import PlacementError, greedy_network_aware, plan, random_placement, \
     should_replace, spread
-from placement.problem import build_problem, check_layout, current_assignment, layout_of, \
-    moves_between
+from placement.problem import Move, build_problem, check_layout, current_assignment, \
+    layout_of, moves_between
 
 METHODS = ("ours", "greedy", "spread", "random")
 
@@ -102,7 +107,6 @@ def inputs(args, cfg) -> tuple[dict, dict]:
         if not isinstance(layout, dict):
             fail("--layout: expected a JSON object {microservice: [servers]}", code=2)
     else:
-        from placement.apply import ControllerClient
         try:
             layout = ControllerClient(controller_url(args, cfg)).layout()
         except HttpError as exc:
@@ -153,8 +157,6 @@ def show(doc: dict) -> None:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.command == "generate":
-        import yaml
-        from placement.apps import generate
         text = yaml.safe_dump(generate(args.services, args.seed), sort_keys=False)
         if args.out:
             with open(args.out, "w") as fh:
@@ -193,8 +195,6 @@ _last_change: list[float | None] = [None]
 
 
 def apply(args, cfg, doc: dict) -> int:
-    from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_moves
-    from placement.problem import Move
     since = None if _last_change[0] is None else time.monotonic() - _last_change[0]
     go, why = (True, "forced") if args.force else should_replace(
         doc["before"]["cost"], doc["after"]["cost"], since, args.min_gain, args.dwell)
@@ -224,7 +224,6 @@ def apply(args, cfg, doc: dict) -> int:
 
 
 def export(args, cfg) -> int:
-    from placement.k8s import manifests, to_yaml
     if args.plan:
         doc = _read_json(args.plan, "--plan")
         try:

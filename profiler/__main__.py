@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         cfg = load_config(args.config, {"profiler": overrides} if overrides else None)
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
-    from profiler.store import HistoryStore
+    from profiler.store import HistoryStore   # deferred, as below: after the flags
     if args.action == "export":
         if not args.out:
             fail("export: --out DIRECTORY is required", code=2)
@@ -70,6 +70,7 @@ def main(argv=None) -> int:
             print(path)
         return 0
 
+    # deferred until the flags are checked: statsmodels (the predictors) and waitress
     from common.httpjson import JsonServer
     from profiler.service import ProfilerService
     p = cfg.profiler

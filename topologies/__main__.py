@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.command == "clean":
         require_root("clean")
-        from topologies.clean import clean_testbed
+        from topologies.clean import clean_testbed   # deferred: Mininet and the Docker SDK
         return 1 if clean_testbed(mininet=args.mininet)["errors"] else 0
     require_root(args.command)
     cfg = config_from_args(args)
@@ -84,6 +84,7 @@ def main(argv=None) -> int:
         check_deployable(cfg)
     except ConfigError as exc:
         fail(str(exc), code=2)
+    # deferred until the flags and the configuration are checked: Mininet, the Docker SDK
     from topologies import backend as backends
     from topologies.testbed import Testbed, TestbedOptions
     try:

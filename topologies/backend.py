@@ -54,7 +54,7 @@ def network_class(backend: str):
     if backend == "containernet":
         from mininet.net import Containernet
         return Containernet
-    from topologies.net import DockerMininet
+    from topologies.net import DockerMininet   # deferred, as Containernet above
     return DockerMininet
 
 

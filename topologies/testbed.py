@@ -81,7 +81,7 @@ class Testbed:
                 self.net.stop()
             finally:
                 self.net = None
-        from topologies.clean import clean_testbed
+        from topologies.clean import clean_testbed   # deferred: Mininet, the Docker SDK
         clean_testbed(quiet=True)  # whatever a failed build or a crash left behind
 
     def __enter__(self) -> "Testbed":
