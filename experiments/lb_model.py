@@ -488,6 +488,8 @@ def parser() -> argparse.ArgumentParser:
         if a.dest == "policies":
             a.type = lambda s: [x for x in s.split(",") if x]
             a.default = ["srr", "ln", "malb", "malb-paper", *REFERENCES]
+        elif a.dest == "resume":        # the testbed comparison's: a model run takes seconds
+            a.help = argparse.SUPPRESS
     p.add_argument("--model-cpu-ms-per-mb", type=float, default=20.0,
                    help="ui objects' work before the transfer, ms of wall-clock time per MB "
                         "on one thread (default 20, as services/rom.py)")
@@ -540,6 +542,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     p = parser()
     opts = p.parse_args(argv)
+    if opts.resume:
+        p.error("--resume: a model run takes seconds; it is run again, not resumed")
     if opts.measure_ui:
         paths = sorted(glob.glob(os.path.join(opts.measure_ui, "*", "run*", "history.sqlite")))
         if not paths:

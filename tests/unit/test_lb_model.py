@@ -73,6 +73,13 @@ def test_a_negative_lookahead_is_a_usage_error(capsys):
     assert "--lookahead" in capsys.readouterr().err
 
 
+def test_resume_is_the_testbeds_and_a_usage_error_here(capsys):
+    with pytest.raises(SystemExit) as exc:
+        lb_model.main(["--resume", "--out", "/tmp/x"])
+    assert exc.value.code == 2
+    assert "--resume: a model run takes seconds" in capsys.readouterr().err
+
+
 def test_an_unknown_policy_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         lb_model.main(["--policies", "srr,best"])
