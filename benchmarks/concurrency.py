@@ -1,4 +1,4 @@
-"""Every HTTP server of the project against N simultaneous clients (issue 14: 200 within 2 s).
+"""Every HTTP server of the project against N simultaneous clients (target: 200 within 2 s).
 
     sudo .venv/bin/python -m benchmarks.concurrency [--clients 200] [--rounds 3]
 

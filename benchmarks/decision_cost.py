@@ -22,7 +22,7 @@ are cold). In the controller that happens once per monitoring period and server,
 Reported per count: decision time p50, p99, max and mean in microseconds, and their ratio to
 the first count (the baseline, same run); as a reference, the per-flow walk the core did
 before it kept running sums (ryu_apps/pending.py), timed on the same flows in the same run.
-Targets (issue 13): p99 under 1 ms, and 10,000 within 20 % of 10. Results:
+Targets: p99 under 1 ms, and 10,000 within 20 % of 10. Results:
 decision_cost.json, decision_cost.csv and decision_cost.md in --out.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The controller's modes on one topology in one run (issue 13, item 5): part of
+"""The controller's modes on one topology in one run: part of
 `python -m benchmarks.controller` (its `modes` part), or alone:
 
     sudo .venv/bin/python -m benchmarks.modes [--seconds 5] [--long-flows 1000]

@@ -1,4 +1,4 @@
-"""How right were the least-load decisions? (issue 12, item 1)
+"""How right were the least-load decisions?
 
     .venv/bin/python -m experiments.decision_audit results/<comparison> [--horizon 15]
 

@@ -1,4 +1,4 @@
-"""Fault suite: the running stack under load, one fault after another (issue 14).
+"""Fault suite: the running stack under load, one fault after another.
 
     sudo .venv/bin/python -m experiments.faults                        # every fault, ~8 min
     sudo .venv/bin/python -m experiments.faults --faults agent,switch --seconds 30
@@ -1015,7 +1015,7 @@ def summary_markdown(doc: dict) -> str:
         f"down after {h['unhealthy_after']} failed; load {doc['options']['rate']:g} "
         f"requests/s for {doc['options']['seconds']:g} s around each fault.", "",
         markdown_table(doc["faults"]),
-        f"Targets (issue 14): no new flow to a dead instance later than "
+        f"Targets: no new flow to a dead instance later than "
         f"{GRACE_HEALTH_INTERVALS} health intervals ({doc['grace_s']:g} s) after it died; no "
         f"history row committed before a fault lost; recovery within "
         f"{RECOVERY_TARGET_PERIODS} monitoring periods ({doc['recovery_target_s']:g} s) of the "

@@ -651,8 +651,7 @@ def parser() -> argparse.ArgumentParser:
                         "(default 0.25: our servers are 0.3-core shares, not machines)")
     p.add_argument("--duration-scale", type=positive_float,
                    help="multiplies back-end job and video durations (smoke tests: 0.1)")
-    # 1 s: the policy's view lags the jobs by a third as much, which took MALB from 21 %
-    # to 29 % below round robin on the same eight schedules (docs/experiments.md)
+    # 1 s: the policy's view lags the jobs a third as much as at the paper's 3 s
     p.add_argument("--period", type=positive_float, default=1.0,
                    help="monitoring and profiler period in seconds (default 1; the "
                         "paper's: 3). Table II is read over 3 s periods either way "

@@ -1,4 +1,4 @@
-"""A fluid model of scenario 2 that drives the real policy and profiler code (issue 12).
+"""A fluid model of scenario 2 that drives the real policy and profiler code.
 
 The testbed comparison (experiments/lb_comparison.py) needs 30 minutes for 3 runs of 4
 policies, and its run-to-run noise is as large as the effects it looks for. This model plays
@@ -72,8 +72,8 @@ EPS = 1e-9                           # a step count in floats: 0.2 - 4 x 0.05 > 
 MB = 1_000_000
 REFERENCES = ("oracle", "oracle-ahead", "least-jobs")
 MEMORY_BYTES = 40 * 2 ** 20          # a container's flat footprint
-# The testbed's ui CPU per MB sent, net of the idle process (--measure-ui results/homog10fin
-# at 8e2117e, docs/experiments.md), and the send cost that brings the model's ui to it
+# The testbed's ui CPU per MB sent, net of the idle process (--measure-ui measures it in a
+# comparison's results), and the send cost that brings the model's ui to it
 MEASURED_UI_MS_PER_MB = 8.1
 SEND_MS_PER_MB = 1.9
 # --rule-reports: how long a silent job's flow seemed to last when its rules idled out (its

@@ -1,5 +1,6 @@
 """How far the testbed's CPU samples of the back-end stray from the jobs' demand, and the same
-error played into the fluid model (issue 12: the model's MALB stays below the testbed's).
+error played into the fluid model (one reason the model's MALB can look better than the
+testbed's).
 
 A work-mode job keeps its thread at a known fraction of a core (services/rom.py), so what a
 back-end container should use over an agent's window is known from the clients' records:

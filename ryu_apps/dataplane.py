@@ -1,4 +1,4 @@
-"""Short flows balanced by the switch (issue 13, item 4), as plain Python: no Ryu, no I/O.
+"""Short flows balanced by the switch, as plain Python: no Ryu, no I/O.
 
 A short-flow microservice in data-plane mode gets, on every switch, an OpenFlow select group
 whose buckets render its Maglev table (ryu_apps/maglev.py): one bucket per slot, in slot

@@ -1,4 +1,4 @@
-"""The controller's new-flow path as plain Python (issue 13, item 1, its first part): a
+"""The controller's new-flow path as plain Python: a
 packet-in to a VIP, or an instance's answer that no rule rewrites, goes in with the time;
 the OpenFlow messages to send (bytes, per switch), the packet-in kinds to count, the
 decision and any warning come out. No Ryu import, no clock read, no send: the controller

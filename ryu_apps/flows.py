@@ -19,9 +19,9 @@ What the profiler hears of a flow whose FIN the controller watches (a long TCP f
 runs from its first packet to its FIN. Its rules idling out before the FIN (the job computing
 in silence) leave it running (dormant), and the FIN ends it at once, not the rules' removal
 an idle timeout later. The profiler divides what a microservice uses by its running flows
-(its per-flow cost) and takes durations from the ends (issue 12: reported at the rules'
-removal, a 30 s job counted for its first 10 s and the 10 s after its end, and ended twice,
-once after a few hundred ms).
+(its per-flow cost) and takes durations from the ends (reported at the rules' removal
+instead, a 30 s job would count for its first 10 s and the 10 s after its end, and end
+twice, once after a few hundred ms).
 """
 from __future__ import annotations
 

@@ -388,9 +388,8 @@ class PolicyCore:
         """The weights of `malb`'s long-flow choice: each resource's share of what one flow
         of the microservice uses (the profiler's per-flow use), not of what its instances
         use. The paper's shares count an instance's idle footprint: its memory, which no
-        flow moves, took 7-99 % of the back-end's weight in the testbed's decisions (issue
-        12, docs/experiments.md), so a job's server was chosen on memory figures that differ
-        by tenths of a percent. Manual weights still win; without a per-flow use, the
+        flow moves, can take most of the back-end's weight, and a job's server is then
+        chosen on memory figures that differ by tenths of a percent. Manual weights still win; without a per-flow use, the
         profiler's weights."""
         if microservice in self.manual_weights:
             return self.manual_weights[microservice], "manual"

@@ -123,8 +123,8 @@ def work(cpu_fraction: float, seconds: float, slice_s: float = 0.05,
     Paced by the thread's own CPU clock, not the wall clock: each slice the thread works
     until it has had F x slice of CPU, plus what earlier slices fell short by (at most
     `max_debt_s`). A wall-clock duty cycle loses the share it is preempted for, so on a
-    busy machine every job ran slower than it asked, by how busy the whole machine was
-    (issue 12: 15 % longer on average, 30-43 s for a 30 s job); this one makes up short
+    busy machine every job runs slower than it asked, by how busy the whole machine is;
+    this one makes up short
     preemptions within a few slices and runs slower only when held off for long, as when
     its server's CPU limit is reached."""
     todo = cpu_fraction * seconds

@@ -1,7 +1,7 @@
 """The project's container node on real Containernet (imported only where it is installed).
 
 Containernet's own ``Docker`` node differs from what the topologies need in ways that broke
-monitoring and readiness (issue 9); this subclass keeps its API and fixes them:
+monitoring and readiness; this subclass keeps its API and fixes them:
 
 - no network but the topology's links: ``network_mode='none'`` and no published ports
   (Containernet attaches Docker's default network and publishes every port);

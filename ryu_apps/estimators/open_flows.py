@@ -177,7 +177,7 @@ class OpenFlows:
     splits its use by microservice, the part that the flows measured before do not explain
     goes to the flows that ran through that sample for the first time. A back-end port
     takes jobs of two sizes, and the controller cannot tell them apart at the first packet;
-    the first sample a job runs through can (issue 12). `costs` gives, per
+    the first sample a job runs through can. `costs` gives, per
     microservice, the flows running and what those already measured use: now from running
     sums (a decision costs the same at any number of flows), at a recent time by walking
     the server's flows."""
@@ -417,9 +417,8 @@ class OpenFlows:
         """Per microservice, the (CPU, network) by which the server's measured flows
         running now will bring it less than they use now over the next `horizon` seconds,
         as they end (ahead_share): a job about to end is not the load that a new flow will
-        share the server with (issue 12: in the fluid model of Scenario 2, a greedy choice
-        that knows every job's remaining work over 5 s beats one that knows its current
-        demand by 7 points against round robin). Only flows measured at WEIGHTY_PCT or
+        share the server with (the fluid model's oracle-ahead shows what knowing a job's
+        remaining work is worth). Only flows measured at WEIGHTY_PCT or
         more: the cost stays bounded under a flood of flows."""
         out: dict[str, list[float]] = {}
         alike: dict[str, tuple] = {}
