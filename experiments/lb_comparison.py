@@ -24,7 +24,7 @@ balancing_cost_markdown, antagonists_markdown, antagonised_share_markdown, long_
 the policy names the comparison takes (policy_choices, controller_policies,
 OUTSIDE_BALANCERS), the order of each run (run_order), the processes metered
 (ovs_vswitchd_pid), resuming an interrupted comparison (start_record, finished_run,
-read_back_run, experiment_options, options_differ, recorded_options), the parser
+read_back_run, experiment_options, options_differ, recorded, require_same_options), the parser
 (ComparisonParser: scenario defaults filled in as it parses), re-evaluation and pooling of
 finished comparisons (resummarise, pool) and main.
 """
@@ -761,44 +761,53 @@ def experiment_options(args) -> dict:
             if k not in RESUME_FREE_OPTIONS | {"resummarise", "as_recorded"}}
 
 
-def options_differ(args, recorded: dict) -> list[str]:
+def options_differ(args, options: dict) -> list[str]:
     """The experiment options in which `args` differ from the options a comparison recorded
     (comparison.json, or a summary.json's); an option its code did not have yet counts as
     its default."""
     mine, p = experiment_options(args), parser()
-    theirs = experiment_options(argparse.Namespace(**recorded))
+    theirs = experiment_options(argparse.Namespace(**options))
     return sorted(k for k in set(mine) | set(theirs)
                   if mine.get(k) != theirs.get(k, p.get_default(k)))
 
 
-def recorded_options(out_dir: str) -> dict | None:
-    """The options the comparison in out_dir started with (comparison.json), or finished
-    with (summary.json, for a comparison older than the record); None if neither is there."""
+def recorded(out_dir: str) -> dict | None:
+    """What the comparison in out_dir recorded of itself, {"options", "commit"}: at its start
+    (comparison.json), or at its end (summary.json, for one older than that record); None
+    if neither is there."""
     for name in ("comparison.json", "summary.json"):
         path = os.path.join(out_dir, name)
         if os.path.exists(path):
             with open(path) as fh:
-                return json.load(fh)["options"]
+                return json.load(fh)
     return None
+
+
+def require_same_options(args, out_dir: str, who: str) -> dict | None:
+    """The comparison in out_dir's record (recorded), checked against `args`: exits 2
+    naming the options that differ, or if the record cannot be read; None without one."""
+    try:
+        record = recorded(out_dir)
+        differ = [] if record is None else options_differ(args, record["options"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"{who}: the record of {out_dir} cannot be read ({exc})", code=2)
+    if differ:
+        fail(f"{who}: that comparison ran with other options ({', '.join(differ)}); give "
+             f"the same ones, or another --out", code=2)
+    return record
 
 
 def start_record(out_dir: str, args, commit: str) -> dict:
     """comparison.json in out_dir: the options and commit the comparison started with. With
-    --resume, the record already there is checked against today's options (a comparison
-    from before the record existed gets one now) and returned; exits 2 if they differ."""
+    --resume, the record already there is checked against today's options and returned
+    (a comparison from before comparison.json existed gets one now); exits 2 if they
+    differ."""
     path = os.path.join(out_dir, "comparison.json")
+    if args.resume:
+        record = require_same_options(args, out_dir, f"--resume {out_dir}")
+        if record is not None and os.path.exists(path):
+            return record
     mine = {"options": experiment_options(args), "commit": commit}
-    if args.resume and os.path.exists(path):
-        try:
-            with open(path) as fh:
-                theirs = json.load(fh)
-            differ = options_differ(args, theirs["options"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            fail(f"--resume: {path} cannot be read ({exc})", code=2)
-        if differ:
-            fail(f"--resume {out_dir}: that comparison ran with other options "
-                 f"({', '.join(differ)}); give the same ones, or another --out", code=2)
-        return theirs
     with open(path, "w") as fh:
         json.dump(mine, fh, indent=1)
     return mine

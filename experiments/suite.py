@@ -57,13 +57,7 @@ def check_finished(scenario: str, opts) -> bool:
     if not os.path.exists(os.path.join(out, "summary.json")):
         return False
     args = lb_comparison.parser().parse_args(comparison_args(scenario, opts))
-    try:
-        differ = lb_comparison.options_differ(args, lb_comparison.recorded_options(out))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        fail(f"--out {opts.out}: {scenario}'s results cannot be read ({exc})", code=2)
-    if differ:
-        fail(f"--out {opts.out}: {scenario} ran there with other options "
-             f"({', '.join(differ)}); give the same ones, or another --out", code=2)
+    lb_comparison.require_same_options(args, out, f"--out {opts.out}: {scenario}")
     return True
 
 

@@ -48,3 +48,16 @@ def measured(core, t, **per_server):
     for srv in SERVERS:
         cpu = per_server.get(srv, 10.0)
         core.update_server_load(srv, cpu, 10.0, 10.0, t, measured=(cpu, 10.0, 10.0))
+
+
+def same_choices(a, b, flows: int = 20, ms: str = "backend") -> bool:
+    """Whether two policy cores send the same new flows (watched, every third ending two
+    later) to the same servers."""
+    for k in range(flows):
+        if k % 3 == 0:
+            for core in (a, b):
+                core.flow_ended(k - 2, 100.0 + k)
+        if a.choose(ms, 100.0 + k, watched=k).server != \
+                b.choose(ms, 100.0 + k, watched=k).server:
+            return False
+    return True

@@ -86,7 +86,7 @@ def test_a_finished_scenario_is_kept_only_if_it_ran_with_the_suites_options(tmp_
     with pytest.raises(SystemExit) as exc:
         suite.check_finished("unequal", opts)
     assert exc.value.code == 2
-    assert "unequal ran there with other options (server_cpu)" in capsys.readouterr().err
+    assert "unequal: that comparison ran with other options (server_cpu)" in capsys.readouterr().err
 
 
 def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
