@@ -20,6 +20,13 @@ fail() { echo "[setup] FAILED at step '$STEP': $1" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "[setup] needs root (Open vSwitch, Docker, network namespaces): sudo make setup" >&2; exit 1; }
 command -v apt-get >/dev/null || { echo "[setup] needs a Debian or Ubuntu machine (apt-get not found)" >&2; exit 1; }
 mkdir -p "$LOG_DIR"
+# The daemons started below live on after this script: they must not inherit its open files
+# beyond stdin, stdout and stderr. A lock the caller holds (`flock LOCK make test`) would
+# otherwise stay held by dockerd and ovs-vswitchd for as long as they run.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  [ "$fd" -gt 2 ] 2>/dev/null && [ "$fd" != 255 ] && eval "exec $fd>&-"   # 255: bash's own
+done
 
 # ---------------------------------------------------------------- Debian packages
 step "Debian packages"
