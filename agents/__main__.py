@@ -63,7 +63,7 @@ def capacity_function(kind: str, server, network_mbit: float):
 
     def from_cgroup():
         nonlocal layout
-        from topologies.cgroups import detect_layout, read_server_limits
+        from common.cgroups import detect_layout, read_server_limits
         if server is None:
             return None
         if layout is None:

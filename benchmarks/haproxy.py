@@ -29,7 +29,7 @@ from common.config import POLICIES, load_config_data
 from common.procs import git_commit
 from experiments.haproxy import MODES, OutsideBalancer, process_cpu_seconds
 from experiments.stack import Stack
-from topologies.cgroups import detect_layout, read_server_cpu_seconds
+from common.cgroups import detect_layout, read_server_cpu_seconds
 from topologies.clean import clean_testbed
 
 DEFAULT_OUT = os.path.join("results", "bench")

@@ -4,7 +4,7 @@ thread that starts on a server part-way through the load and stops later.
 - where "container": exec'd in one of the server's instance containers; the host agent's
   docker stats count its CPU as that microservice's;
 - where "beside": a host process put into a cgroup of its own under the server's cgroup
-  (topologies/cgroups.py), in no container; it takes from the server's CPU quota, no agent
+  (common/cgroups.py), in no container; it takes from the server's CPU quota, no agent
   sees it, the containers just get less CPU.
 
 Holds BUSY (the busy thread's program), due (pure: which antagonists to start or stop at
@@ -29,6 +29,7 @@ import sys
 import time
 import uuid
 
+from common.cgroups import CGROUP_ROOT, detect_layout, group_dirs
 from common.state import PID_DIR, process_cpu_seconds, process_start_ticks, same_process, \
     write_pid_file
 
@@ -60,7 +61,6 @@ while time.time() < until:
 """
 GRACE_S = 30.0          # a lost antagonist ends by itself this long after its window
 START_TIMEOUT_S = 15.0  # how long a new process may take to show up in its cgroup
-CGROUP_ROOT = "/sys/fs/cgroup"      # as topologies/cgroups.py
 CONTROLLER_DIRS = {"cpu", "cpuacct", "cpu,cpuacct", "memory", "cpuset", "pids", "blkio"}
 GROUP = "malb-antagonist"
 
@@ -245,12 +245,10 @@ def rel_of(group_dir: str) -> str:
 
 # ---------------------------------------------------------------- the schedule
 def server_groups(server: str) -> dict[str, str]:
-    """The server's cgroup directories for CPU (and its accounting), as topologies/cgroups.py
+    """The server's cgroup directories for CPU (and its accounting), as common/cgroups.py
     lays them out (its layout, read here; nothing there changes)."""
-    from topologies import cgroups
-    from topologies.dockerhost import docker_client
-    layout = cgroups.detect_layout(docker_client().info())
-    dirs = cgroups._group_dirs(layout, server)
+    from topologies.dockerhost import docker_client   # deferred: the Docker SDK, Mininet
+    dirs = group_dirs(detect_layout(docker_client().info()), server)
     return {c: d for c, d in dirs.items() if c in ("cpu", "cpuacct", "unified")}
 
 

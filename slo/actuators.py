@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 
+from common.cgroups import CGROUP_ROOT
 SYSFS_CPU = "/sys/devices/system/cpu"
-CGROUP_ROOT = "/sys/fs/cgroup"
 
 
 class ActuatorError(RuntimeError):

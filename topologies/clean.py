@@ -23,7 +23,7 @@ import time
 
 from common.state import PID_DIR, TESTBED_STATE_FILE, process_start_ticks, read_pid_file, \
     same_process
-from topologies.cgroups import remove_groups
+from common.cgroups import remove_groups
 from topologies.dockerhost import leftover_is_ours
 # Node names the configuration can produce: srv1-vid, cli2, prx1, s3 (common/config.py).
 NODE_NAME_RE = r"(?:[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|prx\d+|s\d+)"

@@ -12,7 +12,7 @@ Differences from Containernet, all deliberate:
 - every container carries the label ``malb`` (plus ``malb.node`` and caller labels) so
   cleanup and the host agents can find them;
 - ``cgroup_parent`` is accepted, so several containers can share one server's CPU share
-  and memory limit (see topologies/cgroups.py);
+  and memory limit (see common/cgroups.py);
 - only NET_ADMIN is added instead of running privileged.
 """
 from __future__ import annotations

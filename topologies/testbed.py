@@ -21,7 +21,7 @@ from common.config import Config, Instance, callgraph_spec, check_deployable
 from common.httpjson import BadRequest, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
-from topologies.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
+from common.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
 
 SERVICE_DIR = "/opt/malb"
 

@@ -10,7 +10,7 @@ import pytest
 from common.config import load_config
 from tests.conftest import PY, ROOT
 from topologies import backend as backends
-from topologies.cgroups import detect_layout, read_server_cpu_seconds, read_server_limits
+from common.cgroups import detect_layout, read_server_cpu_seconds, read_server_limits
 from topologies.check import check_reach, check_testbed
 from topologies.clean import leftovers
 from topologies.dockerhost import docker_client

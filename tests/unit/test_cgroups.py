@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topologies import cgroups
-from topologies.cgroups import CgroupLayout
+from common import cgroups
+from common.cgroups import CgroupLayout
 
 
 @pytest.fixture

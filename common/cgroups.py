@@ -1,4 +1,5 @@
-"""Server groups: several containers sharing one CPU share and one memory limit.
+"""The host's cgroups, for the testbed, the agents and the experiments: server groups,
+several containers sharing one CPU share and one memory limit.
 
 The MALB testbed gives each emulated server an isolated CPU share and memory limit that
 all of its microservice containers share. Docker places a container under
@@ -38,7 +39,7 @@ def group_parent(layout: CgroupLayout, server: str) -> str:
     return f"/malb/{server}"
 
 
-def _group_dirs(layout: CgroupLayout, server: str) -> dict[str, str]:
+def group_dirs(layout: CgroupLayout, server: str) -> dict[str, str]:
     if layout.driver == "systemd":
         rel = f"malb.slice/malb-{server}.slice"
     else:
@@ -79,7 +80,7 @@ def _enable_v2_controllers(path: str) -> None:
 def apply_server_limits(layout: CgroupLayout, server: str, cpu_cores: float,
                         memory_mb: int) -> str:
     """Create the server's parent cgroup with its limits; returns the cgroup-parent value."""
-    dirs = _group_dirs(layout, server)
+    dirs = group_dirs(layout, server)
     quota = max(1000, int(cpu_cores * CFS_PERIOD_US))
     mem_bytes = int(memory_mb) * 1024 * 1024
     if layout.version == 2:
@@ -99,7 +100,7 @@ def apply_server_limits(layout: CgroupLayout, server: str, cpu_cores: float,
 
 def read_server_limits(layout: CgroupLayout, server: str) -> tuple[float, int] | None:
     """(cpu cores, memory bytes) as the kernel holds them, or None if the group is gone."""
-    dirs = _group_dirs(layout, server)
+    dirs = group_dirs(layout, server)
     try:
         if layout.version == 2:
             quota, period = open(f"{dirs['unified']}/cpu.max").read().split()
@@ -117,7 +118,7 @@ def read_server_limits(layout: CgroupLayout, server: str) -> tuple[float, int] |
 def read_server_cpu_seconds(layout: CgroupLayout, server: str) -> float | None:
     """CPU time the server's containers used so far, in seconds, or None if the group is
     gone (cgroup v1: cpuacct.usage in ns; v2: usage_usec in cpu.stat)."""
-    dirs = _group_dirs(layout, server)
+    dirs = group_dirs(layout, server)
     try:
         if layout.version == 2:
             with open(f"{dirs['unified']}/cpu.stat") as fh:
