@@ -19,7 +19,7 @@ from common.httpjson import BadRequest, field_name, quote
 from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
     cgroup_cpu_dir
 from slo.frequency_controller import LoopSettings
-from slo.energy import PowerModel, Rapl
+from slo.energy import CorePowerModel, Rapl
 from slo.loop import ServiceLoop
 
 log = logging.getLogger("malb.slo")
@@ -107,7 +107,7 @@ class SloRunner:
                 ms.name, settings, self._factory(probe, srv, settings), probe.latency,
                 probe.cpu_seconds, cores=max(1, len(srv.cores)),
                 capacity_cores=self._base_cores(srv), window_s=lc.window_s,
-                power=PowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl)
+                power=CorePowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl)
         self._stop = threading.Event()
         self._thread = None
         self._metrics(registry)

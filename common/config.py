@@ -169,7 +169,7 @@ class Trunk:
 
 
 @dataclass(frozen=True)
-class Testbed:
+class TestbedCfg:
     datapath: str
     controller: str | None          # "host:port", or None for standalone L2 switches
     prefix_len: int
@@ -285,7 +285,7 @@ class SecurityCfg:
 
 @dataclass(frozen=True)
 class Config:
-    testbed: Testbed
+    testbed: TestbedCfg
     servers: tuple[Server, ...]
     microservices: tuple[Microservice, ...]
     instances: tuple[Instance, ...]
@@ -949,7 +949,7 @@ def _place_microservices(microservices: tuple[Microservice, ...], replicas_of: d
 
 def _derive_topology(tb: dict, servers: tuple[Server, ...],
                      microservices: tuple[Microservice, ...]
-                     ) -> tuple[Testbed, tuple[Instance, ...], tuple[Instance, ...]]:
+                     ) -> tuple[TestbedCfg, tuple[Instance, ...], tuple[Instance, ...]]:
     """Addresses and switch ports, documented in docs/testbed.md.
 
     - switch s<k> has dpid k;
@@ -994,7 +994,7 @@ def _derive_topology(tb: dict, servers: tuple[Server, ...],
     # the proxy last: every other port keeps its number whether there is a proxy or not
     proxy = Proxy(name=PROXY_NAME, ip=PROXY_IP, mac=mac_for(3, 0, 1), switch="s1", dpid=1,
                   switch_port=next_port["s1"]) if tb["proxy"] else None
-    testbed = Testbed(datapath=tb["datapath"], controller=tb["controller"], prefix_len=16,
+    testbed = TestbedCfg(datapath=tb["datapath"], controller=tb["controller"], prefix_len=16,
                       trunk_bw_mbit=tb["trunk_bw"], host_bw_mbit=tb["host_bw"],
                       switches=switches, trunks=tuple(trunks), clients=tuple(clients),
                       control_port=tb["control_port"], client_bw_mbit=tb["client_bw"],

@@ -31,7 +31,7 @@ ELASTICITY_THRESHOLD = 70.0
 
 
 @dataclass(frozen=True)
-class PowerModel:
+class ServerPowerModel:
     cpu_w: float = 160.0
     memory_w: float = 36.0
     disk_w: float = 12.0
@@ -46,7 +46,8 @@ def _unit(percent: float) -> float:
     return min(1.0, max(0.0, percent / 100.0))
 
 
-def server_power(cpu: float, mem: float, net: float, m: PowerModel = PowerModel()) -> float:
+def server_power(cpu: float, mem: float, net: float,
+                 m: ServerPowerModel = ServerPowerModel()) -> float:
     """Watts for utilizations in percent. CPU: P_idle + (P_busy - P_idle)(2u - u^r);
     memory and network: linear between idle and busy; disk, motherboard and fan, which the
     model does not load, at their baseline."""
@@ -63,7 +64,7 @@ def _spread(values: list[float]) -> tuple[float, float]:
     return statistics.pstdev(values), max(values) - min(values)
 
 
-def table2(samples: dict[float, dict[str, dict]], model: PowerModel = PowerModel(),
+def table2(samples: dict[float, dict[str, dict]], model: ServerPowerModel = ServerPowerModel(),
            servers: list[str] | None = None) -> dict:
     """{metric: {"stdev": mean over timestamps, "range": ..., "timestamps": n}} for cpu,
     mem, net and energy. Timestamps where a server's value is missing (or, given the
@@ -124,7 +125,7 @@ def _mean_if_complete(values: list) -> float | None:
 
 
 def energy_per_server(samples: dict[float, dict[str, dict]], period_s: float,
-                      model: PowerModel = PowerModel()) -> dict[str, dict]:
+                      model: ServerPowerModel = ServerPowerModel()) -> dict[str, dict]:
     """Average power (W) and energy (Wh, each sample standing for one period) per server."""
     watts: dict[str, list[float]] = {}
     for servers in samples.values():

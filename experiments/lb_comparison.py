@@ -54,7 +54,7 @@ from experiments.stack import Stack
 from profiler.store import HistoryStore
 
 # the default run order: the baselines first, then the paper's MALB rule, then ours
-POLICIES = ("srr", "ln", "malb-paper", "malb")
+DEFAULT_POLICIES = ("srr", "ln", "malb-paper", "malb")
 # Balancers outside the controller: HAProxy on the proxy host in front of the same
 # instances (experiments/haproxy.py), by its mode; the controller runs srr meanwhile, for the
 # switches' host rules only (HAProxy talks to the instances' own addresses).
@@ -72,7 +72,8 @@ def policy_choices() -> tuple[str, ...]:
     """Every name --policies takes, the default ones first. Others (maglev) run only when
     named: a new policy must not lengthen every default run."""
     known = controller_policies()
-    return POLICIES + tuple(p for p in known if p not in POLICIES) + tuple(OUTSIDE_BALANCERS)
+    return (DEFAULT_POLICIES + tuple(p for p in known if p not in DEFAULT_POLICIES)
+            + tuple(OUTSIDE_BALANCERS))
 
 
 def request_classes(opts) -> list[dict]:
@@ -610,8 +611,9 @@ def parser() -> argparse.ArgumentParser:
     choices = policy_choices()
     p.add_argument("--scenario", choices=tuple(scenarios.SCENARIOS), default="paper",
                    help="the workload (default paper; see below)")
-    p.add_argument("--policies", type=choice_list(choices), default=list(POLICIES),
-                   help=f"default {','.join(POLICIES)}; also {','.join(choices[len(POLICIES):])}")
+    p.add_argument("--policies", type=choice_list(choices), default=list(DEFAULT_POLICIES),
+                   help=f"default {','.join(DEFAULT_POLICIES)}; also "
+                        f"{','.join(choices[len(DEFAULT_POLICIES):])}")
     p.add_argument("--runs", type=positive_int, help="runs per policy (default 1; --paper 10)")
     p.add_argument("--phase-seconds", type=positive_float,
                    help=f"length of each of the three phases (default {DEFAULT_PHASE_S:g}; "

@@ -42,7 +42,7 @@ from common.stats import quantile
 from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
-POLICIES = ("max", "min", "ondemand", "slo", "slo-paper")
+COMPARED_POLICIES = ("max", "min", "ondemand", "slo", "slo-paper")
 PROFILES = ("step", "ramp")
 STABLE_AFTER_S = 15.0
 PAPER_BAND = 0.10            # paper 004: Band_T = 10 % of TL_T        # intervals this soon after a change of load are settling
@@ -292,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=DEFAULT_CONFIG,
                    help="service with an SLO and its pinned server (default configs/slo.yaml)")
-    p.add_argument("--policies", type=choice_list(POLICIES), default=list(POLICIES))
+    p.add_argument("--policies", type=choice_list(COMPARED_POLICIES), default=list(COMPARED_POLICIES))
     p.add_argument("--profiles", type=choice_list(PROFILES), default=list(PROFILES))
     p.add_argument("--low", type=positive_float, default=30.0,
                    help="requests per second at low load (default 30)")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class PowerModel:
+class CorePowerModel:
     f_min_mhz: float = 1000.0
     f_max_mhz: float = 2100.0
     v_min: float = 0.70

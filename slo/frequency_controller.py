@@ -75,7 +75,7 @@ class LoopState:
 
 
 @dataclass(frozen=True)
-class Decision:
+class FrequencyDecision:
     state: LoopState
     action: str            # up, guard, down, hold, emergency, insufficient, no-signal, dwell,
                            # cooldown
@@ -121,7 +121,7 @@ def predicted_sli(sli_ms: float, f_mhz: int, lower_mhz: int, load: float | None)
 
 
 def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int,
-           now: float, load: float | None = None) -> Decision:
+           now: float, load: float | None = None) -> FrequencyDecision:
     """One control period: the new state and why. `load`: the pinned cores' busy share at
     the current frequency over the SLI's window, if known (sharpens the down-step check)."""
     def result(action, freq, reason, error=None, **changes):
@@ -130,7 +130,7 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
                       last_change=now if changed else state.last_change,
                       last_step=(1 if freq > state.freq_mhz else -1) if changed
                       else state.last_step, **changes)
-        return Decision(new, action, sli_ms, samples, error, reason, changed)
+        return FrequencyDecision(new, action, sli_ms, samples, error, reason, changed)
 
     if sli_ms is None or not math.isfinite(sli_ms):
         return result("no-signal", s.f_max_mhz, "no SLI: the service or its latency "
@@ -183,7 +183,7 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
     return result("hold", state.freq_mhz, "inside the band", error)
 
 
-POLICIES = ("slo", "max", "min", "ondemand")
+FREQUENCY_POLICIES = ("slo", "max", "min", "ondemand")
 
 
 def ondemand(s: LoopSettings, load: float) -> int:
@@ -196,7 +196,7 @@ def ondemand(s: LoopSettings, load: float) -> int:
 
 
 def baseline(s: LoopSettings, state: LoopState, policy: str, load: float | None,
-             now: float) -> Decision:
+             now: float) -> FrequencyDecision:
     """A policy that ignores the SLI: fixed maximum, fixed minimum, or ondemand (holds
     until a load is known)."""
     if policy == "max":
@@ -206,10 +206,10 @@ def baseline(s: LoopSettings, state: LoopState, policy: str, load: float | None,
     elif policy == "ondemand":
         f = state.freq_mhz if load is None else ondemand(s, load)
     else:
-        raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
+        raise ValueError(f"policy: expected one of {', '.join(FREQUENCY_POLICIES)}, got {policy!r}")
     changed = f != state.freq_mhz
     new = replace(state, freq_mhz=f, decision=policy,
                   last_change=now if changed else state.last_change)
-    return Decision(new, policy, None, 0, None,
+    return FrequencyDecision(new, policy, None, 0, None,
                     f"{policy}: {f} MHz" + ("" if load is None else f" (load {load:.2f})"),
                     changed)

@@ -11,8 +11,9 @@ from collections import deque
 from dataclasses import replace
 
 from slo.actuators import ActuatorError
-from slo.frequency_controller import POLICIES, Decision, LoopSettings, baseline, decide, initial_state
-from slo.energy import PowerModel, emulated_busy_s
+from slo.frequency_controller import FREQUENCY_POLICIES, FrequencyDecision, LoopSettings, \
+    baseline, decide, initial_state
+from slo.energy import CorePowerModel, emulated_busy_s
 
 log = logging.getLogger("malb.slo")
 HISTORY = 300
@@ -28,7 +29,7 @@ class ServiceLoop:
     actuator (slo/actuators.py), called again after it fails (a restarted container)."""
 
     def __init__(self, service: str, settings: LoopSettings, make_actuator, sli_fn, cpu_fn,
-                 cores: int = 1, power: PowerModel | None = None, rapl=None,
+                 cores: int = 1, power: CorePowerModel | None = None, rapl=None,
                  capacity_cores: float | None = None, policy: str = "slo",
                  window_s: float = 5.0):
         self.service, self.settings, self.policy = service, settings, policy
@@ -40,7 +41,7 @@ class ServiceLoop:
         self.window_load: float | None = None
         self.make_actuator, self.sli_fn, self.cpu_fn = make_actuator, sli_fn, cpu_fn
         self.cores = cores
-        self.power = power or PowerModel(settings.f_min_mhz, settings.f_max_mhz)
+        self.power = power or CorePowerModel(settings.f_min_mhz, settings.f_max_mhz)
         self.rapl = rapl
         self.state = initial_state(settings)
         self.actuator = None
@@ -56,7 +57,7 @@ class ServiceLoop:
         self.lock = threading.Lock()
 
     # ------------------------------------------------------------ one period
-    def step(self, now: float) -> Decision:
+    def step(self, now: float) -> FrequencyDecision:
         reading = None
         since = self.state.last_change
         window = self.window_s if since is None else \
@@ -134,8 +135,9 @@ class ServiceLoop:
         """Change the target (target_ms, percentile, margin, band_mode) or the policy (slo,
         max, min, ondemand) at run time; ValueError names the field, and nothing changes
         then."""
-        if policy is not None and policy not in POLICIES:
-            raise ValueError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
+        if policy is not None and policy not in FREQUENCY_POLICIES:
+            raise ValueError(f"policy: expected one of {', '.join(FREQUENCY_POLICIES)}, "
+                             f"got {policy!r}")
         with self.lock:
             new = replace(self.settings, **changes)     # validated by LoopSettings
             self.settings = new

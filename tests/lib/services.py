@@ -1,5 +1,6 @@
 """Our services (services/) on loopback for unit tests: free_port, start_service (a service
-module started and answering /health), latency (its GET /latency)."""
+module started and answering /health), latency (its GET /latency), in_flight_reaches (its
+requests in flight polled until they reach a count: a busy machine may take a while)."""
 from __future__ import annotations
 
 import json
@@ -35,3 +36,14 @@ def start_service(args: list[str]):
 def latency(port, window=30):
     return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/latency?window={window}",
                                             timeout=5))
+
+
+def in_flight_reaches(port, count: int, within_s: float = 10.0) -> dict:
+    """The service's GET /latency once its requests in flight are `count` (or the last one
+    read, after within_s)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        doc = latency(port)
+        if doc["in_flight"] == count or time.monotonic() > deadline:
+            return doc
+        time.sleep(0.05)

@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tests.lib.services import latency, start_service
+from tests.lib.services import in_flight_reaches, latency, start_service
 
 
 def test_the_rom_service_reports_its_work_requests_in_flight():
@@ -22,7 +22,7 @@ def test_the_rom_service_reports_its_work_requests_in_flight():
             for _ in range(3)]
         for j in jobs:
             j.start()
-        time.sleep(0.5)
+        in_flight_reaches(port, 3)
         urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
         doc = latency(port)
         assert doc["in_flight"] == 3 and doc["count"] == 0, doc
@@ -49,8 +49,7 @@ def test_the_call_graph_service_reports_its_requests_in_flight():
         results = []
         req = threading.Thread(target=lambda: results.append(_status(port)))
         req.start()
-        time.sleep(0.5)
-        assert latency(port)["in_flight"] == 1
+        assert in_flight_reaches(port, 1)["in_flight"] == 1
         hole.close()                  # the call fails: 502, and the request is over
         req.join(10)
         assert results == [502] and latency(port)["in_flight"] == 0

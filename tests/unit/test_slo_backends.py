@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slo.actuators import ActuatorError, QuotaFrequency, SysfsFrequency, cgroup_cpu_dir
-from slo.energy import PowerModel, Rapl, counter_delta, emulated_busy_s
+from slo.energy import CorePowerModel, Rapl, counter_delta, emulated_busy_s
 
 
 def fake_cpufreq(root, cpus, governor="powersave", lo=800_000, hi=2_100_000):
@@ -95,7 +95,7 @@ def test_rapl_sums_packages_and_survives_a_wrap(tmp_path):
 
 
 def test_the_model_charges_less_per_unit_of_work_at_a_lower_frequency():
-    m = PowerModel()
+    m = CorePowerModel()
     assert m.voltage(1000) == pytest.approx(0.70) and m.voltage(2100) == pytest.approx(1.0)
     assert m.energy_j(2100, 1.0, 1.0) == pytest.approx(6.9)
     # the same work (0.5 s of CPU at full speed) at half the emulated frequency is busy
