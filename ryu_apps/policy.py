@@ -40,6 +40,7 @@ from ryu_apps.estimators.running_flows import RunningFlows
 from ryu_apps.estimators.running_load import RunningLoad, finite_non_negative
 from ryu_apps.estimators.survival import Survival
 from ryu_apps.policies import Backend, Decision, Flow, NoBackend
+from ryu_apps.policy_status import policy_status
 
 # Pending flows are kept for the stale limit plus the prediction lag, but at least
 # PENDING_KEEP_LAG_S (a lag reported later, e.g. the profiler's first, still finds the flows
@@ -513,72 +514,7 @@ class PolicyCore:
 
     # ------------------------------------------------------------------ status
     def status(self, now: float | None = None) -> dict:
-        now = self.clock() if now is None else now
-        servers = {}
-        for s in self.servers:
-            load = self.loads[s]
-            sw = self.switch_net[s]
-            servers[s] = {
-                "cpu": load.cpu, "mem": load.mem, "net": load.net, "source": load.source,
-                "by_microservice": load.parts,
-                "sample_age_s": _age(load.sample_time, now), "sample_window_s": load.window,
-                "net_switch": sw.net, "net_switch_age_s": _age(sw.sample_time, now),
-                "fresh": self.is_fresh(s, now),
-                "pending_flows": self.pending(s),
-                "running_flows_estimate": round(self.running_load(s, now)[2], 2),
-                "watched_flows": self.open_flows.running(s, now),
-                # what the watched flows that samples have measured use (% of the server)
-                "watched_flows_measured": {
-                    ms: {"flows": k, "cpu": round(cpu, 3), "net": round(net, 3)}
-                    for ms, (_, k, cpu, net) in self.open_flows.costs(s, now).items() if k},
-                "flows_assigned": {ms: n for (srv, ms), n in sorted(self.assigned_total.items())
-                                   if srv == s},
-                "instances": {b.name: {"microservice": b.microservice,
-                                       "healthy": self.healthy[b.name],
-                                       "draining": b.name in self.draining,
-                                       # malb: short flows open, watched to their FIN
-                                       "open_short_flows": self.open_short.open_count(b.name),
-                                       # every watched flow open (least connections)
-                                       "open_connections": self.connections.open_count(b.name),
-                                       "probe": self._probe_view(b.name, now)}
-                              for bs in self.pools.values() for b in bs if b.server == s},
-            }
-        microservices = {}
-        for ms, pool in self.pools.items():
-            w, wsrc = self.weights(ms, now)
-            fw, fwsrc = self.flow_weights(ms, now)
-            cls, csrc = self.flow_class(ms)
-            microservices[ms] = {
-                "weights": {"alpha": round(w[0], 6), "beta": round(w[1], 6),
-                            "gamma": round(w[2], 6)},
-                "weights_source": wsrc, "flow_class": cls, "flow_class_source": csrc,
-                # what malb's long-flow choice weighs with (flow_weights)
-                "flow_weights": {"alpha": round(fw[0], 6), "beta": round(fw[1], 6),
-                                 "gamma": round(fw[2], 6)},
-                "flow_weights_source": fwsrc,
-                "instances": [b.name for b in pool],
-                "healthy_instances": [b.name for b in pool if self.healthy[b.name]],
-            }
-        for ms, info in microservices.items():
-            use = self.per_flow.get(ms)
-            info["per_flow"] = None if use is None else dict(zip(("cpu", "mem", "net"), use))
-        return {"policy": self.policy, "servers": servers, "microservices": microservices,
-                "prediction_lag_s": self.prediction_lag_s}
-
-    def _probe_view(self, instance: str, now: float) -> dict | None:
-        p = self.probes.get(instance)
-        if p is None:
-            return None
-        return {"in_flight": p.in_flight, "latency_s": _round(p.latency_s, 6),
-                "latency_p99_s": _round(p.latency_p99_s, 6), "age_s": _age(p.time, now)}
-
-
-def _round(v: float | None, digits: int) -> float | None:
-    return None if v is None else round(v, digits)
-
-
-def _age(t: float | None, now: float) -> float | None:
-    return None if t is None else round(now - t, 3)
+        return policy_status(self, self.clock() if now is None else now)
 
 
 def normalise_weights(weights, microservice: str = "") -> tuple[float, float, float]:
