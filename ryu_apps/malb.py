@@ -46,16 +46,12 @@ from ryu.ofproto import ofproto_v1_3
 
 from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
-from common.metrics import Registry
 from ryu_apps import listeners, rest
+from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
 from ryu_apps.result import Result
 
 CONF = cfg.CONF
-CHOOSE_BUCKETS = (0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005)
-LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
-                   0.1, 0.5)
-PROBE_POLL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 # an agent answers GET /probes within its per-instance timeout (agents.probe_timeout_s); this
 # much more for its own work and the way here, then the poll counts as failed
 PROBE_HTTP_SLACK_S = 0.5
@@ -117,60 +113,9 @@ class MalbController(app_manager.RyuApp):
         self.decisions = self.ctl.decisions
         self.instances = self.ctl.plan.instances
 
-        # ---- metrics
-        self.metrics = Registry()
-        self.m_decisions = self.metrics.counter(
-            "malb_decisions_total", "Load-balancing decisions.",
-            ("microservice", "server", "policy", "algorithm"))
-        self.m_packet_in = self.metrics.counter("malb_packet_in_total", "Packet-in messages.",
-                                                ("kind",))
-        self.m_latency = self.metrics.histogram(
-            "malb_decision_latency_seconds",
-            "From packet-in to the flow rules and packet-out being sent.", (), LATENCY_BUCKETS)
-        self.m_choose = self.metrics.histogram(
-            "malb_choose_seconds", "The policy core's decision alone (choose()).",
-            ("algorithm",), CHOOSE_BUCKETS)
-        self.m_no_backend = self.metrics.counter(
-            "malb_no_backend_total", "New flows dropped: no healthy instance.", ("microservice",))
-        self.m_profiler = self.metrics.counter(
-            "malb_profiler_requests_total", "Calls to the profiler.", ("call", "result"))
-        self.m_health = self.metrics.gauge("malb_instance_healthy",
-                                           "1 when the instance passes its health probe.",
-                                           ("instance",))
-        self.m_flows = self.metrics.gauge("malb_active_flows",
-                                          "NAT flows with rules on a switch.", ())
-        self.m_stats_cycle = self.metrics.gauge(
-            "malb_flow_stats_cycle_seconds",
-            "Time to poll every NAT rule once (the period, or longer above the budget).", ())
-        self.m_dp_slots = self.metrics.gauge(
-            "malb_dataplane_slots", "Maglev slots of an instance in its select group.",
-            ("microservice", "instance"))
-        self.m_dp_moved = self.metrics.counter(
-            "malb_dataplane_slots_moved_total", "Select-group slots given to another instance.",
-            ("microservice",))
-
-        self.m_probe_poll = self.metrics.histogram(
-            "malb_probe_poll_seconds", "One GET /probes of an agent, sent to answer applied "
-            "(or failed).", ("server",), PROBE_POLL_BUCKETS)
-
-        # the core names metrics in its results; the shell holds the objects
-        self.m_channel_lag = self.metrics.gauge(
-            "malb_switch_channel_lag_seconds",
-            "Round trip of the health loop's last echo request to the switch: how long "
-            "its messages queue before the controller handles them.", ("switch",))
-        self.m_probe_answers = self.metrics.counter(
-            "malb_probe_answers_total", "GET /probes answers of an agent applied.", ("server",))
-        self.m_probe_readings = self.metrics.counter(
-            "malb_probe_readings_total", "Instance readings from /probes answers given to the "
-            "policy core.", ("server",))
-        self.m_probe_failures = self.metrics.counter(
-            "malb_probe_failures_total", "GET /probes problems: poll (no answer), instance "
-            "(the agent could not read one), malformed (a part of an answer refused).",
-            ("server", "kind"))
-        self.by_name = {m.name: m for m in (self.m_health, self.m_flows, self.m_stats_cycle,
-                                            self.m_dp_slots, self.m_dp_moved,
-                                            self.m_channel_lag, self.m_probe_answers,
-                                            self.m_probe_readings, self.m_probe_failures)}
+        # ---- metrics (ryu_apps/controller_metrics.py); REST renders the registry
+        self.m = ControllerMetrics()
+        self.metrics = self.m.registry
 
         rest.register_rest(kwargs["wsgi"], self)
         self.logger.info("MALB: %d microservices, %d instances on %d servers, policy %s, "
@@ -214,9 +159,9 @@ class MalbController(app_manager.RyuApp):
             if target is not None and messages:
                 target.send(messages)
         for kind in result.kinds:
-            self.m_packet_in.inc(kind)
+            self.m.packet_in.inc(kind)
         for op, name, labels, value in result.metrics:
-            metric = self.by_name[name]
+            metric = self.m.by_name[name]
             if op == "set":
                 metric.set(*labels, value=value)
             else:
@@ -226,12 +171,12 @@ class MalbController(app_manager.RyuApp):
         for text in result.warnings:
             self.logger.warning("%s", text)
         if result.no_backend:
-            self.m_no_backend.inc(result.no_backend)
+            self.m.no_backend.inc(result.no_backend)
         d = result.decision
         if d is not None:
             if result.choose_s is not None:
-                self.m_choose.observe(result.choose_s, d.algorithm)
-            self.m_decisions.inc(d.microservice, d.server, d.policy, d.algorithm)
+                self.m.choose.observe(result.choose_s, d.algorithm)
+            self.m.decisions.inc(d.microservice, d.server, d.policy, d.algorithm)
 
     # ================================================================ switch events
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
@@ -271,7 +216,7 @@ class MalbController(app_manager.RyuApp):
                                     time.time(), msg.cookie)
         self._apply(result)
         if result.latency:
-            self.m_latency.observe(time.perf_counter() - started)
+            self.m.latency.observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev):
@@ -346,18 +291,18 @@ class MalbController(app_manager.RyuApp):
                 post_json(f"{base}/flows", body, timeout, token=self.token)
                 if i == 0:      # the pairs arrived: they count from now on
                     self.ctl.profiler_pairs_sent(now)
-            self.m_profiler.inc("flows", "ok")
+            self.m.profiler.inc("flows", "ok")
             profiles = get_json(f"{base}/profiles", timeout)
-            self.m_profiler.inc("profiles", "ok")
+            self.m.profiler.inc("profiles", "ok")
             servers = get_json(f"{base}/servers", timeout)
-            self.m_profiler.inc("servers", "ok")
+            self.m.profiler.inc("servers", "ok")
         except HttpError as exc:
-            self.m_profiler.inc("any", "error")
+            self.m.profiler.inc("any", "error")
             self._apply(self.ctl.profiler_failed(str(exc), now))
             return None
         result = self.ctl.profiler_answer(profiles, servers, now)
         if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
-            self.m_profiler.inc("any", "error")
+            self.m.profiler.inc("any", "error")
         self._apply(result)
         return result.next_in_s
 
@@ -388,7 +333,7 @@ class MalbController(app_manager.RyuApp):
             result = self.ctl.probe_failed(server, str(exc), time.time())
         else:
             result = self.ctl.probe_answer(server, body, time.time())
-        self.m_probe_poll.observe(time.perf_counter() - started, server)
+        self.m.probe_poll.observe(time.perf_counter() - started, server)
         self._apply(result)
 
     # ================================================================ REST
