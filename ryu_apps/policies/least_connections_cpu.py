@@ -3,9 +3,9 @@ plus one, over its server's weight, the fewest wins (ties in round-robin order).
 server's weight is its CPU cores times its idle share of them in the latest sample,
 ``max(1, 100 - cpu %)`` percent, as HAProxy's ``balance leastconn`` computes it with
 ``agent-check`` weights fed from the servers' CPU (experiments/haproxy.py's ``agent``
-mode: what a practitioner wires up). A server without a fresh sample keeps its full
-weight, as HAProxy keeps the last one it was told. In the controller, so it decides per
-flow on the same connections and samples as the other policies, without a proxy."""
+mode: what a practitioner wires up). A server without a fresh sample counts at its full
+weight (HAProxy would keep the last weight it was told). In the controller, so it decides
+per flow on the same connections and samples as the other policies, without a proxy."""
 from __future__ import annotations
 
 from ryu_apps.policies import register
