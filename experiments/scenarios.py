@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common.config.schema import MODELINE
+from common.procs import ROOT
 
 
 class ScenarioError(ValueError):
@@ -374,7 +375,7 @@ def callgraph_config_text() -> str:
     trees = "".join(f"#   {e}: {len(reached(e))} services served (the entry and its calls), "
                     f"{sum(by_name[x]['cpu_ms'] for x in reached(e)):g} ms of CPU\n"
                     for e in entry_services(data))
-    header = (f"# The call-graph application of `lb_comparison --scenario callgraph`, written "
+    header = (f"{MODELINE}# The call-graph application of `lb_comparison --scenario callgraph`, written "
               f"by\n# `python -m experiments.scenarios --callgraph-config`:\n# placement.apps."
               f"generate({args}).\n# One switch, four servers, every service on three of "
               f"them. A request to each entry:\n{trees}")
