@@ -37,10 +37,11 @@ import sys
 import time
 
 from common.cli import ArgumentParser, bounded, number_list
+from common.config import parse_config
 from common.procs import git_commit
 from common.stats import quantile
 from ryu_apps.policies import Backend
-from ryu_apps.policy import PolicyCore
+from ryu_apps.policy import PolicyCore, controller_settings
 
 DEFAULT_OUT = os.path.join("results", "bench")
 MICROSERVICES = ("video", "ui", "backend")
@@ -57,7 +58,8 @@ def make_core(servers: list[str], lag: float) -> PolicyCore:
             pools.setdefault(ms, []).append(Backend(f"{srv}-{ms}", ms, srv, f"10.0.{i}.1",
                                                     f"02:00:00:00:{i:02x}:01", 80, order))
             order += 1
-    core = PolicyCore(pools, CLASSES, policy="malb", servers=servers, clock=lambda: NOW)
+    core = PolicyCore(pools, CLASSES, policy="malb", servers=servers, clock=lambda: NOW,
+                      **controller_settings(parse_config({}).controller))
     core.update_profiles({"backend": (0.5, 0.2, 0.3)}, {}, NOW - SAMPLE_AGE_S,
                          per_flow=PER_FLOW, prediction_lag_s=lag)
     return core

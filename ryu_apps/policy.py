@@ -82,12 +82,14 @@ class _Weights:
 
 
 class PolicyCore:
-    """`policy`: a registered name (ryu_apps/policies); `options` override its preset."""
+    """`policy`: a registered name (ryu_apps/policies); `options` override its preset; the
+    staleness limits, pending-flow cost and period as the controller's configuration has
+    them (controller_settings)."""
 
     def __init__(self, pools: dict[str, list[Backend]], flow_classes: dict[str, str],
-                 policy: str = "malb", server_stale_after_s: float = 9.0,
-                 weights_stale_after_s: float = 30.0, pending_flow_cost: float = 5.0,
-                 period_s: float = 3.0, clock=time.time, servers: list[str] | None = None,
+                 policy: str = "malb", *, server_stale_after_s: float,
+                 weights_stale_after_s: float, pending_flow_cost: float,
+                 period_s: float, clock=time.time, servers: list[str] | None = None,
                  pending_bucket_s: float = DEFAULT_BUCKET_S,
                  capacities: dict[str, tuple[float, float, float]] | None = None,
                  options: dict | None = None):
@@ -548,6 +550,14 @@ def backends_of(cfg) -> dict[str, Backend]:
             for i in cfg.slots}
 
 
+def controller_settings(c) -> dict:
+    """A controller configuration's staleness limits, pending-flow cost and period, as
+    PolicyCore takes them."""
+    return dict(server_stale_after_s=c.server_stale_after_s,
+                weights_stale_after_s=c.weights_stale_after_s,
+                pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s)
+
+
 def core_from_config(cfg, policy: str, backends: dict[str, Backend] | None = None,
                      clock=time.time, options: dict | None = None) -> PolicyCore:
     """The PolicyCore of a validated configuration: the configured instances in their
@@ -557,12 +567,8 @@ def core_from_config(cfg, policy: str, backends: dict[str, Backend] | None = Non
     pools: dict[str, list[Backend]] = {m.name: [] for m in cfg.microservices}
     for inst in cfg.instances:
         pools[inst.microservice].append(backends[inst.name])
-    c = cfg.controller
     return PolicyCore(
         pools, {m.name: m.flow_class for m in cfg.microservices}, policy=policy,
-        server_stale_after_s=c.server_stale_after_s,
-        weights_stale_after_s=c.weights_stale_after_s,
-        pending_flow_cost=c.pending_flow_cost, period_s=c.monitoring_period_s,
-        servers=[s.name for s in cfg.servers], clock=clock,
+        **controller_settings(cfg.controller), servers=[s.name for s in cfg.servers], clock=clock,
         capacities={s.name: (s.cpu, s.memory_mb, s.network_mbit) for s in cfg.servers},
         options=options)

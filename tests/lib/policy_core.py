@@ -1,7 +1,8 @@
 """What the policies' unit tests share: a PolicyCore over the paper's three microservices on
 four servers, and ways to feed it loads and profiles."""
+from common.config import parse_config
 from ryu_apps.policies import Backend
-from ryu_apps.policy import PolicyCore
+from ryu_apps.policy import PolicyCore, controller_settings
 
 SERVERS = ["srv1", "srv2", "srv3", "srv4"]
 
@@ -15,7 +16,8 @@ def make_core(policy="malb", classes=None, **kw):
                 Backend(f"{srv}-{ms}", ms, srv, f"10.0.{i}.1", f"02:00:00:01:0{i}:01", 80, order))
             order += 1
     classes = classes or {"video": "long", "ui": "short", "backend": "long"}
-    return PolicyCore(pools, classes, policy=policy, clock=lambda: 100.0, **kw)
+    settings = {**controller_settings(parse_config({}).controller), **kw}
+    return PolicyCore(pools, classes, policy=policy, clock=lambda: 100.0, **settings)
 
 
 def maglev_table(core, ms):

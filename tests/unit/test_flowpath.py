@@ -15,7 +15,7 @@ from ryu_apps import ofwire
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowTable
 from ryu_apps.policies import Backend
-from ryu_apps.policy import PolicyCore
+from ryu_apps.policy import PolicyCore, controller_settings
 from tests.lib.fakeswitch import PacketOut, decode
 
 NOW = 1_700_000_000.0
@@ -78,7 +78,8 @@ def make(policy="srr", switches=1, microservices=None, **controller):
     pools = {m.name: [backends[i.name] for i in cfg.instances_of(m.name)]
              for m in cfg.microservices}
     core = PolicyCore(pools, {m.name: m.flow_class for m in cfg.microservices}, policy=policy,
-                      servers=[s.name for s in cfg.servers], clock=lambda: NOW)
+                      servers=[s.name for s in cfg.servers], clock=lambda: NOW,
+                      **controller_settings(cfg.controller))
     flows = FlowTable(idle_timeout=cfg.controller.idle_timeout_s, threshold_s=3, refresh_s=9)
     xids = itertools.count(1)
     path = FlowPath(cfg, core, flows, backends, xid=lambda dpid: next(xids))
