@@ -21,7 +21,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common.procs import ROOT
+
 FAKE_SWITCH_TESTS = ("tests/unit/test_core.py", "tests/unit/test_flowpath.py",
                      "tests/unit/test_dataplane.py")
 POLICY_TESTS = ("tests/unit/test_policy.py", "tests/unit/policies", "tests/unit/test_lb_model.py",
