@@ -20,6 +20,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
+from common.cgroups import detect_layout, read_server_limits
 from common.cli import ArgumentParser, fail, log_level, port_number, positive_float, \
     regex
 from common.config import ConfigError, load_config
@@ -63,11 +64,10 @@ def capacity_function(kind: str, server, network_mbit: float):
 
     def from_cgroup():
         nonlocal layout
-        from common.cgroups import detect_layout, read_server_limits
         if server is None:
             return None
         if layout is None:
-            import docker
+            import docker   # deferred: the Docker SDK, as above
             layout = detect_layout(docker.from_env().info())
         limits = read_server_limits(layout, server.name)
         if limits is None or limits[0] == float("inf"):

@@ -714,6 +714,7 @@ class Suite:
                            ("requests through the VIPs", p.vips)]}
 
     def fault_container(self) -> dict:
+        # deferred: the Docker SDK (topologies.dockerhost's too); only this fault needs it
         import docker
         from topologies.dockerhost import leftover_is_ours
         p, inst = self.probe, self.container

@@ -51,6 +51,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlparse
 
 from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_totals, \
     window_base
@@ -103,7 +104,6 @@ class Task:
 
 
 def _param(path: str, name: str) -> float:
-    from urllib.parse import parse_qs, urlparse
     return float(parse_qs(urlparse(path).query)[name][0])
 
 

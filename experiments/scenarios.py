@@ -363,7 +363,7 @@ def bounded_pareto_low(alpha: float, high: float, mean: float) -> float:
 def callgraph_config_text() -> str:
     """configs/callgraph-lb.yaml: a header saying where it comes from, then the generator's
     output for CALLGRAPH_GENERATOR."""
-    import yaml
+    import yaml   # deferred: PyYAML, only for writing the file
     from placement.apps import entry_services, generate
     data = generate(**CALLGRAPH_GENERATOR)
     args = ", ".join(f"{k}={v!r}" for k, v in CALLGRAPH_GENERATOR.items())

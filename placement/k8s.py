@@ -71,5 +71,5 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
 
 
 def to_yaml(docs: list[dict]) -> str:
-    import yaml
+    import yaml   # deferred: PyYAML, only for the export
     return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)

@@ -352,7 +352,7 @@ def choose_hosts(problem: Problem, headroom: float = HEADROOM,
 def metis_parts(problem: Problem, hosts: list[str], seed: int = METIS_SEED) -> list[int]:
     """pymetis k-way partition of the units into len(hosts) parts, sized by the hosts' CPU
     capacities (target part weights), minimising the cut traffic."""
-    import pymetis
+    import pymetis   # deferred: the METIS binding, only when METIS partitions
     names = [u.name for u in problem.units]
     index = {n: k for k, n in enumerate(names)}
     top = max(problem.edges.values(), default=1.0) or 1.0

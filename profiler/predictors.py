@@ -135,7 +135,7 @@ def fit_arma(y: np.ndarray, order: tuple[int, int]) -> tuple[ArmaParams | None, 
     y = np.asarray(y, dtype=float)
     if np.ptp(y) == 0.0:
         return ArmaParams(float(y[0]), (0.0,) * p, (0.0,) * q), time.perf_counter() - start
-    # Imported here: statsmodels takes about a second to import and only ARMA needs it.
+    # deferred: statsmodels takes about a second to import and only ARMA needs it
     from statsmodels.tsa.arima.model import ARIMA
     try:
         # catch_warnings is process-global; at worst a concurrent fit's warning leaks.

@@ -76,6 +76,7 @@ REST_MAX_CONNECTIONS = 4096
 
 def _serve_forever(self):
     """ryu.lib.hub.WSGIServer.serve_forever with a socket timeout and a larger cap."""
+    # deferred: Ryu's WSGI stack, only in a running controller
     import eventlet.wsgi
     from ryu.lib.hub import LoggingWrapper
     self.logger = LoggingWrapper()
@@ -87,7 +88,7 @@ def install() -> None:
     """Replace eventlet.listen (which ryu.lib.hub calls) by _listen, and Ryu's WSGI server loop
     by _serve_forever; idempotent."""
     global _original_listen
-    from ryu.lib import hub
+    from ryu.lib import hub   # deferred: Ryu, only in a running controller
     if _original_listen is None:
         _original_listen = eventlet.listen
     if eventlet.listen is not _listen:

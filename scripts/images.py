@@ -48,7 +48,7 @@ def sha256_files(paths: list[str]) -> str:
 
 
 def client():
-    import docker
+    import docker   # deferred: the Docker SDK; --help and the recipe hashes need none
     try:
         c = docker.from_env(timeout=600)
         c.ping()

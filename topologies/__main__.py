@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -19,6 +20,8 @@ import time
 from common.cli import (ArgumentParser, add_config_args, config_from_args, fail, require_root,
                         require_testbed)
 from common.config import ConfigError, check_deployable
+from common.httpjson import JsonServer
+from topologies.check import check_testbed, format_reach
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,7 +100,7 @@ def main(argv=None) -> int:
         return 0
     require_testbed(args.command)
 
-    from mininet.log import setLogLevel
+    from mininet.log import setLogLevel   # deferred: Mininet; info and flag errors need none
     setLogLevel(os.environ.get("MALB_MININET_LOG", "warning"))
     # Ctrl-C and SIGTERM both end in the `finally` below, which tears everything down.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -128,7 +131,7 @@ def main(argv=None) -> int:
         if args.command == "up":
             control = start_control(testbed)
             if args.cli:
-                from mininet.cli import CLI
+                from mininet.cli import CLI   # deferred: Mininet, as above
                 CLI(testbed.net)
             else:
                 # From here a signal only sets a flag: the exception the handlers above
@@ -158,7 +161,6 @@ def main(argv=None) -> int:
 def start_control(testbed):
     """Serve the testbed's control API (placement moves) on loopback; None when the port is
     taken (said so: the testbed still runs)."""
-    from common.httpjson import JsonServer
     port = testbed.cfg.testbed.control_port
     try:
         server = JsonServer(("127.0.0.1", port), testbed.control_routes(), name="testbed",
@@ -173,7 +175,6 @@ def start_control(testbed):
 
 
 def controller_answers(address: str, timeout_s: float = 1.0) -> bool:
-    import socket
     host, port = address.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
@@ -183,7 +184,6 @@ def controller_answers(address: str, timeout_s: float = 1.0) -> bool:
 
 
 def run_check(testbed, services: bool = True) -> int:
-    from topologies.check import check_testbed, format_reach
     if not services:
         print("[topologies] --no-services: the TCP check needs the services; skipped")
         return 0

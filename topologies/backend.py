@@ -22,6 +22,7 @@ class BackendError(RuntimeError):
 @lru_cache(maxsize=None)
 def containernet_available() -> bool:
     try:
+        # deferred: Containernet, whose import is the test of whether it is here
         from mininet.net import Containernet  # noqa: F401  (only real Containernet has it)
         return True
     except ImportError:
@@ -52,7 +53,7 @@ def resolve_backend(requested: str = "auto") -> str:
 def network_class(backend: str):
     """The Mininet network class for a backend; both offer addDocker()."""
     if backend == "containernet":
-        from mininet.net import Containernet
+        from mininet.net import Containernet   # deferred: only where Containernet is
         return Containernet
     from topologies.net import DockerMininet   # deferred, as Containernet above
     return DockerMininet
@@ -60,10 +61,11 @@ def network_class(backend: str):
 
 def docker_node_class(backend: str):
     """The project's container node for a backend (the same API on both)."""
+    # deferred: each backend's node imports its Mininet; only the chosen one is there
     if backend == "containernet":
         from topologies.containernet import ContainernetDocker
         return ContainernetDocker
-    from topologies.dockerhost import DockerHost
+    from topologies.dockerhost import DockerHost   # deferred: as above
     return DockerHost
 
 

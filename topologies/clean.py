@@ -57,7 +57,7 @@ def our_containers(timeout: int = 60) -> list:
     with our MALB_INSTANCE in their environment. CleanupError when Docker cannot say:
     stopped containers of ours may still exist, and an unanswered question is not "none"."""
     try:
-        import docker
+        import docker   # deferred: the Docker SDK, only when there is cleaning to do
         client = docker.from_env(timeout=timeout)
         mine = {c.id: c for c in client.containers.list(all=True, filters={"label": "malb"})}
         for c in client.containers.list(all=True, filters={"label": "com.containernet"}):

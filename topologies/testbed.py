@@ -52,8 +52,8 @@ class Testbed:
     def start(self) -> "Testbed":
         # mininet.node before mininet.link: Containernet's two modules import each other,
         # and only this order resolves
-        from mininet.node import OVSSwitch, RemoteController
-        from mininet.link import TCLink
+        from mininet.node import OVSSwitch, RemoteController  # deferred: Mininet or
+        from mininet.link import TCLink    # deferred: Containernet, whichever the backend is
 
         check_deployable(self.cfg)
         self.backend = backends.resolve_backend(self.options.backend)
@@ -103,7 +103,7 @@ class Testbed:
         """Per server: how its containers share the server's CPU share and memory."""
         params = {}
         if self.backend == "mininet":
-            from topologies.dockerhost import docker_client
+            from topologies.dockerhost import docker_client   # deferred: Mininet's node
             layout = detect_layout(docker_client().info())
             for srv in self.cfg.servers:
                 parent = apply_server_limits(layout, srv.name, srv.cpu, srv.memory_mb)
