@@ -1,4 +1,4 @@
-"""The fault suite's figures from plain data (experiments/faults.py): failed requests in a
+"""The fault suite's figures from plain data (experiments/faults/): failed requests in a
 window, late flows to a dead instance, history rows lost, recovery time, and the parsing
 that proves which dockerd and which OVS controllers are ours."""
 import sqlite3
@@ -123,7 +123,7 @@ def test_recovery_is_the_first_working_observation_after_the_fault_ends():
 
 
 def test_await_checks_runs_the_checks_in_order_until_all_pass(monkeypatch):
-    monkeypatch.setattr(faults, "POLL_S", 0.0)
+    monkeypatch.setattr(faults.probing, "POLL_S", 0.0)
     calls = {"a": 0, "b": 0}
 
     def a():
