@@ -107,6 +107,121 @@ def _param(path: str, name: str) -> float:
     return float(parse_qs(urlparse(path).query)[name][0])
 
 
+class ModelAgents:
+    """The host agents as the model has them: each instance's CPU (core-seconds) and bytes
+    sent since the start, as Docker's counters hold them, the raw samples each agent took
+    of them, and its /stats answer built from those as agents/agent.py builds it."""
+
+    def __init__(self, cfg, opts, seed: int, agent_period: float):
+        self.servers = {s.name: s for s in cfg.servers}
+        self.inst = {i.name: i for i in cfg.instances}
+        self.agent_period = agent_period
+        self.acc = {i: {"cpu": 0.0, "tx": 0.0} for i in self.inst}
+        self.window = cfg.profiler.agent_window_s
+        self.raws = {i: deque([self._raw(i, 0.0)],
+                              maxlen=int(self.window / self.agent_period) + 3)
+                     for i in self.inst}
+        # --sample-noise: the testbed's sampling error on the containers that run jobs
+        self.noise = sample_noise.NoiseSeries(opts.sample_noise, opts.noise_common,
+                                              opts.noise_lag1, seed) \
+            if opts.sample_noise > 0 else None
+        self.noisy_ms = {c["ms"] for c in lb_comparison.request_classes(opts)
+                         if c["path"].startswith("/job")}
+
+    def _raw(self, instance: str, now: float) -> RawSample:
+        """An agent's raw sample of an instance: its counters as Docker reports them (the
+        host clock at one CPU, so CPU % is core-seconds per second)."""
+        a = self.acc[instance]
+        return RawSample(now, round(a["cpu"] * 1e9), round(now * 1e9), 1, MEMORY_BYTES, None,
+                         0, round(a["tx"]))
+
+    def sample(self, name: str, now: float) -> None:
+        """One server's agent samples its instances' counters."""
+        for inst in (i for i in self.inst.values() if i.server == name):
+            self.raws[inst.name].append(self._raw(inst.name, now))
+
+    def answer(self, name: str, window: float | None = None) -> dict:
+        """The server's agent's /stats answer: its latest sample measured over `window`
+        seconds (the profiler's by default; agents/agent.py, Agent.over_window), or over
+        its own last period with no window (0)."""
+        window = self.window if window is None else window
+        srv = self.servers[name]
+        cap = Capacity(srv.cpu, srv.memory_mb * 2 ** 20, srv.network_mbit * 125000.0,
+                       "config")
+        containers, spans = [], []
+        for inst in (i for i in self.inst.values() if i.server == name):
+            raws = list(self.raws[inst.name])
+            base = window_base(raws, window if window > 0 else self.agent_period)
+            cur = raws[-1]
+            cpu, (rx, tx) = (cpu_percent(base, cur), rates(base, cur)) if base else \
+                (None, (None, None))
+            if self.noise is not None and cpu is not None and \
+                    inst.microservice in self.noisy_ms:
+                k = round(cur.time / self.agent_period)
+                cpu = max(0.0, cpu + 100.0 * self.noise.value(inst.name, k))
+            containers.append({
+                "name": inst.name, "instance": inst.name,
+                "microservice": inst.microservice, "readable": True, "state": "running",
+                "cpu_percent": cpu, "memory_bytes": MEMORY_BYTES, "rx_bytes_per_s": rx,
+                "tx_bytes_per_s": tx})
+            spans.append(cur.time - base.time if base else 0.0)
+        return {"server": name, "time": cur.time, "period_s": max(spans),
+                "capacity": {"cpu_cores": cap.cpu_cores,
+                             "memory_bytes": cap.memory_bytes,
+                             "network_bytes_per_s": cap.network_bytes_per_s},
+                "totals": server_totals(containers, cap), "containers": containers}
+
+
+class FlowReports:
+    """What the modelled controller tells the profiler of its flows."""
+
+    def __init__(self, rule_reports: bool, idle_timeout_s: float):
+        self.rule_reports, self.idle_timeout_s = rule_reports, idle_timeout_s
+        self.ended: list[dict] = []      # flow records completed since the last report
+        # --rule-reports: completed flows still counted until their rules idle out
+        # (release time, record), and the silent jobs whose rules idled out already
+        self.lingering: list[tuple[float, dict]] = []
+        self.idled_out: set[int] = set()
+
+    def report(self, tasks: list[Task], now: float) -> list[dict]:
+        """The flow records the controller tells the profiler: every running flow, and the
+        flows that ended since the last report. With --rule-reports, as the controller did
+        before it reported watched flows to their FIN (docs/controller.md): a flow ended
+        when its rules idled out, `idle_timeout_s` after its last packet. A job sends
+        nothing while it computes: one longer than the idle timeout ended then, a few
+        hundred ms long (its request), and ran again from its answer; every flow went on
+        counting for the idle timeout after its end."""
+        if not self.rule_reports:
+            active = [{"flow_id": str(t.seq), "microservice": t.ms, "active": True,
+                       "duration_s": now - t.start} for t in tasks]
+            ended, self.ended = [{k: v for k, v in r.items() if k != "ended_at"}
+                                 for r in self.ended], []
+            return active + ended
+        idle = self.idle_timeout_s
+        out = []
+        for t in tasks:
+            rec = {"flow_id": str(t.seq), "microservice": t.ms, "active": True,
+                   "duration_s": now - t.start}
+            if t.kind == "job" and now - t.start >= idle:
+                if t.seq not in self.idled_out:       # silent: its rules idled out
+                    self.idled_out.add(t.seq)
+                    out.append({**rec, "active": False, "duration_s": REQUEST_S})
+            else:
+                out.append(rec)
+        for r in self.ended:
+            self.lingering.append((r.pop("ended_at") + idle, r))
+        self.ended = []
+        still = []
+        for release, r in self.lingering:
+            if now >= release:
+                out.append(r)
+            else:
+                out.append({**r, "active": True})
+                still.append((release, r))
+        self.lingering = still
+        return out
+
+
 class Model:
     """One run of one policy."""
 
@@ -133,33 +248,18 @@ class Model:
         # every job's placement against the job demand each server carried at it, as
         # decision_audit judges the testbed's from the clients' records
         self.judged: list[dict] = []
-        # each instance's CPU (core-seconds) and bytes sent since the start, and the raw
-        # samples its agent took of them, as the testbed's agents keep Docker's counters
-        self.acc = {i: {"cpu": 0.0, "tx": 0.0} for i in self.inst}
-        self.window = cfg.profiler.agent_window_s
-        self.raws = {i: deque([self._raw(i, 0.0)],
-                              maxlen=int(self.window / self.agent_period) + 3)
-                     for i in self.inst}
         self.turn: dict[str, int] = {}
         self.answer: tuple[dict, dict] | None = None   # the profiler's latest
         spec = lb_comparison.workload_spec(cfg, opts, seed)
         self.antagonists = spec.get("antagonists", [])     # times from the load's start
         self.plan = loadgen.schedule(spec, 0, 1)
         self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
-        # --sample-noise: the testbed's sampling error on the containers that run jobs
-        self.noise = sample_noise.NoiseSeries(opts.sample_noise, opts.noise_common,
-                                              opts.noise_lag1, seed) \
-            if opts.sample_noise > 0 else None
-        self.noisy_ms = {c["ms"] for c in lb_comparison.request_classes(opts)
-                         if c["path"].startswith("/job")}
-        self.ended: list[dict] = []      # flow records completed since the last report
+        self.agents = ModelAgents(cfg, opts, seed, self.agent_period)
+        self.acc = self.agents.acc       # what the servers' steps add to
+        self.reports = FlowReports(opts.rule_reports, cfg.controller.idle_timeout_s)
         # per instance, (end, latency) of its requests: what its service's /latency tells
         # the agents' probes (a policy that reads probes: uses_probes)
         self.latencies: dict[str, deque] = {i: deque() for i in self.inst}
-        # --rule-reports: completed flows still counted until their rules idle out
-        # (release time, record), and the silent jobs whose rules idled out already
-        self.lingering: list[tuple[float, dict]] = []
-        self.idled_out: set[int] = set()
         # each agent's sampling phase against the profiler's: the same for every policy of
         # a run (seeded by the run), in whole steps
         phases = random.Random(f"agent phases {seed}") if opts.agent_phase == "random" else None
@@ -290,53 +390,11 @@ class Model:
             row["throughput_kB_s"] = t.sent / 1000 / max(now - first, DT)
         self.requests.append(row)
         self.latencies[t.instance].append((now, now - t.start))
-        self.ended.append({"flow_id": str(t.seq), "microservice": t.ms, "active": False,
-                           "duration_s": now - t.start, "ended_at": now})
+        self.reports.ended.append({"flow_id": str(t.seq), "microservice": t.ms,
+                                   "active": False, "duration_s": now - t.start,
+                                   "ended_at": now})
 
     # ------------------------------------------------------------ monitoring
-    def _raw(self, instance: str, now: float) -> RawSample:
-        """An agent's raw sample of an instance: its counters as Docker reports them (the
-        host clock at one CPU, so CPU % is core-seconds per second)."""
-        a = self.acc[instance]
-        return RawSample(now, round(a["cpu"] * 1e9), round(now * 1e9), 1, MEMORY_BYTES, None,
-                         0, round(a["tx"]))
-
-    def agent_sample(self, name: str, now: float) -> None:
-        """One server's agent samples its instances' counters."""
-        for inst in (i for i in self.inst.values() if i.server == name):
-            self.raws[inst.name].append(self._raw(inst.name, now))
-
-    def agent_answer(self, name: str, window: float | None = None) -> dict:
-        """The server's agent's /stats answer: its latest sample measured over `window`
-        seconds (the profiler's by default; agents/agent.py, Agent.over_window), or over
-        its own last period with no window (0)."""
-        window = self.window if window is None else window
-        srv = self.servers[name]
-        cap = Capacity(srv.cpu, srv.memory_mb * 2 ** 20, srv.network_mbit * 125000.0,
-                       "config")
-        containers, spans = [], []
-        for inst in (i for i in self.inst.values() if i.server == name):
-            raws = list(self.raws[inst.name])
-            base = window_base(raws, window if window > 0 else self.agent_period)
-            cur = raws[-1]
-            cpu, (rx, tx) = (cpu_percent(base, cur), rates(base, cur)) if base else \
-                (None, (None, None))
-            if self.noise is not None and cpu is not None and \
-                    inst.microservice in self.noisy_ms:
-                k = round(cur.time / self.agent_period)
-                cpu = max(0.0, cpu + 100.0 * self.noise.value(inst.name, k))
-            containers.append({
-                "name": inst.name, "instance": inst.name,
-                "microservice": inst.microservice, "readable": True, "state": "running",
-                "cpu_percent": cpu, "memory_bytes": MEMORY_BYTES, "rx_bytes_per_s": rx,
-                "tx_bytes_per_s": tx})
-            spans.append(cur.time - base.time if base else 0.0)
-        return {"server": name, "time": cur.time, "period_s": max(spans),
-                "capacity": {"cpu_cores": cap.cpu_cores,
-                             "memory_bytes": cap.memory_bytes,
-                             "network_bytes_per_s": cap.network_bytes_per_s},
-                "totals": server_totals(containers, cap), "containers": containers}
-
     def run(self, end: float) -> dict:
         """Plays the schedule until every request has ended; the evaluation's tables over
         the load phases (samples up to `end`) and every request."""
@@ -355,7 +413,7 @@ class Model:
             now = round(now + DT, 9)
             for name in self.servers:
                 if now >= next_sample[name] - 1e-9:
-                    self.agent_sample(name, now)
+                    self.agents.sample(name, now)
                     next_sample[name] += self.agent_period
             if probing and now >= next_probe - 1e-9:
                 self.probe(now)
@@ -363,11 +421,11 @@ class Model:
             if now >= next_tick - 1e-9:
                 # the profiler asks every agent for its latest sample over the window; with
                 # agents out of phase (--agent-phase random), some are most of a second old
-                samples = {name: self.agent_answer(name) for name in self.servers}
+                samples = {name: self.agents.answer(name) for name in self.servers}
                 # Table II from what the profiler got, or from another window of the same
                 # counters (--metric-window: one metric for policies fed alike)
                 measured = samples if self.opts.metric_window is None else {
-                    name: self.agent_answer(name, self.opts.metric_window)
+                    name: self.agents.answer(name, self.opts.metric_window)
                     for name in self.servers}
                 self.samples[now] = {
                     s: {"cpu": v["totals"]["cpu_percent"],
@@ -418,48 +476,11 @@ class Model:
         its answer (profiles, servers) out."""
         for name, s in samples.items():
             self.prof.ingest_agent(name, s, None, now)
-        self.prof.ingest_flows(self.flow_reports(now), None, now)
+        self.prof.ingest_flows(self.reports.report(self.tasks, now), None, now)
         self.prof.step(now)
         return self.prof.profiles(now), self.prof.servers_view(now)
 
 
-    def flow_reports(self, now: float) -> list[dict]:
-        """The flow records the controller tells the profiler: every running flow, and the
-        flows that ended since the last report. With --rule-reports, as the controller did
-        before it reported watched flows to their FIN (docs/controller.md): a flow ended
-        when its rules idled out, `idle_timeout_s` after its last packet. A job sends
-        nothing while it computes: one longer than the idle timeout ended then, a few
-        hundred ms long (its request), and ran again from its answer; every flow went on
-        counting for the idle timeout after its end."""
-        if not self.opts.rule_reports:
-            active = [{"flow_id": str(t.seq), "microservice": t.ms, "active": True,
-                       "duration_s": now - t.start} for t in self.tasks]
-            ended, self.ended = [{k: v for k, v in r.items() if k != "ended_at"}
-                                 for r in self.ended], []
-            return active + ended
-        idle = self.cfg.controller.idle_timeout_s
-        out = []
-        for t in self.tasks:
-            rec = {"flow_id": str(t.seq), "microservice": t.ms, "active": True,
-                   "duration_s": now - t.start}
-            if t.kind == "job" and now - t.start >= idle:
-                if t.seq not in self.idled_out:       # silent: its rules idled out
-                    self.idled_out.add(t.seq)
-                    out.append({**rec, "active": False, "duration_s": REQUEST_S})
-            else:
-                out.append(rec)
-        for r in self.ended:
-            self.lingering.append((r.pop("ended_at") + idle, r))
-        self.ended = []
-        still = []
-        for release, r in self.lingering:
-            if now >= release:
-                out.append(r)
-            else:
-                out.append({**r, "active": True})
-                still.append((release, r))
-        self.lingering = still
-        return out
 
 
 def ui_cpu_per_mb(histories: list[str], microservice: str = "ui") -> dict:

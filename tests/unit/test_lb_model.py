@@ -162,12 +162,12 @@ def test_agents_out_of_phase_sample_each_at_its_own_offset_the_same_for_every_po
     assert model("srr", 4, "--agent-phase", "random").agent_offset != a.agent_offset
     assert all(0 <= o < a.agent_period for o in a.agent_offset.values())
     seen = {}
-    sample = a.agent_sample
+    sample = a.agents.sample
 
     def agent_sample(name, now):
         seen.setdefault(name, []).append(now)
         return sample(name, now)
-    a.agent_sample = agent_sample
+    a.agents.sample = agent_sample
     a.run(30.0)
     for name, times in seen.items():
         assert times[0] == pytest.approx(a.agent_period + a.agent_offset[name])
@@ -177,18 +177,18 @@ def test_agents_out_of_phase_sample_each_at_its_own_offset_the_same_for_every_po
 
 def test_the_profiler_gets_each_agents_use_over_its_window_or_over_the_agents_last_second():
     m = model("srr")                 # agents sample every second, the profiler every 3 s
-    assert (m.agent_period, m.window) == (1.0, 3.0)
+    assert (m.agent_period, m.agents.window) == (1.0, 3.0)
     for t, cpu in ((1.0, 0.3), (2.0, 0.0), (3.0, 0.0)):      # a burst in the first second
         m.acc["srv1-be"]["cpu"] += cpu
-        m.agent_sample("srv1", t)
-    answer = m.agent_answer("srv1")
+        m.agents.sample("srv1", t)
+    answer = m.agents.answer("srv1")
     be = next(c for c in answer["containers"] if c["instance"] == "srv1-be")
     assert be["cpu_percent"] == pytest.approx(10.0) and answer["period_s"] == 3.0
     assert answer["totals"]["cpu_percent"] == pytest.approx(100 * 0.1 / 0.3, abs=1e-3)
-    answer = m.agent_answer("srv1", 0)          # the agent's latest sample, as /stats
+    answer = m.agents.answer("srv1", 0)          # the agent's latest sample, as /stats
     assert answer["totals"]["cpu_percent"] == 0.0 and answer["period_s"] == 1.0
-    m.window = 0                     # profiler.agent_window_s: 0, what the profiler asks for
-    assert m.agent_answer("srv1") == answer
+    m.agents.window = 0                     # profiler.agent_window_s: 0, what the profiler asks for
+    assert m.agents.answer("srv1") == answer
 
 
 def test_table_ii_can_measure_another_window_than_the_profiler_gets():
@@ -236,7 +236,7 @@ def test_rule_reports_end_a_silent_job_when_its_rules_idle_out_and_count_it_afte
             now = round(k * lb_model.DT, 2)
             m.step(now)
             if now == int(now):
-                for r in m.flow_reports(now):
+                for r in m.reports.report(m.tasks, now):
                     seen.setdefault(int(now), []).append((r["active"],
                                                           round(r["duration_s"], 1)))
         return seen
@@ -255,14 +255,14 @@ def test_sample_noise_strays_the_back_ends_samples_alone_and_repeats_with_the_se
     clean, noisy = model("srr"), model("srr", 1, "--sample-noise", "0.02")
     for m in (clean, noisy):
         m.run(30.0)
-    a, b = clean.agent_answer("srv1"), noisy.agent_answer("srv1")
+    a, b = clean.agents.answer("srv1"), noisy.agents.answer("srv1")
     cpu = {m: {c["microservice"]: c["cpu_percent"] for c in ans["containers"]}
            for m, ans in (("clean", a), ("noisy", b))}
     assert cpu["clean"]["ui"] == cpu["noisy"]["ui"]
     assert cpu["clean"]["backend"] != cpu["noisy"]["backend"]
     again = model("srr", 1, "--sample-noise", "0.02")
     again.run(30.0)
-    assert again.agent_answer("srv1") == b
+    assert again.agents.answer("srv1") == b
 
 
 def test_table_ii_covers_the_load_phases_and_again_with_the_drain_as_on_the_testbed():
