@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from common.procs import ROOT
 
@@ -33,7 +34,6 @@ def run_module(*args, timeout=120, user=None, **kwargs) -> subprocess.CompletedP
 @pytest.fixture
 def config_file(tmp_path):
     """Write a YAML configuration and return its path."""
-    import yaml
 
     def write(data: dict, name: str = "malb.yaml") -> str:
         path = tmp_path / name

@@ -21,7 +21,13 @@ import os
 import subprocess
 import sys
 
+from common.config import config_path, parse_config_file_data
 from common.procs import ROOT
+from ryu_apps import policies
+from ryu_apps.core import ControllerCore
+from ryu_apps.flowpath import FlowPath
+from ryu_apps.policy import PolicyCore
+from ryu_apps.result import Result
 
 FAKE_SWITCH_TESTS = ("tests/unit/test_core.py", "tests/unit/test_flowpath.py",
                      "tests/unit/test_dataplane.py")
@@ -30,7 +36,6 @@ POLICY_TESTS = ("tests/unit/test_policy.py", "tests/unit/policies", "tests/unit/
 
 def replay_policies() -> tuple[str, ...]:
     """Every registered policy: the fake-switch scenarios and the model under each."""
-    from ryu_apps import policies
     return tuple(policies.names())
 
 _digests: dict[str, "hashlib._Hash"] = {}
@@ -78,26 +83,23 @@ def _wrap(cls, name: str, record, outermost_only: bool = False) -> None:
 
 
 def install() -> None:
-    from ryu_apps import core, flowpath, policy
-    from ryu_apps.result import Result
-
     def record(out):
         if isinstance(out, Result):
             _result(out)
         elif isinstance(out, (bytes, bytearray)):
             _feed("bytes", bytes(out))
-    for cls in (core.ControllerCore, flowpath.FlowPath):
+    for cls in (ControllerCore, FlowPath):
         for name, member in list(vars(cls).items()):
             if callable(member) and not name.startswith("_"):
                 _wrap(cls, name, record, outermost_only=True)
-    _wrap(policy.PolicyCore, "choose", _decision)
+    _wrap(PolicyCore, "choose", _decision)
     forced = os.environ.get("MALB_REPLAY_POLICY")
     if forced:
-        init = core.ControllerCore.__init__
+        init = ControllerCore.__init__
 
         def forced_init(self, cfg, policy=None, *args, **kwargs):
             init(self, cfg, forced, *args, **kwargs)
-        core.ControllerCore.__init__ = forced_init
+        ControllerCore.__init__ = forced_init
 
 
 # ---------------------------------------------------------------- pytest plugin
@@ -131,9 +133,8 @@ def _pytest(paths, out: str, policy: str | None) -> dict:
 
 def _model_runs() -> dict:
     """Every policy's decisions in the fluid model: equal and unequal servers, two seeds."""
-    from experiments import lb_model
-    from common.config import config_path, parse_config_file_data
-    from experiments import lb_comparison
+    # deferred: the fluid model (NumPy, SciPy), for the command only, not in the plugin
+    from experiments import lb_comparison, lb_model
     out = {}
     for shares in ("0.25", "0.6,0.3,0.3,0.2"):
         opts = lb_model.parser().parse_args(["--phase-seconds", "20", "--period", "1",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import re
 import time
+import urllib.request
 
 from common.config import DEFAULT_MICROSERVICES
 
@@ -76,7 +77,6 @@ def burn(node, on: bool) -> None:
 
 def packet_in_count(stack, kind: str) -> float:
     """The controller's malb_packet_in_total for one kind, from its Prometheus text."""
-    import urllib.request
     text = urllib.request.urlopen(stack.controller_url("/metrics"), timeout=5).read().decode()
     m = re.search(r'^malb_packet_in_total\{kind="%s"\} (\S+)$' % re.escape(kind), text, re.M)
     return float(m.group(1)) if m else 0.0

@@ -6,6 +6,7 @@ connections), and leave the first one serving; a bad configuration is one line a
 Ports here are unusual ones, so a stack running on the defaults is not disturbed."""
 import json
 import os
+import socket
 import subprocess
 import time
 import urllib.request
@@ -69,7 +70,6 @@ def test_a_bad_configuration_is_one_line_and_exit_2(tmp_path):
 def test_idle_and_slow_clients_do_not_take_the_rest_api_offline(tmp_path):
     """1,100 idle connections (eventlet's default cap was 1,024, with no timeout) and a
     client that sends half a request: REST still answers, and the slow one is dropped."""
-    import socket
     config = write_config(tmp_path / "c.yaml")
     with controller_service(config, log_path=str(tmp_path / "c.log"), rest_port=REST,
                             name="controller-idle"):

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+import yaml
 
 from experiments import antagonist
 from experiments.lb_comparison import read_server_samples
@@ -52,7 +53,6 @@ def test_heavy_tail_plays_drawn_job_lengths(tmp_path):
 
 def test_unequal_servers_get_their_shares(tmp_path):
     run, run_dir = smoke(tmp_path, "unequal", "--duration-scale", "0.1")
-    import yaml
     cfg = yaml.safe_load(open(f"{run_dir}/config.yaml"))
     assert [s["cpu"] for s in cfg["servers"]] == [0.6, 0.3, 0.3, 0.2]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import types
 
+from ryu import cfg
 from ryu.controller.handler import MAIN_DISPATCHER
 from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
 
@@ -37,7 +38,7 @@ def event(dp, **fields):
 def make_app(monkeypatch):
     """The shell as ryu-manager would build it, on configs/paper.yaml at time NOW; a
     generator (a fixture's body): the options it sets in Ryu's cfg are cleared after."""
-    from ryu import cfg
+    # deferred: Ryu's app and WSGI stack (eventlet), only for the tests that build the shell
     from ryu_apps import malb
     monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
     for name in ("MALB_POLICY", "MALB_TOKEN"):

@@ -3,11 +3,13 @@ could not find out instead of reading it as "nothing left"."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 
 import pytest
 
+from common.config import parse_config
 from common.state import process_start_ticks, read_pid_file, same_process, write_pid_file
 from topologies import clean
 
@@ -67,8 +69,6 @@ def test_leftovers_raise_when_docker_cannot_be_asked(monkeypatch, tmp_path):
 
 
 def test_every_node_name_the_configuration_makes_is_known_to_cleanup():
-    import re
-    from common.config import parse_config
     cfg = parse_config({"testbed": {"clients": 2, "switches": 2, "proxy": True}})
     names = [i.name for i in cfg.slots] + [c.name for c in cfg.testbed.clients] + \
         [cfg.testbed.proxy.name] + [s.name for s in cfg.testbed.switches]

@@ -1,8 +1,11 @@
 """Bad flags and missing privileges end with one clear line, never a traceback."""
+import argparse
 import os
 
 import pytest
 
+from common.cli import overrides_from_args
+from common.config import ConfigError, parse_config
 from tests.conftest import run_module
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
@@ -155,10 +158,6 @@ def test_not_root_is_told_so():
 
 
 def test_server_flags_keep_what_an_explicit_server_list_says():
-    import argparse
-
-    from common.cli import overrides_from_args
-    from common.config import ConfigError, parse_config
     base = parse_config({"testbed": {"switches": 2},
                          "servers": [{"name": "big", "cpu": 1.0, "switch": "s2"},
                                      {"name": "small", "cpu": 0.2}]})

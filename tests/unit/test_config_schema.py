@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from common.config import ConfigError, parse_config
-from common.config.fields import settings
+from common.config.fields import read_section, settings
 from common.config import model
 from common.config.model import FILE_SECTIONS, AgentsCfg, ControllerCfg, Dataplane, Health, \
     ProfilerCfg, SloLoopCfg
@@ -106,7 +106,6 @@ def test_schema_and_validator_agree_on_each_fields_range(path, key, value, in_ra
 
 def test_a_dataclass_default_and_its_declared_default_agree():
     """Built in code (Health()) or read from an empty mapping, a section is the same."""
-    from common.config.fields import read_section
     for cls in (Health, Dataplane, SloLoopCfg):
         assert read_section(cls, {}, "x") == cls()
     assert dataclasses.asdict(read_section(SloLoopCfg, None, "x")) == \

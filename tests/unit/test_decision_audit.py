@@ -1,4 +1,7 @@
 """experiments/decision_audit.py: judging least-load decisions by what followed."""
+import json
+import shutil
+
 import pytest
 
 from experiments import decision_audit as audit
@@ -41,8 +44,6 @@ def test_cli_names_a_missing_directory(tmp_path, capsys):
 
 
 def _run_dir(tmp_path, jobs, decisions):
-    import json
-    import shutil
     run = tmp_path / "malb" / "run1"
     run.mkdir(parents=True)
     shutil.copy("configs/paper.yaml", run / "config.yaml")          # 4 servers of 0.4 CPU

@@ -1,8 +1,10 @@
 """Scenario 2 statistics on small fixtures with hand-computed answers."""
 import pytest
 
-from experiments.evaluation import (energy_per_server, fig3, jain, mean_fig3,
-                                    mean_of_runs, server_power, table2, table3, worst_case)
+from experiments import report
+from experiments.evaluation import (energy_per_server, fig3, in_periods, jain, mean_fig3,
+                                    mean_of_runs, percentile, server_power, table2, table3,
+                                    worst_case)
 
 
 def test_power_model_by_hand():
@@ -77,7 +79,6 @@ def test_energy_per_server_and_mean_of_runs():
 
 
 def test_report_tables_have_every_row_and_the_papers_beside(tmp_path):
-    from experiments import report
     samples = {float(t): {s: {"cpu": 10.0 * i + t % 5, "mem": 5.0, "net": 1.0 * i}
                           for i, s in enumerate(["srv1", "srv2"])} for t in range(40)}
     classes = ["ui-light", "ui-medium", "backend-medium", "backend-heavy", "video"]
@@ -128,7 +129,6 @@ def test_fig3_over_runs_judges_the_averaged_worst_case():
 
 
 def test_in_periods_averages_each_servers_samples_over_the_metric_period():
-    from experiments.evaluation import in_periods
     # 1 s samples, read over 3 s periods; srv2 misses the 4th sample, and one figure
     # is missing at the 5th
     samples = {100.0: {"a": {"cpu": 10, "mem": 1, "net": 0}, "b": {"cpu": 40, "mem": 1, "net": 0}},
@@ -148,7 +148,6 @@ def test_in_periods_averages_each_servers_samples_over_the_metric_period():
 
 
 def test_table3_gives_every_class_its_median_and_p99_response_time():
-    from experiments.evaluation import percentile
     assert percentile([], 50) is None
     assert percentile([5.0], 99) == 5.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5              # numpy's linear
@@ -164,7 +163,6 @@ def test_table3_gives_every_class_its_median_and_p99_response_time():
 
 
 def test_the_papers_malb_figures_stand_beside_its_rule_and_ours_is_named_so():
-    from experiments import report
     samples = {float(t): {s: {"cpu": 10.0 + t, "mem": 5.0, "net": 1.0} for s in ("a", "b")}
                for t in range(5)}
     rows = [{"class": "ui-light", "latency_s": "0.5", "error": ""}]

@@ -1,14 +1,22 @@
 """The fault suite's figures from plain data (experiments/faults/): failed requests in a
 window, late flows to a dead instance, history rows lost, recovery time, and the parsing
 that proves which dockerd and which OVS controllers are ours."""
+import argparse
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
+from common.config import config_path, parse_config_file_data
+from common.procs import Service
+from common.state import write_pid_file
 from experiments import faults
 from experiments.faults import FaultError, analyse, docker_socket_path, error_kind, \
     late_flows, markdown_table, merge_decisions, parse_ovs_list, parse_ovs_value, \
     recovery_seconds, requests_in_window, rows_lost, targets_met, unix_listener_inodes
+from experiments.loadgen import schedule, validate_spec
+from profiler.store import HistoryStore
 
 
 def req(intended, error="", cls="ui-object", ended=None):
@@ -85,7 +93,6 @@ def test_rows_lost_compares_counts_up_to_the_cut_off_and_flows_by_id():
 def test_history_snapshot_of_a_real_store_survives_a_killed_writer(tmp_path):
     """The snapshot reads what HistoryStore committed; rows after the cut-off and a flow
     recorded again later (its t moves on) do not count as lost."""
-    from profiler.store import HistoryStore
     path = str(tmp_path / "h.sqlite")
     store = HistoryStore(path, retention_s=3600)
     for t in (1.0, 2.0, 3.0):
@@ -242,10 +249,6 @@ def test_ovs_values():
 
 
 def test_a_service_is_signalled_only_when_its_pid_file_names_it(tmp_path, monkeypatch):
-    import subprocess
-    import sys
-    from common.procs import Service
-    from common.state import write_pid_file
     monkeypatch.setattr("common.procs.PID_DIR", str(tmp_path))
     svc = Service("svc-test", [sys.executable, "-c", "import time; time.sleep(30)"], None,
                   str(tmp_path / "svc.log"))
@@ -297,9 +300,6 @@ def test_the_report_names_every_fault_its_checks_and_its_evidence():
 
 
 def test_the_workload_of_a_segment_is_a_valid_load_generator_spec():
-    import argparse
-    from common.config import config_path, parse_config_file_data
-    from experiments.loadgen import schedule, validate_spec
     opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0)
     cfg = parse_config_file_data(faults.config_data(opts), config_path(None))
     assert cfg.controller.monitoring_period_s == cfg.profiler.period_s == 3.0

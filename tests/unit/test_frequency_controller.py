@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slo.frequency_controller import LoopSettings, LoopState, decide, initial_state, quantise
+from slo.frequency_controller import LoopSettings, LoopState, decide, initial_state, \
+    predicted_sli, quantise
 
 S = LoopSettings(target_ms=100.0, min_samples=10)
 
@@ -125,7 +126,6 @@ def test_bad_settings_are_refused_naming_the_field(bad, message):
 
 
 def test_a_busy_core_stays_up_where_queueing_would_push_the_next_step_into_the_band():
-    from slo.frequency_controller import predicted_sli
     start = LoopState(freq_mhz=1300)
     # 80 ms at 1300 MHz: 1/f alone predicts 86.7 ms at 1200, under the band (90)...
     assert run(S, [(80.0, 50)], start) == [("down", 1200)]

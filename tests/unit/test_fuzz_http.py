@@ -16,7 +16,7 @@ database: the same cases on every run, about 12 s in all.
 import http.client
 import json
 import socket
-from urllib.parse import unquote
+from urllib.parse import unquote, urlencode
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -25,6 +25,7 @@ from common.config import parse_config
 from common.httpjson import JsonServer
 from profiler.service import FLOW_FIELDS, ProfilerService
 from profiler.store import HistoryStore
+from tests.lib.rest_app import fake_app, state_of
 
 EXAMPLES = 700          # per profiler test: about 2,400 requests
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
@@ -279,7 +280,6 @@ def test_wrong_paths_methods_queries_and_content_types_are_named(profiler, data)
             query[bad] = data.draw(st.text(max_size=40).filter(
                 lambda s: s not in ("server", "microservice", "container", "edge", "cpu",
                                     "mem", "net", "age_s", "stale")))
-        from urllib.parse import urlencode
         expect_error(client.send("GET", "/history?" + urlencode(query)),
                      bad if bad in ("kind", "column", "since") else
                      "unknown query parameter" if bad == "unknown" else "required")
@@ -322,8 +322,9 @@ AGENT_EXAMPLES = 400
 
 @pytest.fixture(scope="module")
 def agent():
+    # deferred: the Docker SDK (agents.agent imports it), only for the agent's tests
     from agents.agent import http_server
-    from tests.lib.agents import make_agent
+    from tests.lib.agents import make_agent   # deferred: as above
 
     agent, slo, routes = make_agent()
     agent.period_s = 3600.0           # its one sample stays fresh: /health answers 200
@@ -433,11 +434,10 @@ REST_EXAMPLES = 600
 
 @pytest.fixture(scope="module")
 def rest():
+    # deferred: Ryu's WSGI stack (eventlet, WebOb), only for the REST API's tests
     from ryu.app.wsgi import WSGIApplication
-    from webob import Request
-
-    from ryu_apps.rest import register_rest
-    from tests.lib.rest_app import fake_app, state_of
+    from webob import Request                  # deferred: as above
+    from ryu_apps.rest import register_rest    # deferred: as above
 
     app = fake_app()
     app.status = lambda: {"policy": app.policy_core.policy}

@@ -18,8 +18,8 @@ import pytest
 
 from common.config import DEFAULT_MICROSERVICES, parse_config
 from experiments import haproxy
-from experiments.haproxy import agent_answer, agent_weight, cores_over, parse_stat_csv, \
-    render_config
+from experiments.haproxy import agent_answer, agent_weight, capacity_weights, cores_over, \
+    parse_stat_csv, render_config
 from tests.conftest import PY, ROOT
 
 
@@ -307,6 +307,7 @@ def test_a_socket_made_in_another_namespace_is_served_from_this_one():
 
 
 def test_the_benchmarks_summary_means_each_path_and_sets_haproxy_against_the_servers():
+    # deferred: Mininet and the Docker SDK, which benchmarks.haproxy's stack imports
     from benchmarks.haproxy import markdown, summary
     row = {"requests": 400, "ryu_cpu_s": 0.1, "ovs_cpu_s": 3.0, "haproxy_cores": None,
            "haproxy_idle_cores": None}
@@ -330,8 +331,6 @@ def test_the_benchmarks_summary_means_each_path_and_sets_haproxy_against_the_ser
 
 
 def test_servers_of_unequal_shares_get_weights_in_proportion():
-    from common.config import parse_config
-    from experiments.haproxy import capacity_weights, render_config
     cfg = parse_config({"testbed": {"proxy": True},
                         "servers": [{"name": f"srv{k}", "cpu": c}
                                     for k, c in enumerate((0.5, 0.4, 0.3, 0.2), 1)]})

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from experiments import lb_comparison
+from experiments.lb_comparison import long_flows_to
 
 SERVERS = ("srv1", "srv2", "srv3", "srv4")
 
@@ -223,7 +224,6 @@ def test_a_summary_states_its_scenario_its_seed_range_and_its_antagonists(tmp_pa
 
 
 def test_long_flows_started_during_an_antagonist_are_counted_by_where_they_went():
-    from experiments.lb_comparison import long_flows_to
     a = {"server": "srv1", "started_at": 100.0, "stopped_at": 130.0}
     reqs = [{"class": "backend-heavy", "intended": "105", "served_by": "srv1-be"},
             {"class": "backend-medium", "intended": "110", "served_by": "srv2-be"},

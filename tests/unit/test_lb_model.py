@@ -4,7 +4,9 @@ import json
 import pytest
 
 from common.config import config_path, parse_config_file_data
-from experiments import lb_comparison, lb_model
+from experiments import decision_audit, lb_comparison, lb_model
+from profiler.store import HistoryStore
+from ryu_apps.policies.malb import LOOKAHEAD_S
 
 
 def model(policy="srr", seed=1, *flags):
@@ -56,7 +58,6 @@ def test_the_omniscient_reference_balances_cpu_better_than_round_robin():
 
 
 def test_lookahead_sets_malbs_horizon_and_at_zero_the_ahead_oracle_is_the_oracle():
-    from ryu_apps.policies.malb import LOOKAHEAD_S
     assert model("malb").core.strategy.options.lookahead_s == LOOKAHEAD_S
     assert model("malb", 1, "--lookahead", "3").core.strategy.options.lookahead_s == 3.0
     assert model("oracle-ahead", 1, "--lookahead", "0").run(30.0) == \
@@ -116,7 +117,6 @@ def test_a_ui_object_works_its_wall_clock_budget_on_the_servers_share_then_sends
 
 
 def test_the_ui_cpu_per_mb_of_a_testbed_run_is_measured_net_of_the_idle_process(tmp_path):
-    from profiler.store import HistoryStore
     path = str(tmp_path / "history.sqlite")
     with HistoryStore(path, retention_s=3600) as store:
         def row(ms, cpu, tx):
@@ -210,7 +210,6 @@ def test_with_a_1_s_period_table_ii_is_read_over_the_metric_period_as_on_the_tes
 
 
 def test_every_job_placement_is_judged_against_the_job_demand_at_it_as_on_the_testbed():
-    from experiments import decision_audit
     runs = {p: model(p, 2, "--peak-rate", "3").run(45.0) for p in ("oracle", "srr")}
     jobs = [r for r in model("srr", 2, "--peak-rate", "3").plan
             if r["class"]["path"].startswith("/job")]

@@ -6,8 +6,13 @@ import socket
 
 import eventlet
 import pytest
+from ryu import cfg
+from ryu.app.wsgi import WSGIApplication
+from ryu.lib import hub
 
+from common.config import DEFAULT_MICROSERVICES
 from ryu_apps import listeners
+from ryu_apps.malb import MalbController
 
 
 @pytest.fixture(autouse=True)
@@ -69,8 +74,6 @@ def test_a_port_held_by_an_older_ryu_is_refused_and_nothing_stays_bound():
 
 
 def test_ryu_is_handed_the_reserved_sockets():
-    from ryu.lib import hub
-
     port = free_port()
     listeners.reserve({"OpenFlow": ("127.0.0.1", port)})
     held = listeners._held[("127.0.0.1", port)]
@@ -88,10 +91,6 @@ def test_ryu_is_handed_the_reserved_sockets():
 @pytest.fixture
 def start_controller(monkeypatch, capsys):
     """MalbController(...) with MALB_CONFIG set; returns (exit code, stderr lines)."""
-    from ryu import cfg
-    from ryu.app.wsgi import WSGIApplication
-
-    from ryu_apps.malb import MalbController
 
     def start(path):
         monkeypatch.setenv("MALB_CONFIG", path)
@@ -105,8 +104,6 @@ def start_controller(monkeypatch, capsys):
 
 
 def test_the_controller_exits_2_on_a_bad_configuration(start_controller, config_file):
-    from common.config import DEFAULT_MICROSERVICES
-
     code, err = start_controller(config_file({"controller": {"rest_host": "999.999.1.1"},
                                               "microservices": DEFAULT_MICROSERVICES}))
     assert code == 2 and len(err) == 1
@@ -121,8 +118,6 @@ def test_the_controller_exits_2_on_a_bad_configuration(start_controller, config_
 @pytest.mark.parametrize("taken", ["rest", "ofp"])
 def test_a_second_controller_on_the_same_ports_exits_2_saying_which(start_controller,
                                                                      config_file, taken):
-    from common.config import DEFAULT_MICROSERVICES
-
     ports = {"rest": free_port(), "ofp": free_port()}
     first = eventlet.listen(("127.0.0.1" if taken == "rest" else "0.0.0.0", ports[taken]))
     try:

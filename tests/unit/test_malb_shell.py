@@ -9,7 +9,7 @@ import types
 from ryu.controller.handler import DEAD_DISPATCHER
 from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
 
-from ryu_apps import ofwire
+from ryu_apps import malb, ofwire
 from tests.lib.fakeswitch import CONTROLLER, fields_of
 from tests.lib.shell import NOW, connect, event
 
@@ -50,7 +50,6 @@ def test_statistics_removals_and_port_events_are_decoded(app):
     app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame, cookie=0))
     rules = dp.switch.nat_rules()
     # a restarted controller learns the flow from the switch's flow statistics reply
-    from ryu_apps import malb
     fresh = malb.MalbController(wsgi=None)
     dp2 = connect(fresh)
     body = [parser.OFPFlowStats(table_id=0, duration_sec=4, duration_nsec=0, priority=200,
@@ -82,7 +81,6 @@ def test_statistics_removals_and_port_events_are_decoded(app):
 
 
 def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monkeypatch):
-    from ryu_apps import malb
     posted = []
     answers = {"profiles": {"microservices": {"ui": {"weights": {"alpha": 0, "beta": 1,
                                                                  "gamma": 0}}}},

@@ -104,7 +104,6 @@ def test_parse_frame_tcp_udp_arp():
 
 
 def test_frames_the_controller_sends_are_what_ryu_builds_and_parses():
-    from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp
     vip_mac, cli_mac = "02:00:00:00:00:64", "02:00:00:02:00:01"
     # an ARP reply for a VIP: the bytes Ryu's packet library makes (which pads the frame to
     # Ethernet's 60-byte minimum, as the switch does anyway)

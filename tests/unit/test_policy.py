@@ -1,5 +1,6 @@
 """The policy core (ryu_apps/policy.py): pools, health, loads, weights, pending flows and the
 status, as every policy reads them. Each policy's own tests: tests/unit/policies/."""
+import json
 from collections import Counter
 
 import pytest
@@ -114,7 +115,6 @@ def test_policy_switch_and_bad_values():
 
 
 def test_status_is_json_ready_and_counts_assignments():
-    import json
     core = make_core()
     loads(core)
     for _ in range(4):

@@ -92,6 +92,7 @@ def test_walk_forward_mse_on_a_tiny_series():
 
 @pytest.mark.parametrize("ar, ma", [((0.6, -0.2), (0.3,)), ((0.8,), ()), ((), (0.4, 0.2))])
 def test_numpy_recursion_matches_statsmodels_forecast_for_given_params(ar, ma):
+    # deferred: statsmodels (a second to import), the reference these tests check against
     from statsmodels.tsa.arima.model import ARIMA
     y = arma_series(60, ar, ma, mean=10.0, seed=3)
     params = ArmaParams(10.2, ar, ma)
@@ -101,6 +102,7 @@ def test_numpy_recursion_matches_statsmodels_forecast_for_given_params(ar, ma):
 
 
 def test_numpy_recursion_matches_statsmodels_forecast_for_fitted_params():
+    # deferred: statsmodels, as above
     from statsmodels.tsa.arima.model import ARIMA
     y = arma_series(50, (0.6, -0.2), (0.3,), mean=5.0, seed=11)
     params, seconds = fit_arma(y, (2, 1))
@@ -166,6 +168,7 @@ def test_failed_fits_are_counted_and_keep_the_previous_params(monkeypatch):
 
 
 def test_fit_arma_reports_estimation_errors_as_failure_and_says_why(monkeypatch, caplog):
+    # deferred: statsmodels, as above; fit_arma imports ARIMA from it at each call
     import statsmodels.tsa.arima.model as sm_model
 
     class Broken:

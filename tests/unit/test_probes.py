@@ -9,6 +9,7 @@ import math
 import pytest
 
 from common.config import ConfigError, parse_config
+from common.httpjson import HttpError
 from ryu_apps.policies.round_robin import RoundRobin
 from ryu_apps.policy import Probe, core_from_config
 from tests.lib.controller import NOW, make
@@ -167,7 +168,7 @@ def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
 
 # ---------------------------------------------------------------- the Ryu shell
 def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypatch):
-    from common.httpjson import HttpError
+    # deferred: the Ryu shell (eventlet, Ryu's WSGI stack); the rest of this file needs none
     from ryu_apps import malb
     reads_probes(app.policy_core)
     asked = []

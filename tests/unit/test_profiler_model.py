@@ -1,6 +1,6 @@
 import pytest
 
-from common.config import parse_config
+from common.config import ACTIVE_FLOW_TTL_S, parse_config
 from profiler.model import ProfilerModel, instance_usage
 from profiler.predictors import RollingMean, Arma
 from tests.lib.profiler_samples import CAP, cfg, sample
@@ -214,7 +214,6 @@ def test_an_agent_sample_feeds_the_predictor_once():
 
 
 def test_ports_stay_when_a_report_has_none_and_silent_flows_expire():
-    from common.config import ACTIVE_FLOW_TTL_S
     m = ProfilerModel(cfg(), lambda: RollingMean(3))
     assert m.active_flow_ttl_s == ACTIVE_FLOW_TTL_S     # 10 s idle timeout: the floor
     slow = parse_config({"controller": {"idle_timeout_s": 0, "hard_timeout_s": 900}})

@@ -11,8 +11,11 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
+from common.config import parse_config
 from common.httpjson import BadRequest, HttpError, JsonServer, get_json
-from profiler.service import RespawningProcessPool, validate_flows, validate_pairs
+from profiler.service import ProfilerService, RespawningProcessPool, validate_flows, \
+    validate_pairs
+from profiler.store import HistoryStore
 
 
 def flow(**kw):
@@ -120,9 +123,6 @@ def test_a_handler_bug_is_a_500_without_details_and_a_log_line_with_them(caplog)
 
 # ------------------------------------------------------------------ POST /flows: all or nothing
 def make_service():
-    from common.config import parse_config
-    from profiler.service import ProfilerService
-    from profiler.store import HistoryStore
     cfg = parse_config({"servers": {"count": 2}, "profiler": {"period_s": 3}})
     return ProfilerService(cfg, store=HistoryStore(":memory:", 3600), collector=dict,
                            clock=lambda: 1000.0)

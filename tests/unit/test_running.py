@@ -1,6 +1,7 @@
 """ryu_apps/estimators/running_flows.py and open_flows.py: running-flow estimates from assignment times and flow durations."""
 import pytest
 
+from ryu_apps.estimators.open_flows import HISTORY_FLOWS, InstanceFlows, OpenFlows
 from ryu_apps.estimators.running_flows import RunningFlows
 from ryu_apps.estimators.survival import Survival
 
@@ -47,7 +48,6 @@ def test_memory_is_bounded_by_the_horizon_not_the_flows():
 
 
 def test_open_flows_count_exactly_now_and_at_a_recent_time():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows(bucket_s=0.1)
     o.add("a", "srv1", "backend", 10.0)
     o.add("b", "srv1", "backend", 12.0)
@@ -62,7 +62,6 @@ def test_open_flows_count_exactly_now_and_at_a_recent_time():
 
 
 def test_open_flows_that_never_end_are_dropped_after_the_max_age():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows(max_age_s=100.0)
     o.add("a", "srv1", "video", 0.0)
     o.add("b", "srv1", "video", 50.0)
@@ -71,7 +70,6 @@ def test_open_flows_that_never_end_are_dropped_after_the_max_age():
 
 
 def test_the_cost_of_a_count_does_not_grow_with_the_flows():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows(bucket_s=0.1)
     for i in range(20000):
         o.add(i, "srv1", "backend", i * 0.001)         # 20,000 flows in 20 s
@@ -80,7 +78,6 @@ def test_the_cost_of_a_count_does_not_grow_with_the_flows():
 
 
 def test_a_sample_goes_to_the_flows_that_ran_through_it_first():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows()
     o.add("a", "srv1", "backend", 90.0)
     o.add("b", "srv1", "backend", 91.5)            # half of the sample [90, 93]
@@ -103,7 +100,6 @@ def test_a_sample_goes_to_the_flows_that_ran_through_it_first():
 
 
 def test_flows_measured_before_keep_the_mean_of_their_samples():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows()
     o.add("a", "srv1", "backend", 90.0)
     o.add("b", "srv1", "backend", 93.0)
@@ -120,7 +116,6 @@ def test_flows_measured_before_keep_the_mean_of_their_samples():
 
 
 def test_running_sums_make_a_decision_cost_the_same_at_any_number_of_flows():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows()
     for i in range(20000):
         o.add(i, "srv1", "backend", 70.0 + i * 0.0005)
@@ -130,7 +125,6 @@ def test_running_sums_make_a_decision_cost_the_same_at_any_number_of_flows():
 
 
 def test_flows_measured_at_nothing_share_what_a_later_sample_shows_alike():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows()
     o.add("a", "srv1", "video", 90.0)
     o.add("b", "srv1", "video", 90.0)
@@ -163,7 +157,6 @@ def test_expected_remaining_life_is_the_survival_integral_over_its_value():
 
 
 def test_instance_flows_count_each_open_flow_at_its_remaining_life():
-    from ryu_apps.estimators.open_flows import InstanceFlows
     f = InstanceFlows(max_age_s=60.0)
     s = Survival([2.0] * 20)                          # every flow lasts 2 s
     f.add("a", "srv1-ui", 10.0)
@@ -187,7 +180,6 @@ def test_instance_flows_count_each_open_flow_at_its_remaining_life():
 
 
 def test_instance_flows_cost_the_buckets_not_the_flows():
-    from ryu_apps.estimators.open_flows import InstanceFlows
     f = InstanceFlows(bucket_s=0.1)
     s = Survival([0.4] * 10 + [4.0] * 10)
     for k in range(200_000):                          # a SYN flood: 20,000 a second
@@ -213,7 +205,6 @@ def _ended_jobs(o, server, jobs, t=0.0):
 
 
 def test_a_flow_counts_for_the_part_of_the_horizon_that_alike_flows_ran_past_its_age():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows(cores={"srv1": 0.3, "srv2": 0.6})
     # 10 s jobs at 12.5 % of a 0.3-core server, 30 s ones at 26.7 %
     _ended_jobs(o, "srv1", [(12.5, 10.0)] * 4 + [(26.7, 30.0)] * 4)
@@ -239,7 +230,6 @@ def test_a_flow_counts_for_the_part_of_the_horizon_that_alike_flows_ran_past_its
 
 
 def test_fewer_than_three_alike_flows_say_nothing():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows()
     _ended_jobs(o, "srv1", [(12.5, 10.0)] * 2)
     assert o.ahead_share("backend", 12.5, 8.0, 5.0) == 1.0
@@ -248,7 +238,6 @@ def test_fewer_than_three_alike_flows_say_nothing():
 
 
 def test_flows_whose_end_was_never_seen_say_nothing_about_durations():
-    from ryu_apps.estimators.open_flows import OpenFlows
     o = OpenFlows(max_age_s=60.0)
     o.add("silent", "srv1", "backend", 0.0)
     o.attribute("srv1", {"backend": (20.0, 0.0)}, 0.0, 3.0)
@@ -258,7 +247,6 @@ def test_flows_whose_end_was_never_seen_say_nothing_about_durations():
 
 
 def test_the_shortfall_walks_only_flows_that_measured_a_real_part_of_the_server():
-    from ryu_apps.estimators.open_flows import HISTORY_FLOWS, OpenFlows
     o = OpenFlows()
     _ended_jobs(o, "srv1", [(12.5, 10.0)] * (HISTORY_FLOWS + 50))
     assert len(o._history["backend"]) == HISTORY_FLOWS       # the last ones only

@@ -7,9 +7,10 @@ import random
 import statistics
 
 import pytest
+import yaml
 
 from common.config import config_path, load_config, parse_config_file_data
-from experiments import lb_comparison, loadgen, scenarios
+from experiments import lb_comparison, lb_model, loadgen, scenarios
 from placement.apps import entry_services, generate
 from tests.conftest import ROOT
 
@@ -64,7 +65,6 @@ def test_left_out_flags_take_the_scenarios_defaults_and_given_ones_win():
     assert cg.peak_rate == 12.0 and cg.config is None
     assert scenarios.base_config_path(cg).endswith("configs/callgraph-lb.yaml")
     # the fluid model's parser is built on the comparison's: it sees the same
-    from experiments import lb_model
     assert lb_model.parser().parse_args(["--scenario", "unequal"]).server_cpu == \
         [0.6, 0.3, 0.3, 0.2]
 
@@ -156,7 +156,6 @@ def test_the_callgraph_configuration_is_the_generators_and_its_entries_the_class
 
 def test_the_generators_defaults_still_write_callgraph30():
     text = open(f"{ROOT}/configs/callgraph30.yaml").read()
-    import yaml
     assert yaml.safe_load(text) == generate(30, 7)
     d = generate(12, 3, entries=3, replicas=2, servers=4)
     assert entry_services(d) == ["svc01", "svc02", "svc03"]

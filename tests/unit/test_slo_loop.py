@@ -4,16 +4,24 @@ refuses bad bodies naming the field and changes nothing; the configuration's ref
 from __future__ import annotations
 
 import copy
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
 from agents.slo import SloRunner, choose_actuator
 from common.config import ConfigError, parse_config
 from common.httpjson import BadRequest
+from common.latency_window import LatencyWindow
 from common.metrics import Registry
 from slo.actuators import ActuatorError
 from slo.frequency_controller import LoopSettings
 from slo.loop import ServiceLoop
+from tests.conftest import ROOT
 from tests.lib.agents import SLO_CONFIG
 
 
@@ -194,7 +202,6 @@ def test_a_bad_slo_configuration_is_one_clear_error(change, message):
 
 
 def test_the_latency_window_gives_exact_quantiles_of_the_recent_requests():
-    from common.latency_window import LatencyWindow
     w = LatencyWindow(horizon_s=10.0, clock=lambda: 100.0)
     for k in range(1, 101):                     # 1..100 ms, ended at t = 95
         w.add(k / 1000.0, now=95.0)
@@ -207,14 +214,6 @@ def test_the_latency_window_gives_exact_quantiles_of_the_recent_requests():
 
 
 def test_the_call_graph_service_answers_its_latency_summary():
-    import json
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    from tests.conftest import ROOT
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

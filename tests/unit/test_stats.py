@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from common.stats import quantile
+from common.stats import histogram_quantile, quantile
 
 
 @pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0],
@@ -19,7 +19,6 @@ def test_quantile_edges():
 
 
 def test_histogram_quantile_interpolates_inside_the_bucket():
-    from common.stats import histogram_quantile
     buckets = [(0.01, 50.0), (0.02, 90.0), (0.05, 100.0), (float("inf"), 100.0)]
     assert histogram_quantile(0.5, buckets) == pytest.approx(0.01)
     assert histogram_quantile(0.7, buckets) == pytest.approx(0.015)     # halfway in 10-20 ms

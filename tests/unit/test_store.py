@@ -2,6 +2,7 @@ import csv
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -209,8 +210,6 @@ def test_retention_must_be_positive():
 
 def test_a_path_that_cannot_be_a_history_is_a_value_error_naming_it(tmp_path):
     """What the profiler turns into one line and exit 2 (test_config.py runs it)."""
-    import sqlite3
-
     other = tmp_path / "other.sqlite"              # SQLite, but another program's tables
     db = sqlite3.connect(other)
     db.execute("CREATE TABLE flows (x)")

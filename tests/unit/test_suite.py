@@ -2,10 +2,15 @@
 runs for each, and the Holm correction of its tables."""
 import argparse
 import json
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
-from experiments import lb_comparison, scenarios, suite
+from experiments import lb_comparison, scenarios, significance, suite
 
 
 def test_every_scenario_runs_known_policies_with_malb_and_its_papers_rule():
@@ -43,7 +48,6 @@ def test_each_run_rotates_the_policies_by_one_place():
 
 def _summary(cpu: dict[str, list[float]], p99: dict[str, list[float]]) -> dict:
     """A comparison's summary.json as lb_comparison writes it, from per-run figures."""
-    from experiments import significance
     runs = {p: [{"run": k + 1, "seed": 1001 + k,
                  "table2": {"cpu": {"stdev": v}},
                  "table3": {"ui-light": {"requests": 10, "failed": 0, "average": p99[p][k],
@@ -55,7 +59,6 @@ def _summary(cpu: dict[str, list[float]], p99: dict[str, list[float]]) -> dict:
 
 
 def test_tabulate_names_the_best_practical_baseline_and_corrects_for_many_tests(tmp_path):
-    import json
     cpu = {"srr": [12, 13, 11, 12, 14], "lc": [9, 10, 9.5, 10, 9], "p2c": [11, 12, 10, 12, 13],
            "malb": [7, 8, 7.5, 8, 7]}
     p99 = {"srr": [500] * 5, "lc": [400, 410, 390, 405, 395], "p2c": [450] * 5,
@@ -92,11 +95,6 @@ def test_a_finished_scenario_is_kept_only_if_it_ran_with_the_suites_options(tmp_
 def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
     """A SIGTERM to the suite reaches the comparison, and the suite returns its exit code
     once it has ended (here a comparison that takes a second to come down)."""
-    import signal
-    import subprocess
-    import sys
-    import threading
-    import time
     script = tmp_path / "comparison.py"
     script.write_text(
         "import signal, sys, time\n"

@@ -10,9 +10,15 @@ from types import SimpleNamespace
 import pytest
 
 import common.httpjson as httpjson
-from common.config import ConfigError, load_config, parse_config, with_token_from_environment
+from common.config import DEFAULT_MICROSERVICES, ConfigError, load_config, parse_config, \
+    with_token_from_environment
 from common.httpjson import HttpError, JsonServer, check_token, delete_json, get_json, \
     post_json, put_json
+from experiments.stack import Stack
+from placement.apply import ControllerClient, RemoteTestbed
+from tests.lib.rest_app import fake_app, state_of
+from topologies.__main__ import start_control
+from topologies.testbed import Testbed
 
 TOKEN = "s3cret-token-0123456789"
 J = "application/json"
@@ -36,7 +42,6 @@ def test_the_token_is_optional_and_checked_without_being_shown():
 
 
 def test_malb_token_overrides_the_file(config_file, monkeypatch):
-    from common.config import DEFAULT_MICROSERVICES
     path = config_file({"microservices": DEFAULT_MICROSERVICES,
                         "security": {"token": "from-the-file-0123456789"}})
     monkeypatch.delenv("MALB_TOKEN", raising=False)
@@ -146,11 +151,10 @@ def test_the_clients_send_the_token(guarded):
 
 # ------------------------------------------------------------------ each server and client
 def test_the_controller_rest_api_requires_it_on_writes():
+    # deferred: Ryu's WSGI stack (eventlet, WebOb), only for the controller's REST API
     from ryu.app.wsgi import WSGIApplication
-    from webob import Request
-
-    from ryu_apps.rest import register_rest
-    from tests.lib.rest_app import fake_app, state_of
+    from webob import Request                  # deferred: as above
+    from ryu_apps.rest import register_rest    # deferred: as above
 
     app = fake_app()
     app.token = TOKEN
@@ -185,8 +189,9 @@ def test_the_controller_rest_api_requires_it_on_writes():
 
 
 def test_an_agent_requires_it_on_put_slo():
+    # deferred: the Docker SDK (agents.agent imports it), only for the agent's test
     from agents.agent import http_server
-    from tests.lib.agents import make_agent
+    from tests.lib.agents import make_agent   # deferred: as above
 
     agent, slo, routes = make_agent()
     server = http_server(("127.0.0.1", 0), routes, name="agent", token=TOKEN)
@@ -214,10 +219,6 @@ def free_port() -> int:
 def test_the_testbed_control_api_requires_it_and_placement_sends_it():
     """topologies' control API as start_control serves it, and placement's clients of the
     controller and of that API with the configured token."""
-    from placement.apply import ControllerClient, RemoteTestbed
-    from topologies.__main__ import start_control
-    from topologies.testbed import Testbed
-
     cfg = parse_config({"servers": {"count": 2}, "security": {"token": TOKEN},
                         "testbed": {"control_port": free_port()}})
     started = []
@@ -266,8 +267,6 @@ def test_the_testbed_control_api_requires_it_and_placement_sends_it():
 
 
 def test_the_experiments_stack_sends_it_to_the_controller(tmp_path):
-    from experiments.stack import Stack
-
     policies = []
     rest = JsonServer(("127.0.0.1", 0), {("PUT", "/malb/policy"): lambda q, b: (
         policies.append(b["policy"]) or 200, {"policy": b["policy"]})}, token=TOKEN)

@@ -3,11 +3,11 @@ from collections import Counter
 
 import pytest
 
+from ryu_apps import maglev
 from tests.lib.policy_core import SERVERS, flow, loads, maglev_table, make_core
 
 
 def test_maglev_sends_a_flow_where_its_5_tuple_hashes_and_spreads_flows():
-    from ryu_apps import maglev
     core = make_core(policy="maglev", options={"table_size": 4099})
     loads(core, srv1=(99, 99, 99))                  # load plays no part
     table = maglev.build_table([f"{s}-video" for s in SERVERS], None, 4099)

@@ -3,6 +3,7 @@ from collections import Counter
 
 import pytest
 
+from ryu_apps.policies.malb import LOOKAHEAD_S
 from tests.lib.policy_core import SERVERS, loads, make_core, measured, running_core
 
 
@@ -193,7 +194,6 @@ def test_malb_counts_each_watched_job_at_what_its_server_measured_it_to_use():
 
 
 def test_malb_counts_a_job_about_to_end_for_the_part_of_the_next_seconds_it_runs():
-    from ryu_apps.policies.malb import LOOKAHEAD_S
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
 
     def sample(t, backend):
