@@ -12,15 +12,19 @@ def number(value, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "") -> str:
+def table(headers: Sequence[str], rows: Iterable[Sequence], align: str = "",
+          compact: bool = False) -> str:
     """A Markdown table, one line per row, ending in a newline. align: one letter per
-    column, l or r (default l); a `|` inside a cell is escaped."""
+    column, l or r (default l); compact: the rule line without spaces (|---|---:|, as the
+    experiments' reports write it) instead of | --- | ---: |; a `|` inside a cell is
+    escaped."""
     align = align.ljust(len(headers), "l")
     rule = ["---:" if a == "r" else "---" for a in align]
 
     def line(cells) -> str:
         return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-    out = [line(headers), "| " + " | ".join(rule) + " |"]
+    out = [line(headers), "|" + "|".join(rule) + "|" if compact else
+           "| " + " | ".join(rule) + " |"]
     for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"a row of {len(row)} cells in a table of {len(headers)}")
