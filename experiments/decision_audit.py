@@ -42,6 +42,7 @@ from urllib.parse import parse_qs, urlparse
 
 from common.cli import ArgumentParser, fail, positive_float
 from common.config import load_config
+from common.markdown import table
 from profiler.predictors import Arma, RollingMean
 from profiler.store import HistoryStore
 from ryu_apps.estimators.running_flows import RunningFlows
@@ -252,14 +253,13 @@ def summarise(rows: list[dict]) -> dict:
 
 def choice_table(summaries: dict[str, dict], judged: str, hit: str, rand: str) -> list[str]:
     """Per policy: decisions, how often its server was the least by `judged`, random's
-    share, the regret."""
-    lines = [f"| policy | decisions | chose the least {judged} | random would | "
-             "regret (CPU points) |", "|---|---:|---:|---:|---:|"]
-    for p, s in summaries.items():
-        if s.get("decisions"):
-            lines.append(f"| {p} | {s['decisions']} | {100 * s[hit]:.0f} % | "
-                         f"{100 * s[rand]:.0f} % | {s['regret_cpu_points']:.1f} |")
-    return lines
+    share, the regret: the table's lines."""
+    return table(["policy", "decisions", f"chose the least {judged}", "random would",
+                  "regret (CPU points)"],
+                 [[p, s["decisions"], f"{100 * s[hit]:.0f} %", f"{100 * s[rand]:.0f} %",
+                   f"{s['regret_cpu_points']:.1f}"]
+                  for p, s in summaries.items() if s.get("decisions")],
+                 "lrrrr", compact=True).splitlines()
 
 
 def markdown(per_policy: dict[str, dict], lags: list[int],
@@ -282,17 +282,19 @@ def markdown(per_policy: dict[str, dict], lags: list[int],
         lines += ["", "Least-load decisions against the CPU each server carried over the "
                       "next seconds (the profiler's samples):", ""]
     lines += choice_table(per_policy, "loaded", "chosen_least_loaded", "random_least_loaded")
-    lines += ["", "| estimator | decisions | MAE (CPU points) | its pick least loaded | "
-              "regret (CPU points) |", "|---|---:|---:|---:|---:|"]
     pooled: dict[str, list] = {}
     for s in per_policy.values():
         for kind, e in s.get("estimators", {}).items():
             pooled.setdefault(kind, []).append(e)
+    estimators = []
     for kind, es in pooled.items():
         n = sum(e["n"] for e in es)
         w = lambda key: sum(e[key] * e["n"] for e in es) / n   # noqa: E731
-        lines.append(f"| {kind} | {n} | {w('mae_cpu_points'):.1f} | "
-                     f"{100 * w('picks_least_loaded'):.0f} % | {w('regret_cpu_points'):.1f} |")
+        estimators.append([kind, n, f"{w('mae_cpu_points'):.1f}",
+                           f"{100 * w('picks_least_loaded'):.0f} %",
+                           f"{w('regret_cpu_points'):.1f}"])
+    lines += ["", *table(["estimator", "decisions", "MAE (CPU points)", "its pick least loaded",
+                          "regret (CPU points)"], estimators, "lrrrr", compact=True).splitlines()]
     if lags:
         lines += ["", f"Lag of a rolling mean of 10 samples behind the samples: median "
                       f"{statistics.median(lags):g} periods (over {len(lags)} server series)."]

@@ -43,7 +43,7 @@ import time
 from common.cli import ArgumentParser, bounded, choice_list, fail, flag_config_error, \
     number_list, positive_float, positive_int, require_testbed
 from common import config
-from common.markdown import number
+from common.markdown import number, table
 from common.config import ConfigError, check_deployable, config_path, load_config, \
     load_config_data, parse_config_file_data
 from common.procs import ROOT, git_commit
@@ -493,8 +493,8 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
         if not any(g for g in got):
             continue
         srv = sum(servers) / len(servers) if servers else None
-        rows.append(f"| {report.POLICY_NAMES.get(p, p)} | " +
-                    " | ".join(number(mean(c), 3) for c in columns) + f" | {number(srv, 3)} |")
+        rows.append([report.POLICY_NAMES.get(p, p), *(number(mean(c), 3) for c in columns),
+                     number(srv, 3)])
     if not rows:
         return ""
     return ("\n## What balancing costs: the processes' own CPU (mean cores over the load "
@@ -504,9 +504,9 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
             "carries every byte on two TCP connections, and Open vSwitch's userspace "
             "datapath (switch) forwards every packet, twice through HAProxy. None of them "
             "is in the servers' figures: they run on the testbed machine outside the "
-            "servers' CPU shares. The host agents are not metered.\n\n"
-            "| policy | controller | profiler | HAProxy | switch | servers (all) |\n"
-            "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
+            "servers' CPU shares. The host agents are not metered.\n\n" +
+            table(["policy", "controller", "profiler", "HAProxy", "switch", "servers (all)"],
+                  rows, "lrrrrr", compact=True))
 
 
 def long_flows_to(requests: list[dict], antagonist: dict, long_classes: set[str]
@@ -541,11 +541,7 @@ def antagonised_share_markdown(per_policy: dict[str, list[dict]], opts) -> str:
                         r["result"]["seed"]] = there / n
     if not shares:
         return ""
-    lines = ["\nLong flows (" + ", ".join(sorted(long_classes)) + ") started while an "
-             "antagonist ran that went to its server (share, mean over the runs ± 95 %; "
-             f"{report.POLICY_NAMES.get(significance.CANDIDATE)} against each, paired by "
-             "run):\n", "| antagonist | policy | share | difference | p |",
-             "|---|---|---:|---:|---:|"]
+    rows = []
     for name, per in shares.items():
         ours = per.get(significance.CANDIDATE, {})
         for p, by_seed in per.items():
@@ -553,12 +549,17 @@ def antagonised_share_markdown(per_policy: dict[str, list[dict]], opts) -> str:
             both = sorted(set(ours) & set(by_seed))
             test = significance.paired([ours[k] for k in both], [by_seed[k] for k in both]) \
                 if p != significance.CANDIDATE and both else None
-            lines.append(f"| {name} | {report.POLICY_NAMES.get(p, p)} | "
+            rows.append([name, report.POLICY_NAMES.get(p, p),
                          f"{number(100 * stats['mean'])} %"
-                         + ("" if stats["ci"] is None else f" ± {number(100 * stats['ci'])}")
-                         + f" | {'' if test is None else number(100 * test['diff']) + ' pts'}"
-                         f" | {'' if test is None else number(test['p'], 3)} |")
-    return "\n".join(lines) + "\n"
+                         + ("" if stats["ci"] is None else f" ± {number(100 * stats['ci'])}"),
+                         "" if test is None else number(100 * test["diff"]) + " pts",
+                         "" if test is None else number(test["p"], 3)])
+    return ("\nLong flows (" + ", ".join(sorted(long_classes)) + ") started while an "
+            "antagonist ran that went to its server (share, mean over the runs ± 95 %; "
+            f"{report.POLICY_NAMES.get(significance.CANDIDATE)} against each, paired by "
+            "run):\n\n" +
+            table(["antagonist", "policy", "share", "difference", "p"], rows, "llrrr",
+                  compact=True))
 
 
 def antagonists_markdown(per_policy: dict[str, list[dict]]) -> str:
@@ -570,15 +571,14 @@ def antagonists_markdown(per_policy: dict[str, list[dict]]) -> str:
 
     def at(a, key):
         return "–" if a.get(key) is None else f"{a[key]:.1f}"
-    lines = ["\nAntagonists, as they ran (s from the start of the load; CPU-s the busy thread "
-             "had):\n", "| policy | run | antagonist | where | planned | started | stopped | "
-             "CPU-s |", "|---|---:|---|---|---|---:|---:|---:|"]
-    for p, run, a in rows:
-        lines.append(f"| {report.POLICY_NAMES.get(p, p)} | {run} | {a['name']} | "
-                     f"{a['where']} {a['server']} | {a['planned_start_s']:.0f}-"
-                     f"{a['planned_stop_s']:.0f} | {at(a, 'started_s')} | "
-                     f"{at(a, 'stopped_s')} | {at(a, 'cpu_s')} |")
-    return "\n".join(lines) + "\n"
+    return ("\nAntagonists, as they ran (s from the start of the load; CPU-s the busy thread "
+            "had):\n\n" +
+            table(["policy", "run", "antagonist", "where", "planned", "started", "stopped",
+                   "CPU-s"],
+                  [[report.POLICY_NAMES.get(p, p), run, a["name"], f"{a['where']} {a['server']}",
+                    f"{a['planned_start_s']:.0f}-{a['planned_stop_s']:.0f}", at(a, "started_s"),
+                    at(a, "stopped_s"), at(a, "cpu_s")] for p, run, a in rows],
+                  "lrlllrrr", compact=True))
 
 
 class ComparisonParser(ArgumentParser):

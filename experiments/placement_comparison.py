@@ -37,7 +37,7 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
     require_testbed
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
-from common.markdown import number
+from common.markdown import number, table
 from common.procs import ROOT, git_commit
 from common.stats import histogram_quantile, quantile
 from experiments.stack import Stack
@@ -238,37 +238,36 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         f"moves; trunks {doc['trunk_bw_mbit']} Mbit/s (no netem here: congestion, not added "
         f"delay); every plan fills at most {100 * opts.max_utilization:g} % of a server's "
         f"CPU.", "",
-        "## End to end and trunks", "",
-        "| placement | servers | moves | failed during moves | requests | failed | p50 ms | "
-        "p95 ms | p99 ms | p95 below spread | trunk Mbit/s | predicted trunk B/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "## End to end and trunks", ""]
+    rows = []
     for m, r in res.items():
         e = r["end_to_end"]
         g = gain(m, "p95_ms")
-        lines.append(
-            f"| {m} | {r['plan']['servers_used']} | {len(r['moves'])} | "
-            f"{r['failed_during_moves']} of {r['requests_during_moves']} | {e['requests']} | "
-            f"{e['failed']} | {number(e['p50_ms'], 0)} | {number(e['p95_ms'], 0)} | "
-            f"{number(e['p99_ms'], 0)} | {'–' if g is None else f'{g:+.0f} %'} | "
-            f"{r['trunk_mbit_s']} | {number(r['plan']['trunk_traffic'], 0)} |")
-    lines += ["", "Failed during moves: every request that failed while that placement's "
+        rows.append([m, r["plan"]["servers_used"], len(r["moves"]),
+                     f"{r['failed_during_moves']} of {r['requests_during_moves']}",
+                     e["requests"], e["failed"], number(e["p50_ms"], 0),
+                     number(e["p95_ms"], 0), number(e["p99_ms"], 0),
+                     "–" if g is None else f"{g:+.0f} %", r["trunk_mbit_s"],
+                     number(r["plan"]["trunk_traffic"], 0)])
+    lines.append(table(["placement", "servers", "moves", "failed during moves", "requests",
+                        "failed", "p50 ms", "p95 ms", "p99 ms", "p95 below spread",
+                        "trunk Mbit/s", "predicted trunk B/s"], rows, "l".ljust(12, "r"),
+                       compact=True))
+    lines += ["Failed during moves: every request that failed while that placement's "
               "moves ran, whatever the cause (requests time out after 10 s on a congested "
               "trunk).", "", f"Paper: {PAPER_RT_GAIN}.", "", "## Per service (p50 / p95 / p99 ms of "
               "the requests each served)", "",
-              "| service | " + " | ".join(res) + " |", "|---|" + "---:|" * len(res)]
-    for ms in next(iter(res.values()))["services"]:
-        cells = [" / ".join(number(res[m]["services"][ms][k], 0) for k in
-                            ("p50_ms", "p95_ms", "p99_ms")) for m in res]
-        lines.append(f"| {ms} | " + " | ".join(cells) + " |")
-    lines += ["", "## CPU per server (% of its share, mean over the phase)", "",
-              "| placement | " + " | ".join(sorted({s for r in res.values()
-                                                     for s in r['cpu_per_server']})) + " |"]
+              table(["service", *res],
+                    [[ms] + [" / ".join(number(res[m]["services"][ms][k], 0)
+                                        for k in ("p50_ms", "p95_ms", "p99_ms")) for m in res]
+                     for ms in next(iter(res.values()))["services"]],
+                    "l".ljust(len(res) + 1, "r"), compact=True)]
     servers = sorted({s for r in res.values() for s in r["cpu_per_server"]})
-    lines.append("|---|" + "---:|" * len(servers))
-    for m, r in res.items():
-        lines.append(f"| {m} | " + " | ".join(number(r["cpu_per_server"].get(s), 0)
-                                              for s in servers) + " |")
-    lines += ["", "Layouts:", ""] + [f"- {m}: " + ", ".join(
+    lines += ["## CPU per server (% of its share, mean over the phase)", "",
+              table(["placement", *servers],
+                    [[m] + [number(r["cpu_per_server"].get(s), 0) for s in servers]
+                     for m, r in res.items()], "l".ljust(len(servers) + 1, "r"), compact=True),
+              "Layouts:", ""] + [f"- {m}: " + ", ".join(
         f"{ms} on {','.join(v)}" for ms, v in sorted(r["layout"].items())) for m, r in res.items()]
     return "\n".join(lines) + "\n"
 

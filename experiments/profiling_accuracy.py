@@ -50,6 +50,7 @@ from typing import Iterable, Sequence
 from common.cli import ArgumentParser, bounded, choice_list, number_list, positive_float, \
     positive_int
 from common.config import ConfigError, check_deployable, load_config, load_config_data
+from common.markdown import table
 from profiler.predictors import Arma, RollingMean, walk_forward_mse
 from profiler.store import HistoryStore
 from profiler.weights import RESOURCES
@@ -314,10 +315,7 @@ def render_markdown(rows: list[dict], title: str = "Scenario 1: prediction MSE")
     for ms in microservices:
         mine = [r for r in rows if r["microservice"] == ms]
         cell = {(r["resource"], r["phase"], r["predictor"], r["window"]): r for r in mine}
-        lines += [f"## {ms}", "",
-                  "| resource | phase | samples | mean | "
-                  + " | ".join(_label(*c) for c in columns) + " |",
-                  "|---|---|---:|---:|" + "---:|" * len(columns)]
+        body = []
         notes: dict[str, list[str]] = {}    # note text -> where it applies
         for res in _ordered((r["resource"] for r in mine), RESOURCES):
             for ph in _ordered((r["phase"] for r in mine if r["resource"] == res), PHASES):
@@ -335,9 +333,10 @@ def render_markdown(rows: list[dict], title: str = "Scenario 1: prediction MSE")
                         notes.setdefault(f"{_label(*c)}: {r['note']}", []).append(
                             f"{RESOURCE_LABELS.get(res, res)} {ph}")
                 mean = "–" if first["mean"] is None else f"{first['mean']:.3g}"
-                lines.append(f"| {RESOURCE_LABELS.get(res, res)} | {ph} | {first['samples']} "
-                             f"| {mean} | " + " | ".join(cells) + " |")
-        lines.append("")
+                body.append([RESOURCE_LABELS.get(res, res), ph, first["samples"], mean, *cells])
+        lines += [f"## {ms}", "",
+                  table(["resource", "phase", "samples", "mean", *(_label(*c) for c in columns)],
+                        body, "llrr".ljust(len(columns) + 4, "r"), compact=True)]
         if notes:
             lines += ["Notes:", "", *(f"- {note} ({', '.join(where)})"
                                       for note, where in notes.items()), ""]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import os
 
-from common.markdown import number
+from common.markdown import number, table
 from ryu_apps import policies
 
 # The paper's Table II (average over 10 runs of 30 min, four servers).
@@ -45,18 +45,18 @@ PAPER_COLUMN = {"srr": 0, "ln": 1, "malb-paper": 2}    # policy -> its column in
 
 def table2_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
     pols = list(results)
-    head = "| metric | " + " | ".join(
-        f"{POLICY_NAMES.get(p, p)} {RESOURCE_NAMES[r]}" for p in pols for r in RESOURCE_NAMES)
-    lines = [head + " |", "|---|" + "---:|" * (len(pols) * 4)]
+    head = ["metric"] + [f"{POLICY_NAMES.get(p, p)} {RESOURCE_NAMES[r]}"
+                         for p in pols for r in RESOURCE_NAMES]
+    rows = []
     for stat in ("stdev", "range"):
-        cells = [number(results[p]["table2"][r][stat]) for p in pols for r in RESOURCE_NAMES]
-        lines.append(f"| {'STDEV' if stat == 'stdev' else 'Range'} | " + " | ".join(cells) + " |")
+        label = "STDEV" if stat == "stdev" else "Range"
+        rows.append([label] + [number(results[p]["table2"][r][stat])
+                               for p in pols for r in RESOURCE_NAMES])
         if with_paper:
-            paper = [number(PAPER_TABLE2[p][r][0 if stat == "stdev" else 1])
-                     if p in PAPER_TABLE2 else "–" for p in pols for r in RESOURCE_NAMES]
-            lines.append(f"| paper's {'STDEV' if stat == 'stdev' else 'Range'} | " +
-                         " | ".join(paper) + " |")
-    return "\n".join(lines) + "\n"
+            rows.append([f"paper's {label}"] + [
+                number(PAPER_TABLE2[p][r][0 if stat == "stdev" else 1])
+                if p in PAPER_TABLE2 else "–" for p in pols for r in RESOURCE_NAMES])
+    return table(head, rows, "l".ljust(len(head), "r"), compact=True)
 
 
 def _count(value) -> str:
@@ -75,43 +75,43 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
             [f"{POLICY_NAMES.get(p, p)} Jain" for p in pols] +
             [f"{POLICY_NAMES.get(p, p)} RT p50" for p in pols] +
             [f"{POLICY_NAMES.get(p, p)} RT p99" for p in pols] + ["failed"])
-    lines = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
+    body = []
     for c in classes:
         rows = [results[p]["table3"].get(c, {}) for p in pols]
         metric = next((f"{r['metric']} ({r['unit']})" for r in rows if r), "")
-        lines.append("| " + " | ".join(
+        body.append(
             [c, " / ".join(_count(r.get("requests")) for r in rows), metric] +
             [number(r.get("average"), 0) for r in rows] +
             [number(r.get("stdev"), 0) for r in rows] +
             [number(r.get("jain"), 3) for r in rows] +
             [number(r.get("rt_p50"), 0) for r in rows] +
             [number(r.get("rt_p99"), 0) for r in rows] +
-            [" / ".join(_count(r.get("failed")) for r in rows)]) + " |")
+            [" / ".join(_count(r.get("failed")) for r in rows)])
         if with_paper and c in PAPER_TABLE3:
             n, m, avg, sd = PAPER_TABLE3[c]
             idx = PAPER_COLUMN
-            lines.append("| " + " | ".join(
+            body.append(
                 [f"paper's {c}", str(n), m] +
                 [str(avg[idx[p]]) if p in idx else "–" for p in pols] +
                 [str(sd[idx[p]]) if p in idx else "–" for p in pols] +
-                ["–" for _ in pols] * 3 + ["–"]) + " |")
-    return "\n".join(lines) + "\n"
+                ["–" for _ in pols] * 3 + ["–"])
+    return table(cols, body, "l".ljust(len(cols), "r"), compact=True)
 
 
 def fig3_markdown(results: dict[str, dict]) -> str:
-    lines = ["| policy | resource | average | worst case (all servers) | most loaded server | "
-             "its average | its worst case | above 70 % |", "|---|---|---:|---:|---|---:|---:|---|"]
+    rows = []
     for p, res in results.items():
         for r in ("cpu", "net"):
             f = res["fig3"].get(r)
             if not f:
                 continue
-            lines.append(
-                f"| {POLICY_NAMES.get(p, p)} | {RESOURCE_NAMES[r]} | {number(f['average'])} | "
-                f"{number(f['worst_case'])} | {f['most_loaded_server'] or 'differs by run'} | "
-                f"{number(f['most_loaded_average'])} | {number(f['most_loaded_worst_case'])} | "
-                f"{'yes' if f['above_threshold'] else 'no'} |")
-    return "\n".join(lines) + "\n"
+            rows.append([POLICY_NAMES.get(p, p), RESOURCE_NAMES[r], number(f["average"]),
+                         number(f["worst_case"]), f["most_loaded_server"] or "differs by run",
+                         number(f["most_loaded_average"]), number(f["most_loaded_worst_case"]),
+                         "yes" if f["above_threshold"] else "no"])
+    return table(["policy", "resource", "average", "worst case (all servers)",
+                  "most loaded server", "its average", "its worst case", "above 70 %"],
+                 rows, "llrrlrrl", compact=True)
 
 
 def per_server_markdown(results: dict[str, dict], which: str) -> str:
@@ -123,14 +123,12 @@ def per_server_markdown(results: dict[str, dict], which: str) -> str:
     servers = sorted({n for v in rows.values() if v for n in v})
     if not servers:
         return ""
-    lines = [f"\nEach server's average CPU over the load phases (% of its own capacity; "
-             f"{which}):\n", "| policy | " + " | ".join(servers) + " |",
-             "|---|" + "---:|" * len(servers)]
-    for p, v in rows.items():
-        if v:
-            lines.append(f"| {POLICY_NAMES.get(p, p)} | " +
-                         " | ".join(number(v.get(n)) for n in servers) + " |")
-    return "\n".join(lines) + "\n"
+    return (f"\nEach server's average CPU over the load phases (% of its own capacity; "
+            f"{which}):\n\n" +
+            table(["policy", *servers],
+                  [[POLICY_NAMES.get(p, p)] + [number(v.get(n)) for n in servers]
+                   for p, v in rows.items() if v], "l".ljust(len(servers) + 1, "r"),
+                  compact=True))
 
 
 def write_csvs(results: dict[str, dict], out_dir: str) -> list[str]:

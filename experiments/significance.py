@@ -22,6 +22,8 @@ import statistics
 
 from scipy import stats as sps
 
+from common.markdown import table
+
 ALPHA = 0.05
 CANDIDATE = "malb"          # ours: tested against every other policy of the comparison
 
@@ -160,22 +162,22 @@ def markdown(comparison: dict, candidate: str = CANDIDATE, names: dict | None = 
     if not comparison:
         return "(no headline figure in every run)\n"
     policies = list(next(iter(comparison.values()))["policies"])
-    head = "| figure | " + " | ".join(names.get(p, p) for p in policies) + " |\n"
-    head += "|---|" + "---:|" * len(policies) + "\n"
-    rows = ""
+    means = []
     for e in comparison.values():
         cells = []
         for p in policies:
             m = e["policies"][p]
             cells.append(_fmt(m["mean"]) + ("" if m["ci"] is None else f" ± {_fmt(m['ci'])}"))
-        rows += f"| {e['label']} | " + " | ".join(cells) + " |\n"
-    vs = "\n| figure | against | difference | ratio | 95 % interval | p | verdict |\n" \
-         "|---|---|---:|---:|---:|---:|---|\n"
+        means.append([e["label"], *cells])
+    vs = []
     for e in comparison.values():
         for p, d in e["vs"].items():
             ratio = "–" if d["ratio"] is None else f"{100 * d['ratio']:+.1f} %"
             ci = "–" if d["ci"] is None else f"± {_fmt(d['ci'])}"
             pv = "–" if d["p"] is None else f"{d['p']:.3f}"
-            vs += (f"| {e['label']} | {names.get(p, p)} | {_fmt(d['diff'])} | {ratio} | {ci} "
-                   f"| {pv} | {d['verdict']} |\n")
-    return head + rows + vs
+            vs.append([e["label"], names.get(p, p), _fmt(d["diff"]), ratio, ci, pv,
+                       d["verdict"]])
+    return (table(["figure", *(names.get(p, p) for p in policies)], means,
+                  "l".ljust(len(policies) + 1, "r"), compact=True) + "\n" +
+            table(["figure", "against", "difference", "ratio", "95 % interval", "p", "verdict"],
+                  vs, "llrrrrl", compact=True))

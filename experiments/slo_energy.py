@@ -36,7 +36,7 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
     require_testbed
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, put_json
-from common.markdown import number
+from common.markdown import number, table
 from common.procs import ROOT, git_commit
 from common.stats import quantile
 from experiments.stack import Stack
@@ -237,23 +237,23 @@ def summary_markdown(doc: dict, opts) -> str:
              f"unmeasured warm-up at the first rate.", ""]
     for profile, res in doc["profiles"].items():
         base = res.get("max", {}).get("result", {})
-        lines += [f"## Profile: {profile}", "",
-                  "| policy | energy J | vs max | mJ/request | SLI over SLO (all) | within SLO "
-                  "(stable) | p50 ms | p95 ms | p99 ms | mean MHz | changes/min | settling s "
-                  "| failed |", "|---|" + "---:|" * 12]
+        rows = []
         for policy, r in res.items():
             r = r["result"]
             gain = None if not base.get("energy_j") or r["energy_j"] is None else \
                 100 * (r["energy_j"] / base["energy_j"] - 1)
-            lines.append(
-                f"| {policy} | {number(r['energy_j'], 1)} | "
-                f"{'–' if gain is None else f'{gain:+.1f} %'} | "
-                f"{number(r['energy_per_request_mj'], 2)} | "
-                f"{percent(r['over_slo_share'])} | {percent(r['stable_within_slo_share'])} | "
-                f"{number(r['p50_ms'], 1)} | {number(r['p95_ms'], 1)} | {number(r['p99_ms'], 1)} | "
-                f"{number(r['mean_freq_mhz'], 0)} | {r['freq_changes_per_min']} | "
-                f"{number(r['settling_s'], 1)} | {r['failed']} |")
-        lines.append("")
+            rows.append([policy, number(r["energy_j"], 1),
+                         "–" if gain is None else f"{gain:+.1f} %",
+                         number(r["energy_per_request_mj"], 2), percent(r["over_slo_share"]),
+                         percent(r["stable_within_slo_share"]), number(r["p50_ms"], 1),
+                         number(r["p95_ms"], 1), number(r["p99_ms"], 1),
+                         number(r["mean_freq_mhz"], 0), r["freq_changes_per_min"],
+                         number(r["settling_s"], 1), r["failed"]])
+        lines += [f"## Profile: {profile}", "",
+                  table(["policy", "energy J", "vs max", "mJ/request", "SLI over SLO (all)",
+                         "within SLO (stable)", "p50 ms", "p95 ms", "p99 ms", "mean MHz",
+                         "changes/min", "settling s", "failed"], rows, "l".ljust(13, "r"),
+                        compact=True)]
     lines += [f"{PAPER}.", "",
               "Control intervals are the loop's periods with an SLI (enough requests in its "
               "window); 'stable' leaves out the first "

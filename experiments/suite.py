@@ -24,7 +24,7 @@ import sys
 
 from common.cli import ArgumentParser, choice_list, fail, number_list, positive_float, \
     positive_int
-from common.markdown import number
+from common.markdown import number, table
 from common.procs import ROOT, git_commit
 from experiments import lb_comparison, protocol, report, significance
 
@@ -130,12 +130,11 @@ def tabulate(out_dir: str) -> int:
     policies = [p for p in dict.fromkeys(p for s in SUITE.values() for p in s)
                 if any(p in d["runs"] for d in found.values())]
     names = report.POLICY_NAMES
-    lines = ["| scenario | " + " | ".join(names.get(p, p) for p in policies) + " |",
-             "|---|" + "---:|" * len(policies)]
-    verdicts, table = [], {}
+    cpu_rows = []
+    verdicts, tables = [], {}
     for scenario, d in found.items():
         cpu = d["statistics"]["cpu_stdev"]
-        lines.append(f"| {scenario} | " + " | ".join(_cell(cpu, p) for p in policies) + " |")
+        cpu_rows.append([scenario, *(_cell(cpu, p) for p in policies)])
         vs = cpu["vs"]
         adjusted = holm({p: v["p"] for p, v in vs.items() if v["p"] is not None})
         rows = {}
@@ -146,7 +145,7 @@ def tabulate(out_dir: str) -> int:
         best = min(practical, key=lambda p: cpu["policies"][p]["mean"]) if practical else None
         srr = vs.get("srr")
         seeds = sorted({r["seed"] for rs in d["runs"].values() for r in rs})
-        table[scenario] = {"cpu_stdev": cpu, "vs": rows, "best_practical": best,
+        tables[scenario] = {"cpu_stdev": cpu, "vs": rows, "best_practical": best,
                            "seeds": protocol.describe_seeds(seeds), "commit": d["commit"],
                            "command": d["command"], "accounted": d["accounted"],
                            "classes": {k: e for k, e in d["statistics"].items()
@@ -154,35 +153,35 @@ def tabulate(out_dir: str) -> int:
         verdicts.append(_sentence(scenario, srr, best, rows.get(best) if best else None,
                                   d["statistics"], names))
     md = ["# The evaluation suite: CPU STDEV across servers (%), mean ± 95 % interval", "",
-          "\n".join(lines), "", "## MALB (ours) against the others, per scenario", ""]
-    for scenario, t in table.items():
+          table(["scenario", *(names.get(p, p) for p in policies)], cpu_rows,
+                "l".ljust(len(policies) + 1, "r"), compact=True).rstrip("\n"), "",
+          "## MALB (ours) against the others, per scenario", ""]
+    for scenario, t in tables.items():
+        shown = [p for p in policies if p in t["cpu_stdev"]["policies"]]
         md += [f"### {scenario}", "", f"{t['seeds']}; commit {t['commit']}; every request "
                f"accounted for: {'yes' if t['accounted'] else 'NO'}", "",
                f"`{t['command']}`", "",
-               "| against | CPU STDEV difference | ratio | 95 % interval | p | p (Holm) |",
-               "|---|---:|---:|---:|---:|---:|"]
-        for p, v in t["vs"].items():
-            md.append(f"| {names.get(p, p)} | {number(v['diff'])} | "
-                      f"{number(None if v['ratio'] is None else 100 * v['ratio'])} % | "
-                      f"± {number(v['ci'])} | {number(v['p'], 3)} | {number(v['p_holm'], 3)} |")
-        shown = [p for p in policies if p in t["cpu_stdev"]["policies"]]
-        md += ["", "p50 and p99 RT per class (ms; video: mean throughput, kB/s) and failed "
+               table(["against", "CPU STDEV difference", "ratio", "95 % interval", "p",
+                      "p (Holm)"],
+                     [[names.get(p, p), number(v["diff"]),
+                       f"{number(None if v['ratio'] is None else 100 * v['ratio'])} %",
+                       f"± {number(v['ci'])}", number(v["p"], 3), number(v["p_holm"], 3)]
+                      for p, v in t["vs"].items()], "lrrrrr", compact=True),
+               "p50 and p99 RT per class (ms; video: mean throughput, kB/s) and failed "
                "requests, mean ± 95 %:", "",
-               "| class | " + " | ".join(names.get(p, p) for p in shown) + " |",
-               "|---|" + "---:|" * len(shown)]
-        for entry in t["classes"].values():
-            md.append(f"| {entry['label']} | " + " | ".join(_cell(entry, p) for p in shown)
-                      + " |")
-        md.append("")
+               table(["class", *(names.get(p, p) for p in shown)],
+                     [[entry["label"], *(_cell(entry, p) for p in shown)]
+                      for entry in t["classes"].values()],
+                     "l".ljust(len(shown) + 1, "r"), compact=True)]
     md += ["## In a sentence per scenario", "", *verdicts, ""]
     with open(os.path.join(out_dir, "suite.md"), "w") as fh:
         fh.write("\n".join(md))
     with open(os.path.join(out_dir, "suite.json"), "w") as fh:
-        json.dump({"tabulated_at": git_commit(), "scenarios": table}, fh, indent=1,
+        json.dump({"tabulated_at": git_commit(), "scenarios": tables}, fh, indent=1,
                   default=str)
-    print("\n".join(md[:len(lines) + 2]))
+    print("\n".join(md[:len(cpu_rows) + 4]))
     print(f"[suite] tables: {os.path.join(out_dir, 'suite.md')}")
-    return 0 if all(t["accounted"] for t in table.values()) else 1
+    return 0 if all(t["accounted"] for t in tables.values()) else 1
 
 
 def _sentence(scenario: str, srr: dict | None, best: str | None, vs_best: dict | None,
