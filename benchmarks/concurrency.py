@@ -24,6 +24,7 @@ import time
 import yaml
 
 from common.cli import ArgumentParser, bounded, positive_int
+from common.markdown import table
 from common.procs import ROOT, controller_service, git_commit, python_service
 
 REST, OFP, PROFILER, AGENT = 18280, 16753, 19280, 19281
@@ -114,14 +115,14 @@ def main(argv=None) -> int:
             for s in reversed(started):
                 s.stop()
     commit = git_commit()
-    md = ["| server | round | clients | answered 200 | other answers | p50 (s) | slowest (s) |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        md.append(f"| {r['server']} | {r['round']} | {r['clients']} | {r['ok']} | "
-                  f"{r['answered'] - r['ok']} | {r['p50_s'] or 0:.3f} | {r['max_s'] or 0:.3f} |")
+    md = table(["server", "round", "clients", "answered 200", "other answers", "p50 (s)",
+                "slowest (s)"],
+               [[r["server"], r["round"], r["clients"], r["ok"], r["answered"] - r["ok"],
+                 f"{r['p50_s'] or 0:.3f}", f"{r['max_s'] or 0:.3f}"] for r in rows],
+               "lrrrrrr", compact=True)
     text = (f"# {args.clients} simultaneous clients per server\n\nCommand: `sudo .venv/bin/python "
             f"-m benchmarks.concurrency --clients {args.clients} --rounds {args.rounds}`  \n"
-            f"Commit: {commit}\n\n" + "\n".join(md) + "\n")
+            f"Commit: {commit}\n\n" + md)
     with open(os.path.join(args.out, "concurrency.md"), "w") as fh:
         fh.write(text)
     with open(os.path.join(args.out, "concurrency.json"), "w") as fh:

@@ -33,6 +33,7 @@ from benchmarks import modes
 from benchmarks.ofcapture import capture_latency, ms
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.config import load_config
+from common.markdown import table
 from common.procs import ROOT, Service, controller_service, git_commit
 from topologies.clean import clean_testbed
 from topologies.testbed import Testbed, TestbedOptions
@@ -106,23 +107,20 @@ def markdown(results: list[dict], command: str) -> str:
              + "; ".join(sorted({f"{r.get('backend')}, {r.get('datapath')} datapath"
                                  for r in results})), "",
              "## Packet-in to flow-mod latency (measured on the OpenFlow connection)", "",
-             "| app | offered /s | packet-ins | answered | answered /s | p50 ms | p99 ms | max ms |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in results:
-        for x in r["rates"]:
-            lines.append(f"| {r['app']} | {x['offered_per_s']:.0f} | {x['packet_ins']} | "
-                         f"{x['answered']} | {x['answered_per_s'] or 0:.0f} | {x['p50_ms']} | "
-                         f"{x['p99_ms']} | {x['max_ms']} |")
-    lines += ["", "## New-flow set-up rate (TCP connect from a client, closed loop)", "",
-              "| app | target | connections /s | p50 ms | p99 ms | failures |",
-              "| --- | --- | ---: | ---: | ---: | ---: |"]
+             table(["app", "offered /s", "packet-ins", "answered", "answered /s", "p50 ms",
+                    "p99 ms", "max ms"],
+                   [[r["app"], f"{x['offered_per_s']:.0f}", x["packet_ins"], x["answered"],
+                     f"{x['answered_per_s'] or 0:.0f}", x["p50_ms"], x["p99_ms"], x["max_ms"]]
+                    for r in results for x in r["rates"]], "lrrrrrrr"),
+             "## New-flow set-up rate (TCP connect from a client, closed loop)", ""]
+    connect = []
     for r in results:
         c = r["connect"]
         target = c["target"] if "," not in c["target"] else \
             f"{len(c['target'].split(','))} ui instances in turn"
-        lines.append(f"| {r['app']} | {target} | {c['per_s']} | {c['p50_ms']} | "
-                     f"{c['p99_ms']} | {c['failures']} |")
-    return "\n".join(lines) + "\n"
+        connect.append([r["app"], target, c["per_s"], c["p50_ms"], c["p99_ms"], c["failures"]])
+    return "\n".join(lines) + "\n" + table(
+        ["app", "target", "connections /s", "p50 ms", "p99 ms", "failures"], connect, "llrrrr")
 
 
 def main(argv=None) -> int:

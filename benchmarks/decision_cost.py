@@ -38,6 +38,7 @@ import time
 
 from common.cli import ArgumentParser, bounded, number_list
 from common.config import parse_config
+from common.markdown import table
 from common.procs import git_commit
 from common.stats import quantile
 from ryu_apps.policies import Backend
@@ -153,20 +154,20 @@ def run(args) -> list[dict]:
 
 def markdown(doc: dict) -> str:
     lines = ["# Least-load decision cost", "", f"Command: `{doc['command']}` at commit "
-             f"{doc['commit']} ({doc['python']})", "",
-             "| pending flows per server | held (mean) | decision p50 us | p99 us | max us | "
-             "p50 vs baseline | p99 vs baseline | first on new data p50 / p99 us | "
-             "reference walk p50 us |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"{doc['commit']} ({doc['python']})", ""]
+    rows = []
     for r in doc["rows"]:
         d, c = r["decision"], r["first_on_new_data"]
-        lines.append(f"| {r['pending_per_server']} | {r['pending_held_mean']} | {d['p50_us']} | "
-                     f"{d['p99_us']} | {d['max_us']} | {r['p50_ratio']:.2f} | "
-                     f"{r['p99_ratio']:.2f} | {c['p50_us']} / {c['p99_us']} | "
-                     f"{r['reference_walk']['p50_us']} |")
+        rows.append([r["pending_per_server"], r["pending_held_mean"], d["p50_us"], d["p99_us"],
+                     d["max_us"], f"{r['p50_ratio']:.2f}", f"{r['p99_ratio']:.2f}",
+                     f"{c['p50_us']} / {c['p99_us']}", r["reference_walk"]["p50_us"]])
+    lines.append(table(["pending flows per server", "held (mean)", "decision p50 us", "p99 us",
+                        "max us", "p50 vs baseline", "p99 vs baseline",
+                        "first on new data p50 / p99 us", "reference walk p50 us"], rows,
+                       "r" * 9, compact=True))
     t = doc["targets"]
     met = {k: "met" if v else "NOT met" for k, v in t.items()}
-    lines += ["", f"Targets: p99 under 1 ms at every count (first decisions on new data "
+    lines += [f"Targets: p99 under 1 ms at every count (first decisions on new data "
               f"too): {met['p99_under_1ms']}; largest "
               f"count within 20 % of the baseline (p50 and p99): {met['flat_within_20pct']}.",
               ""]

@@ -26,6 +26,7 @@ import time
 
 from common.cli import ArgumentParser, bounded, positive_int
 from common.config import POLICIES, load_config_data
+from common.markdown import table
 from common.procs import git_commit
 from experiments.haproxy import MODES, OutsideBalancer, process_cpu_seconds
 from experiments.stack import Stack
@@ -167,11 +168,9 @@ def markdown(doc: dict) -> str:
              "", f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; means over "
              f"{s['rounds']} rounds. cpu_s: CPU seconds over one burst; cores: cpu_s / the "
              f"burst's seconds; haproxy_vs_servers: HAProxy's CPU seconds / the servers'; idle: "
-             f"HAProxy's cores in the {IDLE_S:g} s before its burst", "",
-             "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-    for r in doc["summary"]:
-        lines.append("| " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")
-    return "\n".join(lines) + "\n"
+             f"HAProxy's cores in the {IDLE_S:g} s before its burst", ""]
+    return "\n".join(lines) + "\n" + table(
+        cols, [["-" if r[c] is None else r[c] for c in cols] for r in doc["summary"]])
 
 
 def main(argv=None) -> int:

@@ -53,6 +53,7 @@ from benchmarks import decision_cost
 from benchmarks.ofcapture import capture_latency, ms
 from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import DEFAULT_MICROSERVICES
+from common.markdown import table
 from common.procs import ROOT, controller_service, git_commit
 from experiments.stack import Stack
 from topologies.clean import clean_testbed
@@ -404,17 +405,15 @@ def markdown(r: dict) -> str:
     ll, syn = pf["least_load"], pf["least_load_syn_latency"]
     lines = [
         "## Modes on one topology (per-flow and data-plane)", "",
-        "TCP connect from a client, closed loop:", "",
-        "| mode | target | connections /s | p50 ms | p99 ms | failures | packet-ins (new flow) |"
-        " p50 vs direct (same phase) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        "TCP connect from a client, closed loop:", ""]
+    connect = []
 
     def row(mode, c, direct, extra="—"):
         ratio = round(c["p50_ms"] / direct["p50_ms"], 2) \
             if c["p50_ms"] and direct["p50_ms"] else None
         target = c["target"].split(",")[0] + (" ..." if "," in c["target"] else "")
-        lines.append(f"| {mode} | {target} | {c['per_s']} | {c['p50_ms']} | {c['p99_ms']} | "
-                     f"{c['failures']} | {extra} | {ratio} |")
+        connect.append([mode, target, c["per_s"], c["p50_ms"], c["p99_ms"], c["failures"],
+                        extra, ratio])
 
     # each mode against the direct path measured in the same phase, just before it
     row("direct path, rules pre-installed (the limit), per-flow controller", pf["direct"],
@@ -427,7 +426,10 @@ def markdown(r: dict) -> str:
         dp["direct"])
     row("data-plane select group (ui VIP)", dp["select_group"], dp["direct"],
         f"{dp['select_group']['packet_ins_new_flow']:.0f}")
-    lines += ["", f"Least-load path, SYNs to the backend VIP at {syn['offered_per_s']:.0f}/s for "
+    lines += [table(["mode", "target", "connections /s", "p50 ms", "p99 ms", "failures",
+                     "packet-ins (new flow)", "p50 vs direct (same phase)"], connect,
+                    "llrrrrrr"),
+              f"Least-load path, SYNs to the backend VIP at {syn['offered_per_s']:.0f}/s for "
               f"{syn['send_seconds']:.0f} s (up to {syn['active_flows_max']} active flows): "
               f"packet-in to flow-mod on the wire p50 {syn['p50_ms']} ms, p99 {syn['p99_ms']} "
               f"ms, max {syn['max_ms']} ms ({syn['answered']} of {syn['packet_ins']} answered); "
@@ -438,18 +440,18 @@ def markdown(r: dict) -> str:
               f"Held long flows broken meanwhile: {ll['held_broken']} of "
               f"{ll['held_connections']}.", "",
               "Established connections to the ui VIP while srv3-ui drains:", "",
-              "| mode | connections | on srv3-ui | broken | broken on srv3-ui | broken elsewhere "
-              "| slots moved |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for mode, d in (("per-flow", pf["drain"]), ("data-plane", dp["drain"])):
-        lines.append(f"| {mode} | {d['connections']} | {d['per_instance'].get(DRAINED, 0)} | "
-                     f"{d['broken']} | {d['broken_on_drained']} | {d['broken_on_others']} | "
-                     f"{d['share_of_slots_moved'] if d['share_of_slots_moved'] is not None else '—'} |")
-    lines += ["", "Least-load decision on the pure core (benchmarks.decision_cost):", "",
-              "| pending flows per server | p50 us | p99 us | p50 / p99 vs 10 |",
-              "| ---: | ---: | ---: | ---: |"]
-    for c in r["decision_cost"]:
-        lines.append(f"| {c['pending_per_server']:,} | {c['decision']['p50_us']} | "
-                     f"{c['decision']['p99_us']} | {c['p50_vs_first']} / {c['p99_vs_first']} |")
+              table(["mode", "connections", "on srv3-ui", "broken", "broken on srv3-ui",
+                     "broken elsewhere", "slots moved"],
+                    [[mode, d["connections"], d["per_instance"].get(DRAINED, 0), d["broken"],
+                      d["broken_on_drained"], d["broken_on_others"],
+                      "—" if d["share_of_slots_moved"] is None else d["share_of_slots_moved"]]
+                     for mode, d in (("per-flow", pf["drain"]), ("data-plane", dp["drain"]))],
+                    "lrrrrrr"),
+              "Least-load decision on the pure core (benchmarks.decision_cost):", "",
+              table(["pending flows per server", "p50 us", "p99 us", "p50 / p99 vs 10"],
+                    [[f"{c['pending_per_server']:,}", c["decision"]["p50_us"],
+                      c["decision"]["p99_us"], f"{c['p50_vs_first']} / {c['p99_vs_first']}"]
+                     for c in r["decision_cost"]], "rrrr").rstrip("\n")]
     f = r.get("syn_flood")
     if f:
         t = f["transfer"]

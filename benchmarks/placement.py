@@ -25,7 +25,7 @@ import sys
 import time
 
 from common.cli import ArgumentParser, bounded, number_list
-from common.markdown import number
+from common.markdown import number, table
 from common.procs import git_commit
 from placement import core
 from placement.partitioner import Host, Problem, Unit, greedy_network_aware, plan, random_placement, \
@@ -115,18 +115,16 @@ def small_graphs(count: int) -> list[dict]:
 def markdown(doc: dict) -> str:
     lines = ["# Placement benchmark", "", f"Command: `{doc['command']}` at commit "
              f"{doc['commit']}", "",
-             "| services | servers | plan time s (median of 3) | servers used | cost | % of "
-             "spread's cost | % of greedy's | % of random's |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in doc["scale"]:
-        b = r["baseline_cost"]
-        lines.append(f"| {r['services']} | {r['servers']} | {r['plan_s']} | "
-                     f"{r['servers_used']} | {number(r['cost'], 0)} | "
-                     f"{100 * r['vs_spread']:.1f} % | {100 * r['vs_greedy']:.1f} % | "
-                     f"{100 * r['cost'] / b['random']:.1f} % |")
+             table(["services", "servers", "plan time s (median of 3)", "servers used", "cost",
+                    "% of spread's cost", "% of greedy's", "% of random's"],
+                   [[r["services"], r["servers"], r["plan_s"], r["servers_used"],
+                     number(r["cost"], 0), f"{100 * r['vs_spread']:.1f} %",
+                     f"{100 * r['vs_greedy']:.1f} %",
+                     f"{100 * r['cost'] / r['baseline_cost']['random']:.1f} %"]
+                    for r in doc["scale"]], "r" * 8, compact=True)]
     small = doc["small"]
     gaps = [r["heuristic_gap"] for r in small if r["heuristic_gap"] is not None]
-    lines += ["", f"Small graphs ({len(small)} solved exactly, 5-10 units on 6 servers): "
+    lines += [f"Small graphs ({len(small)} solved exactly, 5-10 units on 6 servers): "
               f"plan() found the optimum in {sum(r['plan'] == r['optimum'] for r in small)}; "
               f"the heuristic alone (no exact step) was within 5 % of it in "
               f"{sum(g <= 0.05 for g in gaps)}, worst gap {100 * max(gaps, default=0):.1f} %, "

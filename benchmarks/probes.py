@@ -46,6 +46,7 @@ import urllib.request
 
 from common.cli import ArgumentParser
 from common.config import DEFAULT_MICROSERVICES
+from common.markdown import table
 from common.procs import git_commit
 from common.stats import quantile
 
@@ -224,31 +225,31 @@ def markdown(r: dict) -> str:
     return "\n".join([
         f"# GET /probes cost (commit {r['commit']}, {r['servers']} servers, idle services)",
         "",
-        "| figure | value |", "| --- | ---: |",
-        f"| /probes answer ({s['instances_per_answer']} instances), client wall p50 / p99 ms "
-        f"| {s['client_wall_ms']['p50']:.2f} / {s['client_wall_ms']['p99']:.2f} |",
-        f"| the agent's own time (`took_ms`) p50 / p99 ms | {s['agent_took_ms']['p50']:.2f} / "
-        f"{s['agent_took_ms']['p99']:.2f} |",
-        f"| agent CPU per answer, ms | {s['agent_cpu_ms_per_answer']:.2f} |",
-        f"| service CPU per reading, ms | {s['service_cpu_ms_per_reading']:.2f} |",
-        f"| nsenter + curl per reading: wall p50 / p99 ms | "
-        f"{n['wall_ms_per_reading']['p50']:.2f} / {n['wall_ms_per_reading']['p99']:.2f} |",
-        f"| nsenter + curl per reading: CPU of the spawned processes, ms | "
-        f"{n['spawned_cpu_ms_per_reading']:.2f} |",
-        f"| every agent at {p['rate_per_s']:g} answers/s for {p['seconds']:.0f} s: extra agent "
-        f"CPU, % of a core, mean / max | "
-        f"{p['agent_extra_cpu_percent_of_a_core']['mean']:.2f} / "
-        f"{p['agent_extra_cpu_percent_of_a_core']['max']:.2f} |",
-        f"| the same: extra service CPU per instance, % of a core, mean / max | "
-        f"{p['service_extra_cpu_percent_of_a_core_per_instance']['mean']:.2f} / "
-        f"{p['service_extra_cpu_percent_of_a_core_per_instance']['max']:.2f} |",
-        f"| rounds late (all agents not asked within the period) | {p['late_rounds']} of "
-        f"{p['rounds']} |",
-        f"| srv1's CPU share used up by a busy loop in each container: readings failed "
-        f"(timeout {b['timeout_s']:g} s) | {b['failed']} of {b['readings']} |",
-        f"| the same: the agent's answer time p50 / p99 / max ms | "
-        f"{b['agent_took_ms']['p50']:.1f} / {b['agent_took_ms']['p99']:.1f} / "
-        f"{b['agent_took_ms']['max']:.1f} |", "",
+        table(["figure", "value"], [
+            (f"/probes answer ({s['instances_per_answer']} instances), client wall p50 / p99 "
+             f"ms", f"{s['client_wall_ms']['p50']:.2f} / {s['client_wall_ms']['p99']:.2f}"),
+            ("the agent's own time (`took_ms`) p50 / p99 ms",
+             f"{s['agent_took_ms']['p50']:.2f} / {s['agent_took_ms']['p99']:.2f}"),
+            ("agent CPU per answer, ms", f"{s['agent_cpu_ms_per_answer']:.2f}"),
+            ("service CPU per reading, ms", f"{s['service_cpu_ms_per_reading']:.2f}"),
+            ("nsenter + curl per reading: wall p50 / p99 ms",
+             f"{n['wall_ms_per_reading']['p50']:.2f} / {n['wall_ms_per_reading']['p99']:.2f}"),
+            ("nsenter + curl per reading: CPU of the spawned processes, ms",
+             f"{n['spawned_cpu_ms_per_reading']:.2f}"),
+            (f"every agent at {p['rate_per_s']:g} answers/s for {p['seconds']:.0f} s: extra "
+             f"agent CPU, % of a core, mean / max",
+             f"{p['agent_extra_cpu_percent_of_a_core']['mean']:.2f} / "
+             f"{p['agent_extra_cpu_percent_of_a_core']['max']:.2f}"),
+            ("the same: extra service CPU per instance, % of a core, mean / max",
+             f"{p['service_extra_cpu_percent_of_a_core_per_instance']['mean']:.2f} / "
+             f"{p['service_extra_cpu_percent_of_a_core_per_instance']['max']:.2f}"),
+            ("rounds late (all agents not asked within the period)",
+             f"{p['late_rounds']} of {p['rounds']}"),
+            (f"srv1's CPU share used up by a busy loop in each container: readings failed "
+             f"(timeout {b['timeout_s']:g} s)", f"{b['failed']} of {b['readings']}"),
+            ("the same: the agent's answer time p50 / p99 / max ms",
+             f"{b['agent_took_ms']['p50']:.1f} / {b['agent_took_ms']['p99']:.1f} / "
+             f"{b['agent_took_ms']['max']:.1f}")], "lr"),
         f"Errors while busy: {json.dumps(b['errors']) if b['errors'] else 'none'}", ""])
 
 

@@ -53,7 +53,7 @@ from agents.dockerstats import Capacity, server_totals
 from common.cli import ArgumentParser, bounded, choice_list, number_list
 from common.config import active_flow_refresh_s, parse_config
 from common.httpjson import JsonServer
-from common.markdown import number
+from common.markdown import number, table
 from common.procs import git_commit
 from profiler.predictors import fit_arma
 from profiler.service import ProfilerService
@@ -413,21 +413,21 @@ def run_benchmark(sizes, flows, predictors, periods: int, out_dir: str | None,
 
 
 def results_table(doc: dict) -> str:
-    lines = ["| microservices | active flows | predictor | records / period | period CPU ms "
-             "(mean / p95) | report CPU ms | total CPU ms | share of a core | ARMA fits done / "
-             "due, worker CPU |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    rows = []
     for r in doc["results"]:
         a = r.get("arma")
         arma = "–" if not a else (f"{a['fits_done']} / {a['fits_due']}, "
                                   f"{100 * (a['worker_cpu_share'] or 0):.0f} %")
-        lines.append(
-            f"| {r['size']} | {r['active_flows']:,} | {r['predictor']} | "
-            f"{number(r['records_per_period']['mean'], 0)} | "
-            f"{number(r['period_cpu_ms']['mean'])} / {number(r['period_cpu_ms']['p95'])} | "
-            f"{number(r['report_cpu_ms']['mean'])} | {number(r['total_cpu_ms']['mean'])} | "
-            f"{100 * r['core_share']:.1f} % | {arma} |")
-    return "\n".join(lines)
+        rows.append([r["size"], f"{r['active_flows']:,}", r["predictor"],
+                     number(r["records_per_period"]["mean"], 0),
+                     f"{number(r['period_cpu_ms']['mean'])} / "
+                     f"{number(r['period_cpu_ms']['p95'])}",
+                     number(r["report_cpu_ms"]["mean"]), number(r["total_cpu_ms"]["mean"]),
+                     f"{100 * r['core_share']:.1f} %", arma])
+    return table(["microservices", "active flows", "predictor", "records / period",
+                  "period CPU ms (mean / p95)", "report CPU ms", "total CPU ms",
+                  "share of a core", "ARMA fits done / due, worker CPU"], rows, "rrlrrrrrl",
+                 compact=True).rstrip("\n")
 
 
 def render_markdown(doc: dict) -> str:
