@@ -26,19 +26,18 @@ has fresh data, least-load falls back to round robin. Profiler weights older tha
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Hashable
 
-from profiler.weights import EQUAL_WEIGHTS
 from ryu_apps import policies
 from ryu_apps.estimators.open_flows import InstanceFlows, OpenFlows
 from ryu_apps.estimators.pending_assignments import DEFAULT_BUCKET_S, PendingFlows
 from ryu_apps.estimators.unexplained_use import UnexplainedUse
 from ryu_apps.estimators.running_flows import RunningFlows
 from ryu_apps.estimators.running_load import RunningLoad, finite_non_negative
-from ryu_apps.estimators.survival import Survival
+from ryu_apps.instance_pools import InstancePools
+from ryu_apps.microservice_profiles import MicroserviceProfiles
 from ryu_apps.policies import Backend, Decision, Flow, NoBackend
 from ryu_apps.policy_status import policy_status
 
@@ -64,23 +63,6 @@ class ServerLoad:
     window: float | None = None    # the seconds the measurement covers, up to sample_time
 
 
-@dataclass(frozen=True)
-class Probe:
-    """An instance's latest probe (its agent's GET /probes, read from its service): requests
-    in flight then, the p50 and p99 latency of its requests that ended in the agent's window
-    (None: none ended in it, not a zero), and when it was read, on the controller's clock."""
-    in_flight: float
-    latency_s: float | None
-    latency_p99_s: float | None
-    time: float
-
-
-@dataclass
-class _Weights:
-    values: tuple[float, float, float]
-    updated: float
-
-
 class PolicyCore:
     """`policy`: a registered name (ryu_apps/policies); `options` override its preset; the
     staleness limits, pending-flow cost and period as the controller's configuration has
@@ -95,31 +77,26 @@ class PolicyCore:
                  options: dict | None = None):
         self._policies: dict[str, policies.Policy] = {}
         self.set_policy(policy, **(options or {}))
-        self.pools = {ms: sorted(b, key=lambda x: x.order) for ms, b in pools.items()}
         # every server that may hold an instance (a placement can move one anywhere)
         self.servers = sorted(set(servers or ()) | {b.server for bs in pools.values()
                                                     for b in bs})
-        self.draining: set[str] = set()    # instances that take no new flows
-        self.configured_class = dict(flow_classes)      # short | long | auto
-        self.profiled_class: dict[str, str] = {}
+        self.instances = InstancePools(pools, self.servers)
+        # the instances' state, shared with the policies under these names
+        self.pools, self.healthy = self.instances.pools, self.instances.healthy
+        self.draining, self.turn = self.instances.draining, self.instances.turn
+        self.probes = self.instances.probes
         self.server_stale_after_s = server_stale_after_s
-        self.weights_stale_after_s = weights_stale_after_s
         self.pending_flow_cost = pending_flow_cost
         self.period_s = period_s
         self.clock = clock
         self.loads: dict[str, ServerLoad] = {s: ServerLoad() for s in self.servers}
         self.switch_net: dict[str, ServerLoad] = {s: ServerLoad() for s in self.servers}
-        self.healthy: dict[str, bool] = {b.name: True for bs in pools.values() for b in bs}
-        self.profiler_weights: dict[str, _Weights] = {}
-        self.manual_weights: dict[str, tuple[float, float, float]] = {}
-        # per microservice, where round robin goes next: shared by every policy, so one
-        # switched at run time goes on where the last left off
-        self.turn: dict[str, int] = {ms: 0 for ms in self.pools}
+        # what the configuration and the profiler say of each microservice
+        self.profiles = MicroserviceProfiles(self.pools, flow_classes, weights_stale_after_s,
+                                             period_s, clock)
         # recent assignments per server and microservice: the pending flows
         self.pending_flows = PendingFlows(pending_bucket_s)
         self._horizon: dict[str, float] = {}   # server -> flows at or before it are forgotten
-        self.per_flow: dict[str, tuple[float, float, float]] = {}  # ms -> use of one flow
-        self.prediction_lag_s = 0.0
         self.assigned_total: dict[tuple[str, str], int] = {}   # (server, microservice) -> n
         # server -> (CPU cores, memory MB, network Mbit/s): per-flow costs and weighted
         # choices; unknown: every server alike
@@ -131,12 +108,8 @@ class PolicyCore:
         self.open_short = InstanceFlows()        # malb: short ones, per instance
         self.unexplained_use = UnexplainedUse()  # short-flow instances: beyond their flows
         self.connections = InstanceFlows()       # every watched flow, per instance
-        self.survival: dict[str, Survival] = {}     # ms -> its flows' durations
-        self.per_flow_abs: dict[str, tuple[float, float]] = {}   # ms -> (cores, bytes/s)
-        self.profile_version = 0           # bumped by update_profiles: costs may change
         self.loads_version = 0
         self.running_estimate = RunningLoad(self)
-        self.probes: dict[str, Probe] = {}      # instance -> its latest probe (update_probe)
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str, **options) -> None:
@@ -221,7 +194,7 @@ class PolicyCore:
         times = [x.sample_time for x in (self.loads[server], self.switch_net[server])
                  if x.sample_time is not None]
         if times:
-            self._forget(server, min(times) - self.prediction_lag_s)
+            self._forget(server, min(times) - self.profiles.prediction_lag_s)
 
     def _forget(self, server: str, horizon: float) -> None:
         if horizon > self._horizon.get(server, float("-inf")):
@@ -248,7 +221,7 @@ class PolicyCore:
             self.open_short.add(watched, instance, t)
         elif watched is not None and not short:
             self.open_flows.add(watched, server, microservice, t)
-        keep = min(max(self.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
+        keep = min(max(self.profiles.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
         self._forget(server, t - self.server_stale_after_s - keep)
 
     def update_profiles(self, weights: dict[str, tuple[float, float, float]],
@@ -257,149 +230,46 @@ class PolicyCore:
                         prediction_lag_s: float | None = None,
                         per_flow_abs: dict[str, tuple[float, float]] | None = None,
                         durations: dict[str, list[float]] | None = None) -> None:
-        """Weights and flow classes per microservice; optionally what one flow of each uses
-        (cpu, mem, net in % of a server; and absolute: CPU cores, network bytes/s), how long
-        its flows last (quantiles of their durations) and how long the predictions take to
-        show a change. Weights are checked first: refused ones change nothing."""
-        checked = {ms: normalise_weights(w, ms) for ms, w in weights.items() if ms in self.pools}
-        for ms, use in (per_flow or {}).items():
-            if ms in self.pools and all(finite_non_negative(v) for v in use):
-                self.per_flow[ms] = tuple(float(v) for v in use)
-        for ms, use in (per_flow_abs or {}).items():
-            if ms in self.pools and len(use) == 2 and all(finite_non_negative(v) for v in use):
-                self.per_flow_abs[ms] = (float(use[0]), float(use[1]))
-        self.profile_version += 1
-        for ms, qs in (durations or {}).items():
-            if ms in self.pools:
-                try:
-                    self.survival[ms] = Survival(qs)
-                except (TypeError, ValueError):
-                    pass
-        if prediction_lag_s is not None and prediction_lag_s >= 0:
-            self.prediction_lag_s = float(prediction_lag_s)
-        for ms, w in checked.items():
-            self.profiler_weights[ms] = _Weights(w, updated)
-        for ms, cls in flow_classes.items():
-            if ms in self.pools and cls in ("short", "long"):
-                self.profiled_class[ms] = cls
+        """The profiler's answer for each microservice (MicroserviceProfiles.update)."""
+        self.profiles.update(weights, flow_classes, updated, per_flow, prediction_lag_s,
+                             per_flow_abs, durations)
 
     def set_manual_weights(self, microservice: str,
                            weights: tuple[float, float, float] | None) -> None:
-        if microservice not in self.pools:
-            raise KeyError(f"unknown microservice {microservice!r}")
-        if weights is None:
-            self.manual_weights.pop(microservice, None)
-        else:
-            self.manual_weights[microservice] = normalise_weights(weights, microservice)
+        self.profiles.set_manual_weights(microservice, weights)
 
     def update_probe(self, instance: str, in_flight: float, latency_s: float | None,
                      latency_p99_s: float | None, sample_time: float) -> bool:
-        """An instance's probe read at sample_time. A reading older than the one held is
-        ignored (False); KeyError for an instance in no pool; ValueError naming the field
-        for a bad value (nothing changes)."""
-        if instance not in self.healthy:
-            raise KeyError(f"unknown instance {instance!r}")
-        for field, v, optional in (("in_flight", in_flight, False),
-                                   ("latency_s", latency_s, True),
-                                   ("latency_p99_s", latency_p99_s, True)):
-            if not (v is None and optional) and not finite_non_negative(v):
-                raise ValueError(f"{instance}: {field}: expected a finite number >= 0"
-                                 f"{' or None' if optional else ''}, got {v!r:.40}")
-        if isinstance(sample_time, bool) or not isinstance(sample_time, (int, float)) or \
-                not math.isfinite(sample_time):
-            raise ValueError(f"{instance}: sample_time: expected a finite number, got "
-                             f"{sample_time!r:.40}")
-        held = self.probes.get(instance)
-        if held is not None and held.time > sample_time:
-            return False
-        self.probes[instance] = Probe(float(in_flight),
-                                      None if latency_s is None else float(latency_s),
-                                      None if latency_p99_s is None else float(latency_p99_s),
-                                      float(sample_time))
-        return True
+        return self.instances.update_probe(instance, in_flight, latency_s, latency_p99_s,
+                                           sample_time)
 
     def set_health(self, instance: str, healthy: bool) -> None:
-        if instance not in self.healthy:
-            raise KeyError(f"unknown instance {instance!r}")
-        self.healthy[instance] = healthy
+        self.instances.set_health(instance, healthy)
 
     # ------------------------------------------------------------------ pools
     def add_backend(self, backend: Backend, healthy: bool = False) -> None:
-        """An instance joins its microservice's pool (a placement started it); unhealthy
-        until its health probe answers, unless told otherwise."""
-        pool = self.pools.setdefault(backend.microservice, [])
-        if any(b.name == backend.name for b in pool):
-            raise ValueError(f"{backend.name}: already in the pool of {backend.microservice}")
-        if backend.server not in self.loads:
-            raise KeyError(f"unknown server {backend.server!r}")
-        pool.append(backend)
-        pool.sort(key=lambda x: x.order)
-        self.healthy[backend.name] = healthy
-        self.draining.discard(backend.name)
-        self.turn.setdefault(backend.microservice, 0)
+        self.instances.add(backend, healthy)
 
     def set_draining(self, instance: str, draining: bool = True) -> None:
-        """A draining instance gets no new flows; those it has go on."""
-        if instance not in self.healthy:
-            raise KeyError(f"unknown instance {instance!r}")
-        (self.draining.add if draining else self.draining.discard)(instance)
+        self.instances.set_draining(instance, draining)
 
     def remove_backend(self, instance: str) -> Backend:
-        """The instance leaves its pool (after draining)."""
-        for ms, pool in self.pools.items():
-            for k, b in enumerate(pool):
-                if b.name == instance:
-                    del pool[k]
-                    del self.healthy[instance]
-                    self.draining.discard(instance)
-                    if pool:
-                        self.turn[ms] %= len(pool)
-                    return b
-        raise KeyError(f"unknown instance {instance!r}")
+        return self.instances.remove(instance)
 
     def in_service(self, b: Backend) -> bool:
-        return self.healthy[b.name] and b.name not in self.draining
+        return self.instances.in_service(b)
 
     # ------------------------------------------------------------------ views
     def flow_class(self, microservice: str) -> tuple[str, str]:
-        """(short|long, where it comes from). Unknown 'auto' classes count as long: the
-        least-load choice is the safe one until the profiler has seen flows."""
-        configured = self.configured_class.get(microservice, "auto")
-        if configured in ("short", "long"):
-            return configured, "config"
-        if microservice in self.profiled_class:
-            return self.profiled_class[microservice], "profiler"
-        return "long", "default (not profiled yet)"
+        return self.profiles.flow_class(microservice)
 
     def weights(self, microservice: str, now: float | None = None
                 ) -> tuple[tuple[float, float, float], str]:
-        now = self.clock() if now is None else now
-        if microservice in self.manual_weights:
-            return self.manual_weights[microservice], "manual"
-        w = self.profiler_weights.get(microservice)
-        if w is None:
-            return EQUAL_WEIGHTS, "equal (no profile yet)"
-        age = now - w.updated
-        if age > self.weights_stale_after_s:
-            return EQUAL_WEIGHTS, f"equal (profile {age:.0f} s old)"
-        if age <= 2 * self.period_s:
-            return w.values, "profiler"
-        return w.values, f"profiler, stale (last update {age:.0f} s ago)"
+        return self.profiles.weights(microservice, now)
 
     def flow_weights(self, microservice: str, now: float | None = None
                      ) -> tuple[tuple[float, float, float], str]:
-        """The weights of `malb`'s long-flow choice: each resource's share of what one flow
-        of the microservice uses (the profiler's per-flow use), not of what its instances
-        use. The paper's shares count an instance's idle footprint: its memory, which no
-        flow moves, can take most of the back-end's weight, and a job's server is then
-        chosen on memory figures that differ by tenths of a percent. Manual weights still win; without a per-flow use, the
-        profiler's weights."""
-        if microservice in self.manual_weights:
-            return self.manual_weights[microservice], "manual"
-        use = self.per_flow.get(microservice)
-        if use is not None and sum(use) > 0:
-            return normalise_weights(use, microservice), "per-flow use"
-        return self.weights(microservice, now)
+        return self.profiles.flow_weights(microservice, now)
 
     def fresh(self, sample: ServerLoad, now: float) -> bool:
         return sample.sample_time is not None and now - sample.sample_time <= \
@@ -424,7 +294,7 @@ class PolicyCore:
     def cost(self, shares: dict[str, float], weights: tuple[float, float, float]) -> float:
         total = 0.0
         for ms, share in shares.items():
-            use = self.per_flow.get(ms)
+            use = self.profiles.per_flow.get(ms)
             cost = self.pending_flow_cost if use is None else \
                 sum(w * u for w, u in zip(weights, use))
             total += share * cost
@@ -437,16 +307,17 @@ class PolicyCore:
     def running_model(self) -> bool:
         """Whether the profiler has told durations and per-flow use of some microservice
         (or flows are watched to their end, which needs no durations)."""
-        return any(ms in self.per_flow or ms in self.per_flow_abs
-                   for ms in (*self.survival, *(() if not self.open_flows else self.pools)))
+        return any(ms in self.profiles.per_flow or ms in self.profiles.per_flow_abs
+                   for ms in (*self.profiles.survival,
+                              *(() if not self.open_flows else self.pools)))
 
     def flow_cost(self, ms: str, server: str) -> tuple[float, float] | None:
         """(CPU %, network %) of the server that one running flow of ms uses."""
         cap = self.capacities.get(server)
-        use = self.per_flow_abs.get(ms)
+        use = self.profiles.per_flow_abs.get(ms)
         if cap is not None and use is not None and cap[0] > 0 and cap[2] > 0:
             return 100.0 * use[0] / cap[0], 100.0 * use[1] / (cap[2] * 125000.0)
-        pct = self.per_flow.get(ms)
+        pct = self.profiles.per_flow.get(ms)
         return None if pct is None else (pct[0], pct[2])
 
     def running_load(self, server: str, at: float, skip: frozenset = frozenset(),
@@ -483,7 +354,7 @@ class PolicyCore:
         idle timeout; a SYN flood's half-open flows end so); a long one may be a job
         computing in silence, which runs until its FIN. False if no short flow was open."""
         instance = self.connections.instance_of(watched)
-        backend = self._backend(instance) if instance is not None else None
+        backend = self.instances.backend(instance) if instance is not None else None
         if backend is not None and self.flow_class(backend.microservice)[0] == "short":
             self.connections.end(watched, t)
         return self.open_short.end(watched, t)
@@ -501,13 +372,6 @@ class PolicyCore:
         candidates = [b for b in self.pools.get(microservice, []) if self.in_service(b)]
         return self.strategy.short_flow_shares(self, microservice, candidates, now)
 
-    def _backend(self, instance: str) -> Backend | None:
-        for pool in self.pools.values():
-            for b in pool:
-                if b.name == instance:
-                    return b
-        return None
-
     def _record(self, d: Decision, watched: Hashable | None = None) -> Decision:
         self.note_assignment(d.server, d.microservice, d.time, watched, d.instance)
         key = (d.server, d.microservice)
@@ -517,29 +381,6 @@ class PolicyCore:
     # ------------------------------------------------------------------ status
     def status(self, now: float | None = None) -> dict:
         return policy_status(self, self.clock() if now is None else now)
-
-
-def normalise_weights(weights, microservice: str = "") -> tuple[float, float, float]:
-    """Three non-negative numbers, scaled to sum to 1 (all zero: equal weights).
-
-    Scaled by the largest first, so that the sum cannot overflow: 1e308, 1e308, 0 is
-    0.5, 0.5, 0 (their plain sum is inf, which made each share 0 and so equal weights)."""
-    try:
-        a, b, g = (float(x) + 0.0 for x in weights)     # + 0.0: -0.0 is 0.0
-    except (TypeError, ValueError):
-        raise ValueError(f"{microservice}: weights must be three numbers") from None
-    except OverflowError:             # an int past 1.8e308 (JSON allows one)
-        raise ValueError(f"{microservice}: weights must be finite numbers >= 0, one is "
-                         f"too large for a float") from None
-    for name, v in (("alpha", a), ("beta", b), ("gamma", g)):
-        if not v >= 0 or v == float("inf"):
-            raise ValueError(f"{microservice}: {name} must be a finite number >= 0, got {v}")
-    top = max(a, b, g)
-    if top == 0:
-        return EQUAL_WEIGHTS
-    a, b, g = a / top, b / top, g / top         # each in [0, 1], one of them 1
-    total = a + b + g
-    return a / total, b / total, g / total
 
 
 def backends_of(cfg) -> dict[str, Backend]:

@@ -52,10 +52,10 @@ def policy_status(core, now: float) -> dict:
             "healthy_instances": [b.name for b in pool if core.healthy[b.name]],
         }
     for ms, info in microservices.items():
-        use = core.per_flow.get(ms)
+        use = core.profiles.per_flow.get(ms)
         info["per_flow"] = None if use is None else dict(zip(("cpu", "mem", "net"), use))
     return {"policy": core.policy, "servers": servers, "microservices": microservices,
-            "prediction_lag_s": core.prediction_lag_s}
+            "prediction_lag_s": core.profiles.prediction_lag_s}
 
 def _probe_view(core, instance: str, now: float) -> dict | None:
     p = core.probes.get(instance)

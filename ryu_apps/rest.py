@@ -37,7 +37,7 @@ from ryu.app.wsgi import ControllerBase, Response, route
 from common.config import POLICIES
 from common.httpjson import HttpProblem, check_token, decode_body, field_name, quote
 from common.metrics import CONTENT_TYPE
-from ryu_apps.policy import normalise_weights
+from ryu_apps.microservice_profiles import normalise_weights
 
 APP_KEY = "malb_app"
 MAX_BODY_BYTES = 1024 * 1024      # the largest body here is a weights map: a few hundred bytes

@@ -37,9 +37,9 @@ class RunningLoad:
         decision's), what they use over the next `ahead_s` seconds, the watched flows
         measured counting as they are expected to end (OpenFlows.shortfall)."""
         v = self.view
-        horizon = max(v.prediction_lag_s, 2 * v.period_s)
-        survival = {ms: v.survival.get(ms, horizon) for ms in
-                    set(v.per_flow) | set(v.per_flow_abs)}
+        horizon = max(v.profiles.prediction_lag_s, 2 * v.period_s)
+        survival = {ms: v.profiles.survival.get(ms, horizon) for ms in
+                    set(v.profiles.per_flow) | set(v.profiles.per_flow_abs)}
         cpu = net = flows = 0.0
         counts = v.running.expected(server, at, survival)
         for ms, (unmeasured, measured, m_cpu, m_net) in v.open_flows.costs(server,
@@ -69,7 +69,7 @@ class RunningLoad:
         the running flows). Without a lag or a prediction, the latest measurement for all
         three."""
         v = self.view
-        key = (load.sample_time, v.prediction_lag_s, v.profile_version, v.loads_version)
+        key = (load.sample_time, v.profiles.prediction_lag_s, v.profiles.version, v.loads_version)
         cached = self._cache.get(server)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -123,7 +123,7 @@ class RunningLoad:
 
     def _base(self, server: str, load: "ServerLoad") -> tuple[tuple, float, float, frozenset]:
         v = self.view
-        lag = v.prediction_lag_s
+        lag = v.profiles.prediction_lag_s
         meas = load.measured or (load.cpu, load.mem, load.net)
         short = self.short_parts(load)
         window = v.window_of(load)

@@ -103,7 +103,7 @@ class Malb(Policy):
         server's capacity share on unequal servers. Round robin lets 10 MB objects queue on
         one instance's link while another's is idle; this cuts the ui's RT spread. Ties go
         in round-robin order."""
-        survival = view.survival.get(ms)
+        survival = view.profiles.survival.get(ms)
         new = survival.expected_remaining(0.0) if survival is not None else 1.0
         share = capacity_shares(view, candidates, weights) \
             if view.unequal_servers(candidates) else {}

@@ -49,7 +49,7 @@ def measure(view: "PolicyCore", server: str, weights: tuple[float, float, float]
         if switch_ok and switch.net is not None:
             return switch.net, switch.sample_time, 0.0
         if prof_ok and prof.net is not None:
-            return prof.net, prof.sample_time, view.prediction_lag_s
+            return prof.net, prof.sample_time, view.profiles.prediction_lag_s
         return None
     if not prof_ok:
         return None
@@ -58,7 +58,7 @@ def measure(view: "PolicyCore", server: str, weights: tuple[float, float, float]
     parts = ((a, prof.cpu), (b, prof.mem), (g, net))
     if any(w > 0 and v is None for w, v in parts):
         return None
-    return sum(w * v for w, v in parts if w > 0), prof.sample_time, view.prediction_lag_s
+    return sum(w * v for w, v in parts if w > 0), prof.sample_time, view.profiles.prediction_lag_s
 
 
 def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],

@@ -25,4 +25,4 @@ def fake_app():
 
 
 def state_of(app):
-    return app.policy_core.policy, dict(app.policy_core.manual_weights), list(app.calls)
+    return app.policy_core.policy, dict(app.policy_core.profiles.manual_weights), list(app.calls)

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from ryu_apps.policies import NoBackend
-from ryu_apps.policy import normalise_weights
+from ryu_apps.microservice_profiles import normalise_weights
 from tests.lib.policy_core import SERVERS, loads, make_core
 
 

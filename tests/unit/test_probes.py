@@ -11,7 +11,8 @@ import pytest
 from common.config import ConfigError, parse_config
 from common.httpjson import HttpError
 from ryu_apps.policies.round_robin import RoundRobin
-from ryu_apps.policy import Probe, core_from_config
+from ryu_apps.instance_pools import Probe
+from ryu_apps.policy import core_from_config
 from tests.lib.controller import NOW, make
 
 

@@ -175,4 +175,4 @@ def test_a_batch_of_weights_with_one_bad_entry_changes_none_of_them(rest):
                                b' "backend": {"alpha": 1e400, "beta": 0, "gamma": 0}}')
     assert status == 400 and "backend.alpha: expected a finite number" in error_of(
         (status, {"Content-Type": "application/json"}, body))
-    assert state_of(rest.app) == before and "ui" in rest.app.policy_core.manual_weights
+    assert state_of(rest.app) == before and "ui" in rest.app.policy_core.profiles.manual_weights
