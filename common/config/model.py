@@ -116,6 +116,7 @@ def _history_path(value: Any, where: str, ctx) -> str:
 
 
 HOST = {"type": "string", "minLength": 1}
+NAME = {"type": "string", "pattern": "^[a-z][a-z0-9]*$"}
 PORT = {"lo": 1, "hi": 65535, "type": "integer"}
 
 
@@ -181,8 +182,9 @@ class Frequency:
 @dataclass(frozen=True, kw_only=True)
 class Server:
     """A server: an isolated CPU share and memory limit its containers share."""
-    name: str = setting(type="custom", parse=F.name, what="name", default_from=lambda v, ctx: f"srv{ctx.index}",
-                        default_doc="`srv<k>`", schema={"type": "string", "pattern": "^[a-z][a-z0-9]*$"},
+    name: str = setting(type="custom", parse=F.name, what="name",
+                        default_from=lambda v, ctx: f"srv{ctx.index}", default_doc="`srv<k>`",
+                        schema=NAME,
                         help="lowercase letters and digits, starting with a letter")
     index: int            # 1-based; used in addresses
     cpu: float = setting(0.4, lo=0.01, hi=1024, help=(
@@ -259,13 +261,16 @@ def _default_command(v: dict, ctx) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Microservice:
-    name: str = setting(type="custom", parse=F.name, what="name", schema={"type": "string", "pattern":
-                        "^[a-z][a-z0-9]*$"}, help="lowercase letters and digits")
+    name: str = setting(type="custom", parse=F.name, what="name",
+                        schema=NAME,
+                        help="lowercase letters and digits")
     index: int
-    abbrev: str = setting(type="custom", parse=_abbrev, what="name", default_from=lambda v, ctx: v["name"][:3],
-                          default_doc="first 3 letters", schema={"type": "string", "pattern":
-                          "^[a-z][a-z0-9]*$"}, help="used in node names (`srv1-<abbrev>`)")
-    vip: str = setting(type="custom", parse=F.ipv4, what="IPv4 address", default_from=lambda v, ctx: ctx.vip,
+    abbrev: str = setting(type="custom", parse=_abbrev, what="name",
+                          default_from=lambda v, ctx: v["name"][:3],
+                          default_doc="first 3 letters", schema=NAME,
+                          help="used in node names (`srv1-<abbrev>`)")
+    vip: str = setting(type="custom", parse=F.ipv4, what="IPv4 address",
+                       default_from=lambda v, ctx: ctx.vip,
                        default_doc="`testbed.vip`", schema={"type": "string"},
                        help="virtual IP clients connect to")
     port: int = setting(**PORT, help="L4 port: identifies the microservice at the controller")
@@ -445,17 +450,21 @@ class ProfilerCfg:
 class SloLoopCfg:
     """The host agents' SLO frequency loop (slo/frequency_controller.py has the rule)."""
     period_s: float = setting(1.0, lo=0.1, hi=600, help="how often the loop decides")
-    window_s: float = setting(5.0, lo=0.5, hi=60, help="the seconds of requests whose latency it reads")
+    window_s: float = setting(5.0, lo=0.5, hi=60,
+                              help="the seconds of requests whose latency it reads")
     min_samples: int = setting(100, type="integer", lo=1, hi=1_000_000,
                                help="fewer requests in the window: hold")
     band_mode: str = setting("safe", type="choice", choices=("safe", "paper"),
-                             help="`safe`, or `paper` (the paper's literal band, for comparison; [slo.md](slo.md))")
+                             help="`safe`, or `paper` (the paper's literal band, for "
+                                  "comparison; [slo.md](slo.md))")
     actuator: str = setting("auto", type="choice", choices=("auto", "cpufreq", "emulated"),
                             help="`auto` (cpufreq, else emulated), `cpufreq` or `emulated`")
     emergency: float = setting(0.5, lo=0.05, hi=10,
                                help="above (1 + emergency) x the target: the maximum at once")
-    cooldown_s: float = setting(10.0, lo=0, hi=3600, help="after an emergency, no step down for this long")
-    dwell_s: float = setting(3.0, lo=0, hi=3600, help="no step down sooner than this after any change")
+    cooldown_s: float = setting(10.0, lo=0, hi=3600,
+                                help="after an emergency, no step down for this long")
+    dwell_s: float = setting(3.0, lo=0, hi=3600,
+                             help="no step down sooner than this after any change")
     guard: float = setting(0.4, lo=0, hi=0.99,
                            help="top share of the band that steps up early; 0: off")
 
