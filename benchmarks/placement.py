@@ -27,7 +27,7 @@ import time
 from common.cli import ArgumentParser, bounded, number_list
 from common.markdown import number, table
 from common.procs import git_commit
-from placement import core
+from placement import partitioner
 from placement.partitioner import Host, Problem, Unit, greedy_network_aware, plan, random_placement, \
     spread
 
@@ -94,16 +94,16 @@ def small_graphs(count: int) -> list[dict]:
                           [Host(f"srv{k + 1}", 0.7, 1000, f"s{1 + k // 2}") for k in range(6)],
                           edges=edges, anchors={(names[0], "s1"): 10.0},
                           switch_position={"s1": 0, "s2": 1, "s3": 2})
-        optimum_a, finished = core.exact(problem)
+        optimum_a, finished = partitioner.exact(problem)
         if not finished or optimum_a is None:
             continue
         optimum = problem.cost(optimum_a)
-        saved = core.EXACT_MAX_UNITS
-        core.EXACT_MAX_UNITS = 0           # the heuristic path alone
+        saved = partitioner.EXACT_MAX_UNITS
+        partitioner.EXACT_MAX_UNITS = 0    # the heuristic path alone
         try:
             heuristic = plan(problem, near="s1").cost
         finally:
-            core.EXACT_MAX_UNITS = saved
+            partitioner.EXACT_MAX_UNITS = saved
         full = plan(problem, near="s1")
         rows.append({"seed": seed, "units": n, "optimum": optimum, "heuristic": heuristic,
                      "plan": full.cost, "plan_optimal": full.optimal,
