@@ -2,7 +2,7 @@
 
 The testbed comparison (experiments/lb_comparison.py) needs 30 minutes for 3 runs of 4
 policies, and its run-to-run noise is as large as the effects it looks for. This model plays
-the same seeded workload (lb_comparison.workload_spec, loadgen.schedule) against four
+the same seeded workload (workload.workload_spec, loadgen.schedule) against four
 modelled servers in 50 ms steps, in seconds per run, so that a question like "can any
 policy be 35 % better than round robin in this workload?" gets an answer before a testbed
 run is spent on it. What is real and what is modelled:
@@ -36,7 +36,7 @@ run is spent on it. What is real and what is modelled:
     .venv/bin/python -m experiments.lb_model --runs 20 --server-cpu 0.6,0.3,0.3,0.2 \
         --policies srr,ln,malb,malb-paper,oracle,least-jobs
 
-It takes lb_comparison's workload flags; writes model.json and model.md (the headline
+It takes the comparison's flags (experiments/workload.py); writes model.json and model.md (the headline
 figures per policy with 95 % intervals, and MALB against each other policy, paired by run).
 """
 from __future__ import annotations
@@ -58,8 +58,8 @@ from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_t
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
 from common.config import POLICIES, ConfigError, config_path, parse_config_file_data
-from experiments import decision_audit, evaluation, lb_comparison, loadgen, report, \
-    sample_noise, significance
+from experiments import decision_audit, evaluation, loadgen, report, sample_noise, \
+    significance, workload
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
@@ -125,7 +125,7 @@ class ModelAgents:
         self.noise = sample_noise.NoiseSeries(opts.sample_noise, opts.noise_common,
                                               opts.noise_lag1, seed) \
             if opts.sample_noise > 0 else None
-        self.noisy_ms = {c["ms"] for c in lb_comparison.request_classes(opts)
+        self.noisy_ms = {c["ms"] for c in workload.request_classes(opts)
                          if c["path"].startswith("/job")}
 
     def _raw(self, instance: str, now: float) -> RawSample:
@@ -250,10 +250,10 @@ class Model:
         self.judged: list[dict] = []
         self.turn: dict[str, int] = {}
         self.answer: tuple[dict, dict] | None = None   # the profiler's latest
-        spec = lb_comparison.workload_spec(cfg, opts, seed)
+        spec = workload.workload_spec(cfg, opts, seed)
         self.antagonists = spec.get("antagonists", [])     # times from the load's start
         self.plan = loadgen.schedule(spec, 0, 1)
-        self.ms_of = {c["name"]: c["ms"] for c in lb_comparison.request_classes(opts)}
+        self.ms_of = {c["name"]: c["ms"] for c in workload.request_classes(opts)}
         self.agents = ModelAgents(cfg, opts, seed, self.agent_period)
         self.acc = self.agents.acc       # what the servers' steps add to
         self.reports = FlowReports(opts.rule_reports, cfg.controller.idle_timeout_s)
@@ -502,9 +502,8 @@ def ui_cpu_per_mb(histories: list[str], microservice: str = "ui") -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = lb_comparison.parser()
-    p.prog = "python -m experiments.lb_model"
-    p.description = "Scenario 2 as a fluid model that drives the real policy and profiler code."
+    p = workload.parser(prog="python -m experiments.lb_model", description="Scenario 2 as a "
+                        "fluid model that drives the real policy and profiler code.")
     for a in p._actions:
         if a.dest == "policies":
             a.type = lambda s: [x for x in s.split(",") if x]
@@ -594,9 +593,9 @@ def main(argv=None) -> int:
     runs = opts.runs or 10
     opts.phase_seconds = opts.phase_seconds or (600.0 if opts.paper else 35.0)
     try:
-        cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(opts.config))
+        cfg = parse_config_file_data(workload.config_data(opts), config_path(opts.config))
     except ConfigError as exc:
-        fail(flag_config_error(exc, lb_comparison.FLAG_OF_FIELD), code=2)
+        fail(flag_config_error(exc, workload.FLAG_OF_FIELD), code=2)
     end = 3 * opts.phase_seconds
     per_policy: dict[str, list[dict]] = {x: [] for x in opts.policies}
     t0 = time.time()

@@ -26,7 +26,7 @@ from common.cli import ArgumentParser, choice_list, fail, number_list, positive_
     positive_int
 from common.markdown import number, table
 from common.procs import ROOT, git_commit
-from experiments import lb_comparison, protocol, report, significance
+from experiments import lb_comparison, protocol, report, significance, workload
 
 PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent")
 SUITE = {
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
                         "used)")
     p.add_argument("--runs", type=positive_int, default=5)
     p.add_argument("--phase-seconds", type=positive_float,
-                   default=lb_comparison.DEFAULT_PHASE_S)
+                   default=workload.DEFAULT_PHASE_S)
     p.add_argument("--scenarios", type=choice_list(tuple(SUITE)), default=list(SUITE))
     p.add_argument("--unequal-shares", type=number_list(float, lo=0.01, hi=64, lo_open=True),
                    default=list(HELD_OUT_SHARES),

@@ -134,12 +134,12 @@ def _pytest(paths, out: str, policy: str | None) -> dict:
 def _model_runs() -> dict:
     """Every policy's decisions in the fluid model: equal and unequal servers, two seeds."""
     # deferred: the fluid model (NumPy, SciPy), for the command only, not in the plugin
-    from experiments import lb_comparison, lb_model
+    from experiments import lb_model, workload
     out = {}
     for shares in ("0.25", "0.6,0.3,0.3,0.2"):
         opts = lb_model.parser().parse_args(["--phase-seconds", "20", "--period", "1",
                                              "--server-cpu", shares])
-        cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(None))
+        cfg = parse_config_file_data(workload.config_data(opts), config_path(None))
         for policy in replay_policies():
             for seed in (2, 3):
                 model = lb_model.Model(cfg, opts, policy, seed)

@@ -1,10 +1,13 @@
 """experiments/lb_model.py: the fluid model of scenario 2 around the real policy code."""
 import json
+import subprocess
+import sys
 
 import pytest
 
 from common.config import config_path, parse_config_file_data
-from experiments import decision_audit, lb_comparison, lb_model
+from common.procs import ROOT
+from experiments import decision_audit, lb_model, scenarios, workload
 from profiler.store import HistoryStore
 from ryu_apps.policies.malb import LOOKAHEAD_S
 
@@ -12,7 +15,7 @@ from ryu_apps.policies.malb import LOOKAHEAD_S
 def model(policy="srr", seed=1, *flags):
     # the paper's 3 s period unless a test asks for another (the comparison's default is 1)
     opts = lb_model.parser().parse_args(["--phase-seconds", "10", "--period", "3", *flags])
-    cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(opts.config))
+    cfg = parse_config_file_data(workload.config_data(opts), config_path(opts.config))
     return lb_model.Model(cfg, opts, policy, seed)
 
 
@@ -35,7 +38,7 @@ def test_round_robin_spreads_each_microservice_evenly():
 
 def jobs(m, n, cls="backend-heavy"):
     """n requests of one class, all at t=0 (round robin: one per server up to 4)."""
-    c = next(c for c in lb_comparison.workload_spec(m.cfg, m.opts, 1)["classes"]
+    c = next(c for c in workload.workload_spec(m.cfg, m.opts, 1)["classes"]
              if c["name"] == cls)
     m.plan = [{"seq": k, "offset": 0.0, "phase": "stable", "class": c} for k in range(n)]
     m.run(1.0)
@@ -227,7 +230,7 @@ def test_every_job_placement_is_judged_against_the_job_demand_at_it_as_on_the_te
 def test_rule_reports_end_a_silent_job_when_its_rules_idle_out_and_count_it_after_its_end():
     def told(*flags):
         m = model("malb", 1, *flags)
-        heavy = next(c for c in lb_comparison.workload_spec(m.cfg, m.opts, 1)["classes"]
+        heavy = next(c for c in workload.workload_spec(m.cfg, m.opts, 1)["classes"]
                      if c["name"] == "backend-heavy")
         m.arrive({"seq": 0, "offset": 0.0, "phase": "stable", "class": heavy}, 0.0)
         seen = {}
@@ -269,7 +272,7 @@ def test_table_ii_covers_the_load_phases_and_again_with_the_drain_as_on_the_test
     # (12.5 %, 10 s): the load's first second is the spread of those; in the drain the
     # heavy one runs alone for 20 s more
     m = model("srr", 1, "--period", "1")
-    classes = {c["name"]: c for c in lb_comparison.workload_spec(m.cfg, m.opts, 1)["classes"]}
+    classes = {c["name"]: c for c in workload.workload_spec(m.cfg, m.opts, 1)["classes"]}
     m.plan = [{"seq": k, "offset": 0.0, "phase": "stable",
                "class": classes["backend-heavy" if k == 0 else "backend-medium"]}
               for k in range(4)]
@@ -304,8 +307,8 @@ def test_malb_does_not_average_a_noisy_neighbour_away_with_the_short_flows():
     fewer back-end jobs then than round robin (at most half); taking the ui's part at its level over the
     servers without what its flows do not explain sent it more than round robin did."""
     opts = lb_model.parser().parse_args(["--scenario", "antagonist", "--phase-seconds", "30"])
-    cfg = parse_config_file_data(lb_comparison.config_data(opts), config_path(
-        lb_comparison.scenarios.base_config_path(opts)))
+    cfg = parse_config_file_data(workload.config_data(opts), config_path(
+        scenarios.base_config_path(opts)))
 
     def jobs_to_srv1(policy):
         n = 0
@@ -318,3 +321,14 @@ def test_malb_does_not_average_a_noisy_neighbour_away_with_the_short_flows():
         return n
     srr, malb = jobs_to_srv1("srr"), jobs_to_srv1("malb")
     assert srr >= 10 and malb <= srr / 2, (srr, malb)
+
+
+def test_the_model_needs_no_testbed():
+    """The fluid model imports the workload, the policies and the profiler, and nothing that
+    builds or drives a testbed."""
+    code = ("import sys, experiments.lb_model; print(sorted(m for m in sys.modules if "
+            "m.split('.')[0] in ('topologies', 'mininet', 'docker') or m in "
+            "('experiments.stack', 'experiments.lb_comparison', 'experiments.haproxy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.strip()
+    assert out == "[]"

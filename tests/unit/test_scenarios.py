@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from common.config import config_path, load_config, parse_config_file_data
-from experiments import lb_comparison, lb_model, loadgen, scenarios
+from experiments import lb_comparison, lb_model, loadgen, scenarios, workload
 from placement.apps import entry_services, generate
 from tests.conftest import ROOT
 
@@ -20,9 +20,9 @@ def opts_for(*flags):
 
 
 def spec_for(opts, seed=2):
-    cfg = parse_config_file_data(lb_comparison.config_data(opts),
+    cfg = parse_config_file_data(workload.config_data(opts),
                                  config_path(scenarios.base_config_path(opts)))
-    return cfg, lb_comparison.workload_spec(cfg, opts, seed)
+    return cfg, workload.workload_spec(cfg, opts, seed)
 
 
 # The paper's spec and schedule as the code before the scenarios made them (digests of

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from experiments import lb_comparison, scenarios, significance, suite
+from experiments import lb_comparison, scenarios, significance, suite, workload
 
 
 def test_every_scenario_runs_known_policies_with_malb_and_its_papers_rule():
     assert set(suite.SUITE) == set(scenarios.SCENARIOS)
     for name, policies in suite.SUITE.items():
-        assert set(policies) <= set(lb_comparison.policy_choices()), name
+        assert set(policies) <= set(workload.policy_choices()), name
         assert {"srr", "malb-paper", "malb", "lc", "p2c", "prequal", "haproxy-leastconn"} \
             <= set(policies), name
     assert {"wrr", "wlc"} <= set(suite.SUITE["unequal"])
