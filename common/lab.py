@@ -11,14 +11,16 @@ import datetime
 import json
 import os
 import sys
+from typing import Callable
 
 from common.procs import ROOT, git_commit
 
 
-def results_dir(out: str | None, prefix: str = "") -> str:
-    """`out` (the --out flag), or results/<prefix><YYYYmmdd-HHMMSS> under the repository;
-    created if missing."""
-    path = out or os.path.join(ROOT, "results",
+def results_dir(out: str | None, prefix: str = "", root: str | None = None) -> str:
+    """`out` (the --out flag), or results/<prefix><YYYYmmdd-HHMMSS> under the repository
+    (under `root` if given: "" for a path relative to the working directory); created if
+    missing."""
+    path = out or os.path.join(ROOT if root is None else root, "results",
                                prefix + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(path, exist_ok=True)
     return path
@@ -38,15 +40,20 @@ def stamp(command: str) -> dict:
             "when": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
-def write_results(out_dir: str, name: str, doc: dict, markdown: str | None = None,
-                  echo: bool = True) -> None:
-    """<name>.json (indent 1; values JSON does not know written as text) and, with a
-    report, <name>.md, printed too unless echo is False."""
+def write_results(out_dir: str, name: str, doc: dict,
+                  markdown: str | Callable[[], str] | None = None, echo: bool = True,
+                  indent: int = 1, default: Callable | None = str) -> str | None:
+    """<name>.json (indent 1; values JSON does not know written as text, or with
+    default=None a TypeError, as json.dump) and, with a report, <name>.md, printed too
+    unless echo is False; returns the report. The report may be a function that renders
+    it: called once the JSON is written, so a report that fails leaves the data there."""
     with open(os.path.join(out_dir, f"{name}.json"), "w") as fh:
-        json.dump(doc, fh, indent=1, default=str)
+        json.dump(doc, fh, indent=indent, default=default)
     if markdown is None:
-        return
+        return None
+    text = markdown() if callable(markdown) else markdown
     with open(os.path.join(out_dir, f"{name}.md"), "w") as fh:
-        fh.write(markdown)
+        fh.write(text)
     if echo:
-        print(markdown)
+        print(text)
+    return text

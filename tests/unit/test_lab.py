@@ -4,6 +4,8 @@ import os
 import re
 import sys
 
+import pytest
+
 from common import lab
 from common.procs import ROOT
 
@@ -40,3 +42,31 @@ def test_results_are_json_and_markdown_and_the_report_is_echoed(tmp_path, capsys
     assert capsys.readouterr().out == ""
     lab.write_results(str(tmp_path), "data-only", {"c": 3})
     assert not (tmp_path / "data-only.md").exists()
+
+
+def test_a_dated_folder_may_be_relative_to_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    made = lab.results_dir(None, "model-", root="")
+    assert re.fullmatch(r"results/model-\d{8}-\d{6}", made) and (tmp_path / made).is_dir()
+
+
+def test_the_json_can_keep_its_own_indent_and_refuse_what_it_does_not_know(tmp_path):
+    lab.write_results(str(tmp_path), "two", {"a": [1]}, indent=2)
+    assert (tmp_path / "two.json").read_text() == '{\n  "a": [\n    1\n  ]\n}'
+    with pytest.raises(TypeError):        # default=None: only what JSON knows, as json.dump
+        lab.write_results(str(tmp_path), "strict", {"p": tmp_path}, default=None)
+
+
+def test_a_report_rendered_after_the_data_is_written_and_returned(tmp_path, capsys):
+    def failing():
+        assert (tmp_path / "late.json").exists()       # the data is already there
+        raise RuntimeError("report bug")
+    with pytest.raises(RuntimeError):
+        lab.write_results(str(tmp_path), "late", {"a": 1}, failing)
+    assert json.loads((tmp_path / "late.json").read_text()) == {"a": 1}
+    assert not (tmp_path / "late.md").exists()
+    text = lab.write_results(str(tmp_path), "ok", {"a": 1}, lambda: "# Rendered\n",
+                             echo=False)
+    assert text == "# Rendered\n" and (tmp_path / "ok.md").read_text() == text
+    assert capsys.readouterr().out == ""
+    assert lab.write_results(str(tmp_path), "plain", {"a": 1}, "# Given\n") == "# Given\n"
