@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
 import socket
 import threading
@@ -25,6 +24,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
+
+from common.numbers import finite_non_negative
 
 CLONE_NEWNET = 0x40000000
 MAX_ANSWER_BYTES = 64 * 1024        # a /latency answer is ~150 bytes
@@ -109,8 +110,7 @@ def parse_latency_answer(raw: bytes) -> dict:
         if v is None and optional:
             out[key] = None
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v < 0:
+        if not finite_non_negative(v):
             raise ProbeError(f"GET /latency: {key}: expected a number >= 0, got {v!r:.40}")
         out[key] = v
     if out["count"] and (out["p50_ms"] is None or out["p99_ms"] is None):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import subprocess
 import threading
@@ -16,6 +15,7 @@ import time
 
 from common.config import Config
 from common.httpjson import BadRequest, field_name, quote
+from common.numbers import is_finite
 from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
     cgroup_cpu_dir
 from slo.frequency_controller import LoopSettings
@@ -75,11 +75,6 @@ class ContainerProbe:
             return int(fh.read()) / 1e9
 
 
-def _finite(v) -> bool:
-    try:
-        return math.isfinite(v)
-    except OverflowError:        # an int beyond a float's range
-        return False
 
 
 class SloRunner:
@@ -216,7 +211,7 @@ class SloRunner:
                 raise BadRequest(f"{k}: expected a "
                                  f"{'string' if OBJECTIVE_FIELDS[k] == (str,) else 'number'}"
                                  f", got {quote(v)}")
-            if isinstance(v, (int, float)) and not _finite(v):
+            if isinstance(v, (int, float)) and not is_finite(v):
                 # JSON's integers have no limit: 1 followed by 400 zeros passes as a number
                 # and breaks the loop's arithmetic later (OverflowError) if taken
                 raise BadRequest(f"{k}: expected a finite number, got {quote(v)}")

@@ -15,10 +15,10 @@ in, plain data out).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from common.config import Config
+from common.numbers import finite_non_negative
 from placement.partitioner import Host, PlacementError, Problem, Unit
 
 CPU_FLOOR_CORES = 0.02
@@ -62,8 +62,7 @@ def check_graph(cfg: Config, graph: dict) -> None:
             raise PlacementError(f"graph.edges[{k}].caller: unknown microservice or client "
                                  f"switch {caller!r}")
         w = e.get("bytes_per_s")
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
-                or w < 0:
+        if not finite_non_negative(w):
             raise PlacementError(f"graph.edges[{k}].bytes_per_s: expected a number >= 0, "
                                  f"got {w!r}")
     for name, v in graph.get("vertices", {}).items():
@@ -71,8 +70,7 @@ def check_graph(cfg: Config, graph: dict) -> None:
             raise PlacementError(f"graph.vertices: unknown microservice {name!r}")
         for key in ("cpu_cores", "memory_mb"):
             x = v.get(key) if isinstance(v, dict) else "?"
-            if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or
-                                  not math.isfinite(x) or x < 0):
+            if x is not None and not finite_non_negative(x):
                 raise PlacementError(f"graph.vertices.{name}.{key}: expected a number >= 0 "
                                      f"or null, got {x!r}")
 

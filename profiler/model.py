@@ -19,13 +19,13 @@ zeros, and a partial total is never served as a fresh reading.
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass, field
 
 from common.config import active_flow_ttl_s
 from common.netuse import network_percent
+from common.numbers import is_finite
 from profiler.classify import classify_all
 from profiler.graph import GraphBook
 from profiler.predictors import ResourcePredictor
@@ -211,8 +211,8 @@ class ProfilerModel:
                              "net": totals.get("network_percent")}
             view.measured_time, view.measured_at = sample.get("time"), now
             window = sample.get("period_s")
-            view.measured_window = float(window) if isinstance(window, (int, float)) and \
-                not isinstance(window, bool) and math.isfinite(window) and window > 0 else None
+            view.measured_window = float(window) if is_finite(window) and window > 0 \
+                else None
 
     def ingest_flows(self, flows: list[dict], ports: list[dict] | None,
                      now: float | None = None, pairs: dict | None = None) -> list[dict]:

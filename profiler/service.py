@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from common.httpjson import BadRequest, HttpError, get_json, quote
 from common.metrics import Registry
+from common.numbers import finite_non_negative
 from profiler.model import FLOW_WINDOW_S, ProfilerModel
 from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
@@ -81,8 +82,7 @@ def _count(where: str, value) -> int:
 
 
 def _seconds(where: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value < 0:
+    if not finite_non_negative(value):
         raise BadRequest(f"{where}: expected a finite number >= 0, got {quote(value)}")
     return float(value)
 

@@ -7,10 +7,9 @@ and each instance's latest probe.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from ryu_apps.estimators.running_load import finite_non_negative
+from common.numbers import finite_non_negative, is_finite
 from ryu_apps.policies import Backend
 
 
@@ -52,8 +51,7 @@ class InstancePools:
             if not (v is None and optional) and not finite_non_negative(v):
                 raise ValueError(f"{instance}: {field}: expected a finite number >= 0"
                                  f"{' or None' if optional else ''}, got {v!r:.40}")
-        if isinstance(sample_time, bool) or not isinstance(sample_time, (int, float)) or \
-                not math.isfinite(sample_time):
+        if not is_finite(sample_time):
             raise ValueError(f"{instance}: sample_time: expected a finite number, got "
                              f"{sample_time!r:.40}")
         held = self.probes.get(instance)

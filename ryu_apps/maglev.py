@@ -19,6 +19,8 @@ import hashlib
 import math
 from typing import Hashable, Iterable, Sequence
 
+from common.numbers import finite_non_negative
+
 DEFAULT_TABLE_SIZE = 65537     # the paper's size; any prime works, well above 100 x backends
 
 
@@ -68,8 +70,7 @@ def _check(names: Sequence[str], weights: Sequence[float] | None, size: int
         raise ValueError(f"weights: {len(weights)} weights for {len(names)} backends")
     out = []
     for n, w in zip(names, weights):
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
-                or w < 0:
+        if not finite_non_negative(w):
             raise ValueError(f"weights: {n}: must be a finite number >= 0, got {w!r}")
         out.append(float(w))
     if not any(out):

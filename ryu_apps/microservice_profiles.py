@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from profiler.weights import EQUAL_WEIGHTS
-from ryu_apps.estimators.running_load import finite_non_negative
+from common.numbers import finite_non_negative
 from ryu_apps.estimators.survival import Survival
 
 

@@ -37,6 +37,7 @@ from ryu.app.wsgi import ControllerBase, Response, route
 from common.config import POLICIES
 from common.httpjson import HttpProblem, check_token, decode_body, field_name, quote
 from common.metrics import CONTENT_TYPE
+from common.numbers import finite_non_negative
 from ryu_apps.microservice_profiles import normalise_weights
 
 APP_KEY = "malb_app"
@@ -234,8 +235,7 @@ class MalbRest(_JsonController):
                 return _error(400, f"{ms}.{field_name(min(extra))}: unknown field")
             for key in ("alpha", "beta", "gamma"):
                 v = w.get(key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or \
-                        not 0 <= v <= 1.7e308:     # JSON's ints may pass any float
+                if not finite_non_negative(v):
                     return _error(400, f"{ms}.{key}: expected a finite number >= 0, "
                                        f"got {quote(v)}")
             try:

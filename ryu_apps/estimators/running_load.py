@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from common.numbers import finite_non_negative
+
 if TYPE_CHECKING:
     from ryu_apps.policy import PolicyCore, ServerLoad
 
@@ -155,6 +157,3 @@ class RunningLoad:
         return (meas[0], load.mem, load.net), cpu_then, net, frozenset()
 
 
-def finite_non_negative(v) -> bool:
-    """A number (not a bool), finite and >= 0: what a use figure must be to count."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")

@@ -4,7 +4,7 @@ probe-based policy): each reading goes to the policy core at the time the agent 
 an agent that fails or answers in part is a warning at most once a minute."""
 from __future__ import annotations
 
-from ryu_apps.estimators.running_load import finite_non_negative
+from common.numbers import finite_non_negative
 from ryu_apps.managers.base import Manager
 from ryu_apps.result import Result
 

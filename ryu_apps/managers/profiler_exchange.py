@@ -5,9 +5,9 @@ policy core (ryu_apps/profiles.py). A failed exchange sends the same records aga
 period. next_exchange_in: when the next exchange is due, in step with the profiler."""
 from __future__ import annotations
 
-import math
 from typing import Iterator
 
+from common.numbers import is_finite
 from ryu_apps.managers.base import Manager
 from ryu_apps.profiles import apply_profiles
 from ryu_apps.result import Result
@@ -105,8 +105,7 @@ def next_exchange_in(step_time, now: float, period: float) -> float | None:
     its steps (every `period` from `step_time`, the time its answer carries), and at least
     a quarter of a period from now. None when the answer carries no usable time (the loop
     then waits a period)."""
-    if isinstance(step_time, bool) or not isinstance(step_time, (int, float)) or \
-            not math.isfinite(step_time):
+    if not is_finite(step_time):
         return None
     delay = (step_time + PROFILER_READY_S - now) % period
     return delay + period if delay < period / 4 else delay

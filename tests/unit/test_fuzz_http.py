@@ -120,7 +120,7 @@ def raw(text):            # a JSON fragment as it appears in the body (1e400, Na
 
 SURROGATE = st.sampled_from(['"s\\ud800"', '"\\udfff"', '"a\\udc00b"'])
 NONFINITE = st.sampled_from(["1e400", "-1e400", "NaN", "Infinity", "-Infinity",
-                             "1" + "0" * 400 + ".0"])
+                             "1" + "0" * 400 + ".0", "1" + "0" * 400])   # an int past floats
 JUNK = st.one_of(st.sampled_from(["[]", "{}", "[1, 2]", '{"a": 1}', "[" * 40 + "]" * 40]),
                  NONFINITE, SURROGATE)
 TEXT = st.text(max_size=30).map(json.dumps)
@@ -172,6 +172,23 @@ def test_a_bad_field_anywhere_in_a_batch_is_a_400_naming_it(profiler, n, data):
     error = expect_error(answer, *names)
     if "unknown field instead" and "unknown" in error:
         assert "unknown field" in error
+
+
+@pytest.mark.parametrize("where", ["flows[0].duration_s", "time", "pairs.interval_s"])
+def test_an_integer_past_a_floats_range_is_a_400_not_a_crash(profiler, where):
+    """JSON's integers have no limit; 10^400 is no float (math.isfinite raises on it)."""
+    _, client, _ = profiler
+    huge = "1" + "0" * 400
+    body = {"flows": [good_record(flow_id="huge")]}
+    if where == "time":
+        body["time"] = HOLE
+    elif where == "pairs.interval_s":
+        body["pairs"] = {"interval_s": HOLE, "edges": []}
+    else:
+        body["flows"][0]["duration_s"] = HOLE
+    text = json.dumps(body).replace(json.dumps(HOLE), huge, 1).encode()
+    expect_error(client.send("POST", "/flows", text, {"Content-Type": "application/json"}),
+                 where)
 
 
 def _not_an_object(body: bytes) -> bool:
