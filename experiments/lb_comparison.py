@@ -38,11 +38,12 @@ import signal
 import sys
 import time
 
+from common import lab
 from common.cli import fail, flag_config_error, require_testbed
 from common.markdown import number, table
 from common.config import ConfigError, check_deployable, config_path, load_config, \
     load_config_data, parse_config_file_data
-from common.procs import ROOT, git_commit
+from common.procs import git_commit
 from common.state import process_start_ticks
 from experiments import antagonist, evaluation, haproxy, loadgen, protocol, report, \
     scenarios, significance, workload
@@ -356,16 +357,13 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
     " with its raw data here" if sources else ""}), response_times.png
 (response-time CDFs{", of the runs with their raw data here" if sources else ""}). Raw data: {raw}.
 """
-    with open(os.path.join(out_dir, "summary.md"), "w") as fh:
-        fh.write(summary)
-    with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump({"command": command, "commit": commit, "evaluated_at": evaluated_at or commit,
-                   "testbed": testbeds,
-                   "options": vars(opts),
-                   "accounted": accounted, "results": results, "statistics": stats,
-                   **({"sources": sources} if sources else {}),
-                   "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
-                  fh, indent=1, default=str)
+    lab.write_results(out_dir, "summary", {
+        "command": command, "commit": commit, "evaluated_at": evaluated_at or commit,
+        "testbed": testbeds, "options": vars(opts),
+        "accounted": accounted, "results": results, "statistics": stats,
+        **({"sources": sources} if sources else {}),
+        "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
+        summary, echo=False)
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
 
 
@@ -775,11 +773,8 @@ def main(argv=None) -> int:
     except ValueError as exc:
         fail(f"--scenario {args.scenario}: workload: {exc}", code=2)
     require_testbed("the comparison")
-    out_dir = args.out or os.path.join(
-        ROOT, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(out_dir, exist_ok=True)
-    command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.lb_comparison " + \
-        " ".join(argv if argv is not None else sys.argv[1:])
+    out_dir = lab.results_dir(args.out)
+    command = lab.invocation("experiments.lb_comparison", argv).strip()
     per_run_s = 3 * args.phase_seconds + scenarios.longest_request_s(args) + 40
     print(f"[comparison] scenario {args.scenario}, {len(policies)} policies x {args.runs} "
           f"runs on {protocol.describe_seeds(seeds)}, about "
@@ -806,7 +801,7 @@ def main(argv=None) -> int:
         print(f"\n[comparison] interrupted; the runs that finished are in {out_dir}",
               file=sys.stderr, flush=True)
         return 130
-    tables = summarise(out_dir, args, per_policy, command.strip(), commit)
+    tables = summarise(out_dir, args, per_policy, command, commit)
     print("\nTable II: load balancing level among the servers\n" + tables["table2"])
     print("Table III: client side\n" + tables["table3"])
     print(f"[comparison] summary: {os.path.join(out_dir, 'summary.md')}")

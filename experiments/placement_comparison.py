@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import glob
 import json
 import os
@@ -33,12 +32,13 @@ import subprocess
 import sys
 import time
 
+from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
     require_testbed
 from common.config import ConfigError, check_deployable, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number, table
-from common.procs import ROOT, git_commit
+from common.procs import ROOT
 from common.stats import histogram_quantile, quantile
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
@@ -337,24 +337,17 @@ def main(argv=None) -> int:
         fail(f"configuration: {exc or 'every microservice is called by another one'}",
              code=2)
     require_testbed("the placement comparison")
-    out_dir = args.out or os.path.join(
-        ROOT, "results", datetime.datetime.now().strftime("placement-%Y%m%d-%H%M%S"))
-    os.makedirs(out_dir, exist_ok=True)
-    command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.placement_" \
-              f"comparison " + " ".join(argv if argv is not None else sys.argv[1:])
+    out_dir = lab.results_dir(args.out, "placement-")
+    command = lab.invocation("experiments.placement_comparison", argv).strip()
     try:
         measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
     except PlacementError as exc:
         fail(f"placement: {exc}", code=1)
-    doc = {**measured, "command": command.strip(), "commit": git_commit(),
-           "when": datetime.datetime.now().isoformat(timespec="seconds"),
+    doc = {**measured, **lab.stamp(command),
            "config": os.path.relpath(config_path(args.config), ROOT),
            "trunk_bw_mbit": cfg.testbed.trunk_bw_mbit, "options": vars(args)}
-    with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump(doc, fh, indent=1, default=str)
-    text = summary_markdown(doc, args, command.strip())
-    with open(os.path.join(out_dir, "summary.md"), "w") as fh:
-        fh.write(text)
+    text = lab.write_results(out_dir, "summary", doc,
+                             lambda: summary_markdown(doc, args, command), echo=False)
     plot(doc, os.path.join(out_dir, "placement.png"))
     print(text)
     print(f"[placement] results in {out_dir}")

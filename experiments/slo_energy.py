@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import glob
 import json
 import os
 import sys
 import time
 
+from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
     require_testbed
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, put_json
 from common.markdown import number, table
-from common.procs import ROOT, git_commit
+from common.procs import ROOT
 from common.stats import quantile
 from experiments.stack import Stack
 
@@ -328,23 +328,16 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
     require_testbed("the SLO experiment")
-    out_dir = args.out or os.path.join(
-        ROOT, "results", datetime.datetime.now().strftime("slo-%Y%m%d-%H%M%S"))
-    os.makedirs(out_dir, exist_ok=True)
-    command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.slo_energy " + \
-        " ".join(argv if argv is not None else sys.argv[1:])
+    out_dir = lab.results_dir(args.out, "slo-")
+    command = lab.invocation("experiments.slo_energy", argv).strip()
     measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
-    doc = {**measured, "command": command.strip(), "commit": git_commit(),
-           "when": datetime.datetime.now().isoformat(timespec="seconds"),
+    doc = {**measured, **lab.stamp(command),
            "config": os.path.relpath(config_path(args.config), ROOT),
            "options": vars(args)}
-    with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        slim = {**doc, "profiles": {p: {k: v["result"] for k, v in r.items()}
-                                    for p, r in doc["profiles"].items()}}
-        json.dump(slim, fh, indent=1, default=str)
-    text = summary_markdown(doc, args)
-    with open(os.path.join(out_dir, "summary.md"), "w") as fh:
-        fh.write(text)
+    slim = {**doc, "profiles": {p: {k: v["result"] for k, v in r.items()}
+                                for p, r in doc["profiles"].items()}}
+    text = lab.write_results(out_dir, "summary", slim, lambda: summary_markdown(doc, args),
+                             echo=False)
     plot(doc, out_dir)
     print(text)
     print(f"[slo] results in {out_dir}")

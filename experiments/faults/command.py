@@ -41,16 +41,16 @@ from __future__ import annotations
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import signal
 import sys
 
+from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, fail, require_testbed
 from common.config import POLICIES, ConfigError, check_deployable, config_path, \
     load_config_data, parse_config_file_data
-from common.procs import ROOT, git_commit
+from common.procs import ROOT
 from experiments.faults.analysis import (GRACE_HEALTH_INTERVALS, RECOVERY_TARGET_PERIODS,
                                              analyse, read_requests, summary_markdown)
 from experiments.faults.injection import LEAD_S, VIDEO_SECONDS, Suite
@@ -144,11 +144,8 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
     require_testbed("the fault suite")
-    out_dir = args.out or os.path.join(
-        ROOT, "results", datetime.datetime.now().strftime("faults-%Y%m%d-%H%M%S"))
-    os.makedirs(out_dir, exist_ok=True)
-    command = f"sudo {os.path.relpath(sys.executable, ROOT)} -m experiments.faults " + \
-        " ".join(argv if argv is not None else sys.argv[1:])
+    out_dir = lab.results_dir(args.out, "faults-")
+    command = lab.invocation("experiments.faults", argv).strip()
     # SIGTERM ends the run through its cleanup (the stack torn down, dockerd resumed)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     per_fault = 2 + args.seconds + VIDEO_SECONDS + 5
@@ -156,14 +153,9 @@ def main(argv=None) -> int:
           f"{(60 + len(args.faults) * per_fault) / 60:.0f} min; results in {out_dir}",
           flush=True)
     measured = run(args, config_data(args), out_dir, log=lambda m: print(m, flush=True))
-    doc = {**measured, "command": command.strip(), "commit": git_commit(),
-           "when": datetime.datetime.now().isoformat(timespec="seconds"),
+    doc = {**measured, **lab.stamp(command),
            "config": os.path.relpath(config_path(args.config), ROOT), "options": vars(args)}
-    with open(os.path.join(out_dir, "faults.json"), "w") as fh:
-        json.dump(doc, fh, indent=1, default=str)
-    text = summary_markdown(doc)
-    with open(os.path.join(out_dir, "faults.md"), "w") as fh:
-        fh.write(text)
+    text = lab.write_results(out_dir, "faults", doc, lambda: summary_markdown(doc), echo=False)
     print("\n" + text)
     print(f"[faults] results in {out_dir}")
     return 0 if all(r["met"] for r in doc["faults"]) else 1
