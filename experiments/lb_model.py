@@ -55,6 +55,7 @@ from urllib.parse import parse_qs, urlparse
 
 from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_totals, \
     window_base
+from common import lab
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
 from common.config import POLICIES, ConfigError, config_path, parse_config_file_data
@@ -605,8 +606,7 @@ def main(argv=None) -> int:
         print(f"run {run}/{runs} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     candidate = "malb" if "malb" in per_policy else opts.policies[0]
     comparison = significance.compare(per_policy, candidate)
-    out = opts.out or os.path.join("results", "model-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(out, exist_ok=True)
+    out = lab.results_dir(opts.out, "model-", root="")     # results/ of the working directory
     command = "python -m experiments.lb_model " + " ".join(argv if argv is not None
                                                            else sys.argv[1:])
     servers = ", ".join(f"{s.name} {s.cpu:g} CPU / {s.link_mbit:g} Mbit/s" for s in cfg.servers)
@@ -627,18 +627,13 @@ def main(argv=None) -> int:
                "(as `experiments.decision_audit --at-decision-only` judges the testbed's):\n\n"
                + "\n".join(decision_audit.choice_table(judge, "job demand", "chose_least_demand",
                                                         "random_least_demand")) + "\n")
-    with open(os.path.join(out, "model.md"), "w") as fh:
-        fh.write(md)
-    with open(os.path.join(out, "model.json"), "w") as fh:
-        json.dump({"command": command, "commit": git_commit(), "runs": runs, "comparison": comparison,
-                   "judge_at_decision": judge,
-                   "per_run": {p: [significance.headline_figures(r) for r in rs]
-                               for p, rs in per_policy.items()},
-                   "per_server_cpu": {p: [(r["fig3"]["cpu"] or {}).get("per_server_average")
-                                          for r in rs]
-                                      for p, rs in per_policy.items()}},
-                  fh, indent=1, default=str)
-    print(md)
+    lab.write_results(out, "model", {
+        "command": command, "commit": git_commit(), "runs": runs, "comparison": comparison,
+        "judge_at_decision": judge,
+        "per_run": {p: [significance.headline_figures(r) for r in rs]
+                    for p, rs in per_policy.items()},
+        "per_server_cpu": {p: [(r["fig3"]["cpu"] or {}).get("per_server_average") for r in rs]
+                           for p, rs in per_policy.items()}}, md)
     print(f"written: {out}/model.md, model.json", file=sys.stderr)
     return 0
 

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 
+from common import lab
 from common.cli import ArgumentParser, choice_list, fail, number_list, positive_float, \
     positive_int
 from common.markdown import number, table
@@ -174,11 +175,8 @@ def tabulate(out_dir: str) -> int:
                       for entry in t["classes"].values()],
                      "l".ljust(len(shown) + 1, "r"), compact=True)]
     md += ["## In a sentence per scenario", "", *verdicts, ""]
-    with open(os.path.join(out_dir, "suite.md"), "w") as fh:
-        fh.write("\n".join(md))
-    with open(os.path.join(out_dir, "suite.json"), "w") as fh:
-        json.dump({"tabulated_at": git_commit(), "scenarios": tables}, fh, indent=1,
-                  default=str)
+    lab.write_results(out_dir, "suite", {"tabulated_at": git_commit(), "scenarios": tables},
+                      "\n".join(md), echo=False)
     print("\n".join(md[:len(cpu_rows) + 4]))
     print(f"[suite] tables: {os.path.join(out_dir, 'suite.md')}")
     return 0 if all(t["accounted"] for t in tables.values()) else 1
