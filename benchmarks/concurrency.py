@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import statistics
 import sys
@@ -23,6 +22,7 @@ import time
 
 import yaml
 
+from common import lab
 from common.cli import ArgumentParser, bounded, positive_int
 from common.markdown import table
 from common.procs import ROOT, controller_service, git_commit, python_service
@@ -120,14 +120,13 @@ def main(argv=None) -> int:
                [[r["server"], r["round"], r["clients"], r["ok"], r["answered"] - r["ok"],
                  f"{r['p50_s'] or 0:.3f}", f"{r['max_s'] or 0:.3f}"] for r in rows],
                "lrrrrrr", compact=True)
-    text = (f"# {args.clients} simultaneous clients per server\n\nCommand: `sudo .venv/bin/python "
-            f"-m benchmarks.concurrency --clients {args.clients} --rounds {args.rounds}`  \n"
+    command = lab.invocation("benchmarks.concurrency",
+                             ["--clients", str(args.clients), "--rounds", str(args.rounds)])
+    text = (f"# {args.clients} simultaneous clients per server\n\nCommand: `{command}`  \n"
             f"Commit: {commit}\n\n" + md)
-    with open(os.path.join(args.out, "concurrency.md"), "w") as fh:
-        fh.write(text)
-    with open(os.path.join(args.out, "concurrency.json"), "w") as fh:
-        json.dump({"commit": commit, "clients": args.clients, "rows": rows}, fh, indent=1)
-    print(text)
+    lab.write_results(args.out, "concurrency",
+                      {"commit": commit, "clients": args.clients, "rows": rows}, text,
+                      default=None)
     within = all(r["ok"] == r["clients"] and (r["max_s"] or 99) <= 2.0 for r in rows)
     print(f"[concurrency] every server answered all {args.clients} within 2 s: "
           f"{'yes' if within else 'NO'}")

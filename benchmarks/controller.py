@@ -31,6 +31,7 @@ import time
 
 from benchmarks import modes
 from benchmarks.ofcapture import capture_latency, ms
+from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.config import load_config
 from common.markdown import table
@@ -153,17 +154,16 @@ def main(argv=None) -> int:
         print("[bench] modes on one topology", flush=True)
         modes_result = modes.run(args.out, args.connect_seconds, args.workers, args.long_flows,
                                  100, 1000.0, 10.0, args.flood_seconds)
-    command = "sudo .venv/bin/python -m benchmarks.controller " + " ".join(argv or sys.argv[1:])
+    flags = argv or sys.argv[1:]
+    # as it always was: a space after the module even with no flags (the JSON keeps it)
+    command = lab.invocation("benchmarks.controller", flags) + ("" if flags else " ")
     md = (markdown(results, command.strip()) if results else
           f"# Controller benchmark\n\nCommand: `{command.strip()}`\n")
     if modes_result:
         md += "\n" + modes.markdown(modes_result)
-    with open(os.path.join(args.out, "controller.json"), "w") as fh:
-        json.dump({"command": command, "commit": git_commit(), "results": results,
-                   "modes": modes_result}, fh, indent=1)
-    with open(os.path.join(args.out, "controller.md"), "w") as fh:
-        fh.write(md)
-    print(md)
+    lab.write_results(args.out, "controller", {"command": command, "commit": git_commit(),
+                                               "results": results, "modes": modes_result},
+                      md, default=None)
     return 0
 
 

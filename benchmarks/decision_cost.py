@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import csv
 import gc
-import json
 import os
 import random
 import statistics
 import sys
 import time
 
+from common import lab
 from common.cli import ArgumentParser, bounded, number_list
 from common.config import parse_config
 from common.markdown import table
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
     last = rows[-1]
     doc = {"benchmark": "decision_cost", "commit": git_commit(),
            "python": sys.version.split()[0],
-           "command": " ".join([".venv/bin/python -m benchmarks.decision_cost", *argv]),
+           "command": lab.invocation("benchmarks.decision_cost", argv, sudo=False),
            "settings": {k: v for k, v in vars(args).items() if k != "out"}, "rows": rows,
            "targets": {"p99_under_1ms": all(r["decision"]["p99_us"] < 1000 and
                                             r["first_on_new_data"]["p99_us"] < 1000
@@ -216,8 +216,8 @@ def main(argv=None) -> int:
                        "flat_within_20pct": last["p50_ratio"] <= 1.2 and
                        last["p99_ratio"] <= 1.2}}
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "decision_cost.json"), "w") as fh:
-        json.dump(doc, fh, indent=1)
+    text = lab.write_results(args.out, "decision_cost", doc, lambda: markdown(doc), echo=False,
+                             default=None)
     with open(os.path.join(args.out, "decision_cost.csv"), "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["pending_per_server", "servers", "pending_held_mean", "p50_us", "p99_us",
@@ -229,9 +229,6 @@ def main(argv=None) -> int:
                         d["p50_us"], d["p99_us"], d["max_us"], d["mean_us"], r["p50_ratio"],
                         r["p99_ratio"], r["first_on_new_data"]["p50_us"],
                         r["first_on_new_data"]["p99_us"], r["reference_walk"]["p50_us"]])
-    text = markdown(doc)
-    with open(os.path.join(args.out, "decision_cost.md"), "w") as fh:
-        fh.write(text)
     print(text)
     return 0
 

@@ -18,12 +18,12 @@ Results: haproxy.json and haproxy.md in --out.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
 import time
 
+from common import lab
 from common.cli import ArgumentParser, bounded, positive_int
 from common.config import POLICIES, load_config_data
 from common.markdown import table
@@ -181,15 +181,11 @@ def main(argv=None) -> int:
         return 2
     rows = run(args)
     doc = {"benchmark": "haproxy", "commit": git_commit(),
-           "command": " ".join(["sudo .venv/bin/python -m benchmarks.haproxy", *argv]),
+           "command": lab.invocation("benchmarks.haproxy", argv),
            "settings": {k: v for k, v in vars(args).items() if k != "out"},
            "rows": rows, "summary": summary(rows)}
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "haproxy.json"), "w") as fh:
-        json.dump(doc, fh, indent=1)
-    with open(os.path.join(args.out, "haproxy.md"), "w") as fh:
-        fh.write(markdown(doc))
-    print(markdown(doc))
+    lab.write_results(args.out, "haproxy", doc, lambda: markdown(doc), default=None)
     return 0 if all(r["ok"] == r["requests"] for r in rows) else 1
 
 

@@ -51,6 +51,7 @@ import yaml
 
 from benchmarks import decision_cost
 from benchmarks.ofcapture import capture_latency, ms
+from common import lab
 from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import DEFAULT_MICROSERVICES
 from common.markdown import table
@@ -493,14 +494,11 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     r = run(args.out, args.seconds, args.workers, args.long_flows, args.hold, args.syn_rate,
             args.syn_seconds, args.flood_seconds)
-    command = "sudo .venv/bin/python -m benchmarks.modes " + " ".join(argv or sys.argv[1:])
-    md = f"# Controller modes\n\nCommand: `{command.strip()}`  \nCommit: {git_commit()}\n\n" + \
+    command = lab.invocation("benchmarks.modes", argv or sys.argv[1:]).strip()
+    md = f"# Controller modes\n\nCommand: `{command}`  \nCommit: {git_commit()}\n\n" + \
         markdown(r)
-    with open(os.path.join(args.out, "modes.json"), "w") as fh:
-        json.dump({"command": command.strip(), "commit": git_commit(), **r}, fh, indent=1)
-    with open(os.path.join(args.out, "modes.md"), "w") as fh:
-        fh.write(md)
-    print(md)
+    lab.write_results(args.out, "modes", {"command": command, "commit": git_commit(), **r}, md,
+                      default=None)
     return 0
 
 

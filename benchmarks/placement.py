@@ -17,13 +17,13 @@ and placement.md in --out.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import statistics
 import sys
 import time
 
+from common import lab
 from common.cli import ArgumentParser, bounded, number_list
 from common.markdown import number, table
 from common.procs import git_commit
@@ -143,15 +143,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     doc = {"benchmark": "placement", "commit": git_commit(),
-           "command": " ".join([".venv/bin/python -m benchmarks.placement", *argv]),
+           "command": lab.invocation("benchmarks.placement", argv, sudo=False),
            "scale": scale_run(args.sizes, args.servers), "small": small_graphs(args.small)}
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "placement.json"), "w") as fh:
-        json.dump(doc, fh, indent=1)
-    text = markdown(doc)
-    with open(os.path.join(args.out, "placement.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    lab.write_results(args.out, "placement", doc, lambda: markdown(doc), default=None)
     return 0
 
 

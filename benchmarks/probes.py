@@ -44,6 +44,7 @@ import tempfile
 import time
 import urllib.request
 
+from common import lab
 from common.cli import ArgumentParser
 from common.config import DEFAULT_MICROSERVICES
 from common.markdown import table
@@ -329,12 +330,8 @@ def main(argv=None) -> int:
         return 2
     result = run(args)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "probes.json"), "w") as fh:
-        json.dump(result, fh, indent=2)
-    text = markdown(result)
-    with open(os.path.join(args.out, "probes.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    lab.write_results(args.out, "probes", result, lambda: markdown(result), indent=2,
+                      default=None)
     return 0
 
 

@@ -50,6 +50,7 @@ import time
 import numpy as np
 
 from agents.dockerstats import Capacity, server_totals
+from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list
 from common.config import active_flow_refresh_s, parse_config
 from common.httpjson import JsonServer
@@ -405,10 +406,8 @@ def run_benchmark(sizes, flows, predictors, periods: int, out_dir: str | None,
     doc["elapsed_s"] = round(time.perf_counter() - started, 1)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, "profiler_period.json"), "w") as fh:
-            json.dump(doc, fh, indent=1)
-        with open(os.path.join(out_dir, "profiler_period.md"), "w") as fh:
-            fh.write(render_markdown(doc))
+        lab.write_results(out_dir, "profiler_period", doc, lambda: render_markdown(doc),
+                          echo=False, default=None)
     return doc
 
 
@@ -470,8 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store-dir", default=None,
                     help="where the temporary SQLite history goes (default: system temp dir)")
     args = ap.parse_args(argv)
-    command = " ".join([".venv/bin/python", "-m", "benchmarks.profiler_period",
-                        *map(shlex.quote, argv)])
+    command = lab.invocation("benchmarks.profiler_period", [shlex.quote(a) for a in argv],
+                             sudo=False)
     doc = run_benchmark(args.sizes, args.flows, args.predictors, args.periods, args.out,
                         args.seed, args.store_dir, command,
                         log=lambda msg: print(msg, file=sys.stderr, flush=True), pace=args.pace)
