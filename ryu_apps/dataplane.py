@@ -1,36 +1,13 @@
-"""Short flows balanced by the switch, as plain Python: no Ryu, no I/O.
+"""Data-plane mode as plain Python (no Ryu, no I/O): a short-flow microservice's Maglev slot
+table rendered as one select-group bucket per slot, the rules around the group, and the slots
+in transition while their old owner still runs. Why at least 257 slots, how Open vSwitch
+picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-plane mode".
 
-A short-flow microservice in data-plane mode gets, on every switch, an OpenFlow select group
-whose buckets render its Maglev table (ryu_apps/maglev.py): one bucket per slot, in slot
-order, each rewriting a packet to the VIP into a packet to the slot's instance (forward NAT)
-and sending it towards that instance. One rule sends the VIP's traffic for the service's port
-to the group; one stateless rule per instance rewrites its answers back to the VIP (reverse
-NAT) and hands them to table 1, where the host rules deliver them. No packet-in per flow.
-
-Why one bucket per slot, and why at least 257 of them (docs/controller.md, checked against
-ofproto-dpif of Open vSwitch 3.1 and with ofproto/trace on this machine's userspace
-datapath): a select group without a selection method uses the dp_hash method when its
-buckets fit in 256 hash values, a table filled by Webster's method, which spreads 256 values
-unevenly over, say, 251 equal buckets and reshuffles values when a bucket goes. Above 256
-buckets it falls back to the default method: highest random weight over the bucket ids with
-the flow's symmetric L4 hash, computed in ovs-vswitchd (one upcall per new connection, never
-a packet-in). OpenFlow 1.3 bucket ids are the buckets' positions, so as long as the table
-keeps its size, a flow's slot never changes, and changing a slot's owner moves only that
-slot's flows. So a table of M >= 257 slots gives every slot the same share of the flows, and
-the Maglev table's weights and minimal disruption are what the switch does. Bucket liveness
-(watch_port on the instance's own switch port) lets the switch skip a dead local instance
-before the controller knows.
-
-Removing an instance moves only its own slots (to the owners a fresh Maglev table would
-give them); any other change (an instance back, new weights) installs the fresh Maglev
-table, which moves about 1/N of the slots. A slot whose old owner still runs (it is
-draining, was taken out of its pool, or lost its slot to a newcomer) does not move at once:
-for a grace period its bucket sends packets to the controller, marked with the old owner's
-MAC as destination. The controller opens the flows that start there (a SYN) on their new
-instance and keeps those already under way (any other segment) on the old owner, each with
-its own NAT rule pair, the connection tracking of the Maglev paper done by the controller
-for the few flows of moving slots. After the grace period the bucket goes to its new owner.
-Only slots whose old owner is down move at once: their connections are lost anyway.
+- SlotTable: one microservice's slots, changed with minimal moves, and their transitions;
+- quantise: the instances' weights rounded, so that a small drift rebuilds nothing;
+- buckets, Bucket, Target: the group's buckets, one per slot in slot order;
+- vip_match, reverse_rule: the rule sending VIP:port to the group, the stateless reverse NAT;
+- disruption: the share of the hash space whose instance changes.
 """
 from __future__ import annotations
 

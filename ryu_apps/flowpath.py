@@ -1,22 +1,13 @@
-"""The controller's new-flow path as plain Python: a
-packet-in to a VIP, or an instance's answer that no rule rewrites, goes in with the time;
-the OpenFlow messages to send (bytes, per switch), the packet-in kinds to count, the
-decision and any warning come out. No Ryu import, no clock read, no send: the controller
-core (ryu_apps/core.py) calls this from its packet-in event and the Ryu shell sends what it
-returns. tests/unit/test_flowpath.py runs it against a fake flow table that applies the
-messages and answers where a packet goes.
+"""The controller's new-flow path as plain Python (no Ryu import, no clock read, no send): a
+packet-in to a VIP, an instance's answer that no rule rewrites, or a FIN watch's copy goes
+in with the time; the OpenFlow messages per switch, the packet-in kinds, the decision and
+any warning come out, in the Result the controller core (ryu_apps/core.py) returns
+(docs/controller.md: "How a decision is made", "Connections that outlive their rules").
 
-What it decides (docs/controller.md, "How a decision is made" and "Connections that
-outlive their rules"):
-- a packet of a flow whose rules are there but that met the switch's stale path: the same
-  instance, no new rules (`repeat`);
-- a packet from a select-group slot in transition (data-plane mode; its destination MAC is
-  the slot's old owner): a flow under way stays with the old owner on its own rule pair;
-- any other segment or datagram of a flow that ended recently: resumed, rules again;
-- a TCP segment that is not a SYN and that no flow owns: a reset from the VIP;
-- a SYN (or a first datagram): a decision of the policy core, a NAT rule pair on the
-  client's edge switch (reverse first), a barrier and the packet sent on, in one write;
-- beyond `max_active_flows` records, or with no healthy instance: dropped and counted.
+- FlowPath: vip_packet (repeat, transition, resume, reset, decision, caps), orphan (resumed
+  by the instance's side), fin (a watched flow's end); the rules and packets they send;
+- next_hops: output ports over the configured trunks;
+- PRIO_NAT, PRIO_FIN_WATCH, FIN_WATCH_HARD_S, ...: the rules' priorities and timeouts.
 """
 from __future__ import annotations
 
@@ -84,7 +75,14 @@ class FlowPath:
     # ------------------------------------------------------------------ packet-ins
     def vip_packet(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
                    now: float) -> Result:
-        """A TCP segment or UDP datagram to a VIP (not a health-probe answer)."""
+        """A TCP segment or UDP datagram to a VIP (not a health-probe answer): of a flow
+        whose rules are there (it met the switch's stale path), the same instance and no
+        new rules (`repeat`); from a select-group slot in transition (its destination MAC
+        the old owner's), a flow under way stays with the old owner on its own rule pair;
+        any other segment of a flow that ended recently, resumed; a TCP segment that is
+        not a SYN and that no flow owns, a reset from the VIP; a SYN (or a first datagram),
+        a decision, the NAT rule pair (reverse first), a barrier and the packet, in one
+        write; beyond max_active_flows, or with no healthy instance, dropped and counted."""
         out = Result()
         proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         ms = self.service_at.get((f.ip_dst, proto, f.dst_port))

@@ -1,27 +1,12 @@
-"""Bookkeeping of the NAT flows the controller installed (plain Python, no Ryu).
+"""Bookkeeping of the NAT flows the controller installed (plain Python, no Ryu): each flow's
+record, found by its cookie, its client-side 5-tuple or its instance-side 4-tuple, and what
+the profiler is told of it (docs/controller.md: "How a decision is made", steps 4-6, and
+"Connections that outlive their rules").
 
-Each new client flow to a VIP gets a rule pair on the client's edge switch, both carrying a
-cookie that encodes the flow: ``0x4D4C`` tag, direction, microservice index, instance index
-and a sequence number. The cookie alone tells which microservice and instance a rule serves,
-so statistics map back to flows, and a restarted controller can rebuild its table from the
-switch's rules.
-
-Durations: a rule removed by its idle timeout was removed ``idle_timeout`` seconds after the
-flow's last packet, so the flow lasted from its first packet to the removal minus the idle
-timeout.
-
-Connections may go quiet for longer than the idle timeout (a 30 s back-end job sends nothing
-until it answers). Ended flows are therefore kept for a while, findable by their client-side
-5-tuple and by their instance-side 4-tuple, so the controller can resume them on the same
-instance when traffic comes back (docs/controller.md).
-
-What the profiler hears of a flow whose FIN the controller watches (a long TCP flow): it
-runs from its first packet to its FIN. Its rules idling out before the FIN (the job computing
-in silence) leave it running (dormant), and the FIN ends it at once, not the rules' removal
-an idle timeout later. The profiler divides what a microservice uses by its running flows
-(its per-flow cost) and takes durations from the ends (reported at the rules' removal
-instead, a 30 s job would count for its first 10 s and the 10 s after its end, and end
-twice, once after a few hundred ms).
+- make_cookie, parse_cookie, fin_cookie, flow_id_of: the cookies of a flow's rules;
+- FlowRecord: one flow: its addresses, instance, counters, and how and when it ended;
+- FlowTable: the flows, active and recently ended (resume); their statistics, removals,
+  FIN and dormancy; the reports and traffic pairs for the profiler.
 """
 from __future__ import annotations
 
@@ -37,6 +22,10 @@ _SEQ_BITS = 24
 
 
 def make_cookie(direction: int, ms_index: int, inst_index: int, seq: int) -> int:
+    """A NAT rule's cookie: COOKIE_TAG, the direction, the microservice's and the instance's
+    index and a sequence number. The cookie alone says which microservice and instance a
+    rule serves, so statistics map back to flows and a restarted controller rebuilds its
+    table from the switch's rules."""
     return ((COOKIE_TAG << 48) | (direction << 44) | ((ms_index & 0xFF) << 36)
             | ((inst_index & 0xFFF) << 24) | (seq & ((1 << _SEQ_BITS) - 1)))
 
@@ -354,11 +343,11 @@ class FlowTable:
         """What the profiler must hear, each completed flow once: a watched flow at its FIN
         (its bytes as the last statistics counted them), any other when both of its rules
         are gone (so both byte counts are final), or grace_s after the first went; a running
-        flow (active or dormant) when it is new to the profiler (new, resumed, adopted, or its last report was
-        lost), when its duration first passes threshold_s (the evidence of a long-flow
-        class), and otherwise every refresh_s while it lasts. Not every period: a busy
-        controller has tens of thousands of active flows, which the profiler only counts.
-        Callers turn them into dicts with as_record(now=now)."""
+        flow (active or dormant) when it is new to the profiler (new, resumed, adopted, or
+        its last report was lost), when its duration first passes threshold_s (the evidence
+        of a long-flow class), and otherwise every refresh_s while it lasts. Not every
+        period: a busy controller has tens of thousands of active flows, which the profiler
+        only counts. Callers turn them into dicts with as_record(now=now)."""
         out = []
         for rec in self.flows.values():
             if rec.dormant and now - rec.created > self.dormant_max_s:

@@ -1,17 +1,11 @@
-"""The controller's listening sockets (REST and OpenFlow), bound by the app itself, without
-SO_REUSEPORT, before Ryu would bind them.
+"""The controller's listening sockets (REST and OpenFlow), bound by the app itself without
+SO_REUSEPORT before Ryu would bind them, so that a second controller on the same ports is
+one clear error (docs/controller.md, "Configuration"; docs/reliability.md). Nothing of Ryu
+is edited.
 
-Ryu binds both with eventlet.listen(), which sets SO_REUSEPORT on every socket with a port
-number (eventlet's default since 0.20): a second ryu-manager on the same ports starts
-without a word, and the kernel then shares new connections (switches, REST clients) between
-the two processes. Here the app binds both sockets while it starts (MalbController's
-__init__ runs before Ryu binds anything: instantiate_apps, then the WSGI server, then
-ofp_handler's listener on its first scheduling), without SO_REUSEPORT, so a port in use is
-one clear error and exit 2; and it replaces eventlet.listen for this process by a function
-that hands those very sockets to Ryu when it asks for the same address (and sets no
-SO_REUSEPORT on any other). It also runs Ryu's REST server with a socket timeout and a
-connection cap of its own (REST_SOCKET_TIMEOUT_S, REST_MAX_CONNECTIONS). Nothing of Ryu is
-edited.
+- reserve, release, PortInUse: the sockets bound now, or the port in use named;
+- install: eventlet.listen replaced by a function that hands Ryu the reserved sockets, and
+  Ryu's REST server run with REST_SOCKET_TIMEOUT_S and REST_MAX_CONNECTIONS.
 """
 from __future__ import annotations
 
@@ -34,7 +28,9 @@ def _family(host: str) -> int:
 
 def reserve(addresses: dict[str, tuple[str, int]], backlog: int = 128) -> None:
     """Bind and listen on each address now: {what it is for: (host, port)}. PortInUse
-    naming the first that fails (the others bound so far are closed again)."""
+    naming the first that fails (the others bound so far are closed again). Called from
+    MalbController's __init__, which runs before Ryu binds anything (instantiate_apps, then
+    the WSGI server, then ofp_handler's listener on its first scheduling)."""
     install()
     bound = []
     for what, (host, port) in addresses.items():
@@ -85,8 +81,9 @@ def _serve_forever(self):
 
 
 def install() -> None:
-    """Replace eventlet.listen (which ryu.lib.hub calls) by _listen, and Ryu's WSGI server loop
-    by _serve_forever; idempotent."""
+    """Replace eventlet.listen (which ryu.lib.hub calls, and which sets SO_REUSEPORT on every
+    socket with a port number, eventlet's default since 0.20) by _listen, and Ryu's WSGI
+    server loop by _serve_forever; idempotent."""
     global _original_listen
     from ryu.lib import hub   # deferred: Ryu, only in a running controller
     if _original_listen is None:

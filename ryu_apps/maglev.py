@@ -1,17 +1,11 @@
 """Maglev consistent hashing (Eisenbud et al., "Maglev: A Fast and Reliable Software Network
-Load Balancer", NSDI 2016, section 3.4), as plain Python: no Ryu, no I/O.
+Load Balancer", NSDI 2016, section 3.4), as plain Python: no Ryu, no I/O. The `maglev`
+policy's lookup table, and the slot tables of data-plane mode (docs/controller.md).
 
-Every backend has a preference list over the M slots of the lookup table, a permutation
-``(offset + j * skip) mod M`` with ``offset`` and ``skip`` from two independent hashes of its
-name (M prime, so every skip in 1..M-1 visits every slot). Backends take turns claiming
-their next still-free preferred slot until the table is full. With equal weights every backend
-ends up with floor(M/N) or ceil(M/N) slots; a backend that goes or comes moves about 1/N of
-the slots and leaves most of the others where they were. Weights give a backend turns in
-proportion to its weight (the paper's "adjusting the relative frequency of the backends'
-turns").
-
-Hashes are blake2b digests, never Python's hash(): the same names give the same table in
-every process and on every restart, and a flow keeps its backend across controller restarts.
+- build_table: the lookup table of M slots (M prime); weights as turns;
+- lookup, slot_of, flow_hash: a flow's backend and slot, by a hash stable across processes;
+- changed_slots, slot_counts: the slots that moved between two tables, slots per backend;
+- offset_skip, is_prime: a backend's preference list; the table sizes allowed.
 """
 from __future__ import annotations
 
@@ -38,7 +32,10 @@ def _h64(data: bytes, person: bytes) -> int:
 
 
 def offset_skip(name: str, size: int) -> tuple[int, int]:
-    """Where a backend's preference list starts in a table of `size` slots, and its stride."""
+    """Where a backend's preference list starts in a table of `size` slots, and its stride:
+    two independent blake2b hashes of its name, never Python's hash(), so the same names
+    give the same table in every process and on every restart (a flow keeps its backend
+    across controller restarts). With `size` prime, every stride visits every slot."""
     data = name.encode()
     return _h64(data, b"maglev-offset") % size, _h64(data, b"maglev-skip") % (size - 1) + 1
 
@@ -81,9 +78,15 @@ def _check(names: Sequence[str], weights: Sequence[float] | None, size: int
 def build_table(names: Sequence[str], weights: Sequence[float] | None = None,
                 size: int = DEFAULT_TABLE_SIZE) -> tuple[str, ...]:
     """The lookup table: for each of `size` slots, the name of the backend that owns it.
+    Every backend's preference list is the permutation (offset + j * skip) mod size
+    (offset_skip); backends take turns claiming their next still-free preferred slot until
+    the table is full. With equal weights each backend ends up with floor(M/N) or ceil(M/N)
+    slots; one that goes or comes moves about 1/N of the slots and leaves most others where
+    they were.
 
     `weights` (default all equal) are relative: a backend of weight w takes w / max(weights)
-    turns per round (fractions carried over to later rounds); weight 0 takes no slot."""
+    turns per round (fractions carried over to later rounds; the paper's "adjusting the
+    relative frequency of the backends' turns"); weight 0 takes no slot."""
     ws = _check(names, weights, size)
     top = max(ws)
     share = [w / top for w in ws]

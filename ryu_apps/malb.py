@@ -4,27 +4,11 @@
     MALB_POLICY=srr ryu-manager ryu_apps/malb.py
     ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py --malb-config my.yaml
 
-What the controller does (docs/controller.md):
-- answers ARP for the virtual IPs of the microservices;
-- on the first packet of a new TCP/UDP flow to a VIP:port, asks the policy core
-  (ryu_apps/policy.py) for an instance, installs a NAT rule pair on the client's edge switch
-  (client->VIP rewritten to the instance, instance->client rewritten back to the VIP), then
-  sends that first packet on, rewritten: no packet is lost, and later packets of the flow
-  match the rules;
-- forwards everything else as a learning L2 switch, over one or several switches;
-- every monitoring period polls flow and port statistics, pushes flow records and port
-  utilization to the profiler and pulls weights, flow classes and server loads from it;
-- probes instances through the data plane (TCP SYN or ARP from the VIP) and takes unhealthy
-  ones out of the pool;
-- while the policy reads probes (uses_probes), polls every agent's GET /probes (each
-  instance's requests in flight and recent latency) every probe period;
-- serves REST and Prometheus metrics (ryu_apps/rest.py).
+The thin Ryu shell around the controller core (ryu_apps/core.py): events decoded into plain
+arguments, the clock read, the core's timer loops stepped, HTTP to the profiler and the
+agents; what the core returns is sent, counted and logged here (docs/controller.md).
 
-This module is the thin shell around the pure controller core (ryu_apps/core.py): Ryu event
-handlers decode each event into plain arguments, read the clock and call the core; the hub
-threads step the core's timer loops and talk HTTP to the profiler and the agents (GET
-/probes, one green thread per agent); whatever the core returns is sent (bytes per switch),
-counted (metrics) and logged here.
+- MalbController: the Ryu app: its event handlers, hub threads and the REST API's actions.
 """
 from __future__ import annotations
 

@@ -1,28 +1,12 @@
-"""The policy core: the state every load-balancing policy reads, and the one entry that asks
-the chosen policy for a decision (plain Python: no Ryu, no I/O, time passed in).
+"""The policy core (plain Python: no Ryu, no I/O, time passed in): the state every
+load-balancing policy reads, and the one entry that asks the chosen policy for a decision
+(docs/controller.md: "Policies", "How a decision is made", "Degraded modes").
 
-The PolicyCore holds, per microservice, its pool of instances (health, draining) and flow
-class; per server, its latest utilization (the profiler's predictions and split by
-microservice, the switches' network figures) and capacity; the profiler's weights, per-flow
-use and flow durations; the instances' probe answers; and the estimators the policies
-share (ryu_apps/estimators/): flows sent that the data does not show yet, flows still
-running, flows open per instance, a short-flow instance's use that its flows do not
-explain. `choose` hands the in-service instances to the policy
-chosen by name (ryu_apps/policies/: one module each) and records its decision.
-
-Least-load choices correct each server's load for the flows assigned to it that the load does
-not show yet, so a burst of new long flows does not all land on the server that looked
-idlest a moment ago. A flow assigned after the data was sampled counts fully; one assigned
-before counts less and less as the data ages past it, over the prediction's lag. A flow
-counts for what one flow of its microservice costs (the profiler's per-flow use, weighted by
-the deciding microservice's weights), or ``pending_flow_cost`` load points while that is
-unknown. Pending flows are dropped once older than any fresh data can still need
-(``server_stale_after_s`` plus the lag, kept at least 60 s, at most 600 s).
-
-Degraded modes: a server whose sample is older than ``server_stale_after_s`` (or that has
-none) is left out of least-load choices but still served by round robin; when no candidate
-has fresh data, least-load falls back to round robin. Profiler weights older than
-``weights_stale_after_s`` give way to equal weights; manual weights override both.
+- PolicyCore: per microservice its pool and profile, per server its latest load and
+  capacity, the probes and the shared estimators (ryu_apps/estimators/); `choose` hands the
+  in-service instances to the policy chosen by name and records its decision;
+- ServerLoad: a server's latest utilization, its sample time and parts;
+- core_from_config, backends_of, controller_settings: a PolicyCore from a configuration.
 """
 from __future__ import annotations
 

@@ -1,27 +1,13 @@
-"""REST API and Prometheus metrics of the MALB controller (ryu.app.wsgi).
+"""REST API and Prometheus metrics of the MALB controller (ryu.app.wsgi). The routes and their
+answers: docs/controller.md, "REST API"; the body checks (common/httpjson.py's
+decode_body), error shapes and limits: docs/reliability.md.
 
-    GET  /malb/status       policy; servers (load, health, flows assigned); microservices
-                            (weights and their source, flow class and its source); profiler
-    PUT  /malb/policy       {"policy": "malb" | "malb-paper" | "srr" | "ln" | "maglev"}
-    GET  /malb/weights      effective weights per microservice, with their source
-    PUT  /malb/weights      {"<microservice>": {"alpha": a, "beta": b, "gamma": g} | null}
-                            manual override (null: back to the profiler's weights)
-    GET  /malb/decisions    recent decisions, newest last (?limit=N, ?microservice=M)
-    GET  /malb/flows        NAT flows the controller knows (?active=1 for active only)
-    GET  /malb/instances    instances in the pools: health, draining, active flows
-    POST /malb/instances    {"instance": "<slot>"}: it joins its pool (a placement's move)
-    PUT  /malb/instances/X  {"draining": true|false}: no new flows / new flows again
-    DELETE /malb/instances/X  it leaves its pool (409 while it has flows, unless ?force=1)
-    GET  /metrics           Prometheus text
-Every answer is JSON (Prometheus text aside): 400 with {"error": "<field>: <problem>"} for a
-bad body, query or path, naming the field or parameter (an unknown query parameter or
-body field is an error too; the body checks are common/httpjson.py's decode_body: JSON
-Content-Type or 415, nesting, finite numbers, valid Unicode), 401 for a write without the
-shared token when one is set (security.token, $MALB_TOKEN), 413 over MAX_BODY_BYTES, 404
-for unknown routes, 405 with Allow for a wrong method, and 500 without details for a bug
-(logged once with them): Ryu's WSGI server runs eventlet with debug on, which would send
-the traceback of any exception that leaves a controller to the client.
-A rejected request changes nothing.
+- MalbRest: the handlers: /malb/status, /malb/policy, /malb/weights, /malb/decisions,
+  /malb/flows, /malb/instances (join, drain, leave), /metrics; every answer JSON, a
+  rejected request changes nothing, a handler's bug a 500 without details;
+- NotFound: 404 (with the known resources) or 405 (with Allow) for what no route matched;
+- ROUTES, allowed_methods, register_rest: the route table and its registration;
+- MAX_BODY_BYTES: the body limit (1 MiB).
 """
 from __future__ import annotations
 

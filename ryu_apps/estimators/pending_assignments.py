@@ -1,34 +1,10 @@
-"""Recent flow assignments per server and microservice, summed in time buckets (plain Python).
+"""Recent flow assignments per server and microservice, summed in time buckets (plain Python):
+what the least-load choices add to a server's load for the flows its data does not show yet
+(docs/controller.md, "How a decision is made", step 3).
 
-The least-load policy corrects a server's load for the flows sent to it that its data does
-not show yet (ryu_apps/policy.py): a flow assigned at t counts, against data sampled at d
-with a prediction lag L, with the share
-
-    1                      if t >= d
-    1 - (d - t) / L        if d - L < t < d      (0 when L = 0)
-    0                      otherwise.
-
-Walking every remembered assignment per decision cost milliseconds at thousands of pending
-flows. Here each (server, microservice) keeps, per bucket of ``bucket_s`` seconds, the
-number of assignments and the sum of their times, as running (prefix) sums. The share is
-linear in t between the two kinks, so the sums give it exactly for every bucket that lies
-wholly on one side of each kink. Only the (at most two) buckets holding d or d - L are
-approximated, by counting their flows at the buckets' mean time: for L at least one bucket
-the error is at most n * bucket_s / (4 L) flows for a bucket of n flows (n * 0.008 at the
-default 0.1 s and a 3 s lag), and none when the bucket's flows share one time; for L = 0
-(switch counters) the flows of the one bucket holding d count all or nothing, by their mean
-time. Counts of flows after a time (the tie-break) are exact in the same way.
-(tests/unit/test_pending.py checks the bound against the per-flow walk.)
-
-Cost: d changes only when a server's data does (every monitoring period), and new flows land
-after d. So each series remembers, per (d, L), the part up to d's bucket; a decision then
-adds the flows after it, one subtraction per series, whatever the number of flows and
-however they are spread in time. The remembered part is recomputed (a few bisections) when
-the data moves on, when buckets are dropped, or when a flow lands at or before d's bucket.
-
-Memory: buckets whose every flow is older than the horizon the caller gives (nothing older
-can count for any fresh data) are dropped, in batches so that dropping costs O(1) per bucket
-on average; the sums are re-based on each drop so they never grow with the process's age.
+- PendingFlows: assignments added, their shares against data sampled at a time with a lag
+  (shares, view), the count after a time (count_after), old buckets dropped (prune);
+- DEFAULT_BUCKET_S: the buckets' width (0.1 s).
 """
 from __future__ import annotations
 
@@ -125,6 +101,25 @@ class _Series:
 
 
 class PendingFlows:
+    """Assignments per (server, microservice), as running (prefix) sums per bucket of
+    `bucket_s`: their number and the sum of their times. A flow assigned at t counts,
+    against data sampled at d with a prediction lag L, with the share
+
+        1                      if t >= d
+        1 - (d - t) / L        if d - L < t < d      (0 when L = 0)
+        0                      otherwise,
+
+    which the sums give exactly for every bucket wholly on one side of each kink. The (at
+    most two) buckets holding d and d - L count their flows at the bucket's mean time: for L
+    of a bucket or more, an error of at most n * bucket_s / (4 L) flows for a bucket of n
+    (none when its flows share one time); for L = 0, the bucket holding d counts all or
+    nothing. tests/unit/test_pending.py checks the bound against a per-flow walk. Counts
+    after a time are exact the same way. Each series remembers its part up to d's bucket
+    per (d, L), recomputed when the data moves on, buckets are dropped or a flow lands at
+    or before d's bucket, so a decision costs one subtraction per series whatever the
+    number of flows. `prune` drops buckets in batches and re-bases the sums, which never
+    grow with the process's age."""
+
     def __init__(self, bucket_s: float = DEFAULT_BUCKET_S):
         if not bucket_s > 0:
             raise ValueError(f"bucket_s: must be > 0, got {bucket_s!r}")

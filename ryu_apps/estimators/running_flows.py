@@ -1,17 +1,12 @@
-"""How many of the flows sent to a server are still running, estimated from the assignments
-and their microservice's durations (plain Python).
+"""How many of the flows sent to a server are still running, estimated from the assignments and
+their microservice's durations (plain Python): a flow sent at t still runs at x with
+probability S(x - t), S the survival function of its microservice's durations
+(estimators/survival.py). With what one running flow costs, a load estimate without the lag
+of measured or predicted data (docs/controller.md, "How a decision is made", step 3).
 
-The controller knows when it sent each flow where; the profiler knows how long flows of each
-microservice last (20 quantiles of the durations it has seen). A flow sent at t is still
-running at time x with probability S(x - t), S the survival function of its microservice's
-durations (estimators/survival.py); the expected number of running flows of a microservice
-on a server is the sum of S over the flows sent there. With what one running flow costs
-(the profiler's per-flow use) this is a load estimate without the lag of measured or
-predicted data.
-
-Flows are counted per (server, microservice) in buckets of ``bucket_s`` (1 s), so an estimate
-costs the number of buckets within the longest duration, whatever the number of flows, and
-memory is bounded by that horizon (at most ``max_age_s``).
+- RunningFlows: flow starts per (server, microservice) in buckets of bucket_s, and the
+  expected number still running at a time (expected);
+- DEFAULT_BUCKET_S, DEFAULT_MAX_AGE_S: the buckets' width (1 s), how long starts are kept.
 """
 from __future__ import annotations
 
@@ -26,7 +21,9 @@ DEFAULT_MAX_AGE_S = 600.0
 
 
 class RunningFlows:
-    """Flow starts per server and microservice, in time buckets: [bucket number, count]."""
+    """Flow starts per server and microservice, in time buckets: [bucket number, count]. An
+    estimate costs the buckets within the longest duration, whatever the number of flows;
+    memory is bounded by that horizon (at most max_age_s)."""
 
     def __init__(self, bucket_s: float = DEFAULT_BUCKET_S, max_age_s: float = DEFAULT_MAX_AGE_S):
         if not bucket_s > 0 or not max_age_s > 0:

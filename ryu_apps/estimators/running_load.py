@@ -1,18 +1,11 @@
 """A server's load now, from its latest sample and the flows it runs (plain Python): what
 `malb`'s long-flow choice compares (policies/malb.py), and the running-flow figures of the
-controller's status.
+controller's status (docs/controller.md, "How a decision is made", step 3).
 
-- `flows(server, at)`: what the flows still running at `at` use: the watched ones at what
-  their server's samples measured them to use (estimators/open_flows.py), the others as
-  expected running flows (estimators/running_flows.py) at the profiler's per-flow use; with
-  a horizon, each measured flow for the part of it that alike flows ran past its age;
-- `base(server, load)`: the figures the estimate starts from, and what the running flows
-  explain in them. CPU from the latest measurement (a rolling mean lags the jobs by tens
-  of seconds: experiments/decision_audit.py measures how far); network and memory from
-  the prediction, as smooth as it. When the profiler splits a sample by microservice, CPU and
-  network both start from the latest sample, each short-flow microservice's part taken at
-  its level (`short_levels`) plus what its instance uses beyond what our flows on it
-  explain (`own_load`), and its flows left out of the running ones.
+- RunningLoad: `base` (the figures an estimate starts from, and what the running flows
+  explain in them), `flows` (what the flows still running at a time use), and the
+  short-flow microservices' parts (short_parts), levels (short_levels) and an instance's
+  use beyond its flows' (own_load).
 """
 from __future__ import annotations
 
@@ -25,6 +18,10 @@ if TYPE_CHECKING:
 
 
 class RunningLoad:
+    """A server's load now: its base, less what the flows running then explain, plus what
+    the flows running now cost; the base is cached per server until its data or the
+    profile changes."""
+
     def __init__(self, view: "PolicyCore"):
         self.view = view
         # server -> (the inputs' versions, base()): the same for every decision until the
@@ -34,8 +31,11 @@ class RunningLoad:
 
     def flows(self, server: str, at: float, skip: frozenset = frozenset(),
               ahead_s: float = 0.0) -> tuple[float, float, float]:
-        """(CPU %, network %, expected flows) that the flows still running at `at` use,
-        leaving out the microservices in `skip`; with `ahead_s` (at the latest time: a
+        """(CPU %, network %, expected flows) that the flows still running at `at` use: the
+        watched ones at what their server's samples measured them to use
+        (estimators/open_flows.py), the others as expected running flows
+        (estimators/running_flows.py) at the profiler's per-flow use; leaving out the
+        microservices in `skip`; with `ahead_s` (at the latest time: a
         decision's), what they use over the next `ahead_s` seconds, the watched flows
         measured counting as they are expected to end (OpenFlows.shortfall)."""
         v = self.view
@@ -68,8 +68,13 @@ class RunningLoad:
     def base(self, server: str, load: "ServerLoad") -> tuple[tuple, float, float, frozenset]:
         """(the figures the base load is taken from (CPU, memory, network), the CPU % and
         network % that the running flows explain in them, the microservices left out of
-        the running flows). Without a lag or a prediction, the latest measurement for all
-        three."""
+        the running flows). CPU from the latest measurement (a rolling mean lags the jobs by
+        tens of seconds: experiments/decision_audit.py measures how far); network and memory
+        from the prediction, as smooth as it. When the profiler splits the sample by
+        microservice, CPU and network both from the latest sample, each short-flow
+        microservice's part taken at its level (short_levels) plus what its instance uses
+        beyond what our flows on it explain (own_load), and its flows left out of the
+        running ones. Without a lag or a prediction, the latest measurement for all three."""
         v = self.view
         key = (load.sample_time, v.profiles.prediction_lag_s, v.profiles.version, v.loads_version)
         cached = self._cache.get(server)

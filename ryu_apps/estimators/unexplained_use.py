@@ -1,16 +1,12 @@
 """What a short-flow instance uses that the controller's flows on it do not explain (plain
-Python).
+Python): load no flow of ours caused, such as a noisy neighbour inside the container, which
+`malb` must not average away with the microservice's level (estimators/running_load.py;
+docs/controller.md, "How a decision is made", step 3).
 
-A short-flow microservice's part of a server's samples swings with the objects it happens to
-serve; `malb` takes that part at the microservice's level over all servers
-(estimators/running_load.py). Load that no flow of ours caused, such as a noisy neighbour
-inside the container, must not be averaged away with it. Under a policy that follows every
-short flow to its end, the controller knows how many seconds of flow each instance carried
-(open flows integrated over time: estimators/open_flows.InstanceFlows.flow_seconds); at
-what one running flow costs (the profiler's per-flow use), that is the CPU and network its
-flows explain. Over the last `samples` samples of an instance, what it used beyond that is
-unexplained; an instance's excess is its unexplained use above its peers' median (their
-idle processes, and whatever the per-flow cost misses everywhere alike).
+- UnexplainedUse: per instance its last `samples` samples and the seconds of flow it
+  carried; `unexplained`: its use beyond them at the per-flow cost; `excess`: that use
+  above its peers' median;
+- DEFAULT_SAMPLES: how many samples (5).
 """
 from __future__ import annotations
 
@@ -21,6 +17,13 @@ DEFAULT_SAMPLES = 5
 
 
 class UnexplainedUse:
+    """Under a policy that follows every short flow to its end, the controller knows how
+    many seconds of flow each instance carried (estimators/open_flows.InstanceFlows.
+    flow_seconds); at the per-flow cost that is the CPU and network its flows explain. What
+    it used beyond that over its last `samples` samples is unexplained; its excess is that
+    above its peers' median (their idle processes, and whatever the per-flow cost misses
+    everywhere alike)."""
+
     def __init__(self, samples: int = DEFAULT_SAMPLES):
         self.samples = samples
         # instance -> its recent samples: (time, CPU %, network %, flow-seconds so far)

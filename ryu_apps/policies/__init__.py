@@ -5,11 +5,10 @@
     policies.names()                               # every registered name
     policies.title("malb"), policies.policy_class("malb"), policies.takes_option(...)
 
-A module registers its policy class with ``@register("name")``; one class may be registered
-under several names with different presets of its options (``malb-paper`` and ``malb``).
-Every module in this package is imported when the package is, so adding a policy is adding
-one module (and its unit test, tests/unit/policies/): the controller, REST, the fluid model
-and the experiments take it by name.
+A module registers its policy class with ``@register("name")`` (one class may be registered
+under several names with different presets); every module of the package is imported with
+it, so adding a policy is adding one module and its unit test (docs/controller.md,
+"Policies").
 """
 from __future__ import annotations
 

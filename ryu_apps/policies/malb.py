@@ -1,24 +1,11 @@
 """MALB (Kalafatidis and Mamatas, "Microservices-Adaptive Software-Defined Load Balancing for
-5G and Beyond Ecosystems", IEEE TNSM), as the paper states it (``malb-paper``) and with
-this project's additions (``malb``), each an option of its own:
+5G and Beyond Ecosystems", IEEE TNSM), as the paper states it (``malb-paper``: section
+III.C's rule) and with this project's additions (``malb``), each an option of its own
+(docs/controller.md: "Policies", "How a decision is made").
 
-- the paper's rule (section III.C): short-flow microservices get round robin; long-flow
-  ones the server with the least weighted load ``alpha*cpu + beta*mem + gamma*net`` of the
-  profiler's predictions, with the microservice's weights from the profiler (the view
-  corrects every policy's load data for the flows sent since it was sampled);
-- ``short_flows="least-remaining"``: a short flow whose end the controller watches goes to
-  the instance with the least flow time still to carry (its open short flows at their
-  expected remaining lives, from the profiled durations; over the server's capacity share
-  on unequal servers); unwatched ones get round robin (by capacity, below);
-- ``capacity_weighted``: on unequal servers, short flows by round robin weighted by the
-  servers' capacities;
-- ``long_flows="running-load"``: once the profiler knows per-flow use, each server's load
-  now (estimators/running_load.py: its latest sample, less what the flows it ran then
-  explain, plus what the flows it runs now cost, each measured flow for the part of the
-  next ``lookahead_s`` it is expected still to run), weighted by
-  ``per_flow_weights`` (each resource's share of what one flow uses) or the profiler's;
-- ``spread``: on unequal servers a long flow goes where its own cost raises the variance of
-  the servers' loads least, not to the least loaded server.
+- Malb: the policy, registered under both names with their presets;
+- MalbOptions: the options beyond the paper's rule, each off in ``malb-paper``;
+- LOOKAHEAD_S: how far ahead a measured long flow counts (5 s).
 """
 from __future__ import annotations
 
@@ -36,6 +23,20 @@ LONG_RULES = ("predicted-load", "running-load")
 
 @dataclass(frozen=True)
 class MalbOptions(Options):
+    """The paper's rule: short-flow microservices by round robin, long-flow ones to the
+    server with the least weighted load alpha*cpu + beta*mem + gamma*net of the profiler's
+    predictions. Beyond it, each off in ``malb-paper``:
+
+    - short_flows="least-remaining": a short flow whose end the controller watches goes to
+      the instance with the least flow time still to carry; unwatched ones by round robin;
+    - capacity_weighted: on unequal servers, round robin weighted by the servers' capacities;
+    - long_flows="running-load": once the profiler knows per-flow use, each server's load
+      now (estimators/running_load.py), each measured flow counted for the part of the next
+      lookahead_s it is expected still to run;
+    - per_flow_weights: resources weighed by their shares of what one flow uses, not by the
+      profiler's weights;
+    - spread: on unequal servers, a long flow where its cost raises the variance of the
+      servers' loads least, not to the least loaded server."""
     short_flows: str = "least-remaining"
     capacity_weighted: bool = True
     long_flows: str = "running-load"

@@ -1,22 +1,12 @@
-"""Probe-based balancing in the spirit of Prequal (``prequal``; Wydrowski, Kleinberg,
-Rumble and Fisher, "Load is not what you should balance: Introducing Prequal", NSDI 2024):
-instances are chosen by their requests in flight (RIF) and recent latency, as the services
-themselves report them, not by CPU.
+"""Probe-based balancing in the spirit of Prequal (``prequal``; Wydrowski, Kleinberg, Rumble
+and Fisher, "Load is not what you should balance: Introducing Prequal", NSDI 2024):
+instances chosen by their requests in flight (RIF) and recent latency, as the services
+themselves report them, not by CPU. What was taken from the paper and what differs:
+docs/controller.md, "Policies".
 
-What we took from the paper: the hot-cold lexicographic rule. An instance is hot when its
-RIF is above the `q_rif` quantile of the RIFs of the instances probed; among the cold ones
-the one with the lowest latency takes the flow (ties: fewer in flight, then round-robin
-order); when all are hot, the one with the fewest in flight. A probe is used only while
-younger than `max_age_s`, and each flow sent to an instance since its probe counts as one
-more request in flight there (the paper's probe reuse, without its budget).
-
-What differs: the paper's clients probe a few random replicas per query and keep a pool
-of recent probes; here the controller polls every instance of the microservices through
-the host agents every few hundred milliseconds (controller.probe_period_s, the agents'
-GET /probes), since a microservice has a handful of instances, not thousands. The latency
-is the service's median over the probe's window (when no request ended in it: its
-latest known within `latency_memory_s`, else the fastest known of its peers'), not the
-paper's estimate at the probe's RIF. Without a fresh probe of any instance, round robin.
+- Prequal: the hot-cold rule over the instances' fresh probes; round robin without any;
+- PrequalOptions: q_rif (the hot quantile), max_age_s, latency_memory_s;
+- quantile: the q quantile of sorted values.
 """
 from __future__ import annotations
 
@@ -44,6 +34,11 @@ class PrequalOptions(Options):
 
 @register("prequal", rank=14)
 class Prequal(Policy):
+    """An instance is hot when its requests in flight (its probe's, plus one per flow sent
+    to it since that probe) are above the q_rif quantile of the probed instances'; the cold
+    one with the lowest latency takes the flow (ties: fewer in flight, then round-robin
+    order); when all are hot, the one with the fewest in flight. A probe counts while
+    younger than max_age_s; without a fresh probe of any instance, round robin."""
     title = "probe-based (Prequal)"
     Options = PrequalOptions
     uses_probes = True

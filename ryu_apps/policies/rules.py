@@ -1,17 +1,13 @@
 """Rules several policies share (plain Python; the view and the deciding policy passed in):
 
-- round_robin: the next in-service instance in the microservice's turn (the turn lives in
-  the view, so a policy switched at run time goes on where the last one left off);
-- measure, least_load: a server's load as a policy weighs it, and the server with the
-  least, from the view's latest data (the profiler's predictions, or the switches' port
-  counters for network), corrected for the flows sent to it that the data does not show
-  yet (estimators/pending_assignments.py);
-- capacity_shares and weighted_turn: each instance's share of new flows by its server's
-  capacity, and smooth weighted round robin (nginx's) over such shares;
-- least_in_turn: the candidate with the least score, ties in round-robin order (HAProxy's
-  leastconn among equally loaded servers);
-- cores_of, open_per_capacity: a server's CPU cores, and an instance's open connections
-  over them (weighted least connections, power of two choices on unequal servers).
+- round_robin: the next in-service instance in the microservice's turn (kept in the view, so
+  a policy switched at run time goes on where the last one left off);
+- measure, least_load: a server's load as a policy weighs it, corrected for the flows its
+  data does not show yet (estimators/pending_assignments.py), and the server with the least;
+- capacity_shares, weighted_turn: shares of new flows by server capacity, and smooth
+  weighted round robin (nginx's) over them;
+- least_in_turn: the least score, ties in round-robin order (HAProxy's leastconn);
+- cores_of, open_per_capacity: a server's CPU cores, an instance's open connections per core.
 """
 from __future__ import annotations
 
