@@ -1,17 +1,12 @@
-"""The host agent: per-container CPU, memory and network from the Docker SDK, and the
-server's totals relative to its capacity, served as JSON and Prometheus metrics.
+"""The host agent: per-container CPU, memory and network from the Docker SDK, and the server's
+totals relative to its capacity, served as JSON and Prometheus metrics. A background thread
+samples every period, so answering never waits for Docker (docs/profiler.md, "Host agent":
+GET /stats and its window, unreadable containers and partial totals, GET /probes).
 
-A background thread samples every period; requests read the latest sample, so answering
-never waits for Docker. ``GET /stats?window_s=W`` measures the last W seconds instead (from
-the raw counters the agent keeps): the profiler asks for its whole period, not for the last
-second of it. Containers that appear are picked up at the next sample; those that
-disappear are dropped. A container that cannot be read is reported with ``readable: false``
-and the reason, and the server totals say they are partial: never a zero in its place.
-
-``GET /probes?window_s=W`` reads, when asked, every instance container's requests in flight
-and recent latency from its service (agents/probes.py: inside the container's network
-namespace, all at once, each within the probe timeout); the containers and their processes
-are the latest sample's.
+- Agent: the sampler, the raw counters behind GET /stats?window_s=W, the call-graph
+  services' call latencies, and the probes (agents/probes.py);
+- Selector: which containers belong to this server;
+- http_server: its JSON server; host_capacity: a real machine's CPUs and memory.
 """
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
-"""The agent's probes: each instance's requests in flight and recent latency, read from its
-service's GET /latency inside the container's network namespace, on demand (GET /probes).
+"""The agent's probes: each instance's requests in flight and recent latency, read on demand
+(GET /probes) from its service's GET /latency inside the container's network namespace
+(docs/profiler.md, "GET /probes: requests in flight and latency").
 
-- NetnsSockets: a TCP socket created inside another process's network namespace without a
-  process per probe: the calling thread enters the namespace with setns(2) (through ctypes:
-  Python 3.11 has no os.setns), creates the socket, and goes back before anything else runs
-  on it. A socket keeps the namespace it was made in, so connect() after the return still
-  reaches the container's 127.0.0.1. nsenter + curl cost a fork and two execs per reading
-  (figures: docs/profiler.md, "GET /probes").
-- read_latency: one reading over such a socket (HTTP/1.0, one deadline for the whole
-  exchange), and parse_latency_answer, its checks as a plain function.
-- Prober: every target read in parallel, each within its own timeout, and the answer built
-  from what came back (a failed reading is reported with its error, never as zeros); the
-  reader is passed in, so the unit tests give it fakes.
+- NetnsSockets: TCP sockets made inside another process's network namespace by setns(2),
+  without a process per reading;
+- read_latency, parse_latency_answer: one reading over such a socket, and its checks;
+- Prober, Target: every target read in parallel, each within its own timeout, a failed
+  reading reported with its error, never as zeros (the reader passed in: tests give fakes);
+- ProbeError: a reading failed, said in one line.
 """
 from __future__ import annotations
 
@@ -38,7 +34,11 @@ class ProbeError(RuntimeError):
 
 class NetnsSockets:
     """Sockets in other network namespaces, from the threads that ask (each thread enters
-    and leaves on its own: setns(2) changes only the calling thread)."""
+    and leaves on its own: setns(2) changes only the calling thread). The thread enters the
+    namespace through ctypes (Python 3.11 has no os.setns), creates the socket and goes back
+    before anything else runs on it; a socket keeps the namespace it was made in, so
+    connect() after the return reaches the container's 127.0.0.1. nsenter + curl would cost
+    a fork and two execs per reading (docs/profiler.md, "GET /probes")."""
 
     def __init__(self):
         self._libc = ctypes.CDLL(None, use_errno=True)

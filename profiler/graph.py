@@ -1,21 +1,13 @@
-"""The microservice communication graph (MCG, paper 000), as plain Python.
+"""The microservice communication graph (MCG, paper 000), as plain Python, built from what the
+platform measures already (docs/placement.md, "The communication graph").
 
-Built from what the platform measures already:
-
-- edges from the controller's traffic pairs: each report says, for an interval, how many
-  bytes (both ways) and new flows went between a sender (a client host, or an instance
-  calling another microservice through its VIP) and the instance that served them. They
-  are summed per (caller microservice, callee microservice) (clients: the caller is
-  ``clients@<switch>``) and smoothed per interval by an EWMA over ``window_s``;
-- response times per edge from the call-graph services' latency histograms (the caller's
-  view of each of its calls), smoothed the same way;
-- vertex weights from the agents: each instance's CPU (cores) and memory (MB), smoothed
-  the same way, so a graph read just after a burst still shows the load it carried.
-
-An edge exists once it was observed: a pair never reported is unknown, not zero. A known
-edge that a report does not mention carried nothing in that interval (a report lists
-every pair that sent a byte); with no report at all, nothing changes and the edge's age
-grows.
+- GraphBook: edges per (caller, callee) microservice from the controller's traffic pairs
+  (clients: ``clients@<switch>``), response times per edge from the call-graph services'
+  latency histograms, each instance's CPU and memory from the agents, all smoothed by an
+  EWMA over window_s;
+- Edge, InstanceUse: an edge's and an instance's smoothed figures;
+- ewma_alpha: the weight of a new interval in an EWMA of a given memory;
+- CLIENTS: the clients' caller prefix.
 """
 from __future__ import annotations
 
@@ -71,7 +63,12 @@ def _smooth(old: float | None, new: float | None, alpha: float) -> float | None:
 
 @dataclass
 class GraphBook:
-    """Edges between microservices (and clients), kept up to date from reports.
+    """Edges between microservices (and clients), kept up to date from reports. An edge
+    exists once it was observed: a pair never reported is unknown, not zero. A known edge
+    that a report does not mention carried nothing in that interval (a report lists every
+    pair that sent a byte); with no report at all, nothing changes and the edge's age
+    grows. Instances' CPU and memory are smoothed too, so a graph read just after a burst
+    still shows the load it carried.
 
     service_of: instance name -> microservice; client_switch: client host -> its switch."""
     service_of: dict[str, str]

@@ -1,21 +1,13 @@
-"""What the profiler knows and predicts, as plain Python (no HTTP, no Docker).
+"""What the profiler knows and predicts, as plain Python (no HTTP, no Docker): every period
+ProfilerModel.step turns the agents' latest samples and the controller's flow records into
+figures per microservice and per server (docs/profiler.md, "Profiler").
 
-Every period :meth:`ProfilerModel.step` takes the agents' latest samples and the
-controller's flow records, and produces:
-
-- per microservice: its measured use of CPU, memory and network (the mean over its readable
-  instances, each relative to its server's capacity, in percent), the predicted use for the
-  next period, the weights alpha, beta, gamma (each resource's share of the predicted total,
-  MALB paper section IV.A) and the short/long class of its flows;
-- per server: measured and predicted utilization (percent of its CPU share, memory limit and
-  network capacity), with the age of the data and whether it is stale.
-
-A server's figures come only from complete samples (every running container read). A partial
-sample (a container the agent could not read yet, or at all) updates the per-microservice
-figures of the containers it did read, never the server's totals: those keep the last
-complete reading with its age. A server with no complete sample within ``stale_after_s`` (its
-agent silent, late, or only partial) is stale: its old numbers are never refreshed into
-zeros, and a partial total is never served as a fresh reading.
+- ProfilerModel: the model and its step: per microservice its measured and predicted use,
+  weights and flow class; per server its measured and predicted utilization, with the
+  data's age and whether it is stale;
+- ServerView, MicroserviceView: what it holds per server and per microservice;
+- FlowBook: the flows it knows, kept so that a period costs the same whatever their number;
+- instance_usage: a container's use relative to its server's capacity.
 """
 from __future__ import annotations
 
@@ -165,6 +157,16 @@ class FlowBook:
 
 
 class ProfilerModel:
+    """Every period `step` takes the agents' latest samples and the controller's flow
+    records. Per microservice: its measured use (the mean over its readable instances, each
+    relative to its server's capacity, in percent), the predicted use for the next period,
+    the weights (each resource's share of the predicted total, paper IV.A) and its flow
+    class. Per server: measured and predicted utilization, from complete samples only (every
+    running container read): a partial sample updates the microservices it read, never the
+    server's totals, which keep the last complete reading and its age; a server without a
+    complete sample within stale_after_s is stale, its old numbers never turned into zeros
+    and a partial total never served as a fresh reading."""
+
     def __init__(self, cfg, predictor_factory, stale_after_s: float | None = None):
         self.cfg = cfg
         p = cfg.profiler

@@ -1,16 +1,13 @@
-"""Window-based predictors of a microservice's next resource-utilization sample.
+"""Window-based predictors of a microservice's next resource-utilization sample: the paper's
+Rolling Mean (RM) or ARMA over a sliding window (sections III.B, IV.A; docs/profiler.md,
+"Profiler"), behind one interface (update, predict, name) that the profiler, the offline
+evaluation and the tests share.
 
-The paper (section III.B, IV.A) predicts, every monitoring period, the CPU, memory and
-network utilization of each microservice with either a Rolling Mean (RM) or an ARMA
-model over a sliding window, and derives the load-balancing weights from the
-predictions. Both predictors here share one tiny interface (``update``/``predict``/
-``name``) so the profiler, the offline evaluation (:func:`walk_forward_mse`) and the
-tests treat them alike.
-
-ARMA fitting (statsmodels maximum likelihood) costs tens of milliseconds, far too much
-to do on every sample for every microservice and resource, so :class:`Arma` refits only
-every ``refit_every`` updates, optionally on an executor, and forecasts in between with
-a cheap numpy recursion from the stored parameters.
+- Predictor, RollingMean, Arma, make_predictor: the interface, RM, ARMA, one by its name;
+- ArmaParams, fit_arma, arma_one_step: ARMA fitted (statsmodels) and forecast (a recursion);
+- ResourcePredictor: one predictor per resource (cpu, mem, net) of a microservice;
+- walk_forward_mse: one-step predictions evaluated as the profiler makes them online;
+- warn_limited: a warning at most once a minute.
 """
 from __future__ import annotations
 
@@ -180,7 +177,9 @@ def _check_order(order: tuple[int, int]) -> tuple[int, int]:
 
 
 class Arma:
-    """ARMA(p, q) with a constant over the last ``window`` samples.
+    """ARMA(p, q) with a constant over the last ``window`` samples. A fit (statsmodels
+    maximum likelihood) costs tens of milliseconds, far too much for every sample of every
+    microservice and resource, so fits are rare and forecasts cheap.
 
     Fit schedule: the first fit happens as soon as the window holds ``min_samples``
     (max(p + q + 2, 5)) values, then one every ``refit_every`` updates. ``predict()``

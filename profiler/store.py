@@ -1,16 +1,12 @@
-"""The profiler's history of monitoring data (paper section III.B: "the historical
-values of monitoring data are being stored in a dataset"), on SQLite.
+"""The profiler's history of monitoring data (paper section III.B: "the historical values of
+monitoring data are being stored in a dataset"), on SQLite (docs/profiler.md, "History").
 
-Five tables, one row per sample and subject, each stamped with the sample time ``t``
-(seconds, the caller's clock): ``container_samples``, ``server_samples``,
-``microservice_samples``, ``edge_samples`` (the communication graph's edges) and ``flows``
-(one row per flow, the latest record wins).
-A reading that could not be taken is stored as NULL, never as 0, so an unreadable
-sample cannot pass for an idle one.
-
-Durability: WAL journal with ``synchronous=FULL``, and every ``add_*`` call is one
-transaction, so a sample is on disk when its call returns and survives the process
-being killed. One connection serves all threads, serialized by a lock.
+- HistoryStore: five tables (container, server, microservice and edge samples; flows), one
+  row per sample and subject stamped with the sample time; a reading not taken is NULL,
+  never 0; every add_* call is one transaction, on disk when it returns (WAL journal,
+  synchronous=FULL);
+- TABLES, PRIMARY_KEYS, SERIES, SERIES_COLUMNS, SCHEMA_VERSION: the schema, and the series
+  GET /history serves.
 """
 from __future__ import annotations
 
@@ -126,7 +122,8 @@ _CONVERTERS = {table: tuple((c, _converter(table, c, k)) for c, k in columns)
 
 
 class HistoryStore:
-    """SQLite history of container, server, microservice samples and flows.
+    """SQLite history of container, server, microservice and edge samples and flows. One
+    connection serves all threads, serialized by a lock.
 
     ``path`` may be ":memory:" (tests; no WAL there). Rows older than ``retention_s``
     are removed by :meth:`prune`, which the caller runs periodically.
