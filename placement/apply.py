@@ -1,21 +1,12 @@
-"""Carry a placement out on a running testbed, move by move, without losing a request.
+"""Carry a placement out on a running testbed, move by move, without losing a request: each
+move starts the new instance, adds it to its pool, drains the old one and removes it when
+its flows are done (docs/placement.md, "A move, live").
 
-A move of a microservice from one server to another is a live migration in the platform's
-terms:
-
-1. start the new instance in its slot on the target server (container, link, service) and
-   wait until it listens;
-2. tell the controller to add it to the pool (REST); it takes new flows once its health
-   probe answers;
-3. drain the old instance (REST): no new flows, those it has go on;
-4. when it has no active flow left (or after ``drain_timeout_s``), take it out of the pool
-   and remove its container.
-
-Where the testbed runs decides how it is reached: ``InProcessTestbed`` for an experiment
-that holds the Testbed object, ``RemoteTestbed`` for `python -m topologies up`, whose
-control API (``testbed.control_port``) starts and stops instances. The controller is
-reached over its REST API. Time and sleeping are passed in, so the sequence is tested with
-fakes as well as on the real testbed.
+- apply_moves, MoveResult: the moves carried out one after the other, and how each went;
+- ControllerClient: the controller's instance routes (join, drain, leave; the layout);
+- InProcessTestbed, RemoteTestbed: the testbed of an experiment that holds it, or the
+  control API of `python -m topologies up` (testbed.control_port);
+- ApplyError: a move that could not be made.
 """
 from __future__ import annotations
 
@@ -107,7 +98,13 @@ class MoveResult:
 def apply_moves(cfg, moves: list[Move], controller, testbed, drain_timeout_s: float = 60.0,
                 health_timeout_s: float = 30.0, poll_s: float = 0.5, log=print,
                 clock=time.monotonic, sleep=time.sleep) -> list[MoveResult]:
-    """Carry the moves out one after the other (see the module's docstring)."""
+    """Carry the moves out one after the other. A move of a microservice from one server
+    to another is a live migration: (1) start the new instance in its slot on the target
+    server (container, link, service) and wait until it listens; (2) tell the controller to
+    add it to the pool: it takes new flows once its health probe answers; (3) drain the old
+    instance: no new flows, those it has go on; (4) when it has no active flow left (or
+    after drain_timeout_s), take it out of the pool and remove its container. Time and
+    sleeping are passed in, so the sequence is tested with fakes as on the real testbed."""
     results = []
     for move in moves:
         new = cfg.slot(move.target, move.microservice)

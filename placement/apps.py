@@ -3,16 +3,8 @@ DAG of call-graph microservices with heavy and light edges, written as a configu
 
     python -m placement generate --services 30 --seed 7 --out configs/callgraph30.yaml
 
-Shape: `entries` entry services (called by the clients; one by default); every other service
-is called by one earlier service (a tree per entry, so a request fans out to every service of
-its tree once); a few extra ``cross`` calls from a service to a later leaf (a DAG, not only a
-tree). An edge is heavy (``heavy_bytes`` answered per call) with probability ``heavy_share``,
-else light. Every service does ``cpu_ms`` of work per request, drawn from 1 to 3 ms, or
-``heavy_cpu_ms`` with probability ``heavy_cpu_share`` (none by default). ``replicas``
-instances each (one by default), spread round robin over the servers at the start.
-
-The defaults draw exactly what they drew before the entries, replicas and CPU-heavy
-services existed, so configs/callgraph30.yaml is still this function's output.
+- generate: the configuration mapping of such an application (its shape: its docstring);
+- entry_services: the services no other service calls, where the clients' requests enter.
 """
 from __future__ import annotations
 
@@ -24,7 +16,14 @@ def generate(services: int = 30, seed: int = 7, heavy_share: float = 0.2,
              switches: int = 4, servers: int = 8, server_cpu: float = 0.25,
              trunk_bw_mbit: float = 10.0, entries: int = 1, replicas: int = 1,
              heavy_cpu_share: float = 0.0, heavy_cpu_ms: float = 30.0) -> dict:
-    """A configuration mapping (as YAML would hold it) for the application."""
+    """A configuration mapping (as YAML would hold it) for the application. `entries` entry
+    services are called by the clients; every other service is called by one earlier
+    service (a tree per entry, so a request fans out to every service of its tree once),
+    plus `cross` calls from a service to a later leaf (a DAG, not only a tree). An edge
+    answers `heavy_bytes` per call with probability `heavy_share`, else `light_bytes`. Every
+    service does 1, 2 or 3 ms of CPU work per request, or `heavy_cpu_ms` with probability
+    `heavy_cpu_share`; `replicas` instances each, spread round robin over the servers. The
+    defaults give configs/callgraph30.yaml."""
     if not 2 <= services <= 99:
         raise ValueError(f"services: 2 to 99, got {services}")
     if not 1 <= entries < services:

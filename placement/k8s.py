@@ -1,15 +1,10 @@
-"""A placement as Kubernetes manifests (paper 000 enforces its placement through affinity
-in the manifests): per microservice a Deployment and a Service.
+"""A placement as Kubernetes manifests (paper 000 enforces its placement through affinity in
+the manifests): per microservice a Deployment and a Service, with required nodeAffinity on
+the plan's servers, required podAntiAffinity (one replica per node) and preferred
+podAffinity towards its heaviest peers (docs/placement.md, "Kubernetes export").
 
-- nodeAffinity (required): its pods run on the servers the plan chose for it (node names =
-  server names, label kubernetes.io/hostname);
-- podAntiAffinity (required): one replica per node, as in the testbed;
-- podAffinity (preferred): towards the microservices it exchanges most traffic with, the
-  weight (1-100) in proportion to the edge's bytes/s against the heaviest edge, so a
-  scheduler that re-places a pod later keeps heavy talkers together.
-
-Plain data in, plain dicts out (``manifests``); ``to_yaml`` joins them as one multi-document
-YAML stream for ``kubectl apply -f``.
+- manifests: plain data in, plain dicts out;
+- to_yaml: them as one multi-document YAML stream for ``kubectl apply -f``.
 """
 from __future__ import annotations
 
@@ -21,6 +16,12 @@ MAX_AFFINITY_TERMS = 5       # the heaviest peers of each microservice
 
 def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
               namespace: str = "default") -> list[dict]:
+    """Per microservice a Deployment and a Service: required nodeAffinity on the servers the
+    plan chose for it (node names = server names, label kubernetes.io/hostname), required
+    podAntiAffinity (one replica per node, as in the testbed), and preferred podAffinity
+    towards its MAX_AFFINITY_TERMS heaviest peers, weighted 1-100 by the edge's bytes/s
+    against the heaviest edge, so a scheduler that re-places a pod later keeps heavy
+    talkers together."""
     edges: dict[tuple[str, str], float] = {}
     for e in graph.get("edges", []):
         a, b = e["caller"], e["callee"]

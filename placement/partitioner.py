@@ -1,31 +1,14 @@
-"""Where each microservice instance runs: the placement of paper 000, as plain Python.
+"""Where each microservice instance runs: the placement of paper 000, as plain Python. Units
+(instances with the CPU and memory they need) go to servers so that their traffic times the
+distance it travels is least, under the servers' capacities and with a service's replicas
+on different servers (docs/placement.md, "The placement": the cost and plan()'s steps).
 
-Given the microservice communication graph (units: instances to place, with the CPU and
-memory they need; undirected edges: the traffic between two units; anchors: traffic
-between a unit and endpoints fixed to a switch, such as the clients) and the servers with
-their capacities and switches, choose an assignment of every unit to a server that
-minimises the distance-weighted traffic
-
-    cost = sum over edges (u, v) of w(u, v) * d(server(u), server(v))
-         + sum over anchors (u, switch) of w * d(server(u), switch)
-
-with d = 0 on the same server, 1 on the same switch, and one more per trunk hop, under the
-servers' CPU and memory capacities and with the replicas of a service on different servers.
-
-``plan()``: choose the number of servers (the fewest, nearest to the clients, with
-headroom: consolidation, as the paper prefers), partition the graph with METIS (pymetis,
-k-way or recursive bisection, target part weights from the chosen servers' capacities),
-map parts to servers by distance (every permutation up to 6 servers), then refine by local
-search: single moves and swaps that lower the cost, the paper's migration of a unit next to
-the peer it talks to most included. Graphs of up to ``EXACT_MAX_UNITS`` units are also
-solved exactly (branch and bound) and the better answer is kept, so tests can compare with
-the optimum. ``should_replace()`` is the hysteresis: re-place only for a set gain and after
-a dwell time.
-
-Baselines for the comparison: ``spread`` (round robin over the servers in order, the
-testbed's default layout), ``random_placement`` (seeded) and ``greedy_network_aware`` (the
-Kubernetes network-aware scheduler's idea: place each unit, heaviest talkers first, where
-the traffic times distance to its already placed peers is least).
+- plan: the fewest servers near the clients, a METIS partition, parts mapped by distance,
+  local search; exact (branch and bound) up to EXACT_MAX_UNITS units, the better kept;
+- choose_hosts, metis_parts, map_parts, repair, refine, exact: plan()'s steps;
+- should_replace: the hysteresis (re-place only for a set gain, after a dwell time);
+- spread, random_placement, greedy_network_aware: the baselines;
+- Problem, Unit, Host, Plan, PlacementError: the problem, its answer, bad input.
 """
 from __future__ import annotations
 

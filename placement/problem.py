@@ -1,17 +1,13 @@
 """From what the platform knows to a placement problem, and from a plan to the moves that
 carry it out (plain Python: the configuration, the profiler's graph and the current layout
-in, plain data out).
+in, plain data out; docs/placement.md, "The placement": units, edges, the CPU cap).
 
-- Units: each microservice's instances (replicas keep their number; one unit each, the
-  service's measured CPU and memory split evenly among them, with floors so an idle
-  service still counts).
-- Edges: the graph's traffic between microservices (bytes/s, both directions added), split
-  evenly between the replicas' pairs; traffic from clients anchors the unit to the
-  clients' switch.
-- Servers: the configuration's, on their switches, with their memory and the share of
-  their CPU a plan may fill (`max_utilization`, default 0.6: a server packed to its CPU
-  quota queues and, under a CFS quota, is throttled, so its tail latency grows long before
-  it is full; 0.6 keeps an M/M/1-like p95 within about 7.5 service times).
+- build_problem: units (a microservice's instances, its measured CPU and memory split among
+  them, with floors), edges (the graph's traffic split over replica pairs; the clients'
+  anchor a unit to their switch), servers (MAX_UTILIZATION of their CPU may be filled);
+- check_graph, check_layout: input that does not fit the configuration, named;
+- current_assignment, layout_of, unit_names: layouts and assignments;
+- moves_between, Move: the instance moves that turn one layout into another.
 """
 from __future__ import annotations
 
