@@ -1,16 +1,11 @@
-"""What sets a service's "frequency": behind one small interface (set_mhz, restore),
-chosen automatically and overridable.
+"""What sets a service's "frequency", behind one small interface (set_mhz, restore), chosen
+automatically and overridable (docs/slo.md, "Actuators"). Both take their directory roots
+as arguments, so tests drive them on a fake tree.
 
-- ``SysfsFrequency``: real per-core DVFS through cpufreq
-  (/sys/devices/system/cpu/cpuN/cpufreq): the userspace governor's scaling_setspeed when
-  that governor is on, else scaling_min_freq = scaling_max_freq = f (the range the driver,
-  intel_pstate with HWP included, must stay in). The original settings are read first and
-  written back by restore().
-- ``QuotaFrequency``: emulated, for machines without cpufreq (this VM, CI): the pinned
-  container's CPU bandwidth (CFS quota, cgroup v1 or v2) scaled by f / f_max, so the service
-  really runs slower at a lower "frequency". restore() writes the original quota back.
-
-Both take the directory roots as arguments, so tests drive them on a fake tree.
+- SysfsFrequency: real per-core DVFS through cpufreq;
+- QuotaFrequency: emulated, the pinned container's CPU bandwidth scaled by f / f_max;
+- cgroup_cpu_dir: the cgroup holding a process's CPU bandwidth, and its version;
+- ActuatorError: the frequency cannot be set here.
 """
 from __future__ import annotations
 
@@ -35,6 +30,10 @@ def _write(path: str, value) -> None:
 
 
 class SysfsFrequency:
+    """Per-core DVFS through cpufreq (/sys/devices/system/cpu/cpuN/cpufreq): the userspace
+    governor's scaling_setspeed when that governor is on, else scaling_min_freq =
+    scaling_max_freq = f (the range the driver, intel_pstate with HWP included, must stay
+    in). The original settings are read first and written back by restore()."""
     kind = "cpufreq"
     emulated = False
 
@@ -113,6 +112,9 @@ def _v1_mount(controllers: str, root: str) -> str:
 
 
 class QuotaFrequency:
+    """Emulated, for machines without cpufreq (this VM, CI): the pinned container's CPU
+    bandwidth (CFS quota, cgroup v1 or v2) scaled by f / f_max, so the service really runs
+    slower at a lower "frequency". restore() writes the original quota back."""
     kind = "cgroup-quota"
     emulated = True
 

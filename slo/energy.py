@@ -1,18 +1,9 @@
 """CPU energy: measured from RAPL where it can be read, otherwise modelled, and always said
-which.
+which (docs/slo.md, "Energy").
 
-The model is the paper's (004): P = P_leakage + P_dynamic with P_leakage = m V and
-P_dynamic = C V^2 f, voltage linear in frequency between (f_min, v_min) and (f_max, v_max).
-Leakage is paid by every pinned core all the time; dynamic power only while it is busy. A
-core busy b seconds at frequency f in an interval of t seconds uses
-
-    E = t * m V(f) + b * C V(f)^2 f
-
-The constants default to a server core of the paper's class (Xeon Gold 5318Y: 165 W TDP over
-24 cores, about 6.9 W a core at 2.1 GHz fully busy, a quarter of it leakage); they set the
-scale, the ratios between policies come from V(f) and f. Under the emulated actuator a
-lower "frequency" is a smaller CPU quota: the same cycles take f_max / f as long, so the
-busy time at f is the CPU time used times f_max / f (`emulated_busy_s`).
+- CorePowerModel: paper 004's per-core model, P = m V + C V^2 f with V linear in f;
+- emulated_busy_s: the busy time at an emulated frequency (a smaller CPU quota);
+- Rapl, counter_delta: the RAPL package counters, wrap-around handled.
 """
 from __future__ import annotations
 
@@ -22,6 +13,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CorePowerModel:
+    """Paper 004's power model of one pinned core: leakage m V(f), paid all the time, and
+    dynamic power C V(f)^2 f while busy, the voltage linear in f between (f_min, v_min) and
+    (f_max, v_max). A core busy b seconds at f in an interval of t seconds uses
+    E = t m V(f) + b C V(f)^2 f. The defaults are a core of the paper's class (Xeon Gold
+    5318Y: 165 W over 24 cores, about 6.9 W a core fully busy at 2.1 GHz, a quarter of it
+    leakage); they set the scale, the ratios between policies come from V(f) and f."""
+
     f_min_mhz: float = 1000.0
     f_max_mhz: float = 2100.0
     v_min: float = 0.70
@@ -55,7 +53,9 @@ class CorePowerModel:
 
 
 def emulated_busy_s(cpu_s: float, f_mhz: float, f_max_mhz: float) -> float:
-    """Busy time at emulated frequency f of work measured as cpu_s at full speed."""
+    """Busy time at emulated frequency f of work measured as cpu_s at full speed: under the
+    emulated actuator a lower frequency is a smaller CPU quota, so the same cycles take
+    f_max / f as long."""
     return cpu_s * f_max_mhz / f_mhz
 
 

@@ -1,26 +1,13 @@
-"""The SLO frequency loop of paper 004 as a pure function: a service's tail latency (the
-SLI) against its objective decides the frequency of the cores it is pinned to.
+"""The SLO frequency loop of paper 004 as pure functions (time passed in; frequencies in MHz,
+quantised to the step): a service's tail latency (the SLI) against its objective decides
+the frequency of the cores it is pinned to. The rule, its band, our guard and the paper's
+literal band: docs/slo.md, "The loop".
 
-    error = SLI - SLO target
-    SLI over the SLO by more than `emergency` (default 50 %)  -> the maximum at once, and
-                                                              no step down for `cooldown_s`
-    SLI over the SLO                                          -> up, 1-4 steps by how far over
-    SLI in the top `guard` share of the band                  -> up one step, no sooner than
-                                                              `dwell_s` after a change
-    SLI under the band (default: below (1 - margin) * SLO)     -> down one step, no sooner
-                                                              than `dwell_s` after a change,
-                                                              and only if the SLI scaled by
-                                                              f / (f - step) stays under it
-    inside the band                                           -> hold
-
-The band is the safe reading of the paper (spec F1: hold in [0.9 R, R], so the SLO is never
-held while violated). The guard is ours: the p95 of a few seconds of requests varies by about
-10 % from one second to the next, so a loop that holds just under R breaks the SLO in many
-intervals; in the band's top share it steps up before that (``guard=0`` turns it off). ``band_mode="paper"`` is the paper's literal rule for comparison: band
-= margin * SLI around the target (up only when SLI - R > 0.1 SLI, i.e. SLI > 1.11 R; down
-when SLI < 0.91 R). Fewer than `min_samples` requests in the window: hold (the quantile is
-noise). No SLI at all (the service or its metrics are gone): the maximum, and the state says
-so. Frequencies are in MHz, quantised to the step; time is passed in.
+- decide, initial_state: one control period (the new state and why), and the start;
+- LoopSettings, LoopState, FrequencyDecision, BAND_MODES: its settings, state and output;
+- predicted_sli, quantise: the SLI one step down; a frequency clamped to whole steps;
+- baseline, ondemand, FREQUENCY_POLICIES: the policies that ignore the SLI (fixed maximum,
+  fixed minimum, Linux's ondemand), for comparison.
 """
 from __future__ import annotations
 
@@ -123,7 +110,12 @@ def predicted_sli(sli_ms: float, f_mhz: int, lower_mhz: int, load: float | None)
 def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int,
            now: float, load: float | None = None) -> FrequencyDecision:
     """One control period: the new state and why. `load`: the pinned cores' busy share at
-    the current frequency over the SLI's window, if known (sharpens the down-step check)."""
+    the current frequency over the SLI's window, if known (sharpens the down-step check).
+    No SLI: the maximum; fewer than min_samples requests: hold (the quantile is noise);
+    over the SLO by more than `emergency`: the maximum, no step down for cooldown_s; over
+    it: up 1-4 steps by how far; in the band's top `guard` share: up one step; under the
+    band: down one step, after dwell_s and only if predicted_sli stays under it; inside the
+    band: hold. band_mode "paper" puts the band at margin x SLI around the target."""
     def result(action, freq, reason, error=None, **changes):
         changed = freq != state.freq_mhz
         new = replace(state, freq_mhz=freq, decision=action,
