@@ -1,15 +1,11 @@
-"""The host's cgroups, for the testbed, the agents and the experiments: server groups,
-several containers sharing one CPU share and one memory limit.
+"""The host's cgroups, for the testbed, the agents and the experiments: server groups, each a
+parent cgroup (--cgroup-parent) that carries one server's CPU share and memory limit for all
+of its containers, on cgroup v1 or v2 with the cgroupfs or the systemd driver
+(docs/testbed.md, "Server groups").
 
-The MALB testbed gives each emulated server an isolated CPU share and memory limit that
-all of its microservice containers share. Docker places a container under
-``--cgroup-parent``; we create that parent per server and put the limits on it:
-
-- cgroup v1, cgroupfs driver (this project's CI machines):
-  /sys/fs/cgroup/cpu/malb/<server>/cpu.cfs_{quota,period}_us and
-  /sys/fs/cgroup/memory/malb/<server>/memory.limit_in_bytes;
-- cgroup v2, cgroupfs driver: /sys/fs/cgroup/malb/<server>/{cpu.max,memory.max};
-- systemd driver (v1 or v2): parent ``malb-<server>.slice`` under ``malb.slice``.
+- CgroupLayout, detect_layout, group_parent, group_dirs: where the groups go on this host;
+- apply_server_limits, read_server_limits, read_server_cpu_seconds: limits set, read back;
+- remove_groups: every server group removed (empty ones only).
 """
 from __future__ import annotations
 

@@ -1,26 +1,13 @@
-"""Small JSON-over-HTTP pieces shared by the agents, the profiler and the testbed.
+"""Small JSON-over-HTTP pieces shared by the agents, the profiler, the testbed and the
+controller's REST API (docs/reliability.md, "HTTP hardening": why waitress, the limits, what
+is checked, the error shapes).
 
-- :func:`get_json` / :func:`post_json`: client calls with a timeout; any failure becomes an
-  :class:`HttpError` with a one-line reason (the caller decides what "unreachable" means).
-  Writes take the shared token (``token=``), sent as ``Authorization: Bearer``.
-- :class:`JsonServer`: a route table served over HTTP/1.1, answering JSON only; with a
-  token, POST, PUT and DELETE without it are 401 (:func:`check_token`).
-
-The server's HTTP is waitress (a maintained, pure-Python WSGI server), not hand-written on
-http.server: waitress already reads every request whole before the application runs (so a
-404 or 405 never leaves a body behind on a kept-alive connection), decodes chunked bodies,
-limits header and body sizes, caps open connections, closes idle ones, and serves
-connections from one poll loop with a small worker pool (a slow or idle client costs a
-socket, not a thread; the issue: backlog 5 answered 87 of 200 simultaneous clients). What is
-ours is the JSON side, as plain functions (:func:`decode_body`, :func:`dispatch`): errors
-are JSON (400 naming the field, 404, 405 with Allow, 413, 415, and waitress' own 400/413/
-431/501 rewritten to JSON), bodies must be application/json, nested at most
-MAX_JSON_DEPTH levels, with finite numbers and valid Unicode strings; a handler's bug is a
-500 without details and one log record with them; errors quote at most a short prefix of a
-bad value (:func:`quote`). Two waitress internals are extended (its ErrorTask, to answer
-JSON, and its per-connection housekeeping, to drop a request that is still incomplete after
-request_timeout_s: waitress alone only drops connections idle for channel_timeout, so a
-client trickling a byte every few seconds would never time out).
+- get_json, post_json, put_json, delete_json: client calls with a timeout; any failure an
+  HttpError with a one-line reason; writes carry the shared token (auth_headers);
+- JsonServer: a route table served over HTTP/1.1 by waitress, answering JSON only;
+- decode_body, dispatch, check_token: the JSON side as plain functions: a body checked, a
+  request through the routes, the token on writes (errors: HttpProblem, BadRequest);
+- quote, field_name, too_deep: errors that name the field and quote a short prefix.
 """
 from __future__ import annotations
 

@@ -1,29 +1,15 @@
-"""A call-graph microservice: each request does its own work, calls its downstream services
-and answers when they have answered (the services the placement experiments run).
+"""A call-graph microservice: each request does its own work, calls its downstream services and
+answers when they have answered (the services the placement experiments run). Standard
+library only, plus common/metrics.py (both copied into the image). The spec, the calls and
+the endpoints: docs/placement.md, "Applications that call each other".
 
     python3 -m services.callgraph --port 9001        # what it does: $MALB_SPEC (JSON)
     python3 -m services.callgraph --port 9001 --spec '{"service": "reviews", ...}'
 
-The spec (common/config.py callgraph_spec(), from the configuration):
-
-    {"service": "reviews", "cpu_ms": 5, "response_bytes": 2000,
-     "calls": [{"service": "ratings", "host": "10.0.0.100", "port": 9004, "count": 1,
-                "request_bytes": 200, "response_bytes": 500}]}
-
-For a request to any path, it burns ``cpu_ms`` of CPU time (work-conserving: slower when
-its server is busy), then makes every call (the different downstream services in parallel,
-the ``count`` calls to one of them one after the other), each on a new TCP connection to the
-callee's VIP and port, so the controller sees every call as a flow and balances it. A call
-sends ``request_bytes`` and asks for ``response_bytes`` (header X-Response-Bytes). The
-answer: ``response_bytes`` (or what the caller asked for), status 200; 502 naming the call
-when one failed.
-
-Metrics (GET /metrics, Prometheus text): requests served by caller (X-Caller, "client" for
-none) with a latency histogram per caller, and the calls it made with a latency histogram
-per callee: the response time of each edge of the communication graph, as its caller sees
-it. GET /latency?window=S: count and exact p50/p90/p95/p99 (ms) of the requests answered
-in the last S seconds (default 5; the SLO loop's SLI), and `in_flight`, the requests being
-served now (the agents' probes). GET /health. Standard library only, plus common/metrics.py (both copied into the image).
+- load_spec, SpecError: the spec (common/config/derive.py's callgraph_spec), checked;
+- Handler, Server: a request's work and calls, and /metrics, /latency, /health;
+- burn_cpu, call_once: CPU time of this thread; one call, to the callee's VIP;
+- Metrics: requests by caller and calls by callee, each with its latency histogram.
 """
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
-"""Resource-Organized Microservices (ROMs) of the MALB paper's use case, one program.
+"""Resource-Organized Microservices (ROMs) of the MALB paper's use case, one program, standard
+library only (plus common/metrics.py, copied into the image built offline). Each kind's
+endpoints: docs/testbed.md, "The services".
 
     python3 -m services.rom video   --port 8001   # long-lived constant-bitrate streams
     python3 -m services.rom ui      --port 8002   # HTTP objects (1 MB, 10 MB), moderate CPU
     python3 -m services.rom backend --port 8003   # CPU-bound jobs with a fixed execution time
 
-Standard library only (plus common/metrics.py, copied into the image): the images are
-built offline from a debootstrap base.
-
-Endpoints (all kinds): GET /health, GET /metrics (Prometheus text), GET /bytes?n=N
-(N bytes, used by connectivity checks), GET /latency?window=S (count and exact p50/p90/p95/
-p99 in ms of the work requests that ended in the last S seconds, default 5: the SLI of the
-host SLO loop; and `in_flight`, the work requests being served now: the agents' probes).
-Kind-specific:
-- video:   GET /stream?rate=R&seconds=S   constant bitrate of R kB/s for S seconds (or until
-                                         the client leaves)
-- ui:      GET /object?size=BYTES         an object of that size, with cpu_ms_per_mb of work
-- backend: GET /job?seconds=S&cpu=F       busy for a fraction F of one CPU for S seconds
-           GET /job?seconds=S&cpu=F&mode=work the same duty cycle until F x S CPU-seconds
-                                         are done: a job that gets less CPU takes longer
-Every response carries X-Served-By (instance name) so clients can record who served them.
+- Handler, Server: the endpoints: the kind's work, /health, /metrics, /bytes, /latency;
+- burn, work, spin: CPU at a duty cycle for a time, or until its CPU-seconds are done;
+- Metrics: the service's Prometheus metrics; main: the command line.
 """
 from __future__ import annotations
 

@@ -1,16 +1,12 @@
-"""Remove what a testbed left behind, and only what the project made.
+"""Remove what a testbed left behind, and only what the project made: containers, bridges,
+node shells and what runs in their namespaces, veth interfaces, server cgroups, recorded
+background processes (docs/testbed.md, "Cleanup"). Debian's ``mn -c`` also removes every
+OVS bridge on the machine, so it runs only with ``--mininet``.
 
-- containers labelled ``malb``, and those Containernet made for us (its own label, our
-  MALB_INSTANCE in their environment);
-- Open vSwitch bridges tagged ``external-ids:malb=1`` (and those named in the state file);
-- Mininet node shells of our nodes (which hold their network namespaces), and whatever
-  else runs in those namespaces (a client program, the outside balancer's HAProxy);
-- veth interfaces of our nodes left in the root namespace;
-- the per-server cgroups;
-- processes the project started in the background and recorded under /run/malb/pids.
-
-Debian's ``mn -c`` also removes every OVS bridge on the machine, including a user's own;
-it runs only with ``--mininet``.
+- clean_testbed, leftovers: remove it all; what of ours is still there;
+- our_containers, our_bridges, node_shells, node_interfaces: what counts as ours;
+- remove_containers, remove_bridges, stop_recorded_processes: removing it;
+- CleanupError: what is left cannot be told (the Docker engine does not answer).
 """
 from __future__ import annotations
 

@@ -1,22 +1,8 @@
-"""The project's container node on real Containernet (imported only where it is installed).
+"""The project's container node on real Containernet (imported only where it is installed):
+Containernet's ``Docker`` node, its API kept, with what broke monitoring and readiness fixed
+(docs/testbed.md, "Backends").
 
-Containernet's own ``Docker`` node differs from what the topologies need in ways that broke
-monitoring and readiness; this subclass keeps its API and fixes them:
-
-- no network but the topology's links: ``network_mode='none'`` and no published ports
-  (Containernet attaches Docker's default network and publishes every port);
-- a shell without line editing: Containernet starts ``bash --norc -is`` without
-  ``--noediting``, and readline's bracketed-paste escapes then wrap every ``cmd()`` output;
-- resource updates through the Docker API with -1 meaning "unchanged", as on our own node
-  (Containernet writes the cgroup with cgset, behind Docker's back, and takes -1 as "no
-  limit");
-- an earlier run's container of the same name is removed when it is ours (Containernet
-  only does that with ``rm=True`` and otherwise fails with a 409 name conflict);
-- a shell that dies with its container does not hang ``cmd()`` (topologies/dockerhost.py).
-
-What stays Containernet's: its labels (it sets its own, so ours are dropped: the agents
-select containers by the configured names instead) and its cgroup parent (/docker: a
-server's CPU share is split among its containers, docs/testbed.md).
+- ContainernetDocker: the node; what it fixes and what stays Containernet's: its docstring.
 """
 from __future__ import annotations
 
@@ -27,6 +13,15 @@ from topologies.dockerhost import ProjectNode, docker_client, remove_leftover
 
 
 class ContainernetDocker(ProjectNode, Docker):
+    """Containernet's Docker node, fixed where it broke monitoring and readiness
+    (docs/testbed.md, "Backends"): network_mode='none' and no published ports; a shell
+    without line editing (``--noediting``: readline's bracketed-paste escapes wrapped every
+    cmd() output); resource updates through the Docker API (ProjectNode); an earlier run's
+    container of the same name removed when it is ours; a shell that dies with its
+    container does not hang cmd(). Containernet keeps its own labels (ours are dropped: the
+    agents select containers by name) and its cgroup parent (/docker), so `labels` and
+    `cgroup_parent` are ignored here."""
+
     def __init__(self, name, labels=None, cgroup_parent=None, **kwargs):
         # labels and cgroup_parent: Containernet has no room for them (see above)
         kwargs.setdefault("network_mode", "none")

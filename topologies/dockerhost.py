@@ -1,19 +1,13 @@
-"""A Docker container as a Mininet host, for machines without Containernet.
+"""A Docker container as a Mininet host, for machines without Containernet: the subset of
+Containernet's ``Docker`` node that the project uses, under the same names (net.addDocker,
+node.cmd, popen, updateCpuLimit, updateMemoryLimit), so one topology file runs on both
+backends (docs/testbed.md, "Backends").
 
-Implements the subset of Containernet's ``Docker`` node that the project uses, with the
-same names, so one topology file runs on both backends:
-
-    net.addDocker(name, dimage=..., ip=..., mac=..., cpu_quota=..., cpu_period=...,
-                  cpuset_cpus=..., mem_limit=..., environment=..., volumes=...)
-    node.cmd(...), node.popen(...), node.updateCpuLimit(...), node.updateMemoryLimit(...)
-
-Differences from Containernet, all deliberate:
-- containers run with ``network_mode='none'``: their only interfaces are topology links;
-- every container carries the label ``malb`` (plus ``malb.node`` and caller labels) so
-  cleanup and the host agents can find them;
-- ``cgroup_parent`` is accepted, so several containers can share one server's CPU share
-  and memory limit (see common/cgroups.py);
-- only NET_ADMIN is added instead of running privileged.
+- DockerHost: the node, and where it differs from Containernet's, all deliberate;
+- ProjectNode: what the project's nodes do alike on both backends (resource updates through
+  the Docker API, a shell that dies with its container does not hang cmd());
+- docker_client, docker_cli: the Docker SDK client and CLI;
+- leftover_is_ours, remove_leftover: an earlier run's container of the same name.
 """
 from __future__ import annotations
 
@@ -158,7 +152,13 @@ def remove_leftover(client, cname: str) -> None:
 
 
 class DockerHost(ProjectNode, Host):
-    """Mininet host whose namespaces and cgroups are those of a Docker container."""
+    """Mininet host whose namespaces and cgroups are those of a Docker container. Where it
+    differs from Containernet's node, all deliberate: containers run with
+    network_mode='none' (their only interfaces are topology links); every container carries
+    the label ``malb`` (plus ``malb.node`` and the caller's labels), so cleanup and the host
+    agents can find them; ``cgroup_parent`` is accepted, so several containers can share one
+    server's CPU share and memory limit (common/cgroups.py); only NET_ADMIN is added instead
+    of running privileged."""
 
     def __init__(self, name, dimage=None, dcmd=None, cpu_quota=-1, cpu_period=None,
                  cpu_shares=None, cpuset_cpus=None, mem_limit=None, memswap_limit=None,
