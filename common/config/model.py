@@ -345,7 +345,7 @@ class Dataplane:
 @dataclass(frozen=True, kw_only=True)
 class ControllerCfg:
     policy: str = setting("malb", type="choice", choices=POLICIES,
-                          help="the balancing policy ([policies.md](policies.md))")
+                          help="the balancing policy ([controller.md](controller.md#policies))")
     monitoring_period_s: float = setting(3.0, lo=0.1, hi=3600, help="statistics period")
     idle_timeout_s: int = setting(10, type="integer", lo=0, hi=65535,
                                   help="idle timeout of the NAT flow rules")
