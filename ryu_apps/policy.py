@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass
 from typing import Hashable
 
+from common.numbers import finite_non_negative
 from ryu_apps import policies
 from ryu_apps.estimators.open_flows import InstanceFlows, OpenFlows
 from ryu_apps.estimators.pending_assignments import DEFAULT_BUCKET_S, PendingFlows
 from ryu_apps.estimators.unexplained_use import UnexplainedUse
 from ryu_apps.estimators.running_flows import RunningFlows
-from common.numbers import finite_non_negative
 from ryu_apps.estimators.running_load import RunningLoad
 from ryu_apps.instance_pools import InstancePools
 from ryu_apps.microservice_profiles import MicroserviceProfiles
