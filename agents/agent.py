@@ -11,6 +11,7 @@ GET /stats and its window, unreadable containers and partial totals, GET /probes
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import subprocess
@@ -74,6 +75,28 @@ class Selector:
         if self.name_re:
             parts.append(f"name ~ /{self.name_re.pattern}/")
         return ", ".join(parts) or "all containers"
+
+
+
+def window_query(query: dict, lo: float, hi: float, lo_open: bool = False) -> float | None:
+    """?window_s= of a GET, the only query parameter /stats and /probes take: None when
+    absent; BadRequest naming the parameter for any other, or for a value that is not
+    seconds from lo (exclusive when lo_open) to hi."""
+    unknown = set(query) - {"window_s"}
+    if unknown:
+        raise BadRequest(f"{field_name(min(unknown))}: unknown query parameter "
+                         f"(known: window_s)")
+    raw = query.get("window_s", [None])[0]
+    if raw is None:
+        return None
+    try:
+        window = float(raw)
+    except ValueError:
+        window = math.nan
+    if not ((lo < window) if lo_open else (lo <= window)) or not window <= hi:
+        span = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+        raise BadRequest(f"window_s: expected seconds in {span}, got {quote(raw, 40)}")
+    return window
 
 
 class Agent:
@@ -396,39 +419,14 @@ class Agent:
     # ---------------------------------------------------------------- HTTP
     def routes(self) -> dict:
         def stats(query, _b):
-            unknown = set(query) - {"window_s"}
-            if unknown:
-                raise BadRequest(f"{quote(min(unknown), 40)}: unknown query parameter "
-                                 f"(known: window_s)")
-            window = query.get("window_s", [None])[0]
-            if window is not None:
-                try:
-                    window = float(window)
-                    if not 0 < window <= MAX_WINDOW_S:
-                        raise ValueError(window)
-                except ValueError:
-                    raise BadRequest(f"window_s: expected seconds in (0, {MAX_WINDOW_S:g}], "
-                                     f"got {quote(query['window_s'][0], 40)}") from None
+            window = window_query(query, 0.0, MAX_WINDOW_S, lo_open=True)
             s = self.latest() if window is None else self.over_window(window)
             if s is None:
                 return 503, {"error": "no sample yet", "server": self.server}
             return 200, {**s, "age_s": round(time.time() - s["time"], 3)}
 
         def probes(query, _b):
-            unknown = set(query) - {"window_s"}
-            if unknown:
-                raise BadRequest(f"{field_name(min(unknown))}: unknown query parameter "
-                                 f"(known: window_s)")
-            window = query.get("window_s", [None])[0]
-            if window is not None:
-                try:
-                    window = float(window)
-                    if not MIN_PROBE_WINDOW_S <= window <= MAX_PROBE_WINDOW_S:
-                        raise ValueError(window)
-                except ValueError:
-                    raise BadRequest(f"window_s: expected seconds in [{MIN_PROBE_WINDOW_S:g}, "
-                                     f"{MAX_PROBE_WINDOW_S:g}], got "
-                                     f"{quote(query['window_s'][0], 40)}") from None
+            window = window_query(query, MIN_PROBE_WINDOW_S, MAX_PROBE_WINDOW_S)
             answer = self.probes(window)
             if answer is None:
                 return 503, {"error": "no sample yet: the instance containers are not known",
