@@ -1,9 +1,9 @@
-"""The host SLO loop inside the agent (paper 004): for each microservice with an SLO that
-runs on this server, a slo.loop.ServiceLoop whose SLI is the service's GET /latency (read in
-the container's network namespace), whose CPU time is its cgroup's and whose actuator is
-cpufreq on the server's pinned cores where the machine has it, else the container's CPU
-quota (emulated). REST: GET /slo, PUT /slo; Prometheus metrics in the agent's /metrics.
-"""
+"""The host SLO loop inside the agent (SLO-AEEM, Song et al.): for each microservice with an
+SLO that runs on this server, a slo.loop.ServiceLoop whose SLI is the service's GET /latency
+(read in the container's network namespace), whose CPU time is its cgroup's and whose
+actuator is cpufreq on the server's pinned cores where the machine has it, else the
+container's CPU quota (emulated). REST: GET /slo, PUT /slo; Prometheus metrics in the
+agent's /metrics."""
 from __future__ import annotations
 
 import json

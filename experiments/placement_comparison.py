@@ -1,5 +1,5 @@
-"""Placement comparison (paper 000): spread, random, a greedy network-aware score and ours,
-in the same run on the multi-switch testbed, under the same open-loop load.
+"""Placement comparison (Ahmed et al., PLOS ONE): spread, random, a greedy network-aware score
+and ours, in the same run on the multi-switch testbed, under the same open-loop load.
 
     sudo .venv/bin/python -m experiments.placement_comparison                 # Bookinfo-like
     sudo .venv/bin/python -m experiments.placement_comparison --rate 30 --phase 90
@@ -53,7 +53,7 @@ DEFAULT_CONFIG = os.path.join(ROOT, "configs", "bookinfo.yaml")
 REQUEST_METRIC = "callgraph_request_duration_seconds"
 # the paper (000, section 4.1): response time 10-15 % below the default in normal network
 # conditions, 15 % with added latency
-PAPER_RT_GAIN = "10-15 % lower response time than the default placement (paper 000)"
+PAPER_RT_GAIN = "10-15 % lower response time than the default placement (Ahmed et al., PLOS ONE)"
 
 
 def entry_service(cfg) -> str:

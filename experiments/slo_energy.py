@@ -1,4 +1,5 @@
-"""SLO-driven frequency against the usual governors (paper 004), in one run on the testbed.
+"""SLO-driven frequency against the usual governors (SLO-AEEM, Song et al.), in one run on the
+testbed.
 
     sudo .venv/bin/python -m experiments.slo_energy                  # configs/slo.yaml
     sudo .venv/bin/python -m experiments.slo_energy --low 30 --high 70 --profiles step
@@ -44,11 +45,11 @@ from experiments.stack import Stack
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
 COMPARED_POLICIES = ("max", "min", "ondemand", "slo", "slo-paper")
 PROFILES = ("step", "ramp")
-STABLE_AFTER_S = 15.0
-PAPER_BAND = 0.10            # paper 004: Band_T = 10 % of TL_T        # intervals this soon after a change of load are settling
-PAPER = ("Paper 004, Table 2: 1.6 GHz against 2.1 GHz fixed, p90 86 vs 63 ms, 12.6 % less "
-         "CPU power (the paper: \"~15 %\"), 18.6 % less throughput (closed-loop wrk), 7.3 % "
-         "more energy per request")
+STABLE_AFTER_S = 15.0       # intervals this soon after a change of load are settling
+PAPER_BAND = 0.10            # SLO-AEEM's Band_T = 10 % of TL_T
+PAPER = ("SLO-AEEM (Song et al.), Table 2: 1.6 GHz against 2.1 GHz fixed, p90 86 vs 63 ms, "
+         "12.6 % less CPU power (the paper: \"~15 %\"), 18.6 % less throughput (closed-loop "
+         "wrk), 7.3 % more energy per request")
 
 
 def slo_service(cfg):
@@ -226,7 +227,7 @@ def summary_markdown(doc: dict, opts) -> str:
     energy_src = "measured (RAPL)" if doc["loop"]["energy_source"] == "rapl" else \
         "modelled (P = m V + C V^2 f, V linear in f: no RAPL here)"
     act = doc["loop"]["actuator"]
-    lines = ["# SLO-driven frequency against fixed and ondemand (paper 004)", "",
+    lines = ["# SLO-driven frequency against fixed and ondemand (SLO-AEEM, Song et al.)", "",
              f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
              f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
              f"service {doc['service']}, SLO p{doc['slo']['percentile']:g} <= "

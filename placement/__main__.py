@@ -1,4 +1,4 @@
-"""Placement of microservice instances by their communication graph (paper 000).
+"""Placement of microservice instances by their communication graph (Ahmed et al., PLOS ONE).
 
     python -m placement plan      # the plan for the running testbed: graph from the
                                   # profiler, layout from the controller; nothing moves

@@ -1,7 +1,7 @@
-"""A placement as Kubernetes manifests (paper 000 enforces its placement through affinity in
-the manifests): per microservice a Deployment and a Service, with required nodeAffinity on
-the plan's servers, required podAntiAffinity (one replica per node) and preferred
-podAffinity towards its heaviest peers (docs/placement.md, "Kubernetes export").
+"""A placement as Kubernetes manifests (Ahmed et al., PLOS ONE, enforce their placement through
+affinity in the manifests): per microservice a Deployment and a Service, with required
+nodeAffinity on the plan's servers, required podAntiAffinity (one replica per node) and
+preferred podAffinity towards its heaviest peers (docs/placement.md, "Kubernetes export").
 
 - manifests: plain data in, plain dicts out;
 - to_yaml: them as one multi-document YAML stream for ``kubectl apply -f``.

@@ -1,7 +1,8 @@
-"""Where each microservice instance runs: the placement of paper 000, as plain Python. Units
-(instances with the CPU and memory they need) go to servers so that their traffic times the
-distance it travels is least, under the servers' capacities and with a service's replicas
-on different servers (docs/placement.md, "The placement": the cost and plan()'s steps).
+"""Where each microservice instance runs: the placement of Ahmed et al. (PLOS ONE), as plain
+Python. Units (instances with the CPU and memory they need) go to servers so that their
+traffic times the distance it travels is least, under the servers' capacities and with a
+service's replicas on different servers (docs/placement.md, "The placement": the cost and
+plan()'s steps).
 
 - plan: the fewest servers near the clients, a METIS partition, parts mapped by distance,
   local search; exact (branch and bound) up to EXACT_MAX_UNITS units, the better kept;

@@ -1,5 +1,5 @@
-"""The microservice communication graph (MCG, paper 000), as plain Python, built from what the
-platform measures already (docs/placement.md, "The communication graph").
+"""The microservice communication graph (MCG of Ahmed et al., PLOS ONE), as plain Python, built
+from what the platform measures already (docs/placement.md, "The communication graph").
 
 - GraphBook: edges per (caller, callee) microservice from the controller's traffic pairs
   (clients: ``clients@<switch>``), response times per edge from the call-graph services'

@@ -1,7 +1,7 @@
 """CPU energy: measured from RAPL where it can be read, otherwise modelled, and always said
 which (docs/slo.md, "Energy").
 
-- CorePowerModel: paper 004's per-core model, P = m V + C V^2 f with V linear in f;
+- CorePowerModel: SLO-AEEM's per-core model (Song et al.), P = m V + C V^2 f with V linear in f;
 - emulated_busy_s: the busy time at an emulated frequency (a smaller CPU quota);
 - Rapl, counter_delta: the RAPL package counters, wrap-around handled.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CorePowerModel:
-    """Paper 004's power model of one pinned core: leakage m V(f), paid all the time, and
+    """SLO-AEEM's power model of one pinned core: leakage m V(f), paid all the time, and
     dynamic power C V(f)^2 f while busy, the voltage linear in f between (f_min, v_min) and
     (f_max, v_max). A core busy b seconds at f in an interval of t seconds uses
     E = t m V(f) + b C V(f)^2 f. The defaults are a core of the paper's class (Xeon Gold

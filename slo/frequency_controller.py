@@ -1,7 +1,7 @@
-"""The SLO frequency loop of paper 004 as pure functions (time passed in; frequencies in MHz,
-quantised to the step): a service's tail latency (the SLI) against its objective decides
-the frequency of the cores it is pinned to. The rule, its band, our guard and the paper's
-literal band: docs/slo.md, "The loop".
+"""The SLO frequency loop of SLO-AEEM (Song et al., Intel) as pure functions (time passed in;
+frequencies in MHz, quantised to the step): a service's tail latency (the SLI) against its
+objective decides the frequency of the cores it is pinned to. The rule, its band, our guard
+and the paper's literal band: docs/slo.md, "The loop".
 
 - decide, initial_state: one control period (the new state and why), and the start;
 - LoopSettings, LoopState, FrequencyDecision, BAND_MODES: its settings, state and output;
