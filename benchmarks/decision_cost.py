@@ -61,7 +61,7 @@ def make_core(servers: list[str], lag: float) -> PolicyCore:
             order += 1
     core = PolicyCore(pools, CLASSES, policy="malb", servers=servers, clock=lambda: NOW,
                       **controller_settings(parse_config({}).controller))
-    core.update_profiles({"backend": (0.5, 0.2, 0.3)}, {}, NOW - SAMPLE_AGE_S,
+    core.profiles.update({"backend": (0.5, 0.2, 0.3)}, {}, NOW - SAMPLE_AGE_S,
                          per_flow=PER_FLOW, prediction_lag_s=lag)
     return core
 
@@ -135,7 +135,7 @@ def run(args) -> list[dict]:
             print(f"[decision_cost] round {r + 1}/{rounds}: " + ", ".join(
                 f"{n}: p50 {statistics.median(times[n]) / 1000:.1f} us" for n in args.pending),
                 flush=True)
-    weights = core.weights("backend", NOW)[0]
+    weights = core.profiles.weights("backend", NOW)[0]
     rows = []
     for n in args.pending:
         ref = []

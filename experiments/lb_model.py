@@ -36,8 +36,9 @@ run is spent on it. What is real and what is modelled:
     .venv/bin/python -m experiments.lb_model --runs 20 --server-cpu 0.6,0.3,0.3,0.2 \
         --policies srr,ln,malb,malb-paper,oracle,least-jobs
 
-It takes the comparison's flags (experiments/workload.py); writes model.json and model.md (the headline
-figures per policy with 95 % intervals, and MALB against each other policy, paired by run).
+It takes the comparison's flags (experiments/workload.py); writes model.json and model.md
+(the headline figures per policy with 95 % intervals, and MALB against each other policy,
+paired by run).
 """
 from __future__ import annotations
 
@@ -276,7 +277,7 @@ class Model:
             return d.instance, d.server
         pool = [b for b in self.core.pools[ms] if self.core.in_service(b)]
         cap = {b.server: self.servers[b.server].cpu for b in pool}
-        long = self.core.flow_class(ms)[0] == "long"
+        long = self.core.profiles.flow_class(ms)[0] == "long"
         jobs = any(t.kind == "job" for t in self.done + self.tasks if t.ms == ms)
         if long and self.policy == "oracle" and jobs:
             load = {b.name: sum(t.cores for t in self.tasks if t.server == b.server

@@ -273,7 +273,7 @@ class ControllerCore:
             if w is not None:
                 normalise_weights(w, ms)
         for ms, w in weights.items():
-            self.policy_core.set_manual_weights(ms, w)
+            self.policy_core.profiles.set_manual_weights(ms, w)
         return self._pools_changed(now, Result())
 
     # ---------------------------------------------------------------- views

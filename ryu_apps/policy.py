@@ -135,7 +135,7 @@ class PolicyCore:
         """Each short-flow instance's part of the sample, beside the seconds of flow it has
         carried (estimators/unexplained_use.py)."""
         for ms, p in parts.items():
-            if ms not in self.pools or self.flow_class(ms)[0] != "short" or \
+            if ms not in self.pools or self.profiles.flow_class(ms)[0] != "short" or \
                     not isinstance(p, dict) or not finite_non_negative(p.get("cpu")) or \
                     not finite_non_negative(p.get("net")):
                 continue
@@ -165,7 +165,7 @@ class PolicyCore:
         to use."""
         long_parts = {}
         for ms, p in parts.items():
-            if ms in self.pools and self.flow_class(ms)[0] == "long" and \
+            if ms in self.pools and self.profiles.flow_class(ms)[0] == "long" and \
                     isinstance(p, dict) and finite_non_negative(p.get("cpu")) and \
                     finite_non_negative(p.get("net")):
                 long_parts[ms] = (float(p["cpu"]), float(p["net"]))
@@ -197,7 +197,7 @@ class PolicyCore:
         its `instance`) counts for malb's next short-flow choices, and by the profiled
         durations for the long-flow ones, as an unwatched flow."""
         self.pending_flows.add(server, microservice, t)
-        short = self.flow_class(microservice)[0] == "short"
+        short = self.profiles.flow_class(microservice)[0] == "short"
         if watched is None or short:
             self.running.add(server, microservice, t)
         if watched is not None and instance is not None:
@@ -208,20 +208,6 @@ class PolicyCore:
             self.open_flows.add(watched, server, microservice, t)
         keep = min(max(self.profiles.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
         self._forget(server, t - self.server_stale_after_s - keep)
-
-    def update_profiles(self, weights: dict[str, tuple[float, float, float]],
-                        flow_classes: dict[str, str | None], updated: float,
-                        per_flow: dict[str, tuple[float, float, float]] | None = None,
-                        prediction_lag_s: float | None = None,
-                        per_flow_abs: dict[str, tuple[float, float]] | None = None,
-                        durations: dict[str, list[float]] | None = None) -> None:
-        """The profiler's answer for each microservice (MicroserviceProfiles.update)."""
-        self.profiles.update(weights, flow_classes, updated, per_flow, prediction_lag_s,
-                             per_flow_abs, durations)
-
-    def set_manual_weights(self, microservice: str,
-                           weights: tuple[float, float, float] | None) -> None:
-        self.profiles.set_manual_weights(microservice, weights)
 
     def update_probe(self, instance: str, in_flight: float, latency_s: float | None,
                      latency_p99_s: float | None, sample_time: float) -> bool:
@@ -245,17 +231,6 @@ class PolicyCore:
         return self.instances.in_service(b)
 
     # ------------------------------------------------------------------ views
-    def flow_class(self, microservice: str) -> tuple[str, str]:
-        return self.profiles.flow_class(microservice)
-
-    def weights(self, microservice: str, now: float | None = None
-                ) -> tuple[tuple[float, float, float], str]:
-        return self.profiles.weights(microservice, now)
-
-    def flow_weights(self, microservice: str, now: float | None = None
-                     ) -> tuple[tuple[float, float, float], str]:
-        return self.profiles.flow_weights(microservice, now)
-
     def fresh(self, sample: ServerLoad, now: float) -> bool:
         return sample.sample_time is not None and now - sample.sample_time <= \
             self.server_stale_after_s
@@ -340,7 +315,7 @@ class PolicyCore:
         computing in silence, which runs until its FIN. False if no short flow was open."""
         instance = self.connections.instance_of(watched)
         backend = self.instances.backend(instance) if instance is not None else None
-        if backend is not None and self.flow_class(backend.microservice)[0] == "short":
+        if backend is not None and self.profiles.flow_class(backend.microservice)[0] == "short":
             self.connections.end(watched, t)
         return self.open_short.end(watched, t)
 

@@ -37,9 +37,9 @@ def policy_status(core, now: float) -> dict:
         }
     microservices = {}
     for ms, pool in core.pools.items():
-        w, wsrc = core.weights(ms, now)
-        fw, fwsrc = core.flow_weights(ms, now)
-        cls, csrc = core.flow_class(ms)
+        w, wsrc = core.profiles.weights(ms, now)
+        fw, fwsrc = core.profiles.flow_weights(ms, now)
+        cls, csrc = core.profiles.flow_class(ms)
         microservices[ms] = {
             "weights": {"alpha": round(w[0], 6), "beta": round(w[1], 6),
                         "gamma": round(w[2], 6)},

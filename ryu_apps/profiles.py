@@ -33,8 +33,8 @@ def apply_profiles(core: PolicyCore, profiles: dict, servers: dict, now: float) 
         if isinstance(qs, list) and qs and all(isinstance(q, (int, float)) for q in qs):
             durations[name] = qs
     lag = profiles.get("prediction_lag_s")
-    try:      # update_profiles checks the weights before it changes anything
-        core.update_profiles(weights, classes, now, per_flow,
+    try:      # profiles.update checks the weights before it changes anything
+        core.profiles.update(weights, classes, now, per_flow,
                              lag if isinstance(lag, (int, float)) else None, per_flow_abs,
                              durations)
     except ValueError as exc:

@@ -194,7 +194,7 @@ class MalbRest(_JsonController):
     def _weights(self) -> dict:
         out = {}
         for ms in self.app.policy_core.pools:
-            (a, b, g), source = self.app.policy_core.weights(ms)
+            (a, b, g), source = self.app.policy_core.profiles.weights(ms)
             out[ms] = {"alpha": a, "beta": b, "gamma": g, "source": source}
         return out
 

@@ -92,7 +92,7 @@ class RunningLoad:
         v = self.view
         short = {}
         for ms, p in load.parts.items():
-            if ms in v.pools and v.flow_class(ms)[0] == "short":
+            if ms in v.pools and v.profiles.flow_class(ms)[0] == "short":
                 if not all(finite_non_negative(p.get(k)) for k in
                            ("cpu", "net", "cpu_mean", "net_mean")):
                     return None

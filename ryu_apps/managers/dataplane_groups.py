@@ -65,7 +65,7 @@ class DataplaneGroups(Manager):
             # the baselines (srr, ln) keep a controller decision per flow, as the paper
             # defines them; a policy says whether the switch may balance its short flows
             on = (self.policy_core.strategy.dataplane
-                  and self.policy_core.flow_class(m.name)[0] == "short")
+                  and self.policy_core.profiles.flow_class(m.name)[0] == "short")
             out[m.name] = self.policy_core.short_flow_shares(m.name) if on else None
         return out
 

@@ -93,7 +93,7 @@ class Policy:
     def watches(self, view: "PolicyCore", ms: str) -> bool:
         """Whether the controller should follow a new TCP flow of `ms` to its FIN and report
         its end: long flows always (their load counts until they end)."""
-        return view.flow_class(ms)[0] == "long"
+        return view.profiles.flow_class(ms)[0] == "long"
 
     def short_flow_shares(self, view: "PolicyCore", ms: str, candidates: list[Backend],
                           now: float) -> dict[str, float]:

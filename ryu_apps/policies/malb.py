@@ -70,8 +70,8 @@ class Malb(Policy):
 
     def choose(self, view, ms, candidates, now, flow):
         o = self.options
-        weights = view.weights(ms, now)[0]
-        if view.flow_class(ms)[0] == "short":
+        weights = view.profiles.weights(ms, now)[0]
+        if view.profiles.flow_class(ms)[0] == "short":
             if o.short_flows == "least-remaining" and flow.watched is not None:
                 return self._least_remaining(view, ms, candidates, now, weights)
             if o.capacity_weighted and view.unequal_servers(candidates):
@@ -83,7 +83,7 @@ class Malb(Policy):
                                            for b in candidates}, weights)
             return round_robin(view, self, ms, now, "short flows: round robin")
         if o.long_flows == "running-load" and view.running_model():
-            w = view.flow_weights(ms, now)[0] if o.per_flow_weights else weights
+            w = view.profiles.flow_weights(ms, now)[0] if o.per_flow_weights else weights
             return self._least_running_load(view, ms, candidates, now, w)
         return least_load(view, self, ms, candidates, now, "weighted-least-load", weights)
 
@@ -93,7 +93,7 @@ class Malb(Policy):
 
     def short_flow_shares(self, view, ms, candidates, now):
         if self.options.capacity_weighted and view.unequal_servers(candidates):
-            return capacity_shares(view, candidates, view.weights(ms, now)[0])
+            return capacity_shares(view, candidates, view.profiles.weights(ms, now)[0])
         return super().short_flow_shares(view, ms, candidates, now)
 
     # ------------------------------------------------------------ short flows

@@ -39,7 +39,7 @@ def flow(port, client="10.0.200.1"):
 def running_core(policy="malb", capacities=None, **kw):
     core = make_core(policy, capacities=capacities, **kw)
     # backend jobs: 60 % last 10 s, 40 % 30 s; one costs 0.03 cores; CPU only
-    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
                          per_flow={"backend": (10.0, 0.0, 0.0)},
                          per_flow_abs={"backend": (0.03, 0.0)},
                          durations={"backend": [10.0] * 12 + [30.0] * 8})

@@ -13,7 +13,7 @@ def fake_app():
     core = make_core()
     return SimpleNamespace(
         policy_core=core, set_policy=core.set_policy, decisions=[], logger=logging.getLogger("t"),
-        set_weights=lambda weights: [core.set_manual_weights(ms, w)
+        set_weights=lambda weights: [core.profiles.set_manual_weights(ms, w)
                                      for ms, w in weights.items()],
         flows=SimpleNamespace(idle_timeout=10, epoch="", flows={}),
         status=lambda: 1 / 0,          # a bug, to see the 500

@@ -654,7 +654,7 @@ def test_weights_set_over_rest_move_the_groups_at_once():
     # all or nothing: one bad entry, and nothing changes
     with pytest.raises(KeyError):
         ctl.set_weights({"ui": (0.0, 1.0, 0.0), "nosuch": None}, NOW + 3)
-    assert ctl.policy_core.weights("ui")[0] == (1.0, 0.0, 0.0)
+    assert ctl.policy_core.profiles.weights("ui")[0] == (1.0, 0.0, 0.0)
 
 
 def test_flow_records_carry_both_directions_cookies():

@@ -120,7 +120,7 @@ def test_memory_stays_bounded_while_the_profiler_is_away():
     fresh data could still miss (the stale limit plus the lag, at least a minute), not every
     flow."""
     core = make_core(pending_flow_cost=5.0, server_stale_after_s=9.0)
-    core.update_profiles({}, {}, 0.0, prediction_lag_s=9.0)
+    core.profiles.update({}, {}, 0.0, prediction_lag_s=9.0)
     t = 1000.0
     for k in range(600_000):
         t += 0.001
@@ -129,7 +129,7 @@ def test_memory_stays_bounded_while_the_profiler_is_away():
     assert core.pending_flows.buckets() <= 4 * (window / core.pending_flows.bucket_s + 32 + 2)
     assert all(core.pending(s) <= window * 250 * 1.01 for s in SERVERS)
     # a huge reported lag does not lift the bound
-    core.update_profiles({}, {}, 0.0, prediction_lag_s=1e9)
+    core.profiles.update({}, {}, 0.0, prediction_lag_s=1e9)
     for k in range(100):
         core.note_assignment("srv1", "video", t + k * 0.01)
     assert core.pending_flows.buckets() <= 4 * ((9.0 + PENDING_MAX_LAG_S) / 0.1 + 32 + 2)
@@ -140,7 +140,7 @@ def test_decisions_with_pending_flows_match_the_per_flow_walk():
     within the kink buckets' bound."""
     rng = random.Random(5)
     core = make_core(pending_flow_cost=5.0)
-    core.update_profiles({"backend": (0.5, 0.2, 0.3)}, {}, 99.0,
+    core.profiles.update({"backend": (0.5, 0.2, 0.3)}, {}, 99.0,
                          per_flow={"backend": (2.0, 1.0, 1.0), "video": (1.0, 1.0, 3.0)},
                          prediction_lag_s=9.0)
     flows = {s: sorted((88.0 + 12 * rng.random(), rng.choice(("video", "backend", "ui")))
@@ -149,7 +149,7 @@ def test_decisions_with_pending_flows_match_the_per_flow_walk():
         for t, ms in fl:
             core.note_assignment(s, ms, t)
     loads(core, t=98.5)
-    w = core.weights("backend", 100.0)[0]
+    w = core.profiles.weights("backend", 100.0)[0]
     cost = {"backend": sum(a * b for a, b in zip(w, (2.0, 1.0, 1.0))),
             "video": sum(a * b for a, b in zip(w, (1.0, 1.0, 3.0))), "ui": 5.0}
     d = core.choose("backend", 100.0)

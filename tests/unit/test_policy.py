@@ -68,25 +68,25 @@ def test_without_any_fresh_data_least_load_falls_back_to_round_robin():
 
 def test_weights_sources_manual_profiler_stale_equal():
     core = make_core(weights_stale_after_s=30.0, period_s=3.0)
-    assert core.weights("video", 100.0)[1].startswith("equal (no profile")
-    core.update_profiles({"video": (0.51, 19.26, 22.87)}, {}, updated=99.0)
-    w, src = core.weights("video", 100.0)
+    assert core.profiles.weights("video", 100.0)[1].startswith("equal (no profile")
+    core.profiles.update({"video": (0.51, 19.26, 22.87)}, {}, updated=99.0)
+    w, src = core.profiles.weights("video", 100.0)
     assert src == "profiler" and round(w[2], 3) == 0.536
-    w, src = core.weights("video", 115.0)
+    w, src = core.profiles.weights("video", 115.0)
     assert "stale" in src and round(w[2], 3) == 0.536       # kept while the profiler is silent
-    w, src = core.weights("video", 140.0)
+    w, src = core.profiles.weights("video", 140.0)
     assert w == pytest.approx((1 / 3,) * 3) and src.startswith("equal (profile")
-    core.set_manual_weights("video", (0, 0, 2))
-    assert core.weights("video", 140.0) == ((0.0, 0.0, 1.0), "manual")
-    core.set_manual_weights("video", None)
-    assert core.weights("video", 140.0)[1].startswith("equal")
+    core.profiles.set_manual_weights("video", (0, 0, 2))
+    assert core.profiles.weights("video", 140.0) == ((0.0, 0.0, 1.0), "manual")
+    core.profiles.set_manual_weights("video", None)
+    assert core.profiles.weights("video", 140.0)[1].startswith("equal")
 
 
 def test_auto_flow_class_comes_from_the_profiler_and_defaults_to_long():
     core = make_core(classes={"video": "auto", "ui": "auto", "backend": "long"})
-    assert core.flow_class("ui") == ("long", "default (not profiled yet)")
-    core.update_profiles({}, {"ui": "short", "video": None}, updated=99.0)
-    assert core.flow_class("ui") == ("short", "profiler")
+    assert core.profiles.flow_class("ui") == ("long", "default (not profiled yet)")
+    core.profiles.update({}, {"ui": "short", "video": None}, updated=99.0)
+    assert core.profiles.flow_class("ui") == ("short", "profiler")
     assert core.choose("ui").algorithm == "round-robin"
 
 
@@ -127,7 +127,7 @@ def test_status_is_json_ready_and_counts_assignments():
 
 def test_pending_flows_fade_over_the_prediction_lag_at_their_per_flow_cost():
     core = make_core()
-    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 90.0,
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, 90.0,
                          per_flow={"backend": (20.0, 1.0, 0.0)}, prediction_lag_s=30.0)
     core.note_assignment("srv1", "backend", 100.0)
     w = (1.0, 0.0, 0.0)
@@ -146,7 +146,7 @@ def test_a_lagging_prediction_does_not_make_long_flows_pile_up():
         core = make_core()
         clock = [100.0]
         core.clock = lambda: clock[0]
-        core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 99.0,
+        core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, 99.0,
                              per_flow={"backend": (25.0, 0.0, 0.0)}, prediction_lag_s=lag)
         picks = []
         for step in range(4):
@@ -165,7 +165,7 @@ def test_a_lagging_prediction_does_not_make_long_flows_pile_up():
 
 def test_status_shows_per_flow_use_and_lag():
     core = make_core()
-    core.update_profiles({}, {}, 99.0, per_flow={"video": (1.0, 0.0, 3.0)},
+    core.profiles.update({}, {}, 99.0, per_flow={"video": (1.0, 0.0, 3.0)},
                          prediction_lag_s=30.0)
     st = core.status()
     assert st["prediction_lag_s"] == 30.0

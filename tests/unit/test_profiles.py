@@ -26,7 +26,7 @@ def servers(**over):
 def test_a_good_answer_sets_weights_classes_costs_durations_and_server_loads():
     core = core_from_config(load_config(), "malb")
     assert apply_profiles(core, answer(), servers(), NOW) == []
-    assert core.weights("backend", NOW) == ((0.8, 0.1, 0.1), "profiler")
+    assert core.profiles.weights("backend", NOW) == ((0.8, 0.1, 0.1), "profiler")
     assert core.profiles.profiled_class["backend"] == "long"   # (the configured class still rules)
     assert core.profiles.per_flow["backend"] == (5.0, 0.0, 1.0)
     assert core.profiles.per_flow_abs["backend"] == (0.015, 100.0)
@@ -57,7 +57,7 @@ def test_wrong_types_and_stale_servers_are_left_out():
     bad["microservices"]["ghost"] = "not a dict"
     assert apply_profiles(core, bad, servers(stale=True), NOW) == []
     assert "backend" not in core.profiles.per_flow and "backend" not in core.profiles.survival
-    assert core.weights("backend", NOW)[1].startswith("equal")
+    assert core.profiles.weights("backend", NOW)[1].startswith("equal")
     assert core.loads["srv1"].sample_time is None
     apply_profiles(core, answer(), servers(sample_time="soon"), NOW)
     assert core.loads["srv1"].sample_time is None
@@ -71,7 +71,7 @@ def test_weights_the_core_refuses_come_back_as_a_warning_and_change_nothing():
     refused["prediction_lag_s"] = 3.0
     warnings = apply_profiles(core, refused, servers(sample_time=NOW + 2), NOW + 3)
     assert len(warnings) == 1 and "bad weights" in warnings[0]
-    assert core.weights("backend", NOW + 3)[0] == (0.8, 0.1, 0.1)
+    assert core.profiles.weights("backend", NOW + 3)[0] == (0.8, 0.1, 0.1)
     assert core.profiles.per_flow["backend"] == (5.0, 0.0, 1.0)
     assert core.profiles.survival["backend"].longest == 30.0
     assert core.profiles.prediction_lag_s == 30.0

@@ -9,7 +9,7 @@ from tests.lib.policy_core import SERVERS, loads, make_core, measured, running_c
 
 def test_malb_sends_long_flows_to_least_weighted_load():
     core = make_core()
-    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)   # CPU-bound
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)   # CPU-bound
     loads(core, srv1=(90, 10, 1), srv2=(20, 80, 90), srv3=(50, 5, 5), srv4=(40, 50, 50))
     d = core.choose("backend")
     assert (d.server, d.algorithm) == ("srv2", "weighted-least-load")
@@ -64,7 +64,7 @@ def test_malb_on_servers_of_different_sizes_costs_a_flow_by_each_servers_capacit
     # 0.03 cores: 5 % of srv1, 10 % of srv2/3, 15 % of srv4: picks in proportion to capacity
     assert picks == {"srv1": 6, "srv2": 3, "srv3": 3, "srv4": 2}
     # short flows: round robin weighted by capacity (in the microservice's weights)
-    core.set_manual_weights("ui", (1.0, 0.0, 0.0))
+    core.profiles.set_manual_weights("ui", (1.0, 0.0, 0.0))
     ui = Counter(core.choose("ui", now=101.0).server for _ in range(140))
     assert ui == {"srv1": 60, "srv2": 30, "srv3": 30, "srv4": 20}
     # equal servers: plain round robin, as the paper
@@ -108,7 +108,7 @@ def test_malb_without_durations_decides_as_the_paper():
 def test_malb_takes_the_network_base_from_the_prediction_less_the_flows_of_its_window():
     core = make_core("malb", capacities={s: (0.3, 256, 50) for s in SERVERS})
     # 20 s streams of 1 MB/s (16 % of a 50 Mbit/s server each)
-    core.update_profiles({"video": (0.0, 0.0, 1.0)}, {}, 100.0,
+    core.profiles.update({"video": (0.0, 0.0, 1.0)}, {}, 100.0,
                          per_flow_abs={"video": (0.0, 1e6)},
                          durations={"video": [10.0] * 20}, prediction_lag_s=30.0)
     for _ in range(3):                       # three 10 s streams (16 % each) at 70 s
@@ -124,7 +124,7 @@ def test_malb_takes_the_network_base_from_the_prediction_less_the_flows_of_its_w
 
 def test_malb_takes_the_cpu_base_from_the_latest_measurement():
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
-    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0, prediction_lag_s=30.0)
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, 100.0, prediction_lag_s=30.0)
     # the prediction (a 30 s mean) still shows srv2's old load; its latest sample does not
     for srv in SERVERS:
         core.update_server_load(srv, 60.0 if srv == "srv2" else 20.0, 10.0, 10.0, 99.0,
@@ -134,7 +134,7 @@ def test_malb_takes_the_cpu_base_from_the_latest_measurement():
 
 def test_malb_takes_short_flows_at_their_level_over_servers_not_their_latest_sample():
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
-    core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
                          per_flow_abs={"ui": (0.01, 1e6)},
                          durations={"ui": [1.0] * 20})
 
@@ -227,7 +227,7 @@ def test_malb_counts_a_job_about_to_end_for_the_part_of_the_next_seconds_it_runs
 def test_malb_weighs_a_long_flow_by_what_one_flow_uses_not_the_instances_footprint():
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
     # the paper's weights: memory (the idle footprint) 97 %; a job uses CPU only
-    core.update_profiles({"backend": (0.03, 0.97, 0.0)}, {}, 100.0,
+    core.profiles.update({"backend": (0.03, 0.97, 0.0)}, {}, 100.0,
                          per_flow={"backend": (10.0, 0.0, 0.0)})
     for srv in SERVERS:        # srv1: most CPU, least memory (by a percent)
         core.update_server_load(srv, 10.0, 20.0, 5.0, 99.0,
@@ -238,13 +238,13 @@ def test_malb_weighs_a_long_flow_by_what_one_flow_uses_not_the_instances_footpri
     ms = core.status(100.0)["microservices"]["backend"]
     assert ms["flow_weights_source"] == "per-flow use" and ms["weights"]["beta"] == 0.97
     paper = running_core("malb-paper", capacities={s: (0.3, 256, 50) for s in SERVERS})
-    paper.update_profiles({"backend": (0.03, 0.97, 0.0)}, {}, 100.0)
+    paper.profiles.update({"backend": (0.03, 0.97, 0.0)}, {}, 100.0)
     for srv in SERVERS:
         paper.update_server_load(srv, 40.0 if srv == "srv1" else 10.0,
                                  19.0 if srv == "srv1" else 20.0, 5.0, 99.0)
     paper_pick = paper.choose("backend", now=100.0)
     assert paper_pick.weights == pytest.approx((0.03, 0.97, 0.0)) and paper_pick.server == "srv1"
-    core.set_manual_weights("backend", (0.0, 1.0, 0.0))        # manual weights still win
+    core.profiles.set_manual_weights("backend", (0.0, 1.0, 0.0))        # manual weights still win
     assert core.choose("backend", now=100.5).weights == (0.0, 1.0, 0.0)
 
 
@@ -263,7 +263,7 @@ def test_malb_ignores_parts_with_a_short_flow_figure_missing_or_not_a_use(bad):
 
 def test_malb_sends_a_watched_short_flow_where_the_least_flow_time_is_left():
     core = make_core()
-    core.update_profiles({}, {}, 100.0, durations={"ui": [0.4] * 10 + [4.0] * 10})
+    core.profiles.update({}, {}, 100.0, durations={"ui": [0.4] * 10 + [4.0] * 10})
     # srv1 got an object 0.5 s ago (a long one: the short ones end at 0.4 s); srv2 one
     # just now; srv3 two at 3.9 s old (nearly done); srv4 one just now
     for key, inst, t in (("a", "srv1-ui", 99.5), ("b", "srv2-ui", 100.0),
@@ -297,7 +297,7 @@ def test_malb_short_flows_on_unequal_servers_weigh_by_capacity():
     caps = {"srv1": (0.6, 512, 100), "srv2": (0.3, 512, 100), "srv3": (0.3, 512, 100),
             "srv4": (0.2, 512, 100)}
     core = make_core(capacities=caps)
-    core.update_profiles({"ui": (1.0, 0.0, 0.0)}, {}, 100.0, durations={"ui": [1.0] * 20})
+    core.profiles.update({"ui": (1.0, 0.0, 0.0)}, {}, 100.0, durations={"ui": [1.0] * 20})
     picks = Counter(core.choose("ui", watched=k).server for k in range(14))
     # no flow ends: each server takes flows in proportion to its CPU (0.6 : 0.3 : 0.3 : 0.2)
     assert picks == {"srv1": 6, "srv2": 3, "srv3": 3, "srv4": 2}
@@ -338,7 +338,7 @@ def test_malb_keeps_what_a_short_flow_instance_uses_beyond_what_our_flows_explai
     predictions, keeps away from srv1 too)."""
     def core_with(policy, busy_srv1=False, ui_cores=0.01):
         core = running_core(policy, capacities={s: (0.3, 256, 50) for s in SERVERS})
-        core.update_profiles({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
+        core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, 100.0,
                              per_flow_abs={"ui": (ui_cores, 1e6)}, durations={"ui": [1.0] * 20})
         for k, srv in enumerate(SERVERS):          # one ui object each, watched
             core.note_assignment(srv, "ui", 90.0, watched=("ui", k), instance=f"{srv}-ui")
