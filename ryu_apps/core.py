@@ -2,7 +2,7 @@
 OpenFlow messages and state changes out. No Ryu import, no clock read, no send, no socket:
 ryu_apps/malb.py decodes each Ryu event into plain arguments, passes the time in, calls
 one method here and sends the (dpid, bytes) the returned Result holds, counts its metric
-updates and logs its lines. tests/unit/test_core.py runs it against a fake flow table.
+updates and logs its lines. tests/unit/ryu_apps/test_core.py runs it against a fake flow table.
 
 ControllerCore holds the managers (ryu_apps/managers/, one concern each) and passes each
 event to them: a switch up or gone to all in turn, any other event to the one it concerns;

@@ -6,7 +6,7 @@ built and parsed with struct.
 The new-flow path (packet-in -> rule pair -> barrier -> packet-out) is MALB's hot path.
 Building its messages with Ryu's generic classes costs about 2 ms per flow (OXM objects,
 address conversions through netaddr, generic serialisation); here they are packed directly,
-byte-for-byte the same as Ryu's serialisation (tests/unit/test_ofwire.py compares them),
+byte-for-byte the same as Ryu's serialisation (tests/unit/ryu_apps/test_ofwire.py compares them),
 in a few microseconds. Plain functions: data in, bytes out; no Ryu import.
 """
 from __future__ import annotations

@@ -29,10 +29,11 @@ from ryu_apps.flowpath import FlowPath
 from ryu_apps.policy import PolicyCore
 from ryu_apps.result import Result
 
-FAKE_SWITCH_TESTS = ("tests/unit/test_core.py", "tests/unit/test_flowpath.py",
-                     "tests/unit/test_dataplane.py")
-POLICY_TESTS = ("tests/unit/test_policy.py", "tests/unit/policies", "tests/unit/test_lb_model.py",
-                "tests/unit/test_profiles.py", "tests/unit/test_running.py")
+FAKE_SWITCH_TESTS = ("tests/unit/ryu_apps/test_core.py", "tests/unit/ryu_apps/test_flowpath.py",
+                     "tests/unit/ryu_apps/test_dataplane.py")
+POLICY_TESTS = ("tests/unit/ryu_apps/test_policy.py", "tests/unit/ryu_apps/policies",
+                "tests/unit/experiments/test_lb_model.py", "tests/unit/ryu_apps/test_profiles.py",
+                "tests/unit/ryu_apps/estimators/test_running.py")
 
 def replay_policies() -> tuple[str, ...]:
     """Every registered policy: the fake-switch scenarios and the model under each."""

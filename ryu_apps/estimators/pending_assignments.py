@@ -113,12 +113,12 @@ class PendingFlows:
     most two) buckets holding d and d - L count their flows at the bucket's mean time: for L
     of a bucket or more, an error of at most n * bucket_s / (4 L) flows for a bucket of n
     (none when its flows share one time); for L = 0, the bucket holding d counts all or
-    nothing. tests/unit/test_pending.py checks the bound against a per-flow walk. Counts
-    after a time are exact the same way. Each series remembers its part up to d's bucket
-    per (d, L), recomputed when the data moves on, buckets are dropped or a flow lands at
-    or before d's bucket, so a decision costs one subtraction per series whatever the
-    number of flows. `prune` drops buckets in batches and re-bases the sums, which never
-    grow with the process's age."""
+    nothing. tests/unit/ryu_apps/estimators/test_pending.py checks the bound against a
+    per-flow walk. Counts after a time are exact the same way. Each series remembers its
+    part up to d's bucket per (d, L), recomputed when the data moves on, buckets are
+    dropped or a flow lands at or before d's bucket, so a decision costs one subtraction
+    per series whatever the number of flows. `prune` drops buckets in batches and re-bases
+    the sums, which never grow with the process's age."""
 
     def __init__(self, bucket_s: float = DEFAULT_BUCKET_S):
         if not bucket_s > 0:

@@ -333,7 +333,7 @@ def test_garbage_on_the_socket_gets_a_4xx_or_a_hang_up(profiler, garbage):
 
 # ------------------------------------------------------------------ the host agent
 # Its server as `python -m agents` builds it (agents.agent.http_server), with the SLO loop
-# routes of tests/unit/test_agent_http.py: GET /stats, /health, /metrics, GET and PUT /slo.
+# routes of tests/unit/agents/test_agent_http.py: GET /stats, /health, /metrics, GET and PUT /slo.
 AGENT_EXAMPLES = 400
 
 
@@ -443,7 +443,7 @@ def test_agent_wrong_paths_methods_bodies_and_content_types_are_named(agent, dat
 
 
 # ------------------------------------------------------------------ the controller's REST
-# In process, as tests/unit/test_rest.py drives it: Ryu's WSGIApplication with our
+# In process, as tests/unit/ryu_apps/test_rest.py drives it: Ryu's WSGIApplication with our
 # controllers, called with webob requests (no ryu-manager, no sockets: eventlet's server
 # is Ryu's, not ours).
 REST_EXAMPLES = 600

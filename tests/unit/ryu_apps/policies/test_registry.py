@@ -17,7 +17,7 @@ def test_every_registered_policy_has_a_unit_test_module():
     for name in policies.names():
         module = policies.policy_class(name).__module__.rsplit(".", 1)[-1]
         if not os.path.exists(os.path.join(HERE, f"test_{module}.py")):
-            missing.append(f"{name} (tests/unit/policies/test_{module}.py)")
+            missing.append(f"{name} (tests/unit/ryu_apps/policies/test_{module}.py)")
     assert not missing, f"registered policies without a unit test: {', '.join(missing)}"
 
 

@@ -1,5 +1,5 @@
 """The policy core (ryu_apps/policy.py): pools, health, loads, weights, pending flows and the
-status, as every policy reads them. Each policy's own tests: tests/unit/policies/."""
+status, as every policy reads them. Each policy's own tests: tests/unit/ryu_apps/policies/."""
 import json
 from collections import Counter
 
