@@ -30,7 +30,7 @@ from ryu.ofproto import ofproto_v1_3
 
 from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
-from ryu_apps import listeners, rest
+from ryu_apps import lazy_parse, listeners, rest
 from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
 from ryu_apps.result import Result
@@ -87,6 +87,10 @@ class MalbController(app_manager.RyuApp):
             listeners.reserve(ports)
         except listeners.PortInUse as exc:
             _exit(f"malb: cannot listen: {exc}")
+
+        # flow-removed and flow-statistics matches parsed on first access: a quarter of the
+        # controller's time at 1,000 new flows/s went to parsing what it never reads
+        lazy_parse.install()
 
         # ---- the pure controller core (ryu_apps/core.py); the shell keeps the datapaths
         self.datapaths = {}
@@ -211,10 +215,9 @@ class MalbController(app_manager.RyuApp):
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev):
+        # match and output ports parsed only if the core reads them (lazy_parse.py)
         entries = [FlowStat(st.cookie, st.duration_sec + st.duration_nsec / 1e9, st.byte_count,
-                            st.packet_count, dict(st.match.items()),
-                            tuple(a.port for i in st.instructions
-                                  for a in getattr(i, "actions", []) if hasattr(a, "port")))
+                            st.packet_count, lazy_parse.MatchView(st), lazy_parse.OutPorts(st))
                    for st in ev.msg.body]
         self._apply(self.ctl.flow_stats(ev.msg.datapath.id, entries, time.time()))
 

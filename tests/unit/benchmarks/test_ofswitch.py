@@ -1,0 +1,121 @@
+"""benchmarks/ofswitch.py: what the emulated switch sends parses with Ryu's own OpenFlow 1.3
+parser as a real switch's would, and its flow table follows the controller's flow-mods."""
+from __future__ import annotations
+
+import struct
+
+from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+from benchmarks import ofswitch
+from ryu_apps import ofwire
+
+
+class _Datapath:
+    ofproto, ofproto_parser = ofp, parser
+
+
+class _Writer:
+    def __init__(self):
+        self.sent = []
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+def parse(buf: bytes) -> list:
+    out, pos = [], 0
+    while pos < len(buf):
+        version, kind, length, xid = struct.unpack_from("!BBHI", buf, pos)
+        out.append(ofproto_parser.msg(_Datapath(), version, kind, length, xid,
+                                      buf[pos:pos + length]))
+        pos += length
+    return out
+
+
+def switch() -> ofswitch.Emulated:
+    sw = ofswitch.Emulated("127.0.0.1", 1, held=(bytes([10, 0, 0, 9]),))
+    sw.writer = _Writer()
+    return sw
+
+
+def handle(sw, buf: bytes) -> None:
+    _v, kind, _length, xid = struct.unpack_from("!BBHI", buf)
+    sw._handle(kind, xid, buf)
+
+
+def nat_rule(sw, cookie: int, client: str, sport: int, idle: int = 10) -> None:
+    handle(sw, ofwire.flow_mod(7, cookie, 200, {"eth_type": 0x0800, "ip_proto": 6,
+                                                "ipv4_src": client, "tcp_src": sport},
+                               ofwire.action_output(3), idle_timeout=idle,
+                               flags=ofwire.OFPFF_SEND_FLOW_REM))
+
+
+def test_a_packet_in_parses_with_its_port_frame_and_cookie():
+    frame = ofwire.tcp_frame("02:00:00:00:00:64", "02:00:00:00:00:01", "10.0.0.1",
+                             "10.0.0.100", 40000, 8002, 1, flags=ofwire.TCP_SYN)
+    msg, = parse(ofswitch.packet_in(5, frame, cookie=77))
+    assert isinstance(msg, parser.OFPPacketIn)
+    assert (msg.match["in_port"], msg.data, msg.cookie, msg.reason) == \
+        (5, frame, 77, ofp.OFPR_ACTION)
+
+
+def test_the_handshake_features_and_port_description_make_it_ready():
+    sw = switch()
+    handle(sw, ofswitch.message(ofswitch.FEATURES_REQUEST, 3))
+    features, = parse(sw.writer.sent.pop())
+    assert isinstance(features, parser.OFPSwitchFeatures) and features.datapath_id == 1
+    assert not sw.ready.is_set()
+    handle(sw, ofswitch.message(ofswitch.MULTIPART_REQUEST, 4,
+                                struct.pack("!HH4x", ofswitch.MP_PORT_DESC, 0)))
+    reply, = parse(sw.writer.sent.pop())
+    assert isinstance(reply, parser.OFPPortDescStatsReply) and reply.xid == 4
+    assert sw.ready.is_set()
+    handle(sw, ofwire.barrier_request(9))
+    handle(sw, ofwire.echo_request(10, b"x"))
+    barrier, echo = parse(b"".join(sw.writer.sent))
+    assert (barrier.xid, echo.xid, echo.data) == (9, 10, b"x")
+
+
+def test_flow_statistics_answer_by_cookie_and_mask_in_replies_under_64_kib():
+    sw = switch()
+    for k in range(2000):
+        nat_rule(sw, (0x4D4C << 48) | k, "10.0.0.1", 1024 + k)
+    nat_rule(sw, 0x1234, "10.0.0.1", 80)            # not in the slice's cookie range
+    assert len(sw.rules) == 2001 and sw.flow_mods == 2001
+    handle(sw, ofwire.flow_stats_request(11, (0x4D4C << 48) | 1, (0xFFFF << 48) | 1))
+    replies = [m for buf in sw.writer.sent for m in parse(buf)]
+    assert len(replies) > 1 and all(len(m.buf) <= 65535 for m in replies)
+    assert [bool(m.flags & ofp.OFPMPF_REPLY_MORE) for m in replies] == \
+        [True] * (len(replies) - 1) + [False]
+    stats = [st for m in replies for st in m.body]
+    assert sorted(st.cookie & 0xFFFF for st in stats) == list(range(1, 2000, 2))
+    st = next(s for s in stats if s.cookie & 0xFFFF == 1)
+    assert (st.match["ipv4_src"], st.match["tcp_src"], st.idle_timeout, st.priority) == \
+        ("10.0.0.1", 1025, 10, 200)
+    assert st.instructions[0].actions[0].port == 3
+
+
+def test_rules_idle_out_with_a_flow_removed_unless_they_are_held_and_deletes_apply():
+    sw = switch()
+    nat_rule(sw, (0x4D4C << 48) | 1, "10.0.0.1", 1024, idle=1)
+    nat_rule(sw, (0x4D4C << 48) | 2, "10.0.0.9", 1025, idle=1)      # the held client's
+    nat_rule(sw, (0x4D46 << 48) | 3, "10.0.0.1", 1026, idle=1)
+    handle(sw, ofwire.flow_delete(12, 0x4D46 << 48, 0xFFFF << 48))
+    assert sorted(r.cookie & 0xFF for r in sw.rules.values()) == [1, 2]
+    for r in sw.rules.values():
+        r.created -= 5
+    sw.expire(now=max(r.created for r in sw.rules.values()) + 5)
+    removed, = parse(b"".join(sw.writer.sent))
+    assert isinstance(removed, parser.OFPFlowRemoved)
+    assert (removed.cookie & 0xFF, removed.reason, removed.match["tcp_src"]) == \
+        (1, ofp.OFPRR_IDLE_TIMEOUT, 1024)
+    assert [r.cookie & 0xFF for r in sw.rules.values()] == [2]
+
+
+def test_a_packet_out_answers_the_syn_it_carries():
+    sw = switch()
+    frame = ofwire.tcp_frame("02:00:00:00:01:01", "02:00:00:00:00:01", "10.0.0.1",
+                             "10.0.1.1", 40000, 8002, 1, flags=ofwire.TCP_SYN)
+    sw.pending[("10.0.0.1", 40000)] = 0.0
+    handle(sw, ofwire.packet_out(13, 5, ofwire.action_output(2), frame))
+    assert not sw.pending and len(sw.latencies) == 1 and sw.packet_outs == 1
