@@ -9,6 +9,7 @@ CHOOSE_BUCKETS = (0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.00
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                    0.1, 0.5)
 PROBE_POLL_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+STALL_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
 
 
 class ControllerMetrics:
@@ -22,6 +23,14 @@ class ControllerMetrics:
         self.latency = self.registry.histogram(
             "malb_decision_latency_seconds",
             "From packet-in to the flow rules and packet-out being sent.", (), LATENCY_BUCKETS)
+        self.loop_lag = self.registry.histogram(
+            "malb_event_loop_lag_seconds",
+            "How late a 10 ms timer on the controller's event loop fires: the time every "
+            "event waited behind other work then (Ryu's parsing included).", (), STALL_BUCKETS)
+        self.handler = self.registry.histogram(
+            "malb_handler_seconds", "One event handled by the controller, from its decoded "
+            "message to the messages queued for sending (Ryu's parsing before not included).",
+            ("event",), STALL_BUCKETS)
         self.choose = self.registry.histogram(
             "malb_choose_seconds", "The policy core's decision alone (choose()).",
             ("algorithm",), CHOOSE_BUCKETS)

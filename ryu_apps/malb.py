@@ -40,6 +40,7 @@ CONF = cfg.CONF
 # much more for its own work and the way here, then the poll counts as failed
 PROBE_HTTP_SLACK_S = 0.5
 PROBE_BUG_LOG_EVERY_S = 60.0   # an exception in the probe loop: logged this often at most
+LAG_TIMER_S = 0.01             # the event-loop lag timer's period
 
 
 def _conf(name: str):
@@ -109,7 +110,8 @@ class MalbController(app_manager.RyuApp):
         self.logger.info("MALB: %d microservices, %d instances on %d servers, policy %s, "
                          "config %s", len(self.cfg.microservices), len(self.instances),
                          len(self.cfg.servers), policy, self.cfg.source)
-        self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop)]
+        self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop),
+                        hub.spawn(self._lag_loop)]
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
         # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
         gc.freeze()
@@ -203,23 +205,29 @@ class MalbController(app_manager.RyuApp):
         result = self.ctl.packet_in(msg.datapath.id, msg.match["in_port"], msg.data,
                                     time.time(), msg.cookie)
         self._apply(result)
+        took = time.perf_counter() - started
         if result.latency:
-            self.m.latency.observe(time.perf_counter() - started)
+            self.m.latency.observe(took)
+        self.m.handler.observe(took, "packet_in")
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev):
+        started = time.perf_counter()
         m = ev.msg
         self._apply(self.ctl.flow_removed(m.datapath.id, m.cookie,
                                           m.duration_sec + m.duration_nsec / 1e9,
                                           m.byte_count, m.packet_count, m.reason, time.time()))
+        self.m.handler.observe(time.perf_counter() - started, "flow_removed")
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev):
+        started = time.perf_counter()
         # match and output ports parsed only if the core reads them (lazy_parse.py)
         entries = [FlowStat(st.cookie, st.duration_sec + st.duration_nsec / 1e9, st.byte_count,
                             st.packet_count, lazy_parse.MatchView(st), lazy_parse.OutPorts(st))
                    for st in ev.msg.body]
         self._apply(self.ctl.flow_stats(ev.msg.datapath.id, entries, time.time()))
+        self.m.handler.observe(time.perf_counter() - started, "flow_stats")
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)
     def _echo_reply(self, ev):
@@ -233,8 +241,10 @@ class MalbController(app_manager.RyuApp):
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats(self, ev):
+        started = time.perf_counter()
         entries = [PortStat(st.port_no, st.rx_bytes, st.tx_bytes) for st in ev.msg.body]
         self._apply(self.ctl.port_stats(ev.msg.datapath.id, entries, time.time()))
+        self.m.handler.observe(time.perf_counter() - started, "port_stats")
 
     # ================================================================ loops
     def _monitor_loop(self):
@@ -242,9 +252,19 @@ class MalbController(app_manager.RyuApp):
         delay = self.cfg.controller.monitoring_period_s
         while True:
             hub.sleep(delay)
+            started = time.perf_counter()
             result = self.ctl.poll_stats(time.time())
             self._apply(result)
+            self.m.handler.observe(time.perf_counter() - started, "poll_stats")
             delay = result.next_in_s
+
+    def _lag_loop(self):
+        """A timer every LAG_TIMER_S: how late it fires is how long the event loop was busy
+        with something else (an event, Ryu's parsing, a REST call) before it."""
+        while True:
+            started = time.perf_counter()
+            hub.sleep(LAG_TIMER_S)
+            self.m.loop_lag.observe(max(0.0, time.perf_counter() - started - LAG_TIMER_S))
 
     def _health_loop(self):
         interval = self.cfg.controller.health.interval_s
@@ -274,7 +294,10 @@ class MalbController(app_manager.RyuApp):
         period)."""
         base = self.cfg.profiler.url
         try:
-            for i, body in enumerate(self.ctl.profiler_report(now)):
+            started = time.perf_counter()
+            bodies = self.ctl.profiler_report(now)    # the records taken (each body built later)
+            self.m.handler.observe(time.perf_counter() - started, "profiler_report")
+            for i, body in enumerate(bodies):
                 post_json(f"{base}/flows", body, timeout, token=self.token)
                 if i == 0:      # the pairs arrived: they count from now on
                     self.ctl.profiler_pairs_sent(now)
@@ -287,10 +310,12 @@ class MalbController(app_manager.RyuApp):
             self.m.profiler.inc("any", "error")
             self._apply(self.ctl.profiler_failed(str(exc), now))
             return None
+        started = time.perf_counter()
         result = self.ctl.profiler_answer(profiles, servers, now)
         if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
             self.m.profiler.inc("any", "error")
         self._apply(result)
+        self.m.handler.observe(time.perf_counter() - started, "profiler_answer")
         return result.next_in_s
 
     def _probe_loop(self, server: str):

@@ -41,6 +41,7 @@ def test_a_switch_connects_and_a_new_flow_is_sent_counted_and_timed(app):
     metrics = app.metrics.render()
     assert 'malb_packet_in_total{kind="new_flow"} 1' in metrics
     assert "malb_decision_latency_seconds_count 1" in metrics
+    assert 'malb_handler_seconds_count{event="packet_in"} 1' in metrics
     assert app.decisions[-1]["client"] == f"{c.ip}:40000"
 
 
