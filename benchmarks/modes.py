@@ -123,6 +123,42 @@ def direct_rules(switch: str, client, instances, ports: dict, add: bool) -> None
                    input="\n".join(flows) + "\n", text=True, check=True, timeout=10)
 
 
+def upcalls() -> dict[str, int]:
+    """Open vSwitch's userspace datapath counters, summed over its threads: packets received
+    and datapath misses handed to ovs-vswitchd (upcalls). Read-only; {} when unreadable."""
+    try:
+        text = subprocess.run(["ovs-appctl", "dpif-netdev/pmd-stats-show"], capture_output=True,
+                              text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_upcalls(text)
+
+
+def parse_upcalls(text: str) -> dict[str, int]:
+    """`ovs-appctl dpif-netdev/pmd-stats-show`'s packets received and upcalls (successful
+    or failed), summed over the threads listed; {} when it lists none."""
+    if "packets received:" not in text:
+        return {}
+    out: dict[str, int] = {}
+    for key, pattern in (("packets", r"packets received: (\d+)"),
+                         ("upcalls", r"miss with (?:success|failed) upcall: (\d+)")):
+        out[key] = sum(int(v) for v in re.findall(pattern, text))
+    return out
+
+
+def counted(step, connections_of=lambda r: r["connections"]):
+    """Run a connect step; add the datapath's upcalls and packets per connection."""
+    before = upcalls()
+    r = step()
+    after = upcalls()
+    n = connections_of(r)
+    if before and after and n:
+        r["upcalls_per_connection"] = round((after["upcalls"] - before["upcalls"]) / n, 3)
+        r["datapath_packets_per_connection"] = round(
+            (after["packets"] - before["packets"]) / n, 2)
+    return r
+
+
 def direct_connect(cli, switch: str, client, instances, ports, port: int, workers: int,
                    seconds: float) -> dict:
     direct_rules(switch, client, instances, ports, add=True)
@@ -300,10 +336,11 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
         cli2.cmd("ping -c 1 -W 1 10.0.0.100")
 
         say("[modes] per-flow: direct path, then round robin through the ui VIP")
-        pf: dict = {"direct": direct_connect(cli1, switch, client, uis, ports, VIP_UI, workers,
-                                             seconds)}
+        pf: dict = {"direct": counted(lambda: direct_connect(cli1, switch, client, uis, ports,
+                                                             VIP_UI, workers, seconds))}
         before = packet_ins(metrics_text(rest))
-        pf["round_robin"] = connect(cli1, f"10.0.0.100:{VIP_UI}", workers, seconds)
+        pf["round_robin"] = counted(lambda: connect(cli1, f"10.0.0.100:{VIP_UI}", workers,
+                                                    seconds))
         pf["round_robin"]["packet_ins_new_flow"] = \
             packet_ins(metrics_text(rest)).get("new_flow", 0) - before.get("new_flow", 0)
 
@@ -369,10 +406,11 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
         stack.wait_for(lambda: stack.controller_get("/malb/status")["dataplane"]
                        ["microservices"]["ui"]["switches"], 60, "the ui select group")
         time.sleep(cfg.controller.idle_timeout_s + 2)   # per-flow rules of before expire
-        dpm: dict = {"direct": direct_connect(cli1, switch, client, uis, ports, VIP_UI,
-                                              workers, seconds)}
+        dpm: dict = {"direct": counted(lambda: direct_connect(cli1, switch, client, uis, ports,
+                                                              VIP_UI, workers, seconds))}
         before = packet_ins(metrics_text(rest))
-        dpm["select_group"] = connect(cli1, f"10.0.0.100:{VIP_UI}", workers, seconds)
+        dpm["select_group"] = counted(lambda: connect(cli1, f"10.0.0.100:{VIP_UI}", workers,
+                                                      seconds))
         after = packet_ins(metrics_text(rest))
         dpm["select_group"]["packet_ins_new_flow"] = \
             after.get("new_flow", 0) - before.get("new_flow", 0)
@@ -414,7 +452,7 @@ def markdown(r: dict) -> str:
             if c["p50_ms"] and direct["p50_ms"] else None
         target = c["target"].split(",")[0] + (" ..." if "," in c["target"] else "")
         connect.append([mode, target, c["per_s"], c["p50_ms"], c["p99_ms"], c["failures"],
-                        extra, ratio])
+                        extra, c.get("upcalls_per_connection", "—"), ratio])
 
     # each mode against the direct path measured in the same phase, just before it
     row("direct path, rules pre-installed (the limit), per-flow controller", pf["direct"],
@@ -428,8 +466,8 @@ def markdown(r: dict) -> str:
     row("data-plane select group (ui VIP)", dp["select_group"], dp["direct"],
         f"{dp['select_group']['packet_ins_new_flow']:.0f}")
     lines += [table(["mode", "target", "connections /s", "p50 ms", "p99 ms", "failures",
-                     "packet-ins (new flow)", "p50 vs direct (same phase)"], connect,
-                    "llrrrrrr"),
+                     "packet-ins (new flow)", "OVS upcalls per connection",
+                     "p50 vs direct (same phase)"], connect, "llrrrrrrr"),
               f"Least-load path, SYNs to the backend VIP at {syn['offered_per_s']:.0f}/s for "
               f"{syn['send_seconds']:.0f} s (up to {syn['active_flows_max']} active flows): "
               f"packet-in to flow-mod on the wire p50 {syn['p50_ms']} ms, p99 {syn['p99_ms']} "
