@@ -5,7 +5,8 @@ III.C's rule) and with this project's additions (``malb``), each an option of it
 
 - Malb: the policy, registered under both names with their presets;
 - MalbOptions: the options beyond the paper's rule, each off in ``malb-paper``;
-- LOOKAHEAD_S: how far ahead a measured long flow counts (5 s).
+- LOOKAHEAD_S: how far ahead a measured long flow counts (5 s);
+- HEADROOM_FLOOR, SHARE_SMOOTHING: the data-plane shares' floor and step (load_shares).
 """
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ from ryu_apps.policies.rules import capacity_shares, least_in_turn, least_load, 
     weighted_turn
 
 LOOKAHEAD_S = 5.0
+# Data-plane shares by load (load_shares): a server at 90 % or more still gets this part of
+# its capacity share, so that it is never starved of flows whose measurements would show it
+# recovering; each new sample moves the shares this far towards their target, so that
+# shares driven by loads they change do not swing from period to period.
+HEADROOM_FLOOR = 0.1
+SHARE_SMOOTHING = 0.5
 SHORT_RULES = ("round-robin", "least-remaining")
 LONG_RULES = ("predicted-load", "running-load")
 
@@ -36,12 +43,15 @@ class MalbOptions(Options):
     - per_flow_weights: resources weighed by their shares of what one flow uses, not by the
       profiler's weights;
     - spread: on unequal servers, a long flow where its cost raises the variance of the
-      servers' loads least, not to the least loaded server."""
+      servers' loads least, not to the least loaded server;
+    - load_shares: in data-plane mode, the select group's shares follow the servers'
+      measured loads (capacity x headroom, smoothed), not their capacities alone."""
     short_flows: str = "least-remaining"
     capacity_weighted: bool = True
     long_flows: str = "running-load"
     per_flow_weights: bool = True
     spread: bool = True
+    load_shares: bool = True
     lookahead_s: float = LOOKAHEAD_S
 
     def __post_init__(self):
@@ -57,7 +67,7 @@ class MalbOptions(Options):
 
 @register("malb-paper", rank=3, title="MALB (paper's rule)", short_flows="round-robin",
           capacity_weighted=False, long_flows="predicted-load", per_flow_weights=False,
-          spread=False)
+          spread=False, load_shares=False)
 @register("malb", rank=4, title="MALB (ours)")
 class Malb(Policy):
     title = "MALB"
@@ -67,6 +77,8 @@ class Malb(Policy):
     def __init__(self, options=None):
         super().__init__(options)
         self._credit: dict[str, dict[str, float]] = {}      # ms -> instance -> credit
+        # ms -> (the sample times the shares rest on, the shares): load_shares's smoothing
+        self._shares: dict[str, tuple[tuple, dict[str, float]]] = {}
 
     def choose(self, view, ms, candidates, now, flow):
         o = self.options
@@ -92,9 +104,53 @@ class Malb(Policy):
         return self.options.short_flows == "least-remaining" or super().watches(view, ms)
 
     def short_flow_shares(self, view, ms, candidates, now):
+        if self.options.load_shares:
+            shares = self._load_shares(view, ms, candidates, now)
+            if shares is not None:
+                return shares
         if self.options.capacity_weighted and view.unequal_servers(candidates):
             return capacity_shares(view, candidates, view.profiles.weights(ms, now)[0])
         return super().short_flow_shares(view, ms, candidates, now)
+
+    def _load_shares(self, view, ms, candidates, now) -> dict[str, float] | None:
+        """What the switch can do with what MALB knows: in data-plane mode the controller
+        sees no short flow, so no remaining flow time; it sees each server's measured load
+        every period. Each instance's share is its capacity share times its server's
+        headroom (1 - the latest measured load in the microservice's per-flow weights,
+        at least HEADROOM_FLOOR), and moves SHARE_SMOOTHING of the way there at each new
+        sample. None when no candidate's server has fresh data (capacity shares then)."""
+        weights = view.profiles.flow_weights(ms, now)[0]
+        loads, times = {}, []
+        for b in candidates:
+            sample = view.loads[b.server]
+            if not view.fresh(sample, now):
+                continue
+            figures = sample.measured if sample.measured is not None else \
+                (sample.cpu, sample.mem, sample.net)
+            if any(w > 0 and v is None for w, v in zip(weights, figures)):
+                continue
+            loads[b.name] = sum(w * v for w, v in zip(weights, figures) if w > 0)
+            times.append((b.name, sample.sample_time))
+        if not loads:
+            self._shares.pop(ms, None)
+            return None
+        capacity = capacity_shares(view, candidates, weights) \
+            if view.unequal_servers(candidates) else {b.name: 1.0 for b in candidates}
+        mean = sum(loads.values()) / len(loads)    # a server without data: the mean's
+        target = {b.name: capacity[b.name] * max(HEADROOM_FLOOR,
+                                                 1.0 - loads.get(b.name, mean) / 100.0)
+                  for b in candidates}
+        total = sum(target.values())
+        target = {n: v / total for n, v in target.items()}
+        key = tuple(sorted(times))
+        last = self._shares.get(ms)
+        if last is not None and set(last[1]) == set(target):
+            if last[0] == key:
+                return dict(last[1])      # no new sample: the shares stand
+            target = {n: last[1][n] + SHARE_SMOOTHING * (target[n] - last[1][n])
+                      for n in target}
+        self._shares[ms] = (key, target)
+        return dict(target)
 
     # ------------------------------------------------------------ short flows
     def _least_remaining(self, view, ms, candidates, now, weights):

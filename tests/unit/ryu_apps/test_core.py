@@ -657,6 +657,26 @@ def test_weights_set_over_rest_move_the_groups_at_once():
     assert ctl.policy_core.profiles.weights("ui")[0] == (1.0, 0.0, 0.0)
 
 
+def test_malb_in_the_switch_the_groups_follow_the_servers_measured_loads():
+    """Data-plane mode runs MALB's rule at switch speed: each profiler answer moves the ui's
+    select-group shares towards the servers with headroom (network-bound objects here)."""
+    cfg, ctl, net = _dp_make(policy="malb")
+    net.apply(ctl.set_weights({"ui": (0.0, 0.0, 1.0)}, NOW).sends)
+    before = ctl.status()["dataplane"]["microservices"]["ui"]["slots"]
+    assert max(before.values()) - min(before.values()) <= 1          # equal servers: equal
+    servers = {"time": NOW - 0.3, "servers": {
+        s.name: {"cpu": 20.0, "mem": 10.0, "net": 80.0 if s.name == "srv1" else 20.0,
+                 "sample_time": NOW - 1, "stale": False} for s in cfg.servers}}
+    net.apply(ctl.profiler_answer({"microservices": {}}, servers, NOW).sends)
+    net.apply(ctl.sync_dataplane(NOW + 100).sends)         # the shell syncs after an answer
+    net.apply(ctl.sync_dataplane(NOW + 200).sends)         # the moved slots' grace is over
+    after = ctl.status()["dataplane"]["microservices"]["ui"]["slots"]
+    # the first sample: the target itself, headroom 0.2 against 0.8
+    assert after["srv1-ui"] == pytest.approx(after["srv2-ui"] / 4, abs=1)
+    hit = _reached(cfg, ctl, net, range(48000, 48400))
+    assert hit["srv1-ui"] < 0.75 * min(hit[f"srv{k}-ui"] for k in (2, 3, 4))
+
+
 def test_flow_records_carry_both_directions_cookies():
     # the cookies the switch reports are the flow's id with the direction in bit 44
     cfg, ctl, net = make()

@@ -364,3 +364,42 @@ def test_malb_keeps_what_a_short_flow_instance_uses_beyond_what_our_flows_explai
         "backend", now=100.0).server == "srv1"
     # ... and one that costs far less explains little of it
     assert core_with("malb", busy_srv1=True).choose("backend", now=100.0).server != "srv1"
+
+
+# ---------------------------------------------------------------- data-plane shares
+def test_malb_data_plane_shares_follow_the_servers_headroom_and_move_half_way_per_sample():
+    core = make_core()
+    core.profiles.set_manual_weights("ui", (0.0, 0.0, 1.0))          # network-bound objects
+    # no data: equal (equal servers), as before
+    assert core.short_flow_shares("ui", now=100.0) == {f"{s}-ui": 1.0 for s in SERVERS}
+    loads(core, srv1=(10, 10, 80), srv2=(10, 10, 20), srv3=(10, 10, 20), srv4=(10, 10, 20))
+    first = core.short_flow_shares("ui", now=100.0)
+    # headroom 0.2 against 0.8: a quarter of the others' share
+    assert first["srv1-ui"] == pytest.approx(0.2 / 2.6)
+    assert first["srv2-ui"] == pytest.approx(0.8 / 2.6)
+    # asked again without a new sample: the same shares
+    assert core.short_flow_shares("ui", now=101.0) == first
+    # srv1 recovers: half way to the equal target at the next sample
+    loads(core, t=102.0, **{s: (10, 10, 20) for s in SERVERS})
+    second = core.short_flow_shares("ui", now=103.0)
+    assert second["srv1-ui"] == pytest.approx(first["srv1-ui"] + 0.5 * (0.25 - first["srv1-ui"]))
+    assert sum(second.values()) == pytest.approx(1.0)
+
+
+def test_malb_data_plane_shares_keep_a_floor_and_weigh_capacity_on_unequal_servers():
+    caps = {"srv1": (0.6, 256, 50), "srv2": (0.3, 256, 50), "srv3": (0.3, 256, 50),
+            "srv4": (0.2, 256, 50)}
+    core = make_core(capacities=caps)
+    core.profiles.set_manual_weights("ui", (1.0, 0.0, 0.0))
+    loads(core, srv1=(100, 10, 10), srv2=(50, 10, 10), srv3=(50, 10, 10), srv4=(0, 10, 10))
+    shares = core.short_flow_shares("ui", now=100.0)
+    # capacity share (1.714, 0.857, 0.857, 0.571) x headroom (0.1 floor, 0.5, 0.5, 1)
+    raw = {"srv1-ui": 0.6 / 0.35 * 0.1, "srv2-ui": 0.3 / 0.35 * 0.5,
+           "srv3-ui": 0.3 / 0.35 * 0.5, "srv4-ui": 0.2 / 0.35 * 1.0}
+    assert shares == pytest.approx({n: v / sum(raw.values()) for n, v in raw.items()})
+
+
+def test_malb_paper_data_plane_shares_stay_equal_whatever_the_loads():
+    core = make_core("malb-paper")
+    loads(core, srv1=(90, 90, 90))
+    assert core.short_flow_shares("ui", now=100.0) == {f"{s}-ui": 1.0 for s in SERVERS}
