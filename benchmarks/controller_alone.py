@@ -40,6 +40,7 @@ from common.cli import ArgumentParser, bounded, choice_list, number_list, port_n
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from common.markdown import table
 from common.procs import ROOT, Service, git_commit
+from common.state import process_cpu_seconds
 from ryu_apps import ofwire
 
 VIP_VIDEO, VIP_UI, VIP_BACKEND = 8001, 8002, 8003
@@ -61,12 +62,6 @@ def config(rest_port: int, ofp_port: int) -> dict:
             "profiler": {"url": "http://127.0.0.1:9"},
             "controller": {"health": {"method": "none"}, "rest_port": rest_port,
                            "ofp_port": ofp_port}}
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def app_service(name: str, config_path: str, ofp_port: int, rest_port: int,
@@ -106,10 +101,10 @@ async def measure_app(name: str, cfg, pid: int, args) -> dict:
     async def phase(key: str, run, flows_sent) -> None:
         """One phase, then the wait until its rules idled out: its CPU per flow covers a
         flow's whole life at the controller (packet-in, rules, statistics, removal)."""
-        before = cpu_seconds(pid)
+        before = process_cpu_seconds(pid)
         r = await run
         await sw.drained()
-        used = cpu_seconds(pid) - before
+        used = process_cpu_seconds(pid) - before
         n = flows_sent(r)
         r["cpu_s"] = round(used, 3)
         r["cpu_ms_per_flow"] = round(1e3 * used / n, 3) if n else None

@@ -15,8 +15,10 @@ the switch's rules, groups and meters are cleared, the variant's controller is s
   (benchmarks/connect.py --rate): connect latency p50, p90, p99, failures;
 - capacity: --workers connecting threads, closed loop, for --seconds: connections per
   second;
-- Open vSwitch's upcalls per connection, and for MALB the packet-ins per connection and its
-  own histograms over the paced step: handling of a packet-in, and the event loop's lag.
+- Open vSwitch's upcalls per connection, the CPU of the controller, Open vSwitch, the
+  profiler, the agents, the servers and the machine over the paced step, and for MALB the
+  packet-ins per connection and its own histograms over that step: handling of a packet-in,
+  and the event loop's lag.
 
 Reported: per variant, medians over rounds with min and max, and per round the ratios to
 naive_nat (capacity, p50, p99) and to the direct path (p50, p99). Results: fastpath.json and
@@ -34,6 +36,7 @@ import time
 
 import yaml
 
+from benchmarks.cpu_meters import CpuMeters, used
 from benchmarks.modes import VIP_UI, base_config, counted, direct_rules, histogram, \
     histogram_quantile, metrics_text, packet_ins
 from common import lab
@@ -94,7 +97,7 @@ def connect_cmd(cli, target: str, extra: str) -> dict:
             "p50_ms": ms(r["p50_s"]), "p90_ms": ms(r.get("p90_s")), "p99_ms": ms(r["p99_s"])}
 
 
-def measure(variant: str, stack: Stack, args, k: int) -> dict:
+def measure(variant: str, stack: Stack, meters: CpuMeters, args) -> dict:
     cfg = stack.cfg
     cli = stack.testbed.node("cli1")
     client = cfg.testbed.clients[0]
@@ -113,8 +116,10 @@ def measure(variant: str, stack: Stack, args, k: int) -> dict:
     out: dict = {}
     try:
         before = metrics_text(rest) if rest else ""
+        cpu0, t0 = meters.read(), time.monotonic()
         out["paced"] = counted(lambda: connect_cmd(
             cli, target, f"--rate {args.rate} --seconds {args.seconds}"))
+        out["paced"]["cpu"] = used(cpu0, meters.read(), time.monotonic() - t0)
         after = metrics_text(rest) if rest else ""
         if rest:
             n = out["paced"]["connections"] or 1
@@ -147,6 +152,7 @@ def run(args, say=print) -> dict:
     with stack:
         stack.wait_for(lambda: stack.controller_get("/malb/status")["profiler"]["reachable"],
                        60, "the controller reaches the profiler")
+        meters = CpuMeters(stack)
         names = list(args.variants)
         for k in range(args.rounds):
             order = names[k % len(names):] + names[:k % len(names)]
@@ -160,7 +166,7 @@ def run(args, say=print) -> dict:
                 stack.wait_for(lambda: connected(stack.cfg), 60,
                                f"{variant}'s rules on the switches")
                 time.sleep(2.0)      # the rest of its start-up messages
-                row[variant] = measure(variant, stack, args, k)
+                row[variant] = measure(variant, stack, meters, args)
                 p, c = row[variant]["paced"], row[variant]["capacity"]
                 say(f"[fastpath]   paced p50 {p['p50_ms']} ms, p99 {p['p99_ms']} ms, "
                     f"{p['failures']} failed; capacity {c['per_s']}/s")

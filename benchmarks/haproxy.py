@@ -28,13 +28,12 @@ from common.cli import ArgumentParser, bounded, positive_int
 from common.config import POLICIES, load_config_data
 from common.markdown import table
 from common.procs import git_commit
-from experiments.haproxy import MODES, OutsideBalancer, process_cpu_seconds
+from benchmarks.cpu_meters import CpuMeters, used
+from experiments.haproxy import MODES, OutsideBalancer
 from experiments.stack import Stack
-from common.cgroups import detect_layout, read_server_cpu_seconds
 from topologies.clean import clean_testbed
 
 DEFAULT_OUT = os.path.join("results", "bench")
-OVS_PID_FILE = "/run/openvswitch/ovs-vswitchd.pid"
 IDLE_S = 3.0
 
 
@@ -50,27 +49,6 @@ def parser() -> ArgumentParser:
                    help="the controller's policy (the VIP path)")
     p.add_argument("--out", default=DEFAULT_OUT)
     return p
-
-
-class Meters:
-    """Cumulative CPU seconds of ryu-manager, ovs-vswitchd and every server's cgroup."""
-
-    def __init__(self, stack):
-        self.stack = stack
-        with open(OVS_PID_FILE) as fh:
-            self.ovs = int(fh.read().split()[0])
-        self.layout = None
-        if stack.testbed.backend == "mininet":
-            from topologies.dockerhost import docker_client
-            self.layout = detect_layout(docker_client().info())
-
-    def read(self) -> dict:
-        servers = None
-        if self.layout is not None:
-            each = [read_server_cpu_seconds(self.layout, s.name) for s in self.stack.cfg.servers]
-            servers = None if None in each else sum(each)
-        return {"ryu": process_cpu_seconds(self.stack.controller.proc.pid),
-                "ovs": process_cpu_seconds(self.ovs), "servers": servers}
 
 
 def burst(stack, host: str, port: int, args) -> tuple[dict, float, float]:
@@ -96,16 +74,6 @@ def burst(stack, host: str, port: int, args) -> tuple[dict, float, float]:
             "mb_per_s": round(ok * args.size / 1e6 / (t1 - t0), 2)}, t0, t1
 
 
-def measured(before: dict, after: dict, seconds: float) -> dict:
-    """Per part: CPU seconds over the burst, and cores (CPU seconds / burst seconds)."""
-    out = {}
-    for k in before:
-        used = None if before[k] is None or after[k] is None else after[k] - before[k]
-        out[f"{k}_cpu_s"] = None if used is None else round(used, 3)
-        out[f"{k}_cores"] = None if used is None else round(used / seconds, 4)
-    return out
-
-
 def run(args) -> list[dict]:
     data = load_config_data()
     data.setdefault("testbed", {}).update(proxy=True, clients=2)
@@ -113,7 +81,7 @@ def run(args) -> list[dict]:
     clean_testbed(quiet=True)
     run_dir = os.path.join(os.path.abspath(args.out), "haproxy-run")
     with Stack(data, run_dir, policy=args.policy, profiler=False) as st:
-        meters = Meters(st)
+        meters = CpuMeters(st)
         vip = st.cfg.microservice("ui")
         time.sleep(IDLE_S)
         for rnd in range(args.rounds):
@@ -122,7 +90,7 @@ def run(args) -> list[dict]:
             rows.append({"round": rnd, "path": f"VIP ({args.policy})", **r,
                          "haproxy_cpu_s": None, "haproxy_cores": None,
                          "haproxy_idle_cores": None,
-                         **measured(before, meters.read(), t1 - t0)})
+                         **used(before, meters.read(), t1 - t0)})
             print(f"[haproxy] round {rnd}: {rows[-1]}", flush=True)
             for mode in MODES:
                 with OutsideBalancer(st, mode) as lb:
@@ -135,7 +103,7 @@ def run(args) -> list[dict]:
                 rows.append({"round": rnd, "path": f"HAProxy {mode}", **r,
                              "haproxy_cpu_s": None if cores is None else
                              round(cores * (t1 - t0), 3), "haproxy_cores": cores,
-                             "haproxy_idle_cores": idle, **measured(before, after, t1 - t0)})
+                             "haproxy_idle_cores": idle, **used(before, after, t1 - t0)})
                 print(f"[haproxy] round {rnd}: {rows[-1]}", flush=True)
     return rows
 
@@ -152,7 +120,7 @@ def summary(rows: list[dict]) -> list[dict]:
         out.append({"path": path, "bursts": len(mine),
                     "ok": f"{sum(r['ok'] for r in mine)}/{sum(r['requests'] for r in mine)}",
                     **{k: _mean(r[k] for r in mine) for k in (
-                        "seconds", "mb_per_s", "haproxy_cpu_s", "ryu_cpu_s", "ovs_cpu_s",
+                        "seconds", "mb_per_s", "haproxy_cpu_s", "controller_cpu_s", "ovs_cpu_s",
                         "servers_cpu_s", "haproxy_cores", "haproxy_idle_cores")}})
         h, srv = out[-1]["haproxy_cpu_s"], out[-1]["servers_cpu_s"]
         out[-1]["haproxy_vs_servers"] = round(h / srv, 3) if h is not None and srv else None
@@ -161,7 +129,7 @@ def summary(rows: list[dict]) -> list[dict]:
 
 def markdown(doc: dict) -> str:
     s = doc["settings"]
-    cols = ("path", "ok", "seconds", "mb_per_s", "haproxy_cpu_s", "ryu_cpu_s", "ovs_cpu_s",
+    cols = ("path", "ok", "seconds", "mb_per_s", "haproxy_cpu_s", "controller_cpu_s", "ovs_cpu_s",
             "servers_cpu_s", "haproxy_vs_servers", "haproxy_cores", "haproxy_idle_cores")
     lines = [f"# HAProxy beside the OpenFlow path: one burst of {s['objects']} x "
              f"{s['size']} B ui objects per client, {s['parallel']} at a time",

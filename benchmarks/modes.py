@@ -50,6 +50,7 @@ from collections import Counter
 import yaml
 
 from benchmarks import decision_cost
+from benchmarks.cpu_meters import CpuMeters, used
 from benchmarks.ofcapture import capture_latency, ms
 from common import lab
 from common.cli import ArgumentParser, bounded, require_testbed
@@ -371,15 +372,18 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
 
         poller = threading.Thread(target=poll_active, daemon=True)
         poller.start()
+        meters = CpuMeters(stack)
+        cpu0, t0 = meters.read(), time.monotonic()
         syn = capture_latency(
             cli1, client, f"syn --dst-mac {cfg.controller.vip_mac} --dst-ip 10.0.0.100 "
             f"--dport {VIP_BACKEND} --first-key 0", syn_rate, syn_seconds,
             os.path.join(out_dir, "modes-syn.pcap"), "syn")
+        cpu = used(cpu0, meters.read(), time.monotonic() - t0)
         done.set()
         poller.join(10)
         text = metrics_text(rest)
         lat1, ch1 = latency_hist(text), choose_hist(text)
-        syn.update(active_flows_max=max(active_seen, default=None),
+        syn.update(cpu=cpu, active_flows_max=max(active_seen, default=None),
                    controller_p50_ms=ms(histogram_quantile(lat0, lat1, 0.5)),
                    controller_p99_ms=ms(histogram_quantile(lat0, lat1, 0.99)),
                    choose_decisions=(ch1.get(float("inf"), 0) - ch0.get(float("inf"), 0)),
@@ -435,6 +439,14 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
     return result
 
 
+def cpu_line(cpu: dict | None) -> str:
+    """'controller 0.52, ovs 0.31, ...' from cpu_meters.used(), the parts that were read."""
+    if not cpu:
+        return "not measured"
+    parts = [(k[:-len("_cores")], v) for k, v in cpu.items() if k.endswith("_cores")]
+    return ", ".join(f"{k} {v:.2f}" for k, v in parts if v is not None) or "not measured"
+
+
 def _us(v):
     return None if v is None else round(v * 1e6, 1)
 
@@ -477,7 +489,8 @@ def markdown(r: dict) -> str:
               f"decision alone (choose(), {syn['choose_decisions']:.0f} weighted-least-load "
               f"decisions) p50 <= {syn['choose_p50_us']} us, p99 <= {syn['choose_p99_us']} us. "
               f"Held long flows broken meanwhile: {ll['held_broken']} of "
-              f"{ll['held_connections']}.", "",
+              f"{ll['held_connections']}. CPU over the step, in cores: "
+              f"{cpu_line(syn.get('cpu'))}.", "",
               "Established connections to the ui VIP while srv3-ui drains:", "",
               table(["mode", "connections", "on srv3-ui", "broken", "broken on srv3-ui",
                      "broken elsewhere", "slots moved"],
