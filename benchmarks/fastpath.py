@@ -1,9 +1,10 @@
 """Per-flow connection setup on the testbed, every figure against baselines measured in the
 same round: the direct path, a minimal round-robin NAT Ryu app (benchmarks/naive_nat.py),
-MALB per flow (round robin and malb) and MALB in data-plane mode, in interleaved rounds.
+MALB per flow (round robin and malb) and MALB in data-plane mode (per select-group size),
+in interleaved rounds.
 
     sudo .venv/bin/python -m benchmarks.fastpath [--rounds 3] [--rate 500] [--seconds 10]
-                                                 [--workers 8] [--out results/bench]
+        [--workers 8] [--dataplane-table-sizes 257,127] [--out results/bench]
 
 One testbed (the paper's 4 servers, 2 clients, userspace OVS) with host agents and the
 profiler running. Per round, each variant in turn (the order rotates from round to round):
@@ -40,10 +41,11 @@ from benchmarks.cpu_meters import CpuMeters, used
 from benchmarks.modes import VIP_UI, base_config, counted, direct_rules, histogram, \
     histogram_quantile, metrics_text, packet_ins
 from common import lab
-from common.cli import ArgumentParser, bounded, choice_list, require_testbed
+from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.markdown import table
 from common.procs import ROOT, Service, controller_service, git_commit
 from experiments.stack import Stack
+from ryu_apps.maglev import is_prime
 from topologies.clean import clean_testbed
 
 VARIANTS = ("direct", "naive_nat", "malb-srr", "malb", "malb-dataplane")
@@ -78,10 +80,11 @@ def controller_for(variant: str, stack: Stack, log: str) -> Service:
                                            os.path.join(ROOT, "benchmarks", "naive_nat.py")],
                        None, log, env).start()
     config = stack.config_path
-    if variant == "malb-dataplane":
+    if variant.startswith("malb-dataplane"):
+        size = int(variant.rsplit("-", 1)[1])
         data = copy.deepcopy(stack.data)
-        data["controller"]["dataplane"] = {"short_flows": "switch"}
-        config = os.path.join(stack.run_dir, "config-dataplane.yaml")
+        data["controller"]["dataplane"] = {"short_flows": "switch", "table_size": size}
+        config = os.path.join(stack.run_dir, f"config-dataplane-{size}.yaml")
         with open(config, "w") as fh:
             yaml.safe_dump(data, fh, sort_keys=False)
     policy = "srr" if variant in ("malb-srr", "direct") else "malb"
@@ -242,6 +245,9 @@ def parser() -> ArgumentParser:
     p = ArgumentParser(prog="python -m benchmarks.fastpath", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=bounded(int, 1, 20), default=3)
     p.add_argument("--variants", type=choice_list(VARIANTS), default=list(VARIANTS))
+    p.add_argument("--dataplane-table-sizes", type=number_list(int, 61, 509), default=[257],
+                   help="malb-dataplane runs once per select-group size (primes; at most "
+                        "256: Open vSwitch's dp_hash, above: its default method)")
     p.add_argument("--rate", type=bounded(float, 1, 5000), default=500.0)
     p.add_argument("--seconds", type=bounded(float, 1, 120), default=10.0)
     p.add_argument("--workers", type=bounded(int, 1, 64), default=8)
@@ -250,7 +256,14 @@ def parser() -> ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    bad = [n for n in args.dataplane_table_sizes if not is_prime(n)]
+    if bad:
+        p.error(f"--dataplane-table-sizes: {bad[0]} is not a prime")
+    if "malb-dataplane" in args.variants:
+        k = args.variants.index("malb-dataplane")
+        args.variants[k:k + 1] = [f"malb-dataplane-{n}" for n in args.dataplane_table_sizes]
     require_testbed("the fast-path benchmark")
     for base in ("naive_nat", "direct"):
         if base not in args.variants:

@@ -17,9 +17,9 @@ from typing import Callable, Collection, Mapping, Sequence
 from ryu_apps import maglev
 from ryu_apps.ofwire import ETH_TYPE_IP, IPPROTO
 
-MIN_TABLE_SIZE = 257     # above OVS's 256 dp_hash values: the even default method
+MIN_TABLE_SIZE = 61      # Maglev's balance needs slots well above the instances
 MAX_TABLE_SIZE = 509     # one group mod of 509 buckets stays under OpenFlow's 64 KiB
-DEFAULT_TABLE_SIZE = 257
+DEFAULT_TABLE_SIZE = 257 # above OVS's 256 dp_hash values: its even default method
 WEIGHT_STEP = 0.05       # weights are rounded to this share of the largest: a small drift
                          # of the profiler's figures does not rebuild the table
 

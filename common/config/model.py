@@ -337,9 +337,12 @@ class Dataplane:
         "per connection, under policies malb, malb-paper and maglev (the others keep "
         "per-flow decisions) ([controller.md](controller.md#data-plane-mode-short-flows-"
         "balanced-by-the-switch))"))
-    table_size: int = setting(257, type="integer", lo=257, hi=509, check=_prime, help=(
-        "Maglev slots = select-group buckets: a prime (above Open vSwitch's 256 dp_hash "
-        "values, below OpenFlow's 64 KiB message)"))
+    table_size: int = setting(257, type="integer", lo=61, hi=509, check=_prime, help=(
+        "Maglev slots = select-group buckets: a prime below OpenFlow's 64 KiB message; "
+        "above 256, Open vSwitch's even default selection (an upcall per new connection), "
+        "at most 256 its datapath hash (no upcall per connection, shares uneven by up to "
+        "1/256 per bucket) ([controller.md](controller.md#data-plane-mode-short-flows-"
+        "balanced-by-the-switch))"))
 
 
 @dataclass(frozen=True, kw_only=True)

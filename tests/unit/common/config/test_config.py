@@ -115,7 +115,7 @@ def test_multiswitch_chain_spreads_servers_and_numbers_trunks():
      "controller.health.timeout_s"),
     ({"controller": {"idle_timeout_s": 0, "hard_timeout_s": 0}}, "controller.idle_timeout_s"),
     ({"controller": {"dataplane": {"short_flows": "nic"}}}, "controller.dataplane.short_flows"),
-    ({"controller": {"dataplane": {"table_size": 251}}}, "controller.dataplane.table_size"),
+    ({"controller": {"dataplane": {"table_size": 59}}}, "controller.dataplane.table_size"),
     ({"controller": {"dataplane": {"table_size": 261}}}, "controller.dataplane.table_size"),
     ({"controller": {"dataplane": {"slots": 257}}}, "controller.dataplane.slots"),
     ({"controller": {"packet_in_limit_per_s": -1}}, "controller.packet_in_limit_per_s"),
