@@ -73,8 +73,9 @@ class FlowStatistics(Manager):
             # FIN, for the profiler too
             self.flows.go_dormant(rec)
         if rec is not None and rec.fin_watch and rec.ended == now and \
-                rec.dpid in self.switches:
-            # the pair is going: its FIN watch too (a resume installs all three again)
+                len(rec.removed) == 1 and rec.dpid in self.switches:
+            # the pair is going: its FIN watch too, once, with the pair's first rule (a
+            # resume installs all three again)
             out.sends.append((rec.dpid, ofwire.flow_delete(
                 self.xid(rec.dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
         return out

@@ -193,6 +193,22 @@ def test_short_flows_are_watched_to_their_fin_under_malb_only():
         assert not fin_watches(net) and len(ctl.policy_core.open_short) == 0, policy
 
 
+def test_a_pair_that_idles_out_deletes_its_fin_watch_once():
+    """The first of the pair's rules to go takes the FIN watch with it; the second's
+    removal sends nothing (a second delete was a sixth message per flow)."""
+    cfg, ctl, net = make("malb")
+    new_flow(cfg, ctl, net, 40017, port=8003)
+    sw = net.switches[1]
+    deletes = []
+    for rule in sw.nat_rules():
+        sw.remove(rule.cookie)
+        r = ctl.flow_removed(1, rule.cookie, 12.0, 100, 2, ofwire.OFPRR_IDLE_TIMEOUT, NOW + 12)
+        deletes += [m for _, buf in r.sends for m in decode(buf)
+                    if getattr(m, "command", None) == ofwire.OFPFC_DELETE]
+        net.apply(r.sends)
+    assert len(deletes) == 1 and deletes[0].cookie >> 48 == FIN_TAG and not fin_watches(net)
+
+
 def told_profiler(ctl, now):
     """The flow records of the controller's next report to the profiler."""
     return [f for body in ctl.profiler_report(now) for f in body["flows"]]
