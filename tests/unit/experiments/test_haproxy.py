@@ -309,7 +309,7 @@ def test_a_socket_made_in_another_namespace_is_served_from_this_one():
 def test_the_benchmarks_summary_means_each_path_and_sets_haproxy_against_the_servers():
     # deferred: Mininet and the Docker SDK, which benchmarks.haproxy's stack imports
     from benchmarks.haproxy import markdown, summary
-    row = {"requests": 400, "ryu_cpu_s": 0.1, "ovs_cpu_s": 3.0, "haproxy_cores": None,
+    row = {"requests": 400, "controller_cpu_s": 0.1, "ovs_cpu_s": 3.0, "haproxy_cores": None,
            "haproxy_idle_cores": None}
     rows = [{**row, "path": "VIP (srr)", "ok": 400, "seconds": 9.0, "mb_per_s": 44.0,
              "haproxy_cpu_s": None, "servers_cpu_s": 2.0},
