@@ -36,7 +36,7 @@ import sys
 import time
 
 from benchmarks.modes import VIP_UI, base_config, histogram, histogram_quantile, metrics_text
-from benchmarks.ofcapture import read_pcap
+from benchmarks.ofcapture import openflow_stream
 from common import lab
 from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import POLICIES
@@ -90,37 +90,20 @@ def channel_times(path: str, controller_port: int) -> dict[str, dict[int, float]
     """On the OpenFlow channel: when the packet-in and the packet-out carrying each client
     port's SYN were first seen (the segment completing the message)."""
     out: dict[str, dict[int, float]] = {"packet_in": {}, "packet_out": {}}
-    streams: dict = {}
-    for t, sport, dport, seq, payload in read_pcap(path):
-        s = streams.setdefault((sport, dport), {"next": seq, "buf": b""})
-        if seq < s["next"]:
-            skip = s["next"] - seq
-            if skip >= len(payload):
-                continue
-            payload, seq = payload[skip:], s["next"]
-        s["buf"] += payload
-        s["next"] = seq + len(payload)
-        buf = s["buf"]
-        while len(buf) >= 8:
-            _v, kind, length, _xid = struct.unpack("!BBHI", buf[:8])
-            if length < 8 or len(buf) < length:
-                break
-            msg, buf = buf[:length], buf[length:]
-            frame = None
-            if kind == OFPT_PACKET_IN and dport == controller_port:
-                match_len = struct.unpack_from("!H", msg, 26)[0]
-                frame = msg[24 + (match_len + 7) // 8 * 8 + 2:]
-                key = "packet_in"
-            elif kind == OFPT_PACKET_OUT and sport == controller_port:
-                actions_len = struct.unpack_from("!H", msg, 16)[0]
-                frame = msg[24 + actions_len:]
-                key = "packet_out"
-            if frame:
-                f = ofwire.parse_frame(frame)
-                if f is not None and f.ip_proto == ofwire.IPPROTO_TCP and \
-                        f.tcp_flags & (ofwire.TCP_SYN | ofwire.TCP_ACK) == ofwire.TCP_SYN:
-                    out[key].setdefault(f.src_port, t)
-        s["buf"] = buf
+    for t, sport, dport, msg in openflow_stream(path):
+        kind = msg[1]
+        if kind == OFPT_PACKET_IN and dport == controller_port:
+            match_len = struct.unpack_from("!H", msg, 26)[0]
+            frame, key = msg[24 + (match_len + 7) // 8 * 8 + 2:], "packet_in"
+        elif kind == OFPT_PACKET_OUT and sport == controller_port:
+            actions_len = struct.unpack_from("!H", msg, 16)[0]
+            frame, key = msg[24 + actions_len:], "packet_out"
+        else:
+            continue
+        f = ofwire.parse_frame(frame)
+        if f is not None and f.ip_proto == ofwire.IPPROTO_TCP and \
+                f.tcp_flags & (ofwire.TCP_SYN | ofwire.TCP_ACK) == ofwire.TCP_SYN:
+            out[key].setdefault(f.src_port, t)
     return out
 
 

@@ -145,9 +145,8 @@ def run(args, say=print) -> dict:
     rounds = []
     names = list(args.apps)
     for k in range(args.rounds):
-        order = names[k % len(names):] + names[:k % len(names)]
         row = {}
-        for name in order:
+        for name in lab.rotated(names, k):
             say(f"[alone] round {k + 1}/{args.rounds}: {name}")
             log = os.path.join(args.out, f"controller_alone-{name}-{k + 1}.log")
             svc = app_service(name, config_path, args.ofp_port, args.rest_port, log,

@@ -158,9 +158,8 @@ def run(args, say=print) -> dict:
         meters = CpuMeters(stack)
         names = list(args.variants)
         for k in range(args.rounds):
-            order = names[k % len(names):] + names[:k % len(names)]
             row = {}
-            for variant in order:
+            for variant in lab.rotated(names, k):
                 say(f"[fastpath] round {k + 1}/{args.rounds}: {variant}")
                 stack.controller.stop()
                 clear_switches(stack.cfg)

@@ -7,7 +7,8 @@ for MALB, the new source MAC for a learning switch); the latency is the time bet
 segment completing the packet-in and the segment completing that flow-mod. Both apps are
 measured the same way, from outside, so the figures compare.
 
-Holds latencies (a capture file decoded and paired) and capture_latency (a capture taken
+Holds openflow_stream (a capture's OpenFlow messages, streams reassembled), latencies (a
+capture file decoded and paired) and capture_latency (a capture taken
 while a client's pktgen sends new flows at a rate, and its percentiles in ms: ms).
 """
 from __future__ import annotations
@@ -75,11 +76,13 @@ def read_pcap(path: str):
             yield t, sport, dport, seq, payload
 
 
-def openflow_messages(path: str, controller_port: int = 6653) -> tuple[list, list]:
-    """(messages from the switch, messages from the controller), decoded, with times."""
+def openflow_stream(path: str):
+    """(time, source port, destination port, message bytes) of every complete OpenFlow
+    message in a capture, each TCP stream reassembled (retransmitted bytes skipped); the
+    time is that of the segment completing the message."""
     streams: dict[tuple[int, int], dict] = {}
     for t, sport, dport, seq, payload in read_pcap(path):
-        s = streams.setdefault((sport, dport), {"next": None, "buf": b"", "msgs": []})
+        s = streams.setdefault((sport, dport), {"next": None, "buf": b""})
         if s["next"] is None:
             s["next"] = seq
         if seq < s["next"]:                       # retransmission of bytes we have
@@ -91,18 +94,23 @@ def openflow_messages(path: str, controller_port: int = 6653) -> tuple[list, lis
         s["next"] = seq + len(payload)
         buf = s["buf"]
         while len(buf) >= 8:
-            version, mtype, length, xid = struct.unpack("!BBHI", buf[:8])
+            _version, _mtype, length, _xid = struct.unpack("!BBHI", buf[:8])
             if length < 8 or len(buf) < length:
                 break
-            if version == ofp.OFP_VERSION and mtype in (ofp.OFPT_PACKET_IN, ofp.OFPT_FLOW_MOD):
-                cls = parser.OFPPacketIn if mtype == ofp.OFPT_PACKET_IN else parser.OFPFlowMod
-                s["msgs"].append(Message(t, cls.parser(_Datapath, version, mtype, length, xid,
-                                                       buf[:length])))
+            yield t, sport, dport, buf[:length]
             buf = buf[length:]
         s["buf"] = buf
+
+
+def openflow_messages(path: str, controller_port: int = 6653) -> tuple[list, list]:
+    """(packet-ins from the switch, flow-mods from the controller), decoded, with times."""
     from_switch, from_controller = [], []
-    for (sport, dport), s in streams.items():
-        (from_switch if dport == controller_port else from_controller).extend(s["msgs"])
+    for t, _sport, dport, msg in openflow_stream(path):
+        version, mtype, length, xid = struct.unpack("!BBHI", msg[:8])
+        if version == ofp.OFP_VERSION and mtype in (ofp.OFPT_PACKET_IN, ofp.OFPT_FLOW_MOD):
+            cls = parser.OFPPacketIn if mtype == ofp.OFPT_PACKET_IN else parser.OFPFlowMod
+            (from_switch if dport == controller_port else from_controller).append(
+                Message(t, cls.parser(_Datapath, version, mtype, length, xid, msg)))
     return sorted(from_switch, key=lambda m: m.time), sorted(from_controller, key=lambda m: m.time)
 
 

@@ -3,7 +3,8 @@
 - results_dir(): where a run writes: --out, or results/<prefix><date-time>, created;
 - invocation(): how the run was started, as its user would type it again;
 - stamp(): the command, the commit of the code that ran and when, for its result file;
-- write_results(): <name>.json (the data) and <name>.md (the report), the report echoed.
+- write_results(): <name>.json (the data) and <name>.md (the report), the report echoed;
+- rotated(): round k's order of the variants of interleaved rounds.
 """
 from __future__ import annotations
 
@@ -57,3 +58,12 @@ def write_results(out_dir: str, name: str, doc: dict,
     if echo:
         print(text)
     return text
+
+
+def rotated(names: list, k: int) -> list:
+    """Round k's order of names, each round starting one further on, so that in interleaved
+    rounds every variant takes every place (and no one always runs first, or after the same
+    neighbour) equally often."""
+    k %= len(names) or 1
+    return names[k:] + names[:k]
+

@@ -60,3 +60,20 @@ def test_six_points_make_five_parts_and_the_total(tmp_path):
                    "return": 0.6, "total": 5.1}
     s = breakdown.summary(rows)
     assert s["controller"]["p50_ms"] == pytest.approx(2.5)
+
+
+def test_the_capture_pairs_a_packet_in_with_its_flow_mod_across_split_segments(tmp_path):
+    """benchmarks/ofcapture.py on the same reassembled stream: a flow-mod split over two
+    segments counts when its second arrives; a retransmitted segment changes nothing."""
+    from benchmarks import ofcapture
+    pin = ofswitch.packet_in(3, syn(40001))
+    mod = ofwire.flow_mod(8, 1, 200, {"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": CLIENT,
+                                      "tcp_src": 40001}, ofwire.action_output(5))
+    pcap(tmp_path / "chan.pcap", [
+        (1000.0, channel_segment(pin, True, 1)),
+        (1000.001, channel_segment(mod[:30], False, 1)),
+        (1000.001, channel_segment(mod[:30], False, 1)),          # retransmitted
+        (1000.002, channel_segment(mod[30:], False, 31))])
+    r = ofcapture.latencies(str(tmp_path / "chan.pcap"), "syn")
+    assert (r["packet_ins"], r["answered"]) == (1, 1)
+    assert r["latencies_s"][0] == pytest.approx(0.002)
