@@ -278,11 +278,7 @@ class ControllerCore:
 
     # ---------------------------------------------------------------- views
     def active_flows_of(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for rec in self.flows.flows.values():
-            if rec.ended is None:
-                counts[rec.instance] = counts.get(rec.instance, 0) + 1
-        return counts
+        return self.flows.active_per_instance()
 
     def instances_view(self) -> dict:
         counts = self.active_flows_of()

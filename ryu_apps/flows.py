@@ -173,6 +173,8 @@ class FlowTable:
     # ways and new flows. What the communication graph is built from.
     pair_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
     pair_flows: dict[tuple[str, str], int] = field(default_factory=dict)
+    # active flows per instance, kept as flows start, end and resume (REST asks often)
+    _active_of: dict[str, int] = field(default_factory=dict)
 
     def next_seq(self) -> int:
         self._seq = self._seq % ((1 << _SEQ_BITS) - 1) + 1    # 1 .. 2^24 - 1, then 1 again
@@ -205,6 +207,8 @@ class FlowTable:
             pair = (rec.client_ip, rec.instance)
             self.pair_flows[pair] = self.pair_flows.get(pair, 0) + 1
         self.flows[rec.flow_id] = rec
+        if rec.ended is None:
+            self._count_active(rec.instance, 1)
         self.by_key[rec.key] = rec.flow_id
         if rec.backend_ip:
             self.by_reverse[rec.reverse_key] = rec.flow_id
@@ -252,6 +256,7 @@ class FlowTable:
             return rec
         rec.ended = now
         rec.end_reason = reason
+        self._count_active(rec.instance, -1)
         if self.by_key.get(rec.key) == rec.flow_id:
             del self.by_key[rec.key]
         if self.by_reverse.get(rec.reverse_key) == rec.flow_id:
@@ -280,6 +285,7 @@ class FlowTable:
         for direction in rec.removed:
             rec.rebase(direction)
         rec.ended, rec.end_reason, rec.removed, rec.dormant = None, "", set(), False
+        self._count_active(rec.instance, 1)
         if rec.fin_at is None:      # past its FIN the profiler has had its end already
             rec.reported, rec.dirty = False, True
         self.by_key[rec.key] = rec.flow_id
@@ -334,6 +340,17 @@ class FlowTable:
         """How many flows are active, without a scan: by_key holds exactly the active ones
         (for the monitoring path, which asks on every statistics reply)."""
         return len(self.by_key)
+
+    def _count_active(self, instance: str, step: int) -> None:
+        n = self._active_of.get(instance, 0) + step
+        if n > 0:
+            self._active_of[instance] = n
+        else:
+            self._active_of.pop(instance, None)
+
+    def active_per_instance(self) -> dict[str, int]:
+        """Active flows per instance (those with any), without a scan."""
+        return dict(self._active_of)
 
     def active(self, dpid: int | None = None) -> list[FlowRecord]:
         return [r for r in self.flows.values()

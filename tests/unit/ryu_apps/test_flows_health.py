@@ -5,11 +5,11 @@ from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, flow
 from ryu_apps.health import HealthTracker
 
 
-def record(table, now=100.0, client_port=40000, **kw):
+def record(table, now=100.0, client_port=40000, instance="srv2-ui", **kw):
     fid = make_cookie(0, 2, 7, table.next_seq())
     rec = FlowRecord(flow_id=fid, dpid=1, protocol="tcp", client_ip="10.0.200.1",
                      client_port=client_port, client_in_port=13, vip="10.0.0.100", vport=8002,
-                     microservice="ui", instance="srv2-ui", server="srv2", created=now,
+                     microservice="ui", instance=instance, server="srv2", created=now,
                      last_active=now, backend_ip="10.0.2.2", backend_port=8002, **kw)
     table.add(rec)
     return rec
@@ -217,3 +217,27 @@ def test_a_dormant_flow_that_never_shows_its_fin_ends_after_dormant_max_s():
     (done,) = t.take_report(701.0)
     assert not done.running and done.as_record(10, now=701.0)["duration_s"] == 0.0
     assert t.fin(rec.key, 702.0) is None      # no active flow with that tuple
+
+
+def test_active_flows_per_instance_are_kept_without_a_scan_through_ends_resumes_and_trims():
+    import random
+    rng = random.Random(5)
+    t = FlowTable(idle_timeout=10, keep_ended=3)
+    recs = []
+    for k in range(300):
+        op = rng.random()
+        if op < 0.5 or not recs:
+            rec = record(t, client_port=40000 + k, instance=rng.choice(["a", "b", "c"]))
+            recs.append(rec)
+        elif op < 0.8:
+            rec = rng.choice(recs)
+            t.on_removed(rec.flow_id | (rng.choice([DIR_FORWARD, DIR_REVERSE]) << 44), 1.0,
+                         10, 1, "idle_timeout", now=100.0 + k)
+        else:
+            rec = rng.choice(recs)
+            t.resume(key=rec.key)
+        scan = {}
+        for r in t.flows.values():
+            if r.ended is None:
+                scan[r.instance] = scan.get(r.instance, 0) + 1
+        assert t.active_per_instance() == scan, k
