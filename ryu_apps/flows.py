@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from ryu_apps.estimators.running_flows import DEFAULT_MAX_AGE_S
 
@@ -19,6 +20,7 @@ COOKIE_TAG = 0x4D4C
 FIN_TAG = 0x4D46         # a long TCP flow's FIN watch (flowpath.py), beside its rule pair
 DIR_FORWARD, DIR_REVERSE = 1, 2
 _SEQ_BITS = 24
+REPORT_SCAN_SLICE = 2000   # flow records looked at between two of the report scan's pauses
 
 
 def make_cookie(direction: int, ms_index: int, inst_index: int, seq: int) -> int:
@@ -365,8 +367,20 @@ class FlowTable:
         of a long-flow class), and otherwise every refresh_s while it lasts. Not every
         period: a busy controller has tens of thousands of active flows, which the profiler
         only counts. Callers turn them into dicts with as_record(now=now)."""
-        out = []
-        for rec in self.flows.values():
+        return [rec for rec in self.report_scan(now, grace_s) if rec is not None]
+
+    def report_scan(self, now: float, grace_s: float = 5.0,
+                    pause_every: int = REPORT_SCAN_SLICE) -> Iterator[FlowRecord | None]:
+        """take_report's records one by one, with a None after every `pause_every` records
+        looked at: the scan of tens of thousands of records (about 20 ms at 13,000) can
+        then give the event loop its turn in between. The scan runs over the records there
+        were when it began; one trimmed meanwhile is skipped, one added meanwhile waits for
+        the next report."""
+        for k, rec in enumerate(list(self.flows.values())):
+            if k and k % pause_every == 0:
+                yield None
+            if self.flows.get(rec.flow_id) is not rec:
+                continue
             if rec.dormant and now - rec.created > self.dormant_max_s:
                 rec.dormant = False        # no FIN came: it ended with its last traffic
             if rec.running:
@@ -374,13 +388,10 @@ class FlowTable:
                     rec.duration_s(self.idle_timeout, now) > self.threshold_s
                 if rec.dirty or (long and not rec.told_long) or \
                         now - rec.told_at >= self.refresh_s:
-                    out.append(rec)
                     rec.dirty, rec.told_at, rec.told_long = False, now, long
+                    yield rec
             elif not rec.reported and (rec.fin_at is not None or len(rec.removed) >= 2
                                        or now - rec.ended > grace_s):
-                out.append(rec)
-        for rec in out:
-            if not rec.running:
                 self._mark_reported(rec, True)
+                yield rec
         self._trim()
-        return out

@@ -294,13 +294,18 @@ class MalbController(app_manager.RyuApp):
         period)."""
         base = self.cfg.profiler.url
         try:
+            sent = 0
             started = time.perf_counter()
-            bodies = self.ctl.profiler_report(now)    # the records taken (each body built later)
-            self.m.handler.observe(time.perf_counter() - started, "profiler_report")
-            for i, body in enumerate(bodies):
-                post_json(f"{base}/flows", body, timeout, token=self.token)
-                if i == 0:      # the pairs arrived: they count from now on
-                    self.ctl.profiler_pairs_sent(now)
+            for body in self.ctl.profiler_report(now):
+                self.m.handler.observe(time.perf_counter() - started, "profiler_report")
+                if body is None:        # the core paused its scan of the flow records
+                    hub.sleep(0)
+                else:
+                    post_json(f"{base}/flows", body, timeout, token=self.token)
+                    if sent == 0:       # the pairs arrived: they count from now on
+                        self.ctl.profiler_pairs_sent(now)
+                    sent += 1
+                started = time.perf_counter()
             self.m.profiler.inc("flows", "ok")
             profiles = get_json(f"{base}/profiles", timeout)
             self.m.profiler.inc("profiles", "ok")

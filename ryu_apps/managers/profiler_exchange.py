@@ -28,25 +28,39 @@ class ProfilerExchange(Manager):
         self.state = {"url": cfg.profiler.url, "reachable": None, "last_ok": None,
                       "last_error": None}
 
-    def report(self, now: float) -> Iterator[dict]:
+    def report(self, now: float) -> Iterator[dict | None]:
         """The bodies to POST to the profiler's /flows, in order (flow records in chunks;
         ports and pairs with the first), each built when the shell asks for it, so the JSON
-        work stays bounded between its posts (which yield to the event loop). Then
-        pairs_sent() once the first is accepted, and answer() or failed()."""
-        report = self.flows.take_report(now)
+        work stays bounded between its posts (which yield to the event loop); a None
+        between them is a pause of the records' scan (FlowTable.report_scan), where the
+        shell lets the event loop run. Then pairs_sent() once the first is accepted, and
+        answer() or failed()."""
         pairs = self.flows.take_pairs()
-        self._report = (report, pairs)
+        taken: list = []       # the records taken so far: a failed exchange restores them
+        self._report = (taken, pairs)
         idle = self.cfg.controller.idle_timeout_s
 
-        def bodies() -> Iterator[dict]:
-            for start in range(0, max(1, len(report)), REPORT_CHUNK):
-                body = {"source": "malb-controller", "time": now,
-                        "flows": [r.as_record(idle, self.flows.epoch, now)
-                                  for r in report[start:start + REPORT_CHUNK]]}
-                if start == 0:   # ports and pairs once per period, with the first chunk
-                    body["ports"] = list(self.port_rates.values())
-                    body["pairs"] = self._pairs_report(pairs, now)
-                yield body
+        def body(chunk: list, first: bool) -> dict:
+            out = {"source": "malb-controller", "time": now,
+                   "flows": [r.as_record(idle, self.flows.epoch, now) for r in chunk]}
+            if first:      # ports and pairs once per period, with the first chunk
+                out["ports"] = list(self.port_rates.values())
+                out["pairs"] = self._pairs_report(pairs, now)
+            return out
+
+        def bodies() -> Iterator[dict | None]:
+            chunk, first = [], True
+            for rec in self.flows.report_scan(now):
+                if rec is None:
+                    yield None
+                    continue
+                taken.append(rec)
+                chunk.append(rec)
+                if len(chunk) == REPORT_CHUNK:
+                    yield body(chunk, first)
+                    chunk, first = [], False
+            if chunk or first:
+                yield body(chunk, first)
         return bodies()
 
     def pairs_sent(self, now: float) -> None:

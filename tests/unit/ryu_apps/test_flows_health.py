@@ -241,3 +241,18 @@ def test_active_flows_per_instance_are_kept_without_a_scan_through_ends_resumes_
             if r.ended is None:
                 scan[r.instance] = scan.get(r.instance, 0) + 1
         assert t.active_per_instance() == scan, k
+
+
+def test_the_report_scan_pauses_and_what_changes_meanwhile_waits_or_is_skipped():
+    t = FlowTable(idle_timeout=10, keep_ended=0)
+    recs = [record(t, client_port=40000 + k) for k in range(5)]
+    scan = t.report_scan(100.5, pause_every=2)
+    got = [next(scan), next(scan)]
+    assert got == recs[:2] and next(scan) is None        # a pause after two looked at
+    # meanwhile: a new flow starts, and one ends and is trimmed away
+    late = record(t, client_port=41000)
+    t.on_removed(recs[2].flow_id | (DIR_FORWARD << 44), 1.0, 10, 1, "idle_timeout", 100.6)
+    assert recs[2].flow_id not in t.flows                 # keep_ended=0: trimmed at once
+    rest = list(scan)
+    assert rest == [recs[3], None, recs[4]]               # trimmed: skipped
+    assert t.take_report(100.7) == [late]                 # new: in the next report
