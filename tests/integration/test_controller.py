@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -393,3 +394,10 @@ def test_prometheus_metrics(stack, cli):
     assert 'malb_decisions_total{microservice="ui"' in text
     assert "malb_decision_latency_seconds_bucket" in text
     assert 'malb_packet_in_total{kind="new_flow"}' in text
+    # the event loop's lag timer runs, and every kind of event the switch sent was handled
+    # (flow statistics and removals parsed by ryu_apps/lazy_parse.py)
+    lag = re.search(r"^malb_event_loop_lag_seconds_count (\S+)$", text, re.M)
+    assert lag and float(lag.group(1)) > 0
+    for event in ("packet_in", "flow_stats", "port_stats", "poll_stats"):
+        m = re.search(r'^malb_handler_seconds_count\{event="%s"\} (\S+)$' % event, text, re.M)
+        assert m and float(m.group(1)) > 0, event
