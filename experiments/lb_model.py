@@ -65,7 +65,7 @@ from experiments import decision_audit, evaluation, loadgen, report, sample_nois
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
-from ryu_apps import policies
+from ryu_apps import dataplane, policies
 from ryu_apps.policies.malb import LOOKAHEAD_S
 from ryu_apps.policy import core_from_config
 from ryu_apps.profiles import apply_profiles
@@ -103,6 +103,7 @@ class Task:
     sent: float = 0.0
     first_byte: float | None = None
     used: float = field(default=0.0)   # cores used in the last step
+    switched: bool = False    # balanced by the switch (--dataplane): the controller never sees it
 
 
 def _param(path: str, name: str) -> float:
@@ -235,9 +236,11 @@ class Model:
         self.agent_period = opts.agent_period or cfg.agents.period_s
         # malb's horizon for long flows, which oracle-ahead takes too
         self.lookahead = LOOKAHEAD_S if opts.lookahead is None else opts.lookahead
-        self.core = core_from_config(cfg, policy if policy in POLICIES else "srr", options={
-            "lookahead_s": self.lookahead} if opts.lookahead is not None
-            and policies.takes_option(policy, "lookahead_s") else None)
+        options = {k: v for k, v in opts.policy_option if policies.takes_option(policy, k)}
+        if opts.lookahead is not None and policies.takes_option(policy, "lookahead_s"):
+            options["lookahead_s"] = self.lookahead
+        self.core = core_from_config(cfg, policy if policy in POLICIES else "srr",
+                                     options=options or None)
         self.prof = ProfilerModel(cfg, lambda: make_predictor(
             cfg.profiler.predictor, cfg.profiler.window))
         self.servers = {s.name: s for s in cfg.servers}
@@ -262,6 +265,8 @@ class Model:
         # per instance, (end, latency) of its requests: what its service's /latency tells
         # the agents' probes (a policy that reads probes: uses_probes)
         self.latencies: dict[str, deque] = {i: deque() for i in self.inst}
+        # the select group's hash of each new 5-tuple, as independent draws per run
+        self.hash_rng = random.Random(f"select group {seed}")
         # each agent's sampling phase against the profiler's: the same for every policy of
         # a run (seeded by the run), in whole steps
         phases = random.Random(f"agent phases {seed}") if opts.agent_phase == "random" else None
@@ -269,6 +274,22 @@ class Model:
                              % self.agent_period if phases else 0.0 for s in self.servers}
 
     # ------------------------------------------------------------ decisions
+    def switch_choice(self, ms: str, now: float):
+        """Data-plane mode (--dataplane): a short-flow microservice's new flow goes where
+        the select group hashes it, each instance by its share as the controller renders it
+        (quantised as the slot table does); the controller sees nothing of it. None when
+        the flow stays with the controller."""
+        if not (self.opts.dataplane and self.policy in POLICIES
+                and self.core.strategy.dataplane
+                and self.core.profiles.flow_class(ms)[0] == "short"):
+            return None
+        shares = dataplane.quantise(self.core.short_flow_shares(ms, now))
+        names = [n for n, w in shares.items() if w > 0]
+        if not names:
+            return None
+        name = self.hash_rng.choices(names, [shares[n] for n in names])[0]
+        return name, self.inst[name].server
+
     def choose(self, ms: str, now: float, seq: int):
         if self.policy in POLICIES:
             # as the controller does: a TCP flow is watched to its FIN (flowpath.py)
@@ -301,9 +322,11 @@ class Model:
     def arrive(self, req: dict, now: float) -> None:
         cls = req["class"]
         ms = self.ms_of[cls["name"]]
-        instance, server = self.choose(ms, now, req["seq"])
+        switched = self.switch_choice(ms, now)
+        instance, server = switched or self.choose(ms, now, req["seq"])
         path = cls["path"]
-        t = Task(req["seq"], cls["name"], ms, instance, server, now, "object")
+        t = Task(req["seq"], cls["name"], ms, instance, server, now, "object",
+                 switched=switched is not None)
         if path.startswith("/object"):
             size = _param(path, "size")
             # services/rom.py: a loop of cpu_ms_per_mb of wall-clock time per MB (one thread,
@@ -384,7 +407,8 @@ class Model:
         self.tasks = keep
 
     def finish(self, t: Task, now: float) -> None:
-        self.core.flow_ended(t.seq, now)        # its FIN reaches the controller
+        if not t.switched:
+            self.core.flow_ended(t.seq, now)    # its FIN reaches the controller
         first = t.first_byte if t.first_byte is not None else now
         row = {"seq": t.seq, "class": t.cls, "served_by": t.instance, "error": "",
                "latency_s": now - t.start, "bytes": t.sent, "throughput_kB_s": ""}
@@ -392,9 +416,10 @@ class Model:
             row["throughput_kB_s"] = t.sent / 1000 / max(now - first, DT)
         self.requests.append(row)
         self.latencies[t.instance].append((now, now - t.start))
-        self.reports.ended.append({"flow_id": str(t.seq), "microservice": t.ms,
-                                   "active": False, "duration_s": now - t.start,
-                                   "ended_at": now})
+        if not t.switched:
+            self.reports.ended.append({"flow_id": str(t.seq), "microservice": t.ms,
+                                       "active": False, "duration_s": now - t.start,
+                                       "ended_at": now})
 
     # ------------------------------------------------------------ monitoring
     def run(self, end: float) -> dict:
@@ -478,7 +503,8 @@ class Model:
         its answer (profiles, servers) out."""
         for name, s in samples.items():
             self.prof.ingest_agent(name, s, None, now)
-        self.prof.ingest_flows(self.reports.report(self.tasks, now), None, now)
+        self.prof.ingest_flows(self.reports.report(
+            [t for t in self.tasks if not t.switched], now), None, now)
         self.prof.step(now)
         return self.prof.profiles(now), self.prof.servers_view(now)
 
@@ -501,6 +527,20 @@ def ui_cpu_per_mb(histories: list[str], microservice: str = "ui") -> dict:
     mb_per_s = sum(tx for _cpu, tx in rows) / MB            # MB/s, summed over samples
     return {"samples": len(rows), "idle_cpu_percent": round(idle_pct, 4),
             "cpu_ms_per_mb": round(10.0 * busy_pct / mb_per_s, 2) if mb_per_s else None}
+
+
+def policy_option(text: str) -> tuple[str, object]:
+    """NAME=VALUE: true/false, a number, or text."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text[:40]!r}")
+    v = value.strip()
+    if v.lower() in ("true", "false"):
+        return name.strip(), v.lower() == "true"
+    try:
+        return name.strip(), float(v) if "." in v or "e" in v.lower() else int(v)
+    except ValueError:
+        return name.strip(), v
 
 
 def parser() -> argparse.ArgumentParser:
@@ -554,6 +594,14 @@ def parser() -> argparse.ArgumentParser:
                         "the back-end containers' samples against their jobs' demand in a "
                         "testbed comparison's results, and exit: what --sample-noise, "
                         "--noise-common and --noise-lag1 take")
+    p.add_argument("--policy-option", type=policy_option, action="append", default=[],
+                   metavar="NAME=VALUE",
+                   help="an option of the policies that take it (e.g. load_shares=false for "
+                        "malb); repeatable")
+    p.add_argument("--dataplane", action="store_true",
+                   help="data-plane mode: short-flow microservices of the policies that "
+                        "allow it balanced by the switch's select group at the shares the "
+                        "controller renders, unseen by the controller and the profiler")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,
@@ -589,6 +637,9 @@ def main(argv=None) -> int:
     if bad:
         p.error(f"--policies: unknown {', '.join(bad)}; choose from "
                 f"{', '.join((*POLICIES, *REFERENCES))}")
+    for name, _ in opts.policy_option:
+        if not any(policies.takes_option(x, name) for x in opts.policies):
+            p.error(f"--policy-option: none of {', '.join(opts.policies)} takes {name!r}")
     if opts.scenario == "callgraph":
         p.error("--scenario callgraph: the model has no call graph (services calling "
                 "services); it plays the other scenarios")

@@ -332,3 +332,32 @@ def test_the_model_needs_no_testbed():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_in_data_plane_mode_the_switch_takes_the_ui_by_shares_unseen_by_the_controller():
+    m = model("malb", 1, "--peak-rate", "3", "--dataplane")
+    told = []
+    ingest = m.prof.ingest_flows
+    m.prof.ingest_flows = lambda flows, *a: (told.extend(flows), ingest(flows, *a))[1]
+    m.run(30.0)
+    ui = [r for r in m.requests if m.ms_of[r["class"]] == "ui"]
+    assert ui and all(t.switched for t in m.done if t.ms == "ui")
+    # the controller never saw them: no decision, no open flow, nothing told the profiler
+    assert len(m.core.open_short) == 0 and m.core.assigned_total.get(("srv1", "ui"), 0) == 0
+    assert {f["microservice"] for f in told} <= {"video", "backend"} and told
+    # equal servers: about a quarter each
+    counts = [sum(r["served_by"] == b.name for r in ui) for b in m.core.pools["ui"]]
+    assert min(counts) > 0.5 * len(ui) / 4, counts
+    # the long flows stay with the controller; srr (no data-plane rule) decides every flow
+    assert not any(t.switched for t in m.done if t.ms != "ui")
+    s = model("srr", 1, "--peak-rate", "3", "--dataplane")
+    s.run(30.0)
+    assert not any(t.switched for t in s.done)
+
+
+def test_a_policy_option_reaches_the_policies_that_take_it():
+    m = model("malb", 1, "--policy-option", "load_shares=false")
+    assert m.core.strategy.options.load_shares is False
+    assert model("malb").core.strategy.options.load_shares is True
+    assert lb_model.policy_option("x=1.5") == ("x", 1.5)
+    assert lb_model.policy_option("x=3") == ("x", 3)
