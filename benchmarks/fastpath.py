@@ -167,6 +167,10 @@ def run(args, say=print) -> dict:
                     variant, stack, os.path.join(stack.run_dir, f"{variant}-{k + 1}.log"))
                 stack.wait_for(lambda: connected(stack.cfg), 60,
                                f"{variant}'s rules on the switches")
+                if variant.startswith("malb-dataplane"):
+                    stack.wait_for(lambda: stack.controller_get("/malb/status")["dataplane"]
+                                   ["microservices"]["ui"]["switches"], 60,
+                                   "the ui select group")
                 time.sleep(2.0)      # the rest of its start-up messages
                 row[variant] = measure(variant, stack, meters, args)
                 p, c = row[variant]["paced"], row[variant]["capacity"]
