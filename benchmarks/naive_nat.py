@@ -8,7 +8,11 @@ Per microservice VIP:port of the configuration, each new TCP/UDP flow goes to th
 instance in turn: a forward rule (client to VIP rewritten to the instance), a reverse rule
 (instance to client rewritten back to the VIP), both idling out after 10 s, and the first
 packet sent on. ARP for a VIP is answered; everything else is a learning switch, as
-ryu.app.simple_switch_13. No health checks, statistics, barrier or flow records.
+ryu.app.simple_switch_13, except that an instance's packets get no L2 rule (one would carry
+an answer that beats its flow's reverse rule to the switch, or hits a datapath entry cached
+before that rule, to the client without the VIP's address) and one that reaches the
+controller is sent on rewritten as its flow's reverse rule would. No health checks,
+statistics, barrier or flow records beyond that map. One switch.
 
 - NaiveNat: the Ryu app.
 """
@@ -34,7 +38,10 @@ class NaiveNat(app_manager.RyuApp):
         self.pools = {(ms.vip, ms.port): cfg.instances_of(ms.name) for ms in cfg.microservices}
         self.next = dict.fromkeys(self.pools, 0)
         self.vips = {ms.vip for ms in cfg.microservices}
+        self.instance_ips = {i.ip for i in cfg.instances}
         self.mac_to_port = {}
+        # (instance ip, its port, client ip, client port) -> (vip, vport, client's switch port)
+        self.reverse = {}
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def features(self, ev):
@@ -77,9 +84,17 @@ class NaiveNat(app_manager.RyuApp):
         if l4 is not None and (ip.dst, l4.dst_port) in self.pools:
             self.balance(dp, in_port, msg.data, ip, l4)
             return
+        if l4 is not None and ip.src in self.instance_ips:
+            nat = self.reverse.get((ip.src, l4.src_port, ip.dst, l4.dst_port))
+            if nat is not None:       # an answer that reached us before its reverse rule did
+                vip, vport, port = nat
+                self.packet_out(dp, in_port, [parser.OFPActionSetField(eth_src=self.vip_mac),
+                                              parser.OFPActionSetField(ipv4_src=vip),
+                                              parser.OFPActionOutput(port)], msg.data)
+                return
         out = self.mac_to_port[dp.id].get(eth.dst, ofp.OFPP_FLOOD)
         actions = [parser.OFPActionOutput(out)]
-        if out != ofp.OFPP_FLOOD:
+        if out != ofp.OFPP_FLOOD and not (ip is not None and ip.src in self.instance_ips):
             self.add_flow(dp, 1, parser.OFPMatch(in_port=in_port, eth_dst=eth.dst,
                                                  eth_src=eth.src), actions)
         self.packet_out(dp, in_port, actions, msg.data)
@@ -103,6 +118,8 @@ class NaiveNat(app_manager.RyuApp):
         to_client = [parser.OFPActionSetField(eth_src=self.vip_mac),
                      parser.OFPActionSetField(ipv4_src=ip.dst),
                      parser.OFPActionOutput(in_port)]
+        self.reverse[(inst.ip, l4.dst_port, ip.src, l4.src_port)] = (ip.dst, l4.dst_port,
+                                                                      in_port)
         self.add_flow(dp, 10, rev, to_client, IDLE_S)
         self.add_flow(dp, 10, fwd, to_inst, IDLE_S)
         self.packet_out(dp, in_port, to_inst, data)
