@@ -235,7 +235,6 @@ def main(argv=None) -> int:
         f"{git_commit()}\n\n" + markdown(r)
     lab.write_results(args.out, "breakdown", {"command": command, "commit": git_commit(),
                                               **r}, md, default=None)
-    print(md)
     return 0
 
 

@@ -258,7 +258,6 @@ def main(argv=None) -> int:
         markdown(result, args)
     lab.write_results(args.out, "controller_alone",
                       {"command": command, "commit": git_commit(), **result}, md, default=None)
-    print(md)
     return 0
 
 

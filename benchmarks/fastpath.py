@@ -278,7 +278,6 @@ def main(argv=None) -> int:
         + markdown(result, args)
     lab.write_results(args.out, "fastpath", {"command": command, "commit": git_commit(),
                                              **result}, md, default=None)
-    print(md)
     return 0
 
 
