@@ -19,7 +19,8 @@ Per round, each app in turn (the order rotates from round to round):
   long-flow microservice: the weighted least-load decision) at --ll-rate per second.
 
 Each phase also records the app's CPU seconds (its process's user + system time), so the
-CPU per new flow compares even when the machine is busy with something else. Reported per
+CPU per new flow compares even when the machine is busy with something else, and for MALB
+its own histograms over the phase: each event kind's handling and the event loop's lag. Reported per
 app: medians over rounds with min-max, and ratios to naive_nat's of the same round.
 Results: controller_alone.json and controller_alone.md in --out.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import re
 import statistics
 import sys
 import time
@@ -35,6 +37,7 @@ import time
 import yaml
 
 from benchmarks import ofswitch
+from benchmarks.modes import histogram, histogram_quantile, metrics_text
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, port_number
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
@@ -62,6 +65,25 @@ def config(rest_port: int, ofp_port: int) -> dict:
             "profiler": {"url": "http://127.0.0.1:9"},
             "controller": {"health": {"method": "none"}, "rest_port": rest_port,
                            "ofp_port": ofp_port}}
+
+
+def handler_quantiles(before: str, after: str) -> dict:
+    """From two /metrics texts of MALB: per event kind, how many were handled in between and
+    the bucket bounds of their p50 and p99 (ms); the event loop's lag likewise."""
+    out = {}
+    kinds = sorted(set(re.findall(r'^malb_handler_seconds_count\{event="([^"]+)"\}', after,
+                                  re.M)))
+    series = [(k, "malb_handler_seconds", f'event="{k}",') for k in kinds]
+    for key, name, labels in series + [("event_loop_lag", "malb_event_loop_lag_seconds", "")]:
+        h0, h1 = histogram(before, name, labels), histogram(after, name, labels)
+        if not h1:
+            continue
+        n = h1[float("inf")] - h0.get(float("inf"), 0)
+        p50, p99 = histogram_quantile(h0, h1, 0.5), histogram_quantile(h0, h1, 0.99)
+        out[key] = {"count": int(n),
+                    "p50_ms_at_most": None if p50 is None else round(1e3 * p50, 3),
+                    "p99_ms_at_most": None if p99 is None else round(1e3 * p99, 3)}
+    return out
 
 
 def app_service(name: str, config_path: str, ofp_port: int, rest_port: int,
@@ -98,13 +120,20 @@ async def measure_app(name: str, cfg, pid: int, args) -> dict:
         await asyncio.sleep(0.2)
     out: dict = {}
 
+    rest = args.rest_port if APPS[name.partition("@")[0]][1] else None
+
     async def phase(key: str, run, flows_sent) -> None:
         """One phase, then the wait until its rules idled out: its CPU per flow covers a
-        flow's whole life at the controller (packet-in, rules, statistics, removal)."""
+        flow's whole life at the controller (packet-in, rules, statistics, removal); for
+        MALB, its handler and event-loop histograms over the phase."""
         before = process_cpu_seconds(pid)
+        text0 = metrics_text(rest) if rest else ""
         r = await run
+        text1 = metrics_text(rest) if rest else ""
         await sw.drained()
         used = process_cpu_seconds(pid) - before
+        if rest:
+            r["controller"] = handler_quantiles(text0, text1)
         n = flows_sent(r)
         r["cpu_s"] = round(used, 3)
         r["cpu_ms_per_flow"] = round(1e3 * used / n, 3) if n else None

@@ -119,3 +119,20 @@ def test_a_packet_out_answers_the_syn_it_carries():
     sw.pending[("10.0.0.1", 40000)] = 0.0
     handle(sw, ofwire.packet_out(13, 5, ofwire.action_output(2), frame))
     assert not sw.pending and len(sw.latencies) == 1 and sw.packet_outs == 1
+
+
+def test_the_controllers_histograms_over_a_phase_per_event_kind():
+    from benchmarks.controller_alone import handler_quantiles
+
+    def text(n_fast, n_slow, lag):
+        rows = []
+        for le, c in (("5e-05", n_fast), ("0.0001", n_fast), ("0.01", n_fast + n_slow),
+                      ("+Inf", n_fast + n_slow)):
+            rows.append(f'malb_handler_seconds_bucket{{event="packet_in",le="{le}"}} {c}')
+        rows.append(f'malb_handler_seconds_count{{event="packet_in"}} {n_fast + n_slow}')
+        rows += [f'malb_event_loop_lag_seconds_bucket{{le="{le}"}} {c}'
+                 for le, c in (("0.001", lag), ("+Inf", lag))]
+        return "\n".join(rows) + "\n"
+    q = handler_quantiles(text(10, 0, 5), text(1000, 20, 105))
+    assert q["packet_in"] == {"count": 1010, "p50_ms_at_most": 0.05, "p99_ms_at_most": 10.0}
+    assert q["event_loop_lag"]["count"] == 100
