@@ -11,7 +11,9 @@ packet sent on. ARP for a VIP is answered; everything else is a learning switch,
 ryu.app.simple_switch_13, except that an instance's packets get no L2 rule (one would carry
 an answer that beats its flow's reverse rule to the switch, or hits a datapath entry cached
 before that rule, to the client without the VIP's address) and one that reaches the
-controller is sent on rewritten as its flow's reverse rule would. No health checks,
+controller is sent on rewritten as its flow's reverse rule would, and a flow's packet that
+reaches the controller again (a SYN retransmitted before its rules were in) keeps its
+instance. No health checks,
 statistics, barrier or flow records beyond that map. One switch.
 
 - NaiveNat: the Ryu app.
@@ -42,6 +44,7 @@ class NaiveNat(app_manager.RyuApp):
         self.mac_to_port = {}
         # (instance ip, its port, client ip, client port) -> (vip, vport, client's switch port)
         self.reverse = {}
+        self.assigned = {}     # (client ip, client port, vip, vport) -> its instance
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def features(self, ev):
@@ -102,9 +105,12 @@ class NaiveNat(app_manager.RyuApp):
     def balance(self, dp, in_port, data, ip, l4):
         parser = dp.ofproto_parser
         key = (ip.dst, l4.dst_port)
-        pool = self.pools[key]
-        inst = pool[self.next[key] % len(pool)]
-        self.next[key] += 1
+        flow = (ip.src, l4.src_port, ip.dst, l4.dst_port)
+        inst = self.assigned.get(flow)
+        if inst is None:       # a retransmitted SYN that beat its rules keeps its instance
+            pool = self.pools[key]
+            inst = self.assigned[flow] = pool[self.next[key] % len(pool)]
+            self.next[key] += 1
         proto = "tcp" if isinstance(l4, tcp.tcp) else "udp"
         fwd = parser.OFPMatch(eth_type=0x0800, ip_proto=ip.proto, ipv4_src=ip.src,
                               ipv4_dst=ip.dst, **{f"{proto}_src": l4.src_port,
