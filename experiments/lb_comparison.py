@@ -41,7 +41,7 @@ import time
 from common import lab
 from common.cli import fail, flag_config_error, require_testbed
 from common.markdown import number, table
-from common.config import ConfigError, check_deployable, config_path, load_config, \
+from common.config import ConfigError, check_testbed_builds, config_path, load_config, \
     load_config_data, parse_config_file_data
 from common.procs import git_commit
 from common.state import process_start_ticks
@@ -761,7 +761,7 @@ def main(argv=None) -> int:
     try:
         cfg = parse_config_file_data(config_data(args),
                                      config_path(scenarios.base_config_path(args)))
-        check_deployable(cfg)
+        check_testbed_builds(cfg)
     except ConfigError as exc:
         fail(flag_config_error(exc, FLAG_OF_FIELD), code=2)
     seeds = [args.seed + k for k in range(args.first_run, args.first_run + args.runs)]

@@ -35,7 +35,7 @@ import time
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
     require_testbed
-from common.config import ConfigError, check_deployable, config_path, load_config_data, \
+from common.config import ConfigError, check_testbed_builds, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number, table
 from common.procs import ROOT
@@ -327,7 +327,7 @@ def main(argv=None) -> int:
         if args.trunk_bw:
             data.setdefault("testbed", {})["trunk_bw_mbit"] = args.trunk_bw
         cfg = parse_config_file_data(data, config_path(args.config))
-        check_deployable(cfg)
+        check_testbed_builds(cfg)
         if len(cfg.testbed.switches) < 2:
             raise ConfigError("testbed.switches: placement needs 2 to 4 switches (trunks)")
         if not any(m.kind == "callgraph" for m in cfg.microservices):

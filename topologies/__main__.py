@@ -19,7 +19,7 @@ import time
 
 from common.cli import (ArgumentParser, add_config_args, config_from_args, fail, require_root,
                         require_testbed)
-from common.config import ConfigError, check_deployable
+from common.config import ConfigError, check_testbed_builds
 from common.httpjson import JsonServer
 from topologies.check import check_testbed, format_reach
 
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     require_root(args.command)
     cfg = config_from_args(args)
     try:
-        check_deployable(cfg)
+        check_testbed_builds(cfg)
     except ConfigError as exc:
         fail(str(exc), code=2)
     # deferred until the flags and the configuration are checked: Mininet, the Docker SDK

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from common.config import Config, Instance, callgraph_spec, check_deployable
+from common.config import Config, Instance, callgraph_spec, check_testbed_builds
 from common.httpjson import BadRequest, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
@@ -55,7 +55,7 @@ class Testbed:
         from mininet.node import OVSSwitch, RemoteController  # deferred: Mininet or
         from mininet.link import TCLink    # deferred: Containernet, whichever the backend is
 
-        check_deployable(self.cfg)
+        check_testbed_builds(self.cfg)
         self.backend = backends.resolve_backend(self.options.backend)
         self.datapath = backends.resolve_datapath(self.options.datapath or
                                                   self.cfg.testbed.datapath)

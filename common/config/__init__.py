@@ -11,7 +11,8 @@ ConfigError naming the offending field (``servers[2].cpu: ...``). The package ho
 - derive.py: addresses, ports and placements derived the same way everywhere;
 - checks.py: checks across the whole; schema.py: the JSON Schema and the docs' tables.
 """
-from common.config.checks import WILDCARD_HOSTS, check_deployable, listeners
+from common.config.checks import (WILDCARD_HOSTS, check_deployable, check_testbed_builds,
+                                  listeners)
 from common.config.derive import (ACTIVE_FLOW_TTL_S, LINUX_IFNAME_MAX, PROXY_IP, PROXY_NAME,
                                   active_flow_refresh_s, active_flow_ttl_s, callgraph_spec)
 from common.config.fields import ConfigError
@@ -34,7 +35,8 @@ __all__ = [
     "AgentsCfg", "Call", "Client", "Config", "ConfigError", "ControllerCfg", "Dataplane",
     "Frequency", "Health", "Instance", "Microservice", "ProfilerCfg", "Proxy", "SecurityCfg",
     "Server", "Slo", "SloLoopCfg", "Switch", "TestbedCfg", "Trunk", "active_flow_refresh_s",
-    "active_flow_ttl_s", "callgraph_spec", "check_deployable", "check_token", "config_path",
+    "active_flow_ttl_s", "callgraph_spec", "check_deployable", "check_testbed_builds",
+    "check_token", "config_path",
     "listeners", "load_config", "load_config_data", "mac_for", "parse_config",
     "parse_config_file_data", "parse_size_mb", "with_token_from_environment",
 ]

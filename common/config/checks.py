@@ -4,7 +4,8 @@
 - check_vips(): every VIP a free host address of the testbed's subnet;
 - check_slo_cores_exclusive(): a service with an SLO has its cores alone;
 - listeners(), check_listeners(): no two of the platform's services on one port;
-- check_deployable(): what a testbed and the controller need beyond a valid configuration.
+- check_deployable(): what a testbed and the controller need beyond a valid configuration;
+  check_testbed_builds(): what only the testbed needs (its own network).
 """
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ def check_acyclic(microservices) -> None:
         visit(m.name, [])
 
 
-def check_vips(microservices, testbed, slots) -> None:
+def check_vips(microservices, testbed, slots, own_subnet: bool = True) -> None:
     """Clients ARP for a VIP only when it is on their own link's subnet, and no host may
-    have its address."""
+    have its address. In the user's own network (not own_subnet) the subnet is theirs to
+    choose."""
     taken = {i.ip for i in slots} | {c.ip for c in testbed.clients} | \
         ({testbed.proxy.ip} if testbed.proxy else set())
     subnet = ipaddress.ip_network(f"10.0.0.0/{testbed.prefix_len}")
@@ -46,7 +48,7 @@ def check_vips(microservices, testbed, slots) -> None:
         if ms.vip in taken:
             raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} collides with a "
                               f"host address")
-        if ipaddress.ip_address(ms.vip) not in subnet or ms.vip in (
+        if own_subnet and ipaddress.ip_address(ms.vip) not in subnet or ms.vip in (
                 str(subnet.network_address), str(subnet.broadcast_address)):
             raise ConfigError(f"microservices[{ms.index - 1}].vip: {ms.vip} is not a host "
                               f"address in the testbed's subnet {subnet}")
@@ -131,3 +133,13 @@ def check_deployable(cfg: Config) -> None:
         raise ConfigError(f"servers x microservices: a testbed or controller takes at most "
                           f"{MAX_INSTANCES} instances, got {len(cfg.servers)} x "
                           f"{len(cfg.microservices)}")
+
+
+def check_testbed_builds(cfg: Config) -> None:
+    """The testbed builds its own network; a configuration of the user's (`network:`) is
+    the controller's to serve, not the testbed's to build."""
+    check_deployable(cfg)
+    if cfg.declared_network:
+        raise ConfigError("network.instances: this configuration describes your own network; "
+                          "the testbed builds only its own (run the controller on your "
+                          "network: docs/configuration.md, \"Your own network\")")

@@ -4,6 +4,8 @@ talking to the others (docs/testbed.md documents the rules):
 - place_microservices(): each microservice's servers at the start;
 - derive_topology(): switches, trunks, clients, the proxy, and every instance slot with its
   name, address, MAC and switch port;
+- declared_topology(): the same from the user's own network (`network:`): its switches, and
+  the instances where it has them;
 - active_flow_ttl_s(), active_flow_refresh_s(): the profiler's and controller's flow
   keep-alive; callgraph_spec(): what a call-graph instance is told.
 """
@@ -12,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from common.config.fields import ConfigError
-from common.config.model import (Client, Config, Instance, Microservice, Proxy, Server,
-                                     Switch, TestbedCfg, TestbedSection, Trunk, mac_for)
+from common.config.model import (MAX_INSTANCES, Client, Config, Instance, Microservice,
+                                 NetworkSection, Proxy, Server, Switch, TestbedCfg,
+                                 TestbedSection, Trunk, mac_for)
 
 LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
 # The outside balancer's host (testbed.proxy), outside the clients' 10.0.200.0/24: the
@@ -107,6 +110,79 @@ def derive_topology(tb: TestbedSection, servers: tuple[Server, ...],
                          control_port=tb.control_port, client_bw_mbit=tb.client_bw_mbit,
                          proxy=proxy, calls_via=tb.calls_via)
     return testbed, tuple(instances), tuple(slots)
+
+
+def declared_topology(tb: TestbedSection, network: NetworkSection, servers: tuple[Server, ...],
+                      microservices: tuple[Microservice, ...]
+                      ) -> tuple[TestbedCfg, tuple[Instance, ...], tuple[Microservice, ...]]:
+    """The user's own network: its switches by datapath id, no trunks or clients (the
+    controller finds the links between switches and where clients are), and the listed
+    instances, each at its own address and MAC, on its switch and port where given (else
+    located by the controller). Returns (testbed, instances, microservices placed where their
+    instances are)."""
+    if not network.switches:
+        raise ConfigError("network.switches: required with network.instances: the switches "
+                          "the controller serves, each {name, dpid}")
+    if tb.proxy:
+        raise ConfigError("testbed.proxy: the proxy host is built by the testbed; not with "
+                          "network.instances")
+    if len(network.instances) > MAX_INSTANCES:
+        raise ConfigError(f"network.instances: at most {MAX_INSTANCES} instances, got "
+                          f"{len(network.instances)}")
+    switches: dict[str, Switch] = {}
+    dpids = set()
+    for k, sw in enumerate(network.switches):
+        if sw.name in switches:
+            raise ConfigError(f"network.switches[{k}].name: duplicate switch {sw.name!r}")
+        if sw.dpid in dpids:
+            raise ConfigError(f"network.switches[{k}].dpid: duplicate datapath id "
+                              f"{sw.dpid:016x}")
+        switches[sw.name] = Switch(sw.name, sw.dpid)
+        dpids.add(sw.dpid)
+    by_name = {m.name: m for m in microservices}
+    server_names = [s.name for s in servers]
+    instances: list[Instance] = []
+    seen: dict[str, set] = {"name": set(), "ip": set(), "mac": set(), "pair": set()}
+    for k, d in enumerate(network.instances):
+        where = f"network.instances[{k}]"
+        ms = by_name.get(d.microservice)
+        if ms is None:
+            raise ConfigError(f"{where}.microservice: unknown microservice {d.microservice!r} "
+                              f"(have {', '.join(by_name)})")
+        if d.server not in server_names:
+            raise ConfigError(f"{where}.server: unknown server {d.server!r} (have "
+                              f"{', '.join(server_names)})")
+        if d.switch is not None and d.switch not in switches:
+            raise ConfigError(f"{where}.switch: unknown switch {d.switch!r} (have "
+                              f"{', '.join(switches)})")
+        name = d.name or f"{d.server}-{ms.abbrev}"
+        for key, value, what in (("pair", (ms.name, d.server), None), ("name", name, "name"),
+                                 ("ip", d.ip, "address"), ("mac", d.mac, "MAC")):
+            if value in seen[key]:
+                raise ConfigError(
+                    f"{where}.{key if what else 'server'}: " +
+                    (f"duplicate instance {what} {value!r}" if what else
+                     f"a second instance of {ms.name} on {d.server} (at most one per server)"))
+            seen[key].add(value)
+        if int(d.mac[:2], 16) & 1:
+            raise ConfigError(f"{where}.mac: {d.mac} is a multicast address")
+        sw = switches.get(d.switch) if d.switch else None
+        instances.append(Instance(name=name, microservice=ms.name, server=d.server, ip=d.ip,
+                                  mac=d.mac, switch=sw.name if sw else None,
+                                  dpid=sw.dpid if sw else None, switch_port=d.port, slot=k))
+    placed = []
+    for ms in microservices:
+        where_ = tuple(dict.fromkeys(i.server for i in instances if i.microservice == ms.name))
+        if not where_:
+            raise ConfigError(f"network.instances: no instance of {ms.name}; list at least one "
+                              f"or remove it from microservices")
+        placed.append(dataclasses.replace(ms, servers=where_))
+    testbed = TestbedCfg(datapath=tb.datapath, controller=tb.controller, prefix_len=PREFIX_LEN,
+                         trunk_bw_mbit=tb.trunk_bw_mbit, host_bw_mbit=tb.host_bw_mbit,
+                         switches=tuple(switches.values()), trunks=(), clients=(),
+                         control_port=tb.control_port, client_bw_mbit=tb.client_bw_mbit,
+                         proxy=None, calls_via=tb.calls_via)
+    return testbed, tuple(instances), tuple(placed)
 
 
 # The profiler forgets an active flow the controller has not mentioned for this long (at

@@ -196,6 +196,16 @@ def name(value: Any, where_: str) -> str:
     return value
 
 
+INSTANCE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+def instance_name(value: Any, where_: str) -> str:
+    if not isinstance(value, str) or not INSTANCE_NAME_RE.match(value):
+        raise ConfigError(f"{where_}: lowercase letters, digits and hyphens, starting with a "
+                          f"letter, at most 63 characters; got {value!r}")
+    return value
+
+
 def ipv4(value: Any, where_: str) -> str:
     try:
         return str(ipaddress.IPv4Address(value))

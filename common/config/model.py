@@ -4,13 +4,15 @@ plain data the platform passes around.
 
 - file sections: TestbedSection, Server (and ServerCount, the shorthand), Frequency,
   Microservice, Call, Slo, ControllerCfg, Health, Dataplane, ProfilerCfg, AgentsCfg,
-  SloLoopCfg, SecurityCfg; FILE_SECTIONS maps the file's top level to them;
+  SloLoopCfg, SecurityCfg, NetworkSection (NetworkSwitch, DeclaredInstance: the user's own
+  network); FILE_SECTIONS maps the file's top level to them;
 - derived data: Instance, Client, Proxy, Switch, Trunk, TestbedCfg, and Config (the whole);
 - the names and limits the fields refer to (POLICIES, MAX_SERVERS, ...).
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -507,6 +509,72 @@ class SecurityCfg:
         "token)); `MALB_TOKEN` overrides it"))
 
 
+def _dpid(value: Any, where: str) -> int:
+    """A datapath id as OpenFlow gives it: an integer, or hex digits (Ryu's and ovs-ofctl's
+    `0000000000000001`)."""
+    if isinstance(value, str) and re.fullmatch(r"(0x)?[0-9a-fA-F]{1,16}", value):
+        return int(value, 16)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 64:
+        return value
+    raise ConfigError(f"{where}: expected a datapath id (an integer, or up to 16 hex digits "
+                      f"as a string), got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSwitch:
+    """A switch of the user's own network."""
+    name: str = setting(type="custom", parse=F.name, what="name", schema=NAME,
+                        help="how the instances refer to it")
+    dpid: int = setting(type="custom", parse=_dpid, what="datapath id",
+                        schema={"type": ["integer", "string"]},
+                        help="its OpenFlow datapath id: an integer, or hex digits as a string "
+                             "(`\"0000000000000001\"`)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeclaredInstance:
+    """An instance where the user's network has it: its address and MAC, and optionally its
+    switch and port (else the controller finds them)."""
+    microservice: str = setting(type="string", help="the microservice it serves")
+    server: str = setting(type="string", help=(
+        "the server it runs on (a name under `servers`): its load and its agent are that "
+        "server's"))
+    ip: str = setting(type="custom", parse=F.ipv4, what="IPv4 address",
+                      schema={"type": "string"}, help="its own address")
+    mac: str = setting(type="custom", parse=F.mac, what="MAC address",
+                       schema={"type": "string", "pattern": "^" + F.MAC_PATTERN + "$"},
+                       help="its MAC: the controller rewrites a flow's destination to it")
+    name: str | None = setting(None, type="custom", parse=F.instance_name, nullable=True,
+                               what="name", schema={"type": ["string", "null"]},
+                               default_doc="`<server>-<abbrev>`",
+                               help="how the controller, its REST API and the profiler name it")
+    switch: str | None = setting(None, type="custom", parse=F.name, nullable=True,
+                                 what="switch name", schema={"type": ["string", "null"]},
+                                 help=("the switch it is attached to, one of "
+                                       "`network.switches` (null: found by the controller)"))
+    port: int | None = setting(None, type="integer", lo=1, hi=0xFFFFFF00, nullable=True,
+                               help=("its OpenFlow port on that switch (null: the controller "
+                                     "finds it from the instance's answers to its probes)"))
+
+    def validate(self, path: str) -> None:
+        if self.port is not None and self.switch is None:
+            raise ConfigError(f"{path}.port: a port needs its switch ({path}.switch)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSection:
+    """The file's `network:`: the user's own network instead of the testbed's. The
+    controller balances the listed instances at their addresses; the testbed builder does
+    not build such a network ([configuration.md](configuration.md#your-own-network))."""
+    switches: tuple[NetworkSwitch, ...] = setting((), type="sections", section=NetworkSwitch,
+                                                  help=("the OpenFlow switches the controller "
+                                                        "serves (flows entering any other are "
+                                                        "dropped)"))
+    instances: tuple[DeclaredInstance, ...] = setting(
+        (), type="sections", section=DeclaredInstance,
+        help="every instance, at the address of your choosing (instead of the derived slots)")
+
+
 # ---------------------------------------------------------------------------
 # Derived data
 # ---------------------------------------------------------------------------
@@ -522,9 +590,11 @@ class Instance:
     server: str
     ip: str
     mac: str
-    switch: str
-    dpid: int
-    switch_port: int      # OpenFlow port on its switch
+    # where it is attached; None in the user's network (`network.instances`) where the
+    # configuration does not say: the controller finds it (ryu_apps/locations.py)
+    switch: str | None
+    dpid: int | None
+    switch_port: int | None   # OpenFlow port on its switch
     slot: int = 0         # (server index - 1) x microservices + microservice index - 1
 
     @property
@@ -595,6 +665,9 @@ class Config:
 
     slots: tuple[Instance, ...] = ()     # every (server, microservice) pair, deployed or not
     security: SecurityCfg = SecurityCfg()
+    # the user's own network (`network.instances`): the instances are the ones listed, at
+    # their addresses; no testbed builds it
+    declared_network: bool = False
 
     def slot(self, server: str, microservice: str) -> Instance:
         """The instance slot of a microservice on a server (running there or not)."""
@@ -629,4 +702,4 @@ class Config:
 # the ServerCount shorthand; microservices: a list of Microservice).
 FILE_SECTIONS = {"testbed": TestbedSection, "servers": Server, "microservices": Microservice,
                  "controller": ControllerCfg, "profiler": ProfilerCfg, "agents": AgentsCfg,
-                 "security": SecurityCfg}
+                 "security": SecurityCfg, "network": NetworkSection}

@@ -13,13 +13,14 @@ from typing import Any
 
 from common.config.checks import (check_acyclic, check_listeners,
                                       check_slo_cores_exclusive, check_vips)
-from common.config.derive import derive_topology, place_microservices, switch_names
+from common.config.derive import (declared_topology, derive_topology, place_microservices,
+                                  switch_names)
 from common.config.fields import ConfigError, mapping, read_section, reject_unknown, \
     settings
 from common.config.model import (FILE_SECTIONS, KINDS, MAX_SERVERS, SERVER_COUNT_SHARES,
                                      AgentsCfg, Config, ControllerCfg, Microservice,
-                                     ProfilerCfg, SecurityCfg, Server, ServerCount,
-                                     TestbedSection)
+                                     NetworkSection, ProfilerCfg, SecurityCfg, Server,
+                                     ServerCount, TestbedSection)
 
 DEFAULT_MICROSERVICES = [
     {"name": "video", "abbrev": "vid", "port": 8001, "flow_class": "long",
@@ -126,10 +127,25 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None,
     if microservices_required and data.get("microservices") is None:
         raise ConfigError("microservices: required: the list of microservices to balance, "
                           "e.g. configs/paper.yaml's (docs/configuration.md)")
-    microservices = place_microservices(read_microservices(data.get("microservices"), tb.vip),
-                                        servers)
-    testbed, instances, slots = derive_topology(tb, servers, microservices)
-    check_vips(microservices, testbed, slots)
+    network = read_section(NetworkSection, data.get("network"), "network")
+    listed = read_microservices(data.get("microservices"), tb.vip)
+    if network.instances:
+        # the user's own network: the instances are where the list says
+        for ms in listed:
+            if ms.servers or ms.replicas:
+                key = "servers" if ms.servers else "replicas"
+                raise ConfigError(f"microservices[{ms.index - 1}].{key}: with "
+                                  f"network.instances, the instances listed there are "
+                                  f"where {ms.name} runs")
+        testbed, instances, microservices = declared_topology(tb, network, servers, listed)
+        slots = instances
+    else:
+        if network.switches:
+            raise ConfigError("network.switches: only with network.instances (the testbed "
+                              "builds its own switches)")
+        microservices = place_microservices(listed, servers)
+        testbed, instances, slots = derive_topology(tb, servers, microservices)
+    check_vips(microservices, testbed, slots, own_subnet=not network.instances)
     check_slo_cores_exclusive(servers, microservices, instances)
     cfg = Config(testbed=testbed, servers=servers, microservices=microservices,
                  instances=instances,
@@ -137,6 +153,13 @@ def parse_config(data: Any, source: str = "<dict>", base_dir: str | None = None,
                  profiler=read_section(ProfilerCfg, data.get("profiler"), "profiler",
                                        SimpleNamespace(base_dir=base_dir)),
                  agents=agents, source=source, slots=slots,
-                 security=read_section(SecurityCfg, data.get("security"), "security"))
+                 security=read_section(SecurityCfg, data.get("security"), "security"),
+                 declared_network=bool(network.instances))
     check_listeners(cfg)
+    if cfg.controller.health.method == "none":
+        for k, inst in enumerate(cfg.slots):
+            if inst.switch_port is None:
+                raise ConfigError(f"network.instances[{k}].port: needed with "
+                                  f"controller.health.method none (the controller finds an "
+                                  f"instance from its answers to the health probes)")
     return cfg

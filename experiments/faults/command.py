@@ -48,7 +48,7 @@ import sys
 
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, fail, require_testbed
-from common.config import POLICIES, ConfigError, check_deployable, config_path, \
+from common.config import POLICIES, ConfigError, check_testbed_builds, config_path, \
     load_config_data, parse_config_file_data
 from common.procs import ROOT
 from experiments.faults.analysis import (GRACE_HEALTH_INTERVALS, RECOVERY_TARGET_PERIODS,
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         parser().error("--seconds: too short for the fault's hold and pause")
     try:
         cfg = parse_config_file_data(config_data(args), config_path(args.config))
-        check_deployable(cfg)
+        check_testbed_builds(cfg)
         for name in WORKLOAD_MICROSERVICES:
             cfg.microservice(name)
         if "container" in args.faults and not cfg.instances_of("ui"):
