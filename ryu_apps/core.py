@@ -8,6 +8,8 @@ ControllerCore holds the managers (ryu_apps/managers/, one concern each) and pas
 event to them: a switch up or gone to all in turn, any other event to the one it concerns;
 it handles packet-ins itself (ARP for the VIPs, probe answers, the new-flow path of
 ryu_apps/flowpath.py, plain L2), the pools changed over REST, and the views of its state.
+In the user's own network (`network:`) it also finds the links between switches
+(ryu_apps/links.py) and where instances are (ryu_apps/locations.py).
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from common.config import active_flow_refresh_s
 from ryu_apps import ofwire
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import FIN_TAG, FlowTable
+from ryu_apps.flowpath import next_hops
 from ryu_apps.health import HealthTracker
+from ryu_apps.links import Links
 from ryu_apps.managers.agent_probes import AgentProbes
 from ryu_apps.managers.base import controller_packet_out
 from ryu_apps.managers.dataplane_groups import DataplaneGroups
@@ -57,7 +61,16 @@ class ControllerCore:
         self.health = HealthTracker([i.name for i in cfg.instances],
                                     c.health.unhealthy_after, c.health.healthy_after,
                                     c.health.timeout_s)
-        self.path = FlowPath(cfg, self.policy_core, self.flows, self.backends, xid=xid, timer=timer)
+        self.path = FlowPath(cfg, self.policy_core, self.flows, self.backends, xid=xid, timer=timer,
+                             locations=self.plan.locations)
+        # the user's network: links between switches found by LLDP, not configured
+        self.discovering = cfg.declared_network
+        self.links = Links(c.monitoring_period_s)
+        for name in self.plan.locations.unlocated():
+            # probed out of every edge port until an answer says where it is
+            self.health.add(name)
+            self.health.state[name].last_result = "not located yet"
+            self.policy_core.set_health(name, False)
         self.decisions: deque = deque(maxlen=2000)
         dp_mode = c.dataplane.short_flows == "switch"
         self.switch_rules = SwitchRules(cfg, self.plan, xid, self.path.next_hop,
@@ -70,7 +83,7 @@ class ControllerCore:
         self.ports = PortRates(cfg, self.plan, self.policy_core)
         self.health_checks = HealthChecks(cfg, self.plan, xid, self.policy_core, self.health,
                                           self.path, switches, rng or random.Random(),
-                                          self._pools_changed)
+                                          self._pools_changed, self.links.edge_ports)
         self.probes = AgentProbes(cfg, self.plan, self.policy_core)
         self.profiler = ProfilerExchange(cfg, self.plan, self.policy_core, self.flows,
                                          self.ports.rates, started)
@@ -99,7 +112,10 @@ class ControllerCore:
         """Its flows keep their records: a reconnection restores their rules."""
         for m in self.managers:
             m.switch_down(dpid, now)
-        return Result(warnings=[f"switch {dpid:016x} disconnected"])
+        out = Result(warnings=[f"switch {dpid:016x} disconnected"])
+        if self.links.switch_gone(dpid):
+            self._links_changed(out, now)
+        return out
 
     def meter_features(self, dpid: int, max_meter: int, band_types: int, capabilities: int,
                        now: float) -> Result:
@@ -118,8 +134,16 @@ class ControllerCore:
                   cookie: int = 0) -> Result:
         """`cookie`: the rule's that sent the packet here (a flow's FIN watch, or 0)."""
         f = ofwire.parse_frame(data)
-        if f is None or f.eth_type == ofwire.ETH_TYPE_LLDP:
+        if f is None:
             return Result()
+        if f.eth_type == ofwire.ETH_TYPE_LLDP:
+            out = Result(kinds=["lldp"])
+            if self.discovering and self.links.heard(dpid, in_port, data, now):
+                out.infos.append(f"link found: switch {dpid:016x} port {in_port} - "
+                                 f"{self.links.links[(dpid, in_port)][0][0]:016x} port "
+                                 f"{self.links.links[(dpid, in_port)][0][1]}")
+                self._links_changed(out, now)
+            return out
         if cookie >> 48 == FIN_TAG and f.eth_type == ofwire.ETH_TYPE_IP:
             return self.path.fin(dpid, f, now)     # already sent on by the switch
         if f.eth_src != self.cfg.controller.vip_mac:
@@ -135,11 +159,13 @@ class ControllerCore:
                     eth_dst=f.eth_src), in_port)))
             elif f.arp_op == ofwire.ARP_REPLY and f.arp_spa in plan.instance_ips:
                 out.kinds.append("health")
+                self._locate(out, plan.instance_ips[f.arp_spa].name, dpid, in_port, f.eth_src)
                 self.health_checks.answered(out, ("arp", f.arp_spa), True, "ARP reply", now)
             return out
         if f.ip_dst in plan.vips and f.ip_proto in (ofwire.IPPROTO_TCP, ofwire.IPPROTO_UDP):
             if self.health_checks.is_probe_answer(f, plan.instance_ips):
                 out = Result(kinds=["health"])
+                self._locate(out, plan.instance_ips[f.ip_src].name, dpid, in_port, f.eth_src)
                 self.health_checks.tcp_probe_answer(out, dpid, in_port, f, now)
                 return out
             out = self.path.vip_packet(dpid, in_port, data, f, now)
@@ -164,6 +190,40 @@ class ControllerCore:
         # configuration does not know
         out = Result(kinds=["l2_broadcast" if int(f.eth_dst[:2], 16) & 1 else "l2"])
         self._l2_forward(out, dpid, in_port, data, f)
+        return out
+
+    def _locate(self, out: Result, name: str, dpid: int, in_port: int, mac: str) -> None:
+        """A probe answer enters the controller from the instance's own switch (the probe
+        rules are on every switch, so the first one it meets sends it here)."""
+        line = self.plan.locations.learn(name, dpid, in_port, mac)
+        if line is not None:
+            (out.warnings if "answers from MAC" in line else out.infos).append(line)
+
+    def _links_changed(self, out: Result, now: float) -> None:
+        """Next hops over the links found (the dict every manager holds, updated in place);
+        the data-plane groups' buckets may point elsewhere now."""
+        hops = next_hops(self.cfg, self.links.adjacency())
+        self.path.next_hop.clear()
+        self.path.next_hop.update(hops)
+        self._pools_changed(now, out)
+
+    def discover_links(self, now: float) -> Result:
+        """The user's network: a discovery frame out of every port of every switch, and
+        links not heard for a while forgotten."""
+        out = Result()
+        if not self.discovering:
+            return out
+        gone = self.links.expire(now)
+        for (a, ap), (b, bp) in gone:
+            if a < b:
+                out.warnings.append(f"link gone: switch {a:016x} port {ap} - {b:016x} port {bp}")
+        if gone:
+            self._links_changed(out, now)
+        for dpid in sorted(self.switches):
+            frames = self.links.frames(dpid)
+            if frames:
+                out.sends.append((dpid, b"".join(
+                    controller_packet_out(self.xid(dpid), frame, port) for port, frame in frames)))
         return out
 
     def _l2_forward(self, out: Result, dpid: int, in_port: int, data: bytes, f) -> None:
@@ -191,6 +251,8 @@ class ControllerCore:
         return self.statistics.flow_stats(dpid, entries, now)
 
     def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> Result:
+        if self.discovering:
+            self.links.ports_seen(dpid, [e.port_no for e in entries])
         return self.ports.port_stats(dpid, entries, now)
 
     def port_status(self, dpid: int, port_no: int, reason: int, state: int,
@@ -315,4 +377,7 @@ class ControllerCore:
         st["channel_lag_s"] = {f"{d:016x}": round(lag, 4)
                                for d, lag in sorted(self.health_checks.channel_lag.items())}
         st["packet_in_limit_per_s"] = self.switch_rules.meter_status()
+        st["instances_unlocated"] = self.plan.locations.unlocated()
+        st["instance_locations"] = self.plan.locations.view()
+        st["links"] = self.links.view()
         return st

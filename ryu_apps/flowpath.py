@@ -6,7 +6,7 @@ any warning come out, in the Result the controller core (ryu_apps/core.py) retur
 
 - FlowPath: vip_packet (repeat, transition, resume, reset, decision, caps), orphan (resumed
   by the instance's side), fin (a watched flow's end); the rules and packets they send;
-- next_hops: output ports over the configured trunks;
+- next_hops: output ports over the configured trunks and the links found;
 - PRIO_NAT, PRIO_FIN_WATCH, FIN_WATCH_HARD_S, ...: the rules' priorities and timeouts.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ryu_apps import ofwire
+from ryu_apps.locations import InstanceLocations
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_cookie
 from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy import PolicyCore
@@ -28,15 +29,17 @@ RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller 
 FLOW_CAP_LOG_EVERY_S = 10
 
 
-def next_hops(cfg) -> dict[tuple[int, int], int]:
-    """(from dpid, to dpid) -> output port, over the configured trunks (a tree)."""
-    adj: dict[int, list[tuple[int, int]]] = {}
+def next_hops(cfg, links=()) -> dict[tuple[int, int], int]:
+    """(from dpid, to dpid) -> output port, over the configured trunks and the links found
+    between switches (ryu_apps/links.py: (dpid a, port a, dpid b, port b)); a tree."""
     dpid = {s.name: s.dpid for s in cfg.testbed.switches}
-    for t in cfg.testbed.trunks:
-        adj.setdefault(dpid[t.a], []).append((dpid[t.b], t.a_port))
-        adj.setdefault(dpid[t.b], []).append((dpid[t.a], t.b_port))
+    edges = [(dpid[t.a], t.a_port, dpid[t.b], t.b_port) for t in cfg.testbed.trunks]
+    adj: dict[int, list[tuple[int, int]]] = {}
+    for a, a_port, b, b_port in (*edges, *links):
+        adj.setdefault(a, []).append((b, a_port))
+        adj.setdefault(b, []).append((a, b_port))
     hops = {}
-    for src in dpid.values():
+    for src in set(dpid.values()) | set(adj):
         # breadth-first from src, remembering the first port taken
         frontier = [(n, port) for n, port in adj.get(src, [])]
         seen = {src}
@@ -56,7 +59,8 @@ class FlowPath:
     """The state the new-flow path needs, and the path itself."""
 
     def __init__(self, cfg, policy_core: PolicyCore, flows: FlowTable, backends: dict[str, Backend],
-                 xid: Callable[[int], int], timer: Callable[[], float] | None = None):
+                 xid: Callable[[int], int], timer: Callable[[], float] | None = None,
+                 locations: InstanceLocations | None = None):
         self.cfg = cfg
         self.policy_core = policy_core
         self.flows = flows
@@ -68,6 +72,7 @@ class FlowPath:
         self.service_at = {(m.vip, m.protocol, m.port): m for m in cfg.microservices}
         self.switch_dpids = {s.dpid for s in cfg.testbed.switches}
         self.next_hop = next_hops(cfg)
+        self.locations = locations or InstanceLocations(cfg.slots)
         self.mac_to_port: dict[int, dict[str, int]] = {}   # learned by the shell's L2 path
         self.foreign_switches: set[int] = set()             # warned about once each
         self._flow_cap_logged = float("-inf")
@@ -164,8 +169,17 @@ class FlowPath:
                                 f"{f.ip_src}:{f.src_port} dropped")
             return out
         out.decision = d
-        self._start_flow(out, dpid, in_port, data, f, proto, ms, self.backends[d.instance], now,
-                         fin_watch=watched is not None)
+        try:
+            self._start_flow(out, dpid, in_port, data, f, proto, ms, self.backends[d.instance],
+                             now, fin_watch=watched is not None)
+        except LookupError as exc:
+            # the user's network: no link from this switch towards the instance found yet
+            if watched is not None:
+                self.policy_core.flow_ended(watched, now)
+            out.decision = None
+            out.kinds.append("no_path")
+            out.warnings.append(f"switch {dpid:016x}: {exc}: flow from {f.ip_src}:"
+                                f"{f.src_port} dropped")
         return out
 
     def fin(self, dpid: int, f: ofwire.Frame, now: float) -> Result:
@@ -273,10 +287,13 @@ class FlowPath:
 
     def port_towards(self, dpid: int, inst) -> int:
         """The instance's own port on its switch; elsewhere the trunk towards its switch
-        (from the configuration), else where its MAC was learned."""
-        if inst.dpid == dpid:
-            return inst.switch_port
-        port = self.next_hop.get((dpid, inst.dpid))
+        (configured or found), else where its MAC was learned."""
+        at = self.locations.where(inst.name)
+        if at is None:
+            raise LookupError(f"{inst.name} is not located yet")
+        if at[0] == dpid:
+            return at[1]
+        port = self.next_hop.get((dpid, at[0]))
         if port is None:
             port = self.mac_to_port.get(dpid, {}).get(inst.mac)
         if port is None:

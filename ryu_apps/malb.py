@@ -112,6 +112,8 @@ class MalbController(app_manager.RyuApp):
                          len(self.cfg.servers), policy, self.cfg.source)
         self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop),
                         hub.spawn(self._lag_loop)]
+        if self.ctl.discovering:     # the user's own network: links between switches found
+            self.threads.append(hub.spawn(self._discovery_loop))
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
         # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
         gc.freeze()
@@ -257,6 +259,12 @@ class MalbController(app_manager.RyuApp):
             self._apply(result)
             self.m.handler.observe(time.perf_counter() - started, "poll_stats")
             delay = result.next_in_s
+
+    def _discovery_loop(self):
+        """LLDP out of every switch port each monitoring period (ControllerCore.discover_links)."""
+        while True:
+            hub.sleep(self.cfg.controller.monitoring_period_s)
+            self._apply(self.ctl.discover_links(time.time()))
 
     def _lag_loop(self):
         """A timer every LAG_TIMER_S: how late it fires is how long the event loop was busy

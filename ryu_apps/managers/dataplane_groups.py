@@ -127,8 +127,9 @@ class DataplaneGroups(Manager):
 
         def target_of(name: str) -> dataplane.Target:
             b, inst = self.backends[name], self.plan.instances[name]
+            at = self.plan.locations.where(name)
             return dataplane.Target(name, b.mac, b.ip, b.port, self.path.port_towards(dpid, inst),
-                                    inst.switch_port if inst.dpid == dpid else None)
+                                    at[1] if at is not None and at[0] == dpid else None)
 
         packed: dict[object, bytes] = {}
         parts = []

@@ -19,10 +19,12 @@ PROBE_MASK = 0xFC00
 
 class HealthChecks(Manager):
     def __init__(self, cfg, plan, xid, policy_core, health, path, switches: set[int], rng,
-                 pools_changed: Callable[[float, Result], None]):
+                 pools_changed: Callable[[float, Result], None],
+                 edge_ports: Callable[[int], set[int] | None] = lambda dpid: None):
         self.cfg, self.plan, self.xid, self.policy_core = cfg, plan, xid, policy_core
         self.health, self.path, self.switches, self.rng = health, path, switches, rng
         self.pools_changed_everywhere = pools_changed
+        self.edge_ports = edge_ports   # a switch's ports towards hosts (None: not known yet)
         # the echo requests out (dpid, xid) -> when sent; per switch, the last echo's round
         # trip (how far the switch's messages queue behind ours)
         self.markers: dict[tuple[int, int], float] = {}
@@ -33,6 +35,11 @@ class HealthChecks(Manager):
         self.channel_lag.pop(dpid, None)
         self.markers = {k: v for k, v in self.markers.items() if k[0] != dpid}
         self.health.forget(self.plan.instances_on(dpid))
+
+    def _judged_by(self, dpid: int) -> set[str]:
+        """The instances whose probes a switch's marker judges: those on it, and those not
+        located yet (probed out of every switch)."""
+        return self.plan.instances_on(dpid) | set(self.plan.locations.unlocated())
 
     @staticmethod
     def is_probe_answer(f, instance_ips) -> bool:
@@ -49,7 +56,9 @@ class HealthChecks(Manager):
         vip_mac = self.cfg.controller.vip_mac
         for inst in [self.plan.instances[b.name] for pool in self.policy_core.pools.values()
                      for b in pool]:
-            if inst.dpid not in self.switches or self.health.outstanding_for(inst.name):
+            at = self.plan.locations.where(inst.name)
+            if (at is not None and at[0] not in self.switches) or not self.switches or \
+                    self.health.outstanding_for(inst.name):
                 continue
             ms = self.cfg.microservice(inst.microservice)
             if h.method == "tcp" and ms.protocol == "tcp":
@@ -65,12 +74,28 @@ class HealthChecks(Manager):
                 frame = ofwire.arp_frame(ofwire.ARP_REQUEST, vip_mac, ms.vip,
                                          "00:00:00:00:00:00", inst.ip,
                                          eth_dst="ff:ff:ff:ff:ff:ff")
-            out.sends.append((inst.dpid, controller_packet_out(self.xid(inst.dpid), frame,
-                                                               inst.switch_port)))
+            if at is not None:
+                out.sends.append((at[0], controller_packet_out(self.xid(at[0]), frame, at[1])))
+            else:
+                out.sends += self._everywhere(frame)
             change = self.health.sent(token, inst.name, now)
             if change:
                 self._apply(out, *change, now)
         return out
+
+    def _everywhere(self, frame: bytes) -> list[tuple[int, bytes]]:
+        """An instance not located yet: its probe out of every switch's edge ports (before a
+        switch's ports are known, flooded: links may carry a copy to another switch, which
+        its answer does not mind)."""
+        sends = []
+        for dpid in sorted(self.switches):
+            ports = self.edge_ports(dpid)
+            actions = ofwire.action_output(ofwire.OFPP_FLOOD) if ports is None else \
+                b"".join(ofwire.action_output(p) for p in sorted(ports))
+            if actions:
+                sends.append((dpid, ofwire.packet_out(self.xid(dpid), ofwire.OFPP_CONTROLLER,
+                                                      actions, frame)))
+        return sends
 
     def health_marker(self, now: float) -> Result:
         """The health loop's second step: an echo request to every switch. Probes are judged
@@ -97,7 +122,7 @@ class HealthChecks(Manager):
         self.channel_lag[dpid] = now - sent
         out.metrics.append(("set", "malb_switch_channel_lag_seconds", (f"{dpid:016x}",),
                             now - sent))
-        for change in self.health.expire(sent, self.plan.instances_on(dpid)):
+        for change in self.health.expire(sent, self._judged_by(dpid)):
             self._apply(out, *change, now)
         return out
 
@@ -107,7 +132,7 @@ class HealthChecks(Manager):
         at once, not two or three probe intervals later; the probes bring it back."""
         out = Result()
         gone = reason == ofwire.OFPPR_DELETE or bool(state & ofwire.OFPPS_LINK_DOWN)
-        owner = self.plan.port_owner.get((dpid, port_no))
+        owner = self.plan.port_owner(dpid, port_no)
         if not gone or owner is None or owner.name not in self.health.state:
             return out
         detail = "switch port deleted" if reason == ofwire.OFPPR_DELETE else "switch link down"
@@ -140,6 +165,9 @@ class HealthChecks(Manager):
 
     def _apply(self, out: Result, instance: str, healthy: bool, now: float) -> None:
         self.policy_core.set_health(instance, healthy)
+        if not healthy and self.plan.locations.forget(instance):
+            # a learned location is not trusted any more: probed everywhere until it answers
+            out.infos.append(f"instance {instance}: its location is looked for again")
         out.metrics.append(("set", "malb_instance_healthy", (instance,), 1 if healthy else 0))
         text = "instance %s is %s (%s)" % (instance,
                                            "healthy again" if healthy else "DOWN: no new flows",

@@ -35,7 +35,7 @@ class PortRates(Manager):
             dt = now - prev[2]
             rx = max(0, st.rx_bytes - prev[0]) / dt
             tx = max(0, st.tx_bytes - prev[1]) / dt
-            owner = self.plan.port_owner.get(key)
+            owner = self.plan.port_owner(*key)
             self.rates[key] = {"dpid": dpid, "port": st.port_no, "time": now,
                                "rx_bytes_per_s": round(rx, 1), "tx_bytes_per_s": round(tx, 1),
                                "instance": owner.name if owner else None,

@@ -98,7 +98,9 @@ def fields_of(frame: bytes) -> dict:
     """A frame as the match fields a switch sees."""
     f = ofwire.parse_frame(frame)
     pkt = {"eth_src": f.eth_src, "eth_dst": f.eth_dst, "eth_type": f.eth_type}
-    if f.eth_type == ofwire.ETH_TYPE_ARP:
+    if f.eth_type == ofwire.ETH_TYPE_LLDP:
+        pkt["lldp"] = frame          # carried whole: its TLVs say where it was sent
+    elif f.eth_type == ofwire.ETH_TYPE_ARP:
         pkt.update(arp_op=f.arp_op, arp_spa=f.arp_spa, arp_tpa=f.arp_tpa, arp_sha=f.arp_sha)
     elif f.eth_type == ofwire.ETH_TYPE_IP:
         l4 = "tcp" if f.ip_proto == 6 else "udp"
@@ -111,6 +113,8 @@ def fields_of(frame: bytes) -> dict:
 
 def frame_of(pkt: dict) -> bytes:
     """Match fields back to a frame (what a switch puts in a packet-in)."""
+    if "lldp" in pkt:
+        return pkt["lldp"]
     if pkt["eth_type"] == ofwire.ETH_TYPE_ARP:
         return ofwire.arp_frame(pkt["arp_op"], pkt["eth_src"], pkt["arp_spa"],
                                 pkt.get("arp_tha", "00:00:00:00:00:00"), pkt["arp_tpa"],
@@ -261,17 +265,23 @@ class FakeSwitch:
 
 
 class FakeNetwork:
-    """Switches joined by the configuration's trunks. A packet goes from switch to switch
-    until it leaves on a host port, reaches the controller, or is dropped."""
+    """Switches joined by the configuration's trunks, or by `links` (dpid a, port a, dpid b,
+    port b) the controller is not told of (the user's own network). A packet goes from
+    switch to switch until it leaves on a host port, reaches the controller, or is dropped."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, links=None):
         self.switches = {s.dpid: FakeSwitch(s.dpid) for s in cfg.testbed.switches}
         dpid = {s.name: s.dpid for s in cfg.testbed.switches}
+        if links is None:
+            links = [(dpid[t.a], t.a_port, dpid[t.b], t.b_port) for t in cfg.testbed.trunks]
         self.trunk: dict[tuple[int, int], tuple[int, int]] = {}
-        for t in cfg.testbed.trunks:
-            self.trunk[(dpid[t.a], t.a_port)] = (dpid[t.b], t.b_port)
-            self.trunk[(dpid[t.b], t.b_port)] = (dpid[t.a], t.a_port)
+        for a, a_port, b, b_port in links:
+            self.trunk[(a, a_port)] = (b, b_port)
+            self.trunk[(b, b_port)] = (a, a_port)
         self.delivered: list[tuple[int, int, dict]] = []    # packet-outs that left a host port
+        # packet-outs that crossed a link and met a rule sending them to the controller:
+        # (dpid, in port there, packet, rule)
+        self.punted: list[tuple[int, int, dict, object]] = []
 
     def send(self, dpid: int, in_port: int, pkt: dict, hops: int = 8) -> list:
         """Where pkt, entering switch dpid on in_port, ends up: a list of (dpid, port, packet,
@@ -297,6 +307,9 @@ class FakeNetwork:
                     if (dpid, port) in self.trunk:
                         peer, peer_port = self.trunk[(dpid, port)]
                         for end in self.send(peer, peer_port, out):
-                            self.delivered.append(end[:3])
+                            if end[1] == CONTROLLER:
+                                self.punted.append((end[0], end[4], end[2], end[3]))
+                            else:
+                                self.delivered.append(end[:3])
                     else:
                         self.delivered.append((dpid, port, out))

@@ -1,0 +1,269 @@
+"""The controller core on a network the testbed did not build (`network:` in the
+configuration): instances at addresses of the user's choosing, some without a switch port
+(found from their answers to the probes), two switches whose link nobody configured (found
+by LLDP). Played through the fake switches of tests/lib/fakeswitch.py."""
+from __future__ import annotations
+
+import pytest
+
+from common.config import ConfigError, check_testbed_builds, parse_config_file_data
+from ryu_apps import ofwire
+from ryu_apps.core import PortStat
+from ryu_apps.links import Links, lldp_frame, parse_lldp
+from tests.lib.controller import NOW, answer_of, inject, new_core
+from tests.lib.fakeswitch import FakeNetwork, fields_of
+
+S1, S2 = 0x10, 0x20
+LINK = (S1, 5, S2, 1)              # s1 port 5 - s2 port 1: the controller is not told
+CLIENT = {"ip": "192.168.50.1", "mac": "00:00:00:00:00:01", "at": (S1, 1)}
+VIP = "192.168.50.100"
+WHERE = {"h1-web": (S1, 3), "h2-web": (S2, 2), "h3-web": (S2, 3)}   # where they really are
+
+
+def network_config(**overrides) -> dict:
+    data = {
+        "servers": [{"name": "h1"}, {"name": "h2"}, {"name": "h3"}],
+        "microservices": [{"name": "web", "port": 80, "vip": VIP, "flow_class": "short"}],
+        "controller": {"health": {"method": "tcp"}},
+        "network": {
+            "switches": [{"name": "s1", "dpid": S1}, {"name": "s2", "dpid": "0000000000000020"}],
+            "instances": [
+                {"microservice": "web", "server": "h1", "ip": "192.168.50.11",
+                 "mac": "00:00:00:00:01:01", "switch": "s1", "port": 3},
+                {"microservice": "web", "server": "h2", "ip": "192.168.50.12",
+                 "mac": "00:00:00:00:01:02"},
+                {"microservice": "web", "server": "h3", "ip": "192.168.50.13",
+                 "mac": "00:00:00:00:01:03", "switch": "s2"},
+            ]}}
+    for key, value in overrides.items():
+        data[key] = value
+    return data
+
+
+def setup(policy="srr"):
+    cfg = parse_config_file_data(network_config(), "own.yaml")
+    ctl = new_core(cfg, policy)
+    net = FakeNetwork(cfg, links=[LINK])
+    for s in cfg.testbed.switches:
+        net.apply(ctl.switch_connected(s.dpid, NOW).sends)
+    return cfg, ctl, net
+
+
+def feed_punted(ctl, net, now):
+    """Packet-outs that crossed a link and came to the controller from the far switch."""
+    from tests.lib.fakeswitch import frame_of
+    results = []
+    while net.punted:
+        dpid, in_port, pkt, rule = net.punted.pop(0)
+        r = ctl.packet_in(dpid, in_port, frame_of(pkt), now, rule.cookie if rule else 0)
+        net.apply(r.sends)
+        results.append(r)
+    return results
+
+
+def discover(ctl, net, now):
+    """The switches report their ports, the controller sends LLDP, the frames come back."""
+    for dpid, ports in ((S1, (1, 3, 5, 0xFFFFFFFE)), (S2, (1, 2, 3))):
+        ctl.port_stats(dpid, [PortStat(p, 0, 0) for p in ports], now)
+    net.apply(ctl.discover_links(now).sends)
+    return feed_punted(ctl, net, now)
+
+
+def answer_probes(cfg, ctl, net, now, who=("h2-web", "h3-web"), where=WHERE):
+    """A probe round; each listed instance answers the probe copy that reached its port."""
+    before = len(net.delivered)
+    net.apply(ctl.probe_health(now).sends)
+    results = []
+    for dpid, port, pkt in net.delivered[before:]:
+        inst = next((i for i in cfg.slots if i.ip == pkt.get("ipv4_dst")), None)
+        if inst is not None and inst.name in who and (dpid, port) == where[inst.name]:
+            results += inject(ctl, net, dpid, port, answer_of(pkt), now + 0.1)[1]
+    return results
+
+
+def test_the_configuration_declares_instances_where_the_user_has_them():
+    cfg = parse_config_file_data(network_config(), "own.yaml")
+    assert cfg.declared_network and [s.dpid for s in cfg.testbed.switches] == [S1, S2]
+    h1, h2, h3 = cfg.slots
+    assert (h1.name, h1.ip, h1.dpid, h1.switch_port) == ("h1-web", "192.168.50.11", S1, 3)
+    assert (h2.dpid, h2.switch_port) == (None, None)
+    assert (h3.dpid, h3.switch_port) == (S2, None)
+    assert cfg.instances == cfg.slots and cfg.microservice("web").servers == ("h1", "h2", "h3")
+    assert not cfg.testbed.trunks and not cfg.testbed.clients
+    with pytest.raises(ConfigError, match="network.instances: this configuration describes "
+                                          "your own network"):
+        check_testbed_builds(cfg)
+
+
+def _instances(**change):
+    data = network_config()
+    data["network"]["instances"][1].update(change)
+    return data
+
+
+@pytest.mark.parametrize("data, message", [
+    (_instances(microservice="api"), r"network.instances\[1\].microservice: unknown "
+                                     r"microservice 'api'"),
+    (_instances(server="h9"), r"network.instances\[1\].server: unknown server 'h9'"),
+    (_instances(ip="192.168.50.11"), r"network.instances\[1\].ip: duplicate instance address"),
+    (_instances(mac="00:00:00:00:01:01"), r"network.instances\[1\].mac: duplicate instance MAC"),
+    (_instances(mac="01:00:00:00:01:01"), r"network.instances\[1\].mac: .* multicast"),
+    (_instances(port=4), r"network.instances\[1\].port: a port needs its switch"),
+    (_instances(switch="s7"), r"network.instances\[1\].switch: unknown switch 's7'"),
+    (_instances(server="h1"), r"network.instances\[1\].server: a second instance of web on h1"),
+    (_instances(ip="10.0.0.1x"), r"network.instances\[1\].ip: not an IPv4 address"),
+    (network_config(network={"instances": network_config()["network"]["instances"]}),
+     r"network.switches: required with network.instances"),
+    (network_config(network={"switches": [{"name": "s1", "dpid": 1}]}),
+     r"network.switches: only with network.instances"),
+    (network_config(network={**network_config()["network"],
+                             "switches": [{"name": "s1", "dpid": "zz"}]}),
+     r"network.switches\[0\].dpid: expected a datapath id"),
+    (network_config(microservices=[{"name": "web", "port": 80, "vip": VIP, "replicas": 2}]),
+     r"microservices\[0\].replicas: with network.instances"),
+    (network_config(microservices=[{"name": "web", "port": 80, "vip": VIP},
+                                   {"name": "db", "port": 5432, "vip": "192.168.50.101"}]),
+     r"network.instances: no instance of db"),
+    (network_config(microservices=[{"name": "web", "port": 80, "vip": "192.168.50.12"}]),
+     r"microservices\[0\].vip: 192.168.50.12 collides with a host address"),
+    (network_config(controller={"health": {"method": "none"}}),
+     r"network.instances\[1\].port: needed with controller.health.method none"),
+    (network_config(testbed={"proxy": True}), r"testbed.proxy: .* not with network.instances"),
+])
+def test_a_wrong_declaration_is_one_line_naming_the_field(data, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config_file_data(data, "own.yaml")
+
+
+def test_lldp_frames_say_where_they_left_and_nothing_else_is_taken_for_one():
+    assert parse_lldp(lldp_frame(0x20, 7)) == (0x20, 7)
+    assert parse_lldp(lldp_frame(0xFEDCBA9876543210, 0xFFFFFF00)) == (0xFEDCBA9876543210,
+                                                                      0xFFFFFF00)
+    other = lldp_frame(1, 1).replace(b"dpid:", b"host:")
+    assert parse_lldp(other) is None and parse_lldp(b"\x00" * 60) is None
+    assert parse_lldp(lldp_frame(1, 1)[:20]) is None
+    links = Links(period_s=1.0)
+    links.ports_seen(1, [1, 2, 0xFFFFFFFE])
+    assert links.heard(2, 9, lldp_frame(1, 2), 0.0) is True
+    assert links.heard(2, 9, lldp_frame(1, 2), 0.5) is False
+    assert links.heard(2, 9, b"\x00" * 60, 0.5) is None
+    assert links.edge_ports(1) == {1} and links.edge_ports(3) is None
+    assert links.adjacency() == [(1, 2, 2, 9)]
+    assert links.expire(3.0) == [] and len(links.expire(4.1)) == 2 and links.edge_ports(1) == {1, 2}
+
+
+def test_links_are_found_and_instances_located_from_their_answers_to_the_probes():
+    cfg, ctl, net = setup()
+    st = ctl.status()
+    assert st["instances_unlocated"] == ["h2-web", "h3-web"] and st["links"] == []
+    assert st["instance_locations"]["h1-web"] == {"switch": f"{S1:016x}", "port": 3,
+                                                  "how": "configured"}
+    view = ctl.instances_view()
+    assert not view["h2-web"]["healthy"] and view["h2-web"]["health"] == "not located yet"
+    results = discover(ctl, net, NOW)
+    assert [r.kinds for r in results] == [["lldp"], ["lldp"]]
+    assert ctl.status()["links"] == [{"a": f"{S1:016x}", "a_port": 5, "b": f"{S2:016x}",
+                                      "b_port": 1}]
+    # unlocated instances are probed out of every edge port of both switches, never a link
+    before = len(net.delivered)
+    results = answer_probes(cfg, ctl, net, NOW + 1)
+    probed = {(d, p) for d, p, pkt in net.delivered[before:]
+              if pkt.get("ipv4_dst") == "192.168.50.12"}
+    assert probed == {(S1, 1), (S1, 3), (S2, 2), (S2, 3)}
+    assert any("instance h2-web (192.168.50.12) found at switch 0000000000000020 port 2" in
+               line for r in results for line in r.infos)
+    st = ctl.status()
+    assert st["instances_unlocated"] == []
+    assert st["instance_locations"]["h3-web"] == {"switch": f"{S2:016x}", "port": 3,
+                                                  "how": "learned"}
+    assert all(ctl.instances_view()[n]["healthy"] for n in WHERE)
+    # located, an instance is probed out of its own port only
+    before = len(net.delivered)
+    net.apply(ctl.probe_health(NOW + 3).sends)
+    assert {(d, p) for d, p, pkt in net.delivered[before:]
+            if pkt.get("ipv4_dst") == "192.168.50.12"} == {(S2, 2)}
+
+
+def test_an_answer_from_the_wrong_switch_or_mac_is_not_taken_for_its_location():
+    cfg, ctl, net = setup()
+    discover(ctl, net, NOW)
+    # h3-web is configured on s2: its MAC seen on s1 says nothing; h2 answers with a MAC
+    # other than its configured one: a warning, and it stays unlocated
+    wrong = {"h2-web": (S2, 2), "h3-web": (S1, 1)}
+    before = len(net.delivered)
+    net.apply(ctl.probe_health(NOW + 1).sends)
+    warnings = []
+    for dpid, port, pkt in net.delivered[before:]:
+        inst = next((i for i in cfg.slots if i.ip == pkt.get("ipv4_dst")), None)
+        if inst is not None and wrong.get(inst.name) == (dpid, port):
+            answer = answer_of(pkt)
+            if inst.name == "h2-web":
+                answer["eth_src"] = "00:00:00:00:09:09"
+            for r in inject(ctl, net, dpid, port, answer, NOW + 1.1)[1]:
+                warnings += r.warnings
+    assert ctl.status()["instances_unlocated"] == ["h2-web", "h3-web"]
+    assert any("answers from MAC 00:00:00:00:09:09, configured 00:00:00:00:01:02" in w
+               for w in warnings)
+
+
+def test_a_client_on_one_switch_reaches_an_instance_found_on_the_other_and_back():
+    cfg, ctl, net = setup()
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    for b in ctl.policy_core.pools["web"]:
+        ctl.policy_core.set_health(b.name, b.name == "h2-web")
+    syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
+                                     40000, 80, 1000, flags=ofwire.TCP_SYN))
+    before = len(net.delivered)
+    leaves, results = inject(ctl, net, *CLIENT["at"], syn, NOW + 2)
+    assert [r.kinds for r in results] == [["new_flow"]]
+    # the first packet crosses the link and meets no rule on s2 yet: the controller's L2
+    # path takes it to where the probes found the instance
+    assert [r.kinds for r in feed_punted(ctl, net, NOW + 2)] == [["l2"]]
+    arrived = [(d, p, pkt) for d, p, pkt in [*leaves, *net.delivered[before:]]
+               if pkt.get("ipv4_dst") == "192.168.50.12"]
+    assert arrived and arrived[0][:2] == WHERE["h2-web"]
+    # its answer goes back over the link, rewritten to the VIP on the client's switch
+    pkt = arrived[0][2]
+    back, results = inject(ctl, net, *WHERE["h2-web"], answer_of(pkt), NOW + 2.1)
+    assert [r.kinds for r in results] in ([], [["l2"]])
+    (dpid, port, out), = back or [e for e in net.delivered if e[2].get("ipv4_dst") ==
+                                  CLIENT["ip"]][-1:]
+    assert (dpid, port) == CLIENT["at"] and out["ipv4_src"] == VIP
+    # the segments that follow are carried by the switches both ways
+    ack = {**syn, "tcp_flags": ofwire.TCP_ACK}
+    (leave,), results = inject(ctl, net, *CLIENT["at"], ack, NOW + 2.2)
+    assert leave[:2] == WHERE["h2-web"] and all(r.kinds != ["new_flow"] for r in results)
+
+
+def test_an_instance_going_down_is_looked_for_again_and_found_where_it_moved():
+    cfg, ctl, net = setup()
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    r = ctl.health_result("h2-web", False, "refused", NOW + 2)
+    r = ctl.health_result("h2-web", False, "refused", NOW + 2)
+    assert "h2-web" in ctl.status()["instances_unlocated"]
+    assert any("looked for again" in line for line in r.infos)
+    moved = {**WHERE, "h2-web": (S1, 1)}
+    results = answer_probes(cfg, ctl, net, NOW + 4, who=("h2-web",), where=moved)
+    assert any("h2-web (192.168.50.12) found at switch 0000000000000010 port 1" in line
+               for r in results for line in r.infos)
+    assert ctl.instances_view()["h2-web"]["healthy"]
+
+
+def test_a_link_not_heard_for_a_while_is_gone_and_new_flows_across_it_are_dropped():
+    cfg, ctl, net = setup()
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    r = ctl.discover_links(NOW + 60)       # nothing came back for a minute
+    assert any("link gone: switch 0000000000000010 port 5" in w for w in r.warnings)
+    assert ctl.status()["links"] == []
+    for b in ctl.policy_core.pools["web"]:
+        ctl.policy_core.set_health(b.name, b.name == "h2-web")
+    syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
+                                     40001, 80, 1000, flags=ofwire.TCP_SYN))
+    _, results = inject(ctl, net, *CLIENT["at"], syn, NOW + 61)
+    (r,) = results
+    assert r.kinds == ["new_flow", "no_path"] and r.decision is None
+    assert "no path from switch 16 to h2-web" in r.warnings[0]
+    assert ctl.flows.active_count() == 0
