@@ -17,13 +17,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from common.config import Config, Instance, callgraph_spec, check_testbed_builds
+from common.config import Config, Instance, check_testbed_builds
 from common.httpjson import BadRequest, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
-from common.cgroups import apply_server_limits, detect_layout, CFS_PERIOD_US
-
-SERVICE_DIR = "/opt/malb"
+from topologies.params import docker_params, link_shaping, server_docker_params, \
+    service_command
 
 
 @dataclass
@@ -54,19 +53,25 @@ class Testbed:
         # and only this order resolves
         from mininet.node import OVSSwitch, RemoteController  # deferred: Mininet or
         from mininet.link import TCLink    # deferred: Containernet, whichever the backend is
+        from topologies.topo import TestbedTopo    # deferred: it imports Mininet
 
-        check_testbed_builds(self.cfg)
-        self.backend = backends.resolve_backend(self.options.backend)
-        self.datapath = backends.resolve_datapath(self.options.datapath or
-                                                  self.cfg.testbed.datapath)
+        check_testbed_builds(self.cfg)     # before anything is made (TestbedTopo checks too)
         controller = self._controller_address()
-        net_cls = backends.network_class(self.backend)
-        self.net = net_cls(controller=None, switch=OVSSwitch, link=TCLink, build=False,
-                           autoSetMacs=False, autoStaticArp=False)
         self._write_state(status="building")
         try:
-            self._build(controller, RemoteController, TCLink)
+            # the servers' cgroups are made here: inside the try, so a failure cleans up
+            topo = TestbedTopo(self.cfg, backend=self.options.backend,
+                               datapath=self.options.datapath, controller=controller is not None)
+            self.backend, self.datapath = topo.backend, topo.datapath
+            self._server_params = topo.server_params
+            net_cls = backends.network_class(self.backend)
+            self.net = net_cls(topo=topo, controller=None, switch=OVSSwitch, link=TCLink,
+                               build=False, autoSetMacs=False, autoStaticArp=False)
+            if controller:
+                self.net.addController("c0", controller=RemoteController, ip=controller[0],
+                                       port=controller[1])
             self.net.build()
+            self.deployed.update(i.name for i in self.cfg.instances)
             self.net.start()
             self._after_start()
         except BaseException:
@@ -99,84 +104,11 @@ class Testbed:
         host, port = address.rsplit(":", 1)
         return host, int(port)
 
-    def _server_docker_params(self) -> dict[str, dict]:
-        """Per server: how its containers share the server's CPU share and memory."""
-        params = {}
-        if self.backend == "mininet":
-            from topologies.dockerhost import docker_client   # deferred: Mininet's node
-            layout = detect_layout(docker_client().info())
-            for srv in self.cfg.servers:
-                parent = apply_server_limits(layout, srv.name, srv.cpu, srv.memory_mb)
-                params[srv.name] = {"cgroup_parent": parent}
-        else:
-            # Containernet's Docker node has no cgroup_parent: split the server's share
-            # evenly between its containers (documented in docs/testbed.md).
-            for srv in self.cfg.servers:
-                n = max(1, len(self.cfg.instances_on(srv.name)))
-                params[srv.name] = {"cpu_period": CFS_PERIOD_US,
-                                    "cpu_quota": max(1000, int(srv.cpu * CFS_PERIOD_US / n)),
-                                    "mem_limit": f"{max(6, srv.memory_mb // n)}m"}
-        return params
-
-    @staticmethod
-    def _shaped(bw: float | None) -> dict:
-        # TBF rather than Mininet's default HTB: HTB at tens of Mbit/s logs a quantum
-        # warning per link (as an error) and shapes no better
-        return {"bw": bw, "use_tbf": True} if bw else {}
-
-    def _host_link(self, server: str | None = None) -> dict:
-        """An instance's link (shaped at its server's link_mbit) or a client's."""
-        if server is None:
-            return self._shaped(self.cfg.testbed.client_bw_mbit)
-        return self._shaped(self.cfg.server(server).link_mbit)
-
     def _docker_params(self, inst: Instance) -> dict:
-        """How the container of an instance is made: its image, address, environment
-        (call-graph services find their spec in MALB_SPEC) and its server's limits."""
         if self._server_params is None:
-            self._server_params = self._server_docker_params()
-        ms = self.cfg.microservice(inst.microservice)
-        env = {"MALB_INSTANCE": inst.name, "MALB_SERVER": inst.server,
-               "MALB_MICROSERVICE": ms.name}
-        if ms.kind == "callgraph":
-            env["MALB_SPEC"] = json.dumps(callgraph_spec(self.cfg, ms))
-        cores = self.cfg.server(inst.server).cores
-        pinned = {"cpuset_cpus": ",".join(map(str, cores))} if cores else {}
-        return dict(**pinned,cls=backends.docker_node_class(self.backend), dimage=ms.image,
-                    ip=f"{inst.ip}/{self.cfg.testbed.prefix_len}", mac=inst.mac,
-                    environment=env,
-                    labels={"malb.server": inst.server, "malb.microservice": ms.name,
-                            "malb.instance": inst.name},
-                    **self._server_params[inst.server])
-
-    def _build(self, controller, RemoteController, TCLink) -> None:
-        tb = self.cfg.testbed
-        net = self.net
-        if controller:
-            net.addController("c0", controller=RemoteController, ip=controller[0],
-                              port=controller[1])
-        for sw in tb.switches:
-            net.addSwitch(sw.name, dpid="%016x" % sw.dpid, protocols="OpenFlow13",
-                          datapath=self.datapath,
-                          failMode="secure" if controller else "standalone")
-        for inst in self.cfg.instances:
-            node = net.addDocker(inst.name, **self._docker_params(inst))
-            net.addLink(node, net[inst.switch], port2=inst.switch_port,
-                        **self._host_link(inst.server))
-            self.deployed.add(inst.name)
-        for cli in tb.clients:
-            host = net.addHost(cli.name, ip=f"{cli.ip}/{tb.prefix_len}", mac=cli.mac)
-            net.addLink(host, net[cli.switch], port2=cli.switch_port, **self._host_link())
-        for trunk in tb.trunks:
-            extra = {"bw": trunk.bw_mbit, "use_tbf": True} if trunk.bw_mbit else {}
-            net.addLink(net[trunk.a], net[trunk.b], port1=trunk.a_port, port2=trunk.b_port,
-                        **extra)
-        if tb.proxy:
-            # the outside balancer's host (experiments/haproxy.py): a plain host with the
-            # clients' shaping, so what reaches the instances through it meets the same link
-            p = tb.proxy
-            host = net.addHost(p.name, ip=f"{p.ip}/{tb.prefix_len}", mac=p.mac)
-            net.addLink(host, net[p.switch], port2=p.switch_port, **self._host_link())
+            self._server_params = server_docker_params(self.cfg, self.backend)
+        return docker_params(self.cfg, inst, backends.docker_node_class(self.backend),
+                             self._server_params)
 
     def _after_start(self) -> None:
         for sw in self.cfg.testbed.switches:
@@ -204,10 +136,7 @@ class Testbed:
         return [self.net[c.name] for c in self.cfg.testbed.clients]
 
     def start_service(self, inst: Instance) -> None:
-        ms = self.cfg.microservice(inst.microservice)
-        cmd = ms.command.format(port=ms.port, name=ms.name, instance=inst.name)
-        self.net[inst.name].cmd(f"cd {SERVICE_DIR} 2>/dev/null; nohup {cmd} "
-                                f"> /tmp/{ms.name}.log 2>&1 &")
+        self.net[inst.name].cmd(service_command(self.cfg, inst))
 
     # ---------------------------------------------------------------- run-time changes
     def add_instance(self, inst: Instance, start_service: bool = True) -> None:
@@ -219,7 +148,7 @@ class Testbed:
         node = self.net.addDocker(inst.name, **self._docker_params(inst))
         switch = self.net[inst.switch]
         link = self.net.addLink(node, switch, port2=inst.switch_port,
-                                **self._host_link(inst.server))
+                                **link_shaping(self.cfg.server(inst.server).link_mbit))
         port = link.intf2.name
         # The slot's port number is fixed, so OVS must not number the port. Containernet's
         # addLink attaches the port itself (numbered by OVS); Mininet's does not: --may-exist

@@ -1,0 +1,68 @@
+"""The examples/ scripts and `mn --custom topologies/mn_topos.py`, run as a user runs them:
+as separate processes, as root, on this machine's Mininet and Open vSwitch."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from common.config import load_config
+from common.procs import ROOT, controller_service
+from topologies.clean import clean_testbed
+
+pytestmark = pytest.mark.integration
+
+
+def run_example(name: str, *args: str, timeout_s: float = 300) -> str:
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
+                         cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    assert res.returncode == 0, f"{name}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
+    return res.stdout
+
+
+def test_the_controller_on_mininets_own_linear_topology(clean_machine):
+    out = run_example("controller_on_mininet.py")
+    assert re.search(r"links: \[\{'a': '0000000000000001', 'a_port': \d+, "
+                     r"'b': '0000000000000002'", out), out
+    assert "(learned)" in out and "served by: {" in out, out
+
+
+def test_the_paper_testbed_from_a_script(clean_machine):
+    out = run_example("paper_testbed.py")
+    for ms, port in (("video", 8001), ("ui", 8002), ("backend", 8003)):
+        line = next(x for x in out.splitlines() if x.startswith(f"{ms} "))
+        # round robin over the four servers, two requests each
+        assert line.endswith("served by: {" + ", ".join(
+            f"'srv{i}-{ms[:3] if ms != 'backend' else 'be'}': 2" for i in range(1, 5)) + "}"), out
+
+
+def test_a_placement_move_while_a_client_requests(clean_machine):
+    out = run_example("placement_move.py")
+    assert "before: ['srv2', 'srv3']" in out and "after: ['srv3', 'srv4']" in out, out
+    during = next(x for x in out.splitlines() if x.startswith("during the move"))
+    assert re.fullmatch(r"during the move, HTTP status counts: 40 200", during), out
+
+
+def test_mn_custom_brings_the_paper_testbed_up_under_the_controller(clean_machine, tmp_path):
+    cfg = load_config(os.path.join(ROOT, "configs", "paper.yaml"))
+    post = tmp_path / "post.cli"
+    # mn's CLI script once the network is up: wait for the services, then requests through
+    # the ui VIP
+    post.write_text("cli1 sleep 3\n" + "".join(
+        f"cli1 curl -s -D - -o /dev/null --max-time 10 http://{cfg.microservice('ui').vip}:8002"
+        f"/bytes?n=100 | grep -i x-served-by\n" for _ in range(4)))
+    with controller_service(os.path.join(ROOT, "configs", "paper.yaml"), "srr",
+                            str(tmp_path / "controller.log"), cfg.controller.rest_port):
+        res = subprocess.run(["mn", "--custom", os.path.join(ROOT, "topologies", "mn_topos.py"),
+                              "--topo", "malb-paper", "--controller",
+                              "remote,ip=127.0.0.1,port=6653", "--post", str(post),
+                              "--test", "none"], capture_output=True, text=True, timeout=300)
+    clean_testbed(quiet=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # mn's CLI writes its commands' output to its log (stderr)
+    served = sorted(m.group(1) for m in re.finditer(r"(?i)x-served-by: (\S+)",
+                                                     res.stdout + res.stderr))
+    assert served == ["srv1-ui", "srv2-ui", "srv3-ui", "srv4-ui"], res.stdout + res.stderr
