@@ -25,7 +25,7 @@ from common.config import ConfigError, load_config
 from common.httpjson import HttpError, get_json
 from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_moves
 from placement.apps import generate
-from placement.k8s import manifests, to_yaml
+from placement.k8s import check_registry, manifests, to_yaml
 from placement.partitioner import PlacementError, greedy_network_aware, plan, random_placement, \
     should_replace, spread
 from placement.problem import Move, build_problem, check_layout, current_assignment, \
@@ -78,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
         if name == "export":
             sp.add_argument("--format", choices=("k8s",), required=True)
             sp.add_argument("--namespace", default="default")
+            sp.add_argument("--registry", type=_registry, help="prefix of the image references (e.g. "
+                            "registry.example.org:5000): the cluster pulls the images "
+                            "there; push them with docker tag/push first")
             sp.add_argument("--plan", help="a plan written by `plan --out` (default: compute "
                                            "one)")
     return p
@@ -223,6 +226,13 @@ def apply(args, cfg, doc: dict) -> int:
     return 0
 
 
+def _registry(text: str) -> str:
+    try:
+        return check_registry(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def export(args, cfg) -> int:
     if args.plan:
         doc = _read_json(args.plan, "--plan")
@@ -240,7 +250,7 @@ def export(args, cfg) -> int:
         except PlacementError as exc:
             fail(str(exc), code=2)
         layout = doc["after"]["layout"]
-    text = to_yaml(manifests(cfg, layout, graph, args.namespace))
+    text = to_yaml(manifests(cfg, layout, graph, args.namespace, args.registry))
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(text)

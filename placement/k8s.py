@@ -1,27 +1,105 @@
 """A placement as Kubernetes manifests (Ahmed et al., PLOS ONE, enforce their placement through
 affinity in the manifests): per microservice a Deployment and a Service, with required
 nodeAffinity on the plan's servers, required podAntiAffinity (one replica per node) and
-preferred podAffinity towards its heaviest peers (docs/placement.md, "Kubernetes export").
+preferred podAffinity towards its heaviest peers; pods that run: the image (with a registry
+prefix), the service's command, its environment, resources from its servers' shares, probes
+on /health (docs/placement.md, "Kubernetes export").
 
 - manifests: plain data in, plain dicts out;
+- container_spec: one microservice's container, as the Deployment holds it;
+- resources: its requests and limits from the configuration;
 - to_yaml: them as one multi-document YAML stream for ``kubectl apply -f``.
 """
 from __future__ import annotations
 
+import json
+import re
+import shlex
+
 from common.config import Config
 
-HOSTNAME = "kubernetes.io/hostname"
+HOSTNAME = "kubernetes.io/hostname"  # one replica per node
+SERVER_LABEL = "malb/server"         # which server a node is: kubectl label node N malb/server=srv1
 MAX_AFFINITY_TERMS = 5       # the heaviest peers of each microservice
+WORKDIR = "/opt/malb"        # where the image has the services (images/service)
+MIN_MILLICORES, MIN_MEMORY_MB = 10, 16
+
+
+# a registry host (with its port) and an optional path, as in an image reference
+REGISTRY_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?"
+                         r"(/[a-z0-9]+([._-][a-z0-9]+)*)*/?$")
+
+
+def check_registry(text: str) -> str:
+    """A registry prefix as `--registry` takes it, or ValueError naming what is wrong."""
+    if not REGISTRY_RE.match(text) or len(text) > 255:
+        raise ValueError(f"expected a registry host[:port][/path], got {text[:40]!r}")
+    return text.rstrip("/")
+
+
+def image_ref(image: str, registry: str | None) -> str:
+    """The image as the cluster pulls it: `registry/image` when a registry is given."""
+    return f"{registry.rstrip('/')}/{image}" if registry else image
+
+
+def resources(cfg: Config, layout: dict[str, list[str]], microservice: str) -> dict:
+    """Requests = limits (Guaranteed QoS), the tightest of its servers' shares: a server's
+    CPU and memory split evenly among the microservices the plan puts on it, as the
+    Containernet testbed splits them."""
+    cpu, memory = [], []
+    for server in layout[microservice]:
+        srv = cfg.server(server)
+        n = sum(1 for servers in layout.values() if server in servers)
+        cpu.append(srv.cpu / n)
+        memory.append(srv.memory_mb / n)
+    amount = {"cpu": f"{max(MIN_MILLICORES, int(min(cpu) * 1000))}m",
+              "memory": f"{max(MIN_MEMORY_MB, int(min(memory)))}Mi"}
+    return {"requests": dict(amount), "limits": dict(amount)}
+
+
+def k8s_callgraph_spec(cfg: Config, m) -> dict:
+    """What a call-graph pod is told ($MALB_SPEC): as on the testbed, but each callee
+    reached by its Service's name (cluster DNS) instead of its VIP."""
+    return {"service": m.name, "cpu_ms": m.cpu_ms, "response_bytes": m.response_bytes,
+            "calls": [{"service": c.service, "host": c.service,
+                       "port": cfg.microservice(c.service).port, "count": c.count,
+                       "request_bytes": c.request_bytes, "response_bytes": c.response_bytes}
+                      for c in m.calls]}
+
+
+def container_spec(cfg: Config, layout: dict[str, list[str]], m,
+                   registry: str | None = None) -> dict:
+    """The microservice's container: its configured command as an argument list (`{instance}`
+    becomes $(MALB_INSTANCE), which Kubernetes expands from the pod's name), run in the
+    image's service directory, with the environment our services read."""
+    command = shlex.split(m.command.format(port=m.port, name=m.name,
+                                           instance="$(MALB_INSTANCE)"))
+    env = [{"name": "MALB_MICROSERVICE", "value": m.name},
+           {"name": "MALB_INSTANCE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "MALB_SERVER", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    if m.kind == "callgraph":
+        env.append({"name": "MALB_SPEC", "value": json.dumps(k8s_callgraph_spec(cfg, m))})
+    container = {"name": m.name, "image": image_ref(m.image, registry),
+                 "imagePullPolicy": "IfNotPresent", "workingDir": WORKDIR, "command": command,
+                 "ports": [{"containerPort": m.port, "protocol": m.protocol.upper()}],
+                 "env": env, "resources": resources(cfg, layout, m.name)}
+    if m.protocol == "tcp":       # our services answer GET /health over HTTP
+        probe = {"httpGet": {"path": "/health", "port": m.port}, "timeoutSeconds": 2}
+        container["readinessProbe"] = {**probe, "periodSeconds": 2, "failureThreshold": 2}
+        container["livenessProbe"] = {**probe, "initialDelaySeconds": 5, "periodSeconds": 10,
+                                      "failureThreshold": 3}
+    return container
 
 
 def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
-              namespace: str = "default") -> list[dict]:
-    """Per microservice a Deployment and a Service: required nodeAffinity on the servers the
-    plan chose for it (node names = server names, label kubernetes.io/hostname), required
-    podAntiAffinity (one replica per node, as in the testbed), and preferred podAffinity
-    towards its MAX_AFFINITY_TERMS heaviest peers, weighted 1-100 by the edge's bytes/s
-    against the heaviest edge, so a scheduler that re-places a pod later keeps heavy
-    talkers together."""
+              namespace: str = "default", registry: str | None = None) -> list[dict]:
+    """Per microservice a Deployment and a Service (named as the microservice: call-graph
+    pods call their callees by these names): required nodeAffinity on the servers the plan
+    chose for it (nodes labelled malb/server=<server>), required podAntiAffinity (one
+    replica per node, as in the testbed), and preferred podAffinity towards its
+    MAX_AFFINITY_TERMS heaviest peers on the same server, weighted 1-100 by the edge's
+    bytes/s against the heaviest edge, so a scheduler that re-places a pod later keeps
+    heavy talkers together."""
     edges: dict[tuple[str, str], float] = {}
     for e in graph.get("edges", []):
         a, b = e["caller"], e["callee"]
@@ -38,7 +116,7 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
         affinity = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": HOSTNAME, "operator": "In", "values": list(servers)}]}]}},
+                    {"key": SERVER_LABEL, "operator": "In", "values": list(servers)}]}]}},
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": {"app": m.name}},
                  "topologyKey": HOSTNAME}]},
@@ -47,14 +125,9 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
             affinity["podAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": max(1, min(100, round(100 * w / top))),
                  "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": peer}},
-                                     "topologyKey": HOSTNAME}}
+                                     "topologyKey": SERVER_LABEL}}
                 for w, peer in peers]}
-        container = {"name": m.name, "image": m.image,
-                     "ports": [{"containerPort": m.port, "protocol": m.protocol.upper()}],
-                     "env": [{"name": "MALB_MICROSERVICE", "value": m.name}]}
-        if m.kind == "callgraph":
-            container["command"] = ["python3", "-m", "services.callgraph", "--port",
-                                    str(m.port)]
+        container = container_spec(cfg, layout, m, registry)
         out.append({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": m.name, "namespace": namespace, "labels": labels},

@@ -46,7 +46,8 @@ def test_a_placement_move_while_a_client_requests(clean_machine):
     assert re.fullmatch(r"during the move, HTTP status counts: 40 200", during), out
 
 
-def test_mn_custom_brings_the_paper_testbed_up_under_the_controller(clean_machine, tmp_path):
+@pytest.mark.parametrize("topo", ["malb-paper", "malb-chain,2"])
+def test_mn_custom_brings_a_testbed_up_under_the_controller(clean_machine, tmp_path, topo):
     cfg = load_config(os.path.join(ROOT, "configs", "paper.yaml"))
     post = tmp_path / "post.cli"
     # mn's CLI script once the network is up: wait for the services, then requests through
@@ -57,7 +58,7 @@ def test_mn_custom_brings_the_paper_testbed_up_under_the_controller(clean_machin
     with controller_service(os.path.join(ROOT, "configs", "paper.yaml"), "srr",
                             str(tmp_path / "controller.log"), cfg.controller.rest_port):
         res = subprocess.run(["mn", "--custom", os.path.join(ROOT, "topologies", "mn_topos.py"),
-                              "--topo", "malb-paper", "--controller",
+                              "--topo", topo, "--controller",
                               "remote,ip=127.0.0.1,port=6653", "--post", str(post),
                               "--test", "none"], capture_output=True, text=True, timeout=300)
     clean_testbed(quiet=True)

@@ -105,6 +105,24 @@ def test_kubernetes_manifests_pass_the_kubernetes_schema():
     weights = {t["podAffinityTerm"]["labelSelector"]["matchLabels"]["app"]: t["weight"] for t
                in pp["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]}
     assert weights == {"reviews": 100, "details": 75}     # heaviest edge = 100
+    # the pods run: command, environment, resources and probes (the export test starts them)
+    c = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["python3", "-m", "services.callgraph", "--port", "9001"]
+    assert c["workingDir"] == "/opt/malb" and c["image"] == "malb/service:latest"
+    env = {e["name"]: e.get("value") or e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    assert env["MALB_INSTANCE"] == "metadata.name" and env["MALB_SERVER"] == "spec.nodeName"
+    calls = {x["service"]: x["host"] for x in json.loads(env["MALB_SPEC"])["calls"]}
+    assert calls == {"details": "details", "reviews": "reviews"}   # by Service name
+    srv1 = cfg.server("srv1")        # productpage and details share srv1
+    assert c["resources"]["limits"] == c["resources"]["requests"] == {
+        "cpu": f"{int(srv1.cpu / 2 * 1000)}m", "memory": f"{srv1.memory_mb // 2}Mi"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": 9001}
+    assert node["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == "malb/server"
+    with_registry = manifests(cfg, {"productpage": ["srv1"], "details": ["srv1"],
+                                    "reviews": ["srv3"], "ratings": ["srv3"]}, GRAPH,
+                              registry="registry.example.org:5000/lab/")
+    assert with_registry[0]["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "registry.example.org:5000/lab/malb/service:latest"
     # a manifest the schema refuses is refused (the check can fail)
     bad = json.loads(json.dumps(docs[0]))
     bad["spec"]["replicas"] = "one"
@@ -210,6 +228,8 @@ def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
      "capacity: the units need 5.06 cores, the servers have 1.2 (each filled to at most "
      "--max-utilization 0.6)"),
     (["export", "--format", "k8s", "--plan", "{g}"], {"g": "[]"}, "--plan: expected a plan"),
+    (["export", "--format", "k8s", "--registry", "https://x y"], {},
+     "--registry: expected a registry host[:port][/path], got 'https://x y'"),
 ])
 def test_bad_input_is_one_line_and_exit_2_and_nothing_moves(tmp_path, args, files, message):
     paths = {"g": tmp_path / "graph.json", "l": tmp_path / "layout.json"}
