@@ -19,6 +19,7 @@ import logging
 import math
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.error
@@ -29,8 +30,10 @@ from urllib.parse import parse_qs
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
+from waitress.utilities import Error as WaitressError
 
 
 log = logging.getLogger("malb.http")
@@ -48,6 +51,8 @@ class BadRequest(ValueError):
 
 
 MAX_BODY_BYTES = 64 * 1024 * 1024   # a flow report of 100k records is ~25 MB
+MAX_HEADER_BYTES = 32 * 1024        # request line and headers: ours are a few hundred bytes
+HTTP_VERSIONS = ("1.0", "1.1")
 MAX_JSON_DEPTH = 32                 # our bodies nest 4 levels at most
 MAX_ERROR_CHARS = 300               # an error message is cut there, whatever a handler says
 QUOTE_CHARS = 40                    # how much of a bad value an error quotes
@@ -161,10 +166,15 @@ def too_deep(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 class _NonFinite:
-    """What a non-finite number parses to, so that the error can name its field."""
+    """What a number no handler can use parses to (a non-finite one, an integer beyond any
+    float), so that the error can name its field."""
 
-    def __init__(self, text: str):
-        self.text = text
+    def __init__(self, text: str, expected: str = "a finite number"):
+        self.text, self.expected = text, expected
+
+
+FLOAT_MAX = sys.float_info.max
+_LONG_DIGITS = re.compile(rb"[0-9]{309,}")     # 10**308 has 309 digits
 
 
 def _walk(value, path: str = ""):
@@ -212,8 +222,17 @@ def decode_body(raw: bytes, content_type: str | None):
     def constant(text: str):
         nonfinite.append(_NonFinite(text))
         return nonfinite[-1]
+
+    def integer(text: str):     # only when the body has a run of 309 digits or more
+        value = int(text)
+        if abs(value) <= FLOAT_MAX:
+            return value
+        nonfinite.append(_NonFinite(text, "a number of at most 1.8e308"))
+        return nonfinite[-1]
+    huge = _LONG_DIGITS.search(raw) is not None
     try:
-        body = json.loads(raw, parse_float=finite, parse_constant=constant)
+        body = json.loads(raw, parse_float=finite, parse_constant=constant,
+                          **({"parse_int": integer} if huge else {}))
     except RecursionError:
         raise HttpProblem(400, "body: nested too deeply") from None
     except ValueError as exc:   # UnicodeDecodeError too; the 4,300-digit limit on ints
@@ -223,8 +242,7 @@ def decode_body(raw: bytes, content_type: str | None):
         for path, v in _walk(body):
             where = _printable(path) or "body"
             if isinstance(v, _NonFinite):
-                raise HttpProblem(400, f"{where}: expected a finite number, got "
-                                       f"{quote(v.text)}")
+                raise HttpProblem(400, f"{where}: expected {v.expected}, got {quote(v.text)}")
             if isinstance(v, str) and surrogates:
                 try:
                     v.encode("utf-8")
@@ -277,9 +295,13 @@ def dispatch(routes: dict, name: str, method: str, path: str, query: str,
     Order: 404, 405, 401 (a write without the token, when the server has one), then the
     body's checks and the handler."""
     path = path.rstrip("/") or "/"
-    handler = routes.get((method, path))
+    # HEAD wherever GET is (RFC 9110, 9.3.2): the GET's status and headers, no body (the
+    # server leaves the body out)
+    handler = routes.get(("GET" if method == "HEAD" else method, path))
     if handler is None:
         allowed = sorted(m for (m, p) in routes if p == path)
+        if "GET" in allowed:
+            allowed = sorted([*allowed, "HEAD"])
         if allowed:
             return 405, (("Allow", ", ".join(allowed)),), {
                 "error": f"{method}: not allowed on {_printable(path)[:80]}",
@@ -341,8 +363,28 @@ class _JsonErrorTask(ErrorTask):
         self.write(body)
 
 
+class _VersionNotSupported(WaitressError):
+    code = 505
+    reason = "HTTP Version Not Supported"
+
+
+class _Parser(HTTPRequestParser):
+    """waitress' parser, refusing request lines of HTTP versions other than 1.0 and 1.1
+    (it answers `HTTP/9.9` as 1.0)."""
+
+    def received(self, data):
+        consumed = super().received(data)
+        if self.headers_finished and self.error is None and not self.empty and \
+                self.version not in HTTP_VERSIONS:
+            self.error = _VersionNotSupported(f"HTTP/{self.version[:10]}: only HTTP/1.0 and "
+                                              f"HTTP/1.1 are served")
+            self.completed = True
+        return consumed
+
+
 class _Channel(HTTPChannel):
     error_task_class = _JsonErrorTask
+    parser_class = _Parser
     request_started = 0.0
 
     def received(self, data):
@@ -388,6 +430,7 @@ class JsonServer:
                           channel_timeout=idle_timeout_s, cleanup_interval=1,
                           asyncore_loop_timeout=1, asyncore_use_poll=True,
                           max_request_body_size=max_body_bytes + 1, ident=name,
+                          max_request_header_size=MAX_HEADER_BYTES,
                           expose_tracebacks=False)
         self._map: dict = {}
         self._server = _Server(self._app, map=self._map, adj=adj)
@@ -403,9 +446,12 @@ class JsonServer:
         except ValueError:
             length = 0
         raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        path = _wsgi_text(environ.get("PATH_INFO") or "/")
+        if (environ.get("REQUEST_URI") or "").startswith("//"):
+            # waitress strips the extra leading slashes; `//profiles` is not `/profiles`
+            path = "//" + path.lstrip("/")
         status, headers, payload = dispatch(
-            self.routes, self.name, environ["REQUEST_METHOD"],
-            _wsgi_text(environ.get("PATH_INFO") or "/"),
+            self.routes, self.name, environ["REQUEST_METHOD"], path,
             _wsgi_text(environ.get("QUERY_STRING") or ""), environ.get("CONTENT_TYPE"), raw,
             token=self.token, authorization=environ.get("HTTP_AUTHORIZATION"),
             x_token=environ.get("HTTP_X_MALB_TOKEN"))

@@ -161,11 +161,11 @@ class MalbRest(_JsonController):
             return resp
         return super().check(req)
 
-    @route("malb", "/malb/status", methods=["GET"])
+    @route("malb", "/malb/status", methods=["GET", "HEAD"])
     def get_status(self, req, **_):
         return _json(self.app.status())
 
-    @route("malb", "/malb/policy", methods=["GET"])
+    @route("malb", "/malb/policy", methods=["GET", "HEAD"])
     def get_policy(self, req, **_):
         return _json({"policy": self.app.policy_core.policy, "choices": list(POLICIES)})
 
@@ -187,7 +187,7 @@ class MalbRest(_JsonController):
         self.app.logger.info("policy changed over REST: %s -> %s", old, body["policy"])
         return _json({"policy": body["policy"], "previous": old})
 
-    @route("malb", "/malb/weights", methods=["GET"])
+    @route("malb", "/malb/weights", methods=["GET", "HEAD"])
     def get_weights(self, req, **_):
         return _json(self._weights())
 
@@ -232,7 +232,7 @@ class MalbRest(_JsonController):
         self.app.logger.info("weights set over REST: %s", staged)
         return _json(self._weights())
 
-    @route("malb", "/malb/decisions", methods=["GET"])
+    @route("malb", "/malb/decisions", methods=["GET", "HEAD"])
     def get_decisions(self, req, **_):
         try:
             limit = _int_param(req, "limit", 100, 1, 100000)
@@ -242,7 +242,7 @@ class MalbRest(_JsonController):
         items = [d for d in self.app.decisions if ms is None or d["microservice"] == ms]
         return _json({"decisions": items[-limit:], "total_kept": len(self.app.decisions)})
 
-    @route("malb", "/malb/flows", methods=["GET"])
+    @route("malb", "/malb/flows", methods=["GET", "HEAD"])
     def get_flows(self, req, **_):
         try:
             active_only = _flag(req, "active")
@@ -254,7 +254,7 @@ class MalbRest(_JsonController):
                 for r in self.app.flows.flows.values() if not active_only or r.running]
         return _json({"flows": recs})
 
-    @route("malb", "/malb/instances", methods=["GET"])
+    @route("malb", "/malb/instances", methods=["GET", "HEAD"])
     def get_instances(self, req, **_):
         return _json({"instances": self.app.instances_view()})
 
@@ -302,7 +302,7 @@ class MalbRest(_JsonController):
         self.app.remove_instance(name)
         return _json({"instance": name, "removed": True, "active_flows": left})
 
-    @route("malb", "/metrics", methods=["GET"])
+    @route("malb", "/metrics", methods=["GET", "HEAD"])
     def get_metrics(self, req, **_):
         return Response(status=200, content_type=CONTENT_TYPE.split(";")[0], charset="utf-8",
                         body=self.app.metrics.render().encode())

@@ -119,7 +119,7 @@ def test_the_right_token_in_either_header_passes_and_reads_stay_open(guarded):
 def test_404_and_405_come_before_401_and_the_body_is_checked_after(guarded):
     assert send(guarded, "POST", "/nope", b"{}")[0] == 404
     status, headers, _ = send(guarded, "PUT", "/x", b"{}")
-    assert status == 405 and headers["Allow"] == "DELETE, GET, POST"
+    assert status == 405 and headers["Allow"] == "DELETE, GET, HEAD, POST"
     assert send(guarded, "POST", "/x", b"[" * 100)[0] == 401       # not parsed without it
     assert send(guarded, "POST", "/x", b"[" * 100, {"X-MALB-Token": TOKEN})[0] == 400
 
