@@ -74,7 +74,8 @@ class ControllerCore:
         self.decisions: deque = deque(maxlen=2000)
         dp_mode = c.dataplane.short_flows == "switch"
         self.switch_rules = SwitchRules(cfg, self.plan, xid, self.path.next_hop,
-                                        self.path.mac_to_port, dp_mode)
+                                        self.path.mac_to_port, dp_mode,
+                                        self.path.client_orphans)
         switches = self.switch_rules.switches
         self.dataplane = DataplaneGroups(cfg, self.plan, xid, self.policy_core, self.backends,
                                          self.path, switches)

@@ -15,6 +15,7 @@ from typing import Callable
 
 from ryu_apps import ofwire
 from ryu_apps.locations import InstanceLocations
+from ryu_apps.managers.switch_rules import orphan_rules
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_cookie
 from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy import PolicyCore
@@ -74,6 +75,9 @@ class FlowPath:
         self.next_hop = next_hops(cfg)
         self.locations = locations or InstanceLocations(cfg.slots)
         self.mac_to_port: dict[int, dict[str, int]] = {}   # learned by the shell's L2 path
+        # the user's network: per switch, the (client address, microservice) whose flows
+        # entered there, given orphan rules (the testbed has them for its client block)
+        self.client_orphans: dict[int, set[tuple[str, str]]] = {}
         self.foreign_switches: set[int] = set()             # warned about once each
         self._flow_cap_logged = float("-inf")
 
@@ -246,6 +250,13 @@ class FlowPath:
         # before it sends the packet on. Built before the record is kept, so nothing is
         # recorded for a flow whose rules could not be made.
         messages = self.nat_rules(dpid, rec, now) + self.first_packet(dpid, in_port, data, rec)
+        if self.cfg.declared_network and (f.ip_src, ms.name) not in \
+                self.client_orphans.get(dpid, ()):
+            # first flow of this client here: its answers outliving their rules come back
+            # to the controller from now on (before the rules: they are already in order)
+            self.client_orphans.setdefault(dpid, set()).add((f.ip_src, ms.name))
+            messages = orphan_rules(self.cfg, self.xid, dpid, self.cfg.instances_of(ms.name),
+                                    (f.ip_src, "255.255.255.255")) + messages
         self.flows.add(rec)
         out.sends.append((dpid, messages))
 

@@ -15,10 +15,26 @@ PACKET_IN_METER = 1               # the meter of new-flow packet-ins to the VIPs
 MISS_METER = 2                    # and of table misses (unknown hosts, broadcasts)
 
 
+def orphan_rules(cfg, xid, dpid: int, instances, dst: tuple[str, str]) -> bytes:
+    """Instances' answers to `dst` (an address and mask) that no NAT rule rewrites go to the
+    controller (flowpath.orphan resumes their flow), not out by plain L2 with the instance's
+    own address."""
+    buf = b""
+    for inst in instances:
+        ms = cfg.microservice(inst.microservice)
+        buf += ofwire.flow_mod(xid(dpid), 0, PRIO_ORPHAN, {
+            "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
+            "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port, "ipv4_dst": dst},
+            TO_CONTROLLER)
+    return buf
+
+
 class SwitchRules(Manager):
-    def __init__(self, cfg, plan, xid, next_hop: dict, mac_to_port: dict, dp_mode: bool):
+    def __init__(self, cfg, plan, xid, next_hop: dict, mac_to_port: dict, dp_mode: bool,
+                 client_orphans: dict | None = None):
         self.cfg, self.plan, self.xid = cfg, plan, xid
         self.next_hop, self.mac_to_port, self.dp_mode = next_hop, mac_to_port, dp_mode
+        self.client_orphans = {} if client_orphans is None else client_orphans
         self.switches: set[int] = set()       # connected (features reply seen, not gone)
         self.metered: set[int] = set()        # switches with the packet-in meter
 
@@ -45,12 +61,11 @@ class SwitchRules(Manager):
         # Only for callers on this switch, where the flow's NAT happens: answers passing
         # through towards another switch go on by the host rules above.
         for block in self.plan.local_blocks.get(dpid, ()):
-            for inst in self.cfg.slots:
-                ms = self.cfg.microservice(inst.microservice)
-                buf.append(ofwire.flow_mod(x(dpid), 0, PRIO_ORPHAN, {
-                    "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
-                    "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port,
-                    "ipv4_dst": (block, "255.255.255.0")}, TO_CONTROLLER))
+            buf.append(orphan_rules(self.cfg, x, dpid, self.cfg.slots, (block, "255.255.255.0")))
+        # the user's network: clients found where their flows entered (flowpath.py)
+        for client_ip, ms_name in sorted(self.client_orphans.get(dpid, ())):
+            buf.append(orphan_rules(self.cfg, x, dpid, self.cfg.instances_of(ms_name),
+                                    (client_ip, "255.255.255.255")))
         return buf
 
     def switch_down(self, dpid: int, now: float) -> None:

@@ -234,6 +234,23 @@ def test_a_client_on_one_switch_reaches_an_instance_found_on_the_other_and_back(
     ack = {**syn, "tcp_flags": ofwire.TCP_ACK}
     (leave,), results = inject(ctl, net, *CLIENT["at"], ack, NOW + 2.2)
     assert leave[:2] == WHERE["h2-web"] and all(r.kinds != ["new_flow"] for r in results)
+    # the connection outlives its rules: the instance's next answer comes to the controller
+    # on the client's switch (an orphan rule for this client), which resumes the flow
+    for sw in net.switches.values():
+        for rule in sw.nat_rules():
+            sw.remove(rule.cookie)
+            net.apply(ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2,
+                                       ofwire.OFPRR_IDLE_TIMEOUT, NOW + 20).sends)
+    back, results = inject(ctl, net, *WHERE["h2-web"], answer_of(pkt, flags=ofwire.TCP_ACK),
+                           NOW + 20.1)
+    assert ["resumed"] in [r.kinds for r in results]
+    (dpid, port, out), = [e for e in net.delivered if e[2].get("ipv4_dst") == CLIENT["ip"]][-1:]
+    assert (dpid, port) == CLIENT["at"] and out["ipv4_src"] == VIP
+    # a reconnected switch gets the client's orphan rules back
+    net.switches[S1].rules.clear()
+    net.apply(ctl.switch_connected(S1, NOW + 21).sends)
+    assert any(r.priority == 150 and r.match.get("ipv4_dst") in (
+        CLIENT["ip"], (CLIENT["ip"], "255.255.255.255")) for r in net.switches[S1].rules)
 
 
 def test_an_instance_going_down_is_looked_for_again_and_found_where_it_moved():
