@@ -373,6 +373,7 @@ class ControllerCore:
         st["probes"] = self.probes.status(self.policy_core.clock())
         st["switches"] = sorted(f"{d:016x}" for d in self.switches)
         st["active_flows"] = self.flows.active_count()
+        st["flow_records"] = len(self.flows.flows)     # active and ended ones kept
         st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
         st["dataplane"] = self.dataplane.status()
         st["channel_lag_s"] = {f"{d:016x}": round(lag, 4)
