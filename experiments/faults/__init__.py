@@ -12,14 +12,14 @@ from experiments.faults.analysis import (FLOW_TABLE, GRACE_HEALTH_INTERVALS,
                                          merge_decisions, read_requests, recovery_seconds,
                                          requests_in_window, rows_lost, summary_markdown,
                                          targets_met)
-from experiments.faults.command import FAULTS, config_data, main, parser, run
+from experiments.faults.command import DEFAULT_FAULTS, FAULTS, config_data, main, parser, run
 from experiments.faults.injection import Suite, workload_spec
 from experiments.faults.probing import (FaultError, await_checks, docker_socket_path,
                                         history_snapshot, parse_ovs_list, parse_ovs_value,
                                         project_dockerd, unix_listener_inodes, verified_pid)
 
 __all__ = [
-    "FAULTS", "FLOW_TABLE", "GRACE_HEALTH_INTERVALS", "RECOVERY_TARGET_PERIODS", "SAMPLE_TABLES",
+    "DEFAULT_FAULTS", "FAULTS", "FLOW_TABLE", "GRACE_HEALTH_INTERVALS", "RECOVERY_TARGET_PERIODS", "SAMPLE_TABLES",
     "FaultError", "Suite", "analyse", "await_checks", "config_data", "docker_socket_path",
     "error_kind", "history_snapshot", "late_flows", "main", "markdown_table",
     "merge_decisions", "parse_ovs_list", "parse_ovs_value", "parser", "project_dockerd",

@@ -232,11 +232,13 @@ def summary_markdown(doc: dict) -> str:
         f"{RECOVERY_TARGET_PERIODS} monitoring periods ({doc['recovery_target_s']:g} s) of the "
         f"fault's end.", "",
         "Columns: *outage*: from the injection until the fault was lifted (restart, "
-        "reconnection, SIGCONT; 0 for the container, which stays dead); *requests in window*, "
+        "reconnection, SIGCONT; 0 for the killed container, which stays dead, and for the "
+        "frozen one, which counts as dead until its segment ends); *requests in window*, "
         "*failed*: requests whose intended start falls between the injection and recovery, "
         "and those of them that failed; *failed in flight*: requests started before the "
         "injection that failed after it; *late flows*: new flows the controller sent to a "
-        "killed instance more than the grace time after its kill, during the fault's segment "
+        "killed or frozen instance more than the grace time after it stopped, during the "
+        "fault's segment "
         "of load (– when no instance was dead); *history rows lost*: rows committed before "
         "the fault (before the kill, for the profiler) missing after recovery; *recovery*: "
         "from the fault's end until every check passed.", "",

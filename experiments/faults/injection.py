@@ -46,9 +46,11 @@ class Suite:
         self.dead: dict[str, float] = {}
         self.period = max(self.cfg.controller.monitoring_period_s, self.cfg.profiler.period_s)
         self.agent_server = self.cfg.servers[0].name
-        # the ui instance of the second server (of the first when it is alone)
+        # the ui instance of the second server (of the first when it is alone); the hung one
+        # of the third (of the last when there are fewer)
         ui = self.cfg.instances_of("ui")
         self.container = next((i for i in ui if i.server != self.agent_server), ui[0])
+        self.hung = next((i for i in ui[2:] if i != self.container), ui[-1])
 
     def what(self, fault: str) -> str:
         o = self.opts
@@ -58,6 +60,8 @@ class Suite:
                         f"{o.hold:g} s",
             "controller": f"controller stopped, started again after {o.hold:g} s",
             "container": f"container of {self.container.name} killed (stays dead)",
+            "hung": f"container of {self.hung.name} frozen (docker pause: its port up, "
+                    f"nothing answering) until the end of its load",
             "switch": f"switches' controller connection dropped and flows wiped for "
                       f"{o.hold:g} s",
             "docker": f"dockerd stopped (SIGSTOP) for {o.docker_pause:g} s",
@@ -137,18 +141,8 @@ class Suite:
                            ("requests through the VIPs", p.vips)]}
 
     def fault_container(self) -> dict:
-        # deferred: the Docker SDK (topologies.dockerhost's too); only this fault needs it
-        import docker
-        from topologies.dockerhost import leftover_is_ours
         p, inst = self.probe, self.container
-        client = docker.from_env(timeout=30)
-        c = client.containers.get(inst.container)
-        env = (c.attrs.get("Config") or {}).get("Env") or []
-        if not leftover_is_ours(c) or f"MALB_INSTANCE={inst.name}" not in env:
-            raise FaultError(f"container {inst.container} is not the testbed's {inst.name}: "
-                             f"not killed")
-        if c.status != "running":
-            raise FaultError(f"container {inst.container} is {c.status}, not running")
+        c = self._our_container(inst)
         start = time.time()       # it counts as dead from here (the strict reading)
         c.kill()
         end = time.time()
@@ -160,6 +154,42 @@ class Suite:
                 "checks": [("controller takes it out of its pool", lambda: p.instance_down(inst)),
                            ("requests through the VIP", lambda: p.vips([inst.microservice])),
                            ("profiler fresh", lambda: p.profiler_fresh(since=end))]}
+
+    def _our_container(self, inst):
+        """The testbed's running container of an instance, proven ours; FaultError else."""
+        import docker       # deferred: the Docker SDK; only the container faults need it
+        from topologies.dockerhost import leftover_is_ours
+        c = docker.from_env(timeout=30).containers.get(inst.container)
+        env = (c.attrs.get("Config") or {}).get("Env") or []
+        if not leftover_is_ours(c) or f"MALB_INSTANCE={inst.name}" not in env:
+            raise FaultError(f"container {inst.container} is not the testbed's {inst.name}: "
+                             f"not touched")
+        if c.status != "running":
+            raise FaultError(f"container {inst.container} is {c.status}, not running")
+        return c
+
+    def fault_hung(self) -> dict:
+        """A hung instance: every process of its container frozen (the cgroup freezer, as
+        SIGSTOP to all of them), its link and port up. Its kernel still completes TCP
+        handshakes while the listen backlog has room, so a TCP health probe may not see it;
+        it counts as dead from the freeze for the late-flow figure, and is thawed when its
+        load segment is over (the faults after it want the full pool)."""
+        p, inst = self.probe, self.hung
+        c = self._our_container(inst)
+        start = time.time()
+        c.pause()
+        self.dead[inst.name] = start
+        self.log(f"[faults] hung: {inst.container} frozen until the end of its load")
+
+        def thaw():
+            c.unpause()
+            self.dead.pop(inst.name, None)
+            self.log(f"[faults] hung: {inst.container} thawed")
+        return {"start": start, "end": start, "after": thaw,
+                "details": {"container": inst.container, "id": c.id[:12],
+                            "instance": inst.name},
+                "checks": [("controller takes it out of its pool", lambda: p.instance_down(inst)),
+                           ("requests through the VIP", lambda: p.vips([inst.microservice]))]}
 
     def fault_switch(self) -> dict:
         p = self.probe
@@ -279,6 +309,15 @@ class Suite:
                          f"fault ended ({steps}); history rows lost: {lost}")
         rec["dead"] = dict(self.dead)
         # the rest of the segment's load, then every request of it finished
+        try:
+            self._finish_segment(rec, seg0, fault)
+        finally:
+            if injected is not None and injected.get("after"):
+                injected["after"]()
+        return rec
+
+    def _finish_segment(self, rec: dict, seg0: float, fault: str) -> None:
+        o, st = self.opts, self.st
         clients = len(self.cfg.testbed.clients)
         st.wait_for(lambda: len(st.loadgen_summaries(rec["tag"])) == clients,
                     max(0.0, seg0 + o.seconds - time.time()) + VIDEO_SECONDS +
@@ -288,7 +327,6 @@ class Suite:
         rec["failed_in_segment"] = sum(s["failed"] for s in summaries)
         self.log(f"[faults] {fault}: load done, {rec['planned']} requests, "
                  f"{rec['failed_in_segment']} failed")
-        return rec
 
     def run(self, faults: list[str]) -> list[dict]:
         records = []

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from experiments.faults import FAULTS
+from experiments.faults import DEFAULT_FAULTS
 from tests.conftest import run_module
 from topologies.clean import leftovers
 
@@ -21,7 +21,7 @@ def test_every_fault_under_load_meets_the_targets_and_the_table_is_written(tmp_p
     assert (out / "faults.json").exists(), log
     doc = json.loads((out / "faults.json").read_text())
     results = {r["fault"]: r for r in doc["faults"]}
-    assert list(results) == list(FAULTS), log
+    assert list(results) == list(DEFAULT_FAULTS), log
     for name, r in results.items():
         assert r["error"] is None, (name, r["error"])
         # nothing the history committed before the fault is gone after it
@@ -46,7 +46,7 @@ def test_every_fault_under_load_meets_the_targets_and_the_table_is_written(tmp_p
     header = "| fault | what was done | outage s | requests in window | failed |"
     assert header in res.stdout
     md = (out / "faults.md").read_text()
-    assert header in md and all(f"| {name} |" in md for name in FAULTS)
+    assert header in md and all(f"| {name} |" in md for name in DEFAULT_FAULTS)
     assert (out / "decisions.json").exists()
     assert res.returncode == 0, log
     assert leftovers()["containers"] == []

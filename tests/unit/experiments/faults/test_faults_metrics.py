@@ -299,8 +299,18 @@ def test_the_report_names_every_fault_its_checks_and_its_evidence():
     assert "Errors in the window: timeout 1; by class: ui-object 1." in text
 
 
+def test_data_plane_mode_and_the_hung_fault_are_options_of_the_suite():
+    args = faults.parser().parse_args(["--dataplane", "--faults", "hung,container"])
+    cfg = parse_config_file_data(faults.config_data(args), config_path(None))
+    assert cfg.controller.dataplane.short_flows == "switch"
+    assert [f for f in faults.FAULTS if f in args.faults] == ["container", "hung"]
+    args = faults.parser().parse_args([])
+    cfg = parse_config_file_data(faults.config_data(args), config_path(None))
+    assert cfg.controller.dataplane.short_flows == "controller" and "hung" not in args.faults
+
+
 def test_the_workload_of_a_segment_is_a_valid_load_generator_spec():
-    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0)
+    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0, dataplane=False)
     cfg = parse_config_file_data(faults.config_data(opts), config_path(None))
     assert cfg.controller.monitoring_period_s == cfg.profiler.period_s == 3.0
     spec = faults.workload_spec(cfg, opts, seed=3, phase="agent")
