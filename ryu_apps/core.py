@@ -19,9 +19,8 @@ from typing import Callable, Iterator
 
 from common.config import active_flow_refresh_s
 from ryu_apps import ofwire
-from ryu_apps.flowpath import FlowPath
+from ryu_apps.flowpath import FlowPath, next_hops
 from ryu_apps.flows import FIN_TAG, FlowTable
-from ryu_apps.flowpath import next_hops
 from ryu_apps.health import HealthTracker
 from ryu_apps.links import Links
 from ryu_apps.managers.agent_probes import AgentProbes
@@ -196,9 +195,10 @@ class ControllerCore:
     def _locate(self, out: Result, name: str, dpid: int, in_port: int, mac: str) -> None:
         """A probe answer enters the controller from the instance's own switch (the probe
         rules are on every switch, so the first one it meets sends it here)."""
-        line = self.plan.locations.learn(name, dpid, in_port, mac)
-        if line is not None:
-            (out.warnings if "answers from MAC" in line else out.infos).append(line)
+        said = self.plan.locations.learn(name, dpid, in_port, mac)
+        if said is not None:
+            line, warning = said
+            (out.warnings if warning else out.infos).append(line)
 
     def _links_changed(self, out: Result, now: float) -> None:
         """Next hops over the links found (the dict every manager holds, updated in place);

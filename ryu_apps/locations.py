@@ -27,18 +27,18 @@ class InstanceLocations:
     def located(self, name: str) -> bool:
         return self.where(name) is not None
 
-    def learn(self, name: str, dpid: int, port: int, mac: str) -> str | None:
+    def learn(self, name: str, dpid: int, port: int, mac: str) -> tuple[str, bool] | None:
         """An answer from the instance entered switch dpid at port, from MAC `mac`. Returns
-        a line for the log when something is new: the instance found or moved, or answering
-        from a MAC other than its configured one (then nothing is learned: flows rewritten
-        to the configured MAC would not reach it)."""
+        (a line for the log, whether it is a warning) when something is new: the instance
+        found or moved, or answering from a MAC other than its configured one (a warning;
+        nothing is learned: flows rewritten to the configured MAC would not reach it)."""
         inst = self.slots[name]
         if mac != inst.mac:
             if name in self.wrong_mac_warned:
                 return None
             self.wrong_mac_warned.add(name)
             return (f"instance {name} ({inst.ip}) answers from MAC {mac}, configured "
-                    f"{inst.mac}: fix its mac in network.instances")
+                    f"{inst.mac}: fix its mac in network.instances", True)
         if name in self.configured:
             return None
         if inst.dpid is not None and inst.dpid != dpid:
@@ -52,9 +52,9 @@ class InstanceLocations:
         self.at[(dpid, port)] = name
         where = f"switch {dpid:016x} port {port}"
         if before is None:
-            return f"instance {name} ({inst.ip}) found at {where}"
-        return f"instance {name} ({inst.ip}) moved from switch {before[0]:016x} port " \
-               f"{before[1]} to {where}"
+            return f"instance {name} ({inst.ip}) found at {where}", False
+        return (f"instance {name} ({inst.ip}) moved from switch {before[0]:016x} port "
+                f"{before[1]} to {where}", False)
 
     def forget(self, name: str) -> bool:
         """A learned location no longer trusted (the instance went down)."""
