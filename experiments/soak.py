@@ -36,7 +36,7 @@ import urllib.request
 
 from common.cli import ArgumentParser, bounded, fail, require_testbed
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
-from common.markdown import table
+from common.markdown import number, table
 from common.procs import ROOT
 
 LEVEL_SHARE = 0.05            # growth per hour at most 5 % of the mean: levels off
@@ -140,7 +140,6 @@ def spec(rate: float, seconds: float, seed: int) -> dict:
 
 def run(args) -> int:
     from experiments.stack import Stack      # deferred: Mininet, Docker
-    from common.markdown import number
 
     os.makedirs(args.out, exist_ok=True)
     data = {"testbed": {"clients": 2}, "microservices": DEFAULT_MICROSERVICES,
@@ -197,14 +196,14 @@ def run(args) -> int:
                     break
                 time.sleep(max(0.0, args.sample_s - (time.time() - now)))
     lines = verdicts(rows)
-    write_summary(args, lines, rows, number)
+    write_summary(args, lines, rows)
     grows = [x["figure"] for x in lines if x["verdict"] == "grows"]
     print(f"[soak] {'grows: ' + ', '.join(grows) if grows else 'every figure levels off'}; "
           f"{args.out}/summary.md")
     return 1 if grows else 0
 
 
-def write_summary(args, lines: list[dict], rows: list[dict], number) -> None:
+def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump({"minutes": args.minutes, "rate": args.rate, "policy": args.policy,
                    "level_share": LEVEL_SHARE, "floors": FLOORS, "figures": lines}, fh,
