@@ -15,7 +15,9 @@ service started and TX offload off where the datapath needs it):
 - malb-callgraph[,config=FILE]: a call-graph application (configs/callgraph-lb.yaml);
 - malb[,config=FILE]: any configuration ($MALB_CONFIG, else configs/paper.yaml).
 
-The controller must read the same configuration (MALB_CONFIG) as the topology. `mn`'s own
+The controller must read the same configuration (MALB_CONFIG) as the topology: for
+malb-chain,N, a copy of configs/paper.yaml with testbed.switches: N (or use
+malb,config=FILE with that file for both). `mn`'s own
 host, switch and link options do not apply: the nodes are the project's (containers from
 the images `make setup` builds, Open vSwitch on the datapath this machine has).
 """

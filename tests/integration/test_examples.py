@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from common.config import load_config
 from common.procs import ROOT, controller_service
@@ -46,17 +47,30 @@ def test_a_placement_move_while_a_client_requests(clean_machine):
     assert re.fullmatch(r"during the move, HTTP status counts: 40 200", during), out
 
 
-@pytest.mark.parametrize("topo", ["malb-paper", "malb-chain,2"])
-def test_mn_custom_brings_a_testbed_up_under_the_controller(clean_machine, tmp_path, topo):
-    cfg = load_config(os.path.join(ROOT, "configs", "paper.yaml"))
+@pytest.mark.parametrize("switches", [1, 2])
+def test_mn_custom_brings_a_testbed_up_under_the_controller(clean_machine, tmp_path, switches):
+    """The paper testbed (malb-paper), and the chain of two switches from a configuration
+    file both the controller and `mn` read (malb,config=FILE)."""
+    paper = os.path.join(ROOT, "configs", "paper.yaml")
+    if switches == 1:
+        config, topo = paper, "malb-paper"
+    else:
+        data = yaml.safe_load(open(paper))
+        data["testbed"]["switches"] = switches
+        data["profiler"]["history_path"] = str(tmp_path / "history.sqlite")
+        config = str(tmp_path / "chain.yaml")
+        with open(config, "w") as fh:
+            yaml.safe_dump(data, fh)
+        topo = f"malb,config={config}"
+    cfg = load_config(config)
     post = tmp_path / "post.cli"
     # mn's CLI script once the network is up: wait for the services, then requests through
     # the ui VIP
     post.write_text("cli1 sleep 3\n" + "".join(
         f"cli1 curl -s -D - -o /dev/null --max-time 10 http://{cfg.microservice('ui').vip}:8002"
         f"/bytes?n=100 | grep -i x-served-by\n" for _ in range(4)))
-    with controller_service(os.path.join(ROOT, "configs", "paper.yaml"), "srr",
-                            str(tmp_path / "controller.log"), cfg.controller.rest_port):
+    with controller_service(config, "srr", str(tmp_path / "controller.log"),
+                            cfg.controller.rest_port):
         res = subprocess.run(["mn", "--custom", os.path.join(ROOT, "topologies", "mn_topos.py"),
                               "--topo", topo, "--controller",
                               "remote,ip=127.0.0.1,port=6653", "--post", str(post),

@@ -38,17 +38,15 @@ def test_writes_need_the_token_everywhere_and_the_platform_carries_it(tmp_path):
         assert st.cfg.security.token == TOKEN
         rest = st.controller_url("/malb/policy")
         profiler = f"{st.cfg.profiler.url}/flows"
-        agent = f"{st.cfg.server('srv1').agent_url}/slo"
         # without the token (or with a wrong one): 401 from each server, nothing changed
         assert send("PUT", rest, {"policy": "srr"}) == 401
         assert send("PUT", rest, {"policy": "srr"}, token="x" * 20) == 401
         assert st.controller_get("/malb/policy")["policy"] == "malb"
         assert send("POST", profiler, {"flows": []}) == 401
-        assert send("PUT", agent, {"service": "ui", "target_ms": 50}) == 401
-        # with it: accepted (the agent's answer is about its SLO loop, not the token)
+        # (an agent without an SLO loop has no write route: test_token.py checks its server)
+        # with it: accepted
         assert send("PUT", rest, {"policy": "srr"}, token=TOKEN) == 200
         assert send("POST", profiler, {"flows": []}, token=TOKEN) == 200
-        assert send("PUT", agent, {"service": "ui", "target_ms": 50}, token=TOKEN) != 401
         # the platform's own writes carry it: flow reports reach the profiler's history,
         # and traffic through the VIP is balanced as before
         cli = st.testbed.node("cli1")
@@ -57,4 +55,8 @@ def test_writes_need_the_token_everywhere_and_the_platform_carries_it(tmp_path):
         st.wait_for(lambda: st.profiler_get("/health")["history"]["flows"] >= 4, 20,
                     "the controller's flow reports stored by the profiler")
         st.wait_monitoring(20)         # the profiler reads every agent
-        assert "401" not in open(st.controller.log_path).read()
+        # no write of the controller's to the profiler was refused (its own REST access log
+        # has the 401s of the refused requests above)
+        refused = [line for line in open(st.controller.log_path)
+                   if "profiler" in line and "401" in line]
+        assert not refused, refused
