@@ -16,7 +16,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
 # kind -> (allowed factor, allowed absolute slack) of the last quarter's mean over the
 # second quarter's
 ALLOWED = {"active_flows": (1.5, 30), "rules": (1.5, 60),
-           "rss_mb": (1.0, 30), "fds": (1.0, 10), "threads": (1.0, 4), "history_mb": (1.5, 1)}
+           "rss_mb": (1.0, 30), "fds": (1.0, 10), "threads": (1.0, 4)}
+# not the history's size: the profiler prunes every 100 periods (5 minutes at 3 s) and
+# SQLite reuses freed pages without shrinking the file, so 3 minutes show only its growth;
+# the hour's soak (retention 15 min) judges it
 
 
 def test_a_short_soak_shows_nothing_piling_up(tmp_path):
