@@ -11,6 +11,7 @@ is checked, the error shapes).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import http.client
@@ -18,6 +19,7 @@ import json
 import logging
 import math
 import re
+import select
 import socket
 import sys
 import threading
@@ -25,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from http import HTTPStatus
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_to_bytes
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
@@ -286,32 +288,86 @@ def check_token(token: str | None, method: str, authorization: str | None,
                           (("WWW-Authenticate", 'Bearer realm="malb", error="invalid_token"'),))
 
 
+_PARAMETER = re.compile(r"\{(\w+)\}")
+
+
+@functools.lru_cache(maxsize=512)
+def _template(path: str) -> re.Pattern | None:
+    """A route path with parameters ({name}: one path segment) as a pattern; None for a
+    plain path."""
+    if "{" not in path:
+        return None
+    pieces, at = [], 0
+    for m in _PARAMETER.finditer(path):
+        pieces += [re.escape(path[at:m.start()]), f"(?P<{m.group(1)}>[^/]+)"]
+        at = m.end()
+    return re.compile("".join(pieces) + re.escape(path[at:]))
+
+
+def _find(routes: dict, method: str, path: str):
+    """(handler, path parameters) of a request, or (None, {}): a plain route first."""
+    handler = routes.get((method, path))
+    if handler is not None:
+        return handler, {}
+    for (m, p), handler in routes.items():
+        pattern = _template(p) if m == method else None
+        match = pattern.fullmatch(path) if pattern else None
+        if match:
+            return handler, match.groupdict()
+    return None, {}
+
+
+def route_methods(routes: dict, path: str) -> list[str]:
+    """The methods the routes answer on a path (HEAD wherever GET is), sorted."""
+    methods = {m for (m, p) in routes
+               if p == path or ((t := _template(p)) is not None and t.fullmatch(path))}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+def parse_query(query: str) -> dict[str, list[str]]:
+    """A query string as parse_qs does it, blank values kept (`?actve=` is a parameter a
+    handler can refuse by name), or a 400 naming the parameter whose name or value is not
+    UTF-8 after %-decoding (parse_qs would turn it into U+FFFD, and the handler would then
+    answer about a value nobody sent)."""
+    for piece in query.split("&"):
+        name, _, value = (unquote_to_bytes(x.replace("+", " ")) for x in piece.partition("="))
+        try:
+            name = name.decode("utf-8")
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = field_name(name) if isinstance(name, str) else "query"
+            raise HttpProblem(400, f"{shown}: not valid UTF-8 (after %-decoding)") from None
+    return parse_qs(query, keep_blank_values=True)
+
+
 def dispatch(routes: dict, name: str, method: str, path: str, query: str,
              content_type: str | None, raw: bytes, *, token: str | None = None,
              authorization: str | None = None,
              x_token: str | None = None) -> tuple[int, tuple, object]:
     """One request through the route table: (status, extra headers, payload). Never
     raises: a handler's bug is a 500 that says only its exception's type, and is logged.
-    Order: 404, 405, 401 (a write without the token, when the server has one), then the
-    body's checks and the handler."""
+    A route's path may have parameters ("/instances/{name}", one segment each), handed to
+    its handler as keyword arguments. Order: 404, 405, 401 (a write without the token,
+    when the server has one), then the query's and the body's checks and the handler."""
     path = path.rstrip("/") or "/"
     # HEAD wherever GET is (RFC 9110, 9.3.2): the GET's status and headers, no body (the
     # server leaves the body out)
-    handler = routes.get(("GET" if method == "HEAD" else method, path))
+    handler, params = _find(routes, "GET" if method == "HEAD" else method, path)
     if handler is None:
-        allowed = sorted(m for (m, p) in routes if p == path)
-        if "GET" in allowed:
-            allowed = sorted([*allowed, "HEAD"])
+        allowed = route_methods(routes, path)
         if allowed:
             return 405, (("Allow", ", ".join(allowed)),), {
-                "error": f"{method}: not allowed on {_printable(path)[:80]}",
+                "error": f"{_printable(method)[:80]}: not allowed on {_printable(path)[:80]}",
                 "allowed": allowed}
         return 404, (), {"error": f"no such resource: {quote(_printable(path), 80)}",
                          "resources": sorted({p for _, p in routes})}
     try:
         check_token(token, method, authorization, x_token)
+        parsed = parse_query(query)
         body = decode_body(raw, content_type)
-        status, payload = handler(parse_qs(query), body)
+        status, payload = handler(parsed, body, **params)
     except HttpProblem as exc:
         return exc.status, exc.headers, {"error": _cap(exc.message)}
     except BadRequest as exc:
@@ -338,10 +394,13 @@ def _encode(status: int, payload) -> tuple[str, list, bytes]:
                                   ("Content-Length", str(len(data)))], data
 
 
-def _wsgi_text(value: str) -> str:
-    """PEP 3333 hands paths and queries over as latin-1 decoded bytes: back to UTF-8
-    (anything invalid as U+FFFD, never an exception)."""
-    return value.encode("latin-1").decode("utf-8", "replace")
+def _wsgi_text(value: str, what: str) -> str:
+    """PEP 3333 hands paths and queries over as latin-1 decoded bytes: back to UTF-8, or a
+    400 naming what is not."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise HttpProblem(400, f"{what}: not valid UTF-8 (after %-decoding)") from None
 
 
 # ------------------------------------------------------------------ the server
@@ -408,8 +467,8 @@ class _Server(TcpWSGIServer):
 
 
 class JsonServer:
-    """routes: {(METHOD, path): handler(query: dict, body: object|None) -> (status, payload)}.
-    A payload that is a str is sent as text (Prometheus); anything else as JSON. A handler
+    """routes: {(METHOD, path): handler(query: dict, body: object|None, **path parameters)
+    -> (status, payload)}; a path may hold parameters, "/instances/{name}". A payload that is a str is sent as text (Prometheus); anything else as JSON. A handler
     raises BadRequest for a 400 (its message names the field).
 
     Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
@@ -425,10 +484,13 @@ class JsonServer:
         self.name = name
         self.token = token
         host, port = address
+        # eventlet's monkey-patching (the controller's hub) takes select.poll away; its green
+        # select.select has no FD_SETSIZE limit (it waits in the hub's epoll)
+        self._use_poll = hasattr(select, "poll")
         adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,
                           backlog=backlog, connection_limit=connection_limit,
                           channel_timeout=idle_timeout_s, cleanup_interval=1,
-                          asyncore_loop_timeout=1, asyncore_use_poll=True,
+                          asyncore_loop_timeout=1, asyncore_use_poll=self._use_poll,
                           max_request_body_size=max_body_bytes + 1, ident=name,
                           max_request_header_size=MAX_HEADER_BYTES,
                           expose_tracebacks=False)
@@ -446,15 +508,20 @@ class JsonServer:
         except ValueError:
             length = 0
         raw = environ["wsgi.input"].read(length) if length > 0 else b""
-        path = _wsgi_text(environ.get("PATH_INFO") or "/")
-        if (environ.get("REQUEST_URI") or "").startswith("//"):
-            # waitress strips the extra leading slashes; `//profiles` is not `/profiles`
-            path = "//" + path.lstrip("/")
-        status, headers, payload = dispatch(
-            self.routes, self.name, environ["REQUEST_METHOD"], path,
-            _wsgi_text(environ.get("QUERY_STRING") or ""), environ.get("CONTENT_TYPE"), raw,
-            token=self.token, authorization=environ.get("HTTP_AUTHORIZATION"),
-            x_token=environ.get("HTTP_X_MALB_TOKEN"))
+        try:
+            path = _wsgi_text(environ.get("PATH_INFO") or "/", "path")
+            query = _wsgi_text(environ.get("QUERY_STRING") or "", "query")
+        except HttpProblem as exc:
+            status, headers, payload = exc.status, (), {"error": exc.message}
+        else:
+            if (environ.get("REQUEST_URI") or "").startswith("//"):
+                # waitress strips the extra leading slashes; `//profiles` is not `/profiles`
+                path = "//" + path.lstrip("/")
+            status, headers, payload = dispatch(
+                self.routes, self.name, environ["REQUEST_METHOD"], path, query,
+                environ.get("CONTENT_TYPE"), raw, token=self.token,
+                authorization=environ.get("HTTP_AUTHORIZATION"),
+                x_token=environ.get("HTTP_X_MALB_TOKEN"))
         line, base, data = _encode(status, payload)
         start_response(line, base + list(headers))
         # HEAD: the headers a GET would have, no body (waitress sends whatever the
@@ -466,7 +533,7 @@ class JsonServer:
         self._stopped.clear()
         try:
             while not self._stop.is_set():
-                wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
+                wasyncore.loop(timeout=1.0, map=self._map, use_poll=self._use_poll, count=1)
         finally:
             self._close_all()
             self._stopped.set()

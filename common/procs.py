@@ -118,6 +118,24 @@ class Service:
         self.stop()
 
 
+FRAMEWORKS = ("ryu", "os-ken")
+OSKEN_PYTHON = os.path.join(ROOT, ".venv-osken", "bin", "python")
+
+
+def controller_argv(framework: str | None = None) -> list[str]:
+    """The controller's command line: ryu-manager, or under os-ken (framework, else
+    $MALB_FRAMEWORK) the os-ken launcher in the virtualenv `make setup` builds for it
+    (docs/setup.md, "Frameworks"); the same options either way."""
+    framework = framework or os.environ.get("MALB_FRAMEWORK") or "ryu"
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"MALB_FRAMEWORK: expected one of {', '.join(FRAMEWORKS)}, "
+                         f"got {framework!r}")
+    head = [OSKEN_PYTHON, "-m", "ryu_apps.osken_manager"] if framework == "os-ken" else \
+        [os.path.join(VENV_BIN, "ryu-manager")]
+    return head + ["--user-flags", os.path.join(ROOT, "ryu_apps", "flags.py"),
+                   os.path.join(ROOT, "ryu_apps", "malb.py")]
+
+
 def controller_service(config_path: str, policy: str | None = None, log_path: str = "",
                        rest_port: int = 8080, name: str = "controller") -> Service:
     # ryu-manager puts no working directory on its path: without this the controller
@@ -126,9 +144,7 @@ def controller_service(config_path: str, policy: str | None = None, log_path: st
            "PYTHONPATH": os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))}
     if policy:
         env["MALB_POLICY"] = policy
-    argv = [os.path.join(VENV_BIN, "ryu-manager"), "--user-flags",
-            os.path.join(ROOT, "ryu_apps", "flags.py"), os.path.join(ROOT, "ryu_apps", "malb.py")]
-    return Service(name, argv, f"http://127.0.0.1:{rest_port}/malb/status",
+    return Service(name, controller_argv(), f"http://127.0.0.1:{rest_port}/malb/status",
                    log_path or f"/var/log/malb/{name}.log", env)
 
 

@@ -1,4 +1,5 @@
-"""Command-line options of the MALB Ryu app, for `ryu-manager --user-flags`.
+"""Command-line options of the MALB app: for `ryu-manager --user-flags`; the os-ken launcher
+(ryu_apps/osken_manager.py) loads them itself.
 
 Ryu parses its command line before it loads applications, so options an application
 registers itself are unknown at parse time; `--user-flags` loads this file first:
@@ -8,7 +9,7 @@ registers itself are unknown at parse time; `--user-flags` loads this file first
 
 Without this file, the environment variables MALB_CONFIG and MALB_POLICY do the same.
 """
-from ryu import cfg
+from ryu_apps.framework import cfg
 
 cfg.CONF.register_cli_opts([
     cfg.StrOpt("malb-config", default=None,

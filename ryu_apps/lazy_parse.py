@@ -17,9 +17,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 
-from ryu.lib import stringify
-from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
-from ryu.utils import round_up
+from ryu_apps.framework import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser, round_up, \
+    stringify
 
 _FLOW_STATS_FIXED = struct.Struct(ofp.OFP_FLOW_STATS_0_PACK_STR)
 _FLOW_REMOVED_FIXED = struct.Struct(ofp.OFP_FLOW_REMOVED_PACK_STR0)

@@ -1,14 +1,16 @@
-"""MALB: microservice-aware load balancing, as a Ryu application (OpenFlow 1.3).
+"""MALB: microservice-aware load balancing, as a Ryu or os-ken application (OpenFlow 1.3).
 
     ryu-manager ryu_apps/malb.py                       # configs/paper.yaml or $MALB_CONFIG
     MALB_POLICY=srr ryu-manager ryu_apps/malb.py
     ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py --malb-config my.yaml
+    .venv-osken/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py    # os-ken
 
-The thin Ryu shell around the controller core (ryu_apps/core.py): events decoded into plain
+The thin shell around the controller core (ryu_apps/core.py): events decoded into plain
 arguments, the clock read, the core's timer loops stepped, HTTP to the profiler and the
-agents; what the core returns is sent, counted and logged here (docs/controller.md).
+agents, the REST server (ryu_apps/rest.py) run; what the core returns is sent, counted and
+logged here (docs/controller.md). The framework's objects come from ryu_apps/framework.py.
 
-- MalbController: the Ryu app: its event handlers, hub threads and the REST API's actions.
+- MalbController: the app: its event handlers, hub threads and the REST API's actions.
 """
 from __future__ import annotations
 
@@ -18,21 +20,15 @@ import sys
 import time
 from typing import NoReturn
 
-from ryu import cfg
 from oslo_config.cfg import NoSuchOptError
-from ryu.app.wsgi import WSGIApplication
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, \
-    set_ev_cls
-from ryu.lib import hub
-from ryu.ofproto import ofproto_v1_3
 
 from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
-from ryu_apps import lazy_parse, listeners, rest
+from ryu_apps import framework, lazy_parse, listeners, rest
 from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
+from ryu_apps.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, cfg, \
+    hub, ofp_event, ofproto_v1_3, set_ev_cls
 from ryu_apps.result import Result
 
 CONF = cfg.CONF
@@ -57,9 +53,8 @@ def _exit(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-class MalbController(app_manager.RyuApp):
+class MalbController(App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
-    _CONTEXTS = {"wsgi": WSGIApplication}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,18 +71,15 @@ class MalbController(app_manager.RyuApp):
         if policy not in POLICIES:
             _exit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
                   f"controller.policy) is not one of {', '.join(POLICIES)}")
-        self._listen_defaults()
-        # both listening sockets now, without SO_REUSEPORT: a second controller on the same
-        # ports stops here instead of sharing them (ryu_apps/listeners.py)
-        ports = {"REST API (controller.rest_host:rest_port)": (CONF.wsapi_host,
-                                                               CONF.wsapi_port)}
-        if not (_conf("ctl_privkey") and _conf("ctl_cert")):    # Ryu's TLS listens elsewhere
-            ports["OpenFlow (controller.ofp_port)"] = (_conf("ofp_listen_host") or "0.0.0.0",
-                                                       CONF.ofp_tcp_listen_port)
-        try:
-            listeners.reserve(ports)
-        except listeners.PortInUse as exc:
-            _exit(f"malb: cannot listen: {exc}")
+        rest_host, rest_port = self._listen_defaults()
+        # a second controller on the same ports stops here instead of sharing the switches
+        # (ryu_apps/listeners.py); the REST socket is bound below, without SO_REUSEPORT
+        if not (_conf("ctl_privkey") and _conf("ctl_cert")):    # TLS listens elsewhere
+            try:
+                listeners.check_free({"OpenFlow (controller.ofp_port)": (
+                    _conf("ofp_listen_host") or "0.0.0.0", CONF.ofp_tcp_listen_port)})
+            except listeners.PortInUse as exc:
+                _exit(f"malb: cannot listen: {exc}")
 
         # flow-removed and flow-statistics matches parsed on first access: a quarter of the
         # controller's time at 1,000 new flows/s went to parsing what it never reads
@@ -106,12 +98,18 @@ class MalbController(app_manager.RyuApp):
         self.m = ControllerMetrics()
         self.metrics = self.m.registry
 
-        rest.register_rest(kwargs["wsgi"], self)
-        self.logger.info("MALB: %d microservices, %d instances on %d servers, policy %s, "
-                         "config %s", len(self.cfg.microservices), len(self.instances),
-                         len(self.cfg.servers), policy, self.cfg.source)
-        self.threads = [hub.spawn(self._monitor_loop), hub.spawn(self._profiler_loop),
-                        hub.spawn(self._lag_loop)]
+        try:
+            self.rest = rest.server(self, rest_host, rest_port)
+        except OSError as exc:
+            what = "REST API (controller.rest_host:rest_port)"
+            _exit(f"malb: cannot listen: {listeners.refusal(what, rest_host, rest_port, exc)}")
+        self.logger.info("MALB on %s %s: %d microservices, %d instances on %d servers, "
+                         "policy %s, config %s, REST on %s:%d", framework.NAME,
+                         framework.VERSION, len(self.cfg.microservices), len(self.instances),
+                         len(self.cfg.servers), policy, self.cfg.source,
+                         *self.rest.server_address)
+        self.threads = [hub.spawn(self.rest.serve_forever), hub.spawn(self._monitor_loop),
+                        hub.spawn(self._profiler_loop), hub.spawn(self._lag_loop)]
         if self.ctl.discovering:     # the user's own network: links between switches found
             self.threads.append(hub.spawn(self._discovery_loop))
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
@@ -123,17 +121,17 @@ class MalbController(app_manager.RyuApp):
         # readings only
         self.threads += [hub.spawn(self._probe_loop, srv.name) for srv in self.cfg.servers]
 
-    def _listen_defaults(self) -> None:
-        """REST on the configured address (loopback by default) unless --wsapi-host/-port
-        say otherwise; OpenFlow on the configured port unless --ofp-tcp-listen-port does."""
+    def _listen_defaults(self) -> tuple[str, int]:
+        """The REST address: the configured one (loopback by default) unless --wsapi-host/
+        -port say otherwise (ryu-manager's options, which ryu_apps/osken_manager.py has
+        too); OpenFlow on the configured port unless --ofp-tcp-listen-port says otherwise."""
         c = self.cfg.controller
         given = " ".join(sys.argv)
-        if "--wsapi-host" not in given:
-            CONF.set_override("wsapi_host", c.rest_host)
-        if "--wsapi-port" not in given:
-            CONF.set_override("wsapi_port", c.rest_port)
         if "--ofp-tcp-listen-port" not in given:
             CONF.set_override("ofp_tcp_listen_port", c.ofp_port)
+        host = _conf("wsapi_host") if "--wsapi-host" in given else c.rest_host
+        port = _conf("wsapi_port") if "--wsapi-port" in given else c.rest_port
+        return host or c.rest_host, c.rest_port if port is None else port
 
     # ================================================================ sending
     def _xid(self, dpid: int) -> int:

@@ -6,6 +6,7 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
+OSKEN_VENV="$ROOT/.venv-osken"
 LOG_DIR=/var/log/malb
 STEP=""
 
@@ -128,6 +129,23 @@ else
 fi
 
 # ---------------------------------------------------------------- images
+step "os-ken virtualenv ($OSKEN_VENV)"
+# the controller under os-ken (ryu_apps/osken_manager.py), beside Ryu's in $VENV
+osken_hash="$(sha256sum < "$ROOT/requirements-osken.txt" | cut -c1-16)"
+if [ -x "$OSKEN_VENV/bin/python" ] && [ "$(cat "$OSKEN_VENV/.malb-requirements" 2>/dev/null)" = "$osken_hash" ]; then
+  skip "requirements-osken.txt unchanged since the last install"
+else
+  [ -x "$OSKEN_VENV/bin/python" ] || { $SYS_PY -m venv "$OSKEN_VENV" || fail "python3 -m venv failed"; }
+  echo "[setup]   pip install -r requirements-osken.txt (log: $LOG_DIR/pip-osken.log)"
+  "$OSKEN_VENV/bin/pip" install -q -r "$ROOT/requirements-osken.txt" >"$LOG_DIR/pip-osken.log" 2>&1 \
+    || fail "pip install -r requirements-osken.txt failed (see $LOG_DIR/pip-osken.log)"
+  "$OSKEN_VENV/bin/python" -c 'import os_ken.base.app_manager, waitress, yaml' \
+    || fail "the os-ken virtualenv cannot import its packages"
+  echo "$osken_hash" > "$OSKEN_VENV/.malb-requirements"
+fi
+site="$("$OSKEN_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$ROOT" > "$site/malb-project.pth"
+
 step "Docker images"
 "$VENV/bin/python" "$ROOT/scripts/images.py" build || fail "image build failed"
 

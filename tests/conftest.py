@@ -13,6 +13,11 @@ from common.procs import ROOT
 PY = sys.executable
 
 
+def pytest_report_header(config):
+    return f"controller framework: {os.environ.get('MALB_FRAMEWORK') or 'ryu'} " \
+           f"($MALB_FRAMEWORK; common/procs.py's controller_argv)"
+
+
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() == 0:
         return

@@ -1,8 +1,9 @@
-"""The controller as a user starts it: ryu-manager with a configuration file, no testbed.
+"""The controller as a user starts it: ryu-manager (or the os-ken launcher, under
+MALB_FRAMEWORK=os-ken) with a configuration file, no testbed.
 
-A second controller on the same ports must fail with one line and exit 2 (Ryu's eventlet
-listeners set SO_REUSEPORT, so without ryu_apps/listeners.py it would start and share the
-connections), and leave the first one serving; a bad configuration is one line and exit 2.
+A second controller on the same ports must fail with one line and exit 2 (the framework's
+eventlet listener sets SO_REUSEPORT, so without ryu_apps/listeners.py it would start and
+share the connections), and leave the first one serving; a bad configuration is one line and exit 2.
 Ports here are unusual ones, so a stack running on the defaults is not disturbed."""
 import json
 import os
@@ -14,7 +15,7 @@ import urllib.request
 import pytest
 import yaml
 
-from common.procs import VENV_BIN, controller_service
+from common.procs import controller_argv, controller_service
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -32,10 +33,10 @@ def write_config(path, **controller):
     return str(path)
 
 
-def ryu_manager(config: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    argv = [os.path.join(VENV_BIN, "ryu-manager"), "--user-flags",
-            os.path.join(ROOT, "ryu_apps", "flags.py"), os.path.join(ROOT, "ryu_apps", "malb.py")]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+def start_controller(config: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """The controller's command ($MALB_FRAMEWORK's: ryu-manager or the os-ken launcher), run
+    to its end."""
+    return subprocess.run(controller_argv(), capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "MALB_CONFIG": config}, cwd=ROOT)
 
 
@@ -50,7 +51,7 @@ def test_a_second_controller_on_the_same_ports_exits_2_and_the_first_keeps_servi
                                name="controller-first")
     with first:
         assert status()[0] == 200
-        second = ryu_manager(config)
+        second = start_controller(config)
         assert second.returncode == 2, (second.returncode, second.stderr[-2000:])
         lines = [ln for ln in second.stderr.splitlines() if ln.strip()]
         assert any("cannot listen" in ln and (str(REST) in ln or str(OFP) in ln) for ln in lines)
@@ -62,14 +63,15 @@ def test_a_second_controller_on_the_same_ports_exits_2_and_the_first_keeps_servi
 
 def test_a_bad_configuration_is_one_line_and_exit_2(tmp_path):
     config = write_config(tmp_path / "bad.yaml", monitoring_period_s=float("nan"))
-    res = ryu_manager(config)
+    res = start_controller(config)
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "monitoring_period_s" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_idle_and_slow_clients_do_not_take_the_rest_api_offline(tmp_path):
-    """1,100 idle connections (eventlet's default cap was 1,024, with no timeout) and a
-    client that sends half a request: REST still answers, and the slow one is dropped."""
+    """1,100 idle connections (Ryu's WSGI server once capped them at 1,024, with no timeout)
+    and a client that sends half a request: REST still answers, and the slow one is
+    dropped."""
     config = write_config(tmp_path / "c.yaml")
     with controller_service(config, log_path=str(tmp_path / "c.log"), rest_port=REST,
                             name="controller-idle"):

@@ -1,9 +1,11 @@
-"""What the controller's REST handlers use of the Ryu shell, for unit tests: fake_app (a
-PolicyCore and recorders of instance changes) and state_of (what a rejected request must
-leave as it was)."""
+"""What the controller's REST handlers use of the app, for unit tests: fake_app (a
+PolicyCore and recorders of instance changes), state_of (what a rejected request must leave
+as it was) and served (the REST server over it, on a free port)."""
 import logging
+from contextlib import contextmanager
 from types import SimpleNamespace
 
+from tests.lib.http_client import Client
 from tests.lib.policy_core import make_core
 
 
@@ -26,3 +28,19 @@ def fake_app():
 
 def state_of(app):
     return app.policy_core.policy, dict(app.policy_core.profiles.manual_weights), list(app.calls)
+
+
+@contextmanager
+def served(app):
+    """The controller's REST server (ryu_apps/rest.py) over app on 127.0.0.1 (a free
+    port), serving in a thread: yields a tests.lib.http_client.Client connected to it."""
+    from ryu_apps import rest      # deferred: the controller's modules, only for REST tests
+    server = rest.server(app, "127.0.0.1", 0)
+    server.start_background()
+    client = Client(server.server_address)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()

@@ -1,5 +1,5 @@
-"""The Ryu shell (ryu_apps/malb.py) for unit tests, without ryu-manager: make_app builds it
-with its sockets, threads and REST registration stubbed (the `app` fixture of
+"""The controller's shell (ryu_apps/malb.py) for unit tests, without ryu-manager: make_app
+builds it with its port check, threads and REST server stubbed (the `app` fixture of
 tests/unit/conftest.py), Datapath is a fake datapath that applies what the shell sends to a
 fake switch, event wraps a message as Ryu delivers it, connect brings a switch up."""
 from __future__ import annotations
@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 import types
 
-from ryu import cfg
-from ryu.controller.handler import MAIN_DISPATCHER
-from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+from ryu_apps.framework import MAIN_DISPATCHER, cfg, ofproto_v1_3 as ofp, \
+    ofproto_v1_3_parser as parser
 
 from tests.conftest import ROOT
 from tests.lib.fakeswitch import FakeSwitch
@@ -38,19 +37,19 @@ def event(dp, **fields):
 def make_app(monkeypatch):
     """The shell as ryu-manager would build it, on configs/paper.yaml at time NOW; a
     generator (a fixture's body): the options it sets in Ryu's cfg are cleared after."""
-    # deferred: Ryu's app and WSGI stack (eventlet), only for the tests that build the shell
+    # deferred: the framework's app stack (eventlet), only for the tests that build the shell
     from ryu_apps import malb
     monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
     for name in ("MALB_POLICY", "MALB_TOKEN"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(malb.listeners, "reserve", lambda ports: None)
+    monkeypatch.setattr(malb.listeners, "check_free", lambda ports: None)
     monkeypatch.setattr(malb.hub, "spawn", lambda *a, **k: None)
     monkeypatch.setattr(malb.gc, "freeze", lambda: None)
-    monkeypatch.setattr("ryu_apps.rest.register_rest", lambda *a, **k: None)
+    monkeypatch.setattr("ryu_apps.rest.server", lambda app, host, port: types.SimpleNamespace(
+        server_address=(host, port), serve_forever=None))
     monkeypatch.setattr(malb.time, "time", lambda: NOW)
-    yield malb.MalbController(wsgi=None)
-    for name in ("wsapi_host", "wsapi_port", "ofp_tcp_listen_port"):
-        cfg.CONF.clear_override(name)
+    yield malb.MalbController()
+    cfg.CONF.clear_override("ofp_tcp_listen_port")
 
 
 def connect(app, dpid=1):

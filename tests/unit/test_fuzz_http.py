@@ -3,8 +3,8 @@
   127.0.0.1),
 - a host agent (its server as agents.agent.http_server builds it, with the SLO routes, over
   real sockets),
-- the controller's REST API (ryu_apps/rest.py in Ryu's WSGIApplication, called in process
-  with webob requests: no ryu-manager, so eventlet's HTTP layer is not part of it).
+- the controller's REST API (ryu_apps/rest.py's server over a stand-in for the app, over
+  real sockets on 127.0.0.1; no ryu-manager).
 Each must get a 4xx JSON answer whose "error" names the problem (the field, the parameter,
 the header), never a 5xx or a traceback; each server must keep answering and what it held
 before must be unchanged (checked when its module fixture ends, followed by a good request
@@ -13,7 +13,6 @@ database: the same cases on every run, about 12 s in all.
 
     .venv/bin/python -m pytest tests/unit/test_fuzz_http.py -q
 """
-import http.client
 import json
 import socket
 from urllib.parse import unquote, urlencode
@@ -25,40 +24,12 @@ from common.config import parse_config
 from common.httpjson import JsonServer
 from profiler.service import FLOW_FIELDS, ProfilerService
 from profiler.store import HistoryStore
-from tests.lib.rest_app import fake_app, state_of
+from tests.lib.http_client import Client
+from tests.lib.rest_app import fake_app, served, state_of
 
 EXAMPLES = 700          # per profiler test: about 2,400 requests
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
-
-
-class Client:
-    """One kept-alive connection, reopened when the server closed it after an error."""
-
-    def __init__(self, address):
-        self.address, self.conn = address, None
-
-    def send(self, method, path, body=b"", headers=None):
-        for attempt in (1, 2):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection(*self.address, timeout=10)
-            try:
-                self.conn.request(method, path, body, headers or {})
-                r = self.conn.getresponse()
-                data = r.read()
-                if r.getheader("Connection", "").lower() == "close":
-                    self.conn.close()
-                    self.conn = None
-                return r.status, dict(r.getheaders()), data
-            except (ConnectionError, http.client.RemoteDisconnected):
-                self.conn.close()        # the server closed the kept-alive connection
-                self.conn = None
-                if attempt == 2:
-                    raise
-            except BaseException:        # e.g. BadStatusLine: fail, and start clean next time
-                self.conn.close()
-                self.conn = None
-                raise
 
 
 @pytest.fixture(scope="module")
@@ -448,36 +419,24 @@ def test_agent_wrong_paths_methods_bodies_and_content_types_are_named(agent, dat
 
 
 # ------------------------------------------------------------------ the controller's REST
-# In process, as tests/unit/ryu_apps/test_rest.py drives it: Ryu's WSGIApplication with our
-# controllers, called with webob requests (no ryu-manager, no sockets: eventlet's server
-# is Ryu's, not ours).
+# Its server (ryu_apps/rest.py) over a stand-in for the app, as tests/unit/ryu_apps/
+# test_rest.py drives it.
 REST_EXAMPLES = 600
 
 
 @pytest.fixture(scope="module")
 def rest():
-    # deferred: Ryu's WSGI stack (eventlet, WebOb), only for the REST API's tests
-    from ryu.app.wsgi import WSGIApplication
-    from webob import Request                  # deferred: as above
-    from ryu_apps.rest import register_rest    # deferred: as above
-
     app = fake_app()
     app.status = lambda: {"policy": app.policy_core.policy}
-    wsgi = WSGIApplication()
-    register_rest(wsgi, app)
-
-    def call(method, path, body=b"", ctype="application/json"):
-        req = Request.blank(path, method=method, body=body)
-        if body:
-            req.content_type = ctype
-        resp = req.get_response(wsgi)
-        return resp.status_int, dict(resp.headers), resp.body
-    before = state_of(app)
-    yield call
-    assert state_of(app) == before, "a rejected request changed the controller"
-    assert call("GET", "/malb/status")[0] == 200
-    assert call("PUT", "/malb/policy", b'{"policy": "srr"}')[0] == 200
-    assert app.policy_core.policy == "srr"
+    with served(app) as client:
+        def call(method, path, body=b"", ctype="application/json"):
+            return client.send(method, path, body, {"Content-Type": ctype} if body else {})
+        before = state_of(app)
+        yield call
+        assert state_of(app) == before, "a rejected request changed the controller"
+        assert call("GET", "/malb/status")[0] == 200
+        assert call("PUT", "/malb/policy", b'{"policy": "srr"}')[0] == 200
+        assert app.policy_core.policy == "srr"
 
 
 WEIGHT_BAD = st.one_of(st.floats(max_value=-5e-324, allow_nan=False), TEXT, raw("null"), raw("true"),

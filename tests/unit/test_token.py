@@ -16,7 +16,7 @@ from common.httpjson import HttpError, JsonServer, check_token, delete_json, get
     post_json, put_json
 from experiments.stack import Stack
 from placement.apply import ControllerClient, RemoteTestbed
-from tests.lib.rest_app import fake_app, state_of
+from tests.lib.rest_app import fake_app, served, state_of
 from topologies.__main__ import start_control
 from topologies.testbed import Testbed
 
@@ -151,22 +151,16 @@ def test_the_clients_send_the_token(guarded):
 
 # ------------------------------------------------------------------ each server and client
 def test_the_controller_rest_api_requires_it_on_writes():
-    # deferred: Ryu's WSGI stack (eventlet, WebOb), only for the controller's REST API
-    from ryu.app.wsgi import WSGIApplication
-    from webob import Request                  # deferred: as above
-    from ryu_apps.rest import register_rest    # deferred: as above
-
     app = fake_app()
     app.token = TOKEN
-    wsgi = WSGIApplication()
-    register_rest(wsgi, app)
+    with served(app) as client:
+        _the_controller_rest_api_requires_it_on_writes(app, client)
 
+
+def _the_controller_rest_api_requires_it_on_writes(app, client):
     def call(method, path, body=b"", headers=None):
-        req = Request.blank(path, method=method, body=body, headers=headers or {})
-        if body:
-            req.content_type = J
-        resp = req.get_response(wsgi)
-        return resp.status_int, resp.headers, resp.body
+        return client.send(method, path, body,
+                           {**({"Content-Type": J} if body else {}), **(headers or {})})
     before = state_of(app)
     for method, path, body in (("PUT", "/malb/policy", b'{"policy": "srr"}'),
                                ("PUT", "/malb/weights", b'{"ui": null}'),

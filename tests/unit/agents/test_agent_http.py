@@ -75,7 +75,7 @@ def test_reads_answer(agent_http):
     ("GET", "/stats?window_s=nan", b"", {}, 400, "window_s: expected seconds"),
     ("GET", "/stats?window_s=601", b"", {}, 400, "window_s: expected seconds"),
     ("GET", "/stats?windows=3", b"", {}, 400, "windows: unknown query parameter"),
-    ("GET", "/%ff%fe", b"", {}, 404, "no such resource"),
+    ("GET", "/%ff%fe", b"", {}, 400, "path: not valid UTF-8"),
 ])
 def test_errors_are_json_naming_the_problem_and_change_nothing(agent_http, method, path,
                                                                body, headers, status,

@@ -166,11 +166,14 @@ def test_chunked_bodies_are_decoded(server):
     assert status == 200 and server.state == [[1, 2]]
 
 
-def test_paths_and_queries_that_are_not_utf8_are_answered(server):
+def test_paths_and_queries_that_are_not_utf8_are_a_400_naming_them(server):
     (status, _, body), = exchange(server, request("GET", "/%ff"))
-    assert status == 404 and "no such resource" in json.loads(body)["error"]
+    assert status == 400 and json.loads(body)["error"] == "path: not valid UTF-8 (after " \
+                                                          "%-decoding)"
     (status, _, body), = exchange(server, request("GET", "/x?a=%ff&b=2"))
-    assert status == 200 and json.loads(body)["q"] == {"a": ["\ufffd"], "b": ["2"]}
+    assert status == 400 and json.loads(body)["error"].startswith("a: not valid UTF-8")
+    (status, _, body), = exchange(server, request("GET", "/x?a=%C3%A9&b=2"))
+    assert status == 200 and json.loads(body)["q"] == {"a": ["\u00e9"], "b": ["2"]}
 
 
 def seconds_until_closed(srv, first: bytes, trickle: bytes, limit_s: float = 8.0) -> float:

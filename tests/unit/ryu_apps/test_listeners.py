@@ -1,26 +1,19 @@
-"""The controller's listening sockets (ryu_apps/listeners.py) and its start-up refusals,
-in process (no ryu-manager): eventlet, which Ryu binds with, sets SO_REUSEPORT, so a second
-controller on the same ports would start silently; ours are bound without it while the app
-starts, handed to Ryu, and a port in use (or a bad configuration) is one line and exit 2."""
+"""The controller's listening ports (ryu_apps/listeners.py, ryu_apps/rest.py) and its
+start-up refusals, in process (no ryu-manager): eventlet, which the framework binds the
+OpenFlow port with, sets SO_REUSEPORT, so a second controller would share that port
+silently; the start-up check binds it once without, the REST server binds without it, and a
+port in use (or a bad configuration) is one line and exit 2. Nothing of the framework is
+patched."""
 import socket
 
 import eventlet
 import pytest
-from ryu import cfg
-from ryu.app.wsgi import WSGIApplication
-from ryu.lib import hub
 
 from common.config import DEFAULT_MICROSERVICES
-from ryu_apps import listeners
+from ryu_apps import listeners, rest
+from ryu_apps.framework import cfg, hub
 from ryu_apps.malb import MalbController
-
-
-@pytest.fixture(autouse=True)
-def own_eventlet_listen(monkeypatch):
-    monkeypatch.setattr(eventlet, "listen", eventlet.listen)     # restored afterwards
-    monkeypatch.setattr(listeners, "_original_listen", None)
-    yield
-    listeners.release()
+from tests.lib.rest_app import fake_app
 
 
 def free_port() -> int:
@@ -34,7 +27,7 @@ def reuseport(sock) -> int:
 
 
 def test_eventlet_alone_lets_two_listeners_share_a_port():
-    """Why listeners.py exists: what Ryu does without it."""
+    """Why listeners.py exists: what the framework's binding does without it."""
     port = free_port()
     first = eventlet.listen(("127.0.0.1", port))
     second = eventlet.listen(("127.0.0.1", port))     # no error: the port is shared
@@ -45,46 +38,32 @@ def test_eventlet_alone_lets_two_listeners_share_a_port():
         second.close()
 
 
-def test_a_reserved_port_is_bound_without_reuseport_and_refused_to_a_second_one():
+def test_a_port_the_framework_listens_on_is_refused_and_a_free_one_left_free():
     port = free_port()
-    listeners.reserve({"REST API": ("127.0.0.1", port)})
-    held = listeners._held[("127.0.0.1", port)]
-    assert reuseport(held) == 0
-    with pytest.raises(listeners.PortInUse) as err:       # a second controller's start
-        listeners.reserve({"REST API": ("127.0.0.1", port)})
-    assert str(err.value) == (f"REST API 127.0.0.1:{port}: Address already in use (another "
-                              f"process listens there: a second controller?)")
-    with pytest.raises(OSError):          # nor can anyone share it with SO_REUSEPORT
-        listeners._original_listen(("127.0.0.1", port), reuse_port=True)
-
-
-def test_a_port_held_by_an_older_ryu_is_refused_and_nothing_stays_bound():
-    rest, ofp = free_port(), free_port()
-    older = eventlet.listen(("127.0.0.1", ofp))            # SO_REUSEPORT, as Ryu's own
+    listeners.check_free({"OpenFlow": ("127.0.0.1", port)})       # free: nothing kept bound
+    older = hub.StreamServer(("127.0.0.1", port), lambda sock, addr: None)   # SO_REUSEPORT
     try:
-        with pytest.raises(listeners.PortInUse, match=f"OpenFlow 127.0.0.1:{ofp}: Address "
-                                                      "already in use"):
-            listeners.reserve({"REST API": ("127.0.0.1", rest),
-                               "OpenFlow": ("127.0.0.1", ofp)})
-        assert listeners._held == {}
-        with socket.socket() as s:                          # the REST port was let go
-            s.bind(("127.0.0.1", rest))
+        assert reuseport(older.server) == 1
+        with pytest.raises(listeners.PortInUse) as err:
+            listeners.check_free({"REST API": ("127.0.0.1", free_port()),
+                                  "OpenFlow": ("127.0.0.1", port)})
+        assert str(err.value) == (f"OpenFlow 127.0.0.1:{port}: Address already in use "
+                                  f"(another process listens there: a second controller?)")
     finally:
-        older.close()
+        older.server.close()
+    listeners.check_free({"OpenFlow": ("127.0.0.1", port)})
 
 
-def test_ryu_is_handed_the_reserved_sockets():
-    port = free_port()
-    listeners.reserve({"OpenFlow": ("127.0.0.1", port)})
-    held = listeners._held[("127.0.0.1", port)]
-    server = hub.StreamServer(("127.0.0.1", port), lambda sock, addr: None)
-    assert server.server is held and listeners._held == {}
-    other = hub.StreamServer(("127.0.0.1", free_port()), lambda sock, addr: None)
+def test_the_rest_server_binds_without_reuseport_and_nobody_can_share_it():
+    server = rest.server(fake_app(), "127.0.0.1", 0)
     try:
-        assert reuseport(other.server) == 0           # nor any other listener of Ryu's
+        port = server.server_address[1]
+        with pytest.raises(OSError):           # not even with SO_REUSEPORT
+            eventlet.listen(("127.0.0.1", port), reuse_port=True)
+        with pytest.raises(listeners.PortInUse):
+            listeners.check_free({"REST API": ("127.0.0.1", port)})
     finally:
-        other.server.close()
-        held.close()
+        server.server_close()
 
 
 # ------------------------------------------------------------------ MalbController start-up
@@ -96,11 +75,10 @@ def start_controller(monkeypatch, capsys):
         monkeypatch.setenv("MALB_CONFIG", path)
         monkeypatch.delenv("MALB_TOKEN", raising=False)
         with pytest.raises(SystemExit) as exc:
-            MalbController(wsgi=WSGIApplication())
+            MalbController()
         return exc.value.code, capsys.readouterr().err.strip().splitlines()
     yield start
-    for name in ("wsapi_host", "wsapi_port", "ofp_tcp_listen_port"):
-        cfg.CONF.clear_override(name)
+    cfg.CONF.clear_override("ofp_tcp_listen_port")
 
 
 def test_the_controller_exits_2_on_a_bad_configuration(start_controller, config_file):
@@ -131,4 +109,5 @@ def test_a_second_controller_on_the_same_ports_exits_2_saying_which(start_contro
         "OpenFlow (controller.ofp_port) 0.0.0.0"
     assert err[0] == (f"malb: cannot listen: {what}:{ports[taken]}: Address already in use "
                       f"(another process listens there: a second controller?)")
-    assert listeners._held == {}
+    for port in ports.values():                 # nothing of the refused start stays bound
+        listeners.check_free({"port": ("127.0.0.1", port)})

@@ -1,17 +1,17 @@
-"""The Ryu shell (ryu_apps/malb.py) without ryu-manager: the app is built with its sockets,
-threads and REST registration stubbed, Ryu events (Ryu's own message classes where they
+"""The controller's shell (ryu_apps/malb.py) without ryu-manager: the app is built with its
+port check, threads and REST server stubbed, Ryu events (Ryu's own message classes where they
 matter) go to its handlers, and what it sends to a fake datapath is applied to a fake switch.
 This checks the shell's decoding and sending; the core's behaviour is test_core.py's."""
 from __future__ import annotations
 
 import types
 
-from ryu.controller.handler import DEAD_DISPATCHER
-from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
-
 from ryu_apps import malb, ofwire
+from ryu_apps.framework import DEAD_DISPATCHER, ofproto_v1_3 as ofp, \
+    ofproto_v1_3_parser as parser
 from tests.lib.fakeswitch import CONTROLLER, fields_of
 from tests.lib.shell import NOW, connect, event
+
 
 def syn(app, sport):
     c = app.cfg.testbed.clients[0]
@@ -51,7 +51,7 @@ def test_statistics_removals_and_port_events_are_decoded(app):
     app._packet_in(event(dp, match={"in_port": c.switch_port}, data=frame, cookie=0))
     rules = dp.switch.nat_rules()
     # a restarted controller learns the flow from the switch's flow statistics reply
-    fresh = malb.MalbController(wsgi=None)
+    fresh = malb.MalbController()
     dp2 = connect(fresh)
     body = [parser.OFPFlowStats(table_id=0, duration_sec=4, duration_nsec=0, priority=200,
                                 idle_timeout=10, hard_timeout=0, flags=1, cookie=r.cookie,

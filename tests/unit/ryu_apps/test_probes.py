@@ -169,7 +169,7 @@ def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
 
 # ---------------------------------------------------------------- the Ryu shell
 def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypatch):
-    # deferred: the Ryu shell (eventlet, Ryu's WSGI stack); the rest of this file needs none
+    # deferred: the controller's shell (the framework, eventlet); the rest of this file needs none
     from ryu_apps import malb
     reads_probes(app.policy_core)
     asked = []

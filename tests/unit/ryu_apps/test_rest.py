@@ -1,31 +1,25 @@
-"""The controller's REST API in-process (Ryu's WSGI application and our controllers, called
-with webob requests; no ryu-manager): no traceback ever reaches a client, errors are JSON
-naming the field, and a rejected request changes nothing."""
+"""The controller's REST API (ryu_apps/rest.py: its routes in the project's JsonServer, over a
+stand-in for the app, real sockets on 127.0.0.1; no ryu-manager): no traceback ever reaches
+a client, errors are JSON naming the field, and a rejected request changes nothing."""
 import json
 
 import pytest
-from ryu.app.wsgi import WSGIApplication
-from webob import Request
 
-from ryu_apps.rest import MAX_BODY_BYTES, allowed_methods, register_rest
-from tests.lib.rest_app import fake_app, state_of
+from common.httpjson import route_methods
+from ryu_apps.rest import MAX_BODY_BYTES, routes
+from tests.lib.rest_app import fake_app, served, state_of
 
 
 @pytest.fixture
 def rest():
     app = fake_app()
-    wsgi = WSGIApplication()
-    register_rest(wsgi, app)
-
-    def call(method, path, body=None, raw=None, ctype="application/json"):
-        data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-        req = Request.blank(path, method=method, body=data)
-        if data:
-            req.content_type = ctype
-        resp = req.get_response(wsgi)
-        return resp.status_int, resp.headers, resp.body
-    call.app = app
-    return call
+    with served(app) as client:
+        def call(method, path, body=None, raw=None, ctype="application/json"):
+            data = raw if raw is not None else \
+                (b"" if body is None else json.dumps(body).encode())
+            return client.send(method, path, data, {"Content-Type": ctype} if data else {})
+        call.app = app
+        yield call
 
 
 def error_of(answer) -> str:
@@ -117,7 +111,7 @@ def test_405_names_the_routes_methods_in_allow(rest):
     status, headers, body = rest("POST", "/malb/weights", {"video": None})
     assert status == 405 and headers["Allow"] == "GET, HEAD, PUT"
     assert json.loads(body)["allowed"] == ["GET", "HEAD", "PUT"]
-    assert allowed_methods("/malb/instances/srv1-ui") == ["DELETE", "PUT"]
+    assert route_methods(routes(rest.app), "/malb/instances/srv1-ui") == ["DELETE", "PUT"]
 
 
 def test_head_answers_wherever_get_does_with_the_gets_headers_and_no_body(rest):
@@ -153,10 +147,10 @@ def test_huge_weights_are_scaled_not_overflowed(rest):
 
 
 def test_a_handler_bug_is_logged_once_with_its_details(rest, caplog):
-    with caplog.at_level("ERROR", logger="malb.rest"):
+    with caplog.at_level("ERROR", logger="malb.http"):
         status, _, body = rest("GET", "/malb/status")
     assert status == 500 and b"ZeroDivisionError" in body and b"division" not in body
-    records = [r for r in caplog.records if r.name == "malb.rest"]
+    records = [r for r in caplog.records if r.name == "malb.http"]
     assert len(records) == 1 and "division by zero" in records[0].exc_text
 
 
