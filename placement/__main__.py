@@ -8,8 +8,9 @@
     python -m placement export --format k8s --out bookinfo-k8s.yaml
     python -m placement generate --services 30 --seed 7 --out configs/callgraph30.yaml
 
-Methods: ours (METIS partition, mapping by distance, local search; exact up to 12 units),
-greedy (network-aware greedy score), spread (round robin), random. docs/placement.md.
+Methods: ours (METIS partition, mapping by distance, local search, and the exact program
+solved by HiGHS within --time-limit, which bounds the optimum; the plan says its gap to that
+bound), greedy (network-aware greedy score), spread (round robin), random. docs/placement.md.
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from common.httpjson import HttpError, get_json
 from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_moves
 from placement.apps import generate
 from placement.k8s import check_registry, manifests, to_yaml
-from placement.partitioner import PlacementError, greedy_network_aware, plan, random_placement, \
-    should_replace, spread
+from placement.partitioner import EXACT_TIME_LIMIT_S, PlacementError, greedy_network_aware, \
+    plan, random_placement, should_replace, spread
 from placement.problem import Move, build_problem, check_layout, current_assignment, \
     layout_of, moves_between
 
@@ -62,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
                         help="capacity kept free when choosing servers (default 0.2)")
         sp.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0), default=0.6,
                         help="share of each server's CPU a plan may fill (default 0.6)")
+        sp.add_argument("--time-limit", type=non_negative_float, default=EXACT_TIME_LIMIT_S,
+                        help="seconds the exact program may run for --method ours (default "
+                             f"{EXACT_TIME_LIMIT_S:g}; 0: heuristics only, no bound)")
         sp.add_argument("--out", help="write the plan (or manifests) here as well")
         if name == "apply":
             sp.add_argument("--testbed", help="testbed control URL (default "
@@ -127,7 +131,8 @@ def compute(args, cfg, graph: dict, layout: dict) -> dict:
     before = current_assignment(problem, layout)
     near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
     if args.method == "ours":
-        result = plan(problem, near=near, headroom=args.headroom)
+        result = plan(problem, near=near, headroom=args.headroom,
+                      exact_time_limit_s=args.time_limit)
     elif args.method == "greedy":
         result = greedy_network_aware(problem)
     elif args.method == "spread":
@@ -135,9 +140,13 @@ def compute(args, cfg, graph: dict, layout: dict) -> dict:
     else:
         result = random_placement(problem, args.seed)
     after = layout_of(result.assignment, problem)
-    return {"method": result.method, "optimal": result.optimal,
+    return {"method": result.method, "optimal": result.optimal, "bound": result.bound,
+            "gap": result.gap, "attempts": result.attempts,
             "before": {"cost": problem.cost(before),
-                       "trunk_traffic": problem.trunk_traffic(before), "layout": layout},
+                       "trunk_traffic": problem.trunk_traffic(before), "layout": layout,
+                       # the current layout is not checked against the cap when it was
+                       # made (the testbed spreads every service): say where it is over
+                       "violations": problem.violations(before)},
             "after": {"cost": result.cost, "trunk_traffic": result.trunk_traffic,
                       "servers_used": result.hosts_used, "layout": after},
             "moves": [m.as_dict() for m in moves_between(layout, after)],
@@ -146,7 +155,16 @@ def compute(args, cfg, graph: dict, layout: dict) -> dict:
 
 def show(doc: dict) -> None:
     b, a = doc["before"], doc["after"]
-    print(f"method: {doc['method']}" + (" (optimal)" if doc["optimal"] else ""))
+    for problem in b.get("violations", []):
+        print(f"the current layout breaks a limit: {problem}")
+    gap = doc.get("gap")
+    print(f"method: {doc['method']}" + (" (optimal)" if doc["optimal"] else
+                                         "" if gap is None else
+                                         f" (at most {100 * gap:.1f} % above the optimum)"))
+    for tried in doc.get("attempts", []):
+        outcome = f"cost {tried['cost']:,.0f}" if tried["cost"] is not None else \
+            tried["error"]
+        print(f"  tried {tried['method']}: {outcome}")
     print(f"cost (traffic x distance, bytes/s): {b['cost']:,.0f} -> {a['cost']:,.0f}; over "
           f"trunks {b['trunk_traffic']:,.0f} -> {a['trunk_traffic']:,.0f} bytes/s; "
           f"{a['servers_used']} servers")

@@ -5,8 +5,10 @@ service's replicas on different servers (docs/placement.md, "The placement": the
 plan()'s steps).
 
 - plan: the fewest servers near the clients, a METIS partition, parts mapped by distance,
-  local search; exact (branch and bound) up to EXACT_MAX_UNITS units, the better kept;
-- choose_hosts, metis_parts, map_parts, repair, refine, exact: plan()'s steps;
+  local search; the exact program (placement/milp.py, HiGHS) within a time limit up to
+  EXACT_MAX_UNITS units, which also bounds the optimum; the cheapest kept, every attempt
+  and the gap to the bound reported;
+- choose_hosts, metis_parts, map_parts, repair, refine: plan()'s heuristic steps;
 - should_replace: the hysteresis (re-place only for a set gain, after a dwell time);
 - spread, random_placement, greedy_network_aware: the baselines;
 - Problem, Unit, Host, Plan, PlacementError: the problem, its answer, bad input.
@@ -18,7 +20,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-EXACT_MAX_UNITS = 12
+EXACT_MAX_UNITS = 400      # the exact program's size grows with units x servers x edges
+EXACT_TIME_LIMIT_S = 10.0
 HEADROOM = 0.2            # capacity kept free when choosing how many servers to use
 METIS_SEED = 1
 METIS_UFACTOR = 30        # allowed imbalance, 1/1000 (METIS's k-way default)
@@ -216,12 +219,23 @@ class Plan:
     trunk_traffic: float
     hosts_used: int
     method: str
-    optimal: bool = False             # the exact search finished: this is the optimum
+    optimal: bool = False             # the exact program proved this the optimum
+    bound: float | None = None        # every placement costs at least this (None: unknown)
+    attempts: list[dict] = field(default_factory=list)   # each method tried, and its outcome
+
+    @property
+    def gap(self) -> float | None:
+        """How far above the optimum this plan may be, as a share of its cost (0: optimal;
+        None: no bound)."""
+        if self.bound is None:
+            return None
+        return 0.0 if self.cost <= 0 else max(0.0, (self.cost - self.bound) / self.cost)
 
     def as_dict(self) -> dict:
         return {"assignment": dict(sorted(self.assignment.items())), "cost": self.cost,
                 "trunk_traffic": self.trunk_traffic, "servers_used": self.hosts_used,
-                "method": self.method, "optimal": self.optimal}
+                "method": self.method, "optimal": self.optimal, "bound": self.bound,
+                "gap": self.gap, "attempts": self.attempts}
 
 
 def _plan(problem: Problem, assignment: dict[str, str], method: str,
@@ -362,7 +376,7 @@ def map_parts(problem: Problem, parts: list[int], hosts: list[str],
     """Parts to hosts by distance: every permutation up to 6 hosts (those that fit the
     capacities, if any do), the one with the least cost plus move_cost per unit that moves
     from `current`; greedily beyond (parts with the most traffic first, each to the free
-    host where it costs least against the parts already mapped)."""
+    host with room for it where it costs least against the parts already mapped)."""
     names = [u.name for u in problem.units]
     k = len(hosts)
 
@@ -385,7 +399,11 @@ def map_parts(problem: Problem, parts: list[int], hosts: list[str],
     placed: dict[str, str] = {}
     for p in sorted(members, key=lambda p: -volume[p]):
         free = [h for h in hosts if h not in mapping.values()]
-        best = min(free, key=lambda h: (sum(problem.unit_cost(n, h, placed)
+        need = sum(problem.unit[n].cpu for n in members[p])
+        # a server the part fits on, if one is left (else the largest: repair moves the rest)
+        room = [h for h in free if problem.host[h].cpu >= need - 1e-9] or \
+            [max(free, key=lambda h: (problem.host[h].cpu, h))]
+        best = min(room, key=lambda h: (sum(problem.unit_cost(n, h, placed)
                                             for n in members[p]), h))
         mapping[p] = best
         placed.update({n: best for n in members[p]})
@@ -485,62 +503,27 @@ def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
     return False
 
 
-def exact(problem: Problem, upper: float = math.inf,
-          max_nodes: int = 5_000_000) -> tuple[dict[str, str] | None, bool]:
-    """The optimum by branch and bound (units with the most traffic first; a branch is cut
-    when its cost so far reaches the best found; servers that are alike and still empty
-    are tried once). (the best assignment cheaper than `upper` or None, whether the search
-    finished: after max_nodes it stops, and no optimum can be claimed)."""
-    order = sorted(problem.units, key=lambda u: (u.name not in problem.pinned,
-                                                 -sum(problem.neighbours[u.name].values()),
-                                                 u.name))
-    best: list = [upper, None]
-    a: dict[str, str] = {}
-    used = problem.load({})
-    nodes = [0]
-
-    def alike(h: Host) -> tuple:
-        return (h.cpu, h.memory_mb, h.switch)
-
-    def walk(k: int, so_far: float) -> None:
-        nodes[0] += 1
-        if nodes[0] > max_nodes:
-            raise TimeoutError
-        if so_far >= best[0] - 1e-9:
-            return
-        if k == len(order):
-            best[0], best[1] = so_far, dict(a)
-            return
-        n = order[k].name
-        tried_empty = set()
-        options = []
-        for h in problem.hosts:
-            if not problem.fits(n, h.name, a, used):
-                continue
-            if used[h.name] == [0.0, 0.0]:
-                if alike(h) in tried_empty:
-                    continue
-                tried_empty.add(alike(h))
-            options.append((problem.unit_cost(n, h.name, a), h.name))
-        for c, h in sorted(options):
-            _place(a, used, problem, n, h)
-            walk(k + 1, so_far + c)
-            _unplace(a, used, problem, n)
-    try:
-        walk(0, 0.0)
-    except TimeoutError:
-        return best[1], False
-    return best[1], True
-
-
 def plan(problem: Problem, near: str | None = None, current: dict[str, str] | None = None,
-         move_cost: float = 0.0, headroom: float = HEADROOM) -> Plan:
+         move_cost: float = 0.0, headroom: float = HEADROOM,
+         exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
     """Our placement: the fewest servers near `near` with headroom, a METIS partition sized
     by their capacities, parts mapped by distance, repaired to the limits and refined by
     local search; the greedy score refined as well; and, up to EXACT_MAX_UNITS units, the
-    exact optimum. The cheapest wins (then the one that uses fewer servers)."""
+    exact program for at most exact_time_limit_s (0: not run), whose bound says how far
+    the plan may be from the optimum. The cheapest wins (then the one that uses fewer
+    servers). Every attempt is in the plan's attempts: its method and cost, or why it
+    failed."""
     problem.check_solvable()
-    results = []
+    results, attempts = [], []
+
+    def attempt(method: str, make) -> None:
+        try:
+            a = make()
+        except PlacementError as exc:
+            attempts.append({"method": method, "cost": None, "error": str(exc)})
+            return
+        attempts.append({"method": method, "cost": problem.cost(a), "error": None})
+        results.append((a, method))
     hosts = choose_hosts(problem, headroom, near)
     # A few starts: the fewest servers and one or two more (capacity headroom against
     # traffic), METIS with a few seeds; fewer on large graphs, where each costs more.
@@ -550,31 +533,40 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
         chosen = hosts + extra[:more]
         for seed in (METIS_SEED, METIS_SEED + 1, METIS_SEED + 2)[:3 if small else 1]:
             if len(chosen) == 1:
-                first = {u.name: chosen[0] for u in problem.units}
-            else:
-                first = map_parts(problem, metis_parts(problem, chosen, seed), chosen,
-                                  current, move_cost)
-            try:
-                results.append((refine(problem, repair(problem, first), swaps=small),
-                                "metis k-way + refinement"))
-            except PlacementError:
-                pass      # the greedy path below still finds one if there is one
-            if len(chosen) == 1:
+                attempt("one server + refinement", lambda: refine(
+                    problem, repair(problem, {u.name: chosen[0] for u in problem.units}),
+                    swaps=small))
                 break
-    try:
-        greedy = greedy_network_aware(problem).assignment
-        results.append((refine(problem, greedy), "greedy + refinement"))
-    except PlacementError:
-        pass
+            attempt(f"metis k-way ({len(chosen)} servers, seed {seed}) + refinement",
+                    lambda: refine(problem, repair(problem, map_parts(
+                        problem, metis_parts(problem, chosen, seed), chosen, current,
+                        move_cost)), swaps=small))
+    attempt("greedy + refinement",
+            lambda: refine(problem, greedy_network_aware(problem).assignment))
+    bound, proven = None, None
+    if results and exact_time_limit_s > 0 and len(problem.units) <= EXACT_MAX_UNITS:
+        from placement import milp   # deferred: scipy's HiGHS, only when the program runs
+        sol = milp.solve(problem, exact_time_limit_s)
+        bound = sol.bound
+        method = f"exact program (HiGHS, {sol.status} after {sol.seconds:.1f} s)"
+        attempts.append({"method": method, "cost": None if sol.assignment is None
+                         else problem.cost(sol.assignment), "bound": sol.bound,
+                         "error": None if sol.assignment else "no placement found in time"})
+        if sol.assignment is not None:
+            results.append((sol.assignment, "exact program"))
+            if sol.optimal:
+                proven = problem.cost(sol.assignment)
     if not results:
-        raise PlacementError("capacity: found no placement that fits every unit")
-    best_a, method = min(results, key=lambda r: (problem.cost(r[0]), len(set(r[0].values()))))
-    optimal = False
-    if len(problem.units) <= EXACT_MAX_UNITS:
-        found, optimal = exact(problem, upper=problem.cost(best_a))
-        if found is not None and problem.cost(found) < problem.cost(best_a) - 1e-9:
-            best_a, method = found, "exact"
-    return _plan(problem, best_a, method, optimal)
+        raise PlacementError("capacity: found no placement that fits every unit ("
+                             + "; ".join(f"{a['method']}: {a['error']}" for a in attempts) + ")")
+    # ties to a heuristic: its answer does not depend on the solver's clock
+    best_a, method = min(results, key=lambda r: (problem.cost(r[0]), len(set(r[0].values())),
+                                                 r[1] == "exact program"))
+    cost = problem.cost(best_a)
+    result = _plan(problem, best_a, method, optimal=proven is not None and
+                   cost <= proven + 1e-9 * max(1.0, proven))
+    result.bound, result.attempts = bound, attempts
+    return result
 
 
 def should_replace(current_cost: float, new_cost: float, since_last_change_s: float | None,

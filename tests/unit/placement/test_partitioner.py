@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from placement.partitioner import Host, PlacementError, Problem, Unit, choose_hosts, exact, \
+from placement import milp
+from placement.partitioner import Host, PlacementError, Problem, Unit, choose_hosts, \
     greedy_network_aware, plan, random_placement, refine, should_replace, spread
 
 
@@ -156,13 +157,66 @@ def test_refinement_moves_a_unit_next_to_the_peer_it_talks_to_most():
     assert better["a"] == better["b"] and p.cost(better) < p.cost(start)
 
 
-def test_exact_search_prunes_and_can_give_up():
-    names = [f"u{k}" for k in range(10)]
-    p = Problem(units(names, cpu=0.1), hosts(4),
-                edges={(a, b): 1 for a, b in itertools.combinations(names, 2)})
-    found, finished = exact(p)
-    assert finished and p.cost(found) == 0
-    assert exact(p, max_nodes=3)[1] is False      # stopped: no claim of an optimum
+def layered(n: int, seed: int, servers: int = 8) -> Problem:
+    """A seeded call tree of n units with some heavy edges, on servers over 4 switches."""
+    rng = random.Random(seed)
+    names = [f"m{k}" for k in range(n)]
+    edges = {(names[rng.randrange(max(0, k - 4), k)], names[k]): rng.choice([1, 1, 2, 50])
+             for k in range(1, n)}
+    switches = [f"s{1 + k * 4 // servers}" for k in range(servers)]
+    return Problem([Unit(x, x, 0.05, 10) for x in names],
+                   hosts(servers, cpu=0.05 * n / (0.5 * servers), switches=switches),  # half full
+                   edges=edges, anchors={(names[0], "s1"): 100},
+                   switch_position={"s1": 0, "s2": 1, "s3": 2, "s4": 3})
+
+
+def test_the_exact_program_matches_brute_force_and_bounds_every_placement():
+    for seed in range(4):
+        rng = random.Random(seed)
+        names = [f"u{k}" for k in range(6)]
+        p = Problem([Unit(x, x, rng.choice([0.1, 0.2, 0.3]), 10) for x in names],
+                    hosts(3, cpu=0.6, switches=["s1", "s2", "s3"]),
+                    edges={(a, b): rng.choice([1, 5, 20])
+                           for a, b in itertools.combinations(names, 2) if rng.random() < 0.5},
+                    anchors={(names[0], "s3"): 7})
+        sol = milp.solve(p, time_limit_s=10)
+        assert sol.optimal and not p.violations(sol.assignment)
+        assert p.cost(sol.assignment) == pytest.approx(brute_force(p))
+        assert sol.bound <= p.cost(sol.assignment) + 1e-6
+        assert milp.lower_bound(p) <= sol.bound + 1e-6
+
+
+def test_the_program_keeps_replicas_apart_and_pins_in_place():
+    p = Problem(units(["w#1", "w#2", "x"], cpu=0.1), hosts(2),
+                edges={("w#1", "w#2"): 50, ("w#1", "x"): 1}, pinned={"x": "srv2"})
+    sol = milp.solve(p)
+    assert sol.optimal and sol.assignment["x"] == "srv2"
+    assert sol.assignment["w#1"] != sol.assignment["w#2"]
+
+
+def test_a_plan_reports_every_attempt_its_bound_and_its_gap():
+    p = layered(30, seed=1)
+    result = plan(p, near="s1")
+    methods = [a["method"] for a in result.attempts]
+    assert any(m.startswith("metis k-way") for m in methods)
+    assert "greedy + refinement" in methods and methods[-1].startswith("exact program")
+    assert all((a["cost"] is None) != (a["error"] is None) for a in result.attempts)
+    assert result.bound is not None and result.bound <= result.cost + 1e-6
+    assert result.gap == pytest.approx(max(0.0, 1 - result.bound / result.cost))
+    assert result.cost == min(a["cost"] for a in result.attempts if a["cost"] is not None)
+    doc = result.as_dict()
+    assert doc["gap"] == result.gap and doc["attempts"] == result.attempts
+    heuristic = plan(p, near="s1", exact_time_limit_s=0)     # no program: no bound
+    assert heuristic.bound is None and heuristic.gap is None and not heuristic.optimal
+    assert result.cost <= heuristic.cost
+
+
+def test_an_exact_program_stopped_by_its_limit_claims_no_optimum():
+    p = layered(120, seed=2, servers=12)
+    sol = milp.solve(p, time_limit_s=0.2)
+    assert not sol.optimal and sol.status == "stopped at its limit"
+    if sol.assignment is not None:
+        assert sol.bound <= p.cost(sol.assignment) + 1e-6
 
 
 def test_baselines_spread_random_and_greedy():

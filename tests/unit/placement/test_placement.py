@@ -250,3 +250,29 @@ def test_generate_writes_a_configuration_that_loads(tmp_path):
     assert res.returncode == 0, res.stderr
     cfg = load_config(str(out))
     assert len(cfg.microservices) == 20 and yaml.safe_load(out.read_text())["servers"]
+
+
+def test_plan_says_what_it_tried_how_far_from_the_optimum_and_where_the_layout_is_over(
+        tmp_path):
+    # every service on srv1: 0.27 cores of its 0.3 (0.5 x the 0.6 cap) fit, so also put a
+    # heavy details there, over the cap
+    graph = {**GRAPH, "vertices": {**GRAPH["vertices"], "details": {"cpu_cores": 0.2}}}
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    (tmp_path / "l.json").write_text(json.dumps({ms: ["srv1"] for ms in SPREAD}))
+    out = tmp_path / "plan.json"
+    res = run_module("placement", "plan", "--graph", str(tmp_path / "g.json"), "--layout",
+                     str(tmp_path / "l.json"), "--config", BOOKINFO, "--out", str(out),
+                     timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "the current layout breaks a limit: srv1: CPU 0.42 of 0.3 cores" in res.stdout
+    assert "(optimal)" in res.stdout and "tried greedy + refinement: cost" in res.stdout
+    doc = json.loads(out.read_text())
+    assert doc["optimal"] and doc["gap"] < 1e-3 and doc["bound"] <= doc["after"]["cost"]
+    assert doc["before"]["violations"] == ["srv1: CPU 0.42 of 0.3 cores"]
+    assert doc["attempts"][-1]["method"].startswith("exact program (HiGHS, optimal")
+    res = run_module("placement", "plan", "--graph", str(tmp_path / "g.json"), "--layout",
+                     str(tmp_path / "l.json"), "--config", BOOKINFO, "--time-limit", "0",
+                     "--out", str(out), timeout=120)
+    doc = json.loads(out.read_text())
+    assert res.returncode == 0 and doc["bound"] is None and doc["gap"] is None
+    assert not any(a["method"].startswith("exact") for a in doc["attempts"])
