@@ -113,7 +113,7 @@ def markdown(doc: dict) -> str:
     lines = ["# Placement benchmark", "", f"Command: `{doc['command']}` at commit "
              f"{doc['commit']}", "",
              table(["services", "servers", "plan time s (median of 3)", "servers used", "cost",
-                    "at most above the optimum", "% of spread's cost", "% of greedy's",
+                    "gap to the bound (share of cost)", "% of spread's cost", "% of greedy's",
                     "% of random's"],
                    [[r["services"], r["servers"], r["plan_s"], r["servers_used"],
                      number(r["cost"], 0),

@@ -160,7 +160,8 @@ def show(doc: dict) -> None:
     gap = doc.get("gap")
     print(f"method: {doc['method']}" + (" (optimal)" if doc["optimal"] else
                                          "" if gap is None else
-                                         f" (at most {100 * gap:.1f} % above the optimum)"))
+                                         f" (the optimum costs at least {100 * (1 - gap):.1f} "
+                                         f"% of it: a gap of {100 * gap:.1f} %)"))
     for tried in doc.get("attempts", []):
         outcome = f"cost {tried['cost']:,.0f}" if tried["cost"] is not None else \
             tried["error"]

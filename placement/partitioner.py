@@ -225,8 +225,8 @@ class Plan:
 
     @property
     def gap(self) -> float | None:
-        """How far above the optimum this plan may be, as a share of its cost (0: optimal;
-        None: no bound)."""
+        """(cost - bound) / cost, the solvers' convention: the optimum costs at least
+        (1 - gap) x this plan's cost (0: optimal; None: no bound)."""
         if self.bound is None:
             return None
         return 0.0 if self.cost <= 0 else max(0.0, (self.cost - self.bound) / self.cost)
