@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = ArgumentParser(prog="python -m benchmarks.placement",
                         description="The placement partitioner: time, cost, optimality gap.")
-    ap.add_argument("--sizes", type=number_list(int, 2, 5000), default=[10, 100, 1000])
+    ap.add_argument("--sizes", type=number_list(int, 2, 20000), default=[10, 100, 1000])
     ap.add_argument("--servers", type=number_list(int, 2, 256), default=[4, 16, 64])
     ap.add_argument("--small", type=bounded(int, 0, 1000), default=24,
                     help="small graphs solved exactly (default 24)")

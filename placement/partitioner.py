@@ -15,6 +15,7 @@ plan()'s steps).
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import random
@@ -296,18 +297,29 @@ def greedy_network_aware(problem: Problem) -> Plan:
               sum(w for _s, w in problem.anchored[u.name]) for u in problem.units}
     order = sorted(problem.units, key=lambda u: (u.name not in problem.pinned,
                                                  -volume[u.name], u.name))
+
+    def free_key(h: str) -> tuple:
+        return -(problem.host[h].cpu - used[h][0]), h
+    # per switch, its servers by most free CPU: a unit's cost on a server holding none of
+    # its peers depends on the switch alone, so there the first with room is the best
+    by_free = {s: sorted((free_key(h.name) for h in problem.hosts if h.switch == s))
+               for s in dict.fromkeys(h.switch for h in problem.hosts)}
     for u in order:
-        best = None
-        for h in problem.hosts:
-            if not problem.fits(u.name, h.name, assignment, used):
-                continue
-            key = (problem.unit_cost(u.name, h.name, assignment),
-                   -(h.cpu - used[h.name][0]), h.name)
-            if best is None or key < best[0]:
-                best = (key, h.name)
-        if best is None:
+        peers = {assignment[p] for p in problem.neighbours[u.name] if p in assignment}
+        options = [h for h in peers if problem.fits(u.name, h, assignment, used)]
+        for ranked in by_free.values():
+            for _key, h in ranked:
+                if h not in peers and problem.fits(u.name, h, assignment, used):
+                    options.append(h)
+                    break
+        if not options:
             raise PlacementError(f"greedy: no server has room for {u.name}")
-        _place(assignment, used, problem, u.name, best[1])
+        best = min(options, key=lambda h: (problem.unit_cost(u.name, h, assignment),
+                                           *free_key(h)))
+        ranked = by_free[problem.host[best].switch]
+        ranked.remove(free_key(best))
+        _place(assignment, used, problem, u.name, best)
+        bisect.insort(ranked, free_key(best))
     return _plan(problem, assignment, "greedy network-aware")
 
 
@@ -403,8 +415,16 @@ def map_parts(problem: Problem, parts: list[int], hosts: list[str],
         # a server the part fits on, if one is left (else the largest: repair moves the rest)
         room = [h for h in free if problem.host[h].cpu >= need - 1e-9] or \
             [max(free, key=lambda h: (problem.host[h].cpu, h))]
-        best = min(room, key=lambda h: (sum(problem.unit_cost(n, h, placed)
-                                            for n in members[p]), h))
+        # servers holding a mapped peer, and per switch the first other (by name): on a
+        # server without peers the part's cost depends on the switch alone
+        peers = {placed[q] for n in members[p] for q in problem.neighbours[n] if q in placed}
+        first: dict[str, str] = {}
+        for h in sorted(room):
+            if h not in peers:
+                first.setdefault(problem.host[h].switch, h)
+        options = [h for h in room if h in peers] + list(first.values())
+        best = min(options, key=lambda h: (sum(problem.unit_cost(n, h, placed)
+                                               for n in members[p]), h))
         mapping[p] = best
         placed.update({n: best for n in members[p]})
     for p in range(k):             # parts METIS left empty
@@ -456,6 +476,10 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
     used = problem.load(a)
     names = [u.name for u in problem.units if u.name not in problem.pinned]
     swaps = len(names) <= 300 if swaps is None else swaps
+    order = {h.name: k for k, h in enumerate(problem.hosts)}
+    on_switch: dict[str, list[str]] = {}
+    for h in problem.hosts:
+        on_switch.setdefault(h.switch, []).append(h.name)
     for _ in range(max_passes):
         improved = False
         for n in names:
@@ -463,11 +487,10 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
             here = problem.unit_cost(n, origin, a)
             _unplace(a, used, problem, n)
             target, gain = origin, 1e-9
-            for h in problem.hosts:
-                if h.name != origin and problem.fits(n, h.name, a, used):
-                    g = here - problem.unit_cost(n, h.name, a)
-                    if g > gain:
-                        target, gain = h.name, g
+            for h in _move_targets(problem, n, origin, a, used, on_switch, order):
+                g = here - problem.unit_cost(n, h, a)
+                if g > gain:
+                    target, gain = h, g
             _place(a, used, problem, n, target)
             improved |= target != origin
         if swaps:
@@ -479,6 +502,22 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
         if not improved:
             break
     return a
+
+
+def _move_targets(problem: Problem, n: str, origin: str, a, used, on_switch, order) -> list:
+    """The servers worth trying for unit n, in the servers' order: those of its peers, and on
+    each switch the first other one with room. A unit's cost on a server holding none of its
+    peers depends on the server's switch alone, so the rest of a switch's servers cannot do
+    better than that first one (the same move as trying every server, at a fraction of the
+    work on hundreds of servers)."""
+    peers = {a[p] for p in problem.neighbours[n] if p in a}
+    out = [h for h in peers if h != origin and problem.fits(n, h, a, used)]
+    for hosts in on_switch.values():
+        for h in hosts:
+            if h != origin and h not in peers and problem.fits(n, h, a, used):
+                out.append(h)
+                break
+    return sorted(out, key=order.__getitem__)
 
 
 def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
