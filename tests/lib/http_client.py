@@ -15,7 +15,12 @@ class Client:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection(*self.address, timeout=10)
             try:
-                self.conn.request(method, path, body, headers or {})
+                try:
+                    self.conn.request(method, path, body, headers or {})
+                except (BrokenPipeError, ConnectionResetError):
+                    # the server answered (413 on the Content-Length) and closed while the
+                    # body was still going out: its answer may be there to read
+                    pass
                 r = self.conn.getresponse()
                 data = r.read()
                 if r.getheader("Connection", "").lower() == "close":

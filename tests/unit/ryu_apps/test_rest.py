@@ -2,6 +2,7 @@
 stand-in for the app, real sockets on 127.0.0.1; no ryu-manager): no traceback ever reaches
 a client, errors are JSON naming the field, and a rejected request changes nothing."""
 import json
+import socket
 
 import pytest
 
@@ -177,3 +178,33 @@ def test_a_batch_of_weights_with_one_bad_entry_changes_none_of_them(rest):
     assert status == 400 and "backend.alpha: expected a finite number" in error_of(
         (status, {"Content-Type": "application/json"}, body))
     assert state_of(rest.app) == before and "ui" in rest.app.policy_core.profiles.manual_weights
+
+
+def raw_exchange(address, data: bytes) -> tuple[int, bytes]:
+    """Raw bytes on one connection (what http.client will not send): (status, body)."""
+    with socket.create_connection(address, timeout=5) as s:
+        s.sendall(data)
+        f = s.makefile("rb")
+        status = int(f.readline().split()[1])
+        length = 0
+        while (line := f.readline().rstrip(b"\r\n")):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        return status, f.read(length)
+
+
+def test_the_http_layer_is_the_hardened_one_versions_headers_and_slashes():
+    """What Ryu's WSGI server let through, now answered as every JsonServer does."""
+    with served(fake_app()) as client:
+        status, body = raw_exchange(client.address,
+                                    b"GET /malb/policy HTTP/9.9\r\nHost: x\r\n\r\n")
+        assert status == 505 and "only HTTP/1.0 and HTTP/1.1" in json.loads(body)["error"]
+        big = b"X-Big: " + b"a" * (40 * 1024) + b"\r\n"
+        status, body = raw_exchange(client.address,
+                                    b"GET /malb/policy HTTP/1.1\r\nHost: x\r\n" + big + b"\r\n")
+        assert status == 431 and "Too Large" in json.loads(body)["error"]
+        status, _, body = client.send("GET", "//malb/policy")
+        assert status == 404 and "no such resource" in json.loads(body)["error"]
+        status, headers, body = client.send("HEAD", "/malb/policy")
+        assert status == 200 and body == b"" and int(headers["Content-Length"]) > 0
