@@ -122,6 +122,8 @@ def markdown(doc: dict) -> str:
                      f"{100 * r['cost'] / r['baseline_cost']['random']:.1f} %"]
                     for r in doc["scale"]], "r" * 9, compact=True)]
     small = doc["small"]
+    if not small:
+        return "\n".join(lines + [""])
     gaps = [r["heuristic_gap"] for r in small if r["heuristic_gap"] is not None]
     lines += [f"Small graphs ({len(small)} solved exactly, 5-10 units on 6 servers): "
               f"plan() found the optimum in {sum(r['plan'] == r['optimum'] for r in small)}; "
