@@ -9,6 +9,7 @@ plan()'s steps).
   EXACT_MAX_UNITS units, which also bounds the optimum; the cheapest kept, every attempt
   and the gap to the bound reported;
 - choose_hosts, metis_parts, map_parts, repair, refine: plan()'s heuristic steps;
+- replan, moved: a new plan within a budget of moves from the current one;
 - should_replace: the hysteresis (re-place only for a set gain, after a dwell time);
 - spread, random_placement, greedy_network_aware: the baselines;
 - Problem, Unit, Host, Plan, PlacementError: the problem, its answer, bad input.
@@ -605,6 +606,58 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
     result = _plan(problem, best_a, method, optimal=proven is not None and
                    cost <= proven + 1e-9 * max(1.0, proven))
     result.bound, result.attempts = bound, attempts
+    return result
+
+
+def moved(before: dict[str, str], after: dict[str, str]) -> int:
+    """How many units an assignment moves from another."""
+    return sum(1 for n, h in after.items() if before.get(n) != h)
+
+
+def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0.10,
+           near: str | None = None, headroom: float = HEADROOM,
+           exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
+    """A new plan that moves at most max_moved_share of the units from `current` (the
+    traffic drifted; moving an instance costs a start, a drain and its warm state): the
+    fresh plan when it moves few enough; else, from `current` made feasible, the single
+    moves with the largest gain, one at a time, until the budget is spent or none helps.
+    Its bound and attempts are the fresh plan's (the bound holds for any placement)."""
+    fresh = plan(problem, near=near, headroom=headroom, exact_time_limit_s=exact_time_limit_s)
+    budget = int(max_moved_share * len(problem.units) + 1e-9)
+    if moved(current, fresh.assignment) <= budget:
+        return fresh
+    a = repair(problem, {n: current[n] for n in problem.unit if n in current} |
+               {n: h for n, h in fresh.assignment.items() if n not in current})
+    used = problem.load(a)
+    order = {h.name: k for k, h in enumerate(problem.hosts)}
+    on_switch: dict[str, list[str]] = {}
+    for h in problem.hosts:
+        on_switch.setdefault(h.switch, []).append(h.name)
+    movable = [u.name for u in problem.units if u.name not in problem.pinned]
+    while True:
+        spent = moved(current, a)
+        best = None
+        for n in movable:
+            origin = a[n]
+            here = problem.unit_cost(n, origin, a)
+            _unplace(a, used, problem, n)
+            for h in _move_targets(problem, n, origin, a, used, on_switch, order):
+                # a unit already moved may move again (or home) without spending budget
+                if current.get(n) == origin and spent + 1 > budget:
+                    continue
+                gain = here - problem.unit_cost(n, h, a)
+                if gain > 1e-9 and (best is None or gain > best[0]):
+                    best = (gain, n, h)
+            _place(a, used, problem, n, origin)
+        if best is None:
+            break
+        _, n, h = best
+        _unplace(a, used, problem, n)
+        _place(a, used, problem, n, h)
+    result = _plan(problem, a, f"re-plan within {budget} moves from the current placement")
+    result.bound, result.attempts = fresh.bound, fresh.attempts + [
+        {"method": "fresh plan", "cost": fresh.cost, "error": None,
+         "moves": moved(current, fresh.assignment)}]
     return result
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from placement import milp
 from placement.partitioner import Host, PlacementError, Problem, Unit, choose_hosts, \
-    greedy_network_aware, plan, random_placement, refine, should_replace, spread
+    greedy_network_aware, moved, plan, random_placement, refine, replan, should_replace, spread
 
 
 def hosts(n, cpu=1.0, mem=1000.0, switches=None):
@@ -232,3 +232,20 @@ def test_hysteresis_needs_a_gain_and_a_dwell():
     assert should_replace(100, 80, None)[0]
     assert not should_replace(100, 50, since_last_change_s=120)[0]
     assert should_replace(100, 50, since_last_change_s=900)[0]
+
+
+def test_a_replan_moves_at_most_its_budget_and_gains_what_it_can():
+    p = layered(40, seed=4)
+    start = spread(p).assignment                 # far from any good plan
+    fresh = plan(p, near="s1", exact_time_limit_s=0)
+    assert moved(start, fresh.assignment) > 4
+    capped = replan(p, start, max_moved_share=0.1, near="s1", exact_time_limit_s=0)
+    assert moved(start, capped.assignment) <= 4 and not p.violations(capped.assignment)
+    assert fresh.cost <= capped.cost < p.cost(start)
+    assert capped.attempts[-1]["method"] == "fresh plan"
+    # a budget the fresh plan fits in: the fresh plan itself
+    assert replan(p, start, max_moved_share=1.0, near="s1",
+                  exact_time_limit_s=0).assignment == fresh.assignment
+    # nothing to gain: nothing moves
+    assert moved(fresh.assignment, replan(p, fresh.assignment, 0.1, near="s1",
+                                          exact_time_limit_s=0).assignment) == 0
