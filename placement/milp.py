@@ -10,8 +10,8 @@ units is (1 - same server) + switch hops, so an edge of weight w costs w * (s + 
 anchor's cost is linear in x. Constraints: each unit on one server, CPU and memory per
 server, a service's replicas on different servers, pinned units where they are pinned.
 
-- solve(problem, time_limit_s): Solution (assignment or None, lower bound, whether proven
-  optimal, status text, seconds);
+- solve(problem, time_limit_s, current, max_moves): Solution (assignment or None, lower
+  bound, whether proven optimal, status text, seconds), optionally within a budget of moves;
 - lower_bound(problem): the bound of the linear relaxation alone (fast, weak).
 """
 from __future__ import annotations
@@ -44,7 +44,8 @@ class Solution:
 class _Model:
     """The program's matrices; columns: x (units x hosts), then d and s per edge."""
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, current: dict[str, str] | None = None,
+                 max_moves: int | None = None):
         p = problem
         self.units = [u.name for u in p.units]
         self.hosts = [h.name for h in p.hosts]
@@ -95,6 +96,10 @@ class _Model:
                     + [(x(kb, h), sign * pos[h]) for h in range(nh) if pos[h]], 0.0, np.inf)
             for h in range(nh):                              # s >= x[a, h] - x[b, h]
                 row([(s, 1.0), (x(ka, h), -1.0), (x(kb, h), 1.0)], 0.0, np.inf)
+        if current is not None and max_moves is not None:   # at most max_moves units move
+            stay = [(x(ui[name], self.hosts.index(host)), 1.0)
+                    for name, host in current.items() if name in ui and host in p.host]
+            row(stay, len(stay) - max_moves, np.inf)
         upper = np.ones(n)
         upper[self.nx::2] = np.inf                           # d: hops, unbounded above
         lower = np.zeros(n)
@@ -116,12 +121,15 @@ class _Model:
                 for k, name in enumerate(self.units)}
 
 
-def solve(problem: Problem, time_limit_s: float = 10.0) -> Solution:
+def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] | None = None,
+          max_moves: int | None = None) -> Solution:
     """HiGHS on the program for at most time_limit_s: the best placement it found (checked
     against problem.violations, None if it found none), its proven lower bound (0 when it
-    has none), and whether it proved that placement optimal."""
+    has none), and whether it proved that placement optimal. With current and max_moves:
+    at most max_moves units away from where current has them (the bound is then this
+    constrained program's)."""
     started = time.perf_counter()
-    model = _Model(problem)
+    model = _Model(problem, current, max_moves)
     res = milp(model.c, constraints=model.constraints, bounds=model.bounds,
                integrality=model.integrality,
                options={"time_limit": max(0.1, time_limit_s), "disp": False})

@@ -619,9 +619,10 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
            exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
     """A new plan that moves at most max_moved_share of the units from `current` (the
     traffic drifted; moving an instance costs a start, a drain and its warm state): the
-    fresh plan when it moves few enough; else, from `current` made feasible, the single
-    moves with the largest gain, one at a time, until the budget is spent or none helps.
-    Its bound and attempts are the fresh plan's (the bound holds for any placement)."""
+    fresh plan when it moves few enough; else the cheaper of: from `current` made feasible,
+    the single moves with the largest gain, one at a time, until the budget is spent or
+    none helps; and (up to EXACT_MAX_UNITS units) the exact program with at most that many
+    moves. Its bound is the fresh plan's (it holds for any placement); attempts lists all."""
     fresh = plan(problem, near=near, headroom=headroom, exact_time_limit_s=exact_time_limit_s)
     budget = int(max_moved_share * len(problem.units) + 1e-9)
     if moved(current, fresh.assignment) <= budget:
@@ -654,8 +655,21 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
         _, n, h = best
         _unplace(a, used, problem, n)
         _place(a, used, problem, n, h)
-    result = _plan(problem, a, f"re-plan within {budget} moves from the current placement")
-    result.bound, result.attempts = fresh.bound, fresh.attempts + [
+    method = f"single moves within {budget} from the current placement"
+    attempts = [{"method": method, "cost": problem.cost(a), "error": None}]
+    if exact_time_limit_s > 0 and len(problem.units) <= EXACT_MAX_UNITS:
+        from placement import milp   # deferred: scipy's HiGHS, only when the program runs
+        sol = milp.solve(problem, exact_time_limit_s, current=current, max_moves=budget)
+        name = f"exact program within {budget} moves (HiGHS, {sol.status})"
+        attempts.append({"method": name, "cost": None if sol.assignment is None else
+                         problem.cost(sol.assignment), "bound": sol.bound,
+                         "error": None if sol.assignment else "no placement found in time"})
+        if sol.assignment is not None and \
+                moved(current, sol.assignment) <= max(budget, moved(current, a)) and \
+                problem.cost(sol.assignment) < problem.cost(a) - 1e-9:
+            a, method = sol.assignment, name
+    result = _plan(problem, a, f"re-plan: {method}")
+    result.bound, result.attempts = fresh.bound, fresh.attempts + attempts + [
         {"method": "fresh plan", "cost": fresh.cost, "error": None,
          "moves": moved(current, fresh.assignment)}]
     return result
