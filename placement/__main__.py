@@ -5,6 +5,7 @@
     python -m placement plan --graph graph.json --layout layout.json --config configs/bookinfo.yaml
     python -m placement apply     # plan, then move instances live (testbed control API)
     python -m placement apply --every 5        # re-plan every 5 minutes, with hysteresis
+    python -m placement apply --every 5 --max-moved 0.1   # ... moving at most 10 % each time
     python -m placement export --format k8s --out bookinfo-k8s.yaml
     python -m placement generate --services 30 --seed 7 --out configs/callgraph30.yaml
 
@@ -28,7 +29,7 @@ from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_m
 from placement.apps import generate
 from placement.k8s import check_registry, manifests, to_yaml
 from placement.partitioner import EXACT_TIME_LIMIT_S, PlacementError, greedy_network_aware, \
-    plan, random_placement, should_replace, spread
+    plan, random_placement, replan, should_replace, spread
 from placement.problem import Move, build_problem, check_layout, current_assignment, \
     layout_of, moves_between
 
@@ -63,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
                         help="capacity kept free when choosing servers (default 0.2)")
         sp.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0), default=0.6,
                         help="share of each server's CPU a plan may fill (default 0.6)")
+        sp.add_argument("--max-moved", type=bounded(float, 0.0, 1.0), metavar="SHARE",
+                        help="for --method ours: move at most this share of the instances "
+                             "from the current layout (a re-plan; default: a fresh plan)")
         sp.add_argument("--time-limit", type=non_negative_float, default=EXACT_TIME_LIMIT_S,
                         help="seconds the exact program may run for --method ours (default "
                              f"{EXACT_TIME_LIMIT_S:g}; 0: heuristics only, no bound)")
@@ -130,7 +134,10 @@ def compute(args, cfg, graph: dict, layout: dict) -> dict:
     problem = build_problem(cfg, graph, layout, max_utilization=args.max_utilization)
     before = current_assignment(problem, layout)
     near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
-    if args.method == "ours":
+    if args.method == "ours" and args.max_moved is not None:
+        result = replan(problem, before, args.max_moved, near=near, headroom=args.headroom,
+                        exact_time_limit_s=args.time_limit)
+    elif args.method == "ours":
         result = plan(problem, near=near, headroom=args.headroom,
                       exact_time_limit_s=args.time_limit)
     elif args.method == "greedy":

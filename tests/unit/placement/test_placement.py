@@ -276,3 +276,21 @@ def test_plan_says_what_it_tried_how_far_from_the_optimum_and_where_the_layout_i
     doc = json.loads(out.read_text())
     assert res.returncode == 0 and doc["bound"] is None and doc["gap"] is None
     assert not any(a["method"].startswith("exact") for a in doc["attempts"])
+
+
+def test_a_replan_from_the_command_line_moves_at_most_its_share(tmp_path):
+    (tmp_path / "g.json").write_text(json.dumps(GRAPH))
+    (tmp_path / "l.json").write_text(json.dumps(SPREAD))
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--graph", str(tmp_path / "g.json"), "--layout", str(tmp_path / "l.json"),
+            "--config", BOOKINFO, "--out", str(out)]
+    assert run_module("placement", *argv, timeout=120).returncode == 0
+    fresh = json.loads(out.read_text())
+    assert len(fresh["moves"]) >= 2                  # the spread layout is far from the plan
+    res = run_module("placement", *argv, "--max-moved", "0.25", timeout=120)
+    assert res.returncode == 0, res.stderr
+    capped = json.loads(out.read_text())
+    assert len(capped["moves"]) <= 1 and capped["method"].startswith("re-plan")
+    assert capped["after"]["cost"] <= capped["before"]["cost"]
+    res = run_module("placement", *argv, "--max-moved", "2", timeout=60)
+    assert res.returncode == 2 and "--max-moved" in res.stderr
