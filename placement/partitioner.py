@@ -114,6 +114,11 @@ class Problem:
         self.replicas: dict[str, list[str]] = {}
         for u in self.units:
             self.replicas.setdefault(u.service, []).append(u.name)
+        # servers by switch and their order: what the moves try (_move_targets)
+        self.host_index = {h.name: k for k, h in enumerate(self.hosts)}
+        self.on_switch: dict[str, list[str]] = {}
+        for h in self.hosts:
+            self.on_switch.setdefault(h.switch, []).append(h.name)
 
     # -------------------------------------------------------------- distances and cost
     def switch_distance(self, a: str, b: str) -> int:
@@ -303,8 +308,7 @@ def greedy_network_aware(problem: Problem) -> Plan:
         return -(problem.host[h].cpu - used[h][0]), h
     # per switch, its servers by most free CPU: a unit's cost on a server holding none of
     # its peers depends on the switch alone, so there the first with room is the best
-    by_free = {s: sorted((free_key(h.name) for h in problem.hosts if h.switch == s))
-               for s in dict.fromkeys(h.switch for h in problem.hosts)}
+    by_free = {s: sorted(map(free_key, hosts)) for s, hosts in problem.on_switch.items()}
     for u in order:
         peers = {assignment[p] for p in problem.neighbours[u.name] if p in assignment}
         options = [h for h in peers if problem.fits(u.name, h, assignment, used)]
@@ -477,10 +481,6 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
     used = problem.load(a)
     names = [u.name for u in problem.units if u.name not in problem.pinned]
     swaps = len(names) <= 300 if swaps is None else swaps
-    order = {h.name: k for k, h in enumerate(problem.hosts)}
-    on_switch: dict[str, list[str]] = {}
-    for h in problem.hosts:
-        on_switch.setdefault(h.switch, []).append(h.name)
     for _ in range(max_passes):
         improved = False
         for n in names:
@@ -488,7 +488,7 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
             here = problem.unit_cost(n, origin, a)
             _unplace(a, used, problem, n)
             target, gain = origin, 1e-9
-            for h in _move_targets(problem, n, origin, a, used, on_switch, order):
+            for h in _move_targets(problem, n, origin, a, used):
                 g = here - problem.unit_cost(n, h, a)
                 if g > gain:
                     target, gain = h, g
@@ -505,7 +505,7 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
     return a
 
 
-def _move_targets(problem: Problem, n: str, origin: str, a, used, on_switch, order) -> list:
+def _move_targets(problem: Problem, n: str, origin: str, a, used) -> list:
     """The servers worth trying for unit n, in the servers' order: those of its peers, and on
     each switch the first other one with room. A unit's cost on a server holding none of its
     peers depends on the server's switch alone, so the rest of a switch's servers cannot do
@@ -513,12 +513,12 @@ def _move_targets(problem: Problem, n: str, origin: str, a, used, on_switch, ord
     work on hundreds of servers)."""
     peers = {a[p] for p in problem.neighbours[n] if p in a}
     out = [h for h in peers if h != origin and problem.fits(n, h, a, used)]
-    for hosts in on_switch.values():
+    for hosts in problem.on_switch.values():
         for h in hosts:
             if h != origin and h not in peers and problem.fits(n, h, a, used):
                 out.append(h)
                 break
-    return sorted(out, key=order.__getitem__)
+    return sorted(out, key=problem.host_index.__getitem__)
 
 
 def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
@@ -541,6 +541,22 @@ def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
     _place(a, used, problem, u, hu)
     _place(a, used, problem, v, hv)
     return False
+
+
+def _exact_attempt(problem: Problem, time_limit_s: float, attempts: list[dict], label: str,
+                   **budget):
+    """The exact program (placement/milp.py) for at most time_limit_s, up to
+    EXACT_MAX_UNITS units (else None, and nothing is recorded); its outcome appended to
+    attempts. budget: milp.solve's current and max_moves."""
+    if time_limit_s <= 0 or len(problem.units) > EXACT_MAX_UNITS:
+        return None
+    from placement import milp   # deferred: scipy's HiGHS, only when the program runs
+    sol = milp.solve(problem, time_limit_s, **budget)
+    attempts.append({"method": f"{label} (HiGHS, {sol.status} after {sol.seconds:.1f} s)",
+                     "cost": None if sol.assignment is None else problem.cost(sol.assignment),
+                     "bound": sol.bound,
+                     "error": None if sol.assignment else "no placement found in time"})
+    return sol
 
 
 def plan(problem: Problem, near: str | None = None, current: dict[str, str] | None = None,
@@ -584,14 +600,10 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
     attempt("greedy + refinement",
             lambda: refine(problem, greedy_network_aware(problem).assignment))
     bound, proven = None, None
-    if results and exact_time_limit_s > 0 and len(problem.units) <= EXACT_MAX_UNITS:
-        from placement import milp   # deferred: scipy's HiGHS, only when the program runs
-        sol = milp.solve(problem, exact_time_limit_s)
+    sol = _exact_attempt(problem, exact_time_limit_s, attempts, "exact program") \
+        if results else None
+    if sol is not None:
         bound = sol.bound
-        method = f"exact program (HiGHS, {sol.status} after {sol.seconds:.1f} s)"
-        attempts.append({"method": method, "cost": None if sol.assignment is None
-                         else problem.cost(sol.assignment), "bound": sol.bound,
-                         "error": None if sol.assignment else "no placement found in time"})
         if sol.assignment is not None:
             results.append((sol.assignment, "exact program"))
             if sol.optimal:
@@ -630,22 +642,18 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
     a = repair(problem, {n: current[n] for n in problem.unit if n in current} |
                {n: h for n, h in fresh.assignment.items() if n not in current})
     used = problem.load(a)
-    order = {h.name: k for k, h in enumerate(problem.hosts)}
-    on_switch: dict[str, list[str]] = {}
-    for h in problem.hosts:
-        on_switch.setdefault(h.switch, []).append(h.name)
     movable = [u.name for u in problem.units if u.name not in problem.pinned]
     while True:
         spent = moved(current, a)
         best = None
         for n in movable:
             origin = a[n]
+            # a unit already moved may move again (or home) without spending budget
+            if current.get(n) == origin and spent >= budget:
+                continue
             here = problem.unit_cost(n, origin, a)
             _unplace(a, used, problem, n)
-            for h in _move_targets(problem, n, origin, a, used, on_switch, order):
-                # a unit already moved may move again (or home) without spending budget
-                if current.get(n) == origin and spent + 1 > budget:
-                    continue
+            for h in _move_targets(problem, n, origin, a, used):
                 gain = here - problem.unit_cost(n, h, a)
                 if gain > 1e-9 and (best is None or gain > best[0]):
                     best = (gain, n, h)
@@ -657,17 +665,13 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
         _place(a, used, problem, n, h)
     method = f"single moves within {budget} from the current placement"
     attempts = [{"method": method, "cost": problem.cost(a), "error": None}]
-    if exact_time_limit_s > 0 and len(problem.units) <= EXACT_MAX_UNITS:
-        from placement import milp   # deferred: scipy's HiGHS, only when the program runs
-        sol = milp.solve(problem, exact_time_limit_s, current=current, max_moves=budget)
-        name = f"exact program within {budget} moves (HiGHS, {sol.status})"
-        attempts.append({"method": name, "cost": None if sol.assignment is None else
-                         problem.cost(sol.assignment), "bound": sol.bound,
-                         "error": None if sol.assignment else "no placement found in time"})
-        if sol.assignment is not None and \
-                moved(current, sol.assignment) <= max(budget, moved(current, a)) and \
-                problem.cost(sol.assignment) < problem.cost(a) - 1e-9:
-            a, method = sol.assignment, name
+    name = f"exact program within {budget} moves"
+    sol = _exact_attempt(problem, exact_time_limit_s, attempts, name, current=current,
+                         max_moves=budget)
+    if sol is not None and sol.assignment is not None and \
+            moved(current, sol.assignment) <= max(budget, moved(current, a)) and \
+            problem.cost(sol.assignment) < problem.cost(a) - 1e-9:
+        a, method = sol.assignment, name
     result = _plan(problem, a, f"re-plan: {method}")
     result.bound, result.attempts = fresh.bound, fresh.attempts + attempts + [
         {"method": "fresh plan", "cost": fresh.cost, "error": None,

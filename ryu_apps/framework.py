@@ -9,8 +9,8 @@ $MALB_FRAMEWORK (ryu or os-ken), else Ryu when installed, else os-ken.
 
 - NAME, VERSION: which framework, and its version;
 - cfg, app_manager, App, ofp_event, set_ev_cls, CONFIG_DISPATCHER, MAIN_DISPATCHER,
-  DEAD_DISPATCHER, hub, ofproto_v1_3, ofproto_v1_3_parser, stringify, round_up,
-  import_module_file: the framework's own objects.
+  DEAD_DISPATCHER, hub, ofproto_v1_3, ofproto_v1_3_parser, stringify, round_up: the
+  framework's own objects.
 """
 from __future__ import annotations
 
@@ -68,6 +68,4 @@ hub = import_module(f"{_pkg}.lib.hub")
 stringify = import_module(f"{_pkg}.lib.stringify")
 ofproto_v1_3 = import_module(f"{_pkg}.ofproto.ofproto_v1_3")
 ofproto_v1_3_parser = import_module(f"{_pkg}.ofproto.ofproto_v1_3_parser")
-_utils = import_module(f"{_pkg}.utils")
-round_up = _utils.round_up
-import_module_file = _utils._import_module_file
+round_up = import_module(f"{_pkg}.utils").round_up
