@@ -90,9 +90,14 @@ class PolicyCore:
         self.running = RunningFlows()
         # long flows whose end the controller sees
         self.open_flows = OpenFlows(cores={s: c[0] for s, c in self.capacities.items()})
-        self.open_short = InstanceFlows()        # malb: short ones, per instance
-        self.unexplained_use = UnexplainedUse()  # short-flow instances: beyond their flows
-        self.connections = InstanceFlows()       # every watched flow, per instance
+        # every watched flow, per instance (an instance's flows are all of its
+        # microservice's class: a short-flow instance's are malb's open short flows)
+        self.connections = InstanceFlows()
+        # short-flow instances: their use beyond what their flows explain
+        self.unexplained_use = UnexplainedUse(self.connections.flow_seconds)
+        # microservices whose short flows the switch balances (data-plane mode): the
+        # controller does not see them, so it cannot tell their instances' use unexplained
+        self.switch_balanced: frozenset[str] = frozenset()
         self.loads_version = 0
         self.running_estimate = RunningLoad(self)
 
@@ -141,9 +146,8 @@ class PolicyCore:
                 continue
             for b in self.pools[ms]:
                 if b.server == server:
-                    self.unexplained_use.observe(
-                        b.name, sample_time, float(p["cpu"]), float(p["net"]),
-                        self.open_short.flow_seconds(b.name, sample_time))
+                    self.unexplained_use.observe(b.name, sample_time, float(p["cpu"]),
+                                                 float(p["net"]))
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
         """Network utilization measured by the switches (port statistics)."""
@@ -202,9 +206,7 @@ class PolicyCore:
             self.running.add(server, microservice, t)
         if watched is not None and instance is not None:
             self.connections.add(watched, instance, t)
-        if watched is not None and short and instance is not None:
-            self.open_short.add(watched, instance, t)
-        elif watched is not None and not short:
+        if watched is not None and not short:
             self.open_flows.add(watched, server, microservice, t)
         keep = min(max(self.profiles.prediction_lag_s, PENDING_KEEP_LAG_S), PENDING_MAX_LAG_S)
         self._forget(server, t - self.server_stale_after_s - keep)
@@ -306,18 +308,20 @@ class PolicyCore:
 
     def flow_ended(self, watched: Hashable, t: float) -> bool:
         """A watched flow ended (its FIN was seen); False if it was not open."""
-        self.connections.end(watched, t)
-        return self.open_flows.end(watched, t) or self.open_short.end(watched, t)
+        ended = self.connections.end(watched, t)
+        return self.open_flows.end(watched, t) or ended
 
-    def flow_idle(self, watched: Hashable, t: float | None = None) -> bool:
-        """A watched flow's rules idled out: a short flow is over (it sent nothing for the
-        idle timeout; a SYN flood's half-open flows end so); a long one may be a job
-        computing in silence, which runs until its FIN. False if no short flow was open."""
+    def flow_idle(self, watched: Hashable, t: float | None = None,
+                  quiet_since: float | None = None) -> bool:
+        """A watched flow's rules idled out at t: a short flow is over (it sent nothing for
+        the idle timeout; a SYN flood's half-open flows end so), and carried nothing since
+        `quiet_since` (its last traffic); a long one may be a job computing in silence,
+        which runs until its FIN. False if no short flow was open."""
         instance = self.connections.instance_of(watched)
         backend = self.instances.backend(instance) if instance is not None else None
-        if backend is not None and self.profiles.flow_class(backend.microservice)[0] == "short":
-            self.connections.end(watched, t)
-        return self.open_short.end(watched, t)
+        if backend is None or self.profiles.flow_class(backend.microservice)[0] != "short":
+            return False
+        return self.connections.end(watched, t, quiet_since)
 
     def watches(self, microservice: str) -> bool:
         """Whether the controller should watch a new TCP flow of the microservice to its

@@ -29,7 +29,9 @@ def policy_status(core, now: float) -> dict:
                                    "healthy": core.healthy[b.name],
                                    "draining": b.name in core.draining,
                                    # malb: short flows open, watched to their FIN
-                                   "open_short_flows": core.open_short.open_count(b.name),
+                                   "open_short_flows": core.connections.open_count(b.name)
+                                   if core.profiles.flow_class(b.microservice)[0] == "short"
+                                   else 0,
                                    # every watched flow open (least connections)
                                    "open_connections": core.connections.open_count(b.name),
                                    "probe": _probe_view(core, b.name, now)}

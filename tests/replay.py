@@ -169,7 +169,7 @@ def compare(a: str, b: str) -> int:
         old = json.load(fh)
     with open(b) as fh:
         new = json.load(fh)
-    differ = 0
+    differ = unmatched = 0
     for group in sorted(set(old) | set(new)):
         o, n = old.get(group, {}), new.get(group, {})
         changed = sorted(k for k in set(o) & set(n) if o[k] != n[k])
@@ -179,7 +179,11 @@ def compare(a: str, b: str) -> int:
         for k in changed:
             print(f"  differs: {k}")
         differ += len(changed)
-    return 1 if differ else 0
+        unmatched += len(gone) + len(set(n) - set(o))
+    if unmatched:
+        print(f"{unmatched} records on one side only (tests added, removed or renamed, or "
+              f"recorded from another directory): look at them before trusting the rest")
+    return 1 if differ or unmatched else 0
 
 
 def main(argv=None) -> int:

@@ -72,14 +72,17 @@ class InstanceFlows:
         self._total[instance] = self._total.get(instance, 0) + 1
         self._open[key] = (instance, k)
 
-    def end(self, key, t: float | None = None) -> bool:
+    def end(self, key, t: float | None = None, quiet_since: float | None = None) -> bool:
         """The flow ended (at t: when unsaid, the instance's latest event); False if it was
-        not open."""
+        not open. `quiet_since`: it was seen to end at t but carried nothing after this
+        (its rules idled out): its seconds from then to t are taken back."""
         where = self._open.get(key)
         if where is None:
             return False
         instance, k = where
         self._advance(instance, t)
+        if quiet_since is not None:
+            self._take_back(instance, quiet_since)
         del self._open[key]
         counts = self._counts[instance]
         counts[k] -= 1
@@ -115,6 +118,18 @@ class InstanceFlows:
         marks.append((t, carried + self._total.get(instance, 0) * (t - last_t)))
         while len(marks) > 2 and marks[1][0] < t - CARRIED_KEEP_S:
             marks.popleft()
+
+    def _take_back(self, instance: str, since: float) -> None:
+        """One open flow of the instance carried nothing after `since`: every checkpoint
+        after it counts that much less (those older than CARRIED_KEEP_S are gone)."""
+        marks = self._carried[instance]
+        since = max(since, marks[0][0])
+        at = next(i for i, (mt, _) in enumerate(marks) if mt >= since)
+        if marks[at][0] > since:        # a checkpoint where the count fell, for exactness
+            marks.insert(at, (since, self.flow_seconds(instance, since)))
+        for i in range(at + 1, len(marks)):
+            mt, carried = marks[i]
+            marks[i] = (mt, carried - (mt - since))
 
     def flow_seconds(self, instance: str, t: float) -> float:
         """Seconds of flow the instance carried from the start up to t (its open flows

@@ -120,7 +120,9 @@ class RunningLoad:
         v = self.view
         pool = v.pools[ms]
         mine = next((b.name for b in pool if b.server == server), None)
-        if mine is None:
+        if mine is None or ms in v.switch_balanced or not v.watches(ms):
+            # its flows are not followed to their ends: what they carried is unknown, and
+            # all its use would count as unexplained, the short-flow imbalance with it
             return 0.0, 0.0
         server_of = {b.name: b.server for b in pool}
         keep = max(3 * v.period_s, v.server_stale_after_s)

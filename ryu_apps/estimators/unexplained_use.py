@@ -3,15 +3,17 @@ Python): load no flow of ours caused, such as a noisy neighbour inside the conta
 `malb` must not average away with the microservice's level (estimators/running_load.py;
 docs/controller.md, "How a decision is made", step 3).
 
-- UnexplainedUse: per instance its last `samples` samples and the seconds of flow it
-  carried; `unexplained`: its use beyond them at the per-flow cost; `excess`: that use
-  above its peers' median;
+- UnexplainedUse: per instance its last `samples` samples, beside the seconds of flow it
+  carried (read when asked, so a flow found later to have ended earlier counts so);
+  `unexplained`: its use beyond them at the per-flow cost; `excess`: that use above its
+  peers' median;
 - DEFAULT_SAMPLES: how many samples (5).
 """
 from __future__ import annotations
 
 from collections import deque
 from statistics import median
+from typing import Callable
 
 DEFAULT_SAMPLES = 5
 
@@ -24,19 +26,20 @@ class UnexplainedUse:
     above its peers' median (their idle processes, and whatever the per-flow cost misses
     everywhere alike)."""
 
-    def __init__(self, samples: int = DEFAULT_SAMPLES):
+    def __init__(self, flow_seconds: Callable[[str, float], float],
+                 samples: int = DEFAULT_SAMPLES):
+        # flow_seconds(instance, t): the seconds of flow it carried from the start up to t
+        self.flow_seconds = flow_seconds
         self.samples = samples
-        # instance -> its recent samples: (time, CPU %, network %, flow-seconds so far)
+        # instance -> its recent samples: (time, CPU %, network %)
         self._seen: dict[str, deque] = {}
 
-    def observe(self, instance: str, t: float, cpu: float, net: float,
-                flow_seconds: float) -> None:
-        """A sample of the instance's use over the period up to t; `flow_seconds`: the
-        seconds of flow it has carried since the start, up to t."""
+    def observe(self, instance: str, t: float, cpu: float, net: float) -> None:
+        """A sample of the instance's use over the period up to t."""
         q = self._seen.setdefault(instance, deque(maxlen=self.samples + 1))
         if q and t <= q[-1][0]:
             return                      # an older or repeated sample
-        q.append((t, cpu, net, flow_seconds))
+        q.append((t, cpu, net))
 
     def unexplained(self, instance: str, cost: tuple[float, float] | None,
                     now: float, keep_s: float) -> tuple[float, float] | None:
@@ -48,7 +51,8 @@ class UnexplainedUse:
             return None
         used = list(q)[1:]              # the first only marks where the flows count from
         span = q[-1][0] - q[0][0]
-        busy = (q[-1][3] - q[0][3]) / span if span > 0 else 0.0   # flows running, on average
+        carried = self.flow_seconds(instance, q[-1][0]) - self.flow_seconds(instance, q[0][0])
+        busy = carried / span if span > 0 else 0.0      # flows running, on average
         cpu = sum(s[1] for s in used) / len(used) - busy * cost[0]
         net = sum(s[2] for s in used) / len(used) - busy * cost[1]
         return max(0.0, cpu), max(0.0, net)

@@ -79,7 +79,10 @@ class DataplaneGroups(Manager):
         c = self.cfg.controller
         # connections to these may go on: their moved slots pass through the controller
         alive = {n for n in self.plan.instances if self.policy_core.healthy.get(n, True)}
-        for name, shares in self._services().items():
+        services = self._services()
+        self.policy_core.switch_balanced = frozenset(
+            name for name, shares in services.items() if shares is not None)
+        for name, shares in services.items():
             table = self.slot_tables[name]
             before = table.table
             table.expire(now)

@@ -65,9 +65,11 @@ class FlowStatistics(Manager):
         out = Result()
         rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
                                     REMOVED_REASONS.get(reason, "other"), now)
+        # an idled-out rule's flow went quiet the idle timeout before its removal
+        idle = rec is not None and rec.end_reason == "idle_timeout"
         if rec is not None and rec.fin_watch and rec.ended == now and len(rec.removed) == 1 \
-                and not self.policy_core.flow_idle(rec.key, now) \
-                and rec.end_reason == "idle_timeout":
+                and not self.policy_core.flow_idle(
+                    rec.key, now, now - self.flows.idle_timeout if idle else None) and idle:
             # the pair's first rule gone, and not a short flow that lost its FIN (a SYN
             # flood's, which ends here): a long one computing in silence goes on until its
             # FIN, for the profiler too

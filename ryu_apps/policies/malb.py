@@ -164,7 +164,7 @@ class Malb(Policy):
         new = survival.expected_remaining(0.0) if survival is not None else 1.0
         share = capacity_shares(view, candidates, weights) \
             if view.unequal_servers(candidates) else {}
-        scores = {b.name: (view.open_short.remaining(b.name, now, survival) + new)
+        scores = {b.name: (view.connections.remaining(b.name, now, survival) + new)
                   / max(share.get(b.name, 1.0), 1e-9) for b in candidates}
         basis = "profiled durations" if survival is not None else "open flows"
         return least_in_turn(view, self, ms, candidates, now, scores, "least-remaining",

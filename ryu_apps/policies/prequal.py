@@ -5,11 +5,13 @@ themselves report them, not by CPU. What was taken from the paper and what diffe
 docs/controller.md, "Policies".
 
 - Prequal: the hot-cold rule over the instances' fresh probes; round robin without any;
-- PrequalOptions: q_rif (the hot quantile), max_age_s, latency_memory_s;
+- PrequalOptions: q_rif (the hot quantile), rif_history (the probes its distribution is
+  estimated from), max_age_s, latency_memory_s;
 - quantile: the q quantile of sorted values.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from ryu_apps.policies import register
@@ -20,12 +22,16 @@ from ryu_apps.policies.rules import round_robin
 @dataclass(frozen=True)
 class PrequalOptions(Options):
     q_rif: float = 0.8
+    rif_history: int = 32              # probes received, across the microservice's instances
     max_age_s: float = 2.0
     latency_memory_s: float = 5.0      # a latency seen this recently stands in for none
 
     def __post_init__(self):
         if not isinstance(self.q_rif, (int, float)) or not 0 <= self.q_rif <= 1:
             raise ValueError(f"q_rif: a quantile from 0 to 1, got {self.q_rif!r}")
+        if not isinstance(self.rif_history, int) or isinstance(self.rif_history, bool) or \
+                self.rif_history < 1:
+            raise ValueError(f"rif_history: a number of probes >= 1, got {self.rif_history!r}")
         for name in ("max_age_s", "latency_memory_s"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
@@ -35,10 +41,12 @@ class PrequalOptions(Options):
 @register("prequal", rank=14)
 class Prequal(Policy):
     """An instance is hot when its requests in flight (its probe's, plus one per flow sent
-    to it since that probe) are above the q_rif quantile of the probed instances'; the cold
-    one with the lowest latency takes the flow (ties: fewer in flight, then round-robin
-    order); when all are hot, the one with the fewest in flight. A probe counts while
-    younger than max_age_s; without a fresh probe of any instance, round robin."""
+    to it since that probe) are above the q_rif quantile of the RIF distribution, estimated
+    from the last rif_history probes received of the microservice's instances; the cold one
+    with the lowest latency takes the flow (ties: fewer in flight, then round-robin order);
+    when all are hot (a burst has lifted every instance above what the recent probes
+    showed), the one with the fewest in flight. A probe counts while younger than
+    max_age_s; without a fresh probe of any instance, round robin."""
     title = "probe-based (Prequal)"
     Options = PrequalOptions
     uses_probes = True
@@ -49,6 +57,15 @@ class Prequal(Policy):
         self._sent: dict[str, tuple[float, int]] = {}
         # instance -> (its latest known p50 in s, the probe time it came with)
         self._latency: dict[str, tuple[float, float]] = {}
+        # microservice -> the RIFs of its latest probes, each probe once, in arrival order
+        self._rif_seen: dict[str, deque] = {}
+        self._probe_seen: dict[str, float] = {}      # instance -> its probe time recorded
+
+    def _observe(self, ms: str, instance: str, probe) -> None:
+        if self._probe_seen.get(instance) != probe.time:
+            self._probe_seen[instance] = probe.time
+            self._rif_seen.setdefault(ms, deque(maxlen=self.options.rif_history)).append(
+                probe.in_flight)
 
     def choose(self, view, ms, candidates, now, flow):
         rif, latency = {}, {}
@@ -56,6 +73,7 @@ class Prequal(Policy):
             probe = view.probes.get(b.name)
             if probe is None or now - probe.time > self.options.max_age_s:
                 continue
+            self._observe(ms, b.name, probe)
             since, sent = self._sent.get(b.name, (probe.time, 0))
             rif[b.name] = probe.in_flight + (sent if since == probe.time else 0)
             if probe.latency_s is not None:
@@ -72,7 +90,7 @@ class Prequal(Policy):
         fastest = min(latency.values(), default=0.0)
         for b in fresh:
             latency.setdefault(b.name, fastest)
-        threshold = quantile(sorted(rif.values()), self.options.q_rif)
+        threshold = quantile(sorted(self._rif_seen[ms]), self.options.q_rif)
         cold = [b for b in fresh if rif[b.name] <= threshold]
         pool = view.pools[ms]
         pos = {b.name: i for i, b in enumerate(pool)}

@@ -150,6 +150,12 @@ def fin_watches(net):
     return [r for sw in net.switches.values() for r in sw.rules if r.cookie >> 48 == FIN_TAG]
 
 
+def open_short(ctl) -> int:
+    """The short (ui) flows the policy core has open."""
+    return sum(ctl.policy_core.connections.open_count(b.name)
+               for b in ctl.policy_core.pools["ui"])
+
+
 def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended():
     cfg, ctl, net = make("malb")
     c = cfg.testbed.clients[0]
@@ -157,7 +163,7 @@ def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended(
     assert ctl.policy_core.running_load(inst.server, NOW + 1)[2] == 0      # no cost known yet
     assert len(ctl.policy_core.open_flows) == 1 and len(fin_watches(net)) == 1
     ui, _ = new_flow(cfg, ctl, net, 40011, port=8002)   # ui: short, watched for malb's choice
-    assert len(ctl.policy_core.open_flows) == 1 and len(ctl.policy_core.open_short) == 1
+    assert len(ctl.policy_core.open_flows) == 1 and open_short(ctl) == 1
     assert len(fin_watches(net)) == 2
     # data from the instance: the reverse rule, no controller
     (back,), results = from_instance(cfg, ctl, net, inst, answer_of(pkt, ofwire.TCP_ACK))
@@ -176,21 +182,21 @@ def test_a_long_flows_fin_reaches_the_client_and_tells_the_policy_core_it_ended(
 def test_short_flows_are_watched_to_their_fin_under_malb_only():
     cfg, ctl, net = make("malb")
     inst, pkt = new_flow(cfg, ctl, net, 40013, port=8002)            # ui: short
-    assert len(fin_watches(net)) == 1 and ctl.policy_core.open_short.open_count(inst.name) == 1
+    assert len(fin_watches(net)) == 1 and ctl.policy_core.connections.open_count(inst.name) == 1
     leaves, (r,) = from_instance(cfg, ctl, net, inst,
                                  answer_of(pkt, ofwire.TCP_FIN | ofwire.TCP_ACK), NOW + 2)
-    assert r.kinds == ["fin"] and len(ctl.policy_core.open_short) == 0
+    assert r.kinds == ["fin"] and open_short(ctl) == 0
     # a ui object whose FIN never came (a SYN flood's half-open flow): its rules idle out
     # and it ends; a job computing in silence idles out too, but runs on until its FIN
     new_flow(cfg, ctl, net, 40015, port=8002)
     job, _ = new_flow(cfg, ctl, net, 40016, port=8003)
-    assert len(ctl.policy_core.open_short) == 1 and len(ctl.policy_core.open_flows) == 1
+    assert open_short(ctl) == 1 and len(ctl.policy_core.open_flows) == 1
     expire_flow(cfg, ctl, net, NOW + 20)
-    assert len(ctl.policy_core.open_short) == 0 and len(ctl.policy_core.open_flows) == 1
+    assert open_short(ctl) == 0 and len(ctl.policy_core.open_flows) == 1
     for policy in ("srr", "ln", "malb-paper", "maglev"):
         cfg, ctl, net = make(policy)
         new_flow(cfg, ctl, net, 40014, port=8002)
-        assert not fin_watches(net) and len(ctl.policy_core.open_short) == 0, policy
+        assert not fin_watches(net) and open_short(ctl) == 0, policy
 
 
 def test_a_pair_that_idles_out_deletes_its_fin_watch_once():
@@ -244,11 +250,15 @@ def test_a_watched_flow_whose_rules_idle_out_mid_job_stays_running_until_its_fin
 
 def test_a_half_open_short_flow_ends_for_the_profiler_when_its_rules_idle_out():
     cfg, ctl, net = make("malb")
-    new_flow(cfg, ctl, net, 40017, port=8002)              # ui: short, no FIN ever
+    inst, _ = new_flow(cfg, ctl, net, 40017, port=8002)    # ui: short, no FIN ever
     told_profiler(ctl, NOW + 1)
-    expire_flow(cfg, ctl, net, NOW + 10)
-    (obj,) = told_profiler(ctl, NOW + 16)
+    idle = cfg.controller.idle_timeout_s
+    expire_flow(cfg, ctl, net, NOW + idle + 3)
+    (obj,) = told_profiler(ctl, NOW + idle + 9)
     assert not obj["active"] and obj["end_reason"] == "idle_timeout"
+    # it went quiet the idle timeout before its rules went: the seconds it carried end there
+    carried = ctl.policy_core.connections.flow_seconds
+    assert carried(inst.name, NOW + idle + 3) == pytest.approx(3.0, abs=0.01)
 
 
 def test_a_fin_that_comes_as_an_orphan_ends_the_flow_too():
@@ -584,6 +594,8 @@ def test_short_flows_are_balanced_by_select_groups_and_a_down_instance_loses_its
     c = cfg.testbed.clients[0]
     hit = _reached(cfg, ctl, net, range(44000, 44200))
     assert set(hit) == {i.name for i in cfg.instances_of("ui")}
+    # the policy core knows it does not see these flows
+    assert ctl.policy_core.switch_balanced == {"ui"}
     # answers come back as the VIP through the stateless reverse rule and the host table
     inst = cfg.instances_of("ui")[0]
     ans = answer_of(client_pkt(cfg, 44000) | {"ipv4_dst": inst.ip, "eth_dst": inst.mac})

@@ -269,13 +269,13 @@ def test_malb_sends_a_watched_short_flow_where_the_least_flow_time_is_left():
     for key, inst, t in (("a", "srv1-ui", 99.5), ("b", "srv2-ui", 100.0),
                          ("c", "srv3-ui", 96.1), ("d", "srv3-ui", 96.1),
                          ("e", "srv4-ui", 100.0)):
-        core.open_short.add(key, inst, t)
+        core.connections.add(key, inst, t)
     d = core.choose("ui", watched="f")
     assert (d.server, d.algorithm) == ("srv3", "least-remaining")
     assert d.scores["srv3"] < d.scores["srv2"] == d.scores["srv4"] < d.scores["srv1"]
-    assert core.open_short.open_count("srv3-ui") == 3
+    assert core.connections.open_count("srv3-ui") == 3
     # its FIN: it no longer counts
-    assert core.flow_ended("f", 100.5) and core.open_short.open_count("srv3-ui") == 2
+    assert core.flow_ended("f", 100.5) and core.connections.open_count("srv3-ui") == 2
     # not watched (the controller will not see its end): round robin, as before
     assert core.choose("ui").algorithm == "round-robin"
 
@@ -305,7 +305,7 @@ def test_malb_short_flows_on_unequal_servers_weigh_by_capacity():
 
 def test_malb_paper_keeps_round_robin_for_watched_short_flows():
     core = make_core("malb-paper")
-    core.open_short.add("x", "srv1-ui", 99.0)
+    core.connections.add("x", "srv1-ui", 99.0)
     assert [core.choose("ui", watched=k).server for k in range(4)] == SERVERS
     assert not core.watches("ui") and core.watches("backend")
     assert make_core("malb").watches("ui")
@@ -364,6 +364,17 @@ def test_malb_keeps_what_a_short_flow_instance_uses_beyond_what_our_flows_explai
         "backend", now=100.0).server == "srv1"
     # ... and one that costs far less explains little of it
     assert core_with("malb", busy_srv1=True).choose("backend", now=100.0).server != "srv1"
+    # short flows the controller does not follow (the switch balances them, or malb's
+    # short-flow rule is round robin): no flow-seconds, so none of the use is taken as
+    # unexplained; the ui's part counts at its level, as the flows' would
+    switched = core_with("malb")
+    switched.switch_balanced = frozenset({"ui"})
+    assert switched.running_estimate.own_load("srv1", "ui", 99.0) == (0.0, 0.0)
+    assert switched.choose("backend", now=100.0).server == "srv1"
+    unwatched = core_with("malb")
+    unwatched.set_policy("malb", short_flows="round-robin")
+    assert unwatched.running_estimate.own_load("srv1", "ui", 99.0) == (0.0, 0.0)
+    assert core_with("malb").running_estimate.own_load("srv1", "ui", 99.0)[0] > 50.0
 
 
 # ---------------------------------------------------------------- data-plane shares

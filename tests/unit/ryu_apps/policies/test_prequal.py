@@ -1,4 +1,6 @@
 """Probe-based balancing (prequal): ryu_apps/policies/prequal.py."""
+import pytest
+
 from tests.lib.policy_core import SERVERS, make_core
 
 
@@ -57,3 +59,21 @@ def test_prequal_does_not_shun_an_instance_for_a_latency_it_showed_long_ago():
            srv4=(2.0, 0.7))
     d = core.choose("backend", 109.5)
     assert d.server == "srv1" and d.algorithm == "hot-cold-lexicographic"
+
+
+def test_prequal_finds_every_instance_hot_when_a_burst_lifts_them_all_above_recent_probes():
+    core = make_core("prequal", options={"q_rif": 0.5, "rif_history": 8})
+    probed(core, t=99.0, **{s: (1.0, 0.5) for s in SERVERS})
+    core.choose("backend", 99.2)                              # the calm: four probes at 1
+    probed(core, t=99.5, srv1=(8.0, 0.9), srv2=(9.0, 0.5), srv3=(10.0, 0.3),
+           srv4=(11.0, 0.1))
+    # the median of the last eight probes is 4.5: all four are hot, the fastest too; the
+    # one with the fewest in flight takes the flow
+    d = core.choose("backend", 100.0)
+    assert d.server == "srv1" and "all hot" in d.reason
+
+
+def test_prequal_rejects_a_history_that_is_not_a_count_of_probes():
+    for bad in (0, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="rif_history"):
+            make_core("prequal", options={"rif_history": bad})
