@@ -34,6 +34,8 @@ log = logging.getLogger("malb.agent")
 MAX_PARALLEL = 32
 MAX_BODY_BYTES = 64 * 1024      # the only body an agent takes is PUT /slo: a few fields
 MAX_WINDOW_S = 600.0            # the longest window GET /stats?window_s= measures
+# GET /probes?timeout_s=: what agents.probe_timeout_s allows
+MIN_PROBE_TIMEOUT_S, MAX_PROBE_TIMEOUT_S = 0.01, 10.0
 
 
 class Selector:
@@ -78,25 +80,27 @@ class Selector:
 
 
 
-def window_query(query: dict, lo: float, hi: float, lo_open: bool = False) -> float | None:
-    """?window_s= of a GET, the only query parameter /stats and /probes take: None when
-    absent; BadRequest naming the parameter for any other, or for a value that is not
+def window_query(query: dict, lo: float, hi: float, lo_open: bool = False,
+                 name: str = "window_s", known: tuple[str, ...] = ("window_s",)
+                 ) -> float | None:
+    """?name= of a GET (window_s; /probes also takes timeout_s): None when absent;
+    BadRequest naming the parameter for one not in `known`, or for a value that is not
     seconds from lo (exclusive when lo_open) to hi."""
-    unknown = set(query) - {"window_s"}
+    unknown = set(query) - set(known)
     if unknown:
         raise BadRequest(f"{field_name(min(unknown))}: unknown query parameter "
-                         f"(known: window_s)")
-    raw = query.get("window_s", [None])[0]
+                         f"(known: {', '.join(known)})")
+    raw = query.get(name, [None])[0]
     if raw is None:
         return None
     try:
-        window = float(raw)
+        value = float(raw)
     except ValueError:
-        window = math.nan
-    if not ((lo < window) if lo_open else (lo <= window)) or not window <= hi:
+        value = math.nan
+    if not ((lo < value) if lo_open else (lo <= value)) or not value <= hi:
         span = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
-        raise BadRequest(f"window_s: expected seconds in {span}, got {quote(raw, 40)}")
-    return window
+        raise BadRequest(f"{name}: expected seconds in {span}, got {quote(raw, 40)}")
+    return value
 
 
 class Agent:
@@ -369,14 +373,17 @@ class Agent:
                 self._netns = NetnsSockets()
         return read_latency(self._netns, pid, port, window_s, timeout_s)
 
-    def probes(self, window_s: float | None = None) -> dict | None:
-        """Every instance container's reading, now (None before the first sample)."""
+    def probes(self, window_s: float | None = None, timeout_s: float | None = None
+               ) -> dict | None:
+        """Every instance container's reading, now (None before the first sample), each
+        within timeout_s (None: probe_timeout_s)."""
         started = time.monotonic()
         with self._lock:
             if self._latest is None:
                 return None
             targets = sorted(self._probe_targets.values(), key=lambda t: t.container)
-        answer = self._prober.answer(self.server, targets, window_s or self.probe_window_s)
+        answer = self._prober.answer(self.server, targets, window_s or self.probe_window_s,
+                                     timeout_s)
         for name, entry in answer["instances"].items():
             if entry["error"] is not None:
                 self.m_probe_failed.inc(self.server, entry["container"])
@@ -426,8 +433,11 @@ class Agent:
             return 200, {**s, "age_s": round(time.time() - s["time"], 3)}
 
         def probes(query, _b):
-            window = window_query(query, MIN_PROBE_WINDOW_S, MAX_PROBE_WINDOW_S)
-            answer = self.probes(window)
+            known = ("window_s", "timeout_s")
+            window = window_query(query, MIN_PROBE_WINDOW_S, MAX_PROBE_WINDOW_S, known=known)
+            timeout = window_query(query, MIN_PROBE_TIMEOUT_S, MAX_PROBE_TIMEOUT_S,
+                                   name="timeout_s", known=known)
+            answer = self.probes(window, timeout)
             if answer is None:
                 return 503, {"error": "no sample yet: the instance containers are not known",
                              "server": self.server}

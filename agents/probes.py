@@ -7,7 +7,8 @@
 - read_latency, parse_latency_answer: one reading over such a socket, and its checks;
 - Prober, Target: every target read in parallel, each within its own timeout, a failed
   reading reported with its error, never as zeros (the reader passed in: tests give fakes);
-- ProbeError: a reading failed, said in one line.
+- ProbeError: a reading failed, said in one line, and of which kind (KINDS);
+- process_stopped: whether a process is stopped (SIGSTOP) or frozen.
 """
 from __future__ import annotations
 
@@ -28,8 +29,33 @@ MAX_ANSWER_BYTES = 64 * 1024        # a /latency answer is ~150 bytes
 MIN_WINDOW_S, MAX_WINDOW_S = 0.1, 60.0   # what the services' /latency accepts
 
 
+# what a failed reading says of the service, as /probes reports it (error_kind): it answered
+# but not as /latency should; its process is stopped or frozen; its container is not
+# running; no answer within the timeout; its port refused; the agent could not read it
+# (a namespace it cannot enter, a reading over another window under way): nothing of the
+# service
+KINDS = ("answer", "stopped", "not-running", "timeout", "refused", "unavailable")
+
+
 class ProbeError(RuntimeError):
-    """A reading failed; the message says why in one line."""
+    """A reading failed; the message says why in one line, `kind` which of KINDS."""
+
+    def __init__(self, message: str, kind: str = "answer"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP: state T, or t when traced); False when it
+    cannot be told. A container frozen whole (docker pause) is `paused` in Docker's list."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"State:"):
+                    return line.split()[1:2] in ([b"T"], [b"t"])
+    except OSError:
+        pass
+    return False
 
 
 class NetnsSockets:
@@ -64,11 +90,13 @@ class NetnsSockets:
             # namespace
             self._enter(self._home)
             if not self._at_home():
-                raise ProbeError("the probing thread is stuck in another network namespace")
+                raise ProbeError("the probing thread is stuck in another network namespace",
+                                 "unavailable")
         try:
             fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
-            raise ProbeError(f"its network namespace (pid {pid}): {exc.strerror}") from None
+            raise ProbeError(f"its network namespace (pid {pid}): {exc.strerror}",
+                             "unavailable") from None
         try:
             self._enter(fd)
             try:
@@ -128,7 +156,7 @@ def read_latency(sockets: NetnsSockets, pid: int, port: int, window_s: float,
         def left() -> float:
             rest = deadline - time.monotonic()
             if rest <= 0:
-                raise ProbeError(f"no answer within {timeout_s:g} s")
+                raise ProbeError(f"no answer within {timeout_s:g} s", "timeout")
             return rest
         try:
             sock.settimeout(left())
@@ -147,9 +175,11 @@ def read_latency(sockets: NetnsSockets, pid: int, port: int, window_s: float,
                 if size > MAX_ANSWER_BYTES:
                     raise ProbeError(f"GET /latency: answer over {MAX_ANSWER_BYTES} bytes")
         except socket.timeout:
-            raise ProbeError(f"no answer within {timeout_s:g} s") from None
+            raise ProbeError(f"no answer within {timeout_s:g} s", "timeout") from None
+        except ConnectionRefusedError as exc:
+            raise ProbeError(f"port {port}: {exc.strerror or exc}", "refused") from None
         except OSError as exc:
-            raise ProbeError(f"port {port}: {exc.strerror or exc}") from None
+            raise ProbeError(f"port {port}: {exc.strerror or exc}", "unavailable") from None
     finally:
         sock.close()
     return parse_latency_answer(b"".join(chunks))
@@ -179,19 +209,20 @@ class Prober:
 
     def __init__(self, reader: Reader, timeout_s: float, max_parallel: int = 32,
                  clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic):
-        self.reader, self.timeout_s = reader, timeout_s
+                 monotonic: Callable[[], float] = time.monotonic,
+                 stopped: Callable[[int], bool] = process_stopped):
+        self.reader, self.timeout_s, self.stopped = reader, timeout_s, stopped
         self.clock, self.monotonic = clock, monotonic
         self.pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="probe")
         self._running: dict[str, tuple[Future, float]] = {}   # container -> (reading, window)
         self._lock = threading.Lock()
 
-    def _read(self, t: Target, window_s: float) -> dict:
-        reading = dict(self.reader(t.pid, t.port, window_s, self.timeout_s))
+    def _read(self, t: Target, window_s: float, timeout_s: float) -> dict:
+        reading = dict(self.reader(t.pid, t.port, window_s, timeout_s))
         reading["time"] = self.clock()
         return reading
 
-    def _reading(self, t: Target, window_s: float) -> Future | str:
+    def _reading(self, t: Target, window_s: float, timeout_s: float) -> Future | str:
         """The reading of the target: the one under way, or a new one; or why none."""
         with self._lock:
             held = self._running.get(t.container)
@@ -201,29 +232,39 @@ class Prober:
                             f"(service stuck?)")
                 return held[0]
             try:
-                future = self.pool.submit(self._read, t, window_s)
+                future = self.pool.submit(self._read, t, window_s, timeout_s)
             except RuntimeError as exc:      # the pool is shut down: the agent is stopping
                 return str(exc)
             self._running[t.container] = (future, window_s)
             return future
 
-    def answer(self, server: str, targets: list[Target], window_s: float) -> dict:
+    def answer(self, server: str, targets: list[Target], window_s: float,
+               timeout_s: float | None = None) -> dict:
         """The /probes answer: per instance, in_flight, count, p50_ms and p99_ms over the
-        last window_s, the reading's time and its age at the answer, or its error."""
+        last window_s, the reading's time and its age at the answer, or its error and the
+        error's kind (KINDS). Each reading within timeout_s (None: the agent's)."""
         started = self.monotonic()
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         futures, entries = {}, {}
         for t in targets:
             entry = {"container": t.container, "microservice": t.microservice,
                      "port": t.port, "in_flight": None, "count": None, "p50_ms": None,
-                     "p99_ms": None, "time": None, "age_s": None, "error": None}
+                     "p99_ms": None, "time": None, "age_s": None, "error": None,
+                     "error_kind": None}
             entries[t.instance] = entry
             if t.pid is None:
-                entry["error"] = f"container is {t.state}" if t.state != "running" else \
-                    "container's process not known yet"
+                entry["error"], entry["error_kind"] = (
+                    (f"container is {t.state}",
+                     "stopped" if t.state == "paused" else "not-running")
+                    if t.state != "running" else
+                    ("container's process not known yet", "unavailable"))
                 continue
-            reading = self._reading(t, window_s)
+            if self.stopped(t.pid):
+                entry["error"], entry["error_kind"] = "its process is stopped", "stopped"
+                continue
+            reading = self._reading(t, window_s, timeout_s)
             if isinstance(reading, str):
-                entry["error"] = reading
+                entry["error"], entry["error_kind"] = reading, "unavailable"
             else:
                 futures[reading] = t.instance
         with self._lock:        # containers gone since: their finished readings go
@@ -231,25 +272,27 @@ class Prober:
             for name in [c for c, (f, _) in self._running.items()
                          if c not in names and f.done()]:
                 del self._running[name]
-        done, _ = wait(futures, timeout=self.timeout_s + 0.05) if futures else (set(), set())
+        done, _ = wait(futures, timeout=timeout_s + 0.05) if futures else (set(), set())
         now = self.clock()
         for future, instance in futures.items():
             entry = entries[instance]
             if future not in done:
-                entry["error"] = f"no answer within {self.timeout_s:g} s"
+                entry["error"] = f"no answer within {timeout_s:g} s"
+                entry["error_kind"] = "timeout"
                 continue
             try:
                 reading = future.result()
             except ProbeError as exc:
-                entry["error"] = str(exc)
+                entry["error"], entry["error_kind"] = str(exc), exc.kind
                 continue
             except Exception as exc:      # a bug or an unexpected OS error: say which
                 entry["error"] = f"{type(exc).__name__}: {exc}"
+                entry["error_kind"] = "unavailable"
                 continue
             entry.update(reading)
             entry["age_s"] = round(max(0.0, now - reading["time"]), 4)
         return {"server": server, "time": now, "window_s": window_s,
-                "timeout_s": self.timeout_s,
+                "timeout_s": timeout_s,
                 "took_ms": round(1000.0 * (self.monotonic() - started), 3),
                 "instances": entries,
                 "failed": sum(1 for e in entries.values() if e["error"] is not None)}

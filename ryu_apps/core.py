@@ -84,7 +84,8 @@ class ControllerCore:
         self.health_checks = HealthChecks(cfg, self.plan, xid, self.policy_core, self.health,
                                           self.path, switches, rng or random.Random(),
                                           self._pools_changed, self.links.edge_ports)
-        self.probes = AgentProbes(cfg, self.plan, self.policy_core)
+        self.probes = AgentProbes(cfg, self.plan, self.policy_core,
+                                  self.health_checks.service_reading)
         self.profiler = ProfilerExchange(cfg, self.plan, self.policy_core, self.flows,
                                          self.ports.rates, started)
         # in the order a (re)connected switch gets their messages
@@ -288,6 +289,9 @@ class ControllerCore:
 
     def probing(self) -> bool:
         return self.probes.probing()
+
+    def probe_poll_plan(self) -> tuple[float, float | None] | None:
+        return self.probes.poll_plan()
 
     def probe_answer(self, server: str, body, now: float) -> Result:
         return self.probes.probe_answer(server, body, now)

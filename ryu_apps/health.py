@@ -1,7 +1,13 @@
-"""Health of instances from data-plane probes (plain Python; the Ryu app sends the probes).
+"""Health of instances from data-plane probes and from their services' own answers (plain
+Python; the Ryu app sends the probes, the host agents read the services).
 
 An instance turns unhealthy after ``unhealthy_after`` failed probes in a row (a TCP reset,
 or no answer within the timeout) and healthy again after ``healthy_after`` answered ones.
+A second verdict, from the service itself (``service_result``: its process stopped, or no
+answer to a request within the timeout, as its host agent saw it), counts the same way; an
+instance is healthy only while both are good. A SYN is answered by the kernel of a
+container whose process is frozen or stuck: only the service's own answer tells those
+apart.
 """
 from __future__ import annotations
 
@@ -10,11 +16,16 @@ from dataclasses import dataclass, field
 
 @dataclass
 class _State:
-    healthy: bool = True
+    healthy: bool = True          # both verdicts good
+    probe_ok: bool = True         # the data-plane probes' verdict
     successes: int = 0
     failures: int = 0
     last_change: float | None = None
     last_result: str = "not probed yet"
+    service_ok: bool = True       # the service's own answers' verdict (good until judged)
+    service_successes: int = 0
+    service_failures: int = 0
+    service_result: str = "not judged yet"
 
 
 @dataclass
@@ -31,7 +42,8 @@ class HealthTracker:
 
     def add(self, instance: str, healthy: bool = False) -> None:
         """Probe a new instance too (unhealthy until it answers, unless told otherwise)."""
-        self.state[instance] = _State(healthy=healthy, last_result="added, not probed yet")
+        self.state[instance] = _State(healthy=healthy, probe_ok=healthy,
+                                      last_result="added, not probed yet")
 
     def remove(self, instance: str) -> None:
         self.state.pop(instance, None)
@@ -90,10 +102,37 @@ class HealthTracker:
             return None
         st.last_result, st.successes = detail, 0
         st.failures = max(st.failures, self.unhealthy_after)
-        if st.healthy:
-            st.healthy, st.last_change = False, now
-            return instance, False
-        return None
+        st.probe_ok = False
+        return self._combine(instance, st, now)
+
+    def service_result(self, instance: str, ok: bool, now: float, detail: str,
+                       certain: bool = False) -> tuple[str, bool] | None:
+        """The service's own verdict for one round (its host agent read it): counted as the
+        probes are. `certain`: a failure that needs no second look (its process is stopped
+        or gone), out at once as with a port down."""
+        st = self.state.get(instance)
+        if st is None:
+            return None
+        st.service_result = detail
+        if ok:
+            st.service_successes, st.service_failures = st.service_successes + 1, 0
+            if not st.service_ok and st.service_successes >= self.healthy_after:
+                st.service_ok = True
+        else:
+            st.service_failures, st.service_successes = st.service_failures + 1, 0
+            if certain:
+                st.service_failures = max(st.service_failures, self.unhealthy_after)
+            if st.service_ok and st.service_failures >= self.unhealthy_after:
+                st.service_ok = False
+        return self._combine(instance, st, now)
+
+    @staticmethod
+    def _combine(instance: str, st: _State, now: float) -> tuple[str, bool] | None:
+        healthy = st.probe_ok and st.service_ok
+        if healthy == st.healthy:
+            return None
+        st.healthy, st.last_change = healthy, now
+        return instance, healthy
 
     def _result(self, inst: str, ok: bool, now: float, detail: str) -> tuple[str, bool] | None:
         st = self.state.get(inst)
@@ -102,17 +141,17 @@ class HealthTracker:
         st.last_result = detail
         if ok:
             st.successes, st.failures = st.successes + 1, 0
-            if not st.healthy and st.successes >= self.healthy_after:
-                st.healthy, st.last_change = True, now
-                return inst, True
+            if not st.probe_ok and st.successes >= self.healthy_after:
+                st.probe_ok = True
         else:
             st.failures, st.successes = st.failures + 1, 0
-            if st.healthy and st.failures >= self.unhealthy_after:
-                st.healthy, st.last_change = False, now
-                return inst, False
-        return None
+            if st.probe_ok and st.failures >= self.unhealthy_after:
+                st.probe_ok = False
+        return self._combine(inst, st, now)
 
     def status(self) -> dict:
         return {i: {"healthy": s.healthy, "last_result": s.last_result,
-                    "consecutive_failures": s.failures, "last_change": s.last_change}
+                    "consecutive_failures": s.failures, "last_change": s.last_change,
+                    "service": {"ok": s.service_ok, "last_result": s.service_result,
+                                "consecutive_failures": s.service_failures}}
                 for i, s in self.state.items()}

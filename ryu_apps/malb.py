@@ -330,17 +330,20 @@ class MalbController(App):
         return result.next_in_s
 
     def _probe_loop(self, server: str):
-        """Every probe period, the agent's GET /probes, while the current policy reads
-        probes (asked every round: a policy set over REST starts or stops the polling)."""
-        period = self.cfg.controller.probe_period_s
-        timeout = self.cfg.agents.probe_timeout_s + PROBE_HTTP_SLACK_S
+        """The agent's GET /probes: every probe period while the current policy reads
+        probes, else every health interval while the services' answers judge their health
+        (asked every round: a policy set over REST changes the pace)."""
         url = self.ctl.probes.agents[server]["url"]
         logged = None
         while True:
             started = time.monotonic()
-            if self.ctl.probing():
+            plan = self.ctl.probe_poll_plan()
+            period = plan[0] if plan else self.cfg.controller.probe_period_s
+            if plan:
+                reading_timeout = plan[1] or self.cfg.agents.probe_timeout_s
+                query = "" if plan[1] is None else f"?timeout_s={plan[1]:g}"
                 try:
-                    self._probe_poll(server, url, timeout)
+                    self._probe_poll(server, url + query, reading_timeout + PROBE_HTTP_SLACK_S)
                 except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
                     # a bug would repeat at every poll: logged once a minute at most
                     if logged is None or started - logged >= PROBE_BUG_LOG_EVERY_S:

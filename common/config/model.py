@@ -323,6 +323,11 @@ class Health:
                                    help="failed probes before an instance is out")
     healthy_after: int = setting(1, type="integer", lo=1, hi=100,
                                  help="good probes before it is back")
+    service: bool = setting(True, type="bool", help=(
+        "also judge each instance by its service's own answer, as its host agent reads it "
+        "(`GET /probes`, every `interval_s` within `timeout_s`): a process stopped or not "
+        "answering is out after `unhealthy_after` rounds, though its kernel still answers "
+        "the SYN probes ([reliability.md](reliability.md))"))
 
     def validate(self, path: str) -> None:
         if self.method != "none" and self.timeout_s >= self.interval_s:

@@ -1,8 +1,12 @@
 """AgentProbes: the host agents' GET /probes (each instance's requests in flight and recent
 latency, read from the services' own metrics), polled while the policy reads them (a
-probe-based policy): each reading goes to the policy core at the time the agent took it;
-an agent that fails or answers in part is a warning at most once a minute."""
+probe-based policy), else once per health interval for the services' health: each reading
+goes to the policy core at the time the agent took it, and whether the service answered to
+the health checks; an agent that fails or answers in part is a warning at most once a
+minute."""
 from __future__ import annotations
+
+from typing import Callable
 
 from common.numbers import finite_non_negative
 from ryu_apps.managers.base import Manager
@@ -11,11 +15,21 @@ from ryu_apps.result import Result
 # an agent whose GET /probes fails, or answers in part, fails at every poll (4 a second):
 # its warnings are logged once per this many seconds, with how many were left out
 PROBE_LOG_EVERY_S = 60.0
+# what an agent's failed reading says of the service (its error_kind): it answered, though
+# not as /latency should (True); its process is stopped or gone, or it did not answer (False);
+# other kinds (the agent's own trouble, a reading still under way) say nothing
+SERVICE_ALIVE = {"answer": True, "stopped": False, "not-running": False, "timeout": False,
+                 "refused": False}
+# failures that need no second reading: the process is stopped (SIGSTOP, docker pause) or
+# its container is not running
+SERVICE_CERTAIN = {"stopped", "not-running"}
 
 
 class AgentProbes(Manager):
-    def __init__(self, cfg, plan, policy_core):
+    def __init__(self, cfg, plan, policy_core,
+                 service_reading: Callable[..., None] = lambda *a, **k: None):
         self.cfg, self.plan, self.policy_core = cfg, plan, policy_core
+        self.service_reading = service_reading     # HealthChecks.service_reading
         # per server: last answer, last error, log rate limit
         self.agents = {s.name: {"url": f"{s.agent_url}/probes", "last_ok": None,
                                 "last_error": None, "logged": None, "unlogged": 0}
@@ -25,6 +39,19 @@ class AgentProbes(Manager):
         """Whether the agents' /probes should be polled: the current policy reads them
         (the shell asks every round, so a policy set over REST starts or stops it)."""
         return bool(self.policy_core.strategy.uses_probes)
+
+    def poll_plan(self) -> tuple[float, float | None] | None:
+        """(seconds between polls, the reading's timeout to ask for: None for the agent's
+        own) while /probes should be polled, else None: at the probe period while the
+        policy reads probes, else once per health interval within the health timeout while
+        the services' answers judge their health."""
+        c = self.cfg.controller
+        if self.probing():
+            return c.probe_period_s, None
+        if c.health.service and c.health.method != "none":
+            # twice a round: every round judges a reading, whatever the two clocks' phase
+            return c.health.interval_s / 2, c.health.timeout_s
+        return None
 
     def probe_answer(self, server: str, body, now: float) -> Result:
         """An agent's GET /probes answer, received at `now`: each instance's reading goes
@@ -57,7 +84,12 @@ class AgentProbes(Manager):
                 continue
             if entry.get("error") is not None:      # the agent could not read it
                 failed.append(f"{name}: {str(entry['error'])[:120]}")
+                kind = entry.get("error_kind")
+                self.service_reading(out, name, SERVICE_ALIVE.get(kind),
+                                     f"{str(entry['error'])[:120]} (host agent)", now,
+                                     certain=kind in SERVICE_CERTAIN)
                 continue
+            self.service_reading(out, name, True, "answered", now)
             if name not in self.policy_core.healthy:       # in no pool (yet): nothing reads it
                 continue
             values = {}
@@ -121,8 +153,10 @@ class AgentProbes(Manager):
         agent.update(logged=now, unlogged=0)
 
     def status(self, now: float) -> dict:
+        plan = self.poll_plan()
         return {"polling": self.probing(),
-                "period_s": self.cfg.controller.probe_period_s,
+                "polling_for_health": bool(plan) and not self.probing(),
+                "period_s": plan[0] if plan else self.cfg.controller.probe_period_s,
                 "agents": {name: {"url": a["url"],
                                   "last_answer_age_s": None if a["last_ok"] is None else
                                   round(now - a["last_ok"], 3),

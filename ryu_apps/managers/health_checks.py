@@ -1,8 +1,10 @@
 """HealthChecks: the controller's view of each pooled instance's health. A round of probes
 (a TCP SYN from the VIP, else an ARP request), their answers, an echo request to every
-switch as the marker that judges the probes still out, an instance's port going down; the
-verdicts (ryu_apps/health.py's tracker) go to the policy core and to every manager as a
-pools change. Also each switch's channel lag (the marker's round trip)."""
+switch as the marker that judges the probes still out, an instance's port going down, and
+at each round the services' own answers since the last (their host agents' readings,
+service_reading); the verdicts (ryu_apps/health.py's tracker) go to the policy core and to
+every manager as a pools change. Also each switch's channel lag (the marker's round
+trip)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -30,6 +32,9 @@ class HealthChecks(Manager):
         self.markers: dict[tuple[int, int], float] = {}
         self.channel_lag: dict[int, float] = {}
         self.next_probe_port = PROBE_PORTS[0]
+        # instance -> [when its service last answered, when a reading last failed, why]
+        self.service_seen: dict[str, list] = {}
+        self.last_round: float | None = None
 
     def switch_down(self, dpid: int, now: float) -> None:
         self.channel_lag.pop(dpid, None)
@@ -54,6 +59,7 @@ class HealthChecks(Manager):
         out = Result()
         h = self.cfg.controller.health
         vip_mac = self.cfg.controller.vip_mac
+        self._judge_services(out, now)
         for inst in [self.plan.instances[b.name] for pool in self.policy_core.pools.values()
                      for b in pool]:
             at = self.plan.locations.where(inst.name)
@@ -82,6 +88,42 @@ class HealthChecks(Manager):
             if change:
                 self._apply(out, *change, now)
         return out
+
+    def service_reading(self, out: Result, instance: str, alive: bool | None, detail: str,
+                        now: float, certain: bool = False) -> None:
+        """A host agent's reading of the instance's service: it answered (alive), did not
+        answer (not alive; judged at the next round, with the other readings since the
+        last), or nothing can be told (None). `certain`: its process is stopped or gone,
+        out at once."""
+        if alive is None or instance not in self.health.state or \
+                not self.cfg.controller.health.service:
+            return
+        seen = self.service_seen.setdefault(instance, [None, None, ""])
+        if alive:
+            seen[0] = now
+        else:
+            seen[1], seen[2] = now, detail
+            if certain:
+                change = self.health.service_result(instance, False, now, detail, True)
+                if change:
+                    self._apply(out, *change, now)
+
+    def _judge_services(self, out: Result, now: float) -> None:
+        """Each round, one service verdict per instance from the readings since the last:
+        good if any answered, bad if some failed and none answered, none without a reading
+        (an agent that is down says nothing of its services)."""
+        since, self.last_round = self.last_round, now
+        if since is None:
+            return
+        for instance, (alive, failed, detail) in list(self.service_seen.items()):
+            if alive is not None and alive > since:
+                change = self.health.service_result(instance, True, now, "answered")
+            elif failed is not None and failed > since:
+                change = self.health.service_result(instance, False, now, detail)
+            else:
+                continue
+            if change:
+                self._apply(out, *change, now)
 
     def _everywhere(self, frame: bytes) -> list[tuple[int, bytes]]:
         """An instance not located yet: its probe out of every switch's edge ports (before a
@@ -169,8 +211,11 @@ class HealthChecks(Manager):
             # a learned location is not trusted any more: probed everywhere until it answers
             out.infos.append(f"instance {instance}: its location is looked for again")
         out.metrics.append(("set", "malb_instance_healthy", (instance,), 1 if healthy else 0))
+        st = self.health.state[instance]
+        why = st.last_result if healthy or not st.probe_ok else "its service: " + \
+            st.service_result
         text = "instance %s is %s (%s)" % (instance,
                                            "healthy again" if healthy else "DOWN: no new flows",
-                                           self.health.state[instance].last_result)
+                                           why)
         (out.infos if healthy else out.warnings).append(text)
         self.pools_changed_everywhere(now, out)

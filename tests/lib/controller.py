@@ -25,7 +25,8 @@ def make(policy="srr", switches=1, microservices=None, health="none", connect=Tr
          proxy=False, servers=None, **controller):
     data = {"testbed": {"clients": 1, "switches": switches, "proxy": proxy},
             "microservices": microservices or copy.deepcopy(DEFAULT_MICROSERVICES),
-            "controller": {"health": {"method": health}, **controller},
+            "controller": {"health": health if isinstance(health, dict)
+                           else {"method": health}, **controller},
             **({"servers": servers} if servers else {})}
     cfg = parse_config_file_data(data, "test.yaml")
     ctl = new_core(cfg, policy)

@@ -167,6 +167,55 @@ def test_failures_are_reported_with_their_error_never_as_zeros():
     prober.shutdown()
 
 
+def test_a_failed_reading_says_what_it_tells_of_the_service():
+    """The controller's health checks read error_kind: a service that answered, however
+    badly, is alive; a stopped process, a container not running, a port that refuses or no
+    answer are not; the agent's own trouble says nothing."""
+    stopped_pids = {5}
+
+    def reader(pid, port, window_s, timeout_s):
+        if pid == 1:
+            raise ProbeError("port 8003: Connection refused", "refused")
+        if pid == 2:
+            raise ProbeError(f"no answer within {timeout_s:g} s", "timeout")
+        if pid == 3:
+            raise ProbeError("GET /latency: HTTP 404 ''")
+        if pid == 4:
+            raise OSError("a bug")
+        return ok_reading()
+    prober = Prober(reader, timeout_s=0.5, stopped=stopped_pids.__contains__)
+    e = prober.answer("srv1", [target("srv1-a", pid=1), target("srv1-b", pid=2),
+                               target("srv1-c", pid=3), target("srv1-d", pid=4),
+                               target("srv1-e", pid=5),
+                               target("srv1-f", pid=None, state="paused"),
+                               target("srv1-g", pid=None, state="exited"),
+                               target("srv1-h", pid=None, state="running"),
+                               target("srv1-i", pid=6)], 1.0, timeout_s=0.25)["instances"]
+    assert {n: v["error_kind"] for n, v in e.items()} == {
+        "srv1-a": "refused", "srv1-b": "timeout", "srv1-c": "answer", "srv1-d": "unavailable",
+        "srv1-e": "stopped", "srv1-f": "stopped", "srv1-g": "not-running",
+        "srv1-h": "unavailable", "srv1-i": None}
+    assert e["srv1-b"]["error"] == "no answer within 0.25 s"     # the timeout asked for
+    assert e["srv1-e"]["error"] == "its process is stopped"
+    prober.shutdown()
+
+
+def test_a_process_stopped_by_sigstop_is_told_from_a_running_one():
+    from agents.probes import process_stopped
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not process_stopped(proc.pid)
+        proc.send_signal(19)                   # SIGSTOP
+        deadline = time.monotonic() + 5
+        while not process_stopped(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process_stopped(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not process_stopped(proc.pid)       # gone: cannot be told
+
+
 # ---------------------------------------------------------------- the agent's route
 class FakeContainer(types.SimpleNamespace):
     pass
@@ -236,6 +285,10 @@ def test_get_probes_answers_every_instance_container_of_the_server(agent_http):
     metrics = agent_http.agent.metrics.render()
     assert 'malb_agent_probe_answer_seconds_count{server="srv1"} 2' in metrics
     assert 'malb_agent_probe_failures_total{server="srv1",container="mn.srv1-be"} 2' in metrics
+    # the controller's health checks ask for their own timeout
+    status, body = agent_http("/probes?timeout_s=2")
+    assert status == 200 and body["timeout_s"] == 2.0
+    assert body["instances"]["srv1-be"]["error_kind"] == "not-running"
 
 
 @pytest.mark.parametrize("query, message", [
@@ -243,7 +296,9 @@ def test_get_probes_answers_every_instance_container_of_the_server(agent_http):
     ("window_s=61", "window_s: expected seconds in [0.1, 60], got '61'"),
     ("window_s=nan", "window_s: expected seconds in [0.1, 60], got 'nan'"),
     ("window_s=soon", "window_s: expected seconds in [0.1, 60], got 'soon'"),
-    ("window=1", "window: unknown query parameter (known: window_s)"),
+    ("window=1", "window: unknown query parameter (known: window_s, timeout_s)"),
+    ("timeout_s=0", "timeout_s: expected seconds in [0.01, 10], got '0'"),
+    ("timeout_s=inf", "timeout_s: expected seconds in [0.01, 10], got 'inf'"),
 ])
 def test_bad_probe_queries_are_400_naming_the_parameter(agent_http, query, message):
     publish(agent_http.agent)

@@ -215,3 +215,70 @@ def test_the_probe_settings_have_defaults_and_are_checked():
             ({"agents": {"probe_timeot_s": 1}}, "agents.probe_timeot_s: unknown field")]:
         with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
             parse_config(data)
+
+
+# ---------------------------------------------------------------- the services' own answers
+def rounds(ctl, server, readings, start, n):
+    """n health rounds 2 s apart, each after an agent answer carrying `readings`; the
+    warnings they gave."""
+    warnings = []
+    for k in range(1, n + 1):
+        if readings is not None:
+            warnings += ctl.probe_answer(server, {"instances": readings}, start + 2 * k - 1
+                                         ).warnings
+        warnings += ctl.probe_health(start + 2 * k).warnings
+    return warnings
+
+
+def test_a_service_that_stops_answering_is_out_though_its_kernel_answers_the_syn():
+    cfg, ctl, _ = make("srr", health="tcp")
+    h = cfg.controller.health
+    assert h.service and ctl.probe_poll_plan() == (h.interval_s / 2, h.timeout_s)
+    assert ctl.status()["probes"]["polling_for_health"] is True
+    ctl.probe_health(NOW)
+    hung = {"srv1-ui": entry(in_flight=None, error="no answer within 1 s",
+                             error_kind="timeout")}
+    first = rounds(ctl, "srv1", hung, NOW, 1)                     # one round: not yet
+    assert ctl.policy_core.healthy["srv1-ui"] and not any("DOWN" in w for w in first)
+    warnings = rounds(ctl, "srv1", hung, NOW + 2, 1)               # the second round
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    assert any("srv1-ui is DOWN" in w and "its service: no answer within 1 s" in w
+               for w in warnings), warnings
+    assert ctl.health.status()["srv1-ui"]["service"]["ok"] is False
+    # rounds without a reading (the agent itself down) change nothing; answering brings it
+    # back after healthy_after rounds
+    rounds(ctl, "srv1", None, NOW + 4, 3)
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    rounds(ctl, "srv1", {"srv1-ui": entry()}, NOW + 10, h.healthy_after)
+    assert ctl.policy_core.healthy["srv1-ui"]
+
+
+def test_a_stopped_process_is_out_at_once_and_a_bad_answer_still_counts_as_alive():
+    cfg, ctl, _ = make("srr", health="tcp")
+    ctl.probe_health(NOW)
+    r = ctl.probe_answer("srv1", {"instances": {
+        "srv1-ui": entry(in_flight=None, error="container is paused", error_kind="stopped"),
+        "srv1-be": entry(in_flight=None, error="GET /latency: HTTP 404 ''",
+                         error_kind="answer"),
+        "srv1-vid": entry(in_flight=None, error="its network namespace: denied",
+                          error_kind="unavailable")}}, NOW + 0.5)
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    assert any("srv1-ui is DOWN" in w for w in r.warnings)
+    for _ in range(cfg.controller.health.unhealthy_after + 1):
+        rounds(ctl, "srv1", {"srv1-be": entry(in_flight=None, error="HTTP 404",
+                                              error_kind="answer"),
+                             "srv1-vid": entry(in_flight=None, error="denied",
+                                               error_kind="unavailable")}, NOW, 1)
+    assert ctl.policy_core.healthy["srv1-be"] and ctl.policy_core.healthy["srv1-vid"]
+
+
+def test_the_services_answers_judge_nothing_when_switched_off():
+    _, off, _ = make("srr", health="none")
+    assert off.probe_poll_plan() is None                   # no probes of any kind
+    _, ctl, _ = make("srr", health={"method": "tcp", "service": False})
+    assert ctl.probe_poll_plan() is None
+    ctl.probe_health(NOW)
+    r = ctl.probe_answer("srv1", {"instances": {
+        "srv1-ui": entry(in_flight=None, error="container is paused", error_kind="stopped")}},
+        NOW + 0.5)
+    assert ctl.policy_core.healthy["srv1-ui"] and not any("DOWN" in w for w in r.warnings)
