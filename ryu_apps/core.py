@@ -373,6 +373,7 @@ class ControllerCore:
         for s in st["servers"].values():
             for name, inst in s["instances"].items():
                 inst["health"] = health[name]["last_result"]
+                inst["service_check"] = health[name]["service"]
         st["profiler"] = dict(self.profiler.state)
         st["probes"] = self.probes.status(self.policy_core.clock())
         st["switches"] = sorted(f"{d:016x}" for d in self.switches)

@@ -31,9 +31,9 @@ def test_every_fault_under_load_meets_the_targets_and_the_table_is_written(tmp_p
         assert r["recovery_s"] is not None, (name, r["last_failure"], r["milestones"])
         assert r["recovery_s"] <= doc["recovery_target_s"], \
             (name, r["recovery_s"], r["milestones"])
-    # no new flow to the killed instance later than two health intervals after its
-    # death, in its own segment and in every later one
-    for name in ("container", "switch", "docker"):
+    # no new flow to the killed or frozen instance later than two health intervals after
+    # its death, in its own segment and in every later one
+    for name in ("container", "hung", "switch", "docker"):
         assert results[name]["late_flows"] == 0, (name, results[name]["late_flow_examples"])
     for name in ("agent", "profiler", "controller"):
         assert results[name]["late_flows"] is None      # nothing was dead yet

@@ -244,7 +244,8 @@ def test_a_service_that_stops_answering_is_out_though_its_kernel_answers_the_syn
     assert not ctl.policy_core.healthy["srv1-ui"]
     assert any("srv1-ui is DOWN" in w and "its service: no answer within 1 s" in w
                for w in warnings), warnings
-    assert ctl.health.status()["srv1-ui"]["service"]["ok"] is False
+    check = ctl.status()["servers"]["srv1"]["instances"]["srv1-ui"]["service_check"]
+    assert check["ok"] is False and check["consecutive_failures"] == 2
     # rounds without a reading (the agent itself down) change nothing; answering brings it
     # back after healthy_after rounds
     rounds(ctl, "srv1", None, NOW + 4, 3)
