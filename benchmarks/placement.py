@@ -1,7 +1,8 @@
 """Benchmark: the placement partitioner (placement/partitioner.py plan(), the real function).
 
     .venv/bin/python -m benchmarks.placement [--sizes 10,100,1000] [--servers 4,16,64]
-                                             [--small 24] [--out results/bench]
+                                             [--small 24] [--apps configs/bookinfo.yaml,...]
+                                             [--caps 0.5,0.6,0.8,1.0] [--out results/bench]
 
 1. Plan time and cost for generated graphs of 10, 100 and 1000 services on 4, 16 and 64
    servers (chained over 4 switches, capacities at 60 % of the demand with headroom),
@@ -11,6 +12,13 @@
    and the optimum the exact program (placement/milp.py, HiGHS) proves, and plan()'s own
    answer (which adds that program). Graphs of up to 400 units in part 1 get plan()'s bound
    and gap too.
+3. Applications: each --apps configuration's call graph under a request rate at its entry
+   services that makes its CPU demand APP_DEMAND_SHARE of its servers' CPU
+   (placement/apps.py expected_graph; a configuration's `# benchmark-mix:` line, if any,
+   weighs its entries), at each --caps share of the servers' CPU: plan() (as `python -m
+   placement plan` runs it) against the exact program given --exact-time-limit, the
+   greedy and spread placements; the gap to the best proven bound and to the best
+   placement either found.
 
 Graphs: a seeded DAG per size (each service called by one of the few before it, some
 extra calls; heavy edges 40 kB/request, light 2 kB; the first service anchored to the
@@ -27,14 +35,22 @@ import time
 
 from common import lab
 from common.cli import ArgumentParser, bounded, number_list
+from common.config import load_config
 from common.markdown import number, table
 from common.procs import git_commit
 from placement import milp
+from placement.apps import expected_graph
+from placement.problem import build_problem
 from placement.partitioner import Host, Problem, Unit, greedy_network_aware, plan, random_placement, \
     spread
 
 DEFAULT_OUT = os.path.join("results", "bench")
 SWITCHES = 4
+DEFAULT_APPS = ("configs/bookinfo.yaml", "configs/callgraph30.yaml")
+DEFAULT_CAPS = (0.5, 0.6, 0.8, 1.0)
+# the application's CPU demand as a share of its servers' CPU: at the default cap (0.6)
+# two thirds of what the cap allows, at 0.5 four fifths
+APP_DEMAND_SHARE = 0.4
 
 
 def generated(services: int, servers: int, seed: int = 1) -> Problem:
@@ -109,6 +125,74 @@ def small_graphs(count: int) -> list[dict]:
     return rows
 
 
+def entry_mix(path: str, entries: list[str]) -> dict[str, float]:
+    """The shares of requests per entry service: a `# benchmark-mix: name=share, ...` line
+    of the configuration file, else equal."""
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("# benchmark-mix:"):
+                mix = {}
+                for part in line.split(":", 1)[1].split(","):
+                    name, _, share = part.strip().partition("=")
+                    if name not in entries:
+                        raise ValueError(f"{path}: benchmark-mix names {name!r}, not an "
+                                         f"entry service")
+                    mix[name] = float(share)
+                return mix
+    return {e: 1.0 for e in entries}
+
+
+def app_problem(path: str, cap: float) -> tuple[Problem, str | None, float]:
+    """The placement problem of a configuration's application at the benchmark's load:
+    (problem, the clients' switch, requests/s in all)."""
+    cfg = load_config(path)
+    called = {c.service for m in cfg.microservices for c in (m.calls or ())}
+    entries = [m.name for m in cfg.microservices if m.name not in called]
+    mix = entry_mix(path, entries)
+    total = sum(mix.values())
+    per_request = expected_graph(cfg, {e: w / total for e, w in mix.items()})
+    demand = sum(v["cpu_cores"] for v in per_request["vertices"].values())
+    if demand <= 0:
+        raise ValueError(f"{path}: its services use no CPU per request (cpu_ms)")
+    rate = APP_DEMAND_SHARE * sum(s.cpu for s in cfg.servers) / demand
+    graph = expected_graph(cfg, {e: rate * w / total for e, w in mix.items()})
+    layout = {m.name: sorted({i.server for i in cfg.instances_of(m.name)})
+              for m in cfg.microservices}
+    near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
+    return build_problem(cfg, graph, layout, max_utilization=cap), near, rate
+
+
+def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
+    rows = []
+    for path in paths:
+        for cap in caps:
+            problem, near, rate = app_problem(path, cap)
+            started = time.perf_counter()
+            ours = plan(problem, near=near)
+            took = time.perf_counter() - started
+            exact = milp.solve(problem, time_limit_s=exact_time_limit_s)
+            exact_cost = None if exact.assignment is None else problem.cost(exact.assignment)
+            best = min(c for c in (ours.cost, exact_cost) if c is not None)
+            bound = max(ours.bound or 0.0, exact.bound)
+            rows.append({
+                "config": path, "cap": cap, "units": len(problem.units),
+                "servers": len(problem.hosts), "requests_per_s": round(rate, 3),
+                "plan_s": round(took, 3), "plan_method": ours.method, "cost": ours.cost,
+                "exact_cost": exact_cost, "exact_optimal": exact.optimal,
+                "exact_s": round(exact.seconds, 3), "bound": bound,
+                "gap_to_bound": 0.0 if ours.cost <= 0 else
+                max(0.0, (ours.cost - bound) / ours.cost),
+                "above_best": 0.0 if best <= 0 else ours.cost / best - 1,
+                "greedy_cost": greedy_network_aware(problem).cost,
+                "spread_cost": spread(problem).cost})
+            r = rows[-1]
+            print(f"[placement] {path} cap {cap:g}: ours {r['cost']:.0f}, exact "
+                  f"{exact_cost if exact_cost is None else round(exact_cost)}"
+                  f"{' (optimal)' if exact.optimal else ''}, bound {bound:.0f}",
+                  file=sys.stderr)
+    return rows
+
+
 def markdown(doc: dict) -> str:
     lines = ["# Placement benchmark", "", f"Command: `{doc['command']}` at commit "
              f"{doc['commit']}", "",
@@ -121,6 +205,22 @@ def markdown(doc: dict) -> str:
                      f"{100 * r['vs_spread']:.1f} %", f"{100 * r['vs_greedy']:.1f} %",
                      f"{100 * r['cost'] / r['baseline_cost']['random']:.1f} %"]
                     for r in doc["scale"]], "r" * 9, compact=True)]
+    apps = doc.get("apps") or []
+    if apps:
+        lines += ["", f"Applications (their CPU demand {100 * APP_DEMAND_SHARE:.0f} % of their "
+                  f"servers' CPU; the exact program given {doc['exact_time_limit_s']:g} s):", "",
+                  table(["configuration", "cap", "units", "servers", "ours", "its method",
+                         "exact program", "best bound", "ours above the best found",
+                         "ours above the bound", "greedy", "spread"],
+                        [[r["config"], r["cap"], r["units"], r["servers"], number(r["cost"], 0),
+                          r["plan_method"],
+                          "none found" if r["exact_cost"] is None else
+                          number(r["exact_cost"], 0) + (" (optimal)" if r["exact_optimal"]
+                                                        else ""),
+                          number(r["bound"], 0), f"{100 * r['above_best']:.1f} %",
+                          f"{100 * r['gap_to_bound']:.1f} %", number(r["greedy_cost"], 0),
+                          number(r["spread_cost"], 0)] for r in apps],
+                        "lrrrrlrrrrrr", compact=True)]
     small = doc["small"]
     if not small:
         return "\n".join(lines + [""])
@@ -141,11 +241,22 @@ def main(argv=None) -> int:
     ap.add_argument("--servers", type=number_list(int, 2, 256), default=[4, 16, 64])
     ap.add_argument("--small", type=bounded(int, 0, 1000), default=24,
                     help="small graphs solved exactly (default 24)")
+    ap.add_argument("--apps", type=lambda v: [p for p in v.split(",") if p],
+                    default=list(DEFAULT_APPS),
+                    help="call-graph configurations (default: " + ",".join(DEFAULT_APPS) + ")")
+    ap.add_argument("--caps", type=number_list(float, 0.05, 1.0), default=list(DEFAULT_CAPS))
+    ap.add_argument("--exact-time-limit", type=bounded(float, 0.1, 3600), default=60.0,
+                    help="seconds the exact program gets per application (default 60)")
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args(argv)
+    for path in args.apps:
+        if not os.path.isfile(path):
+            ap.error(f"--apps: no configuration file {path!r}")
     doc = {"benchmark": "placement", "commit": git_commit(),
            "command": lab.invocation("benchmarks.placement", argv, sudo=False),
-           "scale": scale_run(args.sizes, args.servers), "small": small_graphs(args.small)}
+           "scale": scale_run(args.sizes, args.servers), "small": small_graphs(args.small),
+           "exact_time_limit_s": args.exact_time_limit,
+           "apps": apps_run(args.apps, args.caps, args.exact_time_limit)}
     os.makedirs(args.out, exist_ok=True)
     lab.write_results(args.out, "placement", doc, lambda: markdown(doc), default=None)
     return 0

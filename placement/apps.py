@@ -4,11 +4,15 @@ DAG of call-graph microservices with heavy and light edges, written as a configu
     python -m placement generate --services 30 --seed 7 --out configs/callgraph30.yaml
 
 - generate: the configuration mapping of such an application (its shape: its docstring);
-- entry_services: the services no other service calls, where the clients' requests enter.
+- entry_services: the services no other service calls, where the clients' requests enter;
+- expected_graph: the communication graph the profiler would measure under a given request
+  rate at each entry service (for planning without a running stack: benchmarks, sizing).
 """
 from __future__ import annotations
 
 import random
+
+from placement.problem import CLIENTS_PREFIX
 
 
 def generate(services: int = 30, seed: int = 7, heavy_share: float = 0.2,
@@ -73,3 +77,50 @@ def entry_services(data: dict) -> list[str]:
     """The services no other service calls, in order: where the clients' requests enter."""
     called = {c["service"] for ms in data["microservices"] for c in ms.get("calls", ())}
     return [ms["name"] for ms in data["microservices"] if ms["name"] not in called]
+
+
+def expected_graph(cfg, rates: dict[str, float], client_switch: str | None = None) -> dict:
+    """The graph (as the profiler's GET /graph answers it) of a call-graph application
+    under `rates` requests/s at its entry services: every request a service serves makes
+    each of its calls `count` times, so a service's rate is the sum over its callers; an
+    edge carries the call's request and response bytes; a service uses its `cpu_ms` per
+    request; the clients (on `client_switch`, default the first client's) send the entry
+    services their rates and receive their `response_bytes`. Unknown or non-entry services
+    in `rates`: ValueError naming them."""
+    by_name = {m.name: m for m in cfg.microservices}
+    called = {c.service for m in cfg.microservices for c in (m.calls or ())}
+    for name, r in rates.items():
+        if name not in by_name or name in called:
+            raise ValueError(f"rates: {name!r} is not an entry service of the configuration")
+        if not r >= 0:
+            raise ValueError(f"rates.{name}: expected requests/s >= 0, got {r!r}")
+    rate = {name: 0.0 for name in by_name}
+    for name, r in rates.items():
+        rate[name] += r
+    # callers before callees: the calls form a DAG (the configuration refuses a cycle)
+    order, seen = [], set()
+
+    def visit(n):
+        if n not in seen:
+            seen.add(n)
+            for c in by_name[n].calls or ():
+                visit(c.service)
+            order.append(n)
+    for n in by_name:
+        visit(n)
+    edges = []
+    for n in reversed(order):
+        for c in by_name[n].calls or ():
+            calls = rate[n] * c.count
+            rate[c.service] += calls
+            if calls:
+                edges.append({"caller": n, "callee": c.service,
+                              "bytes_per_s": calls * (c.request_bytes + c.response_bytes)})
+    switch = client_switch or cfg.testbed.clients[0].switch
+    for name, r in rates.items():
+        if r:
+            edges.append({"caller": f"{CLIENTS_PREFIX}{switch}", "callee": name,
+                          "bytes_per_s": r * (by_name[name].response_bytes or 0)})
+    vertices = {n: {"cpu_cores": rate[n] * (by_name[n].cpu_ms or 0.0) / 1000.0,
+                    "memory_mb": None} for n in by_name}
+    return {"vertices": vertices, "edges": edges}
