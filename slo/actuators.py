@@ -40,12 +40,31 @@ class SysfsFrequency:
     def __init__(self, cpus: list[int], root: str = SYSFS_CPU):
         if not cpus:
             raise ActuatorError("cpufreq: no cores to set")
-        self.dirs = [os.path.join(root, f"cpu{c}", "cpufreq") for c in cpus]
-        self.original: dict[str, dict[str, str]] = {}
-        for d in self.dirs:
+        # cpuN/cpufreq is a link to the core's policy (cpufreq/policyM); a policy may drive
+        # several cores (acpi-cpufreq on shared clock domains: affected_cpus lists them),
+        # and setting it would slow cores that are not the service's
+        self.dirs, seen = [], set()
+        for c in cpus:
+            d = os.path.join(root, f"cpu{c}", "cpufreq")
             if not os.path.isdir(d):
                 raise ActuatorError(f"{d}: no cpufreq for this core (no driver, or no such "
                                     f"core)")
+            try:
+                affected = {int(x) for x in _read(os.path.join(d, "affected_cpus")).split()}
+            except (OSError, ValueError):
+                affected = {c}          # a tree without the file: the core alone
+            others = sorted(affected - set(cpus))
+            if others:
+                raise ActuatorError(
+                    f"{d}: its frequency policy also drives cpu{', cpu'.join(map(str, others))}"
+                    f" (affected_cpus {' '.join(map(str, sorted(affected)))}): pin the "
+                    f"service to every core of the policy, or use the emulated actuator")
+            real = os.path.realpath(d)
+            if real not in seen:
+                seen.add(real)
+                self.dirs.append(d)
+        self.original: dict[str, dict[str, str]] = {}
+        for d in self.dirs:
             self.original[d] = {k: _read(os.path.join(d, k)) for k in
                                 ("scaling_min_freq", "scaling_max_freq", "scaling_governor")}
         lo = max(int(_read(os.path.join(d, "cpuinfo_min_freq"))) for d in self.dirs)
