@@ -15,17 +15,43 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class _State:
-    healthy: bool = True          # both verdicts good
-    probe_ok: bool = True         # the data-plane probes' verdict
+class _Verdict:
+    """One source's verdict on an instance, from its results in a row."""
+    ok: bool = True
     successes: int = 0
     failures: int = 0
+    last_result: str = "not judged yet"
+
+    def count(self, ok: bool, detail: str, unhealthy_after: int, healthy_after: int,
+              certain: bool = False) -> None:
+        """One result; `certain`: a failure that needs no second one."""
+        self.last_result = detail
+        if ok:
+            self.successes, self.failures = self.successes + 1, 0
+            if not self.ok and self.successes >= healthy_after:
+                self.ok = True
+        else:
+            self.failures, self.successes = self.failures + 1, 0
+            if certain:
+                self.failures = max(self.failures, unhealthy_after)
+            if self.ok and self.failures >= unhealthy_after:
+                self.ok = False
+
+
+@dataclass
+class _State:
+    healthy: bool = True          # both verdicts good
     last_change: float | None = None
-    last_result: str = "not probed yet"
-    service_ok: bool = True       # the service's own answers' verdict (good until judged)
-    service_successes: int = 0
-    service_failures: int = 0
-    service_result: str = "not judged yet"
+    probe: _Verdict = field(default_factory=lambda: _Verdict(last_result="not probed yet"))
+    service: _Verdict = field(default_factory=_Verdict)   # good until judged
+
+    @property
+    def last_result(self) -> str:
+        return self.probe.last_result
+
+    @last_result.setter
+    def last_result(self, text: str) -> None:
+        self.probe.last_result = text
 
 
 @dataclass
@@ -42,8 +68,8 @@ class HealthTracker:
 
     def add(self, instance: str, healthy: bool = False) -> None:
         """Probe a new instance too (unhealthy until it answers, unless told otherwise)."""
-        self.state[instance] = _State(healthy=healthy, probe_ok=healthy,
-                                      last_result="added, not probed yet")
+        self.state[instance] = _State(healthy=healthy, probe=_Verdict(
+            ok=healthy, last_result="added, not probed yet"))
 
     def remove(self, instance: str) -> None:
         self.state.pop(instance, None)
@@ -100,9 +126,7 @@ class HealthTracker:
         st = self.state.get(instance)
         if st is None:
             return None
-        st.last_result, st.successes = detail, 0
-        st.failures = max(st.failures, self.unhealthy_after)
-        st.probe_ok = False
+        st.probe.count(False, detail, self.unhealthy_after, self.healthy_after, certain=True)
         return self._combine(instance, st, now)
 
     def service_result(self, instance: str, ok: bool, now: float, detail: str,
@@ -113,22 +137,12 @@ class HealthTracker:
         st = self.state.get(instance)
         if st is None:
             return None
-        st.service_result = detail
-        if ok:
-            st.service_successes, st.service_failures = st.service_successes + 1, 0
-            if not st.service_ok and st.service_successes >= self.healthy_after:
-                st.service_ok = True
-        else:
-            st.service_failures, st.service_successes = st.service_failures + 1, 0
-            if certain:
-                st.service_failures = max(st.service_failures, self.unhealthy_after)
-            if st.service_ok and st.service_failures >= self.unhealthy_after:
-                st.service_ok = False
+        st.service.count(ok, detail, self.unhealthy_after, self.healthy_after, certain)
         return self._combine(instance, st, now)
 
     @staticmethod
     def _combine(instance: str, st: _State, now: float) -> tuple[str, bool] | None:
-        healthy = st.probe_ok and st.service_ok
+        healthy = st.probe.ok and st.service.ok
         if healthy == st.healthy:
             return None
         st.healthy, st.last_change = healthy, now
@@ -138,20 +152,12 @@ class HealthTracker:
         st = self.state.get(inst)
         if st is None:        # removed while a probe was out
             return None
-        st.last_result = detail
-        if ok:
-            st.successes, st.failures = st.successes + 1, 0
-            if not st.probe_ok and st.successes >= self.healthy_after:
-                st.probe_ok = True
-        else:
-            st.failures, st.successes = st.failures + 1, 0
-            if st.probe_ok and st.failures >= self.unhealthy_after:
-                st.probe_ok = False
+        st.probe.count(ok, detail, self.unhealthy_after, self.healthy_after)
         return self._combine(inst, st, now)
 
     def status(self) -> dict:
-        return {i: {"healthy": s.healthy, "last_result": s.last_result,
-                    "consecutive_failures": s.failures, "last_change": s.last_change,
-                    "service": {"ok": s.service_ok, "last_result": s.service_result,
-                                "consecutive_failures": s.service_failures}}
+        return {i: {"healthy": s.healthy, "last_result": s.probe.last_result,
+                    "consecutive_failures": s.probe.failures, "last_change": s.last_change,
+                    "service": {"ok": s.service.ok, "last_result": s.service.last_result,
+                                "consecutive_failures": s.service.failures}}
                 for i, s in self.state.items()}

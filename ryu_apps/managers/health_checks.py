@@ -212,8 +212,8 @@ class HealthChecks(Manager):
             out.infos.append(f"instance {instance}: its location is looked for again")
         out.metrics.append(("set", "malb_instance_healthy", (instance,), 1 if healthy else 0))
         st = self.health.state[instance]
-        why = st.last_result if healthy or not st.probe_ok else "its service: " + \
-            st.service_result
+        why = st.probe.last_result if healthy or not st.probe.ok else "its service: " + \
+            st.service.last_result
         text = "instance %s is %s (%s)" % (instance,
                                            "healthy again" if healthy else "DOWN: no new flows",
                                            why)
