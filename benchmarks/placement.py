@@ -34,19 +34,21 @@ import sys
 import time
 
 from common import lab
-from common.cli import ArgumentParser, bounded, number_list
+from common.cli import ArgumentParser, bounded, choice_list, number_list
 from common.config import load_config
 from common.markdown import number, table
 from common.procs import git_commit
 from placement import milp
 from placement.apps import expected_graph
 from placement.problem import build_problem
-from placement.partitioner import Host, Problem, Unit, greedy_network_aware, plan, random_placement, \
-    spread
+from placement.partitioner import Host, PlacementError, Problem, Unit, greedy_network_aware, \
+    plan, random_placement, spread
 
 DEFAULT_OUT = os.path.join("results", "bench")
 SWITCHES = 4
-DEFAULT_APPS = ("configs/bookinfo.yaml", "configs/callgraph30.yaml")
+PARTS = ("scale", "small", "apps")
+DEFAULT_APPS = ("configs/bookinfo.yaml", "configs/callgraph30.yaml", "configs/socialnetwork.yaml",
+                "configs/hotelreservation.yaml")
 DEFAULT_CAPS = (0.5, 0.6, 0.8, 1.0)
 # the application's CPU demand as a share of its servers' CPU: at the default cap (0.6)
 # two thirds of what the cap allows, at 0.5 four fifths
@@ -168,7 +170,14 @@ def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
         for cap in caps:
             problem, near, rate = app_problem(path, cap)
             started = time.perf_counter()
-            ours = plan(problem, near=near)
+            try:
+                ours = plan(problem, near=near)
+            except PlacementError as exc:      # no placement fits at this cap: say so
+                rows.append({"config": path, "cap": cap, "units": len(problem.units),
+                             "servers": len(problem.hosts), "requests_per_s": round(rate, 3),
+                             "error": str(exc)})
+                print(f"[placement] {path} cap {cap:g}: {exc}", file=sys.stderr)
+                continue
             took = time.perf_counter() - started
             exact = milp.solve(problem, time_limit_s=exact_time_limit_s)
             exact_cost = None if exact.assignment is None else problem.cost(exact.assignment)
@@ -184,7 +193,7 @@ def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
                 max(0.0, (ours.cost - bound) / ours.cost),
                 "above_best": 0.0 if best <= 0 else ours.cost / best - 1,
                 "greedy_cost": greedy_network_aware(problem).cost,
-                "spread_cost": spread(problem).cost})
+                "spread_cost": spread(problem).cost, "error": None})
             r = rows[-1]
             print(f"[placement] {path} cap {cap:g}: ours {r['cost']:.0f}, exact "
                   f"{exact_cost if exact_cost is None else round(exact_cost)}"
@@ -195,16 +204,17 @@ def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
 
 def markdown(doc: dict) -> str:
     lines = ["# Placement benchmark", "", f"Command: `{doc['command']}` at commit "
-             f"{doc['commit']}", "",
-             table(["services", "servers", "plan time s (median of 3)", "servers used", "cost",
-                    "gap to the bound (share of cost)", "% of spread's cost", "% of greedy's",
-                    "% of random's"],
-                   [[r["services"], r["servers"], r["plan_s"], r["servers_used"],
-                     number(r["cost"], 0),
-                     "no bound" if r["gap"] is None else f"{100 * r['gap']:.1f} %",
-                     f"{100 * r['vs_spread']:.1f} %", f"{100 * r['vs_greedy']:.1f} %",
-                     f"{100 * r['cost'] / r['baseline_cost']['random']:.1f} %"]
-                    for r in doc["scale"]], "r" * 9, compact=True)]
+             f"{doc['commit']}", ""]
+    if doc["scale"]:
+        lines += [table(
+            ["services", "servers", "plan time s (median of 3)", "servers used", "cost",
+             "gap to the bound (share of cost)", "% of spread's cost", "% of greedy's",
+             "% of random's"],
+            [[r["services"], r["servers"], r["plan_s"], r["servers_used"], number(r["cost"], 0),
+              "no bound" if r["gap"] is None else f"{100 * r['gap']:.1f} %",
+              f"{100 * r['vs_spread']:.1f} %", f"{100 * r['vs_greedy']:.1f} %",
+              f"{100 * r['cost'] / r['baseline_cost']['random']:.1f} %"]
+             for r in doc["scale"]], "r" * 9, compact=True)]
     apps = doc.get("apps") or []
     if apps:
         lines += ["", f"Applications (their CPU demand {100 * APP_DEMAND_SHARE:.0f} % of their "
@@ -212,7 +222,9 @@ def markdown(doc: dict) -> str:
                   table(["configuration", "cap", "units", "servers", "ours", "its method",
                          "exact program", "best bound", "ours above the best found",
                          "ours above the bound", "greedy", "spread"],
-                        [[r["config"], r["cap"], r["units"], r["servers"], number(r["cost"], 0),
+                        [[r["config"], r["cap"], r["units"], r["servers"],
+                          f"none fits: {r['error']}", *[""] * 7] if r["error"] else
+                         [r["config"], r["cap"], r["units"], r["servers"], number(r["cost"], 0),
                           r["plan_method"],
                           "none found" if r["exact_cost"] is None else
                           number(r["exact_cost"], 0) + (" (optimal)" if r["exact_optimal"]
@@ -247,6 +259,8 @@ def main(argv=None) -> int:
     ap.add_argument("--caps", type=number_list(float, 0.05, 1.0), default=list(DEFAULT_CAPS))
     ap.add_argument("--exact-time-limit", type=bounded(float, 0.1, 3600), default=60.0,
                     help="seconds the exact program gets per application (default 60)")
+    ap.add_argument("--parts", type=choice_list(PARTS), default=list(PARTS),
+                    help=f"which parts to run (default all: {','.join(PARTS)})")
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     for path in args.apps:
@@ -254,9 +268,11 @@ def main(argv=None) -> int:
             ap.error(f"--apps: no configuration file {path!r}")
     doc = {"benchmark": "placement", "commit": git_commit(),
            "command": lab.invocation("benchmarks.placement", argv, sudo=False),
-           "scale": scale_run(args.sizes, args.servers), "small": small_graphs(args.small),
+           "scale": scale_run(args.sizes, args.servers) if "scale" in args.parts else [],
+           "small": small_graphs(args.small) if "small" in args.parts else [],
            "exact_time_limit_s": args.exact_time_limit,
-           "apps": apps_run(args.apps, args.caps, args.exact_time_limit)}
+           "apps": apps_run(args.apps, args.caps, args.exact_time_limit)
+           if "apps" in args.parts else []}
     os.makedirs(args.out, exist_ok=True)
     lab.write_results(args.out, "placement", doc, lambda: markdown(doc), default=None)
     return 0

@@ -62,3 +62,13 @@ def test_a_benchmark_mix_weighs_the_entries_and_names_a_wrong_one(tmp_path):
     bad.write_text("# benchmark-mix: reviews=1\n" + text)
     with pytest.raises(ValueError, match="'reviews', not an entry service"):
         bench.entry_mix(str(bad), ["productpage"])
+
+
+def test_a_cap_no_placement_fits_is_a_row_that_says_so():
+    # at 0.45 the servers offer 0.9 cores in all, and productpage alone needs 0.29 of a
+    # server's 0.225
+    (row,) = bench.apps_run(["configs/bookinfo.yaml"], [0.45], 1.0)
+    assert row["error"].startswith("capacity: productpage") and row["cap"] == 0.45
+    assert "none fits: capacity: productpage" in bench.markdown(
+        {"command": "c", "commit": "x", "scale": [], "small": [], "apps": [row],
+         "exact_time_limit_s": 1.0})
