@@ -36,7 +36,8 @@ def invocation(module: str, argv: list[str] | None = None, sudo: bool = True) ->
 
 
 def stamp(command: str) -> dict:
-    """What every result file starts with: the command, the commit and the time."""
+    """What every result file starts with: the command, the commit and the time; taken
+    when the run starts (a commit landing during a long run is not the code it ran)."""
     return {"command": command, "commit": git_commit(),
             "when": datetime.datetime.now().isoformat(timespec="seconds")}
 

@@ -339,11 +339,12 @@ def main(argv=None) -> int:
     require_testbed("the placement comparison")
     out_dir = lab.results_dir(args.out, "placement-")
     command = lab.invocation("experiments.placement_comparison", argv).strip()
+    stamp = lab.stamp(command)          # the code and time the run starts with
     try:
         measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
     except PlacementError as exc:
         fail(f"placement: {exc}", code=1)
-    doc = {**measured, **lab.stamp(command),
+    doc = {**measured, **stamp,
            "config": os.path.relpath(config_path(args.config), ROOT),
            "trunk_bw_mbit": cfg.testbed.trunk_bw_mbit, "options": vars(args)}
     text = lab.write_results(out_dir, "summary", doc,

@@ -331,8 +331,9 @@ def main(argv=None) -> int:
     require_testbed("the SLO experiment")
     out_dir = lab.results_dir(args.out, "slo-")
     command = lab.invocation("experiments.slo_energy", argv).strip()
+    stamp = lab.stamp(command)          # the code and time the run starts with
     measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
-    doc = {**measured, **lab.stamp(command),
+    doc = {**measured, **stamp,
            "config": os.path.relpath(config_path(args.config), ROOT),
            "options": vars(args)}
     slim = {**doc, "profiles": {p: {k: v["result"] for k, v in r.items()}
