@@ -598,10 +598,6 @@ def parser() -> argparse.ArgumentParser:
                    metavar="NAME=VALUE",
                    help="an option of the policies that take it (e.g. load_shares=false for "
                         "malb); repeatable")
-    p.add_argument("--dataplane", action="store_true",
-                   help="data-plane mode: short-flow microservices of the policies that "
-                        "allow it balanced by the switch's select group at the shares the "
-                        "controller renders, unseen by the controller and the profiler")
     p.add_argument("--profiler-delay", type=float, default=0.5,
                    help="seconds from an agent sample to the profiler's step (default 0.5)")
     p.add_argument("--controller-delay", type=float, default=1.0,

@@ -114,6 +114,8 @@ def config_data(opts, policy: str | None = None) -> dict:
             data["testbed"]["calls_via"] = "proxy"
     data["servers"] = server_specs(opts)
     data.setdefault("controller", {})["monitoring_period_s"] = opts.period
+    if getattr(opts, "dataplane", False):
+        data["controller"].setdefault("dataplane", {})["short_flows"] = "switch"
     data.setdefault("profiler", {})["period_s"] = opts.period
     if opts.agent_window is not None:
         data["profiler"]["agent_window_s"] = opts.agent_window
@@ -208,6 +210,11 @@ def parser(prog: str = "python -m experiments.lb_comparison",
                    help="what each agent measures for the profiler: its last SECONDS "
                         "(default: the period, so every second of it counts); 0: its "
                         "latest one-second sample, as docker stats shows it")
+    p.add_argument("--dataplane", action="store_true",
+                   help="data-plane mode (controller.dataplane.short_flows: switch): "
+                        "short-flow microservices of the policies that allow it balanced by "
+                        "the switch's select group at the shares the controller renders, "
+                        "unseen by the controller and the profiler")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--first-run", type=positive_int, default=1, metavar="K",
                    help="number the runs from K (default 1); run k plays schedule seed + k, "

@@ -179,3 +179,13 @@ def test_draws_are_seeded_and_reproducible():
     assert a == [loadgen.draw_value(draw, two) for _ in range(3)] and len(set(a)) == 3
     assert loadgen.bounded_pareto(0.0, 1.1, 4.0, 40.0) == 4.0
     assert loadgen.bounded_pareto(1 - 1e-15, 1.1, 4.0, 40.0) == pytest.approx(40.0, rel=1e-6)
+
+
+def test_the_comparison_and_the_model_take_data_plane_mode_from_one_flag():
+    for build in (lb_comparison.parser, lb_model.parser):
+        opts = build().parse_args(["--scenario", "callgraph", "--dataplane"])
+        cfg = parse_config_file_data(workload.config_data(opts),
+                                     config_path(scenarios.base_config_path(opts)))
+        assert opts.dataplane and cfg.controller.dataplane.short_flows == "switch"
+    opts = lb_comparison.parser().parse_args(["--scenario", "callgraph"])
+    assert workload.config_data(opts)["controller"].get("dataplane") is None
