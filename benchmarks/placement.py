@@ -164,6 +164,14 @@ def app_problem(path: str, cap: float) -> tuple[Problem, str | None, float]:
     return build_problem(cfg, graph, layout, max_utilization=cap), near, rate
 
 
+def baseline_cost(method, problem: Problem) -> float | None:
+    """A baseline's cost, None where it finds no placement (spread at a tight cap)."""
+    try:
+        return method(problem).cost
+    except PlacementError:
+        return None
+
+
 def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
     rows = []
     for path in paths:
@@ -192,8 +200,8 @@ def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
                 "gap_to_bound": 0.0 if ours.cost <= 0 else
                 max(0.0, (ours.cost - bound) / ours.cost),
                 "above_best": 0.0 if best <= 0 else ours.cost / best - 1,
-                "greedy_cost": greedy_network_aware(problem).cost,
-                "spread_cost": spread(problem).cost, "error": None})
+                "greedy_cost": baseline_cost(greedy_network_aware, problem),
+                "spread_cost": baseline_cost(spread, problem), "error": None})
             r = rows[-1]
             print(f"[placement] {path} cap {cap:g}: ours {r['cost']:.0f}, exact "
                   f"{exact_cost if exact_cost is None else round(exact_cost)}"
@@ -230,8 +238,9 @@ def markdown(doc: dict) -> str:
                           number(r["exact_cost"], 0) + (" (optimal)" if r["exact_optimal"]
                                                         else ""),
                           number(r["bound"], 0), f"{100 * r['above_best']:.1f} %",
-                          f"{100 * r['gap_to_bound']:.1f} %", number(r["greedy_cost"], 0),
-                          number(r["spread_cost"], 0)] for r in apps],
+                          f"{100 * r['gap_to_bound']:.1f} %",
+                          *("none fits" if c is None else number(c, 0)
+                            for c in (r["greedy_cost"], r["spread_cost"]))] for r in apps],
                         "lrrrrlrrrrrr", compact=True)]
     small = doc["small"]
     if not small:
