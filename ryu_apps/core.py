@@ -23,7 +23,7 @@ from ryu_apps.flowpath import FlowPath, next_hops
 from ryu_apps.flows import FIN_TAG, FlowTable
 from ryu_apps.health import HealthTracker
 from ryu_apps.links import Links
-from ryu_apps.managers.agent_probes import AgentProbes
+from ryu_apps.managers.agent_probes import AgentProbes, PollPlan
 from ryu_apps.managers.base import controller_packet_out
 from ryu_apps.managers.dataplane_groups import DataplaneGroups
 from ryu_apps.managers.flow_statistics import FlowStat, FlowStatistics
@@ -290,7 +290,7 @@ class ControllerCore:
     def probing(self) -> bool:
         return self.probes.probing()
 
-    def probe_poll_plan(self) -> tuple[float, float | None] | None:
+    def probe_poll_plan(self) -> PollPlan | None:
         return self.probes.poll_plan()
 
     def probe_answer(self, server: str, body, now: float) -> Result:

@@ -330,20 +330,25 @@ class MalbController(App):
         return result.next_in_s
 
     def _probe_loop(self, server: str):
-        """The agent's GET /probes: every probe period while the current policy reads
-        probes, else every health interval while the services' answers judge their health
-        (asked every round: a policy set over REST changes the pace)."""
+        """The agent's GET /probes as the controller core's poll plan says: every probe
+        period while the current policy reads probes, and twice per health interval within
+        the health timeout while the services' answers judge their health (asked every
+        round: a policy set over REST changes the pace)."""
         url = self.ctl.probes.agents[server]["url"]
-        logged = None
+        logged, last_health = None, float("-inf")
         while True:
             started = time.monotonic()
             plan = self.ctl.probe_poll_plan()
-            period = plan[0] if plan else self.cfg.controller.probe_period_s
+            period = plan.period_s if plan else self.cfg.controller.probe_period_s
             if plan:
-                reading_timeout = plan[1] or self.cfg.agents.probe_timeout_s
-                query = "" if plan[1] is None else f"?timeout_s={plan[1]:g}"
+                health = plan.health_every_s is not None and \
+                    started - last_health >= plan.health_every_s - period / 2
+                if health:
+                    last_health = started
+                timeout = plan.health_timeout_s if health else self.cfg.agents.probe_timeout_s
+                query = f"?timeout_s={timeout:g}" if health else ""
                 try:
-                    self._probe_poll(server, url + query, reading_timeout + PROBE_HTTP_SLACK_S)
+                    self._probe_poll(server, url + query, timeout + PROBE_HTTP_SLACK_S)
                 except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
                     # a bug would repeat at every poll: logged once a minute at most
                     if logged is None or started - logged >= PROBE_BUG_LOG_EVERY_S:

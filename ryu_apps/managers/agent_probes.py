@@ -6,7 +6,7 @@ the health checks; an agent that fails or answers in part is a warning at most o
 minute."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from common.numbers import finite_non_negative
 from ryu_apps.managers.base import Manager
@@ -25,6 +25,16 @@ SERVICE_ALIVE = {"answer": True, "stopped": False, "not-running": False, "timeou
 SERVICE_CERTAIN = {"stopped", "not-running"}
 
 
+class PollPlan(NamedTuple):
+    """How the shell polls an agent's /probes: every period_s; at least every
+    health_every_s (None: never) a poll asks for health_timeout_s, and only such a poll's
+    timeouts count against a service's health (a probe-based policy's quick polls give up
+    sooner than the health checks allow)."""
+    period_s: float
+    health_every_s: float | None
+    health_timeout_s: float | None
+
+
 class AgentProbes(Manager):
     def __init__(self, cfg, plan, policy_core,
                  service_reading: Callable[..., None] = lambda *a, **k: None):
@@ -40,18 +50,18 @@ class AgentProbes(Manager):
         (the shell asks every round, so a policy set over REST starts or stops it)."""
         return bool(self.policy_core.strategy.uses_probes)
 
-    def poll_plan(self) -> tuple[float, float | None] | None:
-        """(seconds between polls, the reading's timeout to ask for: None for the agent's
-        own) while /probes should be polled, else None: at the probe period while the
-        policy reads probes, else once per health interval within the health timeout while
-        the services' answers judge their health."""
+    def poll_plan(self) -> PollPlan | None:
+        """How to poll /probes (None: not at all): at the probe period while the policy
+        reads probes; while the services' answers judge their health, a poll within the
+        health timeout twice per health interval (every round judges a reading, whatever
+        the two clocks' phase), alone or among the policy's."""
         c = self.cfg.controller
+        health = c.health.service and c.health.method != "none"
+        every = c.health.interval_s / 2 if health else None
+        timeout = c.health.timeout_s if health else None
         if self.probing():
-            return c.probe_period_s, None
-        if c.health.service and c.health.method != "none":
-            # twice a round: every round judges a reading, whatever the two clocks' phase
-            return c.health.interval_s / 2, c.health.timeout_s
-        return None
+            return PollPlan(c.probe_period_s, every, timeout)
+        return PollPlan(every, every, timeout) if health else None
 
     def probe_answer(self, server: str, body, now: float) -> Result:
         """An agent's GET /probes answer, received at `now`: each instance's reading goes
@@ -70,6 +80,10 @@ class AgentProbes(Manager):
                                      now, kind="malformed")
         if agent["last_error"] is not None:
             out.infos.append(f"agent {server}: /probes answers again")
+        # a reading that gave up sooner than the health timeout allows says nothing of it
+        waited = body.get("timeout_s")
+        health_poll = finite_non_negative(waited) and \
+            waited >= self.cfg.controller.health.timeout_s - 1e-9
         agent.update(last_ok=now, last_error=None)
         out.metrics.append(("inc", "malb_probe_answers_total", (server,), 1))
         applied, failed, bad = 0, [], []
@@ -85,7 +99,9 @@ class AgentProbes(Manager):
             if entry.get("error") is not None:      # the agent could not read it
                 failed.append(f"{name}: {str(entry['error'])[:120]}")
                 kind = entry.get("error_kind")
-                self.service_reading(out, name, SERVICE_ALIVE.get(kind),
+                alive = None if kind == "timeout" and not health_poll else \
+                    SERVICE_ALIVE.get(kind)
+                self.service_reading(out, name, alive,
                                      f"{str(entry['error'])[:120]} (host agent)", now,
                                      certain=kind in SERVICE_CERTAIN)
                 continue
@@ -155,8 +171,8 @@ class AgentProbes(Manager):
     def status(self, now: float) -> dict:
         plan = self.poll_plan()
         return {"polling": self.probing(),
-                "polling_for_health": bool(plan) and not self.probing(),
-                "period_s": plan[0] if plan else self.cfg.controller.probe_period_s,
+                "polling_for_health": bool(plan and plan.health_every_s),
+                "period_s": plan.period_s if plan else self.cfg.controller.probe_period_s,
                 "agents": {name: {"url": a["url"],
                                   "last_answer_age_s": None if a["last_ok"] is None else
                                   round(now - a["last_ok"], 3),

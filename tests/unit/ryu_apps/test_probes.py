@@ -12,6 +12,7 @@ from common.config import ConfigError, parse_config
 from common.httpjson import HttpError
 from ryu_apps.policies.round_robin import RoundRobin
 from ryu_apps.instance_pools import Probe
+from ryu_apps.managers.agent_probes import PollPlan
 from ryu_apps.policy import core_from_config
 from tests.lib.controller import NOW, make
 
@@ -224,8 +225,8 @@ def rounds(ctl, server, readings, start, n):
     warnings = []
     for k in range(1, n + 1):
         if readings is not None:
-            warnings += ctl.probe_answer(server, {"instances": readings}, start + 2 * k - 1
-                                         ).warnings
+            warnings += ctl.probe_answer(server, {"instances": readings, "timeout_s": 1.0},
+                                         start + 2 * k - 1).warnings
         warnings += ctl.probe_health(start + 2 * k).warnings
     return warnings
 
@@ -233,7 +234,8 @@ def rounds(ctl, server, readings, start, n):
 def test_a_service_that_stops_answering_is_out_though_its_kernel_answers_the_syn():
     cfg, ctl, _ = make("srr", health="tcp")
     h = cfg.controller.health
-    assert h.service and ctl.probe_poll_plan() == (h.interval_s / 2, h.timeout_s)
+    assert h.service and ctl.probe_poll_plan() == PollPlan(h.interval_s / 2, h.interval_s / 2,
+                                                            h.timeout_s)
     assert ctl.status()["probes"]["polling_for_health"] is True
     ctl.probe_health(NOW)
     hung = {"srv1-ui": entry(in_flight=None, error="no answer within 1 s",
@@ -283,3 +285,27 @@ def test_the_services_answers_judge_nothing_when_switched_off():
         "srv1-ui": entry(in_flight=None, error="container is paused", error_kind="stopped")}},
         NOW + 0.5)
     assert ctl.policy_core.healthy["srv1-ui"] and not any("DOWN" in w for w in r.warnings)
+
+
+def test_a_quick_polls_timeout_says_nothing_of_health_a_health_polls_does():
+    cfg, ctl, _ = make("srr", health="tcp")
+    reads_probes(ctl.policy_core)
+    h = cfg.controller.health
+    plan = ctl.probe_poll_plan()
+    assert plan == PollPlan(cfg.controller.probe_period_s, h.interval_s / 2, h.timeout_s)
+    ctl.probe_health(NOW)
+    slow = {"srv1-ui": entry(in_flight=None, error="no answer within 0.25 s",
+                             error_kind="timeout")}
+    for k in range(1, 4):                        # the policy's polls give up at 0.25 s
+        ctl.probe_answer("srv1", {"instances": slow, "timeout_s": 0.25}, NOW + 2 * k - 1)
+        ctl.probe_health(NOW + 2 * k)
+    assert ctl.policy_core.healthy["srv1-ui"]
+    hung = {"srv1-ui": entry(in_flight=None, error="no answer within 1 s",
+                             error_kind="timeout")}
+    for k in range(4, 4 + h.unhealthy_after):    # a health poll's wait of 1 s: counted
+        ctl.probe_answer("srv1", {"instances": hung, "timeout_s": 1.0}, NOW + 2 * k - 1)
+        ctl.probe_health(NOW + 2 * k)
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    _, off, _ = make("srr", health={"method": "tcp", "service": False})
+    reads_probes(off.policy_core)
+    assert off.probe_poll_plan() == PollPlan(cfg.controller.probe_period_s, None, None)
