@@ -27,6 +27,7 @@ from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, pr
 from agents.latency import call_deltas, parse_calls
 from agents.probes import MAX_WINDOW_S as MAX_PROBE_WINDOW_S, MIN_WINDOW_S as \
     MIN_PROBE_WINDOW_S, NetnsSockets, Prober, Target, read_latency
+from common.config.model import MAX_SERVICE_CHECK_TIMEOUT_S
 from common.httpjson import BadRequest, JsonServer, field_name, quote
 from common.metrics import Registry
 
@@ -34,8 +35,9 @@ log = logging.getLogger("malb.agent")
 MAX_PARALLEL = 32
 MAX_BODY_BYTES = 64 * 1024      # the only body an agent takes is PUT /slo: a few fields
 MAX_WINDOW_S = 600.0            # the longest window GET /stats?window_s= measures
-# GET /probes?timeout_s=: what agents.probe_timeout_s allows
-MIN_PROBE_TIMEOUT_S, MAX_PROBE_TIMEOUT_S = 0.01, 10.0
+# GET /probes?timeout_s=: what agents.probe_timeout_s allows, up to the longest health timeout
+# with service checks
+MIN_PROBE_TIMEOUT_S, MAX_PROBE_TIMEOUT_S = 0.01, MAX_SERVICE_CHECK_TIMEOUT_S
 
 
 class Selector:

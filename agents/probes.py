@@ -222,27 +222,31 @@ class Prober:
         reading["time"] = self.clock()
         return reading
 
-    def _reading(self, t: Target, window_s: float, timeout_s: float) -> Future | str:
-        """The reading of the target: the one under way, or a new one; or why none."""
+    def _reading(self, t: Target, window_s: float, timeout_s: float
+                 ) -> tuple[Future, float] | str:
+        """The reading of the target and the timeout it was given: the one under way, or a
+        new one; or why none."""
         with self._lock:
             held = self._running.get(t.container)
             if held is not None and not held[0].done():
                 if held[1] != window_s:
                     return (f"a reading over another window ({held[1]:g} s) is under way "
                             f"(service stuck?)")
-                return held[0]
+                return held[0], held[2]
             try:
                 future = self.pool.submit(self._read, t, window_s, timeout_s)
             except RuntimeError as exc:      # the pool is shut down: the agent is stopping
                 return str(exc)
-            self._running[t.container] = (future, window_s)
-            return future
+            self._running[t.container] = (future, window_s, timeout_s)
+            return future, timeout_s
 
     def answer(self, server: str, targets: list[Target], window_s: float,
                timeout_s: float | None = None) -> dict:
         """The /probes answer: per instance, in_flight, count, p50_ms and p99_ms over the
         last window_s, the reading's time and its age at the answer, or its error and the
-        error's kind (KINDS). Each reading within timeout_s (None: the agent's)."""
+        error's kind (KINDS); and timeout_s, how long the service was given (a reading
+        already under way keeps its own timeout). Each new reading within timeout_s (None:
+        the agent's)."""
         started = self.monotonic()
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         futures, entries = {}, {}
@@ -250,7 +254,7 @@ class Prober:
             entry = {"container": t.container, "microservice": t.microservice,
                      "port": t.port, "in_flight": None, "count": None, "p50_ms": None,
                      "p99_ms": None, "time": None, "age_s": None, "error": None,
-                     "error_kind": None}
+                     "error_kind": None, "timeout_s": None}
             entries[t.instance] = entry
             if t.pid is None:
                 entry["error"], entry["error_kind"] = (
@@ -266,19 +270,20 @@ class Prober:
             if isinstance(reading, str):
                 entry["error"], entry["error_kind"] = reading, "unavailable"
             else:
+                reading, entry["timeout_s"] = reading
                 futures[reading] = t.instance
         with self._lock:        # containers gone since: their finished readings go
             names = {t.container for t in targets}
-            for name in [c for c, (f, _) in self._running.items()
+            for name in [c for c, (f, *_) in self._running.items()
                          if c not in names and f.done()]:
                 del self._running[name]
         done, _ = wait(futures, timeout=timeout_s + 0.05) if futures else (set(), set())
         now = self.clock()
         for future, instance in futures.items():
             entry = entries[instance]
-            if future not in done:
+            if future not in done:        # this answer waited timeout_s for it
                 entry["error"] = f"no answer within {timeout_s:g} s"
-                entry["error_kind"] = "timeout"
+                entry["error_kind"], entry["timeout_s"] = "timeout", timeout_s
                 continue
             try:
                 reading = future.result()

@@ -140,6 +140,15 @@ class HealthTracker:
         st.service.count(ok, detail, self.unhealthy_after, self.healthy_after, certain)
         return self._combine(instance, st, now)
 
+    def service_unknown(self, instance: str, now: float) -> tuple[str, bool] | None:
+        """Nothing is known of the service any more (its host agent fell silent): its
+        verdict is good again, and the probes judge alone."""
+        st = self.state.get(instance)
+        if st is None:
+            return None
+        st.service = _Verdict(last_result="no readings of late: the probes judge alone")
+        return self._combine(instance, st, now)
+
     @staticmethod
     def _combine(instance: str, st: _State, now: float) -> tuple[str, bool] | None:
         healthy = st.probe.ok and st.service.ok

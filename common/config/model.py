@@ -27,6 +27,8 @@ PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
 CALLS_VIA = ("vip", "proxy")
 HEALTH_METHODS = ("tcp", "arp", "none")
+# the longest reading a host agent's GET /probes?timeout_s= waits for (agents/agent.py)
+MAX_SERVICE_CHECK_TIMEOUT_S = 10.0
 PREDICTORS = ("rm", "arma")
 KINDS = ("rom", "callgraph")
 DATAPLANE_MODES = ("controller", "switch")
@@ -325,15 +327,20 @@ class Health:
                                  help="good probes before it is back")
     service: bool = setting(True, type="bool", help=(
         "also judge each instance by its service's own answer, as its host agent reads it "
-        "(`GET /probes`, every `interval_s` within `timeout_s`): a process stopped or not "
-        "answering is out after `unhealthy_after` rounds, though its kernel still answers "
-        "the SYN probes ([reliability.md](reliability.md))"))
+        "(`GET /probes` twice per `interval_s`, within `timeout_s`): a process not answering "
+        "is out after `unhealthy_after` rounds, a stopped one at once, though its kernel "
+        "still answers the SYN probes ([reliability.md](reliability.md))"))
 
     def validate(self, path: str) -> None:
         if self.method != "none" and self.timeout_s >= self.interval_s:
             raise ConfigError(f"{path}.timeout_s: must be shorter than interval_s "
                               f"({self.interval_s}), got {self.timeout_s}: a probe is judged "
                               f"before the next one goes out")
+        if self.method != "none" and self.service and \
+                self.timeout_s > MAX_SERVICE_CHECK_TIMEOUT_S:
+            raise ConfigError(f"{path}.timeout_s: at most {MAX_SERVICE_CHECK_TIMEOUT_S:g} s "
+                              f"with service checks on (the agents wait no longer for a "
+                              f"reading), got {self.timeout_s}; or set {path}.service: false")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,7 +60,8 @@ class AgentProbes(Manager):
         every = c.health.interval_s / 2 if health else None
         timeout = c.health.timeout_s if health else None
         if self.probing():
-            return PollPlan(c.probe_period_s, every, timeout)
+            return PollPlan(c.probe_period_s if every is None else
+                            min(c.probe_period_s, every), every, timeout)
         return PollPlan(every, every, timeout) if health else None
 
     def probe_answer(self, server: str, body, now: float) -> Result:
@@ -80,10 +81,14 @@ class AgentProbes(Manager):
                                      now, kind="malformed")
         if agent["last_error"] is not None:
             out.infos.append(f"agent {server}: /probes answers again")
-        # a reading that gave up sooner than the health timeout allows says nothing of it
-        waited = body.get("timeout_s")
-        health_poll = finite_non_negative(waited) and \
-            waited >= self.cfg.controller.health.timeout_s - 1e-9
+        health_timeout = self.cfg.controller.health.timeout_s
+
+        def gave_up_early(entry) -> bool:
+            """A reading that gave up sooner than the health timeout allows says nothing
+            of the service's health (each entry's own timeout; an older agent's: the
+            answer's)."""
+            waited = entry.get("timeout_s", body.get("timeout_s"))
+            return not (finite_non_negative(waited) and waited >= health_timeout - 1e-9)
         agent.update(last_ok=now, last_error=None)
         out.metrics.append(("inc", "malb_probe_answers_total", (server,), 1))
         applied, failed, bad = 0, [], []
@@ -99,7 +104,8 @@ class AgentProbes(Manager):
             if entry.get("error") is not None:      # the agent could not read it
                 failed.append(f"{name}: {str(entry['error'])[:120]}")
                 kind = entry.get("error_kind")
-                alive = None if kind == "timeout" and not health_poll else \
+                kind = kind if isinstance(kind, str) else None     # malformed: says nothing
+                alive = None if kind == "timeout" and gave_up_early(entry) else \
                     SERVICE_ALIVE.get(kind)
                 self.service_reading(out, name, alive,
                                      f"{str(entry['error'])[:120]} (host agent)", now,

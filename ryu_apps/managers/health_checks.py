@@ -17,6 +17,8 @@ from ryu_apps.result import Result
 # (tcp_dst 0xF000/0xFC00) sends their answers to the controller past the packet-in meter
 PROBE_PORTS = (0xF000, 0xF3FF)
 PROBE_MASK = 0xFC00
+# rounds without a reading of a service after which its verdict is forgotten
+SERVICE_SILENT_ROUNDS = 5
 
 
 class HealthChecks(Manager):
@@ -115,11 +117,17 @@ class HealthChecks(Manager):
         since, self.last_round = self.last_round, now
         if since is None:
             return
+        silent_after = SERVICE_SILENT_ROUNDS * self.cfg.controller.health.interval_s
         for instance, (alive, failed, detail) in list(self.service_seen.items()):
             if alive is not None and alive > since:
                 change = self.health.service_result(instance, True, now, "answered")
             elif failed is not None and failed > since:
                 change = self.health.service_result(instance, False, now, detail)
+            elif now - max(alive or -1e18, failed or -1e18) > silent_after:
+                # its agent has said nothing for that long (down, or no longer asked):
+                # the probes judge alone, rather than the last word keeping it out
+                del self.service_seen[instance]
+                change = self.health.service_unknown(instance, now)
             else:
                 continue
             if change:

@@ -42,7 +42,8 @@ class PrequalOptions(Options):
 class Prequal(Policy):
     """An instance is hot when its requests in flight (its probe's, plus one per flow sent
     to it since that probe) are above the q_rif quantile of the RIF distribution, estimated
-    from the last rif_history probes received of the microservice's instances; the cold one
+    from the last rif_history probes received of the microservice's instances that are
+    younger than max_age_s; the cold one
     with the lowest latency takes the flow (ties: fewer in flight, then round-robin order);
     when all are hot (a burst has lifted every instance above what the recent probes
     showed), the one with the fewest in flight. A probe counts while younger than
@@ -57,7 +58,8 @@ class Prequal(Policy):
         self._sent: dict[str, tuple[float, int]] = {}
         # instance -> (its latest known p50 in s, the probe time it came with)
         self._latency: dict[str, tuple[float, float]] = {}
-        # microservice -> the RIFs of its latest probes, each probe once, in arrival order
+        # microservice -> (probe time, RIF) of its latest probes, each probe once, in
+        # arrival order
         self._rif_seen: dict[str, deque] = {}
         self._probe_seen: dict[str, float] = {}      # instance -> its probe time recorded
 
@@ -65,7 +67,7 @@ class Prequal(Policy):
         if self._probe_seen.get(instance) != probe.time:
             self._probe_seen[instance] = probe.time
             self._rif_seen.setdefault(ms, deque(maxlen=self.options.rif_history)).append(
-                probe.in_flight)
+                (probe.time, probe.in_flight))
 
     def choose(self, view, ms, candidates, now, flow):
         rif, latency = {}, {}
@@ -90,7 +92,10 @@ class Prequal(Policy):
         fastest = min(latency.values(), default=0.0)
         for b in fresh:
             latency.setdefault(b.name, fastest)
-        threshold = quantile(sorted(self._rif_seen[ms]), self.options.q_rif)
+        # the distribution of late: the probes still fresh (the candidates' own always are)
+        threshold = quantile(sorted(rif_ for t, rif_ in self._rif_seen[ms]
+                                    if now - t <= self.options.max_age_s),
+                             self.options.q_rif)
         cold = [b for b in fresh if rif[b.name] <= threshold]
         pool = view.pools[ms]
         pos = {b.name: i for i, b in enumerate(pool)}

@@ -200,6 +200,23 @@ def test_a_failed_reading_says_what_it_tells_of_the_service():
     prober.shutdown()
 
 
+def test_an_answer_that_joins_a_reading_under_way_reports_that_readings_timeout():
+    def reader(pid, port, window_s, timeout_s):
+        time.sleep(timeout_s)
+        raise ProbeError(f"no answer within {timeout_s:g} s", "timeout")
+    prober = Prober(reader, timeout_s=0.25)
+    quick = threading.Thread(target=prober.answer, args=("srv1", [target("srv1-ui")], 1.0))
+    quick.start()
+    time.sleep(0.05)
+    # a health poll asks for 1 s, but the service is given only what the quick one gave
+    e = prober.answer("srv1", [target("srv1-ui")], 1.0, timeout_s=1.0)["instances"]["srv1-ui"]
+    quick.join()
+    assert (e["error_kind"], e["timeout_s"]) == ("timeout", 0.25)
+    fresh = prober.answer("srv1", [target("srv1-ui")], 1.0, timeout_s=0.5)["instances"]
+    assert fresh["srv1-ui"]["timeout_s"] == 0.5
+    prober.shutdown()
+
+
 def test_a_process_stopped_by_sigstop_is_told_from_a_running_one():
     from agents.probes import process_stopped
     proc = subprocess.Popen(["sleep", "30"])

@@ -267,11 +267,13 @@ def test_a_stopped_process_is_out_at_once_and_a_bad_answer_still_counts_as_alive
                           error_kind="unavailable")}}, NOW + 0.5)
     assert not ctl.policy_core.healthy["srv1-ui"]
     assert any("srv1-ui is DOWN" in w for w in r.warnings)
-    for _ in range(cfg.controller.health.unhealthy_after + 1):
+    for k in range(cfg.controller.health.unhealthy_after + 1):
         rounds(ctl, "srv1", {"srv1-be": entry(in_flight=None, error="HTTP 404",
                                               error_kind="answer"),
                              "srv1-vid": entry(in_flight=None, error="denied",
-                                               error_kind="unavailable")}, NOW, 1)
+                                               error_kind=["not", "a", "kind"]),
+                             "srv1-ui": entry(in_flight=None, error="denied",
+                                              error_kind="unavailable")}, NOW + 2 * k, 1)
     assert ctl.policy_core.healthy["srv1-be"] and ctl.policy_core.healthy["srv1-vid"]
 
 
@@ -309,3 +311,32 @@ def test_a_quick_polls_timeout_says_nothing_of_health_a_health_polls_does():
     _, off, _ = make("srr", health={"method": "tcp", "service": False})
     reads_probes(off.policy_core)
     assert off.probe_poll_plan() == PollPlan(cfg.controller.probe_period_s, None, None)
+
+
+def test_a_service_whose_agent_falls_silent_is_judged_by_the_probes_again():
+    cfg, ctl, _ = make("srr", health="tcp")
+    ctl.probe_health(NOW)
+    ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry(
+        in_flight=None, error="container is paused", error_kind="stopped")}}, NOW + 0.5)
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    # its agent says nothing more (killed): after five rounds the last word is forgotten
+    silent = 5 * cfg.controller.health.interval_s
+    rounds(ctl, "srv1", None, NOW, 2)
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    ctl.probe_health(NOW + 0.5 + silent + 0.1)
+    assert ctl.policy_core.healthy["srv1-ui"]
+    assert "the probes judge alone" in \
+        ctl.status()["servers"]["srv1"]["instances"]["srv1-ui"]["service_check"]["last_result"]
+
+
+def test_a_timeout_shorter_than_the_health_timeout_says_nothing_even_in_a_health_answer():
+    """A health poll that joined a quick reading under way reports that reading's timeout
+    per instance (agents/probes.py): the controller judges by it."""
+    cfg, ctl, _ = make("srr", health="tcp")
+    ctl.probe_health(NOW)
+    quick = {"srv1-ui": entry(in_flight=None, error="no answer within 0.25 s",
+                              error_kind="timeout", timeout_s=0.25)}
+    for k in range(1, 4):
+        ctl.probe_answer("srv1", {"instances": quick, "timeout_s": 1.0}, NOW + 2 * k - 1)
+        ctl.probe_health(NOW + 2 * k)
+    assert ctl.policy_core.healthy["srv1-ui"]

@@ -77,3 +77,15 @@ def test_prequal_rejects_a_history_that_is_not_a_count_of_probes():
     for bad in (0, 2.5, True, "8"):
         with pytest.raises(ValueError, match="rif_history"):
             make_core("prequal", options={"rif_history": bad})
+
+
+def test_prequal_forgets_probes_older_than_max_age_in_its_rif_distribution():
+    core = make_core("prequal", options={"q_rif": 0.5, "rif_history": 8, "max_age_s": 2.0})
+    probed(core, t=90.0, **{s: (1.0, 0.5) for s in SERVERS})
+    core.choose("backend", 90.2)                             # an old calm
+    probed(core, t=99.5, srv1=(8.0, 0.9), srv2=(9.0, 0.5), srv3=(10.0, 0.3),
+           srv4=(11.0, 0.1))
+    # the calm of ten seconds ago is gone: the median is 9.5, so srv1 and srv2 are cold
+    # (with the calm counted, all four would be hot), and srv2 the faster of them
+    d = core.choose("backend", 100.0)
+    assert d.server == "srv2" and "2 cold" in d.reason
