@@ -52,9 +52,11 @@ def main() -> int:
             for h in net.hosts:
                 disable_tx_offload(h.pid, h.defaultIntf().name)
         for h in servers:
-            pids[h] = h.cmd(f"cd {ROOT} && MALB_INSTANCE={h.name} {sys.executable} -m "
-                            f"services.rom ui --port {PORT} > {run}/{h.name}.log 2>&1 & "
-                            f"echo $!").strip()
+            # the service itself in the background (not a subshell around it), so that $!
+            # is the pid the cleanup below stops
+            h.cmd(f"cd {ROOT}")
+            pids[h] = h.cmd(f"MALB_INSTANCE={h.name} {sys.executable} -m services.rom ui "
+                            f"--port {PORT} > {run}/{h.name}.log 2>&1 & echo $!").strip()
         deadline = time.time() + 30
         while time.time() < deadline:
             st = get_json("http://127.0.0.1:8080/malb/status", timeout=5)

@@ -17,6 +17,22 @@ from topologies.clean import clean_testbed
 pytestmark = pytest.mark.integration
 
 
+def services_left() -> list[int]:
+    """Processes of ours running a service module (`python -m services.*` from this
+    checkout) that nothing stopped."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if argv[:1] == [sys.executable.encode()] and b"-m" in argv and cwd == ROOT and \
+                any(a.startswith(b"services.") for a in argv):
+            left.append(int(pid))
+    return left
+
+
 def run_example(name: str, *args: str, timeout_s: float = 300) -> str:
     res = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
                          cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
@@ -29,6 +45,9 @@ def test_the_controller_on_mininets_own_linear_topology(clean_machine):
     assert re.search(r"links: \[\{'a': '0000000000000001', 'a_port': \d+, "
                      r"'b': '0000000000000002'", out), out
     assert "(learned)" in out and "served by: {" in out, out
+    # the services it started in Mininet's hosts are gone with them (they used to outlive
+    # the example: it stopped the subshell around each, not the service)
+    assert services_left() == []
 
 
 def test_the_paper_testbed_from_a_script(clean_machine):
