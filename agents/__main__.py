@@ -13,6 +13,7 @@ With microservices that have an SLO on this server, it also runs their SLO frequ
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
@@ -20,7 +21,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from common.cgroups import detect_layout, read_server_limits
+from common.cgroups import detect_layout, read_server_cpu_seconds, read_server_limits
 from common.cli import ArgumentParser, fail, log_level, port_number, positive_float, \
     regex
 from common.config import ConfigError, load_config
@@ -54,22 +55,22 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@functools.cache
+def cgroup_layout():
+    import docker   # deferred, as every import of the Docker SDK here: a flag error needs none
+    return detect_layout(docker.from_env().info())
+
+
 def capacity_function(kind: str, server, network_mbit: float):
-    # deferred, as every import of the Docker SDK here: a flag error needs none of it
     from agents.agent import host_capacity
     from agents.dockerstats import Capacity
     net_bps = network_mbit * 1e6 / 8
-    layout = None
     cache = {"t": 0.0, "cap": None}
 
     def from_cgroup():
-        nonlocal layout
         if server is None:
             return None
-        if layout is None:
-            import docker   # deferred: the Docker SDK, as above
-            layout = detect_layout(docker.from_env().info())
-        limits = read_server_limits(layout, server.name)
+        limits = read_server_limits(cgroup_layout(), server.name)
         if limits is None or limits[0] == float("inf"):
             return None
         return Capacity(limits[0], limits[1], net_bps, "cgroup")
@@ -89,6 +90,22 @@ def capacity_function(kind: str, server, network_mbit: float):
             cache["cap"], cache["t"] = compute(), time.monotonic()
         return cache["cap"]
     return capacity
+
+
+def whole_cpu_function(capacity_fn, server):
+    """The whole server's CPU-time counter, read from what its capacity is: the server's
+    cgroup, or the machine; None with a configured capacity (nothing says what the server
+    is then)."""
+    from agents.agent import host_cpu_seconds
+
+    def whole_cpu_seconds():
+        source = capacity_fn().source
+        if source == "cgroup" and server is not None:
+            return read_server_cpu_seconds(cgroup_layout(), server.name)
+        if source == "host":
+            return host_cpu_seconds()
+        return None
+    return whole_cpu_seconds
 
 
 def main(argv=None) -> int:
@@ -138,12 +155,13 @@ def main(argv=None) -> int:
     # every slot's service answers GET /latency (rom and callgraph alike): GET /probes
     probe_ports = {i.container: cfg.microservice(i.microservice).port for i in cfg.slots
                    if i.server == args.server} if names else {}
+    capacity = capacity_function(args.capacity, server, network_mbit)
     agent = Agent(args.server, Selector(labels, args.name_regex and args.name_regex.pattern,
-                                        names),
-                  capacity_function(args.capacity, server, network_mbit),
+                                        names), capacity,
                   args.period or cfg.agents.period_s, client=client, scrape=scrape,
                   probe_ports=probe_ports, probe_window_s=cfg.agents.probe_window_s,
-                  probe_timeout_s=cfg.agents.probe_timeout_s)
+                  probe_timeout_s=cfg.agents.probe_timeout_s,
+                  whole_cpu_fn=whole_cpu_function(capacity, server))
     routes = agent.routes()
     slo = None
     if server is not None and any(cfg.microservice(i.microservice).slo

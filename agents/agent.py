@@ -6,7 +6,8 @@ GET /stats and its window, unreadable containers and partial totals, GET /probes
 - Agent: the sampler, the raw counters behind GET /stats?window_s=W, the call-graph
   services' call latencies, and the probes (agents/probes.py);
 - Selector: which containers belong to this server;
-- http_server: its JSON server; host_capacity: a real machine's CPUs and memory.
+- http_server: its JSON server; host_capacity: a real machine's CPUs and memory;
+  host_cpu_seconds: a real machine's CPU time so far (the whole server's counter).
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
-from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
-    rates, server_totals, window_base
+from agents.dockerstats import Capacity, CpuReading, RawSample, cpu_percent, parse_stats, \
+    proc_net_dev, rates, server_totals, whole_cores, window_base
 from agents.latency import call_deltas, parse_calls
 from agents.probes import MAX_WINDOW_S as MAX_PROBE_WINDOW_S, MIN_WINDOW_S as \
     MIN_PROBE_WINDOW_S, NetnsSockets, Prober, Target, read_latency
@@ -109,12 +110,16 @@ class Agent:
     """scrape: {container name: port} of the call-graph services whose call latencies are
     read from their /metrics (inside the container's network namespace) every scrape_s.
     probe_ports: {container name: port} of the services GET /probes reads (their
-    /latency), over probe_window_s by default, each within probe_timeout_s."""
+    /latency), over probe_window_s by default, each within probe_timeout_s.
+    whole_cpu_fn: () -> the CPU seconds the whole server (its cgroup, or the machine) used
+    so far, or None when unreadable: the totals' outside_cpu_percent, what runs on the
+    server beside the containers."""
 
     def __init__(self, server: str, selector: Selector, capacity_fn, period_s: float = 1.0,
                  client=None, scrape: dict[str, int] | None = None, scrape_s: float = 5.0,
                  probe_ports: dict[str, int] | None = None, probe_window_s: float = 1.0,
-                 probe_timeout_s: float = 0.25, prober: Prober | None = None):
+                 probe_timeout_s: float = 0.25, prober: Prober | None = None,
+                 whole_cpu_fn=None):
         self.server = server
         self.selector = selector
         self.capacity_fn = capacity_fn          # () -> Capacity (re-read: limits may change)
@@ -128,6 +133,9 @@ class Agent:
         self._raws: dict[str, deque[RawSample]] = {}
         self._raws_kept = int(MAX_WINDOW_S / period_s) + 2
         self._pids: dict[str, int] = {}
+        self.whole_cpu_fn = whole_cpu_fn
+        # the whole server's CPU-time readings, oldest first, taken with the raw samples
+        self._whole: deque[CpuReading] = deque(maxlen=self._raws_kept)
         self._lock = threading.Lock()
         self._latest: dict | None = None
         self._stop = threading.Event()
@@ -191,10 +199,21 @@ class Agent:
             if entry["name"] in calls:
                 entry["calls"] = calls[entry["name"]].result()
         wall = time.time()  # the data is from now (reads waited for Docker's next tick)
+        whole = self._read_whole()
         for gone in set(self._pids) - seen:     # containers that disappeared
             self._pids.pop(gone, None)
         self._note_probe_targets(mine)
-        return self._publish(wall, containers, None, started, fresh)
+        return self._publish(wall, containers, None, started, fresh, whole)
+
+    def _read_whole(self) -> CpuReading | None:
+        if self.whole_cpu_fn is None:
+            return None
+        try:
+            seconds = self.whole_cpu_fn()
+        except OSError as exc:
+            log.warning("the server's CPU time could not be read: %s", exc)
+            return None
+        return None if seconds is None else CpuReading(time.monotonic(), float(seconds))
 
     def _note_probe_targets(self, mine: list) -> None:
         """The containers GET /probes reads, with their processes as the list shows them now
@@ -302,9 +321,11 @@ class Agent:
             return None
 
     def _publish(self, wall: float, containers: list[dict], error: str | None,
-                 started: float, fresh: dict[str, RawSample | None] | None = None) -> dict:
+                 started: float, fresh: dict[str, RawSample | None] | None = None,
+                 whole: CpuReading | None = None) -> dict:
         cap = self.capacity_fn()
-        totals = server_totals(containers, cap)
+        totals = server_totals(containers, cap, whole_cores(
+            self._whole[-1] if self._whole and whole is not None else None, whole))
         if error:
             totals.update(complete=False, missing=["*"])
         sample = {
@@ -328,6 +349,10 @@ class Agent:
                     if kept and raw.cpu_total_ns < kept[-1].cpu_total_ns:
                         kept.clear()      # its counters started again: it restarted
                     kept.append(raw)
+                if whole is None or (self._whole and whole.seconds < self._whole[-1].seconds):
+                    self._whole.clear()    # unreadable, or its counter started again
+                if whole is not None:
+                    self._whole.append(whole)
         self._update_metrics(sample)
         self.m_sample.observe(time.monotonic() - started, self.server)
         return sample
@@ -404,6 +429,7 @@ class Agent:
         with self._lock:
             s = self._latest
             raws = {name: list(kept) for name, kept in self._raws.items()}
+            whole = list(self._whole)
         if s is None or s["error"]:
             return s
         containers, spans = [], []
@@ -421,7 +447,9 @@ class Agent:
             spans.append(cur.time - base.time)
         cap = Capacity(**{k: s["capacity"][k] for k in
                           ("cpu_cores", "memory_bytes", "network_bytes_per_s", "source")})
-        return {**s, "containers": containers, "totals": server_totals(containers, cap),
+        whole_base = window_base(whole, window_s)
+        cores = whole_cores(whole_base, whole[-1]) if whole_base is not None else None
+        return {**s, "containers": containers, "totals": server_totals(containers, cap, cores),
                 "period_s": round(sum(spans) / len(spans), 3) if spans else s["period_s"],
                 "window_s": window_s}
 
@@ -470,3 +498,17 @@ def host_capacity(network_mbit: float) -> Capacity:
     with open("/proc/meminfo") as fh:
         mem_kb = next(int(line.split()[1]) for line in fh if line.startswith("MemTotal:"))
     return Capacity(float(os.cpu_count() or 1), mem_kb * 1024, network_mbit * 1e6 / 8, "host")
+
+
+def host_cpu_seconds(stat_text: str | None = None) -> float:
+    """A real machine's busy CPU time so far, in seconds: every CPU's time but idle and
+    iowait, from /proc/stat's first line (guest time is inside user time already)."""
+    if stat_text is None:
+        with open("/proc/stat") as fh:
+            stat_text = fh.readline()
+    fields = stat_text.split()
+    if not fields or fields[0] != "cpu":
+        raise ValueError("/proc/stat: no aggregate cpu line")
+    ticks = [int(v) for v in fields[1:9]]      # user .. steal
+    busy = sum(ticks) - ticks[3] - ticks[4]    # less idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")

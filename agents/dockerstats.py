@@ -8,7 +8,7 @@ cache (``total_inactive_file`` on cgroup v1, ``inactive_file`` on v2), as the CL
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from common.netuse import network_percent
 
@@ -102,8 +102,29 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def server_totals(containers: list[dict], cap: Capacity) -> dict:
+class CpuReading(NamedTuple):
+    """One reading of the whole server's CPU-time counter."""
+    time: float                 # when we read it (monotonic seconds)
+    seconds: float              # CPU seconds used so far
+
+
+def whole_cores(prev: CpuReading | None, cur: CpuReading | None) -> float | None:
+    """Cores the whole server used between two readings of its CPU-time counter; None
+    without two readings or with the counter gone back (the group was made again)."""
+    if prev is None or cur is None or cur.time <= prev.time or cur.seconds < prev.seconds:
+        return None
+    return (cur.seconds - prev.seconds) / (cur.time - prev.time)
+
+
+def server_totals(containers: list[dict], cap: Capacity,
+                  whole_cpu_cores: float | None = None) -> dict:
     """The server's use relative to its capacity, from its readable containers.
+
+    ``whole_cpu_cores``: what the whole server used over the same time (its cgroup, or the
+    machine), when the agent can read that; the part of it outside the containers (a
+    process beside them, the host's own work) is ``outside_cpu_percent``, None when either
+    side is unknown. docker stats cannot see it, and a server whose containers are starved
+    by it measures as idle.
 
     Running containers that cannot be read, or that have no rate yet, are named in
     ``missing`` and the totals are partial: a resource that one of them leaves unknown is
@@ -132,10 +153,14 @@ def server_totals(containers: list[dict], cap: Capacity) -> dict:
 
     def known(ok: bool, value: float | None, digits: int):
         return _round(value, digits) if ok else None
+    outside = None
+    if cpu_known and whole_cpu_cores is not None and cap.cpu_cores:
+        outside = 100.0 * max(0.0, whole_cpu_cores - cpu_cores) / cap.cpu_cores
     return {
         "cpu_cores": known(cpu_known, cpu_cores, 4),
         "cpu_percent": known(cpu_known, 100.0 * cpu_cores / cap.cpu_cores
                              if cap.cpu_cores else None, 3),
+        "outside_cpu_percent": _round(outside, 3),
         "memory_bytes": int(mem) if cpu_known else None,
         "memory_percent": known(cpu_known, 100.0 * mem / cap.memory_bytes
                                 if cap.memory_bytes else None, 3),

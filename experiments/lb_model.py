@@ -54,8 +54,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
-from agents.dockerstats import Capacity, RawSample, cpu_percent, rates, server_totals, \
-    window_base
+from agents.dockerstats import Capacity, CpuReading, RawSample, cpu_percent, rates, \
+    server_totals, whole_cores, window_base
 from common import lab
 from common.cli import fail, flag_config_error, non_negative_float, positive_float
 from common.procs import git_commit
@@ -124,6 +124,12 @@ class ModelAgents:
         self.raws = {i: deque([self._raw(i, 0.0)],
                               maxlen=int(self.window / self.agent_period) + 3)
                      for i in self.inst}
+        # per server, CPU seconds used beside its containers (an antagonist there), and
+        # the agent's readings of the whole server's counter (the server's cgroup)
+        self.beside = {s.name: 0.0 for s in cfg.servers}
+        self.whole = {s.name: deque([CpuReading(0.0, 0.0)],
+                                    maxlen=int(self.window / self.agent_period) + 3)
+                      for s in cfg.servers}
         # --sample-noise: the testbed's sampling error on the containers that run jobs
         self.noise = sample_noise.NoiseSeries(opts.sample_noise, opts.noise_common,
                                               opts.noise_lag1, seed) \
@@ -142,6 +148,8 @@ class ModelAgents:
         """One server's agent samples its instances' counters."""
         for inst in (i for i in self.inst.values() if i.server == name):
             self.raws[inst.name].append(self._raw(inst.name, now))
+        self.whole[name].append(CpuReading(now, self.beside[name] + sum(
+            self.acc[i.name]["cpu"] for i in self.inst.values() if i.server == name)))
 
     def answer(self, name: str, window: float | None = None) -> dict:
         """The server's agent's /stats answer: its latest sample measured over `window`
@@ -168,11 +176,14 @@ class ModelAgents:
                 "cpu_percent": cpu, "memory_bytes": MEMORY_BYTES, "rx_bytes_per_s": rx,
                 "tx_bytes_per_s": tx})
             spans.append(cur.time - base.time if base else 0.0)
+        whole = list(self.whole[name])
+        whole_base = window_base(whole, window if window > 0 else self.agent_period)
+        cores = whole_cores(whole_base, whole[-1]) if whole_base is not None else None
         return {"server": name, "time": cur.time, "period_s": max(spans),
                 "capacity": {"cpu_cores": cap.cpu_cores,
                              "memory_bytes": cap.memory_bytes,
                              "network_bytes_per_s": cap.network_bytes_per_s},
-                "totals": server_totals(containers, cap), "containers": containers}
+                "totals": server_totals(containers, cap, cores), "containers": containers}
 
 
 class FlowReports:
@@ -377,6 +388,8 @@ class Model:
                     inst = next(i.name for i in self.inst.values() if i.server == name
                                 and i.microservice == a["microservice"])
                     self.acc[inst]["cpu"] += a["cores"] * scale * DT
+                else:     # only the server's whole counter shows it
+                    self.agents.beside[name] += a["cores"] * scale * DT
             for t in mine:
                 if t.kind == "job":
                     t.used = t.cores * scale

@@ -36,6 +36,9 @@ class ServerView:
     measured_time: float | None = None   # the agent's time of the last complete sample
     measured_at: float | None = None     # when we got that one (staleness, our clock)
     measured_window: float | None = None  # the seconds that sample measured, up to its time
+    # CPU used on the server beside its containers, % of its capacity, in that sample
+    # (None: its agent cannot read the whole server)
+    outside_cpu: float | None = None
     predicted: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
     predictor: ResourcePredictor | None = None
     complete: bool = False            # whether the latest sample is complete
@@ -212,6 +215,8 @@ class ProfilerModel:
                              "mem": totals.get("memory_percent"),
                              "net": totals.get("network_percent")}
             view.measured_time, view.measured_at = sample.get("time"), now
+            outside = totals.get("outside_cpu_percent")
+            view.outside_cpu = float(outside) if is_finite(outside) and outside >= 0 else None
             window = sample.get("period_s")
             view.measured_window = float(window) if is_finite(window) and window > 0 \
                 else None
@@ -436,6 +441,7 @@ class ProfilerModel:
             stale = self.server_stale(v, now)
             out[name] = {
                 **_rounded(v.measured),
+                "outside_cpu": None if v.outside_cpu is None else round(v.outside_cpu, 3),
                 "predicted": None if stale else _rounded(v.predicted),
                 "by_microservice": None if stale else self.parts_view(v),
                 "sample_time": v.measured_time, "sample_window_s": v.measured_window,

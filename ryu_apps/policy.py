@@ -46,6 +46,8 @@ class ServerLoad:
     # the server; the profiler's by_microservice)
     parts: dict | None = None
     window: float | None = None    # the seconds the measurement covers, up to sample_time
+    # CPU used on the server beside its containers (% of its share), in that measurement
+    outside_cpu: float | None = None
 
 
 class PolicyCore:
@@ -117,18 +119,21 @@ class PolicyCore:
     def update_server_load(self, server: str, cpu: float | None, mem: float | None,
                            net: float | None, sample_time: float, source: str = "profiler",
                            measured: tuple | None = None, parts: dict | None = None,
-                           window: float | None = None) -> None:
+                           window: float | None = None,
+                           outside_cpu: float | None = None) -> None:
         """Utilization of a server (predicted by the profiler, or measured) at sample_time;
         `measured`: the latest measurement (cpu, mem, net) itself, when the figures are a
         prediction; `parts`: each microservice's share of it and that share's recent mean
         ({ms: {cpu, net, cpu_mean, net_mean}}); `window`: the seconds the measurement
-        covers, up to sample_time (None: the monitoring period)."""
+        covers, up to sample_time (None: the monitoring period); `outside_cpu`: the CPU
+        used on the server beside its containers, when its agent reads the whole server."""
         if server not in self.loads:
             raise KeyError(f"unknown server {server!r}")
         if (self.loads[server].sample_time or 0.0) > sample_time:
             return  # an older sample arriving late
         load = ServerLoad(cpu, mem, net, sample_time, source, measured, parts,
-                          window if finite_non_negative(window) and window > 0 else None)
+                          window if finite_non_negative(window) and window > 0 else None,
+                          outside_cpu if finite_non_negative(outside_cpu) else None)
         self.loads[server] = load
         self.loads_version += 1      # the short-flow levels average over every server
         if parts:

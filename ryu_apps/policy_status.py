@@ -14,6 +14,7 @@ def policy_status(core, now: float) -> dict:
             "cpu": load.cpu, "mem": load.mem, "net": load.net, "source": load.source,
             "by_microservice": load.parts,
             "sample_age_s": _age(load.sample_time, now), "sample_window_s": load.window,
+            "outside_cpu": load.outside_cpu,
             "net_switch": sw.net, "net_switch_age_s": _age(sw.sample_time, now),
             "fresh": core.is_fresh(s, now),
             "pending_flows": core.pending(s),

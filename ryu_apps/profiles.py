@@ -52,6 +52,8 @@ def apply_profiles(core: PolicyCore, profiles: dict, servers: dict, now: float) 
         if isinstance(t, (int, float)) and all(v is None or isinstance(v, (int, float))
                                                for v in (*use, *measured)):
             window = s.get("sample_window_s")
+            outside = s.get("outside_cpu")
             core.update_server_load(name, *use, t, "profiler", measured, parts,
-                                    window if isinstance(window, (int, float)) else None)
+                                    window if isinstance(window, (int, float)) else None,
+                                    outside if isinstance(outside, (int, float)) else None)
     return []

@@ -45,13 +45,17 @@ class MalbOptions(Options):
     - spread: on unequal servers, a long flow where its cost raises the variance of the
       servers' loads least, not to the least loaded server;
     - load_shares: in data-plane mode, the select group's shares follow the servers'
-      measured loads (capacity x headroom, smoothed), not their capacities alone."""
+      measured loads (capacity x headroom, smoothed), not their capacities alone;
+    - outside_use: CPU used on a server beside its containers (a process the containers'
+      docker stats do not show, which starves them so that they measure as idle) counts
+      as that server's load, when its agent reads the whole server."""
     short_flows: str = "least-remaining"
     capacity_weighted: bool = True
     long_flows: str = "running-load"
     per_flow_weights: bool = True
     spread: bool = True
     load_shares: bool = True
+    outside_use: bool = True
     lookahead_s: float = LOOKAHEAD_S
 
     def __post_init__(self):
@@ -67,7 +71,7 @@ class MalbOptions(Options):
 
 @register("malb-paper", rank=3, title="MALB (paper's rule)", short_flows="round-robin",
           capacity_weighted=False, long_flows="predicted-load", per_flow_weights=False,
-          spread=False, load_shares=False)
+          spread=False, load_shares=False, outside_use=False)
 @register("malb", rank=4, title="MALB (ours)")
 class Malb(Policy):
     title = "MALB"
@@ -127,6 +131,8 @@ class Malb(Policy):
                 continue
             figures = sample.measured if sample.measured is not None else \
                 (sample.cpu, sample.mem, sample.net)
+            if figures[0] is not None:
+                figures = (figures[0] + self._outside(sample), *figures[1:])
             if any(w > 0 and v is None for w, v in zip(weights, figures)):
                 continue
             loads[b.name] = sum(w * v for w, v in zip(weights, figures) if w > 0)
@@ -174,7 +180,7 @@ class Malb(Policy):
     # ------------------------------------------------------------ long flows
     def _least_running_load(self, view, ms, candidates, now, weights):
         """Weighted least load on (the server's base load, what its flows do not explain,
-        + what the flows it runs now cost)."""
+        + what the flows it runs now cost, + what runs beside its containers)."""
         a, b, g = weights
         scores, running = {}, {}
         for c in candidates:
@@ -186,7 +192,7 @@ class Malb(Policy):
                 continue
             now_cpu, now_net, running[c.server] = view.running_estimate.flows(
                 c.server, now, skip, self.options.lookahead_s)
-            cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu
+            cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu + self._outside(load)
             net = max(0.0, (meas[2] or 0.0) - then_net) + now_net
             scores[c.server] = a * cpu + b * (meas[1] or 0.0) + g * net
         fresh = [c for c in candidates if c.server in scores]
@@ -203,6 +209,10 @@ class Malb(Policy):
             + (f" ({left_out} without fresh load data left out)" if left_out else "")
         return self.decision(best, "weighted-least-load", reason, now,
                              {s: round(v, 3) for s, v in scores.items()}, weights)
+
+    def _outside(self, load) -> float:
+        """The CPU used beside the server's containers that counts as its load."""
+        return (load.outside_cpu or 0.0) if self.options.outside_use else 0.0
 
     @staticmethod
     def _spread_raise(view, ms, fresh, loads, weights) -> dict[str, float] | None:

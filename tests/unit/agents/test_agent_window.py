@@ -124,3 +124,42 @@ def test_window_base_picks_the_sample_nearest_the_window_back():
     assert window_base(raws, 1.375).time == 1.0      # 2 s and 0.75 s back: a tie, the older
     assert window_base(raws, 99).time == 0.0
     assert window_base(raws[:1], 3.0) is None
+
+
+def test_the_whole_servers_counter_shows_what_runs_beside_the_containers(monkeypatch):
+    """A process beside the containers in the server's cgroup: docker stats cannot see it;
+    the whole server's CPU time, read with every sample, can (outside_cpu_percent), in the
+    latest sample and over a window alike."""
+    clock = {"t": 100.0}
+    monkeypatch.setattr(agent_module.time, "monotonic", lambda: clock["t"])
+    docker = FakeDocker(["srv1-be"])
+    whole = {"s": 0.0}
+    agent = Agent("srv1", Selector(), lambda: Capacity(0.5, 1 << 30, 1e6, "cgroup"),
+                  period_s=1.0, client=docker, whole_cpu_fn=lambda: whole["s"])
+    try:
+        latest = None
+        for be, beside in ((0.0, 0.0), (0.1, 0.2), (0.1, 0.2), (0.1, 0.0)):
+            docker.advance({"srv1-be": be}, {})
+            whole["s"] += be + beside
+            clock["t"] += 1.0
+            latest = agent.sample_once()
+        assert latest["totals"]["cpu_percent"] == pytest.approx(20.0)
+        assert latest["totals"]["outside_cpu_percent"] == pytest.approx(0.0)
+        window = agent.over_window(3.0)          # 0.4 core-s beside them over 3 s of 0.5
+        assert window["totals"]["outside_cpu_percent"] == pytest.approx(26.667, abs=0.01)
+        whole["s"] = None                        # the group went away: unknown, not zero
+        docker.advance({"srv1-be": 0.1}, {})
+        clock["t"] += 1.0
+        assert agent.sample_once()["totals"]["outside_cpu_percent"] is None
+        assert agent.over_window(3.0)["totals"]["outside_cpu_percent"] is None
+    finally:
+        agent.pool.shutdown()
+
+
+def test_host_cpu_seconds_counts_every_cpus_busy_time():
+    line = "cpu  100 20 30 1000 50 5 5 10 0 0\n"    # user nice system idle iowait ...
+    ticks = agent_module.os.sysconf("SC_CLK_TCK")
+    assert agent_module.host_cpu_seconds(line) == pytest.approx(170 / ticks)
+    with pytest.raises(ValueError):
+        agent_module.host_cpu_seconds("intr 1 2 3")
+    assert agent_module.host_cpu_seconds() > 0            # this machine's /proc/stat

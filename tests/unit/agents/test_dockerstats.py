@@ -1,7 +1,7 @@
 import pytest
 
-from agents.dockerstats import Capacity, RawSample, cpu_percent, parse_stats, proc_net_dev, \
-    rates, server_totals
+from agents.dockerstats import Capacity, CpuReading, RawSample, cpu_percent, parse_stats, \
+    proc_net_dev, rates, server_totals, whole_cores
 
 
 def doc(total, system, online=2, usage=50_000_000, inactive=10_000_000, networks=None):
@@ -82,3 +82,25 @@ def test_server_totals_relative_to_capacity_and_partial_when_unreadable():
     # no running container (a placement emptied the server): it uses nothing
     t = server_totals([], cap)
     assert t["complete"] and t["cpu_percent"] == 0.0
+
+
+def test_the_use_beside_the_containers_is_the_whole_servers_less_theirs():
+    cap = Capacity(cpu_cores=0.5, memory_bytes=100, network_bytes_per_s=1000, source="test")
+    containers = [{"name": "a", "readable": True, "cpu_percent": 20.0, "memory_bytes": 10,
+                   "rx_bytes_per_s": 0, "tx_bytes_per_s": 0}]
+    assert server_totals(containers, cap)["outside_cpu_percent"] is None     # not read
+    t = server_totals(containers, cap, whole_cpu_cores=0.45)
+    assert t["cpu_percent"] == pytest.approx(40.0)       # the containers' view is unchanged
+    assert t["outside_cpu_percent"] == pytest.approx(50.0)     # 0.25 cores of 0.5
+    # the two are read a moment apart: a whole below the containers' sum is no use beside
+    assert server_totals(containers, cap, 0.15)["outside_cpu_percent"] == 0.0
+    broken = containers + [{"name": "c", "readable": False, "cpu_percent": None,
+                            "memory_bytes": None}]
+    assert server_totals(broken, cap, 0.45)["outside_cpu_percent"] is None
+
+
+def test_whole_cores_between_two_readings():
+    assert whole_cores(CpuReading(10.0, 5.0), CpuReading(12.0, 6.0)) == pytest.approx(0.5)
+    assert whole_cores(None, CpuReading(12.0, 6.0)) is None
+    assert whole_cores(CpuReading(10.0, 5.0), CpuReading(10.0, 6.0)) is None
+    assert whole_cores(CpuReading(10.0, 5.0), CpuReading(12.0, 1.0)) is None    # made again

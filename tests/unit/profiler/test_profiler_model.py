@@ -42,6 +42,19 @@ def test_the_server_view_says_how_many_seconds_its_sample_measured():
         assert got == (window if isinstance(window, float) and window > 0 else None)
 
 
+def test_the_server_view_carries_the_cpu_used_beside_the_containers():
+    m = ProfilerModel(cfg(), lambda: RollingMean(10))
+    for t, outside in ((100.0, 42.5), (103.0, None), (106.0, "7"), (109.0, -1.0),
+                       (112.0, 3.0)):
+        s = sample("srv1", t)
+        if outside is not None:
+            s["totals"]["outside_cpu_percent"] = outside
+        m.ingest_agent("srv1", s, None, t)
+        m.step(t)
+        got = m.servers_view(t)["servers"]["srv1"]["outside_cpu"]
+        assert got == (outside if isinstance(outside, float) and outside >= 0 else None)
+
+
 def test_a_silent_or_late_agent_makes_its_server_stale_not_zero():
     m = ProfilerModel(cfg(), lambda: RollingMean(3))
     m.ingest_agent("srv1", sample("srv1", 100.0), None, 100.0)

@@ -35,8 +35,10 @@ def test_a_good_answer_sets_weights_classes_costs_durations_and_server_loads():
     load = core.loads["srv1"]
     assert (load.cpu, load.net, load.measured) == (35.0, 4.0, (40.0, 10.0, 5.0))
     assert load.parts is None and load.window is None      # unsaid: the monitoring period
-    apply_profiles(core, answer(), servers(sample_window_s=2.9, sample_time=NOW), NOW)
-    assert core.loads["srv1"].window == 2.9
+    assert load.outside_cpu is None                        # its agent did not read it
+    apply_profiles(core, answer(), servers(sample_window_s=2.9, sample_time=NOW,
+                                           outside_cpu=12.5), NOW)
+    assert core.loads["srv1"].window == 2.9 and core.loads["srv1"].outside_cpu == 12.5
     apply_profiles(core, answer(), servers(sample_window_s="3", sample_time=NOW + 1), NOW)
     assert core.loads["srv1"].window is None
 

@@ -36,6 +36,23 @@ def test_malb_counts_the_jobs_each_server_runs_now_not_the_lagging_prediction():
     assert paper.choose("backend", now=100.0).server != "srv1"
 
 
+def test_malb_counts_what_runs_beside_a_servers_containers_and_the_paper_does_not():
+    """A process beside srv1's containers starves them: they measure as the least busy,
+    and only the agent's reading of the whole server shows the server is full."""
+    def decide(policy, **options):
+        core = running_core(policy, capacities={s: (0.3, 256, 50) for s in SERVERS},
+                            options=options or None)
+        for srv in SERVERS:
+            cpu = 5.0 if srv == "srv1" else 20.0
+            core.update_server_load(srv, cpu, 10.0, 10.0, 99.0, measured=(cpu, 10.0, 10.0),
+                                    outside_cpu=80.0 if srv == "srv1" else 0.0)
+        return core.choose("backend", now=100.0)
+    d = decide("malb")
+    assert d.server != "srv1" and d.scores["srv1"] == pytest.approx(85.0)
+    assert decide("malb", outside_use=False).server == "srv1"
+    assert decide("malb-paper").server == "srv1"       # the paper's agents read containers
+
+
 def test_malb_spreads_a_burst_by_the_jobs_it_sent_since_the_measurement():
     core = running_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
     measured(core, 99.0)
