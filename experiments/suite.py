@@ -4,7 +4,8 @@ docs/evaluation.md names for it, then one table over all of them.
     sudo .venv/bin/python -m experiments.suite --seed 1000 --runs 5 --out results/eval
     .venv/bin/python -m experiments.suite --tabulate results/eval     # the tables again
 
-Holds SUITE (scenario -> the policies it runs), PRACTICAL (the practitioners' baselines),
+Holds SUITE (cell -> the policies it runs; a cell is a scenario, or one of VARIANTS: a
+scenario with flags of its own), PRACTICAL (the practitioners' baselines),
 HELD_OUT_SHARES (the unequal scenario's servers), the runner (comparison_args,
 run_comparison: one lb_comparison per scenario, its runs interleaved and paired by
 schedule; check_finished: a scenario finished with the same options is not run again, and
@@ -36,16 +37,22 @@ SUITE = {
     "antagonist": ("srr", *PRACTICAL, "malb-paper", "malb"),
     "unequal": ("srr", "wrr", "wlc", *PRACTICAL, "malb-paper", "malb"),
     "callgraph": ("srr", *PRACTICAL, "malb-paper", "malb"),
+    # the switch balances the short flows of the policies that can hand them to it (MALB's
+    # rules); SRR keeps a decision per flow, HAProxy is outside the controller
+    "callgraph-dataplane": ("srr", "haproxy-leastconn", "malb-paper", "malb"),
 }
+# cells that are a scenario with flags of their own: cell -> (scenario, flags)
+VARIANTS = {"callgraph-dataplane": ("callgraph", ("--dataplane",))}
 # the shares the unequal scenario is evaluated on: none of its design runs used them
 HELD_OUT_SHARES = (0.5, 0.4, 0.3, 0.2)
 
 
-def comparison_args(scenario: str, opts) -> list[str]:
-    args = ["--scenario", scenario, "--policies", ",".join(SUITE[scenario]),
+def comparison_args(cell: str, opts) -> list[str]:
+    scenario, flags = VARIANTS.get(cell, (cell, ()))
+    args = ["--scenario", scenario, "--policies", ",".join(SUITE[cell]),
             "--runs", str(opts.runs), "--seed", str(opts.seed),
             "--phase-seconds", f"{opts.phase_seconds:g}",
-            "--out", os.path.join(opts.out, scenario), "--resume"]
+            "--out", os.path.join(opts.out, cell), "--resume", *flags]
     if scenario == "unequal":
         args += ["--server-cpu", ",".join(f"{x:g}" for x in opts.unequal_shares)]
     return args

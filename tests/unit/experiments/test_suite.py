@@ -14,13 +14,28 @@ from experiments import lb_comparison, scenarios, significance, suite, workload
 
 
 def test_every_scenario_runs_known_policies_with_malb_and_its_papers_rule():
-    assert set(suite.SUITE) == set(scenarios.SCENARIOS)
+    assert set(suite.SUITE) == set(scenarios.SCENARIOS) | set(suite.VARIANTS)
+    assert all(s in scenarios.SCENARIOS for s, _flags in suite.VARIANTS.values())
     for name, policies in suite.SUITE.items():
+        if name in suite.VARIANTS:
+            continue
         assert set(policies) <= set(workload.policy_choices()), name
         assert {"srr", "malb-paper", "malb", "lc", "p2c", "prequal", "haproxy-leastconn"} \
             <= set(policies), name
     assert {"wrr", "wlc"} <= set(suite.SUITE["unequal"])
     assert {"ln", "haproxy-roundrobin"} <= set(suite.SUITE["paper"])
+
+
+def test_the_data_plane_cell_is_the_callgraph_scenario_with_the_switch_balancing():
+    opts = argparse.Namespace(runs=5, seed=1000, phase_seconds=30.0, out="/tmp/x",
+                              unequal_shares=[0.5, 0.4, 0.3, 0.2])
+    args = lb_comparison.parser().parse_args(
+        suite.comparison_args("callgraph-dataplane", opts))
+    assert args.scenario == "callgraph" and args.dataplane
+    assert args.out == "/tmp/x/callgraph-dataplane"
+    assert {"malb", "malb-paper", "haproxy-leastconn"} <= set(args.policies)
+    assert not lb_comparison.parser().parse_args(
+        suite.comparison_args("callgraph", opts)).dataplane
 
 
 def test_the_unequal_scenario_runs_on_the_held_out_shares():
