@@ -39,7 +39,7 @@ from common.config import load_config
 from common.markdown import number, table
 from common.procs import git_commit
 from placement import milp
-from placement.apps import expected_graph
+from placement.apps import entry_mix, expected_graph
 from placement.problem import build_problem
 from placement.partitioner import Host, PlacementError, Problem, Unit, greedy_network_aware, \
     plan, random_placement, spread
@@ -125,23 +125,6 @@ def small_graphs(count: int) -> list[dict]:
                      "heuristic_gap": 0.0 if optimum == 0 else
                      round(heuristic / optimum - 1, 4) if optimum else None})
     return rows
-
-
-def entry_mix(path: str, entries: list[str]) -> dict[str, float]:
-    """The shares of requests per entry service: a `# benchmark-mix: name=share, ...` line
-    of the configuration file, else equal."""
-    with open(path) as fh:
-        for line in fh:
-            if line.startswith("# benchmark-mix:"):
-                mix = {}
-                for part in line.split(":", 1)[1].split(","):
-                    name, _, share = part.strip().partition("=")
-                    if name not in entries:
-                        raise ValueError(f"{path}: benchmark-mix names {name!r}, not an "
-                                         f"entry service")
-                    mix[name] = float(share)
-                return mix
-    return {e: 1.0 for e in entries}
 
 
 def app_problem(path: str, cap: float) -> tuple[Problem, str | None, float]:

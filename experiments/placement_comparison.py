@@ -1,15 +1,21 @@
-"""Placement comparison (Ahmed et al., PLOS ONE): spread, random, a greedy network-aware score
-and ours, in the same run on the multi-switch testbed, under the same open-loop load.
+"""Placement comparison (Ahmed et al., PLOS ONE): spread, random, a greedy network-aware score,
+ours and the exact program alone, in the same run on the multi-switch testbed, under the
+same open-loop load, repeated with the methods' order rotated.
 
     sudo .venv/bin/python -m experiments.placement_comparison                 # Bookinfo-like
     sudo .venv/bin/python -m experiments.placement_comparison --rate 30 --phase 90
-    sudo .venv/bin/python -m experiments.placement_comparison --config configs/callgraph30.yaml
+    sudo .venv/bin/python -m experiments.placement_comparison --config configs/socialnetwork.yaml --runs 5
 
-One run: the stack comes up with the application spread over the servers (its
+The clients send their requests to the application's entry services (those no other one
+calls), in the shares of the configuration's `# benchmark-mix:` line, else equally. One
+run: the stack comes up with the application spread over the servers (its
 configuration's layout); a warm-up under load lets the profiler build the communication
-graph; from that one graph every method makes its plan. Then, for each method in turn, its
-moves are carried out live (placement/apply.py) while the load goes on (requests that fail
-during the moves are counted), the layout settles, and the load is measured:
+graph; from that one graph every method makes its plan (`exact`: HiGHS alone for
+--exact-time-limit seconds, marked when it proves the optimum; a plan the same as ours is
+not measured twice). Then, for each method in turn (run k starts k places further along
+the list), its moves are carried out live (placement/apply.py) while the load goes on
+(requests that fail during the moves are counted), the layout settles, and the load is
+measured:
 
 - end-to-end response time (p50, p95, p99) at the clients, and failed requests;
 - per service, the response time of the requests it served (from its own histogram);
@@ -19,7 +25,9 @@ during the moves are counted), the layout settles, and the load is measured:
 
 There is no netem on this platform: trunks are limited in bandwidth (`testbed.trunk_bw_mbit`),
 so what a placement relieves is trunk congestion, not added delay. Results: summary.md
-(tables, the paper's figures beside), summary.json, per-method CSVs and plots.
+(per method the mean and 95 % interval over the runs, ours against each other method
+paired by run), summary.json, placement.png, and run<k>/ with each run's own tables,
+graph and plans.
 """
 from __future__ import annotations
 
@@ -40,15 +48,22 @@ from common.config import ConfigError, check_testbed_builds, config_path, load_c
 from common.markdown import number, table
 from common.procs import ROOT
 from common.stats import histogram_quantile, quantile
+from experiments import significance
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
-from placement.partitioner import PlacementError, greedy_network_aware, plan, random_placement, \
-    spread
+from placement.apps import entry_mix
+from placement.partitioner import PlacementError, exact, greedy_network_aware, plan, \
+    random_placement, spread
 from placement.problem import MAX_UTILIZATION, build_problem, current_assignment, layout_of, \
     moves_between
 from profiler.store import HistoryStore
 
-METHODS = ("spread", "random", "greedy", "ours")
+METHODS = ("spread", "random", "greedy", "ours", "exact")
+CANDIDATE = "ours"
+EXACT_TIME_LIMIT_S = 60.0
+# the figures compared across runs: (key, label); lower is better for each
+FIGURES = (("trunk_mbit_s", "trunk Mbit/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"),
+           ("p99_ms", "p99 ms"), ("failed", "failed requests"))
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "bookinfo.yaml")
 REQUEST_METRIC = "callgraph_request_duration_seconds"
 # the paper (000, section 4.1): response time 10-15 % below the default in normal network
@@ -56,22 +71,55 @@ REQUEST_METRIC = "callgraph_request_duration_seconds"
 PAPER_RT_GAIN = "10-15 % lower response time than the default placement (Ahmed et al., PLOS ONE)"
 
 
-def entry_service(cfg) -> str:
-    """The microservice no other one calls: where the clients send their requests."""
+def entry_shares(cfg, path: str) -> dict[str, float]:
+    """The services no other one calls, where the clients send their requests, each with
+    its share of them (the configuration's `# benchmark-mix:` line, else equal), summing
+    to 1. ValueError when there is none, or the mix names another service."""
     called = {c.service for m in cfg.microservices for c in m.calls}
-    return next(m.name for m in cfg.microservices if m.name not in called)
+    entries = [m.name for m in cfg.microservices if m.name not in called]
+    if not entries:
+        raise ValueError("every microservice is called by another one: no entry service")
+    mix = {e: w for e, w in entry_mix(path, entries).items() if w > 0}
+    total = sum(mix.values())
+    if not total:
+        raise ValueError("benchmark-mix: no entry service with a share above 0")
+    return {e: w / total for e, w in mix.items()}
 
 
 def plans(cfg, graph: dict, layout: dict, seed: int,
-          max_utilization: float = MAX_UTILIZATION) -> dict[str, dict]:
+          max_utilization: float = MAX_UTILIZATION, methods=METHODS,
+          exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> dict[str, dict]:
+    """Each method's plan from one graph; `exact` when it cannot plan (too large, nothing
+    found in time), or plans ours' layout, has `skipped` saying so."""
     problem = build_problem(cfg, graph, layout, max_utilization=max_utilization)
     near = cfg.testbed.clients[0].switch
-    made = {"spread": spread(problem), "random": random_placement(problem, seed),
-            "greedy": greedy_network_aware(problem), "ours": plan(problem, near=near)}
-    return {m: {"layout": layout_of(p.assignment, problem), "cost": p.cost,
-                "trunk_traffic": p.trunk_traffic, "servers_used": p.hosts_used,
-                "method": p.method, "optimal": p.optimal} for m, p in made.items()} | \
-        {"_current": {"cost": problem.cost(current_assignment(problem, layout))}}
+    makers = {"spread": lambda: spread(problem),
+              "random": lambda: random_placement(problem, seed),
+              "greedy": lambda: greedy_network_aware(problem),
+              "ours": lambda: plan(problem, near=near),
+              "exact": lambda: exact(problem, exact_time_limit_s)}
+    made = {}
+    for m in methods:
+        try:
+            p = makers[m]()
+        except PlacementError as exc:
+            if m != "exact":
+                raise
+            made[m] = {"layout": None, "skipped": str(exc)}
+            continue
+        made[m] = {"layout": layout_of(p.assignment, problem), "cost": p.cost,
+                   "trunk_traffic": p.trunk_traffic, "servers_used": p.hosts_used,
+                   "method": p.method, "optimal": p.optimal, "bound": p.bound}
+    if made.get("exact", {}).get("layout") is not None and "ours" in made and \
+            made["exact"]["layout"] == made["ours"]["layout"]:
+        made["exact"]["skipped"] = "the same layout as ours (measured once, as ours)"
+    return made | {"_current": {"cost": problem.cost(current_assignment(problem, layout))}}
+
+
+def rotated(methods: list[str], k: int) -> list[str]:
+    """Run k's order: the list started k places further along."""
+    k %= len(methods)
+    return list(methods[k:]) + list(methods[:k])
 
 
 def trunk_bytes(cfg) -> int:
@@ -116,12 +164,16 @@ def histogram_delta(before, after) -> list[tuple[float, float]]:
     return [(le, max(0.0, c - was.get(le, 0.0))) for le, c in after]
 
 
-def run_load(stack, tag: str, seconds: float, rate: float, entry: str) -> None:
-    ms = stack.cfg.microservice(entry)
-    spec = {"seed": 1, "arrivals": "poisson",
+def run_load(stack, tag: str, seconds: float, rate: float, shares: dict[str, float],
+             seed: int = 1) -> None:
+    classes = []
+    for entry, share in shares.items():
+        ms = stack.cfg.microservice(entry)
+        classes.append({"name": entry, "weight": share, "host": ms.vip, "port": ms.port,
+                        "path": "/call"})
+    spec = {"seed": seed, "arrivals": "poisson",
             "phases": [{"name": tag, "seconds": seconds, "from": rate, "to": rate}],
-            "classes": [{"name": "request", "weight": 1, "host": ms.vip, "port": ms.port,
-                         "path": "/call"}]}
+            "classes": classes}
     path = os.path.join(stack.run_dir, f"spec-{tag}.json")
     with open(path, "w") as fh:
         json.dump(spec, fh)
@@ -157,42 +209,63 @@ def server_cpu(history: str, t0: float, t1: float) -> dict[str, float | None]:
     return {s: sum(v) / len(v) for s, v in sorted(per.items())}
 
 
-def run(opts, data: dict, out_dir: str, log=print) -> dict:
+def run(opts, data: dict, out_dir: str, shares: dict[str, float], log=print) -> dict:
+    """Every run in turn (run k's methods rotated k places, random placement seeded
+    seed + k); each run's results under run<k>/."""
+    runs = []
+    for k in range(opts.runs):
+        order = rotated(opts.methods, k)
+        log(f"[placement] run {k + 1} of {opts.runs}: {', '.join(order)}")
+        run_dir = os.path.join(out_dir, f"run{k + 1}")
+        runs.append(run_once(opts, data, run_dir, shares, order, opts.seed + k, log))
+        # written as each run ends: a suite cut off keeps the runs it finished
+        lab.write_results(run_dir, "summary", runs[-1],
+                          lambda: run_markdown(runs[-1], opts), echo=False)
+    return {"runs": runs, "testbed": runs[-1]["testbed"]}
+
+
+def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: list[str],
+             seed: int, log=print) -> dict:
     results: dict[str, dict] = {}
+    os.makedirs(out_dir, exist_ok=True)
     with Stack(data, os.path.join(out_dir, "run"), policy="malb") as st:
         st.wait_monitoring(60)
         cfg = st.cfg
-        entry = entry_service(cfg)
         controller = ControllerClient(st.controller_url(""), token=cfg.security.token)
-        log(f"[placement] warm-up: {opts.warmup:g} s at {opts.rate:g} requests/s on "
-            f"{entry}, spread layout")
-        run_load(st, "warmup", opts.warmup, opts.rate, entry)
+        mix = ", ".join(f"{e} {100 * w:.0f} %" for e, w in shares.items())
+        log(f"[placement] warm-up: {opts.warmup:g} s at {opts.rate:g} requests/s ({mix}), "
+            f"spread layout")
+        run_load(st, "warmup", opts.warmup, opts.rate, shares, seed)
         # the graph is taken while the load still runs: its vertices' use is the use under
         # load (the window's average), not the idle tail after the load stops
         time.sleep(opts.warmup - 1)
         graph = st.profiler_get("/graph")
         collect_load(st, "warmup", opts.warmup + 120)
         start_layout = controller.layout()
-        made = plans(cfg, graph, start_layout, opts.seed, opts.max_utilization)
+        made = plans(cfg, graph, start_layout, seed, opts.max_utilization, order,
+                     opts.exact_time_limit)
         with open(os.path.join(out_dir, "graph.json"), "w") as fh:
             json.dump(graph, fh, indent=1)
         with open(os.path.join(out_dir, "plans.json"), "w") as fh:
             json.dump(made, fh, indent=1)
-        for method in opts.methods:
+        for method in order:
+            if made[method].get("skipped"):
+                log(f"[placement] {method}: not measured: {made[method]['skipped']}")
+                continue
             target = made[method]["layout"]
             moves = moves_between(controller.layout(), target)
             log(f"[placement] {method}: {len(moves)} move(s), predicted cost "
                 f"{made[method]['cost']:,.0f}, over trunks "
                 f"{made[method]['trunk_traffic']:,.0f} B/s")
             move_s = max(opts.settle, 20 * len(moves) + opts.settle)
-            run_load(st, f"move-{method}", move_s, opts.rate, entry)
+            run_load(st, f"move-{method}", move_s, opts.rate, shares, seed)
             time.sleep(2)
             done = apply_moves(cfg, moves, controller, InProcessTestbed(st.testbed),
                                drain_timeout_s=opts.drain_timeout, log=log)
             moved = collect_load(st, f"move-{method}", move_s + 180)
             names = [m.name for m in cfg.microservices]
             hist0, bytes0, t0 = scrape_services(st, names), trunk_bytes(cfg), time.time()
-            run_load(st, method, opts.phase, opts.rate, entry)
+            run_load(st, method, opts.phase, opts.rate, shares, seed)
             rows = collect_load(st, method, opts.phase + 180)
             t1 = time.time()
             hist1, bytes1 = scrape_services(st, names), trunk_bytes(cfg)
@@ -205,7 +278,8 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                                              ("p99_ms", 0.99))}
             results[method] = {
                 "layout": target, "plan": {k: made[method][k] for k in
-                                           ("cost", "trunk_traffic", "servers_used", "method")},
+                                           ("cost", "trunk_traffic", "servers_used", "method",
+                                            "optimal", "bound")},
                 "moves": [r.as_dict() for r in done],
                 "failed_during_moves": sum(1 for r in moved if r["error"]),
                 "requests_during_moves": len(moved),
@@ -219,10 +293,82 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                 f"{e['failed']} failed, trunks {results[method]['trunk_mbit_s']} Mbit/s, "
                 f"{results[method]['failed_during_moves']} failed during moves")
         backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
-    return {"results": results, "plans": made, "testbed": backend}
+    return {"results": results, "plans": made, "testbed": backend, "order": order,
+            "seed": seed}
+
+
+def figure(result: dict, key: str) -> float | None:
+    """One method's figure in one run (FIGURES' keys)."""
+    return result["trunk_mbit_s"] if key == "trunk_mbit_s" else result["end_to_end"].get(key)
+
+
+def statistics(runs: list[dict], methods: list[str]) -> dict:
+    """Per figure and method, the mean and 95 % interval over the runs that measured it,
+    and ours against each other method, paired by run (runs where both were measured)."""
+    out = {}
+    for key, label in FIGURES:
+        per = {m: {k: figure(r["results"][m], key) for k, r in enumerate(runs)
+                   if m in r["results"] and figure(r["results"][m], key) is not None}
+               for m in methods}
+        entry = {"label": label, "methods": {}, "vs": {}}
+        for m, by_run in per.items():
+            entry["methods"][m] = significance.mean_ci(list(by_run.values())) \
+                if by_run else {"mean": None, "ci": None}
+        ours = per.get(CANDIDATE, {})
+        for m, by_run in per.items():
+            both = sorted(set(ours) & set(by_run))
+            if m != CANDIDATE and both:
+                entry["vs"][m] = significance.paired([ours[k] for k in both],
+                                                     [by_run[k] for k in both])
+        out[key] = entry
+    return out
 
 
 def summary_markdown(doc: dict, opts, command: str) -> str:
+    """The comparison over every run: per method the mean ± 95 % interval, ours against
+    each, paired by run; what was not measured and why."""
+    methods = list(opts.methods)
+    stats = doc["statistics"]
+    lines = [
+        "# Placement comparison", "",
+        f"Command: `{command}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
+        f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
+        f"configuration {doc['config']}; {opts.rate:g} requests/s open loop (Poisson) to "
+        + ", ".join(f"{e} ({100 * w:.1f} %)" for e, w in doc["entry_shares"].items())
+        + f"; {len(doc['runs'])} run(s), the methods' order rotated by one place per run; "
+        f"warm-up {opts.warmup:g} s, each placement measured {opts.phase:g} s after its "
+        f"moves; trunks {doc['trunk_bw_mbit']} Mbit/s (no netem here: congestion, not added "
+        f"delay); every plan fills at most {100 * opts.max_utilization:g} % of a server's "
+        f"CPU.", "",
+        "## Per method, mean ± 95 % interval over the runs", "",
+        table(["figure", *methods],
+              [[e["label"], *(_mean_ci(e["methods"].get(m)) for m in methods)]
+               for e in stats.values()], "l".ljust(len(methods) + 1, "r"), compact=True),
+        "## Ours against each, paired by run", "",
+        table(["figure", "against", "difference", "ratio", "95 % interval", "p", "verdict"],
+              [[e["label"], m, number(v["diff"]),
+                "–" if v["ratio"] is None else f"{100 * v['ratio']:+.1f} %",
+                "–" if v["ci"] is None else f"± {number(v['ci'])}", number(v["p"], 3),
+                f"{v['verdict']} (n = {v['n']})"]
+               for e in stats.values() for m, v in e["vs"].items()],
+              "llrrrrl", compact=True)]
+    skipped = [f"- run {k + 1}, {m}: {p['skipped']}" for k, r in enumerate(doc["runs"])
+               for m, p in r["plans"].items() if isinstance(p, dict) and p.get("skipped")]
+    if skipped:
+        lines += ["Not measured:", "", *skipped, ""]
+    lines += [f"Paper: {PAPER_RT_GAIN}.", "",
+              "Each run's tables, layouts, graph and plans: run<k>/summary.md."]
+    return "\n".join(lines) + "\n"
+
+
+def _mean_ci(stats: dict | None) -> str:
+    if not stats or stats["mean"] is None:
+        return "–"
+    return number(stats["mean"]) + ("" if stats["ci"] is None else f" ± {number(stats['ci'])}")
+
+
+def run_markdown(doc: dict, opts) -> str:
+    """One run's tables: end to end and trunks, per service, CPU per server, layouts."""
     res = doc["results"]
     base = res.get("spread", {}).get("end_to_end", {})
 
@@ -230,14 +376,8 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         b, v = base.get(key), res[m]["end_to_end"].get(key)
         return None if not b or v is None else 100 * (1 - v / b)
     lines = [
-        "# Placement comparison", "",
-        f"Command: `{command}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
-        f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
-        f"configuration {doc['config']}; {opts.rate:g} requests/s open loop (Poisson); "
-        f"warm-up {opts.warmup:g} s, each placement measured {opts.phase:g} s after its "
-        f"moves; trunks {doc['trunk_bw_mbit']} Mbit/s (no netem here: congestion, not added "
-        f"delay); every plan fills at most {100 * opts.max_utilization:g} % of a server's "
-        f"CPU.", "",
+        f"# Placement comparison, one run (seed {doc['seed']}; order "
+        f"{', '.join(doc['order'])})", "",
         "## End to end and trunks", ""]
     rows = []
     for m, r in res.items():
@@ -255,7 +395,7 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
                        compact=True))
     lines += ["Failed during moves: every request that failed while that placement's "
               "moves ran, whatever the cause (requests time out after 10 s on a congested "
-              "trunk).", "", f"Paper: {PAPER_RT_GAIN}.", "", "## Per service (p50 / p95 / p99 ms of "
+              "trunk).", "", "## Per service (p50 / p95 / p99 ms of "
               "the requests each served)", "",
               table(["service", *res],
                     [[ms] + [" / ".join(number(res[m]["services"][ms][k], 0)
@@ -273,21 +413,29 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
 
 
 def plot(doc: dict, path: str) -> None:
+    """Means with 95 % intervals over the runs: response times and trunk traffic."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    res = doc["results"]
-    methods = list(res)
+    stats = doc["statistics"]
+    methods = [m for m in stats["p95_ms"]["methods"]
+               if stats["p95_ms"]["methods"][m]["mean"] is not None]
+
+    def bars(key):
+        e = stats[key]["methods"]
+        return [e[m]["mean"] for m in methods], [e[m]["ci"] or 0 for m in methods]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for k, (key, label) in enumerate((("p50_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99"))):
-        axes[0].bar([x + 0.25 * k for x in range(len(methods))],
-                    [res[m]["end_to_end"][key] or 0 for m in methods], width=0.25, label=label)
+        mean, ci = bars(key)
+        axes[0].bar([x + 0.25 * k for x in range(len(methods))], mean, yerr=ci, width=0.25,
+                    label=label, capsize=2)
     axes[0].set_xticks([x + 0.25 for x in range(len(methods))], methods)
     axes[0].set_ylabel("end-to-end response time (ms)")
     axes[0].legend()
-    axes[1].bar(methods, [res[m]["trunk_mbit_s"] for m in methods], color="tab:gray")
+    mean, ci = bars("trunk_mbit_s")
+    axes[1].bar(methods, mean, yerr=ci, color="tab:gray", capsize=3)
     axes[1].set_ylabel("traffic over trunks (Mbit/s)")
-    fig.suptitle("Placement comparison")
+    fig.suptitle(f"Placement comparison ({len(doc['runs'])} runs, mean ± 95 %)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -315,7 +463,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0),
                    default=MAX_UTILIZATION, help="share of each server's CPU a plan may "
                    f"fill, for every method (default {MAX_UTILIZATION:g})")
-    p.add_argument("--seed", type=int, default=1, help="for the random placement")
+    p.add_argument("--runs", type=bounded(int, 1, 50), default=1,
+                   help="runs, each on a fresh stack with the methods' order rotated by one "
+                        "place (default 1; 5 or more for intervals)")
+    p.add_argument("--exact-time-limit", type=positive_float, default=EXACT_TIME_LIMIT_S,
+                   help="seconds HiGHS may take for the `exact` method (default %(default)g)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="run k's load and random placement play seed + k (default 1)")
     p.add_argument("--out", help="results directory (default results/placement-<time>)")
     return p
 
@@ -332,20 +486,19 @@ def main(argv=None) -> int:
             raise ConfigError("testbed.switches: placement needs 2 to 4 switches (trunks)")
         if not any(m.kind == "callgraph" for m in cfg.microservices):
             raise ConfigError("microservices: no call-graph microservice to place")
-        entry_service(cfg)
-    except (ConfigError, StopIteration) as exc:
-        fail(f"configuration: {exc or 'every microservice is called by another one'}",
-             code=2)
+        shares = entry_shares(cfg, config_path(args.config))
+    except (ConfigError, ValueError) as exc:
+        fail(f"configuration: {exc}", code=2)
     require_testbed("the placement comparison")
     out_dir = lab.results_dir(args.out, "placement-")
     command = lab.invocation("experiments.placement_comparison", argv).strip()
     stamp = lab.stamp(command)          # the code and time the run starts with
     try:
-        measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
+        measured = run(args, data, out_dir, shares, log=lambda m: print(m, flush=True))
     except PlacementError as exc:
         fail(f"placement: {exc}", code=1)
-    doc = {**measured, **stamp,
-           "config": os.path.relpath(config_path(args.config), ROOT),
+    doc = {**measured, **stamp, "statistics": statistics(measured["runs"], args.methods),
+           "entry_shares": shares, "config": os.path.relpath(config_path(args.config), ROOT),
            "trunk_bw_mbit": cfg.testbed.trunk_bw_mbit, "options": vars(args)}
     text = lab.write_results(out_dir, "summary", doc,
                              lambda: summary_markdown(doc, args, command), echo=False)

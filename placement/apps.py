@@ -5,6 +5,7 @@ DAG of call-graph microservices with heavy and light edges, written as a configu
 
 - generate: the configuration mapping of such an application (its shape: its docstring);
 - entry_services: the services no other service calls, where the clients' requests enter;
+- entry_mix: the shares of requests per entry service (a `# benchmark-mix:` line);
 - expected_graph: the communication graph the profiler would measure under a given request
   rate at each entry service (for planning without a running stack: benchmarks, sizing).
 """
@@ -77,6 +78,23 @@ def entry_services(data: dict) -> list[str]:
     """The services no other service calls, in order: where the clients' requests enter."""
     called = {c["service"] for ms in data["microservices"] for c in ms.get("calls", ())}
     return [ms["name"] for ms in data["microservices"] if ms["name"] not in called]
+
+
+def entry_mix(path: str, entries: list[str]) -> dict[str, float]:
+    """The shares of requests per entry service: a `# benchmark-mix: name=share, ...` line
+    of the configuration file, else equal."""
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("# benchmark-mix:"):
+                mix = {}
+                for part in line.split(":", 1)[1].split(","):
+                    name, _, share = part.strip().partition("=")
+                    if name not in entries:
+                        raise ValueError(f"{path}: benchmark-mix names {name!r}, not an "
+                                         f"entry service")
+                    mix[name] = float(share)
+                return mix
+    return {e: 1.0 for e in entries}
 
 
 def expected_graph(cfg, rates: dict[str, float], client_switch: str | None = None) -> dict:

@@ -11,7 +11,7 @@ plan()'s steps).
 - choose_hosts, metis_parts, map_parts, repair, refine: plan()'s heuristic steps;
 - replan, moved: a new plan within a budget of moves from the current one;
 - should_replace: the hysteresis (re-place only for a set gain, after a dwell time);
-- spread, random_placement, greedy_network_aware: the baselines;
+- spread, random_placement, greedy_network_aware: the baselines; exact: the exact program alone;
 - Problem, Unit, Host, Plan, PlacementError: the problem, its answer, bad input.
 """
 from __future__ import annotations
@@ -557,6 +557,24 @@ def _exact_attempt(problem: Problem, time_limit_s: float, attempts: list[dict], 
                      "bound": sol.bound,
                      "error": None if sol.assignment else "no placement found in time"})
     return sol
+
+
+def exact(problem: Problem, time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
+    """The exact program alone (placement/milp.py) for at most time_limit_s: its best
+    placement, marked optimal when proven, with its bound. PlacementError when the problem
+    is beyond EXACT_MAX_UNITS units or the solver found no placement in time."""
+    problem.check_solvable()
+    if len(problem.units) > EXACT_MAX_UNITS:
+        raise PlacementError(f"exact: {len(problem.units)} units, more than the program "
+                             f"takes ({EXACT_MAX_UNITS})")
+    attempts: list[dict] = []
+    sol = _exact_attempt(problem, time_limit_s, attempts, "exact program")
+    if sol is None or sol.assignment is None:
+        raise PlacementError(f"exact: {attempts[-1]['method'] if attempts else 'not run'}: "
+                             "no placement found in time")
+    result = _plan(problem, sol.assignment, "exact program", optimal=sol.optimal)
+    result.bound, result.attempts = sol.bound, attempts
+    return result
 
 
 def plan(problem: Problem, near: str | None = None, current: dict[str, str] | None = None,

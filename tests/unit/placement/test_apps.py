@@ -4,7 +4,7 @@ import pytest
 
 from benchmarks import placement as bench
 from common.config import load_config
-from placement.apps import expected_graph
+from placement.apps import entry_mix, expected_graph
 
 
 def test_the_expected_graph_follows_the_calls_down_the_dag():
@@ -57,11 +57,11 @@ def test_a_benchmark_mix_weighs_the_entries_and_names_a_wrong_one(tmp_path):
     text = open("configs/bookinfo.yaml").read()
     good = tmp_path / "mix.yaml"
     good.write_text("# benchmark-mix: productpage=3\n" + text)
-    assert bench.entry_mix(str(good), ["productpage"]) == {"productpage": 3.0}
+    assert entry_mix(str(good), ["productpage"]) == {"productpage": 3.0}
     bad = tmp_path / "bad.yaml"
     bad.write_text("# benchmark-mix: reviews=1\n" + text)
     with pytest.raises(ValueError, match="'reviews', not an entry service"):
-        bench.entry_mix(str(bad), ["productpage"])
+        entry_mix(str(bad), ["productpage"])
 
 
 def test_a_cap_no_placement_fits_is_a_row_that_says_so():

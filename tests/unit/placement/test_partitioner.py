@@ -7,8 +7,9 @@ import random
 import pytest
 
 from placement import milp
-from placement.partitioner import Host, PlacementError, Problem, Unit, choose_hosts, \
-    greedy_network_aware, moved, plan, random_placement, refine, replan, should_replace, spread
+from placement.partitioner import EXACT_MAX_UNITS, Host, PlacementError, Problem, Unit, \
+    choose_hosts, exact, greedy_network_aware, moved, plan, random_placement, refine, replan, \
+    should_replace, spread
 
 
 def hosts(n, cpu=1.0, mem=1000.0, switches=None):
@@ -217,6 +218,18 @@ def test_an_exact_program_stopped_by_its_limit_claims_no_optimum():
     assert not sol.optimal and sol.status == "stopped at its limit"
     if sol.assignment is not None:
         assert sol.bound <= p.cost(sol.assignment) + 1e-6
+
+
+def test_the_exact_method_alone_proves_the_optimum_or_says_why_it_has_none():
+    p = layered(30, seed=1)
+    alone = exact(p, time_limit_s=30)
+    assert alone.optimal and alone.method == "exact program"
+    assert alone.cost <= plan(p, near="s1", exact_time_limit_s=0).cost + 1e-6
+    assert alone.bound <= alone.cost + 1e-6 and alone.gap == pytest.approx(0.0, abs=1e-3)
+    big = Problem(units([f"u{k}" for k in range(EXACT_MAX_UNITS + 1)], cpu=0.001, mem=1.0),
+                  hosts(4))
+    with pytest.raises(PlacementError, match="more than the program takes"):
+        exact(big)
 
 
 def test_baselines_spread_random_and_greedy():

@@ -1,0 +1,99 @@
+"""The placement comparison's pure parts (experiments/placement_comparison.py): where the
+clients' requests enter, the plans every method makes from one graph, the runs' order,
+and the statistics over runs; the testbed part runs in `make run`-sized experiments."""
+import argparse
+
+import pytest
+
+from common.config import load_config
+from experiments import placement_comparison as pc
+from placement.apps import expected_graph
+
+
+def test_the_entries_take_the_benchmark_mix_and_an_app_without_one_is_equal(tmp_path):
+    shares = pc.entry_shares(load_config("configs/hotelreservation.yaml"),
+                             "configs/hotelreservation.yaml")
+    assert shares == pytest.approx({"hrsearch": 0.6, "hrrecommend": 0.39, "hrlogin": 0.005,
+                                    "hrreserve": 0.005})
+    assert pc.entry_shares(load_config("configs/bookinfo.yaml"),
+                           "configs/bookinfo.yaml") == {"productpage": 1.0}
+    zero = tmp_path / "zero.yaml"
+    zero.write_text("# benchmark-mix: productpage=0\n" + open("configs/bookinfo.yaml").read())
+    with pytest.raises(ValueError, match="no entry service with a share above 0"):
+        pc.entry_shares(load_config("configs/bookinfo.yaml"), str(zero))
+
+
+def test_each_run_starts_the_methods_one_place_further():
+    methods = list(pc.METHODS)
+    assert pc.rotated(methods, 0) == methods
+    assert pc.rotated(methods, 1) == methods[1:] + methods[:1]
+    assert pc.rotated(methods, len(methods)) == methods
+    assert all(sorted(pc.rotated(methods, k)) == sorted(methods) for k in range(7))
+
+
+def test_every_method_plans_from_one_graph_and_exact_is_not_measured_twice():
+    cfg = load_config("configs/bookinfo.yaml")
+    graph = expected_graph(cfg, {"productpage": 10.0})
+    layout = {m.name: [i.server for i in cfg.instances if i.microservice == m.name]
+              for m in cfg.microservices}
+    made = pc.plans(cfg, graph, layout, seed=3, exact_time_limit_s=20)
+    assert set(made) == set(pc.METHODS) | {"_current"}
+    for m in pc.METHODS:
+        assert made[m]["layout"] is not None and made[m]["cost"] >= 0
+    assert made["exact"]["optimal"]
+    # bookinfo's optimum is what ours finds (HiGHS may pick a layout of the same cost)
+    assert made["exact"]["cost"] == pytest.approx(made["ours"]["cost"])
+    same = made["exact"]["layout"] == made["ours"]["layout"]
+    assert ("the same layout as ours" in made["exact"].get("skipped", "")) == same
+
+
+def test_an_exact_plan_that_is_ours_or_none_at_all_is_not_measured(monkeypatch):
+    cfg = load_config("configs/bookinfo.yaml")
+    graph = expected_graph(cfg, {"productpage": 10.0})
+    layout = {m.name: [i.server for i in cfg.instances if i.microservice == m.name]
+              for m in cfg.microservices}
+    monkeypatch.setattr(pc, "exact", lambda problem, _t: pc.plan(problem, near="s1"))
+    made = pc.plans(cfg, graph, layout, seed=3, methods=["ours", "exact"])
+    assert made["exact"]["skipped"] == "the same layout as ours (measured once, as ours)"
+
+    def nothing(_problem, _t):
+        raise pc.PlacementError("exact: no placement found in time")
+    monkeypatch.setattr(pc, "exact", nothing)
+    made = pc.plans(cfg, graph, layout, seed=3, methods=["ours", "exact"])
+    assert made["exact"] == {"layout": None, "skipped": "exact: no placement found in time"}
+    assert made["ours"]["layout"] is not None
+
+
+def result(trunk, p95, failed=0):
+    return {"trunk_mbit_s": trunk, "end_to_end": {"p50_ms": p95 / 2, "p95_ms": p95,
+                                                  "p99_ms": 2 * p95, "failed": failed}}
+
+
+def test_ours_is_tested_against_each_method_paired_by_run():
+    runs = [{"results": {"spread": result(8.0 + k, 200.0 + 10 * k),
+                         "ours": result(1.0 + 0.1 * k, 100.0 + 5 * k),
+                         "greedy": result(1.5, 110.0)}} for k in range(5)]
+    runs[2]["results"].pop("greedy")                 # not measured in one run
+    s = pc.statistics(runs, ["spread", "greedy", "ours", "exact"])
+    assert s["trunk_mbit_s"]["methods"]["spread"]["mean"] == pytest.approx(10.0)
+    assert s["trunk_mbit_s"]["methods"]["exact"]["mean"] is None
+    vs = s["trunk_mbit_s"]["vs"]
+    assert vs["spread"]["verdict"] == "significantly better" and vs["spread"]["n"] == 5
+    assert vs["greedy"]["n"] == 4 and "exact" not in vs
+    assert s["p95_ms"]["vs"]["spread"]["ratio"] == pytest.approx(-0.5)
+
+
+def test_the_summary_reads_every_figure_and_says_what_was_not_measured():
+    runs = [{"results": {"spread": result(8.0, 200.0), "ours": result(1.0, 100.0)},
+             "plans": {"exact": {"layout": None, "skipped": "exact: no placement found"}},
+             "order": ["spread", "ours", "exact"], "seed": 1 + k} for k in range(2)]
+    opts = argparse.Namespace(methods=["spread", "ours", "exact"], rate=20.0, warmup=90.0,
+                              phase=60.0, max_utilization=0.6)
+    doc = {"runs": runs, "statistics": pc.statistics(runs, opts.methods),
+           "entry_shares": {"productpage": 1.0}, "commit": "abc", "when": "now",
+           "testbed": {"backend": "mininet", "datapath": "netdev"},
+           "config": "configs/bookinfo.yaml", "trunk_bw_mbit": 10.0}
+    md = pc.summary_markdown(doc, opts, "python -m experiments.placement_comparison")
+    assert "| trunk Mbit/s | 8.0 ± 0.0 | 1.0 ± 0.0 | – |" in md
+    assert "run 2, exact: exact: no placement found" in md
+    assert "2 run(s)" in md and "productpage (100.0 %)" in md
