@@ -34,7 +34,8 @@ from common.metrics import Registry
 
 log = logging.getLogger("malb.agent")
 MAX_PARALLEL = 32
-MAX_BODY_BYTES = 64 * 1024      # the only body an agent takes is PUT /slo: a few fields
+# PUT /slo is a few fields; POST /slo/observations up to 10,000 requests of ~30 bytes each
+MAX_BODY_BYTES = 512 * 1024
 MAX_WINDOW_S = 600.0            # the longest window GET /stats?window_s= measures
 # GET /probes?timeout_s=: what agents.probe_timeout_s allows, up to the longest health timeout
 # with service checks

@@ -1,9 +1,10 @@
 """The host SLO loop inside the agent (SLO-AEEM, Song et al.): for each microservice with an
 SLO that runs on this server, a slo.loop.ServiceLoop whose SLI is the service's GET /latency
-(read in the container's network namespace), whose CPU time is its cgroup's and whose
-actuator is cpufreq on the server's pinned cores where the machine has it, else the
-container's CPU quota (emulated). REST: GET /slo, PUT /slo; Prometheus metrics in the
-agent's /metrics."""
+(read in the container's network namespace) or what its clients report (`slo.sli: client`,
+slo/client_sli.py), whose CPU time is its cgroup's and whose actuator is cpufreq on the
+server's pinned cores where the machine has it, else the container's CPU quota (emulated).
+REST: GET /slo, PUT /slo, POST /slo/observations; Prometheus metrics in the agent's
+/metrics."""
 from __future__ import annotations
 
 import json
@@ -16,15 +17,18 @@ import time
 from common.config import Config
 from common.httpjson import BadRequest, field_name, quote
 from common.numbers import is_finite
+from common.config.model import SLI_SOURCES
 from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequency, \
     cgroup_cpu_dir
+from slo.client_sli import ClientLatencies, parse_observations
 from slo.frequency_controller import LoopSettings
 from slo.energy import CorePowerModel, Rapl
 from slo.loop import ServiceLoop
 
 log = logging.getLogger("malb.slo")
 OBJECTIVE_FIELDS = {"target_ms": (int, float), "percentile": (int, float),
-                    "margin": (int, float), "band_mode": (str,), "policy": (str,)}
+                    "margin": (int, float), "band_mode": (str,), "policy": (str,),
+                    "sli": (str,)}
 
 
 def choose_actuator(kind: str, cores: tuple[int, ...], sysfs: str = SYSFS_CPU) -> str:
@@ -87,6 +91,9 @@ class SloRunner:
         rapl = Rapl()
         self.rapl = rapl if rapl.available() else None
         self.loops: dict[str, ServiceLoop] = {}
+        # per service: where its SLI comes from now, and what its clients reported
+        self.sli_source: dict[str, str] = {}
+        self.client_latencies: dict[str, ClientLatencies] = {}
         for inst in cfg.instances_on(server):
             ms = cfg.microservice(inst.microservice)
             if ms.slo is None:
@@ -98,14 +105,26 @@ class SloRunner:
                 emergency=lc.emergency, cooldown_s=lc.cooldown_s, dwell_s=lc.dwell_s,
                 min_samples=lc.min_samples, band_mode=lc.band_mode, guard=lc.guard)
             probe = ContainerProbe(client, inst.container, ms.port)
+            self.sli_source[ms.name] = ms.slo.sli
+            self.client_latencies[ms.name] = ClientLatencies()
             self.loops[ms.name] = ServiceLoop(
-                ms.name, settings, self._factory(probe, srv, settings), probe.latency,
+                ms.name, settings, self._factory(probe, srv, settings),
+                self._sli_function(ms.name, probe),
                 probe.cpu_seconds, cores=max(1, len(srv.cores)),
                 capacity_cores=self._base_cores(srv), window_s=lc.window_s,
                 power=CorePowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl)
         self._stop = threading.Event()
         self._thread = None
         self._metrics(registry)
+
+    def _sli_function(self, name: str, probe: ContainerProbe):
+        """The loop's SLI source, read at each step: the service's own histogram, or the
+        requests its clients reported (wall clock: their ends are Unix times)."""
+        def sli(window_s: float) -> dict | None:
+            if self.sli_source[name] == "client":
+                return self.client_latencies[name].window(time.time(), window_s)
+            return probe.latency(window_s)
+        return sli
 
     def _base_cores(self, srv) -> float:
         """What the service can use at the maximum: its pinned cores (cpufreq) or, emulated,
@@ -180,14 +199,36 @@ class SloRunner:
     # ------------------------------------------------------------ HTTP
     def routes(self) -> dict:
         def get(_q, _b):
+            now = time.time()
             return 200, {"server": self.server, "actuator": self.kind,
                          "energy_source": "rapl" if self.rapl else "modelled",
                          "period_s": self.period_s,
-                         "services": {n: loop.status() for n, loop in self.loops.items()}}
+                         "services": {n: {**loop.status(), "sli_source": self.sli_source[n],
+                                          "client_reports":
+                                          self.client_latencies[n].status(now)}
+                                      for n, loop in self.loops.items()}}
 
         def put(_q, body):
             return self.change(body)
-        return {("GET", "/slo"): get, ("PUT", "/slo"): put}
+
+        def observations(_q, body):
+            return self.observe(body)
+        return {("GET", "/slo"): get, ("PUT", "/slo"): put,
+                ("POST", "/slo/observations"): observations}
+
+    def observe(self, body, now: float | None = None) -> tuple[int, dict]:
+        """POST /slo/observations {"service": name, "observations": [[end_unix_s,
+        latency_ms], ...]}: requests a client timed end to end; a 400 naming the field, and
+        nothing kept, on a bad body."""
+        try:
+            name, obs = parse_observations(body)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        if name not in self.loops:
+            raise BadRequest(f"service: {quote(name)} has no SLO loop on {self.server} "
+                             f"(have: {', '.join(sorted(self.loops)) or 'none'})")
+        kept = self.client_latencies[name].add(obs, time.time() if now is None else now)
+        return 200, {"service": name, "kept": kept, "sli_source": self.sli_source[name]}
 
     def change(self, body) -> tuple[int, dict]:
         """PUT /slo {"service": name, "target_ms": .., "percentile": .., "margin": ..,
@@ -201,7 +242,7 @@ class SloRunner:
                              f"(have: {', '.join(sorted(self.loops)) or 'none'})")
         changes = {k: v for k, v in body.items() if k != "service"}
         if not changes:
-            raise BadRequest("body: nothing to change (target_ms, percentile, margin, "
+            raise BadRequest("body: nothing to change (target_ms, percentile, margin, sli, "
                              "band_mode, policy)")
         for k, v in changes.items():
             if k not in OBJECTIVE_FIELDS:
@@ -217,11 +258,18 @@ class SloRunner:
                 raise BadRequest(f"{k}: expected a finite number, got {quote(v)}")
         if "percentile" in changes:
             changes["percentile"] = float(changes["percentile"])
+        source = changes.pop("sli", None)
+        if source is not None and source not in SLI_SOURCES:
+            raise BadRequest(f"sli: expected one of {', '.join(SLI_SOURCES)}, "
+                             f"got {quote(source)}")
         try:
             settings = self.loops[name].set_objective(**changes)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
+        if source is not None:
+            self.sli_source[name] = source
         return 200, {"service": name, "policy": self.loops[name].policy,
+                     "sli": self.sli_source[name],
                      "slo": {"target_ms": settings.target_ms,
                              "percentile": settings.percentile,
                              "margin": settings.margin, "band_mode": settings.band_mode}}

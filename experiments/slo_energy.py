@@ -12,14 +12,19 @@ the profile is played:
 - max: fixed maximum frequency (the paper's operators' "lock at peak F");
 - min: fixed minimum;
 - ondemand: Linux's ondemand rule on the measured load (emulated here);
-- slo: the SLO loop, the safe band (hold in [0.9 SLO, SLO]);
+- slo: the SLO loop, the safe band (hold in [0.9 SLO, SLO]), on the service's own latency;
+- slo-client: the same loop on the latency the clients measured end to end (`sli: client`:
+  a relay here reads the load generators' records as they are written and reports each
+  finished request to the agent, POST /slo/observations; a failed one as FAILED_MS);
 - slo-paper: the SLO loop with the paper's literal band (10 % of the SLI around the SLO,
   whatever the configured margin).
 
 Reported per policy: CPU energy (modelled unless RAPL is readable: every output says which)
-and energy per request, the share of control intervals with the SLI over the SLO (all, and
-at the stable load: outside the settling window after each change of load), p50/p95/p99 at
-the client, frequency changes per minute, settling time after the step up. Results:
+and energy per request; the share of control intervals over the SLO, at the service (the
+loop's own SLI) and at the client (the same percentile over the same window of the
+requests the clients saw end in it), over all intervals and at the stable load (outside
+the settling window after each change of load); p50/p95/p99 at the client, frequency
+changes per minute, settling time after the step up. Results:
 summary.md (beside the paper's Table 2), summary.json, per-policy CSVs, slo-<profile>.png.
 """
 from __future__ import annotations
@@ -27,23 +32,28 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
+import io
 import json
 import os
 import sys
+import threading
 import time
 
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
     require_testbed
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
-from common.httpjson import HttpError, get_json, put_json
+from common.httpjson import HttpError, get_json, post_json, put_json
 from common.markdown import number, table
 from common.procs import ROOT
 from common.stats import quantile
 from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
-COMPARED_POLICIES = ("max", "min", "ondemand", "slo", "slo-paper")
+COMPARED_POLICIES = ("max", "min", "ondemand", "slo", "slo-client", "slo-paper")
+FAILED_MS = 10_000.0        # a failed request counts as this slow (the clients' timeout)
+RELAY_EVERY_S = 0.5
+MAX_REPORT = 5_000          # requests per report (slo/client_sli.py takes up to 10,000)
 PROFILES = ("step", "ramp")
 STABLE_AFTER_S = 15.0       # intervals this soon after a change of load are settling
 PAPER_BAND = 0.10            # SLO-AEEM's Band_T = 10 % of TL_T
@@ -79,19 +89,100 @@ def load_changes(phases: list[dict]) -> list[float]:
     return out
 
 
+def request_latency_ms(row: dict) -> float:
+    """A request as its client saw it: its latency (from when it was due: open loop), a
+    failed one as FAILED_MS."""
+    return FAILED_MS if row["error"] else 1000.0 * float(row["latency_s"])
+
+
+class ClientRelay:
+    """The clients' end-to-end latencies to the service's agent: every RELAY_EVERY_S, the
+    request records the load generators have written since (complete lines of
+    requests-<tag>-*.csv) as POST /slo/observations [[ended, latency_ms], ...]. The
+    clients run in the testbed's hosts, which do not reach the agent's address; a probe
+    client or a user's load generator would report the same way."""
+
+    def __init__(self, pattern: str, agent: str, service: str, token: str | None):
+        self.pattern, self.url, self.service, self.token = pattern, f"{agent}/slo/observations", \
+            service, token
+        self.offsets: dict[str, int] = {}
+        self.headers: dict[str, str] = {}
+        self.sent = self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="client-relay", daemon=True)
+
+    def new_observations(self) -> list[list[float]]:
+        out = []
+        for path in sorted(glob.glob(self.pattern)):
+            with open(path) as fh:
+                fh.seek(self.offsets.get(path, 0))
+                text = fh.read()
+            cut = text.rfind("\n") + 1       # a line being written waits for the next poll
+            if not cut:
+                continue
+            self.offsets[path] = self.offsets.get(path, 0) + len(text[:cut].encode())
+            lines = text[:cut]
+            if path not in self.headers:
+                self.headers[path], _, lines = lines.partition("\n")
+            for r in csv.DictReader(io.StringIO(self.headers[path] + "\n" + lines)):
+                if r.get("ended"):
+                    out.append([float(r["ended"]), round(request_latency_ms(r), 3)])
+        return out
+
+    def poll(self) -> None:
+        obs = self.new_observations()
+        for k in range(0, len(obs), MAX_REPORT):
+            try:
+                post_json(self.url, {"service": self.service,
+                                     "observations": obs[k:k + MAX_REPORT]}, 5.0,
+                          token=self.token)
+                self.sent += len(obs[k:k + MAX_REPORT])
+            except HttpError:
+                self.errors += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(RELAY_EVERY_S):
+            self.poll()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.poll()
+
+
+def client_sli(requests: list[dict], t0: float, t: float, window_s: float,
+               percentile: float) -> float | None:
+    """The loop's SLI as the clients saw it at t (s from t0): the percentile of the
+    latencies of the requests that ended in (t - window_s, t], failed ones as FAILED_MS;
+    None when none ended then."""
+    values = sorted(request_latency_ms(r) for r in requests
+                    if r.get("ended") and t - window_s < float(r["ended"]) - t0 <= t)
+    return quantile(values, percentile / 100, is_sorted=True)
+
+
 def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: list[dict],
-            ramp: bool) -> dict:
-    """Per-policy figures from the loop's per-period rows (t from the profile's start,
-    sli_ms, samples, freq_mhz, energy_j) and the client's requests."""
+            ramp: bool, t0: float = 0.0, window_s: float = 5.0,
+            percentile: float = 95.0) -> dict:
+    """Per-policy figures from the loop's per-period rows (t from the profile's start at
+    t0, sli_ms, samples, freq_mhz, energy_j) and the clients' requests; each row judged at
+    the service (its sli_ms) and at the client (client_sli over the loop's window)."""
     seconds = sum(p["seconds"] for p in phases)
     rows = [r for r in rows if 0 <= r["t"] <= seconds]
+    for r in rows:
+        r["client_sli_ms"] = client_sli(requests, t0, r["t"], window_s, percentile)
     judged = [r for r in rows if r["sli_ms"] is not None]
+    at_client = [r for r in rows if r["client_sli_ms"] is not None]
     changes = load_changes(phases)
 
     def stable(r):
         return not ramp and all(not 0 <= r["t"] - c < STABLE_AFTER_S for c in changes) \
             and r["t"] >= STABLE_AFTER_S
     steady = [r for r in judged if stable(r)]
+    steady_client = [r for r in at_client if stable(r)]
     over = [r for r in judged if r["sli_ms"] > target_ms]
     ok = sorted(float(q["latency_s"]) * 1000 for q in requests if not q["error"])
     energy = rows[-1]["energy_j"] - rows[0]["energy_j"] if len(rows) > 1 else None
@@ -118,6 +209,14 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
         "stable_intervals": len(steady),
         "stable_within_slo_share": round(sum(1 for r in steady if r["sli_ms"] <= target_ms)
                                          / len(steady), 4) if steady else None,
+        "client_intervals": len(at_client),
+        "client_over_slo_share": round(sum(1 for r in at_client
+                                           if r["client_sli_ms"] > target_ms)
+                                       / len(at_client), 4) if at_client else None,
+        "client_stable_intervals": len(steady_client),
+        "client_stable_within_slo_share": round(
+            sum(1 for r in steady_client if r["client_sli_ms"] <= target_ms)
+            / len(steady_client), 4) if steady_client else None,
         "mean_freq_mhz": round(sum(r["freq_mhz"] for r in rows) / len(rows)) if rows else None,
         "freq_changes_per_min": round(60 * freq_changes / seconds, 2),
         "settling_s": settle}
@@ -143,6 +242,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
     # slo-paper is the paper's rule as written: its band is 10 % of the SLI, whatever margin
     # the configuration gives the safe rule
     body = {"service": svc.name, "policy": "slo" if policy.startswith("slo") else policy,
+            "sli": "client" if policy == "slo-client" else "service",
             "band_mode": "paper" if policy == "slo-paper" else "safe",
             "margin": PAPER_BAND if policy == "slo-paper" else svc.slo.margin}
     put_json(f"{agent}/slo", body, 5.0, token=st.cfg.security.token)
@@ -160,23 +260,26 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
     watcher = LoopWatcher(agent)
     seconds = sum(p["seconds"] for p in phases)
     start = time.time() + 2
-    st.start_loadgen(path, start, tag=tag, timeout_s=10)
-    t0 = start + opts.warmup                      # the measured profile starts here
-    mono0 = time.monotonic() + (t0 - time.time())
-    while time.time() < t0 + seconds + 2:
-        try:
-            doc = watcher.poll(svc.name)
-        except (HttpError, KeyError) as exc:
-            raise RuntimeError(f"the agent's SLO loop does not answer: {exc}") from None
-        time.sleep(min(2.0, opts.period))
+    relay = ClientRelay(os.path.join(st.run_dir, f"requests-{tag}-*.csv"), agent, svc.name,
+                        st.cfg.security.token)
+    with relay:
+        st.start_loadgen(path, start, tag=tag, timeout_s=FAILED_MS / 1000)
+        t0 = start + opts.warmup                      # the measured profile starts here
+        mono0 = time.monotonic() + (t0 - time.time())
+        while time.time() < t0 + seconds + 2:
+            try:
+                doc = watcher.poll(svc.name)
+            except (HttpError, KeyError) as exc:
+                raise RuntimeError(f"the agent's SLO loop does not answer: {exc}") from None
+            time.sleep(min(2.0, opts.period))
+            if opts.progress:
+                print(f"\r[slo] {tag}: {time.time() - t0:5.0f}/{seconds:.0f} s, "
+                      f"{doc['frequency_mhz']} MHz, SLI {number(doc['sli_ms'], 1)} ms "
+                      f"({doc['sli_source']})   ", end="", file=sys.stderr, flush=True)
         if opts.progress:
-            print(f"\r[slo] {tag}: {time.time() - t0:5.0f}/{seconds:.0f} s, "
-                  f"{doc['frequency_mhz']} MHz, SLI {number(doc['sli_ms'], 1)} ms   ",
-                  end="", file=sys.stderr, flush=True)
-    if opts.progress:
-        print(file=sys.stderr)
-    st.wait_for(lambda: len(st.loadgen_summaries(tag)) == len(st.cfg.testbed.clients),
-                seconds + 120, f"load {tag}", interval_s=1.0)
+            print(file=sys.stderr)
+        st.wait_for(lambda: len(st.loadgen_summaries(tag)) == len(st.cfg.testbed.clients),
+                    seconds + 120, f"load {tag}", interval_s=1.0)
     requests = []
     for f in glob.glob(os.path.join(st.run_dir, f"requests-{tag}-*.csv")):
         with open(f) as fh:
@@ -189,11 +292,13 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["t"])
         w.writeheader()
         w.writerows(rows)
-    result = analyse(rows, requests, svc.slo.target_ms, phases, profile == "ramp")
+    result = analyse(rows, requests, svc.slo.target_ms, phases, profile == "ramp", t0,
+                     st.cfg.agents.slo.window_s, svc.slo.percentile)
+    result["client_reports"] = {"requests": relay.sent, "failed_posts": relay.errors}
     log(f"[slo] {tag}: energy {result['energy_j']} J, "
-        f"{result['energy_per_request_mj']} mJ/request, over SLO "
-        f"{result['over_slo_share']}, p95 {number(result['p95_ms'], 1)} ms, "
-        f"mean {result['mean_freq_mhz']} MHz")
+        f"{result['energy_per_request_mj']} mJ/request, over SLO at the service "
+        f"{result['over_slo_share']}, at the client {result['client_over_slo_share']}, "
+        f"p95 {number(result['p95_ms'], 1)} ms, mean {result['mean_freq_mhz']} MHz")
     return {"result": result, "rows": rows}
 
 
@@ -246,18 +351,24 @@ def summary_markdown(doc: dict, opts) -> str:
             rows.append([policy, number(r["energy_j"], 1),
                          "–" if gain is None else f"{gain:+.1f} %",
                          number(r["energy_per_request_mj"], 2), percent(r["over_slo_share"]),
-                         percent(r["stable_within_slo_share"]), number(r["p50_ms"], 1),
+                         percent(r["stable_within_slo_share"]),
+                         percent(r.get("client_over_slo_share")),
+                         percent(r.get("client_stable_within_slo_share")),
+                         number(r["p50_ms"], 1),
                          number(r["p95_ms"], 1), number(r["p99_ms"], 1),
                          number(r["mean_freq_mhz"], 0), r["freq_changes_per_min"],
                          number(r["settling_s"], 1), r["failed"]])
         lines += [f"## Profile: {profile}", "",
-                  table(["policy", "energy J", "vs max", "mJ/request", "SLI over SLO (all)",
-                         "within SLO (stable)", "p50 ms", "p95 ms", "p99 ms", "mean MHz",
-                         "changes/min", "settling s", "failed"], rows, "l".ljust(13, "r"),
-                        compact=True)]
+                  table(["policy", "energy J", "vs max", "mJ/request",
+                         "over SLO at the service (all)", "within SLO at the service (stable)",
+                         "over SLO at the client (all)", "within SLO at the client (stable)",
+                         "p50 ms", "p95 ms", "p99 ms", "mean MHz", "changes/min",
+                         "settling s", "failed"], rows, "l".ljust(15, "r"), compact=True)]
     lines += [f"{PAPER}.", "",
               "Control intervals are the loop's periods with an SLI (enough requests in its "
-              "window); 'stable' leaves out the first "
+              "window); at the client, the same percentile over the same window of the "
+              f"requests the clients saw end in it (a failed one as {FAILED_MS / 1000:g} s); "
+              "'stable' leaves out the first "
               f"{STABLE_AFTER_S:g} s of the profile and after each change of load (none in a "
               "ramp). Settling: seconds from the step up until the SLI stays within the SLO "
               "for the rest of the high phase."]
@@ -273,11 +384,14 @@ def plot(doc: dict, out_dir: str) -> None:
         fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
         for policy, r in res.items():
             rows = r["rows"]
-            a1.plot([x["t"] for x in rows], [x["sli_ms"] for x in rows], label=policy, lw=1)
+            line, = a1.plot([x["t"] for x in rows], [x["sli_ms"] for x in rows], label=policy,
+                            lw=1)
+            a1.plot([x["t"] for x in rows], [x.get("client_sli_ms") for x in rows], lw=0.8,
+                    ls=":", color=line.get_color())
             a2.step([x["t"] for x in rows], [x["freq_mhz"] for x in rows], label=policy,
                     where="post", lw=1)
         a1.axhline(target, color="k", ls="--", lw=0.8, label="SLO")
-        a1.set_ylabel(f"SLI p{doc['slo']['percentile']:g} (ms)")
+        a1.set_ylabel(f"p{doc['slo']['percentile']:g} (ms): service, client dotted")
         a1.legend(fontsize=8, ncol=3)
         a2.set_ylabel("frequency (MHz)" + (" (emulated)" if doc["loop"]["actuator"] ==
                                            "emulated" else ""))

@@ -246,6 +246,9 @@ class Call:
                                   help="what the callee answers to it")
 
 
+SLI_SOURCES = ("service", "client")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Slo:
     """A microservice's latency objective: its `percentile` latency over the loop's window
@@ -255,6 +258,9 @@ class Slo:
     target_ms: float = setting(lo=0.1, hi=600_000, help="the latency objective")
     margin: float = setting(0.10, lo=0.01, hi=0.9, help="the hold band below the target, "
                                                          "a share of it")
+    sli: str = setting("service", type="choice", choices=SLI_SOURCES, help=(
+        "where the latency is measured: `service` (its own histogram) or `client` (what "
+        "clients report to its agent, `POST /slo/observations`: end to end)"))
 
 
 def _default_command(v: dict, ctx) -> str:

@@ -138,7 +138,7 @@ def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
     r = runner()
     assert list(r.loops) == ["ui"] and r.loops["ui"].settings.f_min_mhz == 1200
     assert r.change({"service": "ui", "target_ms": 60, "percentile": 99}) == \
-        (200, {"service": "ui", "policy": "slo",
+        (200, {"service": "ui", "policy": "slo", "sli": "service",
                "slo": {"target_ms": 60, "percentile": 99.0, "margin": 0.1,
                        "band_mode": "safe"}})
     assert r.change({"service": "ui", "policy": "ondemand"})[1]["policy"] == "ondemand"
@@ -158,13 +158,48 @@ def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
     ({"service": "ui", "band_mode": "wide"}, "band_mode: expected one of"),
     ({"service": "ui", "policy": "turbo"}, "policy: expected one of slo, max, min, ondemand"),
     ({"service": "ui", "policy": 3}, "policy: expected a string"),
+    ({"service": "ui", "sli": "browser"}, "sli: expected one of service, client"),
+    ({"service": "ui", "sli": "client", "margin": 2}, "margin: expected"),
 ])
 def test_a_bad_put_is_refused_naming_the_field_and_changes_nothing(body, message):
     r = runner()
     before = r.loops["ui"].settings
     with pytest.raises(BadRequest, match=message):
         r.change(body)
-    assert r.loops["ui"].settings == before
+    assert r.loops["ui"].settings == before and r.sli_source["ui"] == "service"
+
+
+def test_the_loop_reads_what_the_clients_report_once_its_sli_is_the_clients():
+    """POST /slo/observations keeps the requests the clients timed; with `sli: client` the
+    loop's SLI is their window, not the service's histogram."""
+    r = runner()
+    loop = r.loops["ui"]
+    now = time.time()
+    body = {"service": "ui", "observations": [[now - 1.0 - k / 1000, 10.0 + k % 50]
+                                              for k in range(200)]}
+    assert r.observe(body)[1] == {"service": "ui", "kept": 200, "sli_source": "service"}
+    assert r.change({"service": "ui", "sli": "client"})[1]["sli"] == "client"
+    reading = loop.sli_fn(5.0)
+    assert reading["count"] == 200 and 55 <= reading["p95_ms"] <= 60
+    status = r.routes()[("GET", "/slo")]({}, None)[1]["services"]["ui"]
+    assert status["sli_source"] == "client" and status["client_reports"]["reports"] == 1
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"service": "ui"}, "observations: expected a list"),
+    ({"service": "video", "observations": []}, "service: 'video' has no SLO loop"),
+    ({"service": "ui", "observations": [[1.0, -2.0]]}, r"observations\[0\]: expected"),
+    ({"service": "ui", "observations": [[1.0, 2.0], [True, 1.0]]}, r"observations\[1\]"),
+    ({"service": "ui", "observations": [[1.0, float("nan")]]}, r"observations\[0\]"),
+    ({"service": "ui", "observations": [], "x": 1}, "x: unknown field"),
+    ({"service": "ui", "observations": [[1.0, 1.0]] * 10_001}, "at most 10000 per report"),
+    ("ui", "body: expected an object"),
+])
+def test_a_bad_report_is_refused_naming_the_field_and_nothing_is_kept(body, message):
+    r = runner()
+    with pytest.raises(BadRequest, match=message):
+        r.observe(body)
+    assert r.client_latencies["ui"].reports == 0
 
 
 def test_auto_chooses_cpufreq_only_where_every_pinned_core_has_it(tmp_path):
@@ -246,3 +281,18 @@ def test_the_call_graph_service_answers_its_latency_summary():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_client_reports_keep_what_a_window_can_reach_and_say_when_none_came():
+    from slo.client_sli import ClientLatencies
+    c = ClientLatencies(keep_s=60.0)
+    assert c.window(1000.0, 5.0) is None                # no report: no signal
+    kept = c.add([(999.0, 20.0), (996.5, 40.0), (900.0, 1.0), (1001.0, 3.0)], now=1000.0)
+    assert kept == 2                        # too old for any window, and a clock ahead
+    w = c.window(1000.0, 5.0)
+    assert w["count"] == 2 and w["p50_ms"] == pytest.approx(30.0)
+    assert c.window(1000.0, 2.0)["count"] == 1
+    c.add([], now=1010.0)
+    assert c.window(1010.0, 5.0)["count"] == 0          # reports came, nothing in the window
+    assert c.status(1012.0) == {"reports": 2, "requests_received": 4,
+                                "last_report_age_s": 2.0}

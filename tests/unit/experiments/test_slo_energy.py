@@ -1,0 +1,82 @@
+"""The SLO experiment's pure parts (experiments/slo_energy.py): the clients' latencies
+relayed to the agent as they are written, and compliance judged at the client."""
+import csv
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import json
+
+import pytest
+
+from experiments import loadgen, slo_energy
+
+
+def write_rows(path, rows, header=True):
+    with open(path, "a", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=loadgen.FIELDS)
+        if header:
+            w.writeheader()
+        for r in rows:
+            w.writerow({f: r.get(f, "") for f in loadgen.FIELDS})
+
+
+def test_a_failed_request_counts_as_the_clients_timeout():
+    assert slo_energy.request_latency_ms({"error": "", "latency_s": "0.0125"}) == 12.5
+    assert slo_energy.request_latency_ms({"error": "timeout", "latency_s": "1.0"}) == \
+        slo_energy.FAILED_MS
+
+
+def test_the_relay_reports_each_finished_request_once_and_waits_for_whole_lines(tmp_path):
+    got, token = [], []
+
+    class Agent(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            got.append(body)
+            token.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a):
+            pass
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Agent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        path = tmp_path / "requests-step-slo-1.csv"
+        write_rows(path, [{"ended": "100.5", "latency_s": "0.02"},
+                          {"ended": "101.0", "latency_s": "0.5", "error": "timeout"}])
+        with open(path, "a") as fh:
+            fh.write("3,1,request,high,1,1,1,102.0,0.03")     # a line still being written
+        relay = slo_energy.ClientRelay(str(tmp_path / "requests-step-slo-*.csv"),
+                                       f"http://127.0.0.1:{server.server_port}", "ui", "t0k")
+        relay.poll()
+        assert got == [{"service": "ui", "observations": [[100.5, 20.0],
+                                                         [101.0, slo_energy.FAILED_MS]]}]
+        assert token == ["Bearer t0k"] and relay.sent == 2
+        with open(path, "a") as fh:
+            fh.write(",0,200,srv1-ui,,\n")                    # now it is whole
+        relay.poll()
+        assert got[-1]["observations"] == [[102.0, 30.0]] and relay.sent == 3
+        relay.poll()
+        assert len(got) == 2                                  # nothing new: nothing sent
+    finally:
+        server.shutdown()
+
+
+def test_compliance_is_judged_at_the_service_and_at_the_client():
+    phases = [{"name": "low", "seconds": 60, "from": 30, "to": 30}]
+    t0 = 1000.0
+    # the service says 30 ms throughout; the clients saw 60 ms in the second half
+    rows = [{"t": float(t), "sli_ms": 30.0, "samples": 100, "freq_mhz": 2000,
+             "energy_j": float(t)} for t in range(0, 61)]
+    requests = [{"ended": str(t0 + k / 10), "latency_s": "0.030" if k < 300 else "0.060",
+                 "error": ""} for k in range(1, 600)]
+    r = slo_energy.analyse(rows, requests, 40.0, phases, ramp=False, t0=t0, window_s=5.0)
+    assert r["stable_within_slo_share"] == 1.0 and r["over_slo_share"] == 0.0
+    # t = 1..30 judged on 30 ms requests, 31-34 on a window that holds both, then 60 ms
+    assert 0.4 < r["client_over_slo_share"] < 0.55
+    assert r["client_stable_within_slo_share"] < 0.6
+    assert rows[10]["client_sli_ms"] == pytest.approx(30.0)
+    assert rows[50]["client_sli_ms"] == pytest.approx(60.0)
+    assert rows[0]["client_sli_ms"] is None                  # nothing had ended yet
