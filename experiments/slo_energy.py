@@ -12,6 +12,8 @@ the profile is played:
 - max: fixed maximum frequency (the paper's operators' "lock at peak F");
 - min: fixed minimum;
 - ondemand: Linux's ondemand rule on the measured load (emulated here);
+- schedutil: Linux's schedutil rule (1.25 x the maximum x the frequency-invariant
+  utilization, the lowest step at or above it; emulated here);
 - slo: the SLO loop, the safe band (hold in [0.9 SLO, SLO]), on the service's own latency;
 - slo-client: the same loop on the latency the clients measured end to end (`sli: client`:
   a relay here reads the load generators' records as they are written and reports each
@@ -50,7 +52,7 @@ from common.stats import quantile
 from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
-COMPARED_POLICIES = ("max", "min", "ondemand", "slo", "slo-client", "slo-paper")
+COMPARED_POLICIES = ("max", "min", "ondemand", "schedutil", "slo", "slo-client", "slo-paper")
 FAILED_MS = 10_000.0        # a failed request counts as this slow (the clients' timeout)
 RELAY_EVERY_S = 0.5
 MAX_REPORT = 5_000          # requests per report (slo/client_sli.py takes up to 10,000)

@@ -6,8 +6,8 @@ and the paper's literal band: docs/slo.md, "The loop".
 - decide, initial_state: one control period (the new state and why), and the start;
 - LoopSettings, LoopState, FrequencyDecision, BAND_MODES: its settings, state and output;
 - predicted_sli, quantise: the SLI one step down; a frequency clamped to whole steps;
-- baseline, ondemand, FREQUENCY_POLICIES: the policies that ignore the SLI (fixed maximum,
-  fixed minimum, Linux's ondemand), for comparison.
+- baseline, ondemand, schedutil, FREQUENCY_POLICIES: the policies that ignore the SLI
+  (fixed maximum, fixed minimum, Linux's ondemand and schedutil), for comparison.
 """
 from __future__ import annotations
 
@@ -175,7 +175,10 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
     return result("hold", state.freq_mhz, "inside the band", error)
 
 
-FREQUENCY_POLICIES = ("slo", "max", "min", "ondemand")
+FREQUENCY_POLICIES = ("slo", "max", "min", "ondemand", "schedutil")
+# schedutil's headroom: the frequency asked is 1.25 x the maximum x the utilization
+# (kernel/sched/cpufreq_schedutil.c, map_util_freq: freq + freq / 4)
+SCHEDUTIL_HEADROOM = 1.25
 
 
 def ondemand(s: LoopSettings, load: float) -> int:
@@ -187,16 +190,28 @@ def ondemand(s: LoopSettings, load: float) -> int:
     return quantise(s, s.f_min_mhz + max(0.0, load) * (s.f_max_mhz - s.f_min_mhz))
 
 
+def schedutil(s: LoopSettings, load: float, freq_mhz: int) -> int:
+    """Linux's schedutil governor (the default on most kernels now), one period: the
+    utilization made frequency-invariant (busy share at the current frequency x current /
+    maximum), asked for with 25 % headroom, at the lowest step at or above that."""
+    util = max(0.0, load) * freq_mhz / s.f_max_mhz
+    want = SCHEDUTIL_HEADROOM * s.f_max_mhz * util
+    steps = math.ceil((want - s.f_min_mhz) / s.step_mhz - 1e-9)
+    return int(min(s.f_max_mhz, max(s.f_min_mhz, s.f_min_mhz + steps * s.step_mhz)))
+
+
 def baseline(s: LoopSettings, state: LoopState, policy: str, load: float | None,
              now: float) -> FrequencyDecision:
-    """A policy that ignores the SLI: fixed maximum, fixed minimum, or ondemand (holds
-    until a load is known)."""
+    """A policy that ignores the SLI: fixed maximum, fixed minimum, ondemand or schedutil
+    (these two hold until a load is known)."""
     if policy == "max":
         f = s.f_max_mhz
     elif policy == "min":
         f = s.f_min_mhz
     elif policy == "ondemand":
         f = state.freq_mhz if load is None else ondemand(s, load)
+    elif policy == "schedutil":
+        f = state.freq_mhz if load is None else schedutil(s, load, state.freq_mhz)
     else:
         raise ValueError(f"policy: expected one of {', '.join(FREQUENCY_POLICIES)}, got {policy!r}")
     changed = f != state.freq_mhz

@@ -102,7 +102,7 @@ BAD_INVOCATIONS = [
     (["benchmarks.profiler_period", "--predictors", "fast", "--out", "{out}"], "choose from"),
     (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
     (["experiments.slo_energy", "--policies", "max,turbo", "--out", "{out}"],
-     "choose from max, min, ondemand, slo, slo-client, slo-paper, got 'turbo'"),
+     "choose from max, min, ondemand, schedutil, slo, slo-client, slo-paper, got 'turbo'"),
     (["experiments.slo_energy", "--seconds", "5", "--out", "{out}"], "must be at least 30"),
     (["experiments.slo_energy", "--config", "configs/paper.yaml", "--out", "{out}"],
      "configuration: microservices: no microservice has an slo"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slo.frequency_controller import LoopSettings, LoopState, decide, initial_state, \
-    predicted_sli, quantise
+from slo.frequency_controller import LoopSettings, LoopState, baseline, decide, \
+    initial_state, predicted_sli, quantise, schedutil
 
 S = LoopSettings(target_ms=100.0, min_samples=10)
 
@@ -142,3 +142,18 @@ def test_the_guard_undoes_a_down_step_at_once_but_waits_after_an_up_step():
     after_up = LoopState(freq_mhz=1400, last_change=0.0, last_step=1)
     assert decide(S, after_up, 97.0, 50, 1.0).action == "dwell"
     assert decide(S, after_down, 80.0, 50, 1.0).state.last_step == -1   # unchanged: kept
+
+
+def test_schedutil_asks_for_a_quarter_more_than_the_frequency_invariant_use():
+    s = LoopSettings(target_ms=40.0, f_min_mhz=1000, f_max_mhz=2000, step_mhz=100)
+    # half busy at 2000 MHz: util 0.5 of the maximum -> 1.25 x 0.5 x 2000 = 1250 -> 1300
+    assert schedutil(s, 0.5, 2000) == 1300
+    # the same work at 1300 MHz keeps the cores 0.5 x 2000 / 1300 busy: it stays there
+    assert schedutil(s, 0.5 * 2000 / 1300, 1300) == 1300
+    assert schedutil(s, 0.0, 1500) == 1000 and schedutil(s, 1.0, 2000) == 2000
+    assert schedutil(s, 0.4, 2000) == 1000           # 1.25 x 0.4 x 2000 = 1000 exactly
+    state = initial_state(s)
+    held = baseline(s, state, "schedutil", None, 0.0)
+    assert held.state.freq_mhz == state.freq_mhz                # no load known: holds
+    d = baseline(s, state, "schedutil", 0.3, 1.0)
+    assert d.state.freq_mhz == schedutil(s, 0.3, state.freq_mhz) and d.action == "schedutil"

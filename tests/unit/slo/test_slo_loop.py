@@ -156,7 +156,7 @@ def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
     ({"service": "ui", "target_ms": 10 ** 400}, "target_ms: expected a finite number"),
     ({"service": "ui", "percentile": float("inf")}, "percentile: expected a finite"),
     ({"service": "ui", "band_mode": "wide"}, "band_mode: expected one of"),
-    ({"service": "ui", "policy": "turbo"}, "policy: expected one of slo, max, min, ondemand"),
+    ({"service": "ui", "policy": "turbo"}, "policy: expected one of slo, max, min, ondemand, schedutil"),
     ({"service": "ui", "policy": 3}, "policy: expected a string"),
     ({"service": "ui", "sli": "browser"}, "sli: expected one of service, client"),
     ({"service": "ui", "sli": "client", "margin": 2}, "margin: expected"),
