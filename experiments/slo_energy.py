@@ -26,7 +26,11 @@ and energy per request; the share of control intervals over the SLO, at the serv
 loop's own SLI) and at the client (the same percentile over the same window of the
 requests the clients saw end in it), over all intervals and at the stable load (outside
 the settling window after each change of load); p50/p95/p99 at the client, frequency
-changes per minute, settling time after the step up. Results:
+changes per minute, settling time after the step up. With --runs N the policies are played
+N times, interleaved (run k of every policy before run k + 1 of any, the order rotated by
+one place per run, run k's load on seed + k): each figure is a mean with its 95 % interval,
+and each SLO loop is tested against max, ondemand and schedutil paired by run (energy,
+energy per request, the share of stable intervals within the SLO at the client). Results:
 summary.md (beside the paper's Table 2), summary.json, per-policy CSVs, slo-<profile>.png.
 """
 from __future__ import annotations
@@ -49,6 +53,7 @@ from common.httpjson import HttpError, get_json, post_json, put_json
 from common.markdown import number, table
 from common.procs import ROOT
 from common.stats import quantile
+from experiments import significance
 from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
@@ -239,7 +244,7 @@ class LoopWatcher:
         return doc
 
 
-def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
+def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int = 0) -> dict:
     agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
     # slo-paper is the paper's rule as written: its band is 10 % of the SLI, whatever margin
     # the configuration gives the safe rule
@@ -248,12 +253,12 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log) -> dict:
             "band_mode": "paper" if policy == "slo-paper" else "safe",
             "margin": PAPER_BAND if policy == "slo-paper" else svc.slo.margin}
     put_json(f"{agent}/slo", body, 5.0, token=st.cfg.security.token)
-    tag = f"{profile}-{policy}"
+    tag = f"{profile}-{policy}" + (f"-r{run + 1}" if opts.runs > 1 else "")
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
     # from where the one before it left the frequency
     warm = [{"name": "warmup", "seconds": opts.warmup, "from": phases[0]["from"],
              "to": phases[0]["from"]}]
-    spec = {"seed": opts.seed, "arrivals": "poisson", "phases": warm + phases,
+    spec = {"seed": opts.seed + run, "arrivals": "poisson", "phases": warm + phases,
             "classes": [{"name": "request", "weight": 1, "host": svc.vip, "port": svc.port,
                          "path": "/work"}]}
     path = os.path.join(st.run_dir, f"spec-{tag}.json")
@@ -312,11 +317,18 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         st.wait_for(lambda: get_json(f"{agent}/slo", 5.0)["services"][svc.name]["actuator"],
                     30, "the SLO loop's actuator")
         slo_doc = get_json(f"{agent}/slo", 5.0)
-        for profile in opts.profiles:
-            phases = profile_phases(profile, opts.low, opts.high, opts.seconds)
-            for policy in opts.policies:
-                out.setdefault(profile, {})[policy] = play(st, svc, policy, profile, phases,
-                                                           opts, log)
+        for run in range(opts.runs):
+            # interleaved: run k of every policy before run k + 1 of any, the order
+            # rotated by one place per run, each run's load on its own seed
+            order = opts.policies[run % len(opts.policies):] + \
+                opts.policies[:run % len(opts.policies)]
+            for profile in opts.profiles:
+                phases = profile_phases(profile, opts.low, opts.high, opts.seconds)
+                for policy in order:
+                    if opts.runs > 1:
+                        log(f"[slo] run {run + 1} of {opts.runs}: {profile}, {policy}")
+                    runs = out.setdefault(profile, {}).setdefault(policy, [])
+                    runs.append(play(st, svc, policy, profile, phases, opts, log, run))
         backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
     return {"profiles": out, "loop": {k: slo_doc[k] for k in ("actuator", "energy_source",
                                                               "period_s")},
@@ -328,6 +340,52 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
 
 def percent(share: float | None) -> str:
     return "–" if share is None else f"{number(100 * share, 1)} %"
+
+
+# the summary's columns: (result key, label, digits, scale: 100 for shares shown in %)
+TABLE = (("energy_j", "energy J", 1, 1), ("energy_per_request_mj", "mJ/request", 2, 1),
+         ("over_slo_share", "% over SLO at the service (all)", 1, 100),
+         ("stable_within_slo_share", "% within SLO at the service (stable)", 1, 100),
+         ("client_over_slo_share", "% over SLO at the client (all)", 1, 100),
+         ("client_stable_within_slo_share", "% within SLO at the client (stable)", 1, 100),
+         ("p50_ms", "p50 ms", 1, 1), ("p95_ms", "p95 ms", 1, 1), ("p99_ms", "p99 ms", 1, 1),
+         ("mean_freq_mhz", "mean MHz", 0, 1), ("freq_changes_per_min", "changes/min", 1, 1),
+         ("settling_s", "settling s", 1, 1), ("failed", "failed", 0, 1))
+# the loop's figures tested against each governor, paired by run: (figure, better)
+TESTED = (("energy_j", "lower"), ("energy_per_request_mj", "lower"),
+          ("client_stable_within_slo_share", "higher"))
+LOOPS = ("slo", "slo-client", "slo-paper")
+
+
+def over_runs(results: list[dict], key: str, digits: int, scale: float) -> str:
+    """One figure over the runs: the value (one run), or mean ± 95 % interval."""
+    values = [scale * r[key] for r in results if r.get(key) is not None]
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return number(values[0], digits)
+    stats = significance.mean_ci(values)
+    return f"{number(stats['mean'], digits)} ± {number(stats['ci'], digits)}"
+
+
+def paired_tests(res: dict) -> list[list]:
+    """Each SLO loop against each governor run in the same runs, paired by run."""
+    rows = []
+    for loop in (p for p in LOOPS if p in res):
+        for base in (p for p in ("max", "ondemand", "schedutil") if p in res):
+            n = min(len(res[loop]), len(res[base]))
+            if n < 2:
+                continue
+            for key, better in TESTED:
+                a = [res[loop][k]["result"].get(key) for k in range(n)]
+                b = [res[base][k]["result"].get(key) for k in range(n)]
+                if None in a or None in b:
+                    continue
+                t = significance.paired(a, b, better=better)
+                rows.append([loop, key, base, number(t["diff"], 3),
+                             "–" if t["ratio"] is None else f"{100 * t['ratio']:+.1f} %",
+                             f"± {number(t['ci'], 3)}", number(t["p"], 3), t["verdict"]])
+    return rows
 
 
 def summary_markdown(doc: dict, opts) -> str:
@@ -344,28 +402,22 @@ def summary_markdown(doc: dict, opts) -> str:
              f"{opts.seconds:g} s per profile and policy, each after {opts.warmup:g} s of "
              f"unmeasured warm-up at the first rate.", ""]
     for profile, res in doc["profiles"].items():
-        base = res.get("max", {}).get("result", {})
         rows = []
-        for policy, r in res.items():
-            r = r["result"]
-            gain = None if not base.get("energy_j") or r["energy_j"] is None else \
-                100 * (r["energy_j"] / base["energy_j"] - 1)
-            rows.append([policy, number(r["energy_j"], 1),
-                         "–" if gain is None else f"{gain:+.1f} %",
-                         number(r["energy_per_request_mj"], 2), percent(r["over_slo_share"]),
-                         percent(r["stable_within_slo_share"]),
-                         percent(r.get("client_over_slo_share")),
-                         percent(r.get("client_stable_within_slo_share")),
-                         number(r["p50_ms"], 1),
-                         number(r["p95_ms"], 1), number(r["p99_ms"], 1),
-                         number(r["mean_freq_mhz"], 0), r["freq_changes_per_min"],
-                         number(r["settling_s"], 1), r["failed"]])
-        lines += [f"## Profile: {profile}", "",
-                  table(["policy", "energy J", "vs max", "mJ/request",
-                         "over SLO at the service (all)", "within SLO at the service (stable)",
-                         "over SLO at the client (all)", "within SLO at the client (stable)",
-                         "p50 ms", "p95 ms", "p99 ms", "mean MHz", "changes/min",
-                         "settling s", "failed"], rows, "l".ljust(15, "r"), compact=True)]
+        for policy, runs in res.items():
+            results = [r["result"] for r in runs]
+            rows.append([policy, *(over_runs(results, key, digits, scale)
+                                   for key, _label, digits, scale in TABLE)])
+        lines += [f"## Profile: {profile}" + (f" ({len(next(iter(res.values())))} runs, mean ± "
+                                               "95 % interval)" if opts.runs > 1 else ""), "",
+                  table(["policy", *(label for _k, label, _d, _s in TABLE)], rows,
+                        "l".ljust(len(TABLE) + 1, "r"), compact=True)]
+        tests = paired_tests(res)
+        if tests:
+            lines += ["Paired by run (the loop against the governors; lower is better for "
+                      "energy, higher for the shares within the SLO):", "",
+                      table(["policy", "figure", "against", "difference", "ratio",
+                             "95 % interval", "p", "verdict"], tests, "lllrrrrl",
+                            compact=True)]
     lines += [f"{PAPER}.", "",
               "Control intervals are the loop's periods with an SLI (enough requests in its "
               "window); at the client, the same percentile over the same window of the "
@@ -384,8 +436,8 @@ def plot(doc: dict, out_dir: str) -> None:
     target = doc["slo"]["target_ms"]
     for profile, res in doc["profiles"].items():
         fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
-        for policy, r in res.items():
-            rows = r["rows"]
+        for policy, runs in res.items():
+            rows = runs[-1]["rows"]          # the last run's trace
             line, = a1.plot([x["t"] for x in rows], [x["sli_ms"] for x in rows], label=policy,
                             lw=1)
             a1.plot([x["t"] for x in rows], [x.get("client_sli_ms") for x in rows], lw=0.8,
@@ -398,7 +450,9 @@ def plot(doc: dict, out_dir: str) -> None:
         a2.set_ylabel("frequency (MHz)" + (" (emulated)" if doc["loop"]["actuator"] ==
                                            "emulated" else ""))
         a2.set_xlabel("seconds")
-        fig.suptitle(f"SLO loop and baselines, {profile} load")
+        fig.suptitle(f"SLO loop and baselines, {profile} load"
+                     + (f" (run {len(next(iter(res.values())))})" if len(next(iter(
+                         res.values()))) > 1 else ""))
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, f"slo-{profile}.png"), dpi=110)
         plt.close(fig)
@@ -425,6 +479,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default 30)")
     p.add_argument("--period", type=positive_float, default=1.0,
                    help="how often the loop is read (default 1 s)")
+    p.add_argument("--runs", type=bounded(int, 1, 50), default=1,
+                   help="interleaved runs, the policies' order rotated by one place per run "
+                        "and run k's load on seed + k (default 1; 3 or more for intervals)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.add_argument("--out", help="results directory (default results/slo-<time>)")
@@ -452,7 +509,7 @@ def main(argv=None) -> int:
     doc = {**measured, **stamp,
            "config": os.path.relpath(config_path(args.config), ROOT),
            "options": vars(args)}
-    slim = {**doc, "profiles": {p: {k: v["result"] for k, v in r.items()}
+    slim = {**doc, "profiles": {p: {k: [run["result"] for run in v] for k, v in r.items()}
                                 for p, r in doc["profiles"].items()}}
     text = lab.write_results(out_dir, "summary", slim, lambda: summary_markdown(doc, args),
                              echo=False)

@@ -80,3 +80,32 @@ def test_compliance_is_judged_at_the_service_and_at_the_client():
     assert rows[10]["client_sli_ms"] == pytest.approx(30.0)
     assert rows[50]["client_sli_ms"] == pytest.approx(60.0)
     assert rows[0]["client_sli_ms"] is None                  # nothing had ended yet
+
+
+def fake_result(energy, within):
+    return {"energy_j": energy, "energy_per_request_mj": energy / 10, "over_slo_share": 0.0,
+            "stable_within_slo_share": 1.0, "client_over_slo_share": 1 - within,
+            "client_stable_within_slo_share": within, "p50_ms": 10.0, "p95_ms": 30.0,
+            "p99_ms": 50.0, "mean_freq_mhz": 1500, "freq_changes_per_min": 2.0,
+            "settling_s": None, "failed": 0}
+
+
+def test_repeated_runs_give_intervals_and_the_loop_paired_against_each_governor(tmp_path):
+    runs = {"max": [100.0, 102.0, 98.0], "ondemand": [80.0, 83.0, 79.0],
+            "slo": [60.0, 64.0, 61.0]}
+    rows = [{"t": float(t), "sli_ms": 30.0, "client_sli_ms": 35.0, "freq_mhz": 1500}
+            for t in range(5)]
+    doc = {"profiles": {"step": {p: [{"result": fake_result(e, 0.99), "rows": rows}
+                                     for e in es] for p, es in runs.items()}},
+           "loop": {"actuator": "emulated", "energy_source": "modelled"},
+           "command": "c", "commit": "abc", "when": "now",
+           "testbed": {"backend": "mininet", "datapath": "netdev"}, "service": "api",
+           "slo": {"percentile": 95.0, "target_ms": 40.0, "margin": 0.1}}
+    opts = slo_energy.parser().parse_args(["--runs", "3"])
+    md = slo_energy.summary_markdown(doc, opts)
+    assert "## Profile: step (3 runs, mean ± 95 % interval)" in md
+    assert "| slo | 61.7 ± " in md                         # energy J over the runs
+    assert "| slo | energy_j | max | -38.333 | -38.3 % |" in md
+    assert "| slo | energy_j | ondemand |" in md and "schedutil" not in md.split("Paired")[1]
+    slo_energy.plot(doc, str(tmp_path))
+    assert (tmp_path / "slo-step.png").exists()
