@@ -121,14 +121,14 @@ class ClientRelay:
     def new_observations(self) -> list[list[float]]:
         out = []
         for path in sorted(glob.glob(self.pattern)):
-            with open(path) as fh:
+            with open(path, "rb") as fh:
                 fh.seek(self.offsets.get(path, 0))
-                text = fh.read()
-            cut = text.rfind("\n") + 1       # a line being written waits for the next poll
+                data = fh.read()
+            cut = data.rfind(b"\n") + 1      # a line being written waits for the next poll
             if not cut:
                 continue
-            self.offsets[path] = self.offsets.get(path, 0) + len(text[:cut].encode())
-            lines = text[:cut]
+            self.offsets[path] = self.offsets.get(path, 0) + cut
+            lines = data[:cut].decode()
             if path not in self.headers:
                 self.headers[path], _, lines = lines.partition("\n")
             for r in csv.DictReader(io.StringIO(self.headers[path] + "\n" + lines)):
