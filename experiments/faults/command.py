@@ -19,6 +19,11 @@ long video streams), and a few seconds into it the fault is injected:
 - hung:       the ui instance of the third server frozen (`docker pause`: every process
               stopped, its port up, nothing refusing) until its load segment is over; the
               health probes must take it out of its pool;
+- starved:    (not in the default set yet) the ui instance of the fourth server left 1 ms of
+              CPU a second (`docker update`): its process runs, neither stopped nor frozen,
+              its port up, and its service answers after seconds; only the service checks'
+              timeouts can find it (a process stuck but running), until its load segment is
+              over;
 - switch:     the switches' controller connection dropped and their flow tables wiped
               (`ovs-vsctl del-controller`, `ovs-ofctl del-flows`), the connection given back
               --hold s later (as tests/integration/test_controller.py does);
@@ -59,8 +64,8 @@ from experiments.faults.analysis import (GRACE_HEALTH_INTERVALS, RECOVERY_TARGET
 from experiments.faults.injection import LEAD_S, VIDEO_SECONDS, Suite
 from experiments.faults.probing import WORKLOAD_MICROSERVICES
 
-FAULTS = ("agent", "profiler", "controller", "container", "hung", "switch", "docker")
-DEFAULT_FAULTS = FAULTS
+FAULTS = ("agent", "profiler", "controller", "container", "hung", "starved", "switch", "docker")
+DEFAULT_FAULTS = tuple(f for f in FAULTS if f != "starved")
 
 
 def config_data(opts) -> dict:

@@ -20,6 +20,9 @@ from experiments.faults.probing import (DecisionRecorder, FaultError, Probe, awa
 VIDEO_SECONDS = 15               # a video stream of the workload lasts this long
 REQUEST_TIMEOUT_S = 10           # a request fails after this long without data
 LEAD_S = 10                      # load before the fault (at most a quarter of --seconds)
+# starved: 1 ms of CPU in each second (the shortest quota the kernel takes, the longest period)
+STARVED_QUOTA_US = 1_000
+STARVED_PERIOD_US = 1_000_000
 
 # A detached guard that resumes dockerd if this process dies while it is stopped.
 WATCHDOG = """
@@ -51,6 +54,9 @@ class Suite:
         ui = self.cfg.instances_of("ui")
         self.container = next((i for i in ui if i.server != self.agent_server), ui[0])
         self.hung = next((i for i in ui[2:] if i != self.container), ui[-1])
+        # the starved one of the fourth (of the last): neither dead nor frozen before it
+        self.starved = next((i for i in ui[3:] if i not in (self.container, self.hung)),
+                            ui[-1])
 
     def what(self, fault: str) -> str:
         o = self.opts
@@ -62,6 +68,9 @@ class Suite:
             "container": f"container of {self.container.name} killed (stays dead)",
             "hung": f"container of {self.hung.name} frozen (docker pause: its port up, "
                     f"nothing answering) until the end of its load",
+            "starved": f"container of {self.starved.name} left {STARVED_QUOTA_US // 1000} ms "
+                       f"of CPU a second (its process running, its port up) until the end "
+                       f"of its load",
             "switch": f"switches' controller connection dropped and flows wiped for "
                       f"{o.hold:g} s",
             "docker": f"dockerd stopped (SIGSTOP) for {o.docker_pause:g} s",
@@ -188,6 +197,35 @@ class Suite:
         return {"start": start, "end": start, "after": thaw,
                 "details": {"container": inst.container, "id": c.id[:12],
                             "instance": inst.name},
+                "checks": [("controller takes it out of its pool", lambda: p.instance_down(inst)),
+                           ("requests through the VIP", lambda: p.vips([inst.microservice]))]}
+
+    def fault_starved(self) -> dict:
+        """A starved instance: its container's CPU quota cut to STARVED_QUOTA_US a second
+        (docker update), its processes running (state R or S: neither stopped nor frozen,
+        so nothing tells them from a busy service without a reading), its port up: its
+        kernel completes handshakes, and its service answers after seconds. Only the
+        readings' timeouts find it, as they would a deadlocked process. It counts as dead
+        from the cut; its quota is put back when its load segment is over."""
+        p, inst = self.probe, self.starved
+        c = self._our_container(inst)
+        host = c.attrs.get("HostConfig") or {}
+        # -1 and the kernel's 100 ms: no quota, as Docker leaves a container without one
+        saved = {"cpu_quota": host.get("CpuQuota") or -1,
+                 "cpu_period": host.get("CpuPeriod") or 100_000}
+        start = time.time()
+        c.update(cpu_period=STARVED_PERIOD_US, cpu_quota=STARVED_QUOTA_US)
+        self.dead[inst.name] = start
+        self.log(f"[faults] starved: {inst.container} left {STARVED_QUOTA_US // 1000} ms of "
+                 f"CPU a second until the end of its load")
+
+        def restore():
+            c.update(**saved)
+            self.dead.pop(inst.name, None)
+            self.log(f"[faults] starved: {inst.container} has its CPU back")
+        return {"start": start, "end": start, "after": restore,
+                "details": {"container": inst.container, "id": c.id[:12],
+                            "instance": inst.name, "restored": saved},
                 "checks": [("controller takes it out of its pool", lambda: p.instance_down(inst)),
                            ("requests through the VIP", lambda: p.vips([inst.microservice]))]}
 

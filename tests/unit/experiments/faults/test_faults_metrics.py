@@ -307,6 +307,10 @@ def test_data_plane_mode_and_the_hung_fault_are_options_of_the_suite():
     args = faults.parser().parse_args([])
     cfg = parse_config_file_data(faults.config_data(args), config_path(None))
     assert cfg.controller.dataplane.short_flows == "controller" and "hung" in args.faults
+    # the starved instance runs only when asked for, in its place after the frozen one
+    assert "starved" not in args.faults
+    args = faults.parser().parse_args(["--faults", "switch,starved,hung"])
+    assert [f for f in faults.FAULTS if f in args.faults] == ["hung", "starved", "switch"]
 
 
 def test_the_workload_of_a_segment_is_a_valid_load_generator_spec():
