@@ -45,7 +45,9 @@ def parser() -> argparse.ArgumentParser:
     sel.add_argument("--all", action="store_true", help="every container on this machine")
     p.add_argument("--capacity", choices=("auto", "cgroup", "config", "host"), default="auto",
                    help="what 100%% means: the server's cgroup limits (testbed), the "
-                        "configuration, or this machine (default auto: cgroup, then config)")
+                        "configuration, or this machine (default auto: cgroup, then config); "
+                        "with host, everything the machine runs beside the containers counts "
+                        "as outside use: only for a machine that is one server")
     p.add_argument("--network-mbit", type=positive_float,
                    help="network capacity (default: the server's network_mbit)")
     p.add_argument("--slo-actuator", choices=("auto", "cpufreq", "emulated"),

@@ -196,11 +196,13 @@ class Agent:
             self._last_scrape = time.monotonic()
         fresh: dict[str, RawSample | None] = {}
         containers = [self._read(c, docs.get(c.id), fresh) for c in mine]
+        # right after the containers' counters: the same stretch of time (the metrics
+        # scrape below may take seconds)
+        whole = self._read_whole()
         for entry in containers:
             if entry["name"] in calls:
                 entry["calls"] = calls[entry["name"]].result()
         wall = time.time()  # the data is from now (reads waited for Docker's next tick)
-        whole = self._read_whole()
         for gone in set(self._pids) - seen:     # containers that disappeared
             self._pids.pop(gone, None)
         self._note_probe_targets(mine)
@@ -211,7 +213,7 @@ class Agent:
             return None
         try:
             seconds = self.whole_cpu_fn()
-        except OSError as exc:
+        except Exception as exc:   # optional: a failed read costs its figure, not the sample
             log.warning("the server's CPU time could not be read: %s", exc)
             return None
         return None if seconds is None else CpuReading(time.monotonic(), float(seconds))
@@ -502,8 +504,9 @@ def host_capacity(network_mbit: float) -> Capacity:
 
 
 def host_cpu_seconds(stat_text: str | None = None) -> float:
-    """A real machine's busy CPU time so far, in seconds: every CPU's time but idle and
-    iowait, from /proc/stat's first line (guest time is inside user time already)."""
+    """A real machine's busy CPU time so far, in seconds: every CPU's time but idle, iowait
+    and steal (what a hypervisor gave others), from /proc/stat's first line (guest time is
+    inside user time already)."""
     if stat_text is None:
         with open("/proc/stat") as fh:
             stat_text = fh.readline()
@@ -511,5 +514,5 @@ def host_cpu_seconds(stat_text: str | None = None) -> float:
     if not fields or fields[0] != "cpu":
         raise ValueError("/proc/stat: no aggregate cpu line")
     ticks = [int(v) for v in fields[1:9]]      # user .. steal
-    busy = sum(ticks) - ticks[3] - ticks[4]    # less idle and iowait
+    busy = sum(ticks) - ticks[3] - ticks[4] - ticks[7]    # less idle, iowait and steal
     return busy / os.sysconf("SC_CLK_TCK")

@@ -157,7 +157,7 @@ class ClientRelay:
 
     def __exit__(self, *exc):
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join()        # its poll in progress ends first: one poller at a time
         self.poll()
 
 
@@ -267,8 +267,9 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     watcher = LoopWatcher(agent)
     seconds = sum(p["seconds"] for p in phases)
     start = time.time() + 2
-    relay = ClientRelay(os.path.join(st.run_dir, f"requests-{tag}-*.csv"), agent, svc.name,
-                        st.cfg.security.token)
+    # the clients' files of this tag only ("slo" is a prefix of "slo-client")
+    relay = ClientRelay(os.path.join(st.run_dir, f"requests-{tag}-[0-9]*.csv"), agent,
+                        svc.name, st.cfg.security.token)
     with relay:
         st.start_loadgen(path, start, tag=tag, timeout_s=FAILED_MS / 1000)
         t0 = start + opts.warmup                      # the measured profile starts here
@@ -288,7 +289,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
         st.wait_for(lambda: len(st.loadgen_summaries(tag)) == len(st.cfg.testbed.clients),
                     seconds + 120, f"load {tag}", interval_s=1.0)
     requests = []
-    for f in glob.glob(os.path.join(st.run_dir, f"requests-{tag}-*.csv")):
+    for f in glob.glob(os.path.join(st.run_dir, f"requests-{tag}-[0-9]*.csv")):
         with open(f) as fh:
             requests += [r for r in csv.DictReader(fh) if r["phase"] != "warmup"]
     rows = [{"t": round(r["time"] - mono0, 3), "sli_ms": r["sli_ms"],

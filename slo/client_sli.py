@@ -78,12 +78,15 @@ class ClientLatencies:
         return kept
 
     def window(self, now: float, window_s: float) -> dict | None:
-        """The requests that ended in the last window_s seconds: count and p50/p90/p95/p99
-        in ms, as a service's GET /latency answers; None when no client has reported yet
-        (no signal, not an idle service)."""
+        """The requests that ended in the window_s seconds up to the last report (what
+        came since is not known yet: a window up to now would miss a report period's
+        requests; once reports have stopped for longer than a window, up to now): count and p50/p90/p95/p99 in ms, as a service's GET /latency answers;
+        None when no client has reported yet (no signal, not an idle service)."""
         if self.last_report is None:
             return None
-        return self.kept.summary(window_s, now=now)
+        # reports that stopped longer ago than a window: the window runs to now (empty)
+        end = self.last_report if 0 <= now - self.last_report <= window_s else now
+        return self.kept.summary(window_s, now=end)
 
     def status(self, now: float) -> dict:
         return {"reports": self.reports, "requests_received": self.received,

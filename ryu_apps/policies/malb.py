@@ -101,7 +101,10 @@ class Malb(Policy):
         if o.long_flows == "running-load" and view.running_model():
             w = view.profiles.flow_weights(ms, now)[0] if o.per_flow_weights else weights
             return self._least_running_load(view, ms, candidates, now, w)
-        return least_load(view, self, ms, candidates, now, "weighted-least-load", weights)
+        extra = {c.server: self._outside(view.loads[c.server]) for c in candidates} \
+            if o.outside_use else None
+        return least_load(view, self, ms, candidates, now, "weighted-least-load", weights,
+                          extra)
 
     def watches(self, view, ms):
         # least-remaining counts the short flows open on each instance: it needs their ends

@@ -58,9 +58,11 @@ def measure(view: "PolicyCore", server: str, weights: tuple[float, float, float]
 
 
 def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
-               now: float, algorithm: str, weights: tuple[float, float, float]) -> Decision:
+               now: float, algorithm: str, weights: tuple[float, float, float],
+               extra_cpu: dict[str, float] | None = None) -> Decision:
     """The least loaded server's instance; ties on fewer pending flows, then instance
-    order. Servers without fresh data are left out; with none fresh, round robin."""
+    order. Servers without fresh data are left out; with none fresh, round robin.
+    extra_cpu: CPU points per server to add to its load (weighted as CPU)."""
     measured = {b.server: measure(view, b.server, weights, algorithm, now)
                 for b in candidates}
     fresh = [b for b in candidates if measured[b.server] is not None]
@@ -71,7 +73,8 @@ def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Bac
     for b in fresh:
         load, data_time, lag = measured[b.server]
         pending[b.server], shares = view.pending_flows.view(b.server, data_time, lag)
-        scores[b.server] = load + view.cost(shares, weights)
+        scores[b.server] = load + view.cost(shares, weights) + \
+            weights[0] * (extra_cpu or {}).get(b.server, 0.0)
     best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
     left_out = len(candidates) - len(fresh)
     reason = f"{algorithm}: {best.server} lowest of {len(fresh)}" + \

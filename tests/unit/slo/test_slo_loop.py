@@ -292,6 +292,8 @@ def test_client_reports_keep_what_a_window_can_reach_and_say_when_none_came():
     w = c.window(1000.0, 5.0)
     assert w["count"] == 2 and w["p50_ms"] == pytest.approx(30.0)
     assert c.window(1000.0, 2.0)["count"] == 1
+    # the window ends at the last report while it is recent: what came since is unknown
+    assert c.window(1000.4, 2.0)["count"] == 1 and c.window(1003.0, 2.0)["count"] == 0
     c.add([], now=1010.0)
     assert c.window(1010.0, 5.0)["count"] == 0          # reports came, nothing in the window
     assert c.status(1012.0) == {"reports": 2, "requests_received": 4,

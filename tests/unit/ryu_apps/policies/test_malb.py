@@ -51,6 +51,15 @@ def test_malb_counts_what_runs_beside_a_servers_containers_and_the_paper_does_no
     assert d.server != "srv1" and d.scores["srv1"] == pytest.approx(85.0)
     assert decide("malb", outside_use=False).server == "srv1"
     assert decide("malb-paper").server == "srv1"       # the paper's agents read containers
+    # before the profiler knows what a flow uses: weighted least load, the same count
+    core = make_core()
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)
+    for srv in SERVERS:
+        core.update_server_load(srv, 5.0 if srv == "srv1" else 20.0, 10.0, 10.0, 99.0,
+                                outside_cpu=80.0 if srv == "srv1" else 0.0)
+    d = core.choose("backend")
+    assert d.algorithm == "weighted-least-load" and d.server != "srv1"
+    assert d.scores["srv1"] == pytest.approx(85.0)
 
 
 def test_malb_spreads_a_burst_by_the_jobs_it_sent_since_the_measurement():
