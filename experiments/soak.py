@@ -34,6 +34,7 @@ import sys
 import time
 import urllib.request
 
+from common import lab
 from common.cli import ArgumentParser, bounded, fail, require_testbed
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
 from common.markdown import number, table
@@ -205,7 +206,8 @@ def run(args) -> int:
 
 def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
-        json.dump({"minutes": args.minutes, "rate": args.rate, "policy": args.policy,
+        json.dump({**getattr(args, "stamp", {}), "minutes": args.minutes, "rate": args.rate,
+                   "policy": args.policy,
                    "level_share": LEVEL_SHARE, "floors": FLOORS, "figures": lines}, fh,
                   indent=2)
     body = table(["figure", "first", "last", "mean (2nd half)", "growth / h", "verdict"],
@@ -213,9 +215,11 @@ def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
                    number(x["mean_second_half"]), number(x["growth_per_hour"]), x["verdict"]]
                   for x in lines])
     with open(os.path.join(args.out, "summary.md"), "w") as fh:
+        stamp = getattr(args, "stamp", None)
+        ran = f"\n\nCommit {stamp['commit']}, started {stamp['when']}." if stamp else ""
         fh.write(f"# Soak: {args.minutes:g} min at {args.rate:g} requests/s, policy "
                  f"{args.policy}\n\n    sudo .venv/bin/python -m experiments.soak "
-                 f"{' '.join(sys.argv[1:])}\n\nGrowth per hour: the least-squares slope over "
+                 f"{' '.join(sys.argv[1:])}{ran}\n\nGrowth per hour: the least-squares slope over "
                  f"the second half of the run. Levels off: at most {LEVEL_SHARE:.0%} of its "
                  f"mean per hour, or below its kind's floor.\n\n{body}\n")
     plot(args.out, rows)
@@ -226,7 +230,9 @@ def plot(out: str, rows: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     kinds = sorted({k.rsplit(".", 1)[-1] for k in rows[0] if "." in k})
-    fig, axes = plt.subplots(len(kinds), 1, figsize=(8, 2.2 * len(kinds)), sharex=True)
+    fig, grid = plt.subplots(len(kinds), 1, figsize=(8, 2.2 * len(kinds)), sharex=True,
+                             squeeze=False)
+    axes = grid[:, 0]
     for ax, kind in zip(axes, kinds):
         for name in [k for k in rows[0] if k.endswith("." + kind)]:
             ax.plot([r["elapsed_s"] / 60 for r in rows], [r[name] for r in rows],
@@ -252,6 +258,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(ROOT, "results", "soak"))
     args = p.parse_args(argv)
     require_testbed("the soak")
+    # the code and time the run starts with (a commit landing during the hour is not it)
+    args.stamp = lab.stamp(lab.invocation("experiments.soak", argv).strip())
     try:
         return run(args)
     except ConfigError as exc:
