@@ -20,11 +20,11 @@ docs/experiments.md.
 
 Holds the run of one policy (run_one, evaluate_run, write_result), the summary (summarise
 and its tables: balancing_cost_markdown, antagonists_markdown, antagonised_share_markdown,
-long_flows_to), the order of each run (run_order), the processes metered
-(ovs_vswitchd_pid), resuming an interrupted comparison (start_record, finished_run,
-read_back_run, experiment_options, options_differ, recorded, require_same_options),
-re-evaluation and pooling of finished comparisons (resummarise, pool) and main. The
-workload, the servers and the flags are experiments/workload.py's.
+long_flows_to), the processes metered (ovs_vswitchd_pid), resuming an interrupted
+comparison (start_record, finished_run, read_back_run, experiment_options, options_differ,
+recorded, require_same_options), re-evaluation and pooling of finished comparisons
+(resummarise, pool) and main. The workload, the servers and the flags are
+experiments/workload.py's.
 """
 from __future__ import annotations
 
@@ -82,14 +82,6 @@ def ovs_vswitchd_pid() -> int | None:
             return pid if fh.read().strip() == "ovs-vswitchd" else None
     except (OSError, ValueError):
         return None
-
-
-def run_order(policies: list[str], run: int) -> list[str]:
-    """The order the policies play run k in: rotated by one place each run, so that a
-    drift within a round (a stack's leftovers, a warmer machine) falls on every policy
-    alike instead of always on the last."""
-    k = (run - 1) % len(policies)
-    return policies[k:] + policies[:k]
 
 
 def write_result(path: str, result: dict) -> None:
@@ -789,7 +781,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         for run in range(args.first_run, args.first_run + args.runs):
-            order = run_order(policies, run)
+            order = protocol.run_order(policies, run)
             for position, policy in enumerate(order):
                 done = finished_run(out_dir, policy, run, args) if args.resume else None
                 if done is not None:

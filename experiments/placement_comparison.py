@@ -12,8 +12,8 @@ run: the stack comes up with the application spread over the servers (its
 configuration's layout); a warm-up under load lets the profiler build the communication
 graph; from that one graph every method makes its plan (`exact`: HiGHS alone for
 --exact-time-limit seconds, marked when it proves the optimum; a plan the same as ours is
-not measured twice: its figures in that run are ours'). Then, for each method in turn (run k starts k places further along
-the list), its moves are carried out live (placement/apply.py) while the load goes on
+not measured twice: its figures in that run are ours'). Then, for each method in turn
+(run k starts k places further along the list), its moves are carried out live (placement/apply.py) while the load goes on
 (requests that fail during the moves are counted), the layout settles, and the load is
 measured:
 
@@ -48,7 +48,7 @@ from common.config import ConfigError, check_testbed_builds, config_path, load_c
 from common.markdown import number, table
 from common.procs import ROOT
 from common.stats import histogram_quantile, quantile
-from experiments import significance
+from experiments import protocol, significance
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
 from placement.apps import entry_mix
@@ -112,14 +112,9 @@ def plans(cfg, graph: dict, layout: dict, seed: int,
                    "method": p.method, "optimal": p.optimal, "bound": p.bound}
     if made.get("exact", {}).get("layout") is not None and "ours" in made and \
             made["exact"]["layout"] == made["ours"]["layout"]:
-        made["exact"]["skipped"] = "the same layout as ours (measured once, as ours)"
+        made["exact"] |= {"skipped": "the same layout as ours (measured once, as ours)",
+                          "same_as": "ours"}
     return made | {"_current": {"cost": problem.cost(current_assignment(problem, layout))}}
-
-
-def rotated(methods: list[str], k: int) -> list[str]:
-    """Run k's order: the list started k places further along."""
-    k %= len(methods)
-    return list(methods[k:]) + list(methods[:k])
 
 
 def trunk_bytes(cfg) -> int:
@@ -210,11 +205,11 @@ def server_cpu(history: str, t0: float, t1: float) -> dict[str, float | None]:
 
 
 def run(opts, data: dict, out_dir: str, shares: dict[str, float], log=print) -> dict:
-    """Every run in turn (run k's methods rotated k places, random placement seeded
-    seed + k); each run's results under run<k>/."""
+    """Every run in turn (in protocol.run_order, random placement seeded seed + k for
+    the k-th run from 0); each run's results under run<k>/."""
     runs = []
     for k in range(opts.runs):
-        order = rotated(opts.methods, k)
+        order = protocol.run_order(opts.methods, k + 1)
         log(f"[placement] run {k + 1} of {opts.runs}: {', '.join(order)}")
         run_dir = os.path.join(out_dir, f"run{k + 1}")
         runs.append(run_once(opts, data, run_dir, shares, order, opts.seed + k, log))
@@ -292,8 +287,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             log(f"[placement] {method}: p95 {number(e['p95_ms'], 0)} ms, "
                 f"{e['failed']} failed, trunks {results[method]['trunk_mbit_s']} Mbit/s, "
                 f"{results[method]['failed_during_moves']} failed during moves")
-        if "ours" in results and str(made.get("exact", {}).get("skipped", "")).startswith(
-                "the same layout as ours"):
+        if "ours" in results and made.get("exact", {}).get("same_as") == "ours":
             # the same placement: its figures are ours', so that every run pairs
             results["exact"] = {**results["ours"], "same_as": "ours"}
         backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
@@ -346,7 +340,7 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         f"CPU.", "",
         "## Per method, mean ± 95 % interval over the runs", "",
         table(["figure", *methods],
-              [[e["label"], *(_mean_ci(e["methods"].get(m)) for m in methods)]
+              [[e["label"], *(significance.mean_ci_text(e["methods"].get(m)) for m in methods)]
                for e in stats.values()], "l".ljust(len(methods) + 1, "r"), compact=True),
         "## Ours against each, paired by run", "",
         table(["figure", "against", "difference", "ratio", "95 % interval", "p", "verdict"],
@@ -363,12 +357,6 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
     lines += [f"Paper: {PAPER_RT_GAIN}.", "",
               "Each run's tables, layouts, graph and plans: run<k>/summary.md."]
     return "\n".join(lines) + "\n"
-
-
-def _mean_ci(stats: dict | None) -> str:
-    if not stats or stats["mean"] is None:
-        return "–"
-    return number(stats["mean"]) + ("" if stats["ci"] is None else f" ± {number(stats['ci'])}")
 
 
 def run_markdown(doc: dict, opts) -> str:

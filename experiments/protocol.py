@@ -1,10 +1,10 @@
 """Which schedule seeds a comparison may be designed on and which it is judged on.
 
 Holds DESIGN and EVALUATION (the two seed ranges, docs/evaluation.md defines their use;
-RANGES names them), range_of (the range a seed is in), spans (1, 2, 3, 7 -> "1-3, 7") and
+RANGES names them), range_of (the range a seed is in), spans (1, 2, 3, 7 -> "1-3, 7"),
 describe_seeds (one phrase for a summary, e.g. "schedule seeds 1001-1005 (evaluation
-range)"). A policy is tuned on design seeds only;
-figures that claim how well it does come from evaluation seeds it was never run on while
+range)") and run_order (the order the contestants play run k in, rotated run by run). A
+policy is tuned on design seeds only; figures that claim how well it does come from evaluation seeds it was never run on while
 it was being changed.
 """
 from __future__ import annotations
@@ -46,3 +46,11 @@ def describe_seeds(seeds: list[int]) -> str:
         where = "mixes the design and evaluation ranges"
     word = "seed" if len(set(seeds)) == 1 else "seeds"
     return f"schedule {word} {spans(seeds)} ({where})"
+
+
+def run_order(contestants: list[str], run: int) -> list[str]:
+    """The order the contestants (policies, placement methods) play run k (1-based) in:
+    rotated by one place each run, so that a drift within a round (a stack's leftovers, a
+    warmer machine) falls on every one of them alike instead of always on the last."""
+    k = (run - 1) % len(contestants)
+    return list(contestants[k:]) + list(contestants[:k])

@@ -22,7 +22,7 @@ import statistics
 
 from scipy import stats as sps
 
-from common.markdown import table
+from common.markdown import number, table
 
 ALPHA = 0.05
 CANDIDATE = "malb"          # ours: tested against every other policy of the comparison
@@ -99,6 +99,15 @@ def mean_ci(values: list[float], confidence: float = 0.95) -> dict:
         return {"n": 1, "mean": mean, "ci": None}
     half = sps.t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return {"n": n, "mean": mean, "ci": half}
+
+
+def mean_ci_text(stats: dict | None, digits: int = 1) -> str:
+    """A table cell from mean_ci's answer: "12.3 ± 4.5", the mean alone for one value, an
+    en dash for none."""
+    if not stats or stats["mean"] is None:
+        return "–"
+    return number(stats["mean"], digits) + \
+        ("" if stats["ci"] is None else f" ± {number(stats['ci'], digits)}")
 
 
 def paired(candidate: list[float], baseline: list[float], better: str = "lower") -> dict:

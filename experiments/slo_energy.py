@@ -53,7 +53,7 @@ from common.httpjson import HttpError, get_json, post_json, put_json
 from common.markdown import number, table
 from common.procs import ROOT
 from common.stats import quantile
-from experiments import significance
+from experiments import protocol, significance
 from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
@@ -321,8 +321,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         for run in range(opts.runs):
             # interleaved: run k of every policy before run k + 1 of any, the order
             # rotated by one place per run, each run's load on its own seed
-            order = opts.policies[run % len(opts.policies):] + \
-                opts.policies[:run % len(opts.policies)]
+            order = protocol.run_order(opts.policies, run + 1)
             for profile in opts.profiles:
                 phases = profile_phases(profile, opts.low, opts.high, opts.seconds)
                 for policy in order:
@@ -339,11 +338,8 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                                          "margin": svc.slo.margin}, "testbed": backend}
 
 
-def percent(share: float | None) -> str:
-    return "–" if share is None else f"{number(100 * share, 1)} %"
-
-
-# the summary's columns: (result key, label, digits, scale: 100 for shares shown in %)
+# the summary's columns: (result key, label, digits, scale: 100 for shares shown in %);
+# energy first, the energy against the maximum's in the same run follows it
 TABLE = (("energy_j", "energy J", 1, 1), ("energy_per_request_mj", "mJ/request", 2, 1),
          ("over_slo_share", "% over SLO at the service (all)", 1, 100),
          ("stable_within_slo_share", "% within SLO at the service (stable)", 1, 100),
@@ -360,13 +356,20 @@ LOOPS = ("slo", "slo-client", "slo-paper")
 
 def over_runs(results: list[dict], key: str, digits: int, scale: float) -> str:
     """One figure over the runs: the value (one run), or mean ± 95 % interval."""
-    values = [scale * r[key] for r in results if r.get(key) is not None]
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return number(values[0], digits)
-    stats = significance.mean_ci(values)
-    return f"{number(stats['mean'], digits)} ± {number(stats['ci'], digits)}"
+    return significance.mean_ci_text(significance.mean_ci(
+        [scale * r[key] for r in results if r.get(key) is not None]), digits)
+
+
+def energy_vs_max(res: dict, policy: str) -> str:
+    """A policy's energy against the fixed maximum's in the same run, in %: mean ± 95 %
+    interval over the runs both played (– without a maximum)."""
+    base = res.get("max", [])
+    ratios = [100 * (mine["result"]["energy_j"] / theirs["result"]["energy_j"] - 1)
+              for mine, theirs in zip(res[policy], base)
+              if mine["result"].get("energy_j") is not None
+              and theirs["result"].get("energy_j")]
+    text = significance.mean_ci_text(significance.mean_ci(ratios))
+    return text if text == "–" else f"{text} %"
 
 
 def paired_tests(res: dict) -> list[list]:
@@ -406,12 +409,13 @@ def summary_markdown(doc: dict, opts) -> str:
         rows = []
         for policy, runs in res.items():
             results = [r["result"] for r in runs]
-            rows.append([policy, *(over_runs(results, key, digits, scale)
-                                   for key, _label, digits, scale in TABLE)])
+            cells = [over_runs(results, key, digits, scale) for key, _l, digits, scale in TABLE]
+            rows.append([policy, cells[0], energy_vs_max(res, policy), *cells[1:]])
         lines += [f"## Profile: {profile}" + (f" ({len(next(iter(res.values())))} runs, mean ± "
                                                "95 % interval)" if opts.runs > 1 else ""), "",
-                  table(["policy", *(label for _k, label, _d, _s in TABLE)], rows,
-                        "l".ljust(len(TABLE) + 1, "r"), compact=True)]
+                  table(["policy", TABLE[0][1], "energy vs max",
+                         *(label for _k, label, _d, _s in TABLE[1:])], rows,
+                        "l".ljust(len(TABLE) + 2, "r"), compact=True)]
         tests = paired_tests(res)
         if tests:
             lines += ["Paired by run (the loop against the governors; lower is better for "

@@ -114,10 +114,7 @@ def holm(pvalues: dict[str, float]) -> dict[str, float]:
 
 
 def _cell(entry: dict, policy: str) -> str:
-    stats = entry["policies"].get(policy)
-    if not stats or stats["mean"] is None:
-        return "–"
-    return number(stats["mean"]) + ("" if stats["ci"] is None else f" ± {number(stats['ci'])}")
+    return significance.mean_ci_text(entry["policies"].get(policy))
 
 
 def tabulate(out_dir: str) -> int:

@@ -9,8 +9,8 @@ as the service's own GET /latency answers (plain Python, time passed in).
 
 A service's own histogram starts timing when it reads a request and stops when it writes the
 answer: the connection's setup through the switch and the controller, the queue in the
-listen backlog and the answer's way back are not in it. A user who sets `target_ms: 40`
-means what the clients see, which on this testbed was 40 % above the service's view.
+listen backlog and the answer's way back are not in it, and a user who sets `target_ms: 40`
+means what the clients see (docs/slo.md measures the difference).
 Reports carry each request's end as Unix time from the client's clock: clients and agent
 must share a clock (one machine here; NTP across machines, whose milliseconds of skew only
 move the window's edge).

@@ -23,14 +23,6 @@ def test_the_entries_take_the_benchmark_mix_and_an_app_without_one_is_equal(tmp_
         pc.entry_shares(load_config("configs/bookinfo.yaml"), str(zero))
 
 
-def test_each_run_starts_the_methods_one_place_further():
-    methods = list(pc.METHODS)
-    assert pc.rotated(methods, 0) == methods
-    assert pc.rotated(methods, 1) == methods[1:] + methods[:1]
-    assert pc.rotated(methods, len(methods)) == methods
-    assert all(sorted(pc.rotated(methods, k)) == sorted(methods) for k in range(7))
-
-
 def test_every_method_plans_from_one_graph_and_exact_is_not_measured_twice():
     cfg = load_config("configs/bookinfo.yaml")
     graph = expected_graph(cfg, {"productpage": 10.0})
@@ -55,6 +47,7 @@ def test_an_exact_plan_that_is_ours_or_none_at_all_is_not_measured(monkeypatch):
     monkeypatch.setattr(pc, "exact", lambda problem, _t: pc.plan(problem, near="s1"))
     made = pc.plans(cfg, graph, layout, seed=3, methods=["ours", "exact"])
     assert made["exact"]["skipped"] == "the same layout as ours (measured once, as ours)"
+    assert made["exact"]["same_as"] == "ours"
 
     def nothing(_problem, _t):
         raise pc.PlacementError("exact: no placement found in time")

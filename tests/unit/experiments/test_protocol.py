@@ -18,3 +18,12 @@ def test_the_ranges_meet_without_overlap():
     assert (protocol.range_of(1), protocol.range_of(999)) == ("design", "design")
     assert (protocol.range_of(1000), protocol.range_of(9999)) == ("evaluation", "evaluation")
     assert protocol.range_of(0) is None and protocol.range_of(10000) is None
+
+
+def test_each_run_rotates_the_contestants_by_one_place():
+    policies = ["srr", "lc", "malb"]
+    assert [protocol.run_order(policies, k) for k in (1, 2, 3, 4)] == [
+        ["srr", "lc", "malb"], ["lc", "malb", "srr"], ["malb", "srr", "lc"],
+        ["srr", "lc", "malb"]]
+    methods = ("spread", "random", "greedy", "ours", "exact")
+    assert all(sorted(protocol.run_order(methods, k)) == sorted(methods) for k in range(1, 8))

@@ -4,6 +4,7 @@ import csv
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import json
+import re
 
 import pytest
 
@@ -105,6 +106,9 @@ def test_repeated_runs_give_intervals_and_the_loop_paired_against_each_governor(
     md = slo_energy.summary_markdown(doc, opts)
     assert "## Profile: step (3 runs, mean ± 95 % interval)" in md
     assert "| slo | 61.7 ± " in md                         # energy J over the runs
+    # each run's energy against the maximum's in that run: -40.0, -37.3, -37.8 %
+    assert re.search(r"\| slo \| 61\.7 ± [\d.]+ \| -38\.3 ± [\d.]+ % \|", md)
+    assert "| max | 100.0 ± 5.0 | 0.0 ± 0.0 % |" in md
     assert "| slo | energy_j | max | -38.333 | -38.3 % |" in md
     assert "| slo | energy_j | ondemand |" in md and "schedutil" not in md.split("Paired")[1]
     slo_energy.plot(doc, str(tmp_path))

@@ -54,13 +54,6 @@ def test_holm_adjusts_step_down_and_keeps_the_order():
     assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
 
 
-def test_each_run_rotates_the_policies_by_one_place():
-    policies = ["srr", "lc", "malb"]
-    assert [lb_comparison.run_order(policies, k) for k in (1, 2, 3, 4)] == [
-        ["srr", "lc", "malb"], ["lc", "malb", "srr"], ["malb", "srr", "lc"],
-        ["srr", "lc", "malb"]]
-
-
 def _summary(cpu: dict[str, list[float]], p99: dict[str, list[float]]) -> dict:
     """A comparison's summary.json as lb_comparison writes it, from per-run figures."""
     runs = {p: [{"run": k + 1, "seed": 1001 + k,
