@@ -5,6 +5,7 @@ GET /stats and its window, unreadable containers and partial totals, GET /probes
 
 - Agent: the sampler, the raw counters behind GET /stats?window_s=W, the call-graph
   services' call latencies, and the probes (agents/probes.py);
+- SampleCollector: its readings on /metrics, from the latest sample when scraped;
 - Selector: which containers belong to this server;
 - http_server: its JSON server; host_capacity: a real machine's CPUs and memory;
   host_cpu_seconds: a real machine's CPU time so far (the whole server's counter).
@@ -22,6 +23,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from agents.dockerstats import Capacity, CpuReading, RawSample, cpu_percent, parse_stats, \
     proc_net_dev, rates, server_totals, whole_cores, window_base
@@ -30,7 +33,7 @@ from agents.probes import MAX_WINDOW_S as MAX_PROBE_WINDOW_S, MIN_WINDOW_S as \
     MIN_PROBE_WINDOW_S, NetnsSockets, Prober, Target, read_latency
 from common.config.model import MAX_SERVICE_CHECK_TIMEOUT_S
 from common.httpjson import BadRequest, JsonServer, field_name, quote
-from common.metrics import Registry
+from common.metrics import new_registry, render
 
 log = logging.getLogger("malb.agent")
 MAX_PARALLEL = 32
@@ -107,6 +110,64 @@ def window_query(query: dict, lo: float, hi: float, lo_open: bool = False,
     return value
 
 
+class SampleCollector:
+    """The agent's readings on /metrics, made from its latest sample when scraped: the
+    containers' own counters as counters (docker's CPU time and network bytes: PromQL's
+    rate() gives the use over any window), memory and the server's shares as gauges. A
+    container that went away is gone from the next scrape."""
+
+    LABELS = ("server", "container", "microservice")
+
+    def __init__(self, agent: "Agent"):
+        self.agent = agent
+
+    def collect(self):
+        sample, raws = self.agent.metric_readings()
+        server = self.agent.server
+        cpu = CounterMetricFamily("malb_agent_container_cpu_seconds", "CPU time the container "
+                                  "used (docker's counter; its rate is cores in use).",
+                                  labels=self.LABELS)
+        rx = CounterMetricFamily("malb_agent_container_network_receive_bytes",
+                                 "Bytes the container received.", labels=self.LABELS)
+        tx = CounterMetricFamily("malb_agent_container_network_transmit_bytes",
+                                 "Bytes the container sent.", labels=self.LABELS)
+        mem = GaugeMetricFamily("malb_agent_container_memory_bytes",
+                                "Memory use without inactive page cache.", labels=self.LABELS)
+        share = GaugeMetricFamily("malb_agent_server_utilization_ratio",
+                                  "The server's use of a resource over the sampling window, "
+                                  "relative to its capacity (what the profiler receives).",
+                                  labels=("server", "resource"))
+        outside = GaugeMetricFamily("malb_agent_server_outside_cpu_ratio",
+                                    "CPU used on the server beside its containers, relative "
+                                    "to its capacity (no container's statistics show it).",
+                                    labels=("server",))
+        unreadable = GaugeMetricFamily("malb_agent_unreadable_containers",
+                                       "Containers that could not be read.", labels=("server",))
+        for c in (sample or {}).get("containers", []):
+            labels = [server, c["name"], c["microservice"] or ""]
+            raw = raws.get(c["name"])
+            if raw is not None:
+                cpu.add_metric(labels, raw.cpu_total_ns / 1e9)
+                if raw.rx_bytes is not None and raw.tx_bytes is not None:
+                    rx.add_metric(labels, raw.rx_bytes)
+                    tx.add_metric(labels, raw.tx_bytes)
+            if c["memory_bytes"] is not None:
+                mem.add_metric(labels, c["memory_bytes"])
+        if sample is not None:
+            t = sample["totals"]
+            for res, field in (("cpu", "cpu_percent"), ("memory", "memory_percent"),
+                               ("network", "network_percent")):
+                if t.get(field) is not None:
+                    share.add_metric([server, res], t[field] / 100)
+            if t.get("outside_cpu_percent") is not None:
+                outside.add_metric([server], t["outside_cpu_percent"] / 100)
+            unreadable.add_metric([server], sample["unreadable"])
+        yield from (cpu, rx, tx, mem, share, outside, unreadable)
+
+    def describe(self):
+        return []      # registered before any sample: nothing to check names against yet
+
+
 class Agent:
     """scrape: {container name: port} of the call-graph services whose call latencies are
     read from their /metrics (inside the container's network namespace) every scrape_s.
@@ -150,31 +211,18 @@ class Agent:
         self._prober = prober or Prober(self._read_probe, probe_timeout_s)
         self._netns: NetnsSockets | None = None
         self.errors = 0
-        self.metrics = Registry()
-        labels = ("server", "container", "microservice")
-        self.m_cpu = self.metrics.gauge("malb_agent_container_cpu_percent",
-                                        "CPU use as docker stats shows it (100 = one core).",
-                                        labels)
-        self.m_mem = self.metrics.gauge("malb_agent_container_memory_bytes",
-                                        "Memory use without inactive page cache.", labels)
-        self.m_rx = self.metrics.gauge("malb_agent_container_rx_bytes_per_second",
-                                       "Bytes received per second.", labels)
-        self.m_tx = self.metrics.gauge("malb_agent_container_tx_bytes_per_second",
-                                       "Bytes sent per second.", labels)
-        self.m_server = self.metrics.gauge("malb_agent_server_utilization_percent",
-                                           "Server use relative to its capacity.",
-                                           ("server", "resource"))
-        self.m_unreadable = self.metrics.gauge("malb_agent_unreadable_containers",
-                                               "Containers that could not be read.", ("server",))
-        self.m_sample = self.metrics.histogram("malb_agent_sample_seconds",
-                                               "Time to sample every container.", ("server",),
-                                               (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
-        self.m_probe = self.metrics.histogram(
+        self.metrics = r = new_registry("agent")
+        r.register(SampleCollector(self))
+        self.m_sample = Histogram("malb_agent_sample_seconds", "Time to sample every container.",
+                                  ("server",), registry=r,
+                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+        self.m_probe = Histogram(
             "malb_agent_probe_answer_seconds", "Time to answer GET /probes (every instance "
-            "read).", ("server",), (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
-        self.m_probe_failed = self.metrics.counter(
+            "read).", ("server",), registry=r,
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+        self.m_probe_failed = Counter(
             "malb_agent_probe_failures_total", "Instance readings of GET /probes that failed.",
-            ("server", "container"))
+            ("server", "container"), registry=r)
 
     # ---------------------------------------------------------------- sampling
     def sample_once(self) -> dict:
@@ -356,26 +404,13 @@ class Agent:
                     self._whole.clear()    # unreadable, or its counter started again
                 if whole is not None:
                     self._whole.append(whole)
-        self._update_metrics(sample)
-        self.m_sample.observe(time.monotonic() - started, self.server)
+        self.m_sample.labels(self.server).observe(time.monotonic() - started)
         return sample
 
-    def _update_metrics(self, s: dict) -> None:
-        for g in (self.m_cpu, self.m_mem, self.m_rx, self.m_tx):
-            with g.lock:
-                g.values.clear()      # containers that went away disappear from the metrics
-        for c in s["containers"]:
-            key = (self.server, c["name"], c["microservice"] or "")
-            for gauge, field in ((self.m_cpu, "cpu_percent"), (self.m_mem, "memory_bytes"),
-                                 (self.m_rx, "rx_bytes_per_s"), (self.m_tx, "tx_bytes_per_s")):
-                if c[field] is not None:
-                    gauge.set(*key, value=c[field])
-        t = s["totals"]
-        for res, field in (("cpu", "cpu_percent"), ("memory", "memory_percent"),
-                           ("network", "network_percent")):
-            if t.get(field) is not None:
-                self.m_server.set(self.server, res, value=t[field])
-        self.m_unreadable.set(self.server, value=s["unreadable"])
+    def metric_readings(self) -> tuple[dict | None, dict[str, RawSample]]:
+        """The latest sample and each container's latest raw counters, for /metrics."""
+        with self._lock:
+            return self._latest, {n: raws[-1] for n, raws in self._raws.items() if raws}
 
     def run(self) -> None:
         while not self._stop.is_set():
@@ -416,8 +451,8 @@ class Agent:
                                      timeout_s)
         for name, entry in answer["instances"].items():
             if entry["error"] is not None:
-                self.m_probe_failed.inc(self.server, entry["container"])
-        self.m_probe.observe(time.monotonic() - started, self.server)
+                self.m_probe_failed.labels(self.server, entry["container"]).inc()
+        self.m_probe.labels(self.server).observe(time.monotonic() - started)
         return answer
 
     def latest(self) -> dict | None:
@@ -485,7 +520,7 @@ class Agent:
                                           "errors": self.errors}
 
         return {("GET", "/stats"): stats, ("GET", "/health"): health, ("GET", "/probes"): probes,
-                ("GET", "/metrics"): lambda _q, _b: (200, self.metrics.render())}
+                ("GET", "/metrics"): lambda _q, _b: (200, render(self.metrics))}
 
 
 def http_server(address, routes: dict, name: str, token: str | None = None) -> JsonServer:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import threading
 import time
+
+from prometheus_client import Counter, Gauge
 
 from common.config import Config
 from common.httpjson import BadRequest, field_name, quote
@@ -147,27 +150,35 @@ class SloRunner:
         return make
 
     def _metrics(self, registry) -> None:
-        self.m_sli = registry.gauge("malb_slo_sli_ms", "SLI: the service's tail latency over "
-                                    "the loop's window (ms).", ("service",))
-        self.m_target = registry.gauge("malb_slo_target_ms", "SLO target (ms).", ("service",))
-        self.m_freq = registry.gauge("malb_slo_frequency_mhz", "Frequency set for the "
-                                     "service's cores (emulated or real).", ("service",))
-        self.m_energy = registry.gauge("malb_slo_modelled_energy_joules", "Modelled CPU "
-                                       "energy of the service's cores since the start.",
-                                       ("service",))
-        self.m_decisions = registry.counter("malb_slo_decisions_total", "Loop decisions by "
-                                            "action.", ("service", "action"))
+        self.m_sli = Gauge("malb_slo_sli_seconds", "SLI: the service's tail latency over the "
+                           "loop's window (NaN without one).", ("service",), registry=registry)
+        self.m_target = Gauge("malb_slo_target_seconds", "SLO target.", ("service",),
+                              registry=registry)
+        self.m_freq = Gauge("malb_slo_frequency_hertz", "Frequency set for the service's "
+                            "cores (emulated or real).", ("service",), registry=registry)
+        self.m_energy = Counter("malb_slo_energy_joules_total", "CPU energy of the service's "
+                                "cores since the agent started (modelled without RAPL: "
+                                "GET /slo says which).", ("service",), registry=registry)
+        self._energy_counted: dict[str, float] = {}     # joules already in m_energy
+        self.m_decisions = Counter("malb_slo_decisions_total", "Loop decisions by action.",
+                                   ("service", "action"), registry=registry)
 
     # ------------------------------------------------------------ running
     def step(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         for name, loop in self.loops.items():
             d = loop.step(now)
-            self.m_decisions.inc(name, d.action)
-            self.m_freq.set(name, value=d.state.freq_mhz)
-            self.m_target.set(name, value=loop.settings.target_ms)
-            self.m_sli.set(name, value=d.sli_ms if d.sli_ms is not None else float("nan"))
-            self.m_energy.set(name, value=loop.energy_j)
+            self.m_decisions.labels(name, d.action).inc()
+            self.m_freq.labels(name).set(d.state.freq_mhz * 1e6)
+            self.m_target.labels(name).set(loop.settings.target_ms / 1000)
+            self.m_sli.labels(name).set(d.sli_ms / 1000 if d.sli_ms is not None else math.nan)
+            # the counter takes what the loop added since (a loop made anew starts at 0)
+            counted = self._energy_counted.get(name, 0.0)
+            if loop.energy_j < counted:
+                counted = 0.0
+            if loop.energy_j > counted:
+                self.m_energy.labels(name).inc(loop.energy_j - counted)
+            self._energy_counted[name] = loop.energy_j
 
     def run(self) -> None:
         while not self._stop.is_set():

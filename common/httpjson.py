@@ -37,6 +37,8 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import Error as WaitressError
 
+from common.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+
 
 log = logging.getLogger("malb.http")
 # waitress warns "Task queue depth is N" for every request queued behind its workers: a
@@ -381,7 +383,7 @@ def dispatch(routes: dict, name: str, method: str, path: str, query: str,
 
 def _encode(status: int, payload) -> tuple[str, list, bytes]:
     if isinstance(payload, str):
-        data, ctype = payload.encode(), "text/plain; version=0.0.4; charset=utf-8"
+        data, ctype = payload.encode(), METRICS_CONTENT_TYPE    # only /metrics answers text
     else:
         if 400 <= status and isinstance(payload, dict) and isinstance(payload.get("error"), str):
             payload = {**payload, "error": _cap(payload["error"])}

@@ -20,8 +20,10 @@ import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from prometheus_client import Counter, Gauge, Histogram
+
 from common.httpjson import BadRequest, HttpError, get_json, quote
-from common.metrics import Registry
+from common.metrics import new_registry, render
 from common.numbers import finite_non_negative
 from profiler.model import FLOW_WINDOW_S, ProfilerModel
 from profiler.predictors import make_predictor
@@ -211,18 +213,20 @@ class ProfilerService:
         self.snapshot = {"profiles": self.model.profiles(started),
                          "servers": self.model.servers_view(started),
                          "graph": self.model.graph_view(started)}
-        self.metrics = Registry()
-        self.m_period = self.metrics.histogram(
+        self.metrics = r = new_registry("profiler")
+        self.m_period = Histogram(
             "malb_profiler_period_seconds", "Time one period takes (collection included).",
-            (), (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5))
-        self.m_agent = self.metrics.counter("malb_profiler_agent_requests_total",
-                                            "Requests to the host agents.", ("server", "result"))
-        self.m_flows = self.metrics.counter("malb_profiler_flow_records_total",
-                                            "Flow records received.", ("state",))
-        self.m_weight = self.metrics.gauge("malb_profiler_weight",
-                                           "Weights per microservice.", ("microservice", "resource"))
-        self.m_stale = self.metrics.gauge("malb_profiler_server_stale",
-                                          "1 when a server's data is stale.", ("server",))
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5), registry=r)
+        self.m_agent = Counter("malb_profiler_agent_requests_total",
+                               "Requests to the host agents.", ("server", "result"), registry=r)
+        self.m_flows = Counter("malb_profiler_flow_records_total", "Flow records received.",
+                               ("state",), registry=r)
+        self.m_weight = Gauge("malb_profiler_weight_ratio",
+                              "A microservice's weight of a resource in its load (alpha, beta, "
+                              "gamma: they add up to 1).", ("microservice", "resource"),
+                              registry=r)
+        self.m_stale = Gauge("malb_profiler_server_stale", "1 when a server's data is stale.",
+                             ("server",), registry=r)
 
     # ---------------------------------------------------------------- period
     def collect(self) -> dict[str, tuple[dict | None, str | None]]:
@@ -247,7 +251,7 @@ class ProfilerService:
         with self.lock:
             for name, (sample, err) in results.items():
                 self.model.ingest_agent(name, sample, err, now)
-                self.m_agent.inc(name, "ok" if sample else "error")
+                self.m_agent.labels(name, "ok" if sample else "error").inc()
             self.model.step(now)
             profiles = self.model.profiles(now)
             servers = self.model.servers_view(now)
@@ -282,7 +286,7 @@ class ProfilerService:
                             "pred_net": pred["net"], "alpha": w["alpha"], "beta": w["beta"],
                             "gamma": w["gamma"], "flow_class": p["flow_class"]})
             for res, key in (("cpu", "alpha"), ("mem", "beta"), ("net", "gamma")):
-                self.m_weight.set(n, res, value=w[key])
+                self.m_weight.labels(n, res).set(w[key])
         self.store.add_microservice_samples(now, ms_rows)
         if graph["edges"]:
             self.store.add_edge_samples(now, [
@@ -291,7 +295,7 @@ class ProfilerService:
                  "flows_per_s": e["flows_per_s"], "rt_ms": e["rt_ms"]}
                 for e in graph["edges"]])
         for n, s in servers["servers"].items():
-            self.m_stale.set(n, value=1 if s["stale"] else 0)
+            self.m_stale.labels(n).set(1 if s["stale"] else 0)
 
     def run(self) -> None:
         period = self.cfg.profiler.period_s
@@ -328,8 +332,8 @@ class ProfilerService:
             self.store.add_flows(now, completed)
         with self.lock:
             self.model.ingest_flows(flows, ports, now, pairs)
-        self.m_flows.inc("completed", amount=len(completed))
-        self.m_flows.inc("active", amount=len(flows) - len(completed))
+        self.m_flows.labels("completed").inc(len(completed))
+        self.m_flows.labels("active").inc(len(flows) - len(completed))
         return 200, {"accepted": len(flows), "completed": len(completed)}
 
     def history(self, query, _body):
@@ -371,5 +375,5 @@ class ProfilerService:
             ("GET", "/history"): self.history,
             ("GET", "/health"): lambda q, b: (200, {"status": "ok", "periods": self.model.steps,
                                                     "history": self.store.counts()}),
-            ("GET", "/metrics"): lambda q, b: (200, self.metrics.render()),
+            ("GET", "/metrics"): lambda q, b: (200, render(self.metrics)),
         }

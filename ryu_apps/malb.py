@@ -24,6 +24,7 @@ from oslo_config.cfg import NoSuchOptError
 
 from common.config import POLICIES, ConfigError, check_deployable, load_config
 from common.httpjson import HttpError, get_json, post_json
+from common.metrics import series
 from ryu_apps import framework, lazy_parse, listeners, rest
 from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
@@ -149,24 +150,24 @@ class MalbController(App):
             if target is not None and messages:
                 target.send(messages)
         for kind in result.kinds:
-            self.m.packet_in.inc(kind)
+            self.m.packet_in.labels(kind).inc()
         for op, name, labels, value in result.metrics:
-            metric = self.m.by_name[name]
+            metric = series(self.m.by_name[name], *labels)
             if op == "set":
-                metric.set(*labels, value=value)
+                metric.set(value)
             else:
-                metric.inc(*labels, amount=value)
+                metric.inc(value)
         for text in result.infos:
             self.logger.info("%s", text)
         for text in result.warnings:
             self.logger.warning("%s", text)
         if result.no_backend:
-            self.m.no_backend.inc(result.no_backend)
+            self.m.no_backend.labels(result.no_backend).inc()
         d = result.decision
         if d is not None:
             if result.choose_s is not None:
-                self.m.choose.observe(result.choose_s, d.algorithm)
-            self.m.decisions.inc(d.microservice, d.server, d.policy, d.algorithm)
+                self.m.choose.labels(d.algorithm).observe(result.choose_s)
+            self.m.decisions.labels(d.microservice, d.server, d.policy, d.algorithm).inc()
 
     # ================================================================ switch events
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
@@ -208,7 +209,7 @@ class MalbController(App):
         took = time.perf_counter() - started
         if result.latency:
             self.m.latency.observe(took)
-        self.m.handler.observe(took, "packet_in")
+        self.m.handler.labels("packet_in").observe(took)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev):
@@ -217,7 +218,7 @@ class MalbController(App):
         self._apply(self.ctl.flow_removed(m.datapath.id, m.cookie,
                                           m.duration_sec + m.duration_nsec / 1e9,
                                           m.byte_count, m.packet_count, m.reason, time.time()))
-        self.m.handler.observe(time.perf_counter() - started, "flow_removed")
+        self.m.handler.labels("flow_removed").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev):
@@ -227,7 +228,7 @@ class MalbController(App):
                             st.packet_count, lazy_parse.MatchView(st), lazy_parse.OutPorts(st))
                    for st in ev.msg.body]
         self._apply(self.ctl.flow_stats(ev.msg.datapath.id, entries, time.time()))
-        self.m.handler.observe(time.perf_counter() - started, "flow_stats")
+        self.m.handler.labels("flow_stats").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)
     def _echo_reply(self, ev):
@@ -244,7 +245,7 @@ class MalbController(App):
         started = time.perf_counter()
         entries = [PortStat(st.port_no, st.rx_bytes, st.tx_bytes) for st in ev.msg.body]
         self._apply(self.ctl.port_stats(ev.msg.datapath.id, entries, time.time()))
-        self.m.handler.observe(time.perf_counter() - started, "port_stats")
+        self.m.handler.labels("port_stats").observe(time.perf_counter() - started)
 
     # ================================================================ loops
     def _monitor_loop(self):
@@ -255,7 +256,7 @@ class MalbController(App):
             started = time.perf_counter()
             result = self.ctl.poll_stats(time.time())
             self._apply(result)
-            self.m.handler.observe(time.perf_counter() - started, "poll_stats")
+            self.m.handler.labels("poll_stats").observe(time.perf_counter() - started)
             delay = result.next_in_s
 
     def _discovery_loop(self):
@@ -303,7 +304,7 @@ class MalbController(App):
             sent = 0
             started = time.perf_counter()
             for body in self.ctl.profiler_report(now):
-                self.m.handler.observe(time.perf_counter() - started, "profiler_report")
+                self.m.handler.labels("profiler_report").observe(time.perf_counter() - started)
                 if body is None:        # the core paused its scan of the flow records
                     hub.sleep(0)
                 else:
@@ -312,21 +313,21 @@ class MalbController(App):
                         self.ctl.profiler_pairs_sent(now)
                     sent += 1
                 started = time.perf_counter()
-            self.m.profiler.inc("flows", "ok")
+            self.m.profiler.labels("flows", "ok").inc()
             profiles = get_json(f"{base}/profiles", timeout)
-            self.m.profiler.inc("profiles", "ok")
+            self.m.profiler.labels("profiles", "ok").inc()
             servers = get_json(f"{base}/servers", timeout)
-            self.m.profiler.inc("servers", "ok")
+            self.m.profiler.labels("servers", "ok").inc()
         except HttpError as exc:
-            self.m.profiler.inc("any", "error")
+            self.m.profiler.labels("any", "error").inc()
             self._apply(self.ctl.profiler_failed(str(exc), now))
             return None
         started = time.perf_counter()
         result = self.ctl.profiler_answer(profiles, servers, now)
         if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
-            self.m.profiler.inc("any", "error")
+            self.m.profiler.labels("any", "error").inc()
         self._apply(result)
-        self.m.handler.observe(time.perf_counter() - started, "profiler_answer")
+        self.m.handler.labels("profiler_answer").observe(time.perf_counter() - started)
         return result.next_in_s
 
     def _probe_loop(self, server: str):
@@ -364,7 +365,7 @@ class MalbController(App):
             result = self.ctl.probe_failed(server, str(exc), time.time())
         else:
             result = self.ctl.probe_answer(server, body, time.time())
-        self.m.probe_poll.observe(time.perf_counter() - started, server)
+        self.m.probe_poll.labels(server).observe(time.perf_counter() - started)
         self._apply(result)
 
     # ================================================================ REST

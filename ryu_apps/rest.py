@@ -21,6 +21,7 @@ import time
 
 from common.config import POLICIES
 from common.httpjson import BadRequest, HttpProblem, JsonServer, field_name, quote
+from common.metrics import render
 from common.numbers import finite_non_negative
 from ryu_apps.microservice_profiles import normalise_weights
 
@@ -211,7 +212,7 @@ def routes(app) -> dict:
 
     @_only()
     def get_metrics(query, body):
-        return 200, app.metrics.render()    # a str: sent as Prometheus text
+        return 200, render(app.metrics)    # a str: sent as Prometheus text
 
     return {
         ("GET", "/malb/status"): get_status,

@@ -1,6 +1,6 @@
 """A call-graph microservice: each request does its own work, calls its downstream services and
 answers when they have answered (the services the placement experiments run). Standard
-library only, plus common/metrics.py (both copied into the image). The spec, the calls and
+library only and prometheus_client for its metrics (Debian's in the image). The spec, the calls and
 the endpoints: docs/placement.md, "Applications that call each other".
 
     python3 -m services.callgraph --port 9001        # what it does: $MALB_SPEC (JSON)
@@ -24,8 +24,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import Counter, Histogram
+
 from common.latency_window import InFlight, LatencyWindow
-from common.metrics import Registry
+from common.metrics import CONTENT_TYPE, new_registry, render
 
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
 LATENCY_BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04,
@@ -83,23 +85,22 @@ def burn_cpu(ms: float) -> None:
 class Metrics:
     def __init__(self, service: str):
         self.service = service
-        self.registry = Registry()
-        self.requests = self.registry.counter(
+        self.registry = r = new_registry("service")
+        self.requests = Counter(
             "callgraph_requests_total", "Requests served, by caller and status.",
-            ("service", "instance", "caller", "status"))
-        self.latency = self.registry.histogram(
+            ("service", "instance", "caller", "status"), registry=r)
+        self.latency = Histogram(
             "callgraph_request_duration_seconds", "Latency of the requests served, by caller.",
-            ("service", "instance", "caller"), LATENCY_BUCKETS)
-        self.calls = self.registry.histogram(
+            ("service", "instance", "caller"), buckets=LATENCY_BUCKETS, registry=r)
+        self.calls = Histogram(
             "callgraph_call_duration_seconds",
             "Latency of the calls made, by callee (the caller's view of the edge).",
-            ("service", "instance", "callee"), LATENCY_BUCKETS)
-        self.call_errors = self.registry.counter(
+            ("service", "instance", "callee"), buckets=LATENCY_BUCKETS, registry=r)
+        self.call_errors = Counter(
             "callgraph_call_errors_total", "Calls that failed, by callee.",
-            ("service", "instance", "callee"))
-        self.bytes_sent = self.registry.counter("callgraph_bytes_sent_total",
-                                                "Response body bytes sent.",
-                                                ("service", "instance"))
+            ("service", "instance", "callee"), registry=r)
+        self.bytes_sent = Counter("callgraph_bytes_sent_total", "Response body bytes sent.",
+                                  ("service", "instance"), registry=r)
         self.recent = LatencyWindow()       # raw latencies of answered requests: GET /latency
 
 
@@ -141,8 +142,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/health":
             return self.reply(200, b"ok\n")
         if path == "/metrics":
-            return self.reply(200, self.metrics.registry.render().encode(),
-                              "text/plain; version=0.0.4")
+            return self.reply(200, render(self.metrics.registry).encode(), CONTENT_TYPE)
         if path == "/latency":
             return self.latency_summary()
         started = time.monotonic()
@@ -172,9 +172,9 @@ class Handler(BaseHTTPRequestHandler):
             status = 499
         finally:
             IN_FLIGHT.add(-1)
-            self.metrics.requests.inc(self.spec["service"], INSTANCE, caller, status)
+            self.metrics.requests.labels(self.spec["service"], INSTANCE, caller, status).inc()
             took = time.monotonic() - started
-            self.metrics.latency.observe(took, self.spec["service"], INSTANCE, caller)
+            self.metrics.latency.labels(self.spec["service"], INSTANCE, caller).observe(took)
             if status == 200:
                 self.metrics.recent.add(took)
 
@@ -205,13 +205,13 @@ class Handler(BaseHTTPRequestHandler):
                 try:
                     call_once(self.spec["service"], call)
                 except (OSError, RuntimeError, http.client.HTTPException) as exc:
-                    self.metrics.call_errors.inc(self.spec["service"], INSTANCE,
-                                                 call["service"])
+                    self.metrics.call_errors.labels(self.spec["service"], INSTANCE,
+                                                    call["service"]).inc()
                     failures.append(f"call to {call['service']}: {type(exc).__name__}: {exc}")
                     return
                 finally:
-                    self.metrics.calls.observe(time.monotonic() - t0, self.spec["service"],
-                                               INSTANCE, call["service"])
+                    self.metrics.calls.labels(self.spec["service"], INSTANCE,
+                                              call["service"]).observe(time.monotonic() - t0)
         calls = self.spec.get("calls", [])
         threads = [threading.Thread(target=run, args=(c,)) for c in calls[1:]]
         for t in threads:
@@ -241,7 +241,7 @@ class Handler(BaseHTTPRequestHandler):
             piece = CHUNK[:min(left, len(CHUNK))]
             self.wfile.write(piece)
             left -= len(piece)
-        self.metrics.bytes_sent.inc(self.spec["service"], INSTANCE, amount=n)
+        self.metrics.bytes_sent.labels(self.spec["service"], INSTANCE).inc(n)
 
 
 class Server(ThreadingHTTPServer):

@@ -1,6 +1,6 @@
 """Resource-Organized Microservices (ROMs) of the MALB paper's use case, one program, standard
-library only (plus common/metrics.py, copied into the image built offline). Each kind's
-endpoints: docs/testbed.md, "The services".
+library only and prometheus_client for its metrics (Debian's python3-prometheus-client in
+the image built offline). Each kind's endpoints: docs/testbed.md, "The services".
 
     python3 -m services.rom video   --port 8001   # long-lived constant-bitrate streams
     python3 -m services.rom ui      --port 8002   # HTTP objects (1 MB, 10 MB), moderate CPU
@@ -24,8 +24,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from prometheus_client import Counter, Gauge, Histogram
+
 from common.latency_window import InFlight, LatencyWindow
-from common.metrics import Registry
+from common.metrics import CONTENT_TYPE, new_registry, render
 
 INSTANCE = os.environ.get("MALB_INSTANCE", socket.gethostname())
 CHUNK = os.urandom(64 * 1024)
@@ -39,45 +41,42 @@ MAX_SECONDS = 3600.0
 
 
 class Metrics:
-    """The service's Prometheus metrics (common/metrics.py, copied into the image)."""
+    """The service's Prometheus metrics (prometheus_client: Debian's in the image)."""
 
     def __init__(self, kind: str):
         self.labels = (kind, INSTANCE)
-        self.registry = Registry()
-        self.requests = self.registry.counter("rom_requests_total",
-                                              "Requests served, by endpoint and status.",
-                                              ("service", "instance", "endpoint", "status"))
-        self.latency = self.registry.histogram("rom_request_duration_seconds",
-                                               "Request latency.",
-                                               ("service", "instance", "endpoint"),
-                                               LATENCY_BUCKETS)
-        self.bytes_sent = self.registry.counter("rom_bytes_sent_total", "Body bytes sent.",
-                                                ("service", "instance"))
-        self.in_flight = self.registry.gauge("rom_in_flight", "Requests being served.",
-                                             ("service", "instance"))
-        self.in_flight.set(*self.labels, value=0)
+        self.registry = r = new_registry("service")
+        self.requests = Counter("rom_requests_total", "Requests served, by endpoint and status.",
+                                ("service", "instance", "endpoint", "status"), registry=r)
+        self.latency = Histogram("rom_request_duration_seconds", "Request latency.",
+                                 ("service", "instance", "endpoint"), buckets=LATENCY_BUCKETS,
+                                 registry=r)
+        self.bytes_sent = Counter("rom_bytes_sent_total", "Body bytes sent.",
+                                  ("service", "instance"), registry=r).labels(*self.labels)
+        self.in_flight = Gauge("rom_in_flight", "Requests being served.",
+                               ("service", "instance"), registry=r).labels(*self.labels)
         self.recent = LatencyWindow()      # raw latencies of the work endpoints: GET /latency
         # the work endpoints' requests being served (GET /latency's in_flight): the gauge
         # above also counts /health, /metrics and the probe's own /latency
         self.working = InFlight()
 
     def begin(self, endpoint: str):
-        self.in_flight.inc(*self.labels)
+        self.in_flight.inc()
         if endpoint in WORK_ENDPOINTS:
             self.working.add(1)
 
     def end(self, endpoint: str, status: int, seconds: float, nbytes: int):
-        self.in_flight.inc(*self.labels, amount=-1)
+        self.in_flight.dec()
         if endpoint in WORK_ENDPOINTS:
             self.working.add(-1)
-        self.requests.inc(*self.labels, endpoint, status)
-        self.latency.observe(seconds, *self.labels, endpoint)
-        self.bytes_sent.inc(*self.labels, amount=nbytes)
+        self.requests.labels(*self.labels, endpoint, status).inc()
+        self.latency.labels(*self.labels, endpoint).observe(seconds)
+        self.bytes_sent.inc(nbytes)
         if endpoint in WORK_ENDPOINTS and status == 200:
             self.recent.add(seconds)
 
     def render(self) -> str:
-        return self.registry.render()
+        return render(self.registry)
 
 
 def spin() -> None:
@@ -180,8 +179,7 @@ class Handler(BaseHTTPRequestHandler):
         if endpoint == "/health":
             return self.reply(200, b"ok\n")
         if endpoint == "/metrics":
-            return self.reply(200, self.metrics.render().encode(),
-                              "text/plain; version=0.0.4")
+            return self.reply(200, self.metrics.render().encode(), CONTENT_TYPE)
         if endpoint == "/latency":
             summary = self.metrics.recent.summary(_param(query, "window", 5, 0.1, 60))
             body = json.dumps({**summary, "in_flight": self.metrics.working.value})

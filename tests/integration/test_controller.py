@@ -12,8 +12,10 @@ from collections import Counter
 
 import pytest
 
+from common.config.model import CONTAINER_PREFIX
 from common.httpjson import auth_headers
 from experiments.stack import Stack
+from tests.lib.metrics import convention_problems, families, value
 from tests.integration.helpers import FAST_CONFIG, burn, download, finish_download, \
     packet_in_count, served_by, start_download
 from topologies.clean import clean_testbed
@@ -401,3 +403,28 @@ def test_prometheus_metrics(stack, cli):
     for event in ("packet_in", "flow_stats", "port_stats", "poll_stats"):
         m = re.search(r'^malb_handler_seconds_count\{event="%s"\} (\S+)$' % event, text, re.M)
         assert m and float(m.group(1)) > 0, event
+
+
+def test_every_process_serves_conventional_metrics(stack, cli):
+    """What `curl /metrics` shows of each running process, the services in their image
+    (Debian's prometheus_client) included, names and types by Prometheus's conventions."""
+    served_by(cli, UI, 2)
+    texts = {"controller": urllib.request.urlopen(stack.controller_url("/metrics"),
+                                                  timeout=5).read().decode(),
+             "profiler": urllib.request.urlopen(f"{stack.cfg.profiler.url}/metrics",
+                                                timeout=5).read().decode()}
+    for srv in stack.cfg.servers:
+        texts[srv.name] = urllib.request.urlopen(f"{srv.agent_url}/metrics",
+                                                 timeout=5).read().decode()
+    ms = stack.cfg.microservice("ui")
+    inst = stack.cfg.instances_of("ui")[0]
+    texts[inst.name] = subprocess.run(
+        ["docker", "exec", CONTAINER_PREFIX + inst.name, "curl", "-s", "-m", "5",
+         f"http://127.0.0.1:{ms.port}/metrics"], capture_output=True, text=True,
+        timeout=15).stdout
+    for name, text in texts.items():
+        assert convention_problems(text) == [], name
+        assert value(text, "malb_build_info") == 1, name
+    assert {"rom_requests_total", "rom_request_duration_seconds"} <= set(families(texts[inst.name]))
+    srv1 = stack.cfg.servers[0].name
+    assert 0 <= value(texts[srv1], "malb_agent_server_utilization_ratio", resource="cpu") <= 1

@@ -17,8 +17,10 @@ import pytest
 
 from agents.agent import Agent, Selector, http_server
 from agents.dockerstats import Capacity
+from common.metrics import render
 from agents.probes import NetnsSockets, ProbeError, Prober, Target, parse_latency_answer, \
     read_latency
+from tests.lib.metrics import value
 from tests.lib.services import start_service
 
 NOW = 1_700_000_000.0
@@ -299,9 +301,10 @@ def test_get_probes_answers_every_instance_container_of_the_server(agent_http):
     assert agent_http.seen == [(41, 8002, 1.5)]                 # the configured default
     status, body = agent_http("/probes?window_s=10")
     assert status == 200 and body["window_s"] == 10.0 and agent_http.seen[-1] == (41, 8002, 10)
-    metrics = agent_http.agent.metrics.render()
-    assert 'malb_agent_probe_answer_seconds_count{server="srv1"} 2' in metrics
-    assert 'malb_agent_probe_failures_total{server="srv1",container="mn.srv1-be"} 2' in metrics
+    metrics = render(agent_http.agent.metrics)
+    assert value(metrics, "malb_agent_probe_answer_seconds_count", server="srv1") == 2
+    assert value(metrics, "malb_agent_probe_failures_total", server="srv1",
+                 container="mn.srv1-be") == 2
     # the controller's health checks ask for their own timeout
     status, body = agent_http("/probes?timeout_s=2")
     assert status == 200 and body["timeout_s"] == 2.0

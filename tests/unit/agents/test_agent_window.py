@@ -6,6 +6,8 @@ import pytest
 from agents import agent as agent_module
 from agents.agent import Agent, Selector
 from agents.dockerstats import Capacity, RawSample, window_base
+from common.metrics import render
+from tests.lib.metrics import convention_problems, value
 
 
 class FakeContainer:
@@ -163,3 +165,25 @@ def test_host_cpu_seconds_counts_every_cpus_busy_time():
     with pytest.raises(ValueError):
         agent_module.host_cpu_seconds("intr 1 2 3")
     assert agent_module.host_cpu_seconds() > 0            # this machine's /proc/stat
+
+
+def test_metrics_carry_dockers_counters_and_drop_a_container_that_went_away(sampled):
+    sampled()
+    sampled({"srv1-be": 0.2, "srv1-ui": 0.1}, {"srv1-be": 5000})
+    text = render(sampled.agent.metrics)
+    assert value(text, "malb_agent_container_cpu_seconds_total", container="srv1-be") == \
+        pytest.approx(0.2)
+    assert value(text, "malb_agent_container_network_transmit_bytes_total",
+                 container="srv1-be") == 5000
+    assert value(text, "malb_agent_container_memory_bytes", container="srv1-ui") == 50 << 20
+    # 0.3 of a core on a 0.5-core server
+    assert value(text, "malb_agent_server_utilization_ratio", server="srv1",
+                 resource="cpu") == pytest.approx(0.6)
+    assert value(text, "malb_build_info", process="agent") == 1
+    sampled.docker.running = [c for c in sampled.docker.running if c.name != "srv1-ui"]
+    sampled({"srv1-be": 0.2})
+    text = render(sampled.agent.metrics)
+    assert value(text, "malb_agent_container_cpu_seconds_total", container="srv1-ui") is None
+    assert value(text, "malb_agent_container_cpu_seconds_total", container="srv1-be") == \
+        pytest.approx(0.4)
+    assert convention_problems(text) == []

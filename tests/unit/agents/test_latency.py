@@ -1,8 +1,9 @@
 """Edge response times from two scrapes of a call-graph service's histograms."""
 import pytest
+from prometheus_client import Histogram
 
 from agents.latency import call_deltas, parse_calls
-from common.metrics import Registry
+from common.metrics import new_registry, render
 from profiler.model import ProfilerModel
 from profiler.predictors import RollingMean
 from services.callgraph import LATENCY_BUCKETS
@@ -11,12 +12,12 @@ from tests.lib.profiler_samples import cfg, sample
 
 def scrape(observations):
     """What a call-graph service's /metrics says after these (callee, seconds) calls."""
-    r = Registry()
-    h = r.histogram("callgraph_call_duration_seconds", "calls", ("service", "instance",
-                                                                  "callee"), LATENCY_BUCKETS)
+    r = new_registry("service")
+    h = Histogram("callgraph_call_duration_seconds", "calls", ("service", "instance", "callee"),
+                  buckets=LATENCY_BUCKETS, registry=r)
     for callee, seconds in observations:
-        h.observe(seconds, "productpage", "srv1-pp", callee)
-    return r.render()
+        h.labels("productpage", "srv1-pp", callee).observe(seconds)
+    return render(r)
 
 
 def test_calls_between_two_scrapes_per_callee():

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import types
 
+from common.metrics import render
 from ryu_apps import malb, ofwire
 from ryu_apps.framework import DEAD_DISPATCHER, ofproto_v1_3 as ofp, \
     ofproto_v1_3_parser as parser
 from tests.lib.fakeswitch import CONTROLLER, fields_of
+from tests.lib.metrics import convention_problems, value
 from tests.lib.shell import NOW, connect, event
 
 
@@ -38,10 +40,12 @@ def test_a_switch_connects_and_a_new_flow_is_sent_counted_and_timed(app):
     assert len(sw.nat_rules()) == 2
     port, pkt = sw.run(sw.packet_outs[-1].actions, fields_of(frame))[0][:2]
     assert pkt["ipv4_dst"] != app.cfg.microservice("ui").vip and port != CONTROLLER
-    metrics = app.metrics.render()
-    assert 'malb_packet_in_total{kind="new_flow"} 1' in metrics
-    assert "malb_decision_latency_seconds_count 1" in metrics
-    assert 'malb_handler_seconds_count{event="packet_in"} 1' in metrics
+    metrics = render(app.metrics)
+    assert value(metrics, "malb_packet_in_total", kind="new_flow") == 1
+    assert value(metrics, "malb_decision_latency_seconds_count") == 1
+    assert value(metrics, "malb_handler_seconds_count", event="packet_in") == 1
+    assert value(metrics, "malb_build_info", process="controller") == 1
+    assert convention_problems(metrics) == []
     assert app.decisions[-1]["client"] == f"{c.ip}:40000"
 
 
@@ -62,7 +66,7 @@ def test_statistics_removals_and_port_events_are_decoded(app):
             for r in rules]
     fresh._flow_stats(event(dp2, body=body))
     assert fresh.status()["active_flows"] == 1
-    assert "malb_active_flows 1" in fresh.metrics.render()
+    assert value(render(fresh.metrics), "malb_active_flows") == 1
     for r in rules:
         fresh._flow_removed(event(dp2, cookie=r.cookie, duration_sec=9, duration_nsec=0,
                                   byte_count=900, packet_count=9,
@@ -76,7 +80,7 @@ def test_statistics_removals_and_port_events_are_decoded(app):
     app._port_status(event(dp, reason=ofp.OFPPR_MODIFY, desc=types.SimpleNamespace(
         port_no=inst.switch_port, state=ofp.OFPPS_LINK_DOWN)))
     assert app.instances_view()[inst.name]["healthy"] is False
-    assert f'malb_instance_healthy{{instance="{inst.name}"}} 0' in app.metrics.render()
+    assert value(render(app.metrics), "malb_instance_healthy", instance=inst.name) == 0
     app._state_change(types.SimpleNamespace(datapath=dp, state=DEAD_DISPATCHER))
     assert app.status()["switches"] == []
 
@@ -100,7 +104,8 @@ def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monk
     monkeypatch.setattr(malb, "get_json", refused)
     app._profiler_exchange(NOW + 3, 1.0)
     assert app.status()["profiler"]["reachable"] is False
-    assert 'malb_profiler_requests_total{call="any",result="error"} 1' in app.metrics.render()
+    assert value(render(app.metrics), "malb_profiler_requests_total", call="any",
+                 result="error") == 1
     # REST's calls go through the core
     app.set_draining("srv1-ui", True)
     assert app.instances_view()["srv1-ui"]["draining"] is True

@@ -17,12 +17,13 @@ from agents.slo import SloRunner, choose_actuator
 from common.config import ConfigError, parse_config
 from common.httpjson import BadRequest
 from common.latency_window import LatencyWindow
-from common.metrics import Registry
+from common.metrics import new_registry, render
 from slo.actuators import ActuatorError
 from slo.frequency_controller import LoopSettings
 from slo.loop import ServiceLoop
 from tests.conftest import ROOT
 from tests.lib.agents import SLO_CONFIG
+from tests.lib.metrics import value
 
 
 class FakeActuator:
@@ -129,9 +130,9 @@ def test_an_actuator_that_fails_is_reported_and_made_again_next_period():
     assert loop.status()["actuator_error"] is None and len(made) == 2
 
 
-def runner():
-    return SloRunner(parse_config(SLO_CONFIG), "srv1", client=None, registry=Registry(),
-                     actuator="emulated")
+def runner(registry=None):
+    return SloRunner(parse_config(SLO_CONFIG), "srv1", client=None,
+                     registry=registry or new_registry("agent"), actuator="emulated")
 
 
 def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
@@ -298,3 +299,23 @@ def test_client_reports_keep_what_a_window_can_reach_and_say_when_none_came():
     assert c.window(1010.0, 5.0)["count"] == 0          # reports came, nothing in the window
     assert c.status(1012.0) == {"reports": 2, "requests_received": 4,
                                 "last_report_age_s": 2.0}
+
+
+def test_the_runners_metrics_are_in_base_units_and_its_energy_a_counter():
+    registry = new_registry("agent")
+    r = runner(registry)
+    fast = {"count": 50, "p95_ms": 40.0}
+    r.loops["ui"], _log = make_loop([fast] * 3, cpu=[0.0, 0.1, 0.2])
+    r.step(0.0)
+    r.step(1.0)
+    text = render(registry)
+    assert value(text, "malb_slo_sli_seconds", service="ui") == pytest.approx(0.040)
+    assert value(text, "malb_slo_target_seconds", service="ui") == pytest.approx(0.080)
+    assert value(text, "malb_slo_frequency_hertz", service="ui") == \
+        pytest.approx(r.loops["ui"].state.freq_mhz * 1e6)
+    energy = value(text, "malb_slo_energy_joules_total", service="ui")
+    assert energy == pytest.approx(r.loops["ui"].energy_j) and energy > 0
+    # a loop made anew (PUT /slo) counts from 0: the counter goes on growing
+    r.loops["ui"], _log = make_loop([fast], cpu=[0.0, 0.1])
+    r.step(2.0)
+    assert value(render(registry), "malb_slo_energy_joules_total", service="ui") >= energy

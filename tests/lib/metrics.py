@@ -1,0 +1,58 @@
+"""Reading a process's /metrics text in tests: one sample's value, and what in it breaks
+Prometheus's naming conventions (https://prometheus.io/docs/practices/naming/)."""
+from __future__ import annotations
+
+import re
+
+from prometheus_client.parser import text_string_to_metric_families
+
+# the prefixes of our processes' metrics, and of prometheus_client's process collector
+PREFIXES = ("malb_", "rom_", "callgraph_", "process_")
+# units Prometheus does not use: a base unit instead (seconds, bytes, hertz, a 0-1 ratio),
+# and no pre-computed rates (a counter, and the query's rate())
+OFF_UNITS = re.compile(r"_(percent|ms|milliseconds|us|mhz|ghz|kb|mb|kib|mib|per_second|"
+                       r"per_s|bps)(_|$)")
+# a metric whose help says it times something must say _seconds
+TIME_WORDS = re.compile(r"\b(time to|latency|how long|round trip|seconds)\b", re.I)
+
+
+def value(text: str, name: str, **labels) -> float | None:
+    """The value of the sample `name` (its full name: `x_total`, `x_count`, `x_bucket`) whose
+    labels include these; None when there is none."""
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == str(v) for k, v in labels.items()):
+                return s.value
+    return None
+
+
+def families(text: str) -> dict[str, str]:
+    """{family name as exposed (a counter's with _total): type}."""
+    return {family.name + ("_total" if family.type == "counter" else ""): family.type
+            for family in text_string_to_metric_families(text)}
+
+
+def convention_problems(text: str) -> list[str]:
+    """Every way the text's metrics break the conventions, one sentence each."""
+    problems = []
+    for family in text_string_to_metric_families(text):
+        name, kind = family.name, family.type
+        if kind == "gauge" and name.endswith("_created"):
+            continue        # prometheus_client's own creation times (Debian's 0.16 writes them)
+        exposed = name + ("_total" if kind == "counter" else "")
+        if not exposed.startswith(PREFIXES):
+            problems.append(f"{exposed}: not one of our prefixes {PREFIXES}")
+        if OFF_UNITS.search(exposed):
+            problems.append(f"{exposed}: a unit Prometheus does not use "
+                            f"({OFF_UNITS.search(exposed).group(1)})")
+        if kind == "gauge" and exposed.endswith("_total"):
+            problems.append(f"{exposed}: a gauge named like a counter")
+        if kind in ("counter", "gauge", "histogram") and TIME_WORDS.search(family.documentation) \
+                and not re.search(r"_seconds(_total)?$", exposed):
+            problems.append(f"{exposed}: its help times something, its name does not say "
+                            f"_seconds ({family.documentation!r})")
+        if kind in ("unknown", "untyped"):
+            problems.append(f"{exposed}: no type")
+        if not family.documentation:
+            problems.append(f"{exposed}: no help")
+    return problems

@@ -1,0 +1,61 @@
+"""Every process's /metrics: Prometheus's naming conventions (tests/lib/metrics.py), a process
+collector and malb_build_info in each, and docs/metrics.md listing exactly what they
+export."""
+import re
+
+import pytest
+
+import services.callgraph as callgraph
+import services.rom as rom
+from common.metrics import render
+from ryu_apps.controller_metrics import ControllerMetrics
+from tests.lib.agents import make_agent
+from tests.lib.metrics import convention_problems, families, value
+from tests.unit.profiler.test_profiler_service import make_service
+
+DOC = "docs/metrics.md"
+
+
+@pytest.fixture(scope="module")
+def texts():
+    agent, slo, _routes = make_agent()
+    out = {"controller": render(ControllerMetrics().registry), "agent": render(agent.metrics),
+           "profiler": render(make_service().metrics),
+           "rom service": render(rom.Metrics("ui").registry),
+           "callgraph service": render(callgraph.Metrics("reviews").registry)}
+    agent.pool.shutdown()
+    return out
+
+
+@pytest.mark.parametrize("process", ["controller", "agent", "profiler", "rom service",
+                                     "callgraph service"])
+def test_each_process_follows_the_conventions_and_says_what_it_runs(texts, process):
+    text = texts[process]
+    assert convention_problems(text) == []
+    assert value(text, "malb_build_info", process=process.split()[-1]) == 1
+    assert value(text, "process_resident_memory_bytes") > 0
+
+
+def test_the_rules_catch_what_the_old_names_did():
+    old = ("# HELP malb_slo_sli_ms SLI.\n# TYPE malb_slo_sli_ms gauge\nmalb_slo_sli_ms 3\n"
+           "# HELP malb_x_bytes_per_second Bytes.\n# TYPE malb_x_bytes_per_second gauge\n"
+           "# HELP malb_cpu_percent CPU.\n# TYPE malb_cpu_percent gauge\n"
+           "# HELP malb_freq_mhz Freq.\n# TYPE malb_freq_mhz gauge\n"
+           "# HELP malb_energy_total Energy.\n# TYPE malb_energy_total gauge\n"
+           "# HELP malb_wait Time to wait.\n# TYPE malb_wait gauge\n"
+           "# HELP other_thing A thing.\n# TYPE other_thing gauge\n")
+    problems = "\n".join(convention_problems(old))
+    for name in ("malb_slo_sli_ms", "malb_x_bytes_per_second", "malb_cpu_percent",
+                 "malb_freq_mhz", "malb_energy_total: a gauge", "malb_wait: its help times",
+                 "other_thing: not one of our prefixes"):
+        assert name in problems
+
+
+def test_the_docs_list_every_metric_and_its_type(texts):
+    exported = {}
+    for text in texts.values():
+        exported.update({n: t for n, t in families(text).items()
+                         if not n.startswith("process_") and n != "malb_build_info"})
+    documented = dict(re.findall(r"^\| `([a-z_]+)` \| (counter|gauge|histogram) \|",
+                                 open(DOC).read(), re.M))
+    assert documented == exported
