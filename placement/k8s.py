@@ -3,11 +3,13 @@ affinity in the manifests): per microservice a Deployment and a Service, with re
 nodeAffinity on the plan's servers, required podAntiAffinity (one replica per node) and
 preferred podAffinity towards its heaviest peers; pods that run: the image (with a registry
 prefix), the service's command, its environment, resources from its servers' shares, probes
-on /health (docs/placement.md, "Kubernetes export").
+on /health, and the annotations Prometheus scrapes pods by (docs/placement.md, "Kubernetes
+export").
 
 - manifests: plain data in, plain dicts out;
 - container_spec: one microservice's container, as the Deployment holds it;
 - resources: its requests and limits from the configuration;
+- scrape_annotations: the pod annotations by which Prometheus finds its metrics;
 - to_yaml: them as one multi-document YAML stream for ``kubectl apply -f``.
 """
 from __future__ import annotations
@@ -132,7 +134,8 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": m.name, "namespace": namespace, "labels": labels},
             "spec": {"replicas": len(servers), "selector": {"matchLabels": {"app": m.name}},
-                     "template": {"metadata": {"labels": labels},
+                     "template": {"metadata": {"labels": labels,
+                                               "annotations": scrape_annotations(m.port)},
                                   "spec": {"affinity": affinity,
                                            "containers": [container]}}}})
         out.append({
@@ -142,6 +145,13 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
                      "ports": [{"name": m.protocol, "port": m.port, "targetPort": m.port,
                                 "protocol": m.protocol.upper()}]}})
     return out
+
+
+def scrape_annotations(port: int) -> dict:
+    """What Prometheus's `kubernetes-pods` job (deploy/prometheus.yml) looks for on a pod:
+    every service serves its metrics on its own port."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+            "prometheus.io/path": "/metrics"}
 
 
 def to_yaml(docs: list[dict]) -> str:

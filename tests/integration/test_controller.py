@@ -9,15 +9,19 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
+from urllib.parse import quote
 
 import pytest
+import yaml
 
 from common.config.model import CONTAINER_PREFIX
-from common.httpjson import auth_headers
+from common.httpjson import HttpError, auth_headers, get_json
+from deploy import monitoring
 from experiments.stack import Stack
-from tests.lib.metrics import convention_problems, families, value
 from tests.integration.helpers import FAST_CONFIG, burn, download, finish_download, \
     packet_in_count, served_by, start_download
+from tests.lib.metrics import convention_problems, families, value
+from tests.lib.services import free_port
 from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
@@ -428,3 +432,40 @@ def test_every_process_serves_conventional_metrics(stack, cli):
     assert {"rom_requests_total", "rom_request_duration_seconds"} <= set(families(texts[inst.name]))
     srv1 = stack.cfg.servers[0].name
     assert 0 <= value(texts[srv1], "malb_agent_server_utilization_ratio", resource="cpu") <= 1
+
+
+def test_prometheus_scrapes_the_stack_with_the_shipped_configuration(stack, cli, tmp_path):
+    """Debian's Prometheus with deploy.monitoring's scrape configuration for this stack:
+    every target up, and every query of the Grafana dashboard evaluates; the figures
+    balancing turns on have data."""
+    served_by(cli, UI, 4)
+    doc = monitoring.scrape_config(stack.cfg)
+    doc["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(doc))
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api/v1"
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "log", "w"))
+    try:
+        def targets_up():
+            try:
+                active = get_json(f"{api}/targets", 2)["data"]["activeTargets"]
+            except HttpError:
+                return False
+            return len(active) == 2 + len(stack.cfg.servers) and \
+                all(t["health"] == "up" for t in active)
+        stack.wait_for(targets_up, 30, "Prometheus scraping every process")
+        time.sleep(3)           # a few scrapes: rate() needs two
+        for panel in monitoring.dashboard()["panels"]:
+            for target in panel.get("targets", []):
+                answer = get_json(f"{api}/query?query={quote(target['expr'])}", 5)
+                assert answer["status"] == "success", (panel["title"], answer)
+        names = set(get_json(f"{api}/label/__name__/values", 5)["data"])
+        assert {"malb_decisions_total", "malb_packet_in_total", "malb_build_info",
+                "malb_agent_server_utilization_ratio", "malb_agent_container_cpu_seconds_total",
+                "malb_profiler_weight_ratio", "process_resident_memory_bytes"} <= names
+    finally:
+        prom.terminate()
+        prom.wait(timeout=20)

@@ -1,5 +1,6 @@
-"""Reading a process's /metrics text in tests: one sample's value, and what in it breaks
-Prometheus's naming conventions (https://prometheus.io/docs/practices/naming/)."""
+"""Reading a process's /metrics text in tests: one sample's value, what in it breaks
+Prometheus's naming conventions (https://prometheus.io/docs/practices/naming/), and every
+process's text as its registry renders it (process_texts)."""
 from __future__ import annotations
 
 import re
@@ -56,3 +57,22 @@ def convention_problems(text: str) -> list[str]:
         if not family.documentation:
             problems.append(f"{exposed}: no help")
     return problems
+
+
+def process_texts() -> dict[str, str]:
+    """What each kind of process serves on /metrics, from its own registry (the agent with
+    its SLO runner, as `python -m agents` builds it), before any traffic."""
+    import services.callgraph as callgraph
+    import services.rom as rom
+    from common.metrics import render
+    from ryu_apps.controller_metrics import ControllerMetrics
+    from tests.lib.agents import make_agent
+    from tests.unit.profiler.test_profiler_service import make_service
+    agent, _slo, _routes = make_agent()
+    try:
+        return {"controller": render(ControllerMetrics().registry),
+                "agent": render(agent.metrics), "profiler": render(make_service().metrics),
+                "rom service": render(rom.Metrics("ui").registry),
+                "callgraph service": render(callgraph.Metrics("reviews").registry)}
+    finally:
+        agent.pool.shutdown()

@@ -5,26 +5,14 @@ import re
 
 import pytest
 
-import services.callgraph as callgraph
-import services.rom as rom
-from common.metrics import render
-from ryu_apps.controller_metrics import ControllerMetrics
-from tests.lib.agents import make_agent
-from tests.lib.metrics import convention_problems, families, value
-from tests.unit.profiler.test_profiler_service import make_service
+from tests.lib.metrics import convention_problems, families, process_texts, value
 
 DOC = "docs/metrics.md"
 
 
 @pytest.fixture(scope="module")
 def texts():
-    agent, slo, _routes = make_agent()
-    out = {"controller": render(ControllerMetrics().registry), "agent": render(agent.metrics),
-           "profiler": render(make_service().metrics),
-           "rom service": render(rom.Metrics("ui").registry),
-           "callgraph service": render(callgraph.Metrics("reviews").registry)}
-    agent.pool.shutdown()
-    return out
+    return process_texts()
 
 
 @pytest.mark.parametrize("process", ["controller", "agent", "profiler", "rom service",
