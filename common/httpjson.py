@@ -4,7 +4,8 @@ is checked, the error shapes).
 
 - get_json, post_json, put_json, delete_json: client calls with a timeout; any failure an
   HttpError with a one-line reason; writes carry the shared token (auth_headers);
-- JsonServer: a route table served over HTTP/1.1 by waitress, answering JSON only;
+- JsonServer: a route table served over HTTP/1.1 by waitress, answering JSON (a handler
+  may answer Prometheus text as a str, or a Page: the controller's live view);
 - decode_body, dispatch, check_token: the JSON side as plain functions: a body checked, a
   request through the routes, the token on writes (errors: HttpProblem, BadRequest);
 - quote, field_name, too_deep: errors that name the field and quote a short prefix.
@@ -143,6 +144,13 @@ class HttpProblem(Exception):
     def __init__(self, status: int, message: str, headers: tuple = ()):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers
+
+
+class Page:
+    """A handler's answer that is not JSON: its body, content type and extra headers."""
+
+    def __init__(self, body: str, content_type: str, headers: tuple = ()):
+        self.body, self.content_type, self.headers = body, content_type, tuple(headers)
 
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -382,8 +390,11 @@ def dispatch(routes: dict, name: str, method: str, path: str, query: str,
 
 
 def _encode(status: int, payload) -> tuple[str, list, bytes]:
+    extra: list = []
     if isinstance(payload, str):
         data, ctype = payload.encode(), METRICS_CONTENT_TYPE    # only /metrics answers text
+    elif isinstance(payload, Page):
+        data, ctype, extra = payload.body.encode(), payload.content_type, list(payload.headers)
     else:
         if 400 <= status and isinstance(payload, dict) and isinstance(payload.get("error"), str):
             payload = {**payload, "error": _cap(payload["error"])}
@@ -393,7 +404,7 @@ def _encode(status: int, payload) -> tuple[str, list, bytes]:
     except ValueError:
         phrase = "Unknown"
     return f"{status} {phrase}", [("Content-Type", ctype),
-                                  ("Content-Length", str(len(data)))], data
+                                  ("Content-Length", str(len(data))), *extra], data
 
 
 def _wsgi_text(value: str, what: str) -> str:

@@ -374,6 +374,9 @@ class ControllerCore:
             for name, inst in s["instances"].items():
                 inst["health"] = health[name]["last_result"]
                 inst["service_check"] = health[name]["service"]
+        for m in self.cfg.microservices:
+            if m.name in st["microservices"]:
+                st["microservices"][m.name].update(vip=m.vip, port=m.port, protocol=m.protocol)
         st["profiler"] = dict(self.profiler.state)
         st["probes"] = self.probes.status(self.policy_core.clock())
         st["switches"] = sorted(f"{d:016x}" for d in self.switches)

@@ -5,7 +5,9 @@ alike. The routes and their answers: docs/controller.md, "REST API"; the limits 
 checks: docs/reliability.md.
 
 - routes(app): the route table, {(METHOD, path): handler}; every answer JSON (/metrics is
-  Prometheus text), a rejected request changes nothing;
+  Prometheus text, /malb/view the live view's page), a rejected request changes nothing;
+- LIVE_VIEW: that page (ryu_apps/live_view.html: one file, no external assets), and the
+  Content-Security-Policy that keeps it to this server;
 - server(app, host, port): the controller's JsonServer (bound now; its loop is the caller's
   to run);
 - MAX_BODY_BYTES, SOCKET_TIMEOUT_S, IDLE_TIMEOUT_S, MAX_CONNECTIONS: its limits.
@@ -17,13 +19,24 @@ controller between two events, as Ryu's WSGI handlers did.
 """
 from __future__ import annotations
 
+import os
 import time
 
 from common.config import POLICIES
-from common.httpjson import BadRequest, HttpProblem, JsonServer, field_name, quote
+from common.httpjson import BadRequest, HttpProblem, JsonServer, Page, field_name, quote
 from common.metrics import render
 from common.numbers import finite_non_negative
 from ryu_apps.microservice_profiles import normalise_weights
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "live_view.html"),
+          encoding="utf-8") as _fh:
+    LIVE_VIEW = _fh.read()
+# the page's own script and style only, and reads of this server: nothing from elsewhere
+LIVE_VIEW_HEADERS = (("Content-Security-Policy",
+                      "default-src 'none'; script-src 'unsafe-inline'; "
+                      "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
+                      "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+                     ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"))
 
 MAX_BODY_BYTES = 1024 * 1024      # the largest body here is a weights map: a few hundred bytes
 # a client whose request has not arrived whole in this time is dropped (1,024 silent clients
@@ -211,6 +224,10 @@ def routes(app) -> dict:
         return 200, {"instance": name, "removed": True, "active_flows": left}
 
     @_only()
+    def get_view(query, body):
+        return 200, Page(LIVE_VIEW, "text/html; charset=utf-8", LIVE_VIEW_HEADERS)
+
+    @_only()
     def get_metrics(query, body):
         return 200, render(app.metrics)    # a str: sent as Prometheus text
 
@@ -224,6 +241,7 @@ def routes(app) -> dict:
         ("PUT", "/malb/instances/{name}"): put_instance,
         ("DELETE", "/malb/instances/{name}"): delete_instance,
         ("GET", "/metrics"): get_metrics,
+        ("GET", "/malb/view"): get_view,
     }
 
 

@@ -12,7 +12,8 @@ STEP=""
 
 APT_PACKAGES=(openvswitch-switch mininet docker.io debootstrap iperf3 ethtool iproute2
               iputils-ping python3 python3-venv python3-dev curl procps psmisc util-linux
-              net-tools ca-certificates build-essential tcpdump haproxy prometheus)
+              net-tools ca-certificates build-essential tcpdump haproxy prometheus
+              chromium chromium-driver)
 
 step() { STEP="$1"; echo "[setup] $1"; }
 skip() { echo "[setup]   ok: $1"; }

@@ -16,10 +16,12 @@ import yaml
 
 from common.config.model import CONTAINER_PREFIX
 from common.httpjson import HttpError, auth_headers, get_json
+from common.procs import ROOT
 from deploy import monitoring
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, burn, download, finish_download, \
     packet_in_count, served_by, start_download
+from tests.lib.browser import chromium
 from tests.lib.metrics import convention_problems, families, value
 from tests.lib.services import free_port
 from topologies.clean import clean_testbed
@@ -469,3 +471,49 @@ def test_prometheus_scrapes_the_stack_with_the_shipped_configuration(stack, cli,
     finally:
         prom.terminate()
         prom.wait(timeout=20)
+
+
+# what the live view shows, read in one go: the page redraws every period, so elements read
+# one by one from Python could belong to two different drawings
+SHOWN_JS = """
+const text = (root, sel) => { const e = root.querySelector(sel); return e ? e.textContent : null; };
+const rows = sel => Array.from(document.querySelectorAll(sel));
+return {
+  updated: text(document, "#updated"), error: text(document, "#error"),
+  policy: text(document, "#policy"),
+  microservices: Object.fromEntries(rows("tr[data-microservice]").map(r =>
+    [r.dataset.microservice, {vip: text(r, ".vip"), flow_class: text(r, ".flow-class")}])),
+  instances: Object.fromEntries(rows("tr[data-instance]").map(r =>
+    [r.dataset.instance, text(r, ".health")])),
+  servers: rows("div[data-server]").map(c => [c.dataset.server, c.querySelectorAll("svg").length]),
+  decisions: rows("#decisions .instance").map(e => e.textContent),
+};
+"""
+
+
+def test_the_live_view_shows_what_the_rest_api_says(stack, cli):
+    """Headless Chromium loads GET /malb/view from the running controller, waits for its
+    data, checks it against the REST answers, and keeps a screenshot (results/)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    served_by(cli, UI, 6)
+    with chromium() as browser:
+        browser.get(stack.controller_url("/malb/view"))
+        WebDriverWait(browser, 20).until(
+            lambda b: b.execute_script(SHOWN_JS)["decisions"])
+        shown = browser.execute_script(SHOWN_JS)
+        status = stack.controller_get("/malb/status")
+        assert shown["updated"] and shown["error"] == "", shown
+        assert shown["policy"] == status["policy"]
+        assert shown["microservices"] == {
+            name: {"vip": f"{m['vip']}:{m['port']}", "flow_class": m["flow_class"]}
+            for name, m in status["microservices"].items()}
+        assert shown["instances"] == {
+            name: "draining" if i["draining"] else "healthy" if i["healthy"] else "unhealthy"
+            for s in status["servers"].values() for name, i in s["instances"].items()}
+        assert shown["servers"] == [[name, 3] for name in status["servers"]]
+        decided = {d["instance"] for d in stack.controller_get("/malb/decisions")["decisions"]}
+        assert set(shown["decisions"]) <= decided
+        # the browser met no error of its own on the page (a blocked asset, a script error)
+        assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        os.makedirs(os.path.join(ROOT, "results"), exist_ok=True)
+        assert browser.save_screenshot(os.path.join(ROOT, "results", "live-view.png"))

@@ -404,6 +404,8 @@ def test_profiler_answers_set_weights_and_classes_and_bad_ones_change_nothing():
     assert st["weights"] == {"alpha": 0.25, "beta": 0.0, "gamma": 0.75}
     assert (st["weights_source"], st["flow_class"], st["flow_class_source"]) == \
         ("profiler", "short", "profiler")
+    ui = ctl.cfg.microservice("ui")       # where clients reach it: the live view shows it
+    assert (st["vip"], st["port"], st["protocol"]) == (ui.vip, ui.port, ui.protocol)
     applied = ctl.status()["microservices"]
     bad = {"microservices": {"ui": {"weights": {"alpha": -1, "beta": 0, "gamma": 3},
                                     "flow_class": "long"}}}

@@ -2,6 +2,7 @@
 stand-in for the app, real sockets on 127.0.0.1; no ryu-manager): no traceback ever reaches
 a client, errors are JSON naming the field, and a rejected request changes nothing."""
 import json
+import re
 import socket
 
 import pytest
@@ -120,6 +121,20 @@ def test_head_answers_wherever_get_does_with_the_gets_headers_and_no_body(rest):
         get, head = rest("GET", path), rest("HEAD", path)
         assert get[0] == head[0] == 200 and head[2] == b""
         assert head[1]["Content-Type"] == get[1]["Content-Type"]
+
+
+def test_the_live_view_is_one_page_that_loads_nothing_from_elsewhere(rest):
+    status, headers, body = rest("GET", "/malb/view")
+    page = body.decode()
+    assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    csp = headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp
+    # no external asset: every URL it names is this server's own REST API
+    assert not re.search(r"(src|href)=\"(?!data:)", page)
+    assert set(re.findall(r"getJson\(`?\"?(/[a-z/]+)", page)) == {"/malb/status",
+                                                                  "/malb/decisions"}
+    assert rest("GET", "/malb/view?x=1")[0] == 400
+    assert rest("PUT", "/malb/view", {})[0] == 405
 
 
 def test_bodies_must_be_json_and_not_too_large(rest):
