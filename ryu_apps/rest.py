@@ -6,6 +6,7 @@ checks: docs/reliability.md.
 
 - routes(app): the route table, {(METHOD, path): handler}; every answer JSON (/metrics is
   Prometheus text, /malb/view the live view's page), a rejected request changes nothing;
+  /openapi.json describes them all (docs/api/controller.yaml);
 - LIVE_VIEW: that page (ryu_apps/live_view.html: one file, no external assets), and the
   Content-Security-Policy that keeps it to this server;
 - server(app, host, port): the controller's JsonServer (bound now; its loop is the caller's
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 
+from common import openapi
 from common.config import POLICIES
 from common.httpjson import BadRequest, HttpProblem, JsonServer, Page, field_name, quote
 from common.metrics import render
@@ -224,6 +226,23 @@ def routes(app) -> dict:
         return 200, {"instance": name, "removed": True, "active_flows": left}
 
     @_only()
+    def get_openapi(query, body):
+        """docs/api/controller.yaml, made this deployment's: the weights a PUT may set are
+        its microservices', the instances a POST may add its configured slots."""
+        spec = openapi.load("controller")
+
+        def json_body(path: str, method: str) -> dict:
+            return spec["paths"][path][method]["requestBody"]["content"][
+                "application/json"]["schema"]
+        weights = json_body("/malb/weights", "put")
+        one = weights["additionalProperties"]
+        weights["properties"] = {ms: one for ms in app.policy_core.pools}
+        weights["additionalProperties"] = False
+        json_body("/malb/instances", "post")["properties"]["instance"]["enum"] = \
+            sorted(app.instances)
+        return 200, spec
+
+    @_only()
     def get_view(query, body):
         return 200, Page(LIVE_VIEW, "text/html; charset=utf-8", LIVE_VIEW_HEADERS)
 
@@ -242,6 +261,7 @@ def routes(app) -> dict:
         ("DELETE", "/malb/instances/{name}"): delete_instance,
         ("GET", "/metrics"): get_metrics,
         ("GET", "/malb/view"): get_view,
+        ("GET", "/openapi.json"): get_openapi,
     }
 
 

@@ -1,0 +1,34 @@
+"""The OpenAPI 3 descriptions of the project's JSON APIs (docs/api/<name>.yaml, the one place
+each is written), loaded for the servers that serve them at GET /openapi.json.
+
+- load(name): a description as a dict (the file read once; a fresh dict each call, which a
+  server may make its own deployment's before serving it);
+- operations(spec): its (METHOD, path) pairs, to hold a server's route table to it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import yaml
+
+API_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                       "api")
+METHODS = ("get", "put", "post", "delete", "patch")
+
+
+@functools.lru_cache(maxsize=None)
+def _read(name: str) -> str:
+    with open(os.path.join(API_DIR, f"{name}.yaml"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def load(name: str) -> dict:
+    """docs/api/<name>.yaml as a fresh dict (callers may change theirs)."""
+    return yaml.safe_load(_read(name))
+
+
+def operations(spec: dict) -> set[tuple[str, str]]:
+    """{(METHOD, path)} the description holds, paths as the route tables write them."""
+    return {(m.upper(), path) for path, item in spec["paths"].items() for m in item
+            if m in METHODS}
