@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from common import openapi
 from common.httpjson import BadRequest, HttpError, get_json, quote
 from common.metrics import new_registry, render
 from common.numbers import finite_non_negative
@@ -117,7 +118,10 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
         d = _seconds(f"{where}.duration_s", f.get("duration_s"))
         for key in ("bytes", "packets", "bytes_to_server", "bytes_to_client"):
             _count(f"{where}.{key}", f.get(key, 0))
-        for key in ("server", "instance", "client", "protocol", "end_reason"):
+        for key in ("server", "instance", "client"):      # stored: none, or not empty
+            if f.get(key) is not None:
+                _storable(f"{where}.{key}", f[key])
+        for key in ("protocol", "end_reason"):
             if f.get(key) is not None:
                 if not isinstance(f[key], str):
                     raise BadRequest(f"{where}.{key}: expected a string, got {quote(f[key])}")
@@ -130,9 +134,21 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
                       "bytes": f.get("bytes", 0), "packets": f.get("packets", 0),
                       "active": f["active"]})
     for k, p in enumerate(ports or []):
+        where = f"ports[{k}]"
         if not isinstance(p, dict):
-            raise BadRequest(f"ports[{k}]: expected an object")
-        _known(f"ports[{k}]", p, PORT_FIELDS)
+            raise BadRequest(f"{where}: expected an object")
+        _known(where, p, PORT_FIELDS)
+        for key in ("dpid", "port"):
+            if key in p:
+                _count(f"{where}.{key}", p[key])
+        for key in ("time", "rx_bytes_per_s", "tx_bytes_per_s"):
+            if key in p:
+                _seconds(f"{where}.{key}", p[key])      # a finite number >= 0
+        for key in ("instance", "server"):
+            if p.get(key) is not None:
+                if not isinstance(p[key], str):
+                    raise BadRequest(f"{where}.{key}: expected a string, got {quote(p[key])}")
+                _text(f"{where}.{key}", p[key])
     return clean, ports
 
 
@@ -376,4 +392,5 @@ class ProfilerService:
             ("GET", "/health"): lambda q, b: (200, {"status": "ok", "periods": self.model.steps,
                                                     "history": self.store.counts()}),
             ("GET", "/metrics"): lambda q, b: (200, render(self.metrics)),
+            ("GET", "/openapi.json"): lambda q, b: (200, openapi.load("profiler")),
         }

@@ -142,6 +142,9 @@ def state_of(service):
     (flow(duration_s=1e308 * 10), "flows[1].duration_s"),
     (flow(colour="red"), "flows[1].colour: unknown field"),
     (flow(bytes_to_client=-1), "flows[1].bytes_to_client"),
+    # the history stores no empty name (found by tests/unit/test_openapi.py: it was a 500)
+    (flow(client=""), "flows[1].client: expected a non-empty string"),
+    (flow(server=""), "flows[1].server: expected a non-empty string"),
 ])
 def test_a_rejected_batch_changes_nothing_in_memory_or_on_disk(bad, field):
     service = make_service()
@@ -158,6 +161,21 @@ def test_a_rejected_batch_changes_nothing_in_memory_or_on_disk(bad, field):
         status, answer = service.post_flows({}, {**batch, "flows": batch["flows"][:1]})
         assert status == 200 and answer == {"accepted": 1, "completed": 1}
         assert "f1" not in service.model.flows.seen and service.store.counts()["flows"] == 1
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize("port, field", [
+    ({"port": 1, "server": {}}, "ports[0].server: expected a string"),
+    ({"port": -1}, "ports[0].port: expected an integer"),
+    ({"port": 1, "rx_bytes_per_s": "fast"}, "ports[0].rx_bytes_per_s: expected a finite"),
+])
+def test_a_port_record_of_the_wrong_shape_is_refused(port, field):
+    service = make_service()
+    try:
+        with pytest.raises(BadRequest, match=re.escape(field)):
+            service.post_flows({}, {"flows": [], "ports": [port]})
+        assert service.model.ports == []
     finally:
         service.stop()
 
