@@ -145,7 +145,7 @@ def main(argv=None) -> int:
 
     import docker      # deferred: the Docker SDK, once the flags are checked
 
-    from agents.agent import MAX_PARALLEL, Agent, Selector, http_server
+    from agents.agent import MAX_PARALLEL, Agent, Selector, http_server, served_routes
     try:
         client = docker.from_env(timeout=10, max_pool_size=MAX_PARALLEL)
         client.ping()
@@ -164,13 +164,12 @@ def main(argv=None) -> int:
                   probe_ports=probe_ports, probe_window_s=cfg.agents.probe_window_s,
                   probe_timeout_s=cfg.agents.probe_timeout_s,
                   whole_cpu_fn=whole_cpu_function(capacity, server))
-    routes = agent.routes()
     slo = None
     if server is not None and any(cfg.microservice(i.microservice).slo
                                   for i in cfg.instances_on(server.name)):
         from agents.slo import SloRunner    # deferred: only servers with an SLO
         slo = SloRunner(cfg, server.name, client, agent.metrics, args.slo_actuator)
-        routes.update(slo.routes())
+    routes = served_routes(agent, slo)
     try:
         http = http_server((host, port), routes, name=f"agent-{args.server}",
                            token=cfg.security.token)

@@ -7,6 +7,7 @@ GET /stats and its window, unreadable containers and partial totals, GET /probes
   services' call latencies, and the probes (agents/probes.py);
 - SampleCollector: its readings on /metrics, from the latest sample when scraped;
 - Selector: which containers belong to this server;
+- served_routes: all its server answers (with the SLO runner's, and /openapi.json);
 - http_server: its JSON server; host_capacity: a real machine's CPUs and memory;
   host_cpu_seconds: a real machine's CPU time so far (the whole server's counter).
 """
@@ -32,6 +33,7 @@ from agents.latency import call_deltas, parse_calls
 from agents.probes import MAX_WINDOW_S as MAX_PROBE_WINDOW_S, MIN_WINDOW_S as \
     MIN_PROBE_WINDOW_S, NetnsSockets, Prober, Target, read_latency
 from common.config.model import MAX_SERVICE_CHECK_TIMEOUT_S
+from common import openapi
 from common.httpjson import BadRequest, JsonServer, field_name, quote
 from common.metrics import new_registry, render
 
@@ -521,6 +523,25 @@ class Agent:
 
         return {("GET", "/stats"): stats, ("GET", "/health"): health, ("GET", "/probes"): probes,
                 ("GET", "/metrics"): lambda _q, _b: (200, render(self.metrics))}
+
+
+def served_routes(agent: "Agent", slo=None) -> dict:
+    """Everything the agent's server answers: the agent's routes, its SLO runner's when it
+    has one, and /openapi.json describing those (docs/api/agent.yaml), the services named
+    in its SLO bodies being those it runs loops for."""
+    routes = agent.routes()
+    if slo is not None:
+        routes.update(slo.routes())
+
+    def services(spec: dict) -> None:
+        for path, method in (("/slo", "put"), ("/slo/observations", "post")):
+            if path in spec["paths"]:
+                body = spec["paths"][path][method]["requestBody"]["content"][
+                    "application/json"]["schema"]
+                body["properties"]["service"]["enum"] = sorted(slo.loops)
+    routes[("GET", "/openapi.json")] = openapi.served("agent", routes,
+                                                      services if slo is not None else None)
+    return routes
 
 
 def http_server(address, routes: dict, name: str, token: str | None = None) -> JsonServer:

@@ -378,7 +378,7 @@ class ProfilerService:
 
     def routes(self) -> dict:
         p = self.cfg.profiler
-        return {
+        table = {
             ("GET", "/profiles"): lambda q, b: (200, {**self.snapshot["profiles"],
                                                       "predictor": {
                                                           "kind": p.predictor,
@@ -392,5 +392,6 @@ class ProfilerService:
             ("GET", "/health"): lambda q, b: (200, {"status": "ok", "periods": self.model.steps,
                                                     "history": self.store.counts()}),
             ("GET", "/metrics"): lambda q, b: (200, render(self.metrics)),
-            ("GET", "/openapi.json"): lambda q, b: (200, openapi.load("profiler")),
         }
+        table[("GET", "/openapi.json")] = openapi.served("profiler", table)
+        return table

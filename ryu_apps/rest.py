@@ -225,12 +225,9 @@ def routes(app) -> dict:
         app.remove_instance(name)
         return 200, {"instance": name, "removed": True, "active_flows": left}
 
-    @_only()
-    def get_openapi(query, body):
-        """docs/api/controller.yaml, made this deployment's: the weights a PUT may set are
-        its microservices', the instances a POST may add its configured slots."""
-        spec = openapi.load("controller")
-
+    def deployment(spec: dict) -> None:
+        """The description made this deployment's: the weights a PUT may set are its
+        microservices', the instances a POST may add its configured slots."""
         def json_body(path: str, method: str) -> dict:
             return spec["paths"][path][method]["requestBody"]["content"][
                 "application/json"]["schema"]
@@ -240,7 +237,6 @@ def routes(app) -> dict:
         weights["additionalProperties"] = False
         json_body("/malb/instances", "post")["properties"]["instance"]["enum"] = \
             sorted(app.instances)
-        return 200, spec
 
     @_only()
     def get_view(query, body):
@@ -250,7 +246,7 @@ def routes(app) -> dict:
     def get_metrics(query, body):
         return 200, render(app.metrics)    # a str: sent as Prometheus text
 
-    return {
+    table = {
         ("GET", "/malb/status"): get_status,
         ("GET", "/malb/policy"): get_policy, ("PUT", "/malb/policy"): put_policy,
         ("GET", "/malb/weights"): get_weights, ("PUT", "/malb/weights"): put_weights,
@@ -261,8 +257,9 @@ def routes(app) -> dict:
         ("DELETE", "/malb/instances/{name}"): delete_instance,
         ("GET", "/metrics"): get_metrics,
         ("GET", "/malb/view"): get_view,
-        ("GET", "/openapi.json"): get_openapi,
     }
+    table[("GET", "/openapi.json")] = _only()(openapi.served("controller", table, deployment))
+    return table
 
 
 def server(app, host: str, port: int) -> JsonServer:

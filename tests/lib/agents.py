@@ -1,8 +1,9 @@
 """A host agent for unit tests: SLO_CONFIG (two servers, an SLO on srv1's ui) and make_agent
-(an agent with a fake Docker client and one published sample, with its SLO runner)."""
+(an agent with a fake Docker client and one published sample, with its SLO runner and the
+routes its server answers)."""
 import time
 
-from agents.agent import Agent, Selector
+from agents.agent import Agent, Selector, served_routes
 from agents.dockerstats import Capacity
 from agents.slo import SloRunner
 from common.config import parse_config
@@ -22,6 +23,4 @@ def make_agent():
     agent._publish(time.time(), [], None, time.monotonic())
     slo = SloRunner(parse_config(SLO_CONFIG), "srv1", client=None, registry=agent.metrics,
                     actuator="emulated")
-    routes = agent.routes()
-    routes.update(slo.routes())
-    return agent, slo, routes
+    return agent, slo, served_routes(agent, slo)
