@@ -17,8 +17,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from common import openapi
 from common.config import Config, Instance, check_testbed_builds
-from common.httpjson import BadRequest, quote
+from common.httpjson import BadRequest, field_name, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from topologies import backend as backends
 from topologies.params import docker_params, link_shaping, server_docker_params, \
@@ -195,6 +196,9 @@ class Testbed:
 
         def start(_q, body):
             name = body.get("instance") if isinstance(body, dict) else None
+            if isinstance(body, dict) and set(body) - {"instance"}:
+                raise BadRequest(f"{field_name(min(set(body) - {'instance'}))}: unknown field "
+                                 f"(known: instance)")
             if not isinstance(name, str) or name not in slots:   # a list is not hashable
                 raise BadRequest(f"instance: no slot {quote(name)} in the configuration")
             with lock:
@@ -214,8 +218,16 @@ class Testbed:
                     return 404, {"error": f"{name} is not running"}
                 self.remove_instance(name)
             return 200, {"instance": name, "running": False}
-        return {("GET", "/instances"): listing, ("POST", "/instances"): start,
-                ("DELETE", "/instances"): stop}
+        def named_slots(spec: dict) -> None:
+            """The description made this testbed's: the slots a change may name."""
+            ops = spec["paths"]["/instances"]
+            ops["post"]["requestBody"]["content"]["application/json"]["schema"][
+                "properties"]["instance"]["enum"] = sorted(slots)
+            ops["delete"]["parameters"][0]["schema"]["enum"] = sorted(slots)
+        routes = {("GET", "/instances"): listing, ("POST", "/instances"): start,
+                  ("DELETE", "/instances"): stop}
+        routes[("GET", "/openapi.json")] = openapi.served("testbed", routes, named_slots)
+        return routes
 
     def running_instances(self) -> list[Instance]:
         return [i for i in self.cfg.slots if i.name in self.deployed]

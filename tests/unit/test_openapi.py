@@ -22,6 +22,7 @@ from profiler.service import ProfilerService
 from profiler.store import HistoryStore
 from ryu_apps import rest
 from tests.lib.agents import make_agent
+from topologies.testbed import Testbed
 from tests.lib.shell import connect, make_app
 
 PAPER = load_config("configs/paper.yaml")
@@ -181,6 +182,51 @@ def test_the_agents_routes_are_its_description_and_it_names_its_loops():
 @SEEDED
 def test_the_agent_answers_as_described(case, agent):
     case.call_and_validate(base_url=agent, excluded_checks=excluded(case))
+
+
+class StandInTestbed:
+    """What Testbed.control_routes uses of a testbed (its real method, bound to this): the
+    configuration's slots, the instances running, starting and stopping them (no Mininet)."""
+
+    def __init__(self, cfg):
+        self.cfg, self.deployed = cfg, {i.name for i in cfg.instances}
+
+    def add_instance(self, inst):
+        self.deployed.add(inst.name)
+
+    def remove_instance(self, name):
+        self.deployed.discard(name)
+
+    def wait_services(self, timeout_s, instances):
+        return []
+
+
+TESTBED_ROUTES = Testbed.control_routes(StandInTestbed(PAPER))
+TESTBED = schemathesis.openapi.from_dict(TESTBED_ROUTES[("GET", "/openapi.json")]({}, None)[1])
+
+
+@pytest.fixture(scope="module")
+def testbed():
+    server = JsonServer(("127.0.0.1", 0), TESTBED_ROUTES, name="openapi-testbed")
+    server.start_background()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_testbeds_routes_are_its_description_and_it_names_its_slots():
+    assert set(TESTBED_ROUTES) == openapi.operations(openapi.load("testbed"))
+    served = TESTBED_ROUTES[("GET", "/openapi.json")]({}, None)[1]
+    delete = served["paths"]["/instances"]["delete"]["parameters"][0]["schema"]
+    assert delete["enum"] == sorted(i.name for i in PAPER.slots)
+
+
+@TESTBED.parametrize()
+@SEEDED
+def test_the_testbed_control_api_answers_as_described(case, testbed):
+    case.call_and_validate(base_url=testbed, excluded_checks=excluded(case))
 
 
 def make_stub():
