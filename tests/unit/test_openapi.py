@@ -5,6 +5,7 @@ number of requests per operation) gets no server error and only answers the desc
 allows. The controller: its real app (ryu_apps/malb.py without ryu-manager, one fake switch
 connected) behind its real REST server on 127.0.0.1; the profiler: its service behind its
 JsonServer; an agent: a fake Docker engine, with its SLO runner (docs/api/README.md)."""
+import contextlib
 import json
 import urllib.request
 from types import SimpleNamespace
@@ -22,8 +23,25 @@ from profiler.service import ProfilerService
 from profiler.store import HistoryStore
 from ryu_apps import rest
 from tests.lib.agents import make_agent
-from topologies.testbed import Testbed
 from tests.lib.shell import connect, make_app
+from topologies.testbed import Testbed
+
+
+@contextlib.contextmanager
+def serving(server):
+    """A JsonServer in a thread: its base URL, the server shut down afterwards."""
+    server.start_background()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def description(routes: dict) -> dict:
+    """What a route table's GET /openapi.json answers."""
+    return routes[("GET", "/openapi.json")]({}, None)[1]
+
 
 PAPER = load_config("configs/paper.yaml")
 
@@ -34,12 +52,11 @@ def described_for(cfg) -> dict:
     app = SimpleNamespace(policy_core=SimpleNamespace(pools={m.name: [] for m in
                                                              cfg.microservices}),
                           instances={i.name: None for i in cfg.instances})
-    return rest.routes(app)[("GET", "/openapi.json")]({}, None)[1]
+    return description(rest.routes(app))
 
 
 CONTROLLER = schemathesis.openapi.from_dict(described_for(PAPER))
-# per operation; 13 operations: a few hundred requests, a few seconds
-EXAMPLES = 25
+EXAMPLES = 25          # per operation: about 1,000 requests over the four APIs
 SEEDED = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
 
@@ -53,13 +70,10 @@ def controller():
         app_gen = make_app(mp)
         app = next(app_gen)
         connect(app)
-        server = real_server(app, "127.0.0.1", 0)
-        server.start_background()
         try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
+            with serving(real_server(app, "127.0.0.1", 0)) as url:
+                yield url
         finally:
-            server.shutdown()
-            server.server_close()
             next(app_gen, None)
 
 
@@ -85,13 +99,11 @@ def make_profiler():
 @pytest.fixture(scope="module")
 def profiler():
     service = make_profiler()
-    server = JsonServer(("127.0.0.1", 0), service.routes(), name="openapi-profiler")
-    server.start_background()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        with serving(JsonServer(("127.0.0.1", 0), service.routes(),
+                                name="openapi-profiler")) as url:
+            yield url
     finally:
-        server.shutdown()
-        server.server_close()
         service.stop()
 
 
@@ -147,31 +159,28 @@ def test_the_profiler_answers_as_described(case, profiler):
 
 # an agent (fake Docker, one published sample) with its SLO runner for srv1's ui
 AGENT_APP, _SLO, AGENT_ROUTES = make_agent()
-AGENT = schemathesis.openapi.from_dict(AGENT_ROUTES[("GET", "/openapi.json")]({}, None)[1])
+AGENT = schemathesis.openapi.from_dict(description(AGENT_ROUTES))
 
 
 @pytest.fixture(scope="module")
 def agent():
-    server = http_server(("127.0.0.1", 0), AGENT_ROUTES, name="openapi-agent")
-    server.start_background()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        with serving(http_server(("127.0.0.1", 0), AGENT_ROUTES, name="openapi-agent")) as url:
+            yield url
     finally:
-        server.shutdown()
-        server.server_close()
         AGENT_APP.pool.shutdown()
 
 
 def test_the_agents_routes_are_its_description_and_it_names_its_loops():
     assert set(AGENT_ROUTES) == openapi.operations(openapi.load("agent"))
-    served = AGENT_ROUTES[("GET", "/openapi.json")]({}, None)[1]
+    served = description(AGENT_ROUTES)
     put = served["paths"]["/slo"]["put"]["requestBody"]["content"]["application/json"]
     assert put["schema"]["properties"]["service"]["enum"] == ["ui"]
     # an agent without a loop describes no /slo
     agent, _slo, _routes = make_agent()
     try:
         bare = served_routes(agent)
-        paths = bare[("GET", "/openapi.json")]({}, None)[1]["paths"]
+        paths = description(bare)["paths"]
         assert "/slo" not in paths and "/slo/observations" not in paths
         assert openapi.operations({"paths": paths}) == set(bare)
     finally:
@@ -202,23 +211,18 @@ class StandInTestbed:
 
 
 TESTBED_ROUTES = Testbed.control_routes(StandInTestbed(PAPER))
-TESTBED = schemathesis.openapi.from_dict(TESTBED_ROUTES[("GET", "/openapi.json")]({}, None)[1])
+TESTBED = schemathesis.openapi.from_dict(description(TESTBED_ROUTES))
 
 
 @pytest.fixture(scope="module")
 def testbed():
-    server = JsonServer(("127.0.0.1", 0), TESTBED_ROUTES, name="openapi-testbed")
-    server.start_background()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(JsonServer(("127.0.0.1", 0), TESTBED_ROUTES, name="openapi-testbed")) as url:
+        yield url
 
 
 def test_the_testbeds_routes_are_its_description_and_it_names_its_slots():
     assert set(TESTBED_ROUTES) == openapi.operations(openapi.load("testbed"))
-    served = TESTBED_ROUTES[("GET", "/openapi.json")]({}, None)[1]
+    served = description(TESTBED_ROUTES)
     delete = served["paths"]["/instances"]["delete"]["parameters"][0]["schema"]
     assert delete["enum"] == sorted(i.name for i in PAPER.slots)
 
