@@ -122,6 +122,17 @@ class SampleCollector:
 
     def __init__(self, agent: "Agent"):
         self.agent = agent
+        # (container, "rx" | "tx") -> (docker's last reading, the total exported): a
+        # container's bytes are a sum over its interfaces, which falls when one goes away
+        # (not a restart); the exported counter only takes the increases
+        self._net: dict[tuple[str, str], tuple[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def _network_total(self, container: str, way: str, reading: int) -> int:
+        last = self._net.get((container, way))
+        total = reading if last is None else last[1] + max(0, reading - last[0])
+        self._net[(container, way)] = (reading, total)
+        return total
 
     def collect(self):
         sample, raws = self.agent.metric_readings()
@@ -145,16 +156,22 @@ class SampleCollector:
                                     labels=("server",))
         unreadable = GaugeMetricFamily("malb_agent_unreadable_containers",
                                        "Containers that could not be read.", labels=("server",))
-        for c in (sample or {}).get("containers", []):
-            labels = [server, c["name"], c["microservice"] or ""]
-            raw = raws.get(c["name"])
-            if raw is not None:
-                cpu.add_metric(labels, raw.cpu_total_ns / 1e9)
-                if raw.rx_bytes is not None and raw.tx_bytes is not None:
-                    rx.add_metric(labels, raw.rx_bytes)
-                    tx.add_metric(labels, raw.tx_bytes)
-            if c["memory_bytes"] is not None:
-                mem.add_metric(labels, c["memory_bytes"])
+        with self._lock:          # two scrapes at once must not both add an increase
+            containers = (sample or {}).get("containers", [])
+            for key in [k for k in self._net if k[0] not in raws]:
+                del self._net[key]            # a container gone: its counters go with it
+            for c in containers:
+                labels = [server, c["name"], c["microservice"] or ""]
+                raw = raws.get(c["name"])
+                if raw is not None:
+                    cpu.add_metric(labels, raw.cpu_total_ns / 1e9)
+                    if raw.rx_bytes is not None and raw.tx_bytes is not None:
+                        rx.add_metric(labels, self._network_total(c["name"], "rx",
+                                                                  raw.rx_bytes))
+                        tx.add_metric(labels, self._network_total(c["name"], "tx",
+                                                                  raw.tx_bytes))
+                if c["memory_bytes"] is not None:
+                    mem.add_metric(labels, c["memory_bytes"])
         if sample is not None:
             t = sample["totals"]
             for res, field in (("cpu", "cpu_percent"), ("memory", "memory_percent"),
@@ -536,9 +553,8 @@ def served_routes(agent: "Agent", slo=None) -> dict:
     def services(spec: dict) -> None:
         for path, method in (("/slo", "put"), ("/slo/observations", "post")):
             if path in spec["paths"]:
-                body = spec["paths"][path][method]["requestBody"]["content"][
-                    "application/json"]["schema"]
-                body["properties"]["service"]["enum"] = sorted(slo.loops)
+                openapi.body_schema(spec, path, method)["properties"]["service"]["enum"] = \
+                    sorted(slo.loops)
     routes[("GET", "/openapi.json")] = openapi.served("agent", routes,
                                                       services if slo is not None else None)
     return routes

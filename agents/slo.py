@@ -156,9 +156,9 @@ class SloRunner:
                               registry=registry)
         self.m_freq = Gauge("malb_slo_frequency_hertz", "Frequency set for the service's "
                             "cores (emulated or real).", ("service",), registry=registry)
-        self.m_energy = Counter("malb_slo_energy_joules_total", "CPU energy of the service's "
-                                "cores since the agent started (modelled without RAPL: "
-                                "GET /slo says which).", ("service",), registry=registry)
+        self.m_energy = Counter("malb_slo_energy_joules_total", "Modelled CPU energy of the "
+                                "service's cores since the agent started (slo/energy.py's "
+                                "power model).", ("service",), registry=registry)
         self._energy_counted: dict[str, float] = {}     # joules already in m_energy
         self.m_decisions = Counter("malb_slo_decisions_total", "Loop decisions by action.",
                                    ("service", "action"), registry=registry)
@@ -172,13 +172,11 @@ class SloRunner:
             self.m_freq.labels(name).set(d.state.freq_mhz * 1e6)
             self.m_target.labels(name).set(loop.settings.target_ms / 1000)
             self.m_sli.labels(name).set(d.sli_ms / 1000 if d.sli_ms is not None else math.nan)
-            # the counter takes what the loop added since (a loop made anew starts at 0)
-            counted = self._energy_counted.get(name, 0.0)
-            if loop.energy_j < counted:
-                counted = 0.0
-            if loop.energy_j > counted:
-                self.m_energy.labels(name).inc(loop.energy_j - counted)
-            self._energy_counted[name] = loop.energy_j
+            # the counter takes what the loop's running total added since the last step
+            added = loop.energy_j - self._energy_counted.get(name, 0.0)
+            if added > 0:
+                self.m_energy.labels(name).inc(added)
+                self._energy_counted[name] = loop.energy_j
 
     def run(self) -> None:
         while not self._stop.is_set():

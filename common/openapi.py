@@ -3,6 +3,7 @@ each is written), loaded for the servers that serve them at GET /openapi.json.
 
 - load(name): a description as a dict (the file read once; a fresh dict each call, which a
   server may make its own deployment's before serving it);
+- body_schema(spec, path, method): an operation's JSON body schema;
 - operations(spec): its (METHOD, path) pairs, to hold a server's route table to it;
 - served(name, routes, adapt): the GET /openapi.json handler of a server: the description
   of the routes it has (an agent without an SLO loop has no /slo), made its deployment's
@@ -10,6 +11,7 @@ each is written), loaded for the servers that serve them at GET /openapi.json.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import os
 
@@ -21,14 +23,20 @@ METHODS = ("get", "put", "post", "delete", "patch")
 
 
 @functools.lru_cache(maxsize=None)
-def _read(name: str) -> str:
+def _parsed(name: str) -> dict:
+    # parsed once: YAML takes tens of ms, and the controller answers on its event loop
     with open(os.path.join(API_DIR, f"{name}.yaml"), encoding="utf-8") as fh:
-        return fh.read()
+        return yaml.safe_load(fh)
 
 
 def load(name: str) -> dict:
     """docs/api/<name>.yaml as a fresh dict (callers may change theirs)."""
-    return yaml.safe_load(_read(name))
+    return copy.deepcopy(_parsed(name))
+
+
+def body_schema(spec: dict, path: str, method: str) -> dict:
+    """The JSON request body's schema of an operation (to make it a deployment's)."""
+    return spec["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
 
 
 def operations(spec: dict) -> set[tuple[str, str]]:

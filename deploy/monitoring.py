@@ -70,6 +70,8 @@ def kubernetes_scrape_config() -> dict:
                                "__meta_kubernetes_pod_annotation_prometheus_io_port"],
              "action": "replace", "regex": r"([^:]+)(?::\d+)?;(\d+)",
              "replacement": "$1:$2", "target_label": "__address__"},
+            {"source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_path"],
+             "action": "replace", "regex": "(.+)", "target_label": "__metrics_path__"},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}]}]}
 
 
@@ -99,13 +101,13 @@ PANELS = [
          [(_quantile(0.99, "malb_event_loop_lag_seconds"), "p99")],
          "How long every event waited behind other work."),
         ("Active NAT flows", "short", [("malb_active_flows", "flows")], ""),
-        ("Instances healthy", "short", [("malb_instance_healthy", "{{instance}}")],
+        ("Instances healthy", "short", [("malb_instance_healthy", "{{instance_name}}")],
          "1 while an instance passes its health checks."),
         ("Flows dropped: no healthy instance", "short",
          [(f"sum by (microservice) ({_rate('malb_no_backend_total')})", "{{microservice}}")],
          ""),
         ("Select-group slots (data-plane mode)", "short",
-         [("malb_dataplane_slots", "{{instance}}")], ""),
+         [("malb_dataplane_slots", "{{instance_name}}")], ""),
     ]),
     ("Servers", [
         ("Server use relative to capacity", "percentunit",
@@ -140,7 +142,7 @@ PANELS = [
          "Emulated or real: the agent's GET /slo says which."),
         ("Power", "watt",
          [(f"sum by (service) ({_rate('malb_slo_energy_joules_total')})", "{{service}}")],
-         "Energy per second; modelled without RAPL."),
+         "Modelled energy per second (slo/energy.py's power model)."),
     ]),
     ("Processes", [
         ("Resident memory", "bytes", [("process_resident_memory_bytes", "{{job}} {{instance}}")],

@@ -148,8 +148,8 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
 
 
 def scrape_annotations(port: int) -> dict:
-    """What Prometheus's `kubernetes-pods` job (deploy/prometheus.yml) looks for on a pod:
-    every service serves its metrics on its own port."""
+    """What Prometheus's `malb-kubernetes-pods` job (deploy/prometheus-kubernetes.yml) looks
+    for on a pod: every service serves its metrics on its own port, at /metrics."""
     return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
             "prometheus.io/path": "/metrics"}
 

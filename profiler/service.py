@@ -138,9 +138,13 @@ def validate_flows(body) -> tuple[list[dict], list[dict]]:
         if not isinstance(p, dict):
             raise BadRequest(f"{where}: expected an object")
         _known(where, p, PORT_FIELDS)
-        for key in ("dpid", "port"):
-            if key in p:
-                _count(f"{where}.{key}", p[key])
+        if "dpid" in p:       # OpenFlow's datapath ids are unsigned 64-bit
+            v = p["dpid"]
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
+                raise BadRequest(f"{where}.dpid: expected an integer from 0 to 2^64-1, got "
+                                 f"{quote(v)}")
+        if "port" in p:
+            _count(f"{where}.port", p["port"])
         for key in ("time", "rx_bytes_per_s", "tx_bytes_per_s"):
             if key in p:
                 _seconds(f"{where}.{key}", p[key])      # a finite number >= 0

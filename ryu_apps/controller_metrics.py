@@ -45,7 +45,7 @@ class ControllerMetrics:
             "malb_profiler_requests_total", "Calls to the profiler.", ("call", "result"),
             registry=r)
         self.health = Gauge("malb_instance_healthy",
-                            "1 when the instance passes its health probe.", ("instance",),
+                            "1 when the instance passes its health probe.", ("instance_name",),
                             registry=r)
         self.flows = Gauge("malb_active_flows", "NAT flows with rules on a switch.",
                            registry=r)
@@ -55,7 +55,7 @@ class ControllerMetrics:
             registry=r)
         self.dp_slots = Gauge(
             "malb_dataplane_slots", "Maglev slots of an instance in its select group.",
-            ("microservice", "instance"), registry=r)
+            ("microservice", "instance_name"), registry=r)
         self.dp_moved = Counter(
             "malb_dataplane_slots_moved_total", "Select-group slots given to another instance.",
             ("microservice",), registry=r)
@@ -76,6 +76,8 @@ class ControllerMetrics:
             "malb_probe_failures_total", "GET /probes problems: poll (no answer), instance "
             "(the agent could not read one), malformed (a part of an answer refused).",
             ("server", "kind"), registry=r)
+        # `instance_name`, not `instance`: Prometheus gives every scraped series its target's
+        # address as `instance` (and would rename ours to `exported_instance`)
         # the ones the core names in its results (Result.metrics), by their exposed names
         # (prometheus_client keeps a counter's name without its _total)
         self.by_name = {exposed_name(m): m for m in (

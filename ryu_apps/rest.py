@@ -228,15 +228,12 @@ def routes(app) -> dict:
     def deployment(spec: dict) -> None:
         """The description made this deployment's: the weights a PUT may set are its
         microservices', the instances a POST may add its configured slots."""
-        def json_body(path: str, method: str) -> dict:
-            return spec["paths"][path][method]["requestBody"]["content"][
-                "application/json"]["schema"]
-        weights = json_body("/malb/weights", "put")
+        weights = openapi.body_schema(spec, "/malb/weights", "put")
         one = weights["additionalProperties"]
         weights["properties"] = {ms: one for ms in app.policy_core.pools}
         weights["additionalProperties"] = False
-        json_body("/malb/instances", "post")["properties"]["instance"]["enum"] = \
-            sorted(app.instances)
+        openapi.body_schema(spec, "/malb/instances", "post")["properties"]["instance"][
+            "enum"] = sorted(app.instances)
 
     @_only()
     def get_view(query, body):

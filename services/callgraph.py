@@ -88,19 +88,19 @@ class Metrics:
         self.registry = r = new_registry("service")
         self.requests = Counter(
             "callgraph_requests_total", "Requests served, by caller and status.",
-            ("service", "instance", "caller", "status"), registry=r)
+            ("service", "instance_name", "caller", "status"), registry=r)
         self.latency = Histogram(
             "callgraph_request_duration_seconds", "Latency of the requests served, by caller.",
-            ("service", "instance", "caller"), buckets=LATENCY_BUCKETS, registry=r)
+            ("service", "instance_name", "caller"), buckets=LATENCY_BUCKETS, registry=r)
         self.calls = Histogram(
             "callgraph_call_duration_seconds",
             "Latency of the calls made, by callee (the caller's view of the edge).",
-            ("service", "instance", "callee"), buckets=LATENCY_BUCKETS, registry=r)
+            ("service", "instance_name", "callee"), buckets=LATENCY_BUCKETS, registry=r)
         self.call_errors = Counter(
             "callgraph_call_errors_total", "Calls that failed, by callee.",
-            ("service", "instance", "callee"), registry=r)
+            ("service", "instance_name", "callee"), registry=r)
         self.bytes_sent = Counter("callgraph_bytes_sent_total", "Response body bytes sent.",
-                                  ("service", "instance"), registry=r)
+                                  ("service", "instance_name"), registry=r)
         self.recent = LatencyWindow()       # raw latencies of answered requests: GET /latency
 
 

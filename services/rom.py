@@ -47,14 +47,14 @@ class Metrics:
         self.labels = (kind, INSTANCE)
         self.registry = r = new_registry("service")
         self.requests = Counter("rom_requests_total", "Requests served, by endpoint and status.",
-                                ("service", "instance", "endpoint", "status"), registry=r)
+                                ("service", "instance_name", "endpoint", "status"), registry=r)
         self.latency = Histogram("rom_request_duration_seconds", "Request latency.",
-                                 ("service", "instance", "endpoint"), buckets=LATENCY_BUCKETS,
+                                 ("service", "instance_name", "endpoint"), buckets=LATENCY_BUCKETS,
                                  registry=r)
         self.bytes_sent = Counter("rom_bytes_sent_total", "Body bytes sent.",
-                                  ("service", "instance"), registry=r).labels(*self.labels)
+                                  ("service", "instance_name"), registry=r).labels(*self.labels)
         self.in_flight = Gauge("rom_in_flight", "Requests being served.",
-                               ("service", "instance"), registry=r).labels(*self.labels)
+                               ("service", "instance_name"), registry=r).labels(*self.labels)
         self.recent = LatencyWindow()      # raw latencies of the work endpoints: GET /latency
         # the work endpoints' requests being served (GET /latency's in_flight): the gauge
         # above also counts /health, /metrics and the probe's own /latency

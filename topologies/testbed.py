@@ -220,10 +220,10 @@ class Testbed:
             return 200, {"instance": name, "running": False}
         def named_slots(spec: dict) -> None:
             """The description made this testbed's: the slots a change may name."""
-            ops = spec["paths"]["/instances"]
-            ops["post"]["requestBody"]["content"]["application/json"]["schema"][
-                "properties"]["instance"]["enum"] = sorted(slots)
-            ops["delete"]["parameters"][0]["schema"]["enum"] = sorted(slots)
+            openapi.body_schema(spec, "/instances", "post")["properties"]["instance"][
+                "enum"] = sorted(slots)
+            spec["paths"]["/instances"]["delete"]["parameters"][0]["schema"]["enum"] = \
+                sorted(slots)
         routes = {("GET", "/instances"): listing, ("POST", "/instances"): start,
                   ("DELETE", "/instances"): stop}
         routes[("GET", "/openapi.json")] = openapi.served("testbed", routes, named_slots)

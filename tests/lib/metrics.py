@@ -13,6 +13,8 @@ PREFIXES = ("malb_", "rom_", "callgraph_", "process_")
 # and no pre-computed rates (a counter, and the query's rate())
 OFF_UNITS = re.compile(r"_(percent|ms|milliseconds|us|mhz|ghz|kb|mb|kib|mib|per_second|"
                        r"per_s|bps)(_|$)")
+# the labels Prometheus sets on every series it scrapes
+TARGET_LABELS = {"instance", "job"}
 # a metric whose help says it times something must say _seconds
 TIME_WORDS = re.compile(r"\b(time to|latency|how long|round trip|seconds)\b", re.I)
 
@@ -56,6 +58,10 @@ def convention_problems(text: str) -> list[str]:
             problems.append(f"{exposed}: no type")
         if not family.documentation:
             problems.append(f"{exposed}: no help")
+        clash = {k for sample in family.samples for k in sample.labels} & TARGET_LABELS
+        if clash:
+            problems.append(f"{exposed}: label {sorted(clash)[0]} is the one Prometheus gives "
+                            f"every series of a target (ours would become exported_...)")
     return problems
 
 
@@ -69,10 +75,12 @@ def process_texts() -> dict[str, str]:
     from tests.lib.agents import make_agent
     from tests.unit.profiler.test_profiler_service import make_service
     agent, _slo, _routes = make_agent()
+    profiler = make_service()
     try:
         return {"controller": render(ControllerMetrics().registry),
-                "agent": render(agent.metrics), "profiler": render(make_service().metrics),
+                "agent": render(agent.metrics), "profiler": render(profiler.metrics),
                 "rom service": render(rom.Metrics("ui").registry),
                 "callgraph service": render(callgraph.Metrics("reviews").registry)}
     finally:
         agent.pool.shutdown()
+        profiler.stop()

@@ -31,11 +31,12 @@ def test_the_rules_catch_what_the_old_names_did():
            "# HELP malb_freq_mhz Freq.\n# TYPE malb_freq_mhz gauge\n"
            "# HELP malb_energy_total Energy.\n# TYPE malb_energy_total gauge\n"
            "# HELP malb_wait Time to wait.\n# TYPE malb_wait gauge\n"
-           "# HELP other_thing A thing.\n# TYPE other_thing gauge\n")
+           "# HELP other_thing A thing.\n# TYPE other_thing gauge\n"
+           '# HELP malb_up Up.\n# TYPE malb_up gauge\nmalb_up{instance="srv1-ui"} 1\n')
     problems = "\n".join(convention_problems(old))
     for name in ("malb_slo_sli_ms", "malb_x_bytes_per_second", "malb_cpu_percent",
                  "malb_freq_mhz", "malb_energy_total: a gauge", "malb_wait: its help times",
-                 "other_thing: not one of our prefixes"):
+                 "other_thing: not one of our prefixes", "malb_up: label instance"):
         assert name in problems
 
 

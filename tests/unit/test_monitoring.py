@@ -83,10 +83,13 @@ def test_the_kubernetes_job_keeps_the_pods_the_export_annotates():
     """Debian's promtool has no Kubernetes discovery: the job's relabelling is checked
     here against the annotations placement/k8s.py writes."""
     (job,) = yaml.safe_load(open("deploy/prometheus-kubernetes.yml"))["scrape_configs"]
-    keep, address, _pod = job["relabel_configs"]
+    keep, address, path, _pod = job["relabel_configs"]
     annotations = scrape_annotations(8002)
     assert keep["regex"] == annotations["prometheus.io/scrape"]
     assert keep["source_labels"] == ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"]
     joined = f"10.1.2.3:9999;{annotations['prometheus.io/port']}"
     assert re.sub(f"^(?:{address['regex']})$", address["replacement"].replace("$", "\\"),
                   joined) == "10.1.2.3:8002"
+    assert path["source_labels"] == ["__meta_kubernetes_pod_annotation_prometheus_io_path"]
+    assert re.fullmatch(path["regex"], annotations["prometheus.io/path"])
+    assert path["target_label"] == "__metrics_path__"

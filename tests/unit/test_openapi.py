@@ -51,7 +51,7 @@ def described_for(cfg) -> dict:
     code, over what it reads of the app): the description made that deployment's."""
     app = SimpleNamespace(policy_core=SimpleNamespace(pools={m.name: [] for m in
                                                              cfg.microservices}),
-                          instances={i.name: None for i in cfg.instances})
+                          instances={i.name: None for i in cfg.slots})
     return description(rest.routes(app))
 
 
@@ -122,8 +122,8 @@ def test_the_profilers_routes_are_its_description():
 
 def test_the_description_lists_every_policy():
     spec = openapi.load("controller")
-    put = spec["paths"]["/malb/policy"]["put"]["requestBody"]["content"]["application/json"]
-    assert put["schema"]["properties"]["policy"]["enum"] == list(POLICIES)
+    put = openapi.body_schema(spec, "/malb/policy", "put")
+    assert put["properties"]["policy"]["enum"] == list(POLICIES)
 
 
 def test_the_controller_serves_its_description_made_its_own(controller):
@@ -132,8 +132,7 @@ def test_the_controller_serves_its_description_made_its_own(controller):
         served = json.load(r)
     assert served == described_for(PAPER)         # what the property-based test runs on
     written = openapi.load("controller")
-    weights = served["paths"]["/malb/weights"]["put"]["requestBody"]["content"][
-        "application/json"]["schema"]
+    weights = openapi.body_schema(served, "/malb/weights", "put")
     assert sorted(weights["properties"]) == ["backend", "ui", "video"]
     assert weights["additionalProperties"] is False
     assert {p: set(v) for p, v in served["paths"].items()} == \
@@ -174,8 +173,8 @@ def agent():
 def test_the_agents_routes_are_its_description_and_it_names_its_loops():
     assert set(AGENT_ROUTES) == openapi.operations(openapi.load("agent"))
     served = description(AGENT_ROUTES)
-    put = served["paths"]["/slo"]["put"]["requestBody"]["content"]["application/json"]
-    assert put["schema"]["properties"]["service"]["enum"] == ["ui"]
+    put = openapi.body_schema(served, "/slo", "put")
+    assert put["properties"]["service"]["enum"] == ["ui"]
     # an agent without a loop describes no /slo
     agent, _slo, _routes = make_agent()
     try:

@@ -187,3 +187,19 @@ def test_metrics_carry_dockers_counters_and_drop_a_container_that_went_away(samp
     assert value(text, "malb_agent_container_cpu_seconds_total", container="srv1-be") == \
         pytest.approx(0.4)
     assert convention_problems(text) == []
+
+
+def test_a_network_counter_that_falls_without_a_restart_only_takes_increases(sampled):
+    """A container's bytes are a sum over its interfaces: one that goes away makes the sum
+    fall, which Prometheus would read as a restart and a burst of traffic."""
+    def sent():
+        return value(render(sampled.agent.metrics),
+                     "malb_agent_container_network_transmit_bytes_total", container="srv1-be")
+    sampled()
+    sampled(tx={"srv1-be": 5000})
+    assert sent() == 5000
+    sampled.docker.tx["srv1-be" * 8] -= 3000        # an interface and its bytes gone
+    sampled(tx={"srv1-be": 100})
+    assert sent() == 5000
+    sampled(tx={"srv1-be": 700})
+    assert sent() == 5700

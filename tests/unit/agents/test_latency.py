@@ -13,8 +13,8 @@ from tests.lib.profiler_samples import cfg, sample
 def scrape(observations):
     """What a call-graph service's /metrics says after these (callee, seconds) calls."""
     r = new_registry("service")
-    h = Histogram("callgraph_call_duration_seconds", "calls", ("service", "instance", "callee"),
-                  buckets=LATENCY_BUCKETS, registry=r)
+    h = Histogram("callgraph_call_duration_seconds", "calls",
+                  ("service", "instance_name", "callee"), buckets=LATENCY_BUCKETS, registry=r)
     for callee, seconds in observations:
         h.labels("productpage", "srv1-pp", callee).observe(seconds)
     return render(r)

@@ -169,8 +169,10 @@ def test_a_rejected_batch_changes_nothing_in_memory_or_on_disk(bad, field):
     ({"port": 1, "server": {}}, "ports[0].server: expected a string"),
     ({"port": -1}, "ports[0].port: expected an integer"),
     ({"port": 1, "rx_bytes_per_s": "fast"}, "ports[0].rx_bytes_per_s: expected a finite"),
+    ({"port": 1, "dpid": 2 ** 64}, "ports[0].dpid: expected an integer from 0 to 2^64-1"),
 ])
 def test_a_port_record_of_the_wrong_shape_is_refused(port, field):
+    """(found by tests/unit/test_openapi.py: any field of any type was stored)"""
     service = make_service()
     try:
         with pytest.raises(BadRequest, match=re.escape(field)):
@@ -233,5 +235,15 @@ def test_history_names_the_bad_query_parameter():
             with pytest.raises(BadRequest, match=re.escape(field)) as err:
                 service.history({**q, **extra}, None)
             assert len(str(err.value)) < 200
+    finally:
+        service.stop()
+
+
+def test_a_switch_whose_datapath_id_has_its_top_bit_set_is_taken():
+    service = make_service()
+    try:
+        status, _ = service.post_flows({}, {"flows": [], "ports": [
+            {"dpid": 2 ** 64 - 1, "port": 1, "rx_bytes_per_s": 0.0}]})
+        assert status == 200
     finally:
         service.stop()

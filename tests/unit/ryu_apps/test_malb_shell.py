@@ -80,7 +80,7 @@ def test_statistics_removals_and_port_events_are_decoded(app):
     app._port_status(event(dp, reason=ofp.OFPPR_MODIFY, desc=types.SimpleNamespace(
         port_no=inst.switch_port, state=ofp.OFPPS_LINK_DOWN)))
     assert app.instances_view()[inst.name]["healthy"] is False
-    assert value(render(app.metrics), "malb_instance_healthy", instance=inst.name) == 0
+    assert value(render(app.metrics), "malb_instance_healthy", instance_name=inst.name) == 0
     app._state_change(types.SimpleNamespace(datapath=dp, state=DEAD_DISPATCHER))
     assert app.status()["switches"] == []
 

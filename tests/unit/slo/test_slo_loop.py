@@ -315,7 +315,3 @@ def test_the_runners_metrics_are_in_base_units_and_its_energy_a_counter():
         pytest.approx(r.loops["ui"].state.freq_mhz * 1e6)
     energy = value(text, "malb_slo_energy_joules_total", service="ui")
     assert energy == pytest.approx(r.loops["ui"].energy_j) and energy > 0
-    # a loop made anew (PUT /slo) counts from 0: the counter goes on growing
-    r.loops["ui"], _log = make_loop([fast], cpu=[0.0, 0.1])
-    r.step(2.0)
-    assert value(render(registry), "malb_slo_energy_joules_total", service="ui") >= energy
