@@ -79,6 +79,11 @@ def _rate(expr: str) -> str:
     return f"rate({expr}[{RATE_WINDOW}])"
 
 
+def _sum_rate(metric: str, by: str = "") -> str:
+    """The per-second rate of a counter, summed (by these labels)."""
+    return f"sum{f' by ({by})' if by else ''} ({_rate(metric)})"
+
+
 def _quantile(q: float, metric: str, by: str = "") -> str:
     keep = f"le, {by}" if by else "le"
     return f"histogram_quantile({q}, sum by ({keep}) ({_rate(metric + '_bucket')}))"
@@ -88,10 +93,10 @@ def _quantile(q: float, metric: str, by: str = "") -> str:
 PANELS = [
     ("Controller", [
         ("New flows per second", "reqps",
-         [("sum(" + _rate('malb_packet_in_total{kind="new_flow"}') + ")", "new flows")],
+         [(_sum_rate('malb_packet_in_total{kind="new_flow"}'), "new flows")],
          "Packet-ins of new TCP flows through the VIPs."),
         ("Decisions per second by instance's server", "reqps",
-         [(f"sum by (microservice, server) ({_rate('malb_decisions_total')})",
+         [(_sum_rate("malb_decisions_total", "microservice, server"),
            "{{microservice}} on {{server}}")], "Where the balancer sends new flows."),
         ("Decision latency", "s",
          [(_quantile(0.5, "malb_decision_latency_seconds"), "p50"),
@@ -104,7 +109,7 @@ PANELS = [
         ("Instances healthy", "short", [("malb_instance_healthy", "{{instance_name}}")],
          "1 while an instance passes its health checks."),
         ("Flows dropped: no healthy instance", "short",
-         [(f"sum by (microservice) ({_rate('malb_no_backend_total')})", "{{microservice}}")],
+         [(_sum_rate("malb_no_backend_total", "microservice"), "{{microservice}}")],
          ""),
         ("Select-group slots (data-plane mode)", "short",
          [("malb_dataplane_slots", "{{instance_name}}")], ""),
@@ -117,10 +122,10 @@ PANELS = [
          [("malb_agent_server_outside_cpu_ratio", "{{server}}")],
          "CPU no container's statistics show (malb's outside_use counts it)."),
         ("Container CPU (cores)", "short",
-         [(f"sum by (container) ({_rate('malb_agent_container_cpu_seconds_total')})",
+         [(_sum_rate("malb_agent_container_cpu_seconds_total", "container"),
            "{{container}}")], ""),
         ("Container network sent", "Bps",
-         [(f"sum by (container) ({_rate('malb_agent_container_network_transmit_bytes_total')})",
+         [(_sum_rate("malb_agent_container_network_transmit_bytes_total", "container"),
            "{{container}}")], ""),
         ("Container memory", "bytes",
          [("malb_agent_container_memory_bytes", "{{container}}")], ""),
@@ -141,7 +146,7 @@ PANELS = [
         ("Frequency", "hertz", [("malb_slo_frequency_hertz", "{{service}}")],
          "Emulated or real: the agent's GET /slo says which."),
         ("Power", "watt",
-         [(f"sum by (service) ({_rate('malb_slo_energy_joules_total')})", "{{service}}")],
+         [(_sum_rate("malb_slo_energy_joules_total", "service"), "{{service}}")],
          "Modelled energy per second (slo/energy.py's power model)."),
     ]),
     ("Processes", [
