@@ -399,9 +399,9 @@ def test_prometheus_metrics(stack, cli):
     code, ctype, payload = _req(stack, "GET", "/metrics")
     text = payload.decode()
     assert code == 200 and ctype.startswith("text/plain")
-    assert 'malb_decisions_total{microservice="ui"' in text
-    assert "malb_decision_latency_seconds_bucket" in text
-    assert 'malb_packet_in_total{kind="new_flow"}' in text
+    assert value(text, "malb_decisions_total", microservice="ui") >= 1
+    assert value(text, "malb_decision_latency_seconds_count") >= 1
+    assert value(text, "malb_packet_in_total", kind="new_flow") >= 2
     # the event loop's lag timer runs, and every kind of event the switch sent was handled
     # (flow statistics and removals parsed by ryu_apps/lazy_parse.py)
     lag = re.search(r"^malb_event_loop_lag_seconds_count (\S+)$", text, re.M)

@@ -13,6 +13,7 @@ import pytest
 
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG
+from tests.lib.metrics import value
 from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
@@ -148,9 +149,9 @@ def test_an_instance_whose_service_is_down_is_reported_with_its_error(stack):
         code, _ = stack.controller_put("/malb/policy", {"policy": "prequal"})
         assert code == 200
         stack.wait_for(lambda: metric(stack, "malb_probe_readings_total", "srv2") > 0 and
-                       re.search(r'malb_probe_failures_total\{server="srv2",kind="instance"\}',
-                                 urllib.request.urlopen(stack.controller_url("/metrics"))
-                                 .read().decode()), 3, "srv2's failed reading counted")
+                       value(urllib.request.urlopen(stack.controller_url("/metrics")).read()
+                             .decode(), "malb_probe_failures_total", server="srv2",
+                             kind="instance"), 3, "srv2's failed reading counted")
         probes = instance_probes(stack)
         since_kill = time.time() - killed
         assert probes["srv2-ui"]["age_s"] < 1.0
