@@ -75,7 +75,10 @@ def main() -> int:
         return 0 if sorted(served.values()) == [2, 2, 2] else 1
     finally:
         for h, pid in pids.items():
-            h.cmd(f"kill {pid}")
+            # stopped, and waited for (up to 5 s): a service answering its last requests
+            # must not outlive the example that started it
+            h.cmd(f"kill {pid}; for i in $(seq 50); do kill -0 {pid} 2>/dev/null || break; "
+                  f"sleep 0.1; done")
         net.stop()
         controller.stop()
 
