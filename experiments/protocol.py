@@ -4,8 +4,8 @@ Holds DESIGN and EVALUATION (the two seed ranges, docs/evaluation.md defines the
 RANGES names them), range_of (the range a seed is in), spans (1, 2, 3, 7 -> "1-3, 7"),
 describe_seeds (one phrase for a summary, e.g. "schedule seeds 1001-1005 (evaluation
 range)") and run_order (the order the contestants play run k in, rotated run by run). A
-policy is tuned on design seeds only; figures that claim how well it does come from evaluation seeds it was never run on while
-it was being changed.
+policy is tuned on design seeds only; figures that claim how well it does come from
+evaluation seeds it was never run on while it was being changed.
 """
 from __future__ import annotations
 

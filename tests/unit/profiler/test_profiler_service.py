@@ -142,7 +142,7 @@ def state_of(service):
     (flow(duration_s=1e308 * 10), "flows[1].duration_s"),
     (flow(colour="red"), "flows[1].colour: unknown field"),
     (flow(bytes_to_client=-1), "flows[1].bytes_to_client"),
-    # the history stores no empty name (found by tests/unit/test_openapi.py: it was a 500)
+    # the history stores no empty name: refused before anything is stored
     (flow(client=""), "flows[1].client: expected a non-empty string"),
     (flow(server=""), "flows[1].server: expected a non-empty string"),
 ])
@@ -172,7 +172,7 @@ def test_a_rejected_batch_changes_nothing_in_memory_or_on_disk(bad, field):
     ({"port": 1, "dpid": 2 ** 64}, "ports[0].dpid: expected an integer from 0 to 2^64-1"),
 ])
 def test_a_port_record_of_the_wrong_shape_is_refused(port, field):
-    """(found by tests/unit/test_openapi.py: any field of any type was stored)"""
+    """Each field of a port record is checked, and a bad one stores nothing."""
     service = make_service()
     try:
         with pytest.raises(BadRequest, match=re.escape(field)):
