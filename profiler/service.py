@@ -8,6 +8,7 @@ history, and answers the controller over HTTP (API in docs/profiler.md).
     POST /flows      flow records (and port utilization) from the controller
     GET  /links      the latest port utilization the controller sent
     GET  /history    ?kind=microservice|server|container&key=NAME&column=COL[&since=T]
+    GET  /budgets    end-to-end objectives split into the targets of the loops below them
     GET  /health, GET /metrics
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from common import openapi
 from common.httpjson import BadRequest, HttpError, get_json, quote
 from common.metrics import new_registry, render
 from common.numbers import finite_non_negative
+from profiler.budget_feeder import BudgetFeeder
 from profiler.model import FLOW_WINDOW_S, ProfilerModel
 from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
@@ -247,6 +249,7 @@ class ProfilerService:
                               registry=r)
         self.m_stale = Gauge("malb_profiler_server_stale", "1 when a server's data is stale.",
                              ("server",), registry=r)
+        self.budgets = BudgetFeeder(cfg, self.fetcher, r)
 
     # ---------------------------------------------------------------- period
     def collect(self) -> dict[str, tuple[dict | None, str | None]]:
@@ -280,6 +283,7 @@ class ProfilerService:
         self._record(now, results, profiles, servers, graph)
         if self.model.steps % PRUNE_EVERY == 0:
             self.store.prune(now)
+        self.budgets.step(now, graph)
         self.m_period.observe(time.perf_counter() - started)
 
     def _record(self, now, results, profiles, servers, graph) -> None:
@@ -393,6 +397,7 @@ class ProfilerService:
             ("POST", "/flows"): self.post_flows,
             ("GET", "/links"): lambda q, b: (200, {"ports": self.model.ports}),
             ("GET", "/history"): self.history,
+            ("GET", "/budgets"): lambda q, b: (200, self.budgets.status()),
             ("GET", "/health"): lambda q, b: (200, {"status": "ok", "periods": self.model.steps,
                                                     "history": self.store.counts()}),
             ("GET", "/metrics"): lambda q, b: (200, render(self.metrics)),

@@ -1,6 +1,8 @@
 """Checks across a whole configuration, beyond each field's own:
 
 - check_acyclic(): call graphs are DAGs;
+- check_end_to_end(): an end-to-end objective's services all have loops, and no service
+  is under two of them;
 - check_vips(): every VIP a free host address of the testbed's subnet;
 - check_slo_cores_exclusive(): a service with an SLO has its cores alone;
 - listeners(), check_listeners(): no two of the platform's services on one port;
@@ -35,6 +37,47 @@ def check_acyclic(microservices) -> None:
         state[name] = 2
     for m in microservices:
         visit(m.name, [])
+
+
+def reachable(microservices, entry: str) -> list[str]:
+    """The services a request to entry reaches (itself excluded), in the order met."""
+    calls = {m.name: [c.service for c in m.calls] for m in microservices}
+    out: list[str] = []
+    stack = list(reversed(calls[entry]))
+    while stack:
+        name = stack.pop()
+        if name not in out:
+            out.append(name)
+            stack.extend(reversed(calls[name]))
+    return out
+
+
+def check_end_to_end(microservices) -> None:
+    """An end-to-end objective is split into budgets for the loops of the services its entry
+    calls (slo/budgets.py): each of them needs a loop, and one owner of its target."""
+    by_name = {m.name: m for m in microservices}
+    owner: dict[str, str] = {}
+    for m in microservices:
+        if m.slo is None or m.slo.scope != "end-to-end":
+            continue
+        where = f"microservices[{m.index - 1}].slo.scope"
+        below = reachable(microservices, m.name)
+        if not below:
+            raise ConfigError(f"{where}: end-to-end needs calls to split the objective over; "
+                              f"{m.name} calls nothing (use scope: service)")
+        for name in below:
+            callee = by_name[name]
+            if callee.slo is None:
+                raise ConfigError(f"{where}: {m.name}'s objective is split over the services "
+                                  f"it calls, and {name} has no slo (give it one: its "
+                                  f"target_ms is where its loop starts)")
+            if callee.slo.scope == "end-to-end":
+                raise ConfigError(f"{where}: {name}, called by {m.name}, has an end-to-end "
+                                  f"objective of its own; only the entry's is split")
+            if name in owner:
+                raise ConfigError(f"{where}: {name} is under both {owner[name]}'s and "
+                                  f"{m.name}'s end-to-end objectives (one target per loop)")
+            owner[name] = m.name
 
 
 def check_vips(microservices, testbed, slots, own_subnet: bool = True) -> None:

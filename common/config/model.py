@@ -247,6 +247,7 @@ class Call:
 
 
 SLI_SOURCES = ("service", "client")
+SLO_SCOPES = ("service", "end-to-end")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,6 +262,11 @@ class Slo:
     sli: str = setting("service", type="choice", choices=SLI_SOURCES, help=(
         "where the latency is measured: `service` (its own histogram) or `client` (what "
         "clients report to its agent, `POST /slo/observations`: end to end)"))
+    scope: str = setting("service", type="choice", choices=SLO_SCOPES, help=(
+        "`service`: its own loop holds it; `end-to-end` (a service that calls others): the "
+        "whole request's objective, which the profiler splits into budgets, the targets of "
+        "the loops of the services it calls (each needs an `slo`; its `target_ms` is the "
+        "start) ([slo.md](slo.md#budgets-on-a-call-graph-slobudgetspy))"))
 
 
 def _default_command(v: dict, ctx) -> str:

@@ -11,8 +11,8 @@ import os
 from types import SimpleNamespace
 from typing import Any
 
-from common.config.checks import (check_acyclic, check_listeners,
-                                      check_slo_cores_exclusive, check_vips)
+from common.config.checks import (check_acyclic, check_end_to_end, check_listeners,
+                                  check_slo_cores_exclusive, check_vips)
 from common.config.derive import (declared_topology, derive_topology, place_microservices,
                                   switch_names)
 from common.config.fields import ConfigError, mapping, read_section, reject_unknown, \
@@ -108,6 +108,7 @@ def read_microservices(raw: Any, vip_default: str) -> tuple[Microservice, ...]:
                 raise ConfigError(f"{path}[{k}].calls[{j}].service: unknown microservice "
                                   f"{call.service!r}")
     check_acyclic(result)
+    check_end_to_end(result)
     return tuple(result)
 
 

@@ -43,3 +43,63 @@ def test_what_is_not_measured_is_named():
         split(0, "a", CALLS, LAT, EDGE)
     # a service outside the entry's tree needs no measurement
     assert set(split(40.0, "c", CALLS, LAT, EDGE).budgets_ms) == {"c", "d"}
+
+
+def _planner(target=30.0):
+    from slo.budgets import BudgetPlanner, Objective
+    return BudgetPlanner(Objective("a", target, CALLS), window_s=30.0)
+
+
+def test_the_planner_waits_for_every_reading_and_names_what_is_missing():
+    p = _planner()
+    p.observe(0.0, {k: v for k, v in LAT.items() if k != "d"})
+    plan = p.plan({k: v for k, v in EDGE.items() if k != ("a", "b")})
+    assert plan.split is None and plan.send == {}
+    assert plan.waiting_for == ["d", "a -> b"]
+
+
+def test_the_planner_sends_every_callee_its_budget_not_the_entry():
+    p = _planner()
+    p.observe(0.0, LAT)
+    plan = p.plan(EDGE)
+    assert set(plan.send) == {"b", "c", "d"}                   # the entry keeps the target
+    assert plan.send["b"] == pytest.approx(plan.split.budgets_ms["b"], abs=1e-3)
+    assert plan.split.budgets_ms["a"] == pytest.approx(30.0, abs=1e-6)
+
+
+def test_a_budget_is_sent_again_only_when_it_moved_or_a_loop_lost_it():
+    from slo.budgets import RESEND_SHARE
+    p = _planner()
+    p.observe(0.0, LAT)
+    for s, t in p.plan(EDGE).send.items():
+        p.confirm(s, t)
+    p.observe(1.0, LAT)
+    assert p.plan(EDGE).send == {}                             # nothing moved
+    p.forget("d")
+    again = p.plan(EDGE).send
+    assert set(again) == {"d"}
+    p.confirm("d", again["d"])
+    # a target ten times looser moves every budget by more than RESEND_SHARE
+    p.objective = type(p.objective)("a", 300.0, CALLS)
+    moved = p.plan(EDGE).send
+    assert set(moved) == {"b", "c", "d"}
+    assert all(abs(moved[s] - p.sent[s]) >= RESEND_SHARE * p.sent[s] for s in moved)
+
+
+def test_readings_are_smoothed_over_the_window_and_bad_ones_left_out():
+    p = _planner()
+    p.observe(0.0, {"b": 20.0})
+    p.observe(30.0, {"b": 40.0, "c": float("nan"), "d": -1.0})
+    # one time constant later: 1 - 1/e of the way
+    assert p.latency_ms["b"] == pytest.approx(20.0 + 20.0 * (1 - 2.718281828 ** -1))
+    assert "c" not in p.latency_ms and "d" not in p.latency_ms
+
+
+def test_an_out_of_reach_target_sends_the_smallest_budgets():
+    from slo.budgets import MIN_BUDGET_MS
+    p = _planner(target=3.0)
+    p.observe(0.0, LAT)
+    plan = p.plan(EDGE)
+    assert not plan.split.feasible
+    assert all(v >= MIN_BUDGET_MS for v in plan.send.values())
+    assert plan.send["d"] == MIN_BUDGET_MS          # a leaf's own part at factor 0

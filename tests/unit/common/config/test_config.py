@@ -229,6 +229,42 @@ def test_bad_call_graphs_are_refused_naming_the_field():
         parse_config({"microservices": [{**base, "replicas": 1, "servers": ["srv1"]}]})
 
 
+def _chain(**slos):
+    """front -> mid -> leaf, each on a server of its own, with the given slo sections."""
+    return {"servers": {"count": 3}, "microservices": [
+        {"name": n, "port": 9001 + k, "kind": "callgraph", "servers": [f"srv{k + 1}"],
+         "calls": [{"service": c}] if c else [], **({"slo": slos[n]} if n in slos else {})}
+        for k, (n, c) in enumerate((("front", "mid"), ("mid", "leaf"), ("leaf", None)))]}
+
+
+def test_an_end_to_end_objective_needs_a_loop_under_it_on_every_service_it_calls():
+    e2e, own = {"target_ms": 50, "scope": "end-to-end"}, {"target_ms": 20}
+    cfg = parse_config(_chain(front=e2e, mid=own, leaf=own))
+    assert cfg.microservice("front").slo.scope == "end-to-end"
+    assert cfg.microservice("leaf").slo.scope == "service"
+    with pytest.raises(ConfigError, match=r"microservices\[0\].slo.scope: front's objective "
+                                          r"is split .* and leaf has no slo"):
+        parse_config(_chain(front=e2e, mid=own))
+    with pytest.raises(ConfigError, match=r"microservices\[2\].slo.scope: end-to-end needs "
+                                          r"calls .* leaf calls nothing"):
+        parse_config(_chain(front=own, mid=own, leaf=e2e))
+    with pytest.raises(ConfigError, match="mid, called by front, has an end-to-end objective"):
+        parse_config(_chain(front=e2e, mid=e2e, leaf=own))
+    with pytest.raises(ConfigError, match=r"slo.scope: must be one of service, end-to-end"):
+        parse_config(_chain(front={"target_ms": 50, "scope": "e2e"}))
+
+
+def test_a_service_under_two_end_to_end_objectives_is_refused():
+    data = _chain(front={"target_ms": 50, "scope": "end-to-end"}, mid={"target_ms": 20},
+                  leaf={"target_ms": 20})
+    data["servers"]["count"] = 4
+    data["microservices"].append({"name": "other", "port": 9010, "kind": "callgraph",
+                                  "servers": ["srv4"], "calls": [{"service": "leaf"}],
+                                  "slo": {"target_ms": 50, "scope": "end-to-end"}})
+    with pytest.raises(ConfigError, match="leaf is under both front's and other's"):
+        parse_config(data)
+
+
 # ------------------------------------------------------------------ issue 14, item 4
 def test_every_shipped_configuration_loads_and_deploys():
     paths = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))

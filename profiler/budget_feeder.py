@@ -1,0 +1,151 @@
+"""End-to-end objectives turned into the targets of the SLO loops below them: the shell
+around slo/budgets.py's BudgetPlanner, run by the profiler each period (docs/slo.md,
+"Budgets on a call graph").
+
+For every microservice whose `slo.scope` is `end-to-end` (the configuration checks that each
+service it calls has a loop), each period:
+
+1. GET /slo of every agent: each loop's latency reading (its SLI; for a service with
+   replicas, the slowest of them) and its current target;
+2. the planner smooths the readings, takes each call's latency from the profiler's graph
+   (its callers' p95) and splits the objective (slo.budgets.split);
+3. PUT /slo {"service", "target_ms"} to every agent running a loop of a service whose budget
+   moved by slo.budgets.RESEND_SHARE or whose loop holds another target (a new replica, a
+   restarted agent, a hand-made change): the objective owns those targets.
+
+- objectives(cfg): the configuration's end-to-end objectives;
+- BudgetFeeder: the loop above; status() is GET /budgets.
+"""
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter, Gauge
+
+from common.config.checks import reachable
+from common.httpjson import HttpError, get_json, put_json
+from slo.budgets import BudgetPlanner, Objective
+
+log = logging.getLogger("malb.profiler.budgets")
+# a target an agent reports within this of what was sent is the one sent (JSON rounding)
+SAME_TARGET_MS = 1e-3
+
+
+def objectives(cfg) -> list[Objective]:
+    out = []
+    for m in cfg.microservices:
+        if m.slo is None or m.slo.scope != "end-to-end":
+            continue
+        names = [m.name, *reachable(cfg.microservices, m.name)]
+        calls = {n: [(c.service, c.count) for c in cfg.microservice(n).calls]
+                 for n in names}
+        out.append(Objective(m.name, m.slo.target_ms, calls))
+    return out
+
+
+class BudgetFeeder:
+    """fetcher: an executor for the agents' requests (the profiler's); registry: where its
+    metrics go."""
+
+    def __init__(self, cfg, fetcher, registry):
+        self.cfg, self.fetcher = cfg, fetcher
+        self.planners = [BudgetPlanner(o, window_s=cfg.profiler.graph_window_s)
+                         for o in objectives(cfg)]
+        self.errors: list[str] = []
+        self.time: float | None = None
+        self.m_budget = Gauge("malb_profiler_budget_seconds", "The latency target the "
+                              "profiler set for a service's SLO loops, its share of an "
+                              "end-to-end objective.", ("service",), registry=registry)
+        self.m_factor = Gauge("malb_profiler_budget_factor_ratio", "The split's factor on "
+                              "every own part under an end-to-end objective (below 1: the "
+                              "services must be faster than measured).", ("entry",),
+                              registry=registry)
+        self.m_sent = Counter("malb_profiler_budget_updates_total", "Targets sent to the "
+                              "agents' SLO loops, by result.", ("service", "result"),
+                              registry=registry)
+
+    def read_loops(self) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+        """(latency ms per service: the slowest replica's reading, {service: {agent URL:
+        its loop's target}}) from every agent's GET /slo; an agent that does not answer is
+        in self.errors."""
+        timeout = self.cfg.profiler.agent_timeout_s
+
+        def fetch(server):
+            try:
+                return server, get_json(f"{server.agent_url}/slo", timeout), None
+            except HttpError as exc:
+                return server, None, f"{server.name}: GET /slo: {exc}"
+        latency: dict[str, float] = {}
+        targets: dict[str, dict[str, float]] = {}
+        for server, answer, err in self.fetcher.map(fetch, self.cfg.servers):
+            if err:
+                self.errors.append(err)
+                continue
+            for name, loop in ((answer or {}).get("services") or {}).items():
+                targets.setdefault(name, {})[server.agent_url] = loop["slo"]["target_ms"]
+                if loop.get("sli_ms") is not None:
+                    latency[name] = max(latency.get(name, 0.0), float(loop["sli_ms"]))
+        return latency, targets
+
+    def step(self, now: float, graph: dict) -> None:
+        """One period: graph is the profiler's GET /graph answer."""
+        if not self.planners:
+            return
+        self.errors, self.time = [], now
+        latency, targets = self.read_loops()
+        edges = {(e["caller"], e["callee"]): e["rt_p95_ms"] for e in graph.get("edges", ())
+                 if e.get("rt_p95_ms") is not None}
+        for planner in self.planners:
+            for service in planner.objective.services:
+                sent = planner.sent.get(service)
+                if sent is not None and any(abs(t - sent) > SAME_TARGET_MS
+                                            for t in targets.get(service, {}).values()):
+                    planner.forget(service)
+            planner.observe(now, {s: latency[s] for s in
+                                  [planner.objective.entry, *planner.objective.services]
+                                  if s in latency})
+            plan = planner.plan(edges)
+            if plan.split is not None:
+                self.m_factor.labels(planner.objective.entry).set(plan.split.factor)
+            for service, target in plan.send.items():
+                self._send(planner, service, target, targets.get(service, {}))
+
+    def _send(self, planner: BudgetPlanner, service: str, target_ms: float,
+              agents: dict[str, float]) -> None:
+        if not agents:
+            self.errors.append(f"{service}: no agent runs a loop for it")
+            return
+        token, timeout = self.cfg.security.token, self.cfg.profiler.agent_timeout_s
+        failed = False
+        for url in agents:
+            try:
+                put_json(f"{url}/slo", {"service": service, "target_ms": target_ms},
+                         timeout, token=token)
+                self.m_sent.labels(service, "ok").inc()
+            except HttpError as exc:
+                failed = True
+                self.m_sent.labels(service, "error").inc()
+                self.errors.append(f"{service}: PUT {url}/slo: {exc}")
+        if failed:
+            planner.forget(service)
+        else:
+            planner.confirm(service, target_ms)
+            self.m_budget.labels(service).set(target_ms / 1000)
+
+    def status(self) -> dict:
+        out = []
+        for p in self.planners:
+            o, plan = p.objective, p.last
+            s = plan.split if plan else None
+            out.append({
+                "entry": o.entry, "target_ms": o.target_ms, "services": o.services,
+                "latency_ms": {k: round(v, 3) for k, v in p.latency_ms.items()},
+                "waiting_for": plan.waiting_for if plan else None,
+                "factor": None if s is None else round(s.factor, 4),
+                "feasible": None if s is None else s.feasible,
+                "reason": None if s is None else s.reason,
+                "budgets_ms": None if s is None else
+                {k: round(v, 3) for k, v in s.budgets_ms.items()},
+                "own_ms": None if s is None else {k: round(v, 3) for k, v in s.own_ms.items()},
+                "sent_ms": dict(p.sent)})
+        return {"time": self.time, "objectives": out, "errors": list(self.errors)}
