@@ -14,16 +14,19 @@ service it calls has a loop), each period:
    restarted agent, a hand-made change): the objective owns those targets.
 
 - objectives(cfg): the configuration's end-to-end objectives;
-- BudgetFeeder: the loop above; status() is GET /budgets.
+- BudgetFeeder: the loop above; status() is GET /budgets, change() is PUT /budgets (an
+  objective's target, or whether the profiler sets its loops' targets at all).
 """
 from __future__ import annotations
 
 import logging
+import threading
 
 from prometheus_client import Counter, Gauge
 
 from common.config.checks import reachable
-from common.httpjson import HttpError, get_json, put_json
+from common.httpjson import BadRequest, HttpError, get_json, put_json, quote
+from common.numbers import is_finite
 from slo.budgets import BudgetPlanner, Objective
 
 log = logging.getLogger("malb.profiler.budgets")
@@ -53,6 +56,10 @@ class BudgetFeeder:
                          for o in objectives(cfg)]
         self.errors: list[str] = []
         self.time: float | None = None
+        # entries whose loops' targets the profiler leaves alone (PUT /budgets active: false)
+        self.paused: set[str] = set()
+        # step() (the profiler's period) against change() and status() (HTTP threads)
+        self.lock = threading.RLock()
         self.m_budget = Gauge("malb_profiler_budget_seconds", "The latency target the "
                               "profiler set for a service's SLO loops, its share of an "
                               "end-to-end objective.", ("service",), registry=registry)
@@ -91,11 +98,17 @@ class BudgetFeeder:
         """One period: graph is the profiler's GET /graph answer."""
         if not self.planners:
             return
+        with self.lock:
+            self._step(now, graph)
+
+    def _step(self, now: float, graph: dict) -> None:
         self.errors, self.time = [], now
         latency, targets = self.read_loops()
         edges = {(e["caller"], e["callee"]): e["rt_p95_ms"] for e in graph.get("edges", ())
                  if e.get("rt_p95_ms") is not None}
         for planner in self.planners:
+            if planner.objective.entry in self.paused:
+                continue
             for service in planner.objective.services:
                 sent = planner.sent.get(service)
                 if sent is not None and any(abs(t - sent) > SAME_TARGET_MS
@@ -133,6 +146,10 @@ class BudgetFeeder:
             self.m_budget.labels(service).set(target_ms / 1000)
 
     def status(self) -> dict:
+        with self.lock:
+            return self._status()
+
+    def _status(self) -> dict:
         out = []
         for p in self.planners:
             o, plan = p.objective, p.last
@@ -147,5 +164,41 @@ class BudgetFeeder:
                 "budgets_ms": None if s is None else
                 {k: round(v, 3) for k, v in s.budgets_ms.items()},
                 "own_ms": None if s is None else {k: round(v, 3) for k, v in s.own_ms.items()},
-                "sent_ms": dict(p.sent)})
+                "sent_ms": dict(p.sent), "active": o.entry not in self.paused})
         return {"time": self.time, "objectives": out, "errors": list(self.errors)}
+
+    def change(self, body) -> dict:
+        """PUT /budgets {"entry": name, "target_ms": ms, "active": bool}: BadRequest naming
+        the field, and nothing changed, on a bad body. Paused, the loops keep the targets
+        they hold; active again, every budget is sent at the next period."""
+        with self.lock:
+            return self._change(body)
+
+    def _change(self, body) -> dict:
+        if not isinstance(body, dict):
+            raise BadRequest('body: expected {"entry": ..., "target_ms": ..., "active": ...}')
+        unknown = sorted(set(body) - {"entry", "target_ms", "active"})
+        if unknown:
+            raise BadRequest(f"{quote(unknown[0])}: unknown field (entry, target_ms, active)")
+        by_entry = {p.objective.entry: p for p in self.planners}
+        entry = body.get("entry")
+        if not isinstance(entry, str) or entry not in by_entry:
+            raise BadRequest(f"entry: {quote(entry)} has no end-to-end objective (have: "
+                             f"{', '.join(sorted(by_entry)) or 'none'})")
+        if len(body) == 1:
+            raise BadRequest("body: nothing to change (target_ms, active)")
+        target = body.get("target_ms", by_entry[entry].objective.target_ms)
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or \
+                not is_finite(target) or not 0.1 <= target <= 600_000:
+            raise BadRequest(f"target_ms: expected a number from 0.1 to 600000, got "
+                             f"{quote(target)}")
+        active = body.get("active", entry not in self.paused)
+        if not isinstance(active, bool):
+            raise BadRequest(f"active: expected true or false, got {quote(active)}")
+        planner = by_entry[entry]
+        o = planner.objective
+        planner.objective = Objective(o.entry, float(target), o.calls)
+        if active and entry in self.paused:
+            planner.sent.clear()
+        (self.paused.discard if active else self.paused.add)(entry)
+        return next(x for x in self._status()["objectives"] if x["entry"] == entry)

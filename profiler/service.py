@@ -9,6 +9,7 @@ history, and answers the controller over HTTP (API in docs/profiler.md).
     GET  /links      the latest port utilization the controller sent
     GET  /history    ?kind=microservice|server|container&key=NAME&column=COL[&since=T]
     GET  /budgets    end-to-end objectives split into the targets of the loops below them
+    PUT  /budgets    an objective's target, or whether its loops' targets are set at all
     GET  /health, GET /metrics
 """
 from __future__ import annotations
@@ -384,6 +385,9 @@ class ProfilerService:
             raise BadRequest(str(exc)) from None
         return 200, {"series": [[t, v] for t, v in rows]}
 
+    def put_budgets(self, _query, body):
+        return 200, self.budgets.change(body)
+
     def routes(self) -> dict:
         p = self.cfg.profiler
         table = {
@@ -402,5 +406,13 @@ class ProfilerService:
                                                     "history": self.store.counts()}),
             ("GET", "/metrics"): lambda q, b: (200, render(self.metrics)),
         }
-        table[("GET", "/openapi.json")] = openapi.served("profiler", table)
+        entries = [p.objective.entry for p in self.budgets.planners]
+        if entries:          # PUT /budgets where there is an end-to-end objective to change
+            table[("PUT", "/budgets")] = self.put_budgets
+
+        def own_entries(spec: dict) -> None:
+            if "put" in spec["paths"].get("/budgets", {}):
+                openapi.body_schema(spec, "/budgets", "put")["properties"]["entry"]["enum"] \
+                    = entries
+        table[("GET", "/openapi.json")] = openapi.served("profiler", table, own_entries)
         return table

@@ -77,7 +77,6 @@ def controller():
             next(app_gen, None)
 
 
-PROFILER = schemathesis.openapi.from_dict(openapi.load("profiler"))
 # rules OpenAPI 3.0 cannot say, and the check each makes moot where it holds (the server's
 # 400 still names the field): a valid request may be refused, or an invalid one taken
 NOT_SAYABLE = {
@@ -91,9 +90,31 @@ NOT_SAYABLE = {
 
 
 def make_profiler():
-    cfg = parse_config({"servers": {"count": 2}, "profiler": {"period_s": 3}})
+    """The profiler on two servers, an end-to-end objective on front -> leaf (PUT /budgets
+    exists only with one)."""
+    cfg = parse_config({"servers": {"count": 2}, "profiler": {"period_s": 3},
+                        "microservices": [
+        {"name": "front", "port": 9001, "kind": "callgraph", "servers": ["srv1"],
+         "calls": [{"service": "leaf"}], "slo": {"target_ms": 50, "scope": "end-to-end"}},
+        {"name": "leaf", "port": 9002, "kind": "callgraph", "servers": ["srv2"],
+         "slo": {"target_ms": 20}}]})
     return ProfilerService(cfg, store=HistoryStore(":memory:", 3600), collector=dict,
                            clock=lambda: 1000.0)
+
+
+def served_description(service) -> dict:
+    return service.routes()[("GET", "/openapi.json")]({}, None)[1]
+
+
+def _profiler_description() -> dict:
+    service = make_profiler()
+    try:
+        return served_description(service)
+    finally:
+        service.stop()
+
+
+PROFILER = schemathesis.openapi.from_dict(_profiler_description())
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +137,8 @@ def test_the_profilers_routes_are_its_description():
     service = make_profiler()
     try:
         assert set(service.routes()) == openapi.operations(openapi.load("profiler"))
+        put = openapi.body_schema(served_description(service), "/budgets", "put")
+        assert put["properties"]["entry"]["enum"] == ["front"]
     finally:
         service.stop()
 

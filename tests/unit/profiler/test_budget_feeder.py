@@ -131,3 +131,43 @@ def test_an_agent_that_does_not_answer_is_named_and_its_service_waits(agents):
     assert status["objectives"][0]["waiting_for"] == ["leaf"]
     assert len(status["errors"]) == 1 and status["errors"][0].startswith("srv3: GET /slo:")
     assert runners[1].loops["mid"].settings.target_ms == 20.0      # nothing sent yet
+
+
+def test_paused_the_loops_keep_their_targets_and_active_again_they_get_the_budgets(agents):
+    runners, urls = agents
+    for r, (name, _c) in zip(runners, NAMES):
+        report(r, name, LATENCY[name])
+    cfg = parse_config(config_data(urls))
+    with ThreadPoolExecutor(4) as pool:
+        feeder = BudgetFeeder(cfg, pool, new_registry("profiler"))
+        answer = feeder.change({"entry": "front", "active": False})
+        assert answer["active"] is False and answer["target_ms"] == TARGET_MS
+        feeder.step(0.0, GRAPH)
+        assert runners[2].loops["leaf"].settings.target_ms == 20.0       # left alone
+        answer = feeder.change({"entry": "front", "active": True, "target_ms": 45})
+        assert answer["active"] is True and answer["target_ms"] == 45.0
+        feeder.step(1.0, GRAPH)
+        (status,) = feeder.status()["objectives"]
+        assert status["budgets_ms"]["front"] == pytest.approx(45.0, abs=0.5)
+        assert runners[2].loops["leaf"].settings.target_ms == \
+            pytest.approx(status["budgets_ms"]["leaf"], abs=0.01)
+
+
+@pytest.mark.parametrize("body, message", [
+    ([], "body: expected"),
+    ({"entry": "mid", "active": False}, "entry: 'mid' has no end-to-end objective "
+                                        r"\(have: front\)"),
+    ({"entry": "front"}, "nothing to change"),
+    ({"entry": "front", "target_ms": 0}, "target_ms: expected a number from 0.1"),
+    ({"entry": "front", "target_ms": float("inf")}, "target_ms: expected a number"),
+    ({"entry": "front", "target_ms": True}, "target_ms: expected a number"),
+    ({"entry": "front", "active": "no"}, "active: expected true or false"),
+    ({"entry": "front", "active": False, "colour": 1}, "'colour': unknown field"),
+])
+def test_a_bad_change_is_refused_naming_the_field_and_changes_nothing(body, message):
+    from common.httpjson import BadRequest
+    feeder = BudgetFeeder(parse_config(config_data()), None, new_registry("profiler"))
+    before = feeder.status()
+    with pytest.raises(BadRequest, match=message):
+        feeder.change(body)
+    assert feeder.status() == before
