@@ -21,6 +21,17 @@ the profile is played:
 - slo-paper: the SLO loop with the paper's literal band (10 % of the SLI around the SLO,
   whatever the configured margin).
 
+On a call graph (a configuration whose entry has `slo.scope: end-to-end`, e.g.
+configs/slo-callgraph.yaml: a loop on every service), the governors act on every loop and
+the loops are compared two ways:
+
+- slo-split: the profiler splits the entry's end-to-end target into budgets, the targets of
+  the loops below it (slo/budgets.py, profiler/budget_feeder.py);
+- slo-whole: one loop per service with the whole target each (the profiler's split paused).
+
+The entry's loop reads its configured SLI (the clients' latency with `sli: client`) under
+both; energy is every loop's, and compliance is judged on the entry's requests end to end.
+
 Reported per policy: CPU energy (modelled unless RAPL is readable: every output says which)
 and energy per request; the share of control intervals over the SLO, at the service (the
 loop's own SLI) and at the client (the same percentile over the same window of the
@@ -57,7 +68,10 @@ from experiments import protocol, significance
 from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
-COMPARED_POLICIES = ("max", "min", "ondemand", "schedutil", "slo", "slo-client", "slo-paper")
+GOVERNORS = ("max", "min", "ondemand", "schedutil")
+ONE_LOOP = ("slo", "slo-client", "slo-paper")          # a configuration with one loop
+CALL_GRAPH = ("slo-split", "slo-whole")                # one with an end-to-end objective
+COMPARED_POLICIES = (*GOVERNORS, *ONE_LOOP, *CALL_GRAPH)
 FAILED_MS = 10_000.0        # a failed request counts as this slow (the clients' timeout)
 RELAY_EVERY_S = 0.5
 MAX_REPORT = 5_000          # requests per report (slo/client_sli.py takes up to 10,000)
@@ -70,10 +84,47 @@ PAPER = ("SLO-AEEM (Song et al.), Table 2: 1.6 GHz against 2.1 GHz fixed, p90 86
 
 
 def slo_service(cfg):
+    """The service whose latency the experiment judges: the entry of an end-to-end
+    objective, else the one service with an SLO."""
     names = [m for m in cfg.microservices if m.slo is not None]
     if not names:
         raise ConfigError("microservices: no microservice has an slo")
-    return names[0]
+    entries = [m for m in names if m.slo.scope == "end-to-end"]
+    if len(entries) > 1:
+        raise ConfigError(f"microservices: the experiment judges one end-to-end objective; "
+                          f"{entries[0].name} and {entries[1].name} both have one")
+    if not entries and len(names) > 1:
+        raise ConfigError(f"microservices: {names[0].name} and {names[1].name} both have an "
+                          f"slo; the experiment runs one loop, or an end-to-end objective "
+                          f"over several (slo.scope: end-to-end)")
+    return (entries or names)[0]
+
+
+def loops_of(cfg) -> list[tuple[str, str]]:
+    """(service, its agent's URL) for every loop: every instance of a service with an SLO,
+    the judged service's first."""
+    entry = slo_service(cfg)
+    ordered = [entry, *(m for m in cfg.microservices if m.slo is not None and m is not entry)]
+    return [(m.name, cfg.server(i.server).agent_url) for m in ordered
+            for i in cfg.instances_of(m.name)]
+
+
+def check_policies(cfg, policies) -> None:
+    """ConfigError naming a policy the configuration cannot run: the one-loop variants
+    need one loop, the call-graph ones an end-to-end objective."""
+    call_graph = slo_service(cfg).slo.scope == "end-to-end"
+    wrong = [p for p in policies if p in (ONE_LOOP if call_graph else CALL_GRAPH)]
+    if wrong:
+        raise ConfigError(f"--policies: {wrong[0]} runs on " + (
+            "one loop; this configuration has an end-to-end objective (its policies: "
+            f"{', '.join(GOVERNORS + CALL_GRAPH)})" if call_graph else
+            "a call graph with an end-to-end objective (slo.scope: end-to-end); this "
+            f"configuration has one loop (its policies: {', '.join(GOVERNORS + ONE_LOOP)})"))
+
+
+def default_policies(cfg) -> list[str]:
+    call_graph = slo_service(cfg).slo.scope == "end-to-end"
+    return [*GOVERNORS, *(CALL_GRAPH if call_graph else ONE_LOOP)]
 
 
 def profile_phases(profile: str, low: float, high: float, seconds: float) -> list[dict]:
@@ -230,29 +281,83 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
 
 
 class LoopWatcher:
-    """The agent's loop rows, polled every period and kept once each."""
+    """One loop's rows on its agent, polled every period and kept once each, each with the
+    target the loop held when it was read."""
 
-    def __init__(self, url: str):
-        self.url, self.rows, self.seen = url, [], set()
+    def __init__(self, url: str, service: str):
+        self.url, self.service, self.rows, self.seen = url, service, [], set()
 
-    def poll(self, service: str) -> dict:
-        doc = get_json(f"{self.url}/slo", 5.0)["services"][service]
+    def poll(self) -> dict:
+        doc = get_json(f"{self.url}/slo", 5.0)["services"][self.service]
         for r in doc["last_decisions"]:
             if r["time"] not in self.seen:
                 self.seen.add(r["time"])
-                self.rows.append(r)
+                self.rows.append({**r, "target_ms": doc["slo"]["target_ms"]})
         return doc
 
 
+def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
+    """(agent URL, PUT /slo body) for every loop under `policy`."""
+    entry = slo_service(cfg)
+    out = []
+    for name, agent in loops_of(cfg):
+        slo = cfg.microservice(name).slo
+        if entry.slo.scope != "end-to-end":
+            # slo-paper is the paper's rule as written: its band is 10 % of the SLI,
+            # whatever margin the configuration gives the safe rule
+            body = {"service": name, "policy": "slo" if policy.startswith("slo") else policy,
+                    "sli": "client" if policy == "slo-client" else "service",
+                    "band_mode": "paper" if policy == "slo-paper" else "safe",
+                    "margin": PAPER_BAND if policy == "slo-paper" else slo.margin}
+        else:
+            body = {"service": name, "policy": "slo" if policy in CALL_GRAPH else policy,
+                    "sli": slo.sli, "band_mode": "safe", "margin": slo.margin}
+            # the entry holds the whole target; under slo-whole every loop does, under
+            # slo-split the profiler sets the others' (their budgets)
+            if name == entry.name or policy == "slo-whole":
+                body["target_ms"] = entry.slo.target_ms
+        out.append((agent, body))
+    return out
+
+
+def apply_policy(st: Stack, policy: str) -> None:
+    entry, token = slo_service(st.cfg), st.cfg.security.token
+    if entry.slo.scope == "end-to-end":
+        put_json(f"{st.cfg.profiler.url}/budgets", {"entry": entry.name,
+                                                     "active": policy == "slo-split"},
+                 5.0, token=token)
+    for agent, body in policy_bodies(st.cfg, policy):
+        put_json(f"{agent}/slo", body, 5.0, token=token)
+
+
+def with_total_energy(rows: list[dict], others: list[list[dict]]) -> list[dict]:
+    """rows (the judged loop's, by its agent's monotonic `time`) with energy_j the sum of
+    its own and each other loop's latest at or before that time (agents on one machine
+    share the monotonic clock)."""
+    out = []
+    for r in rows:
+        total = r["energy_j"]
+        for other in others:
+            before = [o["energy_j"] for o in other if o["time"] <= r["time"]]
+            total += before[-1] if before else 0.0
+        out.append({**r, "energy_j": round(total, 3)})
+    return out
+
+
+def loop_figures(rows: list[dict], t_from: float, t_to: float) -> dict:
+    """One loop over the measured profile (agent monotonic times): its energy, mean
+    frequency and mean target."""
+    rows = [r for r in rows if t_from <= r["time"] <= t_to]
+    if len(rows) < 2:
+        return {"energy_j": None, "mean_freq_mhz": None, "mean_target_ms": None}
+    return {"energy_j": round(rows[-1]["energy_j"] - rows[0]["energy_j"], 2),
+            "mean_freq_mhz": round(sum(r["freq_mhz"] for r in rows) / len(rows)),
+            "mean_target_ms": round(sum(r["target_ms"] for r in rows) / len(rows), 2)}
+
+
 def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int = 0) -> dict:
+    apply_policy(st, policy)
     agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
-    # slo-paper is the paper's rule as written: its band is 10 % of the SLI, whatever margin
-    # the configuration gives the safe rule
-    body = {"service": svc.name, "policy": "slo" if policy.startswith("slo") else policy,
-            "sli": "client" if policy == "slo-client" else "service",
-            "band_mode": "paper" if policy == "slo-paper" else "safe",
-            "margin": PAPER_BAND if policy == "slo-paper" else svc.slo.margin}
-    put_json(f"{agent}/slo", body, 5.0, token=st.cfg.security.token)
     tag = f"{profile}-{policy}" + (f"-r{run + 1}" if opts.runs > 1 else "")
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
     # from where the one before it left the frequency
@@ -264,7 +369,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     path = os.path.join(st.run_dir, f"spec-{tag}.json")
     with open(path, "w") as fh:
         json.dump(spec, fh)
-    watcher = LoopWatcher(agent)
+    watchers = [LoopWatcher(url, name) for name, url in loops_of(st.cfg)]   # svc's first
     seconds = sum(p["seconds"] for p in phases)
     start = time.time() + 2
     # the clients' files of this tag only ("slo" is a prefix of "slo-client")
@@ -276,9 +381,9 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
         mono0 = time.monotonic() + (t0 - time.time())
         while time.time() < t0 + seconds + 2:
             try:
-                doc = watcher.poll(svc.name)
+                doc = [w.poll() for w in watchers][0]
             except (HttpError, KeyError) as exc:
-                raise RuntimeError(f"the agent's SLO loop does not answer: {exc}") from None
+                raise RuntimeError(f"an agent's SLO loop does not answer: {exc}") from None
             time.sleep(min(2.0, opts.period))
             if opts.progress:
                 print(f"\r[slo] {tag}: {time.time() - t0:5.0f}/{seconds:.0f} s, "
@@ -292,10 +397,12 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     for f in glob.glob(os.path.join(st.run_dir, f"requests-{tag}-[0-9]*.csv")):
         with open(f) as fh:
             requests += [r for r in csv.DictReader(fh) if r["phase"] != "warmup"]
+    own = sorted(watchers[0].rows, key=lambda r: r["time"])
+    others = [sorted(w.rows, key=lambda r: r["time"]) for w in watchers[1:]]
     rows = [{"t": round(r["time"] - mono0, 3), "sli_ms": r["sli_ms"],
              "samples": r["samples"], "freq_mhz": r["freq_mhz"], "action": r["action"],
-             "load": r["load"], "energy_j": r["energy_j"]} for r in watcher.rows]
-    rows.sort(key=lambda r: r["t"])
+             "load": r["load"], "energy_j": r["energy_j"]}
+            for r in with_total_energy(own, others)]
     with open(os.path.join(st.run_dir, f"loop-{tag}.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["t"])
         w.writeheader()
@@ -303,6 +410,9 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     result = analyse(rows, requests, svc.slo.target_ms, phases, profile == "ramp", t0,
                      st.cfg.agents.slo.window_s, svc.slo.percentile)
     result["client_reports"] = {"requests": relay.sent, "failed_posts": relay.errors}
+    if len(watchers) > 1:
+        result["loops"] = {f"{w.service}@{w.url}": loop_figures(w.rows, mono0, mono0 + seconds)
+                           for w in watchers}
     log(f"[slo] {tag}: energy {result['energy_j']} J, "
         f"{result['energy_per_request_mj']} mJ/request, over SLO at the service "
         f"{result['over_slo_share']}, at the client {result['client_over_slo_share']}, "
@@ -312,11 +422,16 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
 
 def run(opts, data: dict, out_dir: str, log=print) -> dict:
     out: dict = {}
-    with Stack(data, os.path.join(out_dir, "run"), policy="malb", profiler=False) as st:
+    cfg = parse_config_file_data(data, config_path(opts.config))
+    # a call graph's objective is split by the profiler
+    call_graph = slo_service(cfg).slo.scope == "end-to-end"
+    with Stack(data, os.path.join(out_dir, "run"), policy="malb", profiler=call_graph) as st:
         svc = slo_service(st.cfg)
-        agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
-        st.wait_for(lambda: get_json(f"{agent}/slo", 5.0)["services"][svc.name]["actuator"],
-                    30, "the SLO loop's actuator")
+        loops = loops_of(st.cfg)
+        for name, agent in loops:
+            st.wait_for(lambda: get_json(f"{agent}/slo", 5.0)["services"][name]["actuator"],
+                        30, f"the actuator of {name}'s SLO loop")
+        agent = loops[0][1]
         slo_doc = get_json(f"{agent}/slo", 5.0)
         for run in range(opts.runs):
             # interleaved: run k of every policy before run k + 1 of any, the order
@@ -333,9 +448,10 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
     return {"profiles": out, "loop": {k: slo_doc[k] for k in ("actuator", "energy_source",
                                                               "period_s")},
             "energy_model": slo_doc["services"][svc.name]["energy"]["model"],
-            "service": svc.name, "slo": {"target_ms": svc.slo.target_ms,
-                                         "percentile": svc.slo.percentile,
-                                         "margin": svc.slo.margin}, "testbed": backend}
+            "service": svc.name, "loops": [name for name, _a in loops],
+            "slo": {"target_ms": svc.slo.target_ms, "percentile": svc.slo.percentile,
+                    "margin": svc.slo.margin, "scope": svc.slo.scope, "sli": svc.slo.sli},
+            "testbed": backend}
 
 
 # the summary's columns: (result key, label, digits, scale: 100 for shares shown in %);
@@ -351,7 +467,7 @@ TABLE = (("energy_j", "energy J", 1, 1), ("energy_per_request_mj", "mJ/request",
 # the loop's figures tested against each governor, paired by run: (figure, better)
 TESTED = (("energy_j", "lower"), ("energy_per_request_mj", "lower"),
           ("client_stable_within_slo_share", "higher"))
-LOOPS = ("slo", "slo-client", "slo-paper")
+LOOPS = (*ONE_LOOP, *CALL_GRAPH)
 
 
 def over_runs(results: list[dict], key: str, digits: int, scale: float) -> str:
@@ -373,10 +489,13 @@ def energy_vs_max(res: dict, policy: str) -> str:
 
 
 def paired_tests(res: dict) -> list[list]:
-    """Each SLO loop against each governor run in the same runs, paired by run."""
+    """Each SLO loop against each governor run in the same runs, paired by run, and the
+    split budgets against the whole target on every loop."""
     rows = []
     for loop in (p for p in LOOPS if p in res):
-        for base in (p for p in ("max", "ondemand", "schedutil") if p in res):
+        against = ("max", "ondemand", "schedutil", *(("slo-whole",) if loop == "slo-split"
+                                                     else ()))
+        for base in (p for p in against if p in res):
             n = min(len(res[loop]), len(res[base]))
             if n < 2:
                 continue
@@ -392,6 +511,33 @@ def paired_tests(res: dict) -> list[list]:
     return rows
 
 
+def _scope_text(doc: dict) -> str:
+    slo = doc["slo"]
+    if slo.get("scope") != "end-to-end":
+        return ""
+    return (f"; end to end at {slo.get('sli', 'service')} side, over the loops of "
+            f"{', '.join(doc['loops'])}; energy is theirs together")
+
+
+def _loops_table(res: dict) -> list[str]:
+    """On a call graph: each loop's mean target, mean frequency and energy per policy."""
+    names = sorted({k for runs in res.values() for r in runs
+                    for k in r["result"].get("loops", {})})
+    if not names:
+        return []
+    rows = []
+    for policy, runs in res.items():
+        for name in names:
+            got = [r["result"]["loops"][name] for r in runs if name in r["result"].get(
+                "loops", {})]
+            rows.append([policy, name.split("@")[0],
+                         *(over_runs(got, key, digits, 1) for key, digits in (
+                             ("mean_target_ms", 1), ("mean_freq_mhz", 0), ("energy_j", 1)))])
+    return ["Per loop (its mean target: the budget under slo-split):", "",
+            table(["policy", "service", "mean target ms", "mean MHz", "energy J"], rows,
+                  "llrrr", compact=True)]
+
+
 def summary_markdown(doc: dict, opts) -> str:
     energy_src = "measured (RAPL)" if doc["loop"]["energy_source"] == "rapl" else \
         "modelled (P = m V + C V^2 f, V linear in f: no RAPL here)"
@@ -400,7 +546,8 @@ def summary_markdown(doc: dict, opts) -> str:
              f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
              f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
              f"service {doc['service']}, SLO p{doc['slo']['percentile']:g} <= "
-             f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %); "
+             f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %"
+             f"{_scope_text(doc)}); "
              f"frequency: {act}{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
              f"energy: {energy_src}; load {opts.low:g} -> {opts.high:g} requests/s, "
              f"{opts.seconds:g} s per profile and policy, each after {opts.warmup:g} s of "
@@ -416,6 +563,7 @@ def summary_markdown(doc: dict, opts) -> str:
                   table(["policy", TABLE[0][1], "energy vs max",
                          *(label for _k, label, _d, _s in TABLE[1:])], rows,
                         "l".ljust(len(TABLE) + 2, "r"), compact=True)]
+        lines += _loops_table(res)
         tests = paired_tests(res)
         if tests:
             lines += ["Paired by run (the loop against the governors; lower is better for "
@@ -468,7 +616,9 @@ def parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=DEFAULT_CONFIG,
                    help="service with an SLO and its pinned server (default configs/slo.yaml)")
-    p.add_argument("--policies", type=choice_list(COMPARED_POLICIES), default=list(COMPARED_POLICIES))
+    p.add_argument("--policies", type=choice_list(COMPARED_POLICIES), help=(
+        "default: the governors and the loops the configuration runs (one loop: slo, "
+        "slo-client, slo-paper; an end-to-end objective: slo-split, slo-whole)"))
     p.add_argument("--profiles", type=choice_list(PROFILES), default=list(PROFILES))
     p.add_argument("--low", type=positive_float, default=30.0,
                    help="requests per second at low load (default 30)")
@@ -498,14 +648,18 @@ def main(argv=None) -> int:
     try:
         data = load_config_data(args.config)
         cfg = parse_config_file_data(data, config_path(args.config))
-        svc = slo_service(cfg)
+        args.policies = args.policies or default_policies(cfg)
         if args.margin is not None:
-            for item in data["microservices"]:
-                if item.get("name") == svc.name:
+            for item in data["microservices"]:         # every loop's
+                if item.get("slo"):
                     item["slo"]["margin"] = args.margin
             parse_config_file_data(data, config_path(args.config))
     except ConfigError as exc:
         fail(f"configuration: {exc}", code=2)
+    try:
+        check_policies(cfg, args.policies)
+    except ConfigError as exc:
+        fail(str(exc), code=2)
     require_testbed("the SLO experiment")
     out_dir = lab.results_dir(args.out, "slo-")
     command = lab.invocation("experiments.slo_energy", argv).strip()

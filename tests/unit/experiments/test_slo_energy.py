@@ -113,3 +113,78 @@ def test_repeated_runs_give_intervals_and_the_loop_paired_against_each_governor(
     assert "| slo | energy_j | ondemand |" in md and "schedutil" not in md.split("Paired")[1]
     slo_energy.plot(doc, str(tmp_path))
     assert (tmp_path / "slo-step.png").exists()
+
+
+# ------------------------------------------------------------ on a call graph
+def callgraph_config():
+    from common.config import load_config
+    from tests.conftest import ROOT
+    return load_config(f"{ROOT}/configs/slo-callgraph.yaml")
+
+
+def test_on_a_call_graph_the_governors_act_on_every_loop_and_the_loops_two_ways():
+    cfg = callgraph_config()
+    assert slo_energy.slo_service(cfg).name == "front"
+    assert [n for n, _a in slo_energy.loops_of(cfg)] == ["front", "auth", "data", "store"]
+    assert slo_energy.default_policies(cfg) == [*slo_energy.GOVERNORS, "slo-split",
+                                                "slo-whole"]
+    ondemand = slo_energy.policy_bodies(cfg, "ondemand")
+    assert [b["policy"] for _a, b in ondemand] == ["ondemand"] * 4
+    whole = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-whole")}
+    split = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-split")}
+    assert all(b["target_ms"] == 80.0 and b["policy"] == "slo" for b in whole.values())
+    # under the split only the entry's target is the experiment's; the profiler sets the rest
+    assert split["front"]["target_ms"] == 80.0 and "target_ms" not in split["store"]
+    assert split["front"]["sli"] == "client" and split["store"]["sli"] == "service"
+
+
+@pytest.mark.parametrize("policies, message", [
+    (["slo-client"], "slo-client runs on one loop; this configuration has an end-to-end"),
+])
+def test_a_policy_the_configuration_cannot_run_is_refused(policies, message):
+    from common.config import ConfigError
+    with pytest.raises(ConfigError, match=message):
+        slo_energy.check_policies(callgraph_config(), policies)
+
+
+def test_a_one_loop_configuration_refuses_the_call_graph_policies_at_the_command_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        slo_energy.main(["--policies", "max,slo-split"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "slo-split runs on a call graph with an end-to-end objective" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_energy_is_every_loops_at_each_of_the_judged_loops_times():
+    own = [{"time": t, "energy_j": 10.0 * t} for t in (1.0, 2.0, 3.0)]
+    others = [[{"time": 0.5, "energy_j": 1.0}, {"time": 2.5, "energy_j": 3.0}],
+              [{"time": 1.5, "energy_j": 100.0}]]
+    got = [r["energy_j"] for r in slo_energy.with_total_energy(own, others)]
+    assert got == [11.0, 121.0, 133.0]      # 10 + 1 + 0, 20 + 1 + 100, 30 + 3 + 100
+    rows = [{"time": float(t), "energy_j": 2.0 * t, "freq_mhz": 1000 + 100 * t,
+             "target_ms": 20.0} for t in range(6)]
+    assert slo_energy.loop_figures(rows, 1.0, 4.0) == {
+        "energy_j": 6.0, "mean_freq_mhz": 1250, "mean_target_ms": 20.0}
+
+
+def test_the_call_graph_summary_shows_each_loops_budget_and_the_split_against_the_whole():
+    loops = {"front@a": {"energy_j": 5.0, "mean_freq_mhz": 1500, "mean_target_ms": 80.0},
+             "store@b": {"energy_j": 7.0, "mean_freq_mhz": 1800, "mean_target_ms": 21.5}}
+    runs = {"max": [100.0, 101.0, 99.0], "slo-whole": [50.0, 52.0, 51.0],
+            "slo-split": [60.0, 61.0, 62.0]}
+    rows = [{"t": float(t), "sli_ms": 30.0, "client_sli_ms": 35.0, "freq_mhz": 1500}
+            for t in range(5)]
+    doc = {"profiles": {"step": {p: [{"result": {**fake_result(e, 0.99), "loops": loops},
+                                      "rows": rows} for e in es] for p, es in runs.items()}},
+           "loop": {"actuator": "emulated", "energy_source": "modelled"},
+           "command": "c", "commit": "abc", "when": "now", "loops": ["front", "store"],
+           "testbed": {"backend": "mininet", "datapath": "netdev"}, "service": "front",
+           "slo": {"percentile": 95.0, "target_ms": 80.0, "margin": 0.25,
+                   "scope": "end-to-end", "sli": "client"}}
+    opts = slo_energy.parser().parse_args(["--runs", "3", "--config",
+                                           "configs/slo-callgraph.yaml"])
+    md = slo_energy.summary_markdown(doc, opts)
+    assert "end to end at client side, over the loops of front, store" in md
+    assert "| slo-split | store | 21.5 ± 0.0 | 1,800 ± 0 | 7.0 ± 0.0 |" in md
+    assert "| slo-split | energy_j | slo-whole | 10.000 |" in md
