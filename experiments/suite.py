@@ -25,7 +25,7 @@ import sys
 
 from common import lab
 from common.cli import ArgumentParser, choice_list, fail, number_list, positive_float, \
-    positive_int
+    positive_int, require_testbed
 from common.markdown import number, table
 from common.procs import ROOT, git_commit
 from experiments import lb_comparison, protocol, report, significance, workload
@@ -96,10 +96,14 @@ def run(opts) -> int:
         print(f"[suite] {scenario}: python -m experiments.lb_comparison {' '.join(args)}",
               flush=True)
         code = run_comparison(args)
-        if code not in (0, 1):          # 1: a request was not accounted for; say so below
-            print(f"[suite] {scenario}: the comparison ended with {code}; stopping",
+        # 1 with a summary: a request was not accounted for, which the summary says; 1
+        # without one: the comparison did not run (the testbed refused, for one)
+        missing = not os.path.exists(os.path.join(out, "summary.json"))
+        if code not in (0, 1) or missing:
+            print(f"[suite] {scenario}: the comparison ended with {code}"
+                  f"{' and no summary' if missing else ''}; stopping",
                   file=sys.stderr, flush=True)
-            return code
+            return code or 1
     return tabulate(opts.out)
 
 
@@ -235,6 +239,7 @@ def main(argv=None) -> int:
     if opts.tabulate:
         return tabulate(opts.tabulate)
     opts.out = opts.out or os.path.join(ROOT, "results", f"suite-{opts.seed}")
+    require_testbed("the evaluation suite")      # before a comparison is started and refused
     os.makedirs(opts.out, exist_ok=True)
     return run(opts)
 

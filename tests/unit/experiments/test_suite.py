@@ -143,3 +143,20 @@ def test_a_summary_that_is_not_a_comparisons_is_named_not_a_traceback(tmp_path, 
         suite.tabulate(str(tmp_path))
     assert exc.value.code == 2
     assert "paper/summary.json is not a comparison's summary" in capsys.readouterr().err
+
+
+def test_a_comparison_that_ended_without_its_summary_stops_the_suite(tmp_path, monkeypatch,
+                                                                      capsys):
+    """The comparison's exit code 1 means a request went unaccounted for when it wrote a
+    summary, and that it did not run when it wrote none (the testbed refused it): the
+    suite stops there and tabulates nothing."""
+    ran = []
+    monkeypatch.setattr(suite, "run_comparison", lambda args: ran.append(args) or 1)
+    opts = argparse.Namespace(seed=1010, runs=5, phase_seconds=30.0, out=str(tmp_path),
+                              scenarios=["paper", "unequal"],
+                              unequal_shares=suite.HELD_OUT_SHARES)
+    assert suite.run(opts) == 1
+    assert len(ran) == 1
+    assert "[suite] paper: the comparison ended with 1 and no summary; stopping" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "suite.md").exists()
