@@ -102,7 +102,13 @@ BAD_INVOCATIONS = [
     (["benchmarks.profiler_period", "--predictors", "fast", "--out", "{out}"], "choose from"),
     (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
     (["experiments.slo_energy", "--policies", "max,turbo", "--out", "{out}"],
-     "choose from max, min, ondemand, schedutil, slo, slo-client, slo-paper, got 'turbo'"),
+     "choose from max, min, ondemand, schedutil, slo, slo-client, slo-paper, slo-split, "
+     "slo-whole, got 'turbo'"),
+    (["experiments.slo_energy", "--policies", "max,slo-split", "--out", "{out}"],
+     "--policies: slo-split runs on a call graph with an end-to-end objective"),
+    (["experiments.slo_energy", "--config", "configs/slo-callgraph.yaml", "--policies", "slo",
+      "--out", "{out}"], "--policies: slo runs on one loop; this configuration has an "
+                         "end-to-end objective"),
     (["experiments.slo_energy", "--seconds", "5", "--out", "{out}"], "must be at least 30"),
     (["experiments.slo_energy", "--config", "configs/paper.yaml", "--out", "{out}"],
      "configuration: microservices: no microservice has an slo"),
