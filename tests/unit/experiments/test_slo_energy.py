@@ -81,6 +81,7 @@ def test_compliance_is_judged_at_the_service_and_at_the_client():
     assert rows[10]["client_sli_ms"] == pytest.approx(30.0)
     assert rows[50]["client_sli_ms"] == pytest.approx(60.0)
     assert rows[0]["client_sli_ms"] is None                  # nothing had ended yet
+    assert r["client_stable_max_ms"] == pytest.approx(60.0)     # the worst stable window
 
 
 def fake_result(energy, within):
