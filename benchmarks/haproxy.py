@@ -24,7 +24,7 @@ import sys
 import time
 
 from common import lab
-from common.cli import ArgumentParser, bounded, positive_int
+from common.cli import ArgumentParser, bounded, positive_int, require_testbed
 from common.config import POLICIES, load_config_data
 from common.markdown import table
 from common.procs import git_commit
@@ -144,9 +144,7 @@ def markdown(doc: dict) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
-    if os.geteuid() != 0:
-        print("error: the benchmark brings a testbed up: run it as root", file=sys.stderr)
-        return 2
+    require_testbed("the benchmark")
     rows = run(args)
     doc = {"benchmark": "haproxy", "commit": git_commit(),
            "command": lab.invocation("benchmarks.haproxy", argv),

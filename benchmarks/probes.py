@@ -45,7 +45,7 @@ import time
 import urllib.request
 
 from common import lab
-from common.cli import ArgumentParser
+from common.cli import ArgumentParser, require_testbed
 from common.config import DEFAULT_MICROSERVICES
 from common.markdown import table
 from common.procs import git_commit
@@ -325,9 +325,7 @@ def main(argv=None) -> int:
               f"{r['cpu_ms_per_poll']:.3f} ms, wall {r['wall_ms_per_poll']:.3f} ms "
               f"(over {r['polls']} polls)")
         return 0
-    if os.geteuid() != 0:
-        print("benchmarks.probes: needs root (the testbed)", file=sys.stderr)
-        return 2
+    require_testbed("the benchmark")
     result = run(args)
     os.makedirs(args.out, exist_ok=True)
     lab.write_results(args.out, "probes", result, lambda: markdown(result), indent=2,

@@ -45,10 +45,16 @@ def _answers(command: list[str]) -> bool:
 
 
 def require_testbed(what: str) -> None:
-    """Root, and the daemons a testbed needs running: Open vSwitch and Docker. Without them
-    Mininet fails deep inside with its own message (after a reboot the daemons are down until
-    `make setup` starts them again)."""
+    """Root, no other testbed running (common/testbed_lock.py), and the daemons a testbed
+    needs running: Open vSwitch and Docker. Without them Mininet fails deep inside with its
+    own message (after a reboot the daemons are down until `make setup` starts them
+    again)."""
     require_root(what)
+    from common.testbed_lock import holder     # deferred: only the testbed's commands
+    running = holder()
+    if running is not None:
+        fail(f"{what} brings a testbed up, and one is running on this machine ({running}): "
+             f"one at a time; wait for it to end, or stop it", code=1)
     missing = [name for name, command in (
         ("Open vSwitch", ["ovs-vsctl", "--timeout=5", "show"]),
         ("Docker", ["docker", "info", "--format", "{{.ID}}"])) if not _answers(command)]

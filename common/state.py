@@ -2,6 +2,8 @@
 
     /run/malb/testbed.json       the running testbed (topologies/testbed.py writes it,
                                  topologies/clean.py reads it)
+    /run/malb/testbed.lock       held by the process whose testbed runs
+                                 (common/testbed_lock.py)
     /run/malb/pids/<name>.pid    background services the project started (common/procs.py)
 
 A PID file holds ``<pid> <name> <start>``, where start is the process's start time in clock
@@ -15,6 +17,7 @@ import os
 
 STATE_DIR = "/run/malb"
 TESTBED_STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
+TESTBED_LOCK_FILE = os.path.join(STATE_DIR, "testbed.lock")
 PID_DIR = os.path.join(STATE_DIR, "pids")
 
 

@@ -79,8 +79,12 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.command == "clean":
         require_root("clean")
+        from common.testbed_lock import TestbedBusy
         from topologies.clean import clean_testbed   # deferred: Mininet and the Docker SDK
-        return 1 if clean_testbed(mininet=args.mininet)["errors"] else 0
+        try:
+            return 1 if clean_testbed(mininet=args.mininet)["errors"] else 0
+        except TestbedBusy as exc:
+            fail(str(exc))
     require_root(args.command)
     cfg = config_from_args(args)
     try:

@@ -7,6 +7,9 @@ OVS bridge on the machine, so it runs only with ``--mininet``.
 - our_containers, our_bridges, node_shells, node_interfaces: what counts as ours;
 - remove_containers, remove_bridges, stop_recorded_processes: removing it;
 - CleanupError: what is left cannot be told (the Docker engine does not answer).
+
+While another process holds the testbed lock (common/testbed_lock.py), its testbed is not
+left behind but running: clean_testbed refuses (TestbedBusy) and touches nothing.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from common.state import PID_DIR, TESTBED_STATE_FILE, process_start_ticks, read_
     same_process
 from common.cgroups import remove_groups
 from topologies.dockerhost import leftover_is_ours
+from common.testbed_lock import TestbedBusy, holder
 # Node names the configuration can produce: srv1-vid, cli2, prx1, s3 (common/config.py).
 NODE_NAME_RE = r"(?:[a-z][a-z0-9]*-[a-z][a-z0-9]*|cli\d+|prx\d+|s\d+)"
 # Without a state file, switch names (s1, ...) count as ours only when their bridge carries
@@ -214,6 +218,10 @@ def stop_recorded_processes(pid_dir: str = PID_DIR) -> dict[str, str]:
 
 
 def clean_testbed(quiet: bool = False, mininet: bool = False) -> dict:
+    running = holder()
+    if running is not None:
+        raise TestbedBusy(f"a testbed is running on this machine ({running}); not cleaning "
+                          f"what it uses: wait for it to end, or stop it")
     state = _state()
     bridges = our_bridges(state.get("switches", []))
     names, fallback = set(state.get("nodes", [])) | set(bridges), not state
@@ -271,4 +279,7 @@ if __name__ == "__main__":
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("clean-testbed: needs root (try: sudo make clean-testbed)")
-    raise SystemExit(1 if clean_testbed(mininet=args.mininet)["errors"] else 0)
+    try:
+        raise SystemExit(1 if clean_testbed(mininet=args.mininet)["errors"] else 0)
+    except TestbedBusy as exc:
+        raise SystemExit(f"clean-testbed: {exc}") from None

@@ -21,6 +21,7 @@ from common import openapi
 from common.config import Config, Instance, check_testbed_builds
 from common.httpjson import BadRequest, field_name, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
+from common import testbed_lock
 from topologies import backend as backends
 from topologies.params import docker_params, link_shaping, server_docker_params, \
     service_command
@@ -58,6 +59,7 @@ class Testbed:
 
         check_testbed_builds(self.cfg)     # before anything is made (TestbedTopo checks too)
         controller = self._controller_address()
+        testbed_lock.acquire()             # TestbedBusy while another process has one up
         self._write_state(status="building")
         try:
             # the servers' cgroups are made here: inside the try, so a failure cleans up
@@ -87,8 +89,13 @@ class Testbed:
                 self.net.stop()
             finally:
                 self.net = None
+        if not testbed_lock.held_here():
+            return                 # never started, or refused: what runs is another's
         from topologies.clean import clean_testbed   # deferred: Mininet, the Docker SDK
-        clean_testbed(quiet=True)  # whatever a failed build or a crash left behind
+        try:
+            clean_testbed(quiet=True)  # whatever a failed build or a crash left behind
+        finally:
+            testbed_lock.release()
 
     def __enter__(self) -> "Testbed":
         return self.start()
