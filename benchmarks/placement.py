@@ -211,12 +211,13 @@ def markdown(doc: dict) -> str:
         lines += ["", f"Applications (their CPU demand {100 * APP_DEMAND_SHARE:.0f} % of their "
                   f"servers' CPU; the exact program given {doc['exact_time_limit_s']:g} s):", "",
                   table(["configuration", "cap", "units", "servers", "ours", "its method",
+                         "plan time s",
                          "exact program", "best bound", "ours above the best found",
                          "ours above the bound", "greedy", "spread"],
                         [[r["config"], r["cap"], r["units"], r["servers"],
-                          f"none fits: {r['error']}", *[""] * 7] if r["error"] else
+                          f"none fits: {r['error']}", *[""] * 8] if r["error"] else
                          [r["config"], r["cap"], r["units"], r["servers"], number(r["cost"], 0),
-                          r["plan_method"],
+                          r["plan_method"], r["plan_s"],
                           "none found" if r["exact_cost"] is None else
                           number(r["exact_cost"], 0) + (" (optimal)" if r["exact_optimal"]
                                                         else ""),
@@ -224,7 +225,7 @@ def markdown(doc: dict) -> str:
                           f"{100 * r['gap_to_bound']:.1f} %",
                           *("none fits" if c is None else number(c, 0)
                             for c in (r["greedy_cost"], r["spread_cost"]))] for r in apps],
-                        "lrrrrlrrrrrr", compact=True)]
+                        "lrrrrlrrrrrrr", compact=True)]
     small = doc["small"]
     if not small:
         return "\n".join(lines + [""])

@@ -1,17 +1,25 @@
 """The placement problem as a mixed-integer linear program, solved by HiGHS (through
-scipy.optimize.milp, already a dependency): the proven optimum where it finishes in time,
+highspy, which takes a starting placement): the proven optimum where it finishes in time,
 and in any case a lower bound on every placement's cost, so that a plan can say how far
-from the optimum it may be (docs/placement.md, "Exact solution and bound").
+from the optimum it may be (docs/placement.md, "The placement", step 6).
 
-Variables: x[u, h] = 1 when unit u runs on server h; per edge (u, v), d >= |P(u) - P(v)|
-(P(u) = the position of u's switch in the chain, linear in x) and s >= x[u, h] - x[v, h]
-for every h (s = 1 when u and v are on different servers). The distance between two
-units is (1 - same server) + switch hops, so an edge of weight w costs w * (s + d); an
-anchor's cost is linear in x. Constraints: each unit on one server, CPU and memory per
-server, a service's replicas on different servers, pinned units where they are pinned.
+Variables: x[u, h] = 1 when unit u runs on server h; per edge (u, v), s >= x[u, h] - x[v, h]
+for every h (s = 1 when u and v are on different servers) and, per link c of the switch
+chain, t_c >= |F_u(c) - F_v(c)| (F_u(c) = whether u's switch is at position <= c, linear in
+x), whose sum is the trunk hops between u and v. The distance between two units is
+(1 - same server) + switch hops, so an edge of weight w costs w * (s + sum t); an anchor's
+cost is linear in x. Constraints: each unit on one server, CPU and memory per server, a
+service's replicas on different servers, pinned units where they are pinned. Valid
+inequalities that only tighten the bound (the relaxation alone would split every unit evenly
+over interchangeable servers and cost next to nothing): s >= the same difference summed over
+a switch's servers; and per tree of edges whose units need more than k servers' (or
+switches') capacity, at least k of its edges cut (or trunk hops): trees along the heaviest
+edges, then, for a few rounds before the search, those that the switch-level relaxation (one
+server per switch with all its capacity; its optimum is a bound too) breaks.
 
-- solve(problem, time_limit_s, current, max_moves): Solution (assignment or None, lower
-  bound, whether proven optimal, status text, seconds), optionally within a budget of moves;
+- solve(problem, time_limit_s, current, max_moves, start): Solution (assignment or None,
+  lower bound, whether proven optimal, status text, seconds), optionally within a budget of
+  moves and from a starting placement;
 - lower_bound(problem): the bound of the linear relaxation alone (fast, weak).
 """
 from __future__ import annotations
@@ -22,14 +30,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 if TYPE_CHECKING:
     from placement.partitioner import Problem
 
-_STATUS = {0: "optimal", 1: "stopped at its limit", 2: "infeasible", 3: "unbounded",
-           4: "solver error"}
+TREE_LEVELS = 3           # tree inequalities for up to this many servers' worth of units
+SEPARATION_ROUNDS = 30    # relaxations solved to find the tree inequalities they break
 
 
 @dataclass
@@ -42,19 +48,29 @@ class Solution:
 
 
 class _Model:
-    """The program's matrices; columns: x (units x hosts), then d and s per edge."""
+    """The program's rows and columns; columns: x (units x hosts), then per edge s and one t
+    per link of the switch chain."""
 
     def __init__(self, problem: Problem, current: dict[str, str] | None = None,
-                 max_moves: int | None = None):
+                 max_moves: int | None = None, trees: bool = True,
+                 cuts: Problem | None = None, room: dict[str, int] | None = None):
         p = problem
+        self.problem = p
+        self.cuts = cuts or p      # whose servers' capacities the tree inequalities use
         self.units = [u.name for u in p.units]
         self.hosts = [h.name for h in p.hosts]
         self.edges = list(p.edges.items())
         nu, nh, ne = len(self.units), len(self.hosts), len(self.edges)
         self.nx = nu * nh
-        n = self.nx + 2 * ne
+        self.pos = [p.switch_position[h.switch] for h in p.hosts]
+        self.links = max(p.switch_position.values(), default=0)
+        self.per_edge = 1 + self.links
+        n = self.nx + self.per_edge * ne
         ui = {name: k for k, name in enumerate(self.units)}
-        pos = [p.switch_position[h.switch] for h in p.hosts]
+        budget = current is not None and max_moves is not None
+        on_switch: dict[int, list[int]] = {}
+        for h, q in enumerate(self.pos):
+            on_switch.setdefault(q, []).append(h)
 
         def x(u: int, h: int) -> int:
             return u * nh + h
@@ -86,34 +102,109 @@ class _Model:
         for names in p.replicas.values():                   # replicas apart
             if len(names) > 1:
                 for h in range(nh):
-                    row(((x(ui[n_], h), 1.0) for n_ in names), -np.inf, 1.0)
+                    row(((x(ui[n_], h), 1.0) for n_ in names), -np.inf,
+                        float((room or {}).get(self.hosts[h], 1)))
         for e, ((a, b), w) in enumerate(self.edges):
-            d, s = self.nx + 2 * e, self.nx + 2 * e + 1
-            c[d] = c[s] = w
+            s = self.nx + self.per_edge * e
+            c[s:s + self.per_edge] = w
             ka, kb = ui[a], ui[b]
-            for sign in (1.0, -1.0):                         # d >= +-(P(a) - P(b))
-                row([(d, 1.0)] + [(x(ka, h), -sign * pos[h]) for h in range(nh) if pos[h]]
-                    + [(x(kb, h), sign * pos[h]) for h in range(nh) if pos[h]], 0.0, np.inf)
+            for link in range(self.links):                   # t >= +-(F_a(c) - F_b(c))
+                left = [h for h in range(nh) if self.pos[h] <= link]
+                for sign in (1.0, -1.0):
+                    row([(s + 1 + link, 1.0)] + [(x(ka, h), -sign) for h in left]
+                        + [(x(kb, h), sign) for h in left], 0.0, np.inf)
             for h in range(nh):                              # s >= x[a, h] - x[b, h]
                 row([(s, 1.0), (x(ka, h), -1.0), (x(kb, h), 1.0)], 0.0, np.inf)
-        if current is not None and max_moves is not None:   # at most max_moves units move
+            if len(on_switch) > 1:                           # ... and over a switch's servers
+                for hs in on_switch.values():
+                    if len(hs) > 1:
+                        for sign in (1.0, -1.0):
+                            row([(s, 1.0)] + [(x(ka, h), -sign) for h in hs]
+                                + [(x(kb, h), sign) for h in hs], 0.0, np.inf)
+        self.row = row
+        self.index = {key: e for e, key in enumerate(p.edges)}
+        if trees:
+            self.add_trees(_tree_cuts(self.cuts, lambda e, w, name: (-w, name)))
+        if budget:                                           # at most max_moves units move
             stay = [(x(ui[name], self.hosts.index(host)), 1.0)
                     for name, host in current.items() if name in ui and host in p.host]
             row(stay, len(stay) - max_moves, np.inf)
         upper = np.ones(n)
-        upper[self.nx::2] = np.inf                           # d: hops, unbounded above
+        for e in range(ne):                                  # t: unbounded above
+            start = self.nx + self.per_edge * e + 1
+            upper[start:start + self.links] = np.inf
         lower = np.zeros(n)
         for name, host in p.pinned.items():
             k, h0 = ui[name], self.hosts.index(host)
             for h in range(nh):
                 upper[x(k, h)] = 1.0 if h == h0 else 0.0
                 lower[x(k, h)] = 1.0 if h == h0 else 0.0
-        self.c = c
-        self.constraints = LinearConstraint(coo_matrix((vals, (rows, cols)), shape=(r, n)),
-                                            np.array(lo), np.array(hi))
-        self.bounds = Bounds(lower, upper)
-        self.integrality = np.zeros(n)
-        self.integrality[:self.nx] = 1
+        self.c, self.lower, self.upper = c, lower, upper
+        self.rows, self.cols, self.vals, self.lo, self.hi = rows, cols, vals, lo, hi
+
+    def add_trees(self, trees) -> int:
+        """Rows for tree inequalities (_tree_cuts' answers); how many."""
+        for edges, need, trunk in trees:
+            cols = [self.nx + self.per_edge * e + k for e in edges
+                    for k in (range(1, self.per_edge) if trunk else (0,))]
+            self.row(((col, 1.0) for col in cols), float(need), np.inf)
+        return len(trees)
+
+    def separate(self, values) -> list:
+        """Rows for the tree inequalities that the relaxation's values break (and those
+        trees): grown along the edges it keeps together most (least s, or least hops),
+        heaviest first."""
+        kept = {}
+        for e in range(len(self.edges)):
+            s = self.nx + self.per_edge * e
+            kept[e] = (values[s], values[s + 1:s + self.per_edge].sum())
+        found = []
+        for trunk in (False, True):
+            def key(e, w, name, trunk=trunk):
+                return (round(kept[e][trunk], 6), -w, name)
+            for edges, need, kind in _tree_cuts(self.cuts, key, only=trunk):
+                if sum(kept[e][kind] for e in edges) < need - 1e-6:
+                    found.append((edges, need, kind))
+        self.add_trees(found)
+        return found
+
+    def highs(self, integer: bool = True):
+        import highspy   # deferred: HiGHS, only when the program runs
+        order = np.lexsort((self.rows, self.cols))           # column-wise for HiGHS
+        cols = np.asarray(self.cols, dtype=np.int64)[order]
+        num_rows = len(self.lo)
+        row_lower, row_upper = np.array(self.lo, dtype=float), np.array(self.hi, dtype=float)
+        n = len(self.c)
+        start = np.searchsorted(cols, np.arange(n + 1)).astype(np.int32)
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        integrality = np.zeros(n, dtype=np.int32)
+        if integer:
+            integrality[:self.nx] = 1
+        inf = highspy.kHighsInf
+        h.passModel(n, num_rows, len(cols), 1, 1, 0.0, self.c, self.lower,
+                    np.where(np.isinf(self.upper), inf, self.upper),
+                    np.where(np.isinf(row_lower), -inf, row_lower),
+                    np.where(np.isinf(row_upper), inf, row_upper), start,
+                    np.asarray(self.rows, dtype=np.int32)[order],
+                    np.asarray(self.vals, dtype=float)[order], integrality)
+        return h
+
+    def values(self, assignment: dict[str, str]) -> np.ndarray:
+        """The columns' values for a placement (x, and the least s and t it allows)."""
+        nh = len(self.hosts)
+        hi = {name: k for k, name in enumerate(self.hosts)}
+        v = np.zeros(len(self.c))
+        for k, name in enumerate(self.units):
+            v[k * nh + hi[assignment[name]]] = 1.0
+        for e, ((a, b), _w) in enumerate(self.edges):
+            s = self.nx + self.per_edge * e
+            ha, hb = assignment[a], assignment[b]
+            v[s] = float(ha != hb)
+            pa, pb = self.pos[hi[ha]], self.pos[hi[hb]]
+            for link in range(min(pa, pb), max(pa, pb)):
+                v[s + 1 + link] = 1.0
+        return v
 
     def assignment(self, xs) -> dict[str, str]:
         nh = len(self.hosts)
@@ -121,36 +212,159 @@ class _Model:
                 for k, name in enumerate(self.units)}
 
 
+def _tree_cuts(problem: Problem, priority, only: bool | None = None
+               ) -> list[tuple[list[int], int, bool]]:
+    """Trees of edges (edge indices), how many of their edges any placement cuts, and
+    whether that count is of trunk hops (else of server changes). From each unit, edges
+    out of the tree added one at a time, least priority(edge index, weight, far unit) first
+    (Prim's order); once the tree's units need more than k servers' CPU or memory (the
+    largest server's), at least k + 1 servers hold them, so at least k of its edges join
+    different servers; likewise once they need more than k switches' worth, at least k of
+    its edges cross a trunk (up to TREE_LEVELS, and for the tree of the unit's whole
+    component). only: just one of the two kinds."""
+    import heapq
+    caps = [(max((h.cpu for h in problem.hosts), default=0.0),
+             max((h.memory_mb for h in problem.hosts), default=0.0))]
+    switch: dict[str, list[float]] = {}
+    for h in problem.hosts:
+        switch.setdefault(h.switch, [0.0, 0.0])
+        switch[h.switch][0] += h.cpu
+        switch[h.switch][1] += h.memory_mb
+    if len(switch) > 1:
+        caps.append((max(c for c, _m in switch.values()), max(m for _c, m in switch.values())))
+    kinds = [k for k in range(len(caps)) if only is None or k == int(only)]
+    if not kinds:
+        return []
+    index = {key: e for e, key in enumerate(problem.edges)}
+
+    def edge(a: str, b: str) -> int:
+        return index[(a, b) if (a, b) in index else (b, a)]
+    seen, out = set(), []
+    for root in problem.units:
+        inside, tree = {root.name}, []
+        need_cpu, need_mem = root.cpu, root.memory_mb
+        levels = {k: 0 for k in kinds}
+        frontier = [(priority(edge(root.name, b), w, b), b, root.name)
+                    for b, w in problem.neighbours[root.name].items()]
+        heapq.heapify(frontier)
+        while frontier:
+            _key, b, a = heapq.heappop(frontier)
+            if b in inside:
+                continue
+            inside.add(b)
+            tree.append(edge(a, b))
+            for q, w in problem.neighbours[b].items():
+                if q not in inside:
+                    heapq.heappush(frontier, (priority(edge(b, q), w, q), q, b))
+            need_cpu += problem.unit[b].cpu
+            need_mem += problem.unit[b].memory_mb
+            for kind in kinds:
+                cpu, mem = caps[kind]
+                k = max(_servers_needed(need_cpu, cpu), _servers_needed(need_mem, mem)) - 1
+                if levels[kind] < k and levels[kind] < TREE_LEVELS:
+                    levels[kind] = k
+                    key = (frozenset(tree), kind)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append((sorted(tree), k, bool(kind)))
+        for kind in kinds:                               # and the whole component's tree
+            cpu, mem = caps[kind]
+            k = max(_servers_needed(need_cpu, cpu), _servers_needed(need_mem, mem)) - 1
+            key = (frozenset(tree), kind)
+            if k > levels[kind] and key not in seen:
+                seen.add(key)
+                out.append((sorted(tree), k, bool(kind)))
+    return out
+
+
+def _by_switch(problem: Problem) -> tuple[Problem, dict[str, int]]:
+    """The switch-level relaxation: one server per switch with all of its servers' CPU and
+    memory (pins moved to it), and how many replicas of a service each may hold."""
+    from placement.partitioner import Host, Problem as Plain
+    total: dict[str, list[float]] = {}
+    for h in problem.hosts:
+        total.setdefault(h.switch, [0.0, 0.0, 0])
+        total[h.switch][0] += h.cpu
+        total[h.switch][1] += h.memory_mb
+        total[h.switch][2] += 1
+    name = {s: f"all of {s}" for s in total}
+    relaxed = Plain(list(problem.units), [Host(name[s], c, m, s) for s, (c, m, _k) in
+                                          total.items()],
+                    edges=dict(problem.edges), anchors=dict(problem.anchors),
+                    switch_position=dict(problem.switch_position),
+                    pinned={n: name[problem.host[h].switch] for n, h in problem.pinned.items()})
+    return relaxed, {name[s]: int(k) for s, (_c, _m, k) in total.items()}
+
+
+def _servers_needed(need: float, capacity: float) -> int:
+    if capacity <= 0:
+        return 1 if need <= 0 else 10 ** 9
+    return max(1, math.ceil((need - 1e-6) / capacity - 1e-6))   # margin: the rows' 1e-9 slack
+
+
 def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] | None = None,
-          max_moves: int | None = None) -> Solution:
+          max_moves: int | None = None, start: dict[str, str] | None = None,
+          trees: bool = True) -> Solution:
     """HiGHS on the program for at most time_limit_s: the best placement it found (checked
     against problem.violations, None if it found none), its proven lower bound (0 when it
     has none), and whether it proved that placement optimal. With current and max_moves:
     at most max_moves units away from where current has them (the bound is then this
-    constrained program's)."""
+    constrained program's). start: a feasible placement the search begins from (its
+    incumbent; the answer then costs at most as much)."""
+    import highspy   # deferred: HiGHS, only when the program runs
     started = time.perf_counter()
-    model = _Model(problem, current, max_moves)
-    res = milp(model.c, constraints=model.constraints, bounds=model.bounds,
-               integrality=model.integrality,
-               options={"time_limit": max(0.1, time_limit_s), "disp": False})
+    relaxed = 0.0
+    model = _Model(problem, current, max_moves, trees=trees)
+    if trees:
+        # tree inequalities that the switch-level relaxation breaks (one server per switch
+        # with all its capacity: solved in milliseconds, and hardly weaker than the full
+        # relaxation, which may split units evenly over a switch's servers), for a few
+        # rounds; its optimum is a bound as well (without the budget of moves: lower, valid)
+        relaxation, room = _by_switch(problem)
+        switches = _Model(relaxation, cuts=problem, room=room)
+        for _round in range(SEPARATION_ROUNDS):
+            lp = switches.highs(integer=False)
+            lp.setOptionValue("time_limit", max(0.1, time_limit_s / 4))
+            lp.run()
+            if lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                break
+            relaxed = max(relaxed, lp.getInfo().objective_function_value)
+            found = switches.separate(np.asarray(lp.getSolution().col_value))
+            model.add_trees(found)
+            if not found or time.perf_counter() - started > time_limit_s / 4:
+                break
+    h = model.highs()
+    h.setOptionValue("time_limit", max(0.1, time_limit_s - (time.perf_counter() - started)))
+    if start is not None and not problem.violations(start):
+        values = model.values(start)
+        h.setSolution(len(values), np.arange(len(values), dtype=np.int32), values)
+    h.run()
     seconds = time.perf_counter() - started
-    status = _STATUS.get(res.status, f"status {res.status}")
-    bound = getattr(res, "mip_dual_bound", None)
+    status_code = h.getModelStatus()
+    info = h.getInfo()
+    status = {highspy.HighsModelStatus.kOptimal: "optimal",
+              highspy.HighsModelStatus.kTimeLimit: "stopped at its limit",
+              highspy.HighsModelStatus.kInfeasible: "infeasible"}.get(
+                  status_code, h.modelStatusToString(status_code))
+    bound = info.mip_dual_bound
     bound = float(bound) if bound is not None and math.isfinite(bound) else 0.0
+    bound = max(bound, relaxed)
     assignment = None
-    if res.x is not None:
-        found = model.assignment(res.x)
+    if info.primal_solution_status == 2:                     # a feasible point
+        found = model.assignment(np.asarray(h.getSolution().col_value))
         if not problem.violations(found):
             assignment = found
     # optimal: to HiGHS's relative gap (1e-4 by default), the bound then within it
-    optimal = res.status == 0 and assignment is not None
+    optimal = status_code == highspy.HighsModelStatus.kOptimal and assignment is not None
     return Solution(assignment, max(0.0, bound), optimal, status, seconds)
 
 
 def lower_bound(problem: Problem) -> float:
-    """The linear relaxation's optimum: a bound every placement's cost is above (weak where
-    servers are interchangeable: the relaxation may split every unit evenly)."""
-    model = _Model(problem)
-    res = milp(model.c, constraints=model.constraints, bounds=model.bounds,
-               integrality=np.zeros_like(model.integrality), options={"disp": False})
-    return max(0.0, float(res.fun)) if res.status == 0 else 0.0
+    """The linear relaxation's optimum, with the tree inequalities along the heaviest edges:
+    a bound every placement's cost is above (weak where servers are interchangeable)."""
+    import highspy   # deferred: HiGHS, only when the program runs
+    h = _Model(problem).highs(integer=False)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return 0.0
+    return max(0.0, float(h.getInfo().objective_function_value))

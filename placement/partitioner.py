@@ -6,9 +6,10 @@ plan()'s steps).
 
 - plan: the fewest servers near the clients, a METIS partition, parts mapped by distance,
   local search; the exact program (placement/milp.py, HiGHS) within a time limit up to
-  EXACT_MAX_UNITS units, which also bounds the optimum; the cheapest kept, every attempt
-  and the gap to the bound reported;
-- choose_hosts, metis_parts, map_parts, repair, refine: plan()'s heuristic steps;
+  EXACT_MAX_UNITS units, first on two or three servers' units at a time, then on all,
+  which also bounds the optimum; the cheapest kept, every attempt and the gap to the bound
+  reported;
+- choose_hosts, metis_parts, map_parts, repair, refine, replace_groups: plan()'s steps;
 - replan, moved: a new plan within a budget of moves from the current one;
 - should_replace: the hysteresis (re-place only for a set gain, after a dwell time);
 - spread, random_placement, greedy_network_aware: the baselines; exact: the exact program alone;
@@ -20,10 +21,12 @@ import bisect
 import itertools
 import math
 import random
+import time
 from dataclasses import dataclass, field
 
 EXACT_MAX_UNITS = 400      # the exact program's size grows with units x servers x edges
 EXACT_TIME_LIMIT_S = 10.0
+REPLACE_SHARE = 0.3       # of the exact step's time: servers' units placed again, few at once
 HEADROOM = 0.2            # capacity kept free when choosing how many servers to use
 METIS_SEED = 1
 METIS_UFACTOR = 30        # allowed imbalance, 1/1000 (METIS's k-way default)
@@ -475,8 +478,9 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
     """Local search from a feasible assignment: move a unit to another server, or swap two
     units on different servers, whenever that lowers the cost and keeps every limit, until
     nothing helps (the paper's refinement, a unit moved next to the peer it talks to most,
-    is one such move). Swaps only between units that talk to each other's servers, and
-    only up to a few hundred units unless asked."""
+    is one such move); when neither helps, two servers' whole contents exchanged. Swaps
+    only between units that talk to each other's servers, and only up to a few hundred
+    units unless asked."""
     a = dict(assignment)
     used = problem.load(a)
     names = [u.name for u in problem.units if u.name not in problem.pinned]
@@ -500,9 +504,54 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
                 for v in [x for x in names if a[x] in wanted]:
                     if _try_swap(problem, a, used, u, v):
                         improved = True
+            # when no unit helps alone: whole servers' contents exchanged (a group the
+            # single moves cannot carry, e.g. toward the clients' switch)
+            if not improved:
+                improved = _swap_contents(problem, a, used)
         if not improved:
             break
     return a
+
+
+def _swap_contents(problem: Problem, a: dict[str, str], used) -> bool:
+    """Exchange what two servers hold (one may be empty) wherever that lowers the cost and
+    each side fits the other's capacity; pinned units' servers stay. Whether any did."""
+    on: dict[str, list[str]] = {h.name: [] for h in problem.hosts}
+    for n, h in a.items():
+        on[h].append(n)
+    fixed = set(problem.pinned.values())
+    hosts = [h.name for h in problem.hosts if h.name not in fixed]
+    improved = False
+
+    def outside(group: list[str], here: str, there: str, other: str) -> float:
+        """The group's traffic beyond both servers, and its anchors, from `here` minus
+        from `there` (edges between the two servers keep their length)."""
+        gain = 0.0
+        for n in group:
+            for p, w in problem.neighbours[n].items():
+                if a[p] not in (here, other):
+                    gain += w * (problem.distance(here, a[p]) - problem.distance(there, a[p]))
+            for s, w in problem.anchored[n]:
+                gain += w * (problem.anchor_distance(here, s) - problem.anchor_distance(there, s))
+        return gain
+    for i, h1 in enumerate(hosts):
+        for h2 in hosts[i + 1:]:
+            g1, g2 = on[h1], on[h2]
+            if not g1 and not g2:
+                continue
+            c1, c2 = problem.host[h1], problem.host[h2]
+            if used[h1][0] > c2.cpu + 1e-9 or used[h1][1] > c2.memory_mb + 1e-9 or \
+                    used[h2][0] > c1.cpu + 1e-9 or used[h2][1] > c1.memory_mb + 1e-9:
+                continue
+            if outside(g1, h1, h2, h2) + outside(g2, h2, h1, h1) > 1e-9:
+                for n in g1:
+                    a[n] = h2
+                for n in g2:
+                    a[n] = h1
+                on[h1], on[h2] = g2, g1
+                used[h1], used[h2] = used[h2], used[h1]
+                improved = True
+    return improved
 
 
 def _move_targets(problem: Problem, n: str, origin: str, a, used) -> list:
@@ -543,14 +592,86 @@ def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
     return False
 
 
+def replace_groups(problem: Problem, assignment: dict[str, str], time_limit_s: float,
+                   sizes: tuple[int, ...] = (2, 3)) -> dict[str, str]:
+    """Large-neighbourhood search from a feasible assignment: the units of a few servers at
+    a time (pairs, then triples) placed again by the exact program (placement/milp.py) with
+    every other unit where it is, kept when cheaper, until no group helps or time_limit_s
+    is spent. Groups: servers linked by traffic (or empty, on a switch of their own in the
+    group), so that a move between them can matter."""
+    from placement import milp   # deferred: HiGHS (highspy)
+    deadline = time.perf_counter() + time_limit_s
+    a = dict(assignment)
+    for size in sizes:
+        improved = True
+        while improved and time.perf_counter() < deadline:
+            improved = False
+            for group in _server_groups(problem, a, size):
+                if time.perf_counter() >= deadline:
+                    break
+                sub = _sub_problem(problem, a, group)
+                before = {n: a[n] for n in sub.unit}
+                sol = milp.solve(sub, max(0.1, min(1.0, deadline - time.perf_counter())),
+                                 start=before, trees=False)
+                if sol.assignment is not None and sub.cost(sol.assignment) < \
+                        sub.cost(before) - 1e-9 * max(1.0, sub.cost(before)):
+                    a.update(sol.assignment)
+                    improved = True
+    return a
+
+
+def _server_groups(problem: Problem, a: dict[str, str], size: int) -> list[tuple[str, ...]]:
+    """Sets of `size` servers worth placing again together: every server in it holds a unit
+    and talks to another in it, or is the first empty server of its switch."""
+    links: dict[str, set[str]] = {h.name: set() for h in problem.hosts}
+    for (u, v) in problem.edges:
+        if a[u] != a[v]:
+            links[a[u]].add(a[v])
+            links[a[v]].add(a[u])
+    held = set(a.values())
+    empty = {}
+    for h in problem.hosts:
+        if h.name not in held:
+            empty.setdefault(h.switch, h.name)
+    hosts = [h.name for h in problem.hosts if h.name in held or h.name in empty.values()]
+    out = []
+    for group in itertools.combinations(hosts, size):
+        members = set(group)
+        if all(h not in held or links[h] & members for h in group) and \
+                any(h in held for h in group):
+            out.append(group)
+    return out
+
+
+def _sub_problem(problem: Problem, a: dict[str, str], group: tuple[str, ...]) -> Problem:
+    """The units on the group's servers, on those servers alone; an edge to a unit elsewhere
+    becomes an anchor to that unit's switch (its length from any server of the group is
+    1 + hops, as the peer is on none of them)."""
+    inside = {n for n, h in a.items() if h in group}
+    anchors: dict[tuple[str, str], float] = {}
+    for n in inside:
+        for s, w in problem.anchored[n]:
+            anchors[(n, s)] = anchors.get((n, s), 0.0) + w
+        for q, w in problem.neighbours[n].items():
+            if q not in inside:
+                key = (n, problem.host[a[q]].switch)
+                anchors[key] = anchors.get(key, 0.0) + w
+    return Problem([u for u in problem.units if u.name in inside],
+                   [problem.host[h] for h in group],
+                   edges={(x, y): w for (x, y), w in problem.edges.items()
+                          if x in inside and y in inside},
+                   anchors=anchors, switch_position=problem.switch_position,
+                   pinned={n: h for n, h in problem.pinned.items() if n in inside})
+
+
 def _exact_attempt(problem: Problem, time_limit_s: float, attempts: list[dict], label: str,
                    **budget):
     """The exact program (placement/milp.py) for at most time_limit_s, up to
     EXACT_MAX_UNITS units (else None, and nothing is recorded); its outcome appended to
-    attempts. budget: milp.solve's current and max_moves."""
+    attempts. budget: milp.solve's current, max_moves and start."""
     if time_limit_s <= 0 or len(problem.units) > EXACT_MAX_UNITS:
         return None
-    from placement import milp   # deferred: scipy's HiGHS, only when the program runs
+    from placement import milp   # deferred: HiGHS (highspy), only when the program runs
     sol = milp.solve(problem, time_limit_s, **budget)
     attempts.append({"method": f"{label} (HiGHS, {sol.status} after {sol.seconds:.1f} s)",
                      "cost": None if sol.assignment is None else problem.cost(sol.assignment),
@@ -583,10 +704,11 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
     """Our placement: the fewest servers near `near` with headroom, a METIS partition sized
     by their capacities, parts mapped by distance, repaired to the limits and refined by
     local search; the greedy score refined as well; and, up to EXACT_MAX_UNITS units, the
-    exact program for at most exact_time_limit_s (0: not run), whose bound says how far
-    the plan may be from the optimum. The cheapest wins (then the one that uses fewer
-    servers). Every attempt is in the plan's attempts: its method and cost, or why it
-    failed."""
+    exact program for at most exact_time_limit_s in all (0: not run): REPLACE_SHARE of it
+    on the cheapest placement so far, a few servers at a time (replace_groups), the rest on
+    the whole program started from the result, whose bound says how far the plan may be
+    from the optimum. The cheapest wins (then the one that uses fewer servers). Every
+    attempt is in the plan's attempts: its method and cost, or why it failed."""
     problem.check_solvable()
     results, attempts = [], []
 
@@ -617,9 +739,17 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
                         move_cost)), swaps=small))
     attempt("greedy + refinement",
             lambda: refine(problem, greedy_network_aware(problem).assignment))
-    bound, proven = None, None
-    sol = _exact_attempt(problem, exact_time_limit_s, attempts, "exact program") \
-        if results else None
+    bound, proven, sol = None, None, None
+    if results and exact_time_limit_s > 0 and len(problem.units) <= EXACT_MAX_UNITS:
+        started = time.perf_counter()
+        # the cheapest placement so far, two then three servers at a time placed again
+        # exactly; then the whole program starts from the result (its incumbent)
+        start = min(results, key=lambda r: problem.cost(r[0]))[0]
+        attempt("cheapest so far + servers re-placed by the exact program, 2-3 at a time",
+                lambda: replace_groups(problem, start, REPLACE_SHARE * exact_time_limit_s))
+        start = min(results, key=lambda r: problem.cost(r[0]))[0]
+        sol = _exact_attempt(problem, exact_time_limit_s - (time.perf_counter() - started),
+                             attempts, "exact program", start=start)
     if sol is not None:
         bound = sol.bound
         if sol.assignment is not None:
@@ -685,7 +815,7 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
     attempts = [{"method": method, "cost": problem.cost(a), "error": None}]
     name = f"exact program within {budget} moves"
     sol = _exact_attempt(problem, exact_time_limit_s, attempts, name, current=current,
-                         max_moves=budget)
+                         max_moves=budget, start=a)
     if sol is not None and sol.assignment is not None and \
             moved(current, sol.assignment) <= max(budget, moved(current, a)) and \
             problem.cost(sol.assignment) < problem.cost(a) - 1e-9:

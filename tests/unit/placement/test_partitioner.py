@@ -8,8 +8,8 @@ import pytest
 
 from placement import milp
 from placement.partitioner import EXACT_MAX_UNITS, Host, PlacementError, Problem, Unit, \
-    choose_hosts, exact, greedy_network_aware, moved, plan, random_placement, refine, replan, \
-    should_replace, spread
+    _sub_problem, choose_hosts, exact, greedy_network_aware, moved, plan, random_placement, \
+    refine, replace_groups, replan, should_replace, spread
 
 
 def hosts(n, cpu=1.0, mem=1000.0, switches=None):
@@ -262,3 +262,72 @@ def test_a_replan_moves_at_most_its_budget_and_gains_what_it_can():
     # nothing to gain: nothing moves
     assert moved(fresh.assignment, replan(p, fresh.assignment, 0.1, near="s1",
                                           exact_time_limit_s=0).assignment) == 0
+
+
+def test_tree_inequalities_hold_for_every_placement_and_keep_the_optimum():
+    for seed in range(3):
+        rng = random.Random(seed)
+        names = [f"u{k}" for k in range(6)]
+        p = Problem([Unit(x, x, rng.choice([0.2, 0.3]), 10) for x in names],
+                    hosts(4, cpu=0.6, switches=["s1", "s1", "s2", "s2"]),
+                    edges={(a, b): rng.choice([1, 5, 20])
+                           for a, b in itertools.combinations(names, 2) if rng.random() < 0.6},
+                    anchors={(names[0], "s1"): 7})
+        edges = list(p.edges)
+        cuts = milp._tree_cuts(p, lambda e, w, name: (-w, name))
+        assert any(trunk for *_, trunk in cuts) and any(not trunk for *_, trunk in cuts)
+        for combo in itertools.product([h.name for h in p.hosts], repeat=len(names)):
+            a = dict(zip(names, combo))
+            if p.violations(a):
+                continue
+            for tree, need, trunk in cuts:
+                apart = [p.switch_distance(p.host[a[u]].switch, p.host[a[v]].switch) if trunk
+                         else int(a[u] != a[v]) for u, v in (edges[e] for e in tree)]
+                assert sum(apart) >= need
+        optimum = brute_force(p)
+        for trees in (True, False):
+            sol = milp.solve(p, trees=trees)
+            assert sol.optimal and p.cost(sol.assignment) == pytest.approx(optimum)
+            assert sol.bound <= optimum + 1e-6
+
+
+def test_the_program_started_from_a_placement_answers_no_worse_than_it():
+    p = layered(60, seed=3)
+    start = greedy_network_aware(p).assignment
+    sol = milp.solve(p, time_limit_s=0.5, start=start)
+    assert sol.assignment is not None and not p.violations(sol.assignment)
+    assert p.cost(sol.assignment) <= p.cost(start) + 1e-6
+    assert sol.bound <= p.cost(sol.assignment) + 1e-6
+
+
+def test_refinement_exchanges_two_servers_contents_where_no_single_move_helps():
+    # each pair fills a server; only moving a pair whole brings the anchored one home
+    p = Problem(units(["a", "b", "c", "d"], cpu=0.5), hosts(2, switches=["s1", "s2"]),
+                edges={("a", "b"): 50, ("c", "d"): 50}, anchors={("a", "s1"): 10},
+                switch_position={"s1": 0, "s2": 1})
+    start = {"a": "srv2", "b": "srv2", "c": "srv1", "d": "srv1"}
+    assert refine(p, start, swaps=False) == start
+    assert refine(p, start, swaps=True) == {"a": "srv1", "b": "srv1", "c": "srv2", "d": "srv2"}
+
+
+def test_servers_placed_again_a_few_at_a_time_never_cost_more_and_stay_feasible():
+    p = layered(30, seed=4)
+    start = refine(p, greedy_network_aware(p).assignment)
+    better = replace_groups(p, start, time_limit_s=30)
+    assert not p.violations(better) and p.cost(better) <= p.cost(start) + 1e-6
+    # a group's program sees the rest of the cost as anchors: the same change in cost
+    name = "m0"
+    group = (start[name], next(h.name for h in p.hosts if h.name != start[name]))
+    sub = _sub_problem(p, start, group)
+    moved_one = dict(start)
+    moved_one[name] = group[1]
+    assert sub.cost({n: moved_one[n] for n in sub.unit}) - sub.cost(
+        {n: start[n] for n in sub.unit}) == pytest.approx(p.cost(moved_one) - p.cost(start))
+
+
+def test_a_plan_lists_the_re_placement_by_groups_among_its_attempts():
+    p = layered(30, seed=1)
+    result = plan(p, near="s1")
+    methods = [a["method"] for a in result.attempts]
+    assert any(m.startswith("cheapest so far + servers re-placed") for m in methods)
+    assert methods[-1].startswith("exact program")
