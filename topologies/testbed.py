@@ -88,6 +88,10 @@ class Testbed:
             try:
                 self.net.stop()
             finally:
+                # Mininet stops a RemoteController by doing nothing and never ends its shell:
+                # one bash per testbed would outlive it in this process
+                for controller in self.net.controllers:
+                    controller.terminate()
                 self.net = None
         if not testbed_lock.held_here():
             return                 # never started, or refused: what runs is another's

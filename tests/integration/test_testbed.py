@@ -1,6 +1,7 @@
 """The testbed on this machine's backend: real OVS, real containers, real TCP."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -185,3 +186,30 @@ def test_same_topology_on_real_containernet():
         node.updateCpuLimit(cpu_period=100000)
         hc = docker_client().containers.get("mn.srv1-vid").attrs["HostConfig"]
         assert (hc["CpuQuota"], hc["CpuPeriod"]) == (20000, 100000)
+
+
+def _our_shells(name: str) -> list[int]:
+    """This process's children that are Mininet shells of node `name`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and f"mininet:{name} " in cmd + " ":
+            out.append(int(pid))
+    return out
+
+
+def test_the_controllers_shell_goes_with_its_testbed():
+    """Mininet stops a RemoteController by doing nothing: without Testbed.stop ending its
+    shell, every testbed left one bash behind in the process that built it."""
+    cfg = load_config(overrides={"testbed": {"controller": "127.0.0.1:6653", "clients": 1},
+                                 "servers": {"count": 1}})
+    with Testbed(cfg, TestbedOptions(start_services=False)) as tb:
+        assert tb.net.controllers and _our_shells("c0"), "the testbed has a controller node"
+    assert _our_shells("c0") == []
+    _nothing_left()
