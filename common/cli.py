@@ -44,17 +44,14 @@ def _answers(command: list[str]) -> bool:
         return False
 
 
-def require_testbed(what: str) -> None:
-    """Root, no other testbed running (common/testbed_lock.py), and the daemons a testbed
-    needs running: Open vSwitch and Docker. Without them Mininet fails deep inside with its
-    own message (after a reboot the daemons are down until `make setup` starts them
-    again)."""
+def require_testbed(what: str, hold: bool = True) -> None:
+    """Root, no other testbed running, and the daemons a testbed needs running: Open
+    vSwitch and Docker (without them Mininet fails deep inside with its own message; after
+    a reboot the daemons are down until `make setup` starts them again). With hold, this
+    process takes the testbed lock (common/testbed_lock.py) and keeps it to its end, across
+    every testbed it brings up; without, it only checks (a command whose children take
+    it)."""
     require_root(what)
-    from common.testbed_lock import holder     # deferred: only the testbed's commands
-    running = holder()
-    if running is not None:
-        fail(f"{what} brings a testbed up, and one is running on this machine ({running}): "
-             f"one at a time; wait for it to end, or stop it", code=1)
     missing = [name for name, command in (
         ("Open vSwitch", ["ovs-vsctl", "--timeout=5", "show"]),
         ("Docker", ["docker", "info", "--format", "{{.ID}}"])) if not _answers(command)]
@@ -62,6 +59,15 @@ def require_testbed(what: str) -> None:
         fail(f"{what} needs {' and '.join(missing)} running, and "
              f"{'it is' if len(missing) == 1 else 'they are'} not: run `make setup` "
              f"(it installs and starts what is missing)", code=1)
+    from common import testbed_lock     # deferred: only the testbed's commands
+    try:                                # last: a refusal above leaves the lock alone
+        if hold:
+            testbed_lock.acquire()
+        elif testbed_lock.holder() is not None:
+            raise testbed_lock.TestbedBusy(f"a testbed is running on this machine "
+                                           f"({testbed_lock.holder()})")
+    except testbed_lock.TestbedBusy as exc:
+        fail(f"{what} brings a testbed up, and {str(exc)[0].lower()}{str(exc)[1:]}", code=1)
 
 
 def _number(text: str, kind):

@@ -19,6 +19,7 @@ import urllib.request
 
 import yaml
 
+from common import testbed_lock
 from common.config import load_config
 from common.httpjson import auth_headers
 from common.procs import Service, controller_service, python_service
@@ -46,9 +47,14 @@ class Stack:
         self.agents: dict[str, Service] = {}
         self.profiler: Service | None = None
         self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
+        self._locked = False
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "Stack":
+        # before any service: a controller started beside another's testbed would take its
+        # ports and PID file (TestbedBusy here; nested within an experiment's own hold)
+        testbed_lock.acquire()
+        self._locked = True
         os.makedirs(self.run_dir, exist_ok=True)
         if not self.want["controller"]:
             self.data.setdefault("testbed", {})["controller"] = "none"
@@ -109,6 +115,9 @@ class Stack:
             self.testbed = None
         if self.controller is not None:
             self.controller.stop()
+        if self._locked:
+            self._locked = False
+            testbed_lock.release()
 
     def __enter__(self) -> "Stack":
         return self.start()

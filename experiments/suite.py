@@ -239,7 +239,8 @@ def main(argv=None) -> int:
     if opts.tabulate:
         return tabulate(opts.tabulate)
     opts.out = opts.out or os.path.join(ROOT, "results", f"suite-{opts.seed}")
-    require_testbed("the evaluation suite")      # before a comparison is started and refused
+    # before a comparison is started and refused; each comparison takes the lock itself
+    require_testbed("the evaluation suite", hold=False)
     os.makedirs(opts.out, exist_ok=True)
     return run(opts)
 

@@ -11,7 +11,8 @@ service it calls has a loop), each period:
    (its callers' p95) and splits the objective (slo.budgets.split);
 3. PUT /slo {"service", "target_ms"} to every agent running a loop of a service whose budget
    moved by slo.budgets.RESEND_SHARE or whose loop holds another target (a new replica, a
-   restarted agent, a hand-made change): the objective owns those targets.
+   restarted agent, a hand-made change), and to the entry's when it holds another than the
+   objective's: the objective owns those targets.
 
 - objectives(cfg): the configuration's end-to-end objectives;
 - BudgetFeeder: the loop above; status() is GET /budgets, change() is PUT /budgets (an
@@ -71,10 +72,11 @@ class BudgetFeeder:
                               "agents' SLO loops, by result.", ("service", "result"),
                               registry=registry)
 
-    def read_loops(self) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    def read_loops(self, errors: list[str]) -> tuple[dict[str, float],
+                                                      dict[str, dict[str, float]]]:
         """(latency ms per service: the slowest replica's reading, {service: {agent URL:
         its loop's target}}) from every agent's GET /slo; an agent that does not answer is
-        in self.errors."""
+        in errors."""
         timeout = self.cfg.profiler.agent_timeout_s
 
         def fetch(server):
@@ -86,7 +88,7 @@ class BudgetFeeder:
         targets: dict[str, dict[str, float]] = {}
         for server, answer, err in self.fetcher.map(fetch, self.cfg.servers):
             if err:
-                self.errors.append(err)
+                errors.append(err)
                 continue
             for name, loop in ((answer or {}).get("services") or {}).items():
                 targets.setdefault(name, {})[server.agent_url] = loop["slo"]["target_ms"]
@@ -95,20 +97,30 @@ class BudgetFeeder:
         return latency, targets
 
     def step(self, now: float, graph: dict) -> None:
-        """One period: graph is the profiler's GET /graph answer."""
+        """One period: graph is the profiler's GET /graph answer. The agents are read
+        outside the lock (PUT and GET /budgets do not wait for them); planning and sending,
+        usually nothing, inside it, so that no target goes out after a pause returned."""
         if not self.planners:
             return
+        errors: list[str] = []
+        latency, targets = self.read_loops(errors)
         with self.lock:
-            self._step(now, graph)
+            self.errors, self.time = errors, now
+            self._step(now, graph, latency, targets)
 
-    def _step(self, now: float, graph: dict) -> None:
-        self.errors, self.time = [], now
-        latency, targets = self.read_loops()
+    def _step(self, now: float, graph: dict, latency: dict[str, float],
+              targets: dict[str, dict[str, float]]) -> None:
         edges = {(e["caller"], e["callee"]): e["rt_p95_ms"] for e in graph.get("edges", ())
                  if e.get("rt_p95_ms") is not None}
         for planner in self.planners:
-            if planner.objective.entry in self.paused:
+            o = planner.objective
+            if o.entry in self.paused:
                 continue
+            # the entry holds the objective's target (PUT /budgets may have changed it)
+            wrong = {url: t for url, t in targets.get(o.entry, {}).items()
+                     if abs(t - o.target_ms) > SAME_TARGET_MS}
+            if wrong:
+                self._send(planner, o.entry, o.target_ms, wrong)
             for service in planner.objective.services:
                 sent = planner.sent.get(service)
                 if sent is not None and any(abs(t - sent) > SAME_TARGET_MS
@@ -139,6 +151,8 @@ class BudgetFeeder:
                 failed = True
                 self.m_sent.labels(service, "error").inc()
                 self.errors.append(f"{service}: PUT {url}/slo: {exc}")
+        if service == planner.objective.entry:
+            return                      # the objective's own target, not a budget
         if failed:
             planner.forget(service)
         else:

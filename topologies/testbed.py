@@ -37,6 +37,9 @@ class TestbedOptions:
     wait_controller_s: float = 0.0   # >0: wait until every switch is connected
 
 
+_up: "Testbed | None" = None       # the testbed this process has up (one per machine)
+
+
 @dataclass
 class Testbed:
     """A running testbed. Use as a context manager, or call start() and stop()."""
@@ -59,7 +62,12 @@ class Testbed:
 
         check_testbed_builds(self.cfg)     # before anything is made (TestbedTopo checks too)
         controller = self._controller_address()
+        global _up
+        if _up is not None:
+            raise testbed_lock.TestbedBusy("this process has a testbed up already: stop it "
+                                           "first (one testbed per machine)")
         testbed_lock.acquire()             # TestbedBusy while another process has one up
+        _up = self
         self._write_state(status="building")
         try:
             # the servers' cgroups are made here: inside the try, so a failure cleans up
@@ -93,12 +101,14 @@ class Testbed:
                 for controller in self.net.controllers:
                     controller.terminate()
                 self.net = None
-        if not testbed_lock.held_here():
+        global _up
+        if _up is not self:
             return                 # never started, or refused: what runs is another's
         from topologies.clean import clean_testbed   # deferred: Mininet, the Docker SDK
         try:
             clean_testbed(quiet=True)  # whatever a failed build or a crash left behind
         finally:
+            _up = None
             testbed_lock.release()
 
     def __enter__(self) -> "Testbed":

@@ -1,8 +1,8 @@
 """Checks across a whole configuration, beyond each field's own:
 
 - check_acyclic(): call graphs are DAGs;
-- check_end_to_end(): an end-to-end objective's services all have loops, and no service
-  is under two of them;
+- reachable(), check_end_to_end(): the services a request reaches; an end-to-end
+  objective's services all have loops, and no service is under two of them;
 - check_vips(): every VIP a free host address of the testbed's subnet;
 - check_slo_cores_exclusive(): a service with an SLO has its cores alone;
 - listeners(), check_listeners(): no two of the platform's services on one port;

@@ -64,8 +64,11 @@ def test_the_profiler_splits_the_entrys_target_over_the_loops_below_it(stack):
                     and time.time() > start + 45:
                 break
         stack.wait_for(lambda: stack.loadgen_summaries("budgets"), 120, "load budgets")
+    # the split as it stands now, read right beside what the loops hold (it may have moved
+    # while the load went on)
     answer = budgets(stack)
-    assert split is not None and split["factor"] is not None, answer
+    (split,) = answer["objectives"]
+    assert split["factor"] is not None, answer
     assert split["feasible"] and split["services"] == ["auth", "store", "data"], answer
     assert split["budgets_ms"]["front"] == pytest.approx(TARGET_MS, abs=0.5), answer
     # the split read a latency from every loop and the calls' p95 from the graph

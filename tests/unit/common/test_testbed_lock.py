@@ -54,13 +54,15 @@ def test_a_cleanup_is_refused_and_touches_nothing(other_holder, monkeypatch):
     assert touched == []
 
 
-def test_an_experiment_stops_before_it_starts_anything(other_holder, capsys):
-    from common.cli import require_testbed
+def test_an_experiment_stops_before_it_starts_anything(other_holder, capsys, monkeypatch):
+    from common import cli
+    monkeypatch.setattr(cli, "_answers", lambda command: True)     # the daemons are up
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
     with pytest.raises(SystemExit) as exit_:
-        require_testbed("the comparison")
+        cli.require_testbed("the comparison")
     assert exit_.value.code == 1
     err = capsys.readouterr().err
-    assert "the comparison brings a testbed up, and one is running on this machine (pid " in err
+    assert "the comparison brings a testbed up, and a testbed is running on this machine (pid " in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -74,3 +76,34 @@ def test_the_lock_goes_with_its_holder_and_is_taken_again(other_holder):
     finally:
         testbed_lock.release()
     assert not testbed_lock.held_here()
+
+
+def test_an_experiment_holds_it_across_its_testbeds_and_a_testbed_nests_inside(tmp_path,
+                                                                                monkeypatch):
+    """require_testbed's hold lasts; a stack's or testbed's acquire and release nest in it,
+    so the lock is still held between one run's testbed and the next."""
+    monkeypatch.setattr(testbed_lock, "LOCK_PATH", str(tmp_path / "testbed.lock"))
+    testbed_lock.acquire()                  # the experiment's
+    try:
+        testbed_lock.acquire()              # a run's testbed
+        testbed_lock.release()
+        assert testbed_lock.held_here()
+        probe = subprocess.run([sys.executable, "-c", HOLD, testbed_lock.LOCK_PATH], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30)
+        assert probe.returncode != 0 and "TestbedBusy" in probe.stderr   # nothing slips in
+    finally:
+        testbed_lock.release()
+    assert not testbed_lock.held_here()
+
+
+def test_a_forked_child_does_not_hold_its_parents_lock(tmp_path, monkeypatch):
+    import os
+    monkeypatch.setattr(testbed_lock, "LOCK_PATH", str(tmp_path / "testbed.lock"))
+    testbed_lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:                         # the child: not the holder, whatever it inherited
+            os._exit(0 if not testbed_lock.held_here() else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        testbed_lock.release()

@@ -149,6 +149,7 @@ def test_paused_the_loops_keep_their_targets_and_active_again_they_get_the_budge
         feeder.step(1.0, GRAPH)
         (status,) = feeder.status()["objectives"]
         assert status["budgets_ms"]["front"] == pytest.approx(45.0, abs=0.5)
+        assert runners[0].loops["front"].settings.target_ms == 45.0      # the entry's too
         assert runners[2].loops["leaf"].settings.target_ms == \
             pytest.approx(status["budgets_ms"]["leaf"], abs=0.01)
 
@@ -163,6 +164,7 @@ def test_paused_the_loops_keep_their_targets_and_active_again_they_get_the_budge
     ({"entry": "front", "target_ms": True}, "target_ms: expected a number"),
     ({"entry": "front", "active": "no"}, "active: expected true or false"),
     ({"entry": "front", "active": False, "colour": 1}, "'colour': unknown field"),
+    ({"entry": "front", "target_ms": 45, "active": "no"}, "active: expected true or false"),
 ])
 def test_a_bad_change_is_refused_naming_the_field_and_changes_nothing(body, message):
     from common.httpjson import BadRequest
