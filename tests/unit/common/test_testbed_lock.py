@@ -62,7 +62,8 @@ def test_an_experiment_stops_before_it_starts_anything(other_holder, capsys, mon
         cli.require_testbed("the comparison")
     assert exit_.value.code == 1
     err = capsys.readouterr().err
-    assert "the comparison brings a testbed up, and a testbed is running on this machine (pid " in err
+    assert "the comparison brings a testbed up, and a testbed is running on this machine " \
+           f"(pid {other_holder.pid} " in err
     assert len(err.strip().splitlines()) == 1
 
 
