@@ -2,7 +2,8 @@
 
 - results_dir(): where a run writes: --out, or results/<prefix><date-time>, created;
 - invocation(): how the run was started, as its user would type it again;
-- stamp(): the command, the commit of the code that ran and when, for its result file;
+- stamp(), images(): the command, the commit of the code that ran and when (and the
+  containers' images), for its result file;
 - write_results(): <name>.json (the data) and <name>.md (the report), the report echoed;
 - rotated(): round k's order of the variants of interleaved rounds.
 """
@@ -35,11 +36,37 @@ def invocation(module: str, argv: list[str] | None = None, sudo: bool = True) ->
     return " ".join([*(["sudo"] if sudo else []), python, "-m", module, *flags])
 
 
-def stamp(command: str) -> dict:
-    """What every result file starts with: the command, the commit and the time; taken
-    when the run starts (a commit landing during a long run is not the code it ran)."""
-    return {"command": command, "commit": git_commit(),
-            "when": datetime.datetime.now().isoformat(timespec="seconds")}
+# the images whose code runs in the testbed's containers, and the label that says which
+IMAGES = (("malb/service:latest", "malb.context"), ("malb/base:latest", "malb.recipe"))
+
+
+def images() -> dict[str, str | None]:
+    """The containers' images as they are tagged now: their content hashes (the labels
+    scripts/images.py gives them; `python scripts/images.py status` says whether they are
+    this checkout's), None where Docker cannot say. The services run the image's code, not
+    the checkout's: a run from another worktree may differ here."""
+    import subprocess
+    out: dict[str, str | None] = {}
+    for name, label in IMAGES:
+        try:
+            res = subprocess.run(["docker", "image", "inspect", "--format",
+                                  f"{{{{index .Config.Labels \"{label}\"}}}}", name],
+                                 capture_output=True, text=True, timeout=20)
+            out[name] = res.stdout.strip() or None if res.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            out[name] = None
+    return out
+
+
+def stamp(command: str, with_images: bool = False) -> dict:
+    """What every result file starts with: the command, the commit and the time, and with
+    with_images (runs on the testbed) the containers' images; taken when the run starts (a
+    commit landing during a long run is not the code it ran)."""
+    out = {"command": command, "commit": git_commit(),
+           "when": datetime.datetime.now().isoformat(timespec="seconds")}
+    if with_images:
+        out["images"] = images()
+    return out
 
 
 def write_results(out_dir: str, name: str, doc: dict,

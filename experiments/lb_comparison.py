@@ -580,11 +580,15 @@ def start_record(out_dir: str, args, commit: str) -> dict:
     (a comparison from before comparison.json existed gets one now); exits 2 if they
     differ."""
     path = os.path.join(out_dir, "comparison.json")
+    images = lab.images()        # the services' code is the image's, not the checkout's
     if args.resume:
         record = require_same_options(args, out_dir, f"--resume {out_dir}")
         if record is not None and os.path.exists(path):
+            if record.get("images") not in (None, images):
+                print(f"[comparison] warning: the containers' images are {images}, the "
+                      f"comparison started with {record['images']}", file=sys.stderr)
             return record
-    mine = {"options": experiment_options(args), "commit": commit}
+    mine = {"options": experiment_options(args), "commit": commit, "images": images}
     with open(path, "w") as fh:
         json.dump(mine, fh, indent=1)
     return mine

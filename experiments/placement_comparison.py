@@ -484,7 +484,7 @@ def main(argv=None) -> int:
     require_testbed("the placement comparison")
     out_dir = lab.results_dir(args.out, "placement-")
     command = lab.invocation("experiments.placement_comparison", argv).strip()
-    stamp = lab.stamp(command)          # the code and time the run starts with
+    stamp = lab.stamp(command, with_images=True)          # the code and time the run starts with
     try:
         measured = run(args, data, out_dir, shares, log=lambda m: print(m, flush=True))
     except PlacementError as exc:

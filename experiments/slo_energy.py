@@ -668,7 +668,7 @@ def main(argv=None) -> int:
     require_testbed("the SLO experiment")
     out_dir = lab.results_dir(args.out, "slo-")
     command = lab.invocation("experiments.slo_energy", argv).strip()
-    stamp = lab.stamp(command)          # the code and time the run starts with
+    stamp = lab.stamp(command, with_images=True)          # the code and time the run starts with
     measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
     doc = {**measured, **stamp,
            "config": os.path.relpath(config_path(args.config), ROOT),

@@ -259,7 +259,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     require_testbed("the soak")
     # the code and time the run starts with (a commit landing during the hour is not it)
-    args.stamp = lab.stamp(lab.invocation("experiments.soak", argv).strip())
+    args.stamp = lab.stamp(lab.invocation("experiments.soak", argv).strip(), with_images=True)
     try:
         return run(args)
     except ConfigError as exc:

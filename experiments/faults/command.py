@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     print(f"[faults] {len(args.faults)} faults ({', '.join(args.faults)}), about "
           f"{(60 + len(args.faults) * per_fault) / 60:.0f} min; results in {out_dir}",
           flush=True)
-    stamp = lab.stamp(command)          # the code and time the run starts with
+    stamp = lab.stamp(command, with_images=True)          # the code and time the run starts with
     measured = run(args, config_data(args), out_dir, log=lambda m: print(m, flush=True))
     doc = {**measured, **stamp,
            "config": os.path.relpath(config_path(args.config), ROOT), "options": vars(args)}

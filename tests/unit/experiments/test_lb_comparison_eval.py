@@ -290,6 +290,22 @@ def test_a_comparison_resumes_only_with_the_options_it_started_with(tmp_path, ca
     assert json.loads((out / "comparison.json").read_text())["commit"] == "abc1234"
 
 
+def test_the_record_names_the_containers_images_and_a_resume_on_others_says_so(
+        tmp_path, capsys, monkeypatch):
+    from common import lab
+    out = tmp_path / "cmp"
+    out.mkdir()
+    monkeypatch.setattr(lab, "images", lambda: {"malb/service:latest": "aaa"})
+    assert lb_comparison.start_record(str(out), resume_args(out), "abc1234")["images"] == \
+        {"malb/service:latest": "aaa"}
+    lb_comparison.start_record(str(out), resume_args(out), "abc1234")
+    assert "warning" not in capsys.readouterr().err
+    monkeypatch.setattr(lab, "images", lambda: {"malb/service:latest": "bbb"})
+    lb_comparison.start_record(str(out), resume_args(out), "abc1234")
+    assert "the containers' images are {'malb/service:latest': 'bbb'}, the comparison " \
+           "started with {'malb/service:latest': 'aaa'}" in capsys.readouterr().err
+
+
 def test_an_option_newer_than_a_record_counts_as_its_default(tmp_path):
     args = resume_args(tmp_path)
     recorded = lb_comparison.experiment_options(args)
