@@ -606,7 +606,7 @@ def replace_groups(problem: Problem, assignment: dict[str, str], time_limit_s: f
         improved = True
         while improved and time.perf_counter() < deadline:
             improved = False
-            for group in _server_groups(problem, a, size):
+            for group in _server_groups(problem, a, size, deadline):
                 if time.perf_counter() >= deadline:
                     break
                 sub = _sub_problem(problem, a, group)
@@ -620,9 +620,11 @@ def replace_groups(problem: Problem, assignment: dict[str, str], time_limit_s: f
     return a
 
 
-def _server_groups(problem: Problem, a: dict[str, str], size: int) -> list[tuple[str, ...]]:
+def _server_groups(problem: Problem, a: dict[str, str], size: int,
+                   deadline: float = math.inf) -> list[tuple[str, ...]]:
     """Sets of `size` servers worth placing again together: every server in it holds a unit
-    and talks to another in it, or is the first empty server of its switch."""
+    and talks to another in it, or is the first empty server of its switch; those found by
+    the deadline (perf_counter), the triples of many servers being many."""
     links: dict[str, set[str]] = {h.name: set() for h in problem.hosts}
     for (u, v) in problem.edges:
         if a[u] != a[v]:
@@ -635,7 +637,9 @@ def _server_groups(problem: Problem, a: dict[str, str], size: int) -> list[tuple
             empty.setdefault(h.switch, h.name)
     hosts = [h.name for h in problem.hosts if h.name in held or h.name in empty.values()]
     out = []
-    for group in itertools.combinations(hosts, size):
+    for k, group in enumerate(itertools.combinations(hosts, size)):
+        if k % 1000 == 999 and time.perf_counter() >= deadline:
+            break
         members = set(group)
         if all(h not in held or links[h] & members for h in group) and \
                 any(h in held for h in group):
