@@ -20,7 +20,10 @@ from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
 BELOW = ("auth", "data", "store")
-TARGET_MS = 80.0
+# within reach on this testbed at any frequency: each call is a new connection set up
+# through the controller, and the calls' network parts alone take a few hundred ms at p95
+# (the experiment's own target is chosen by its calibration run, docs/slo.md)
+TARGET_MS = 2000.0
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +32,7 @@ def stack(tmp_path_factory):
     data = load_config_data(os.path.join(ROOT, "configs", "slo-callgraph.yaml"))
     data["agents"]["slo"] = {**data["agents"]["slo"], "min_samples": 20,
                              "actuator": "emulated"}
+    data["microservices"][0]["slo"]["target_ms"] = TARGET_MS
     with Stack(data, str(tmp_path_factory.mktemp("slo-budgets")), policy="malb") as st:
         yield st
     clean_testbed(quiet=True)
