@@ -9,7 +9,7 @@ inside that (nested holds). The kernel lets go of it when the holder exits howev
 exits, so it is never stale. The file names the holder (pid and command) for the message
 the others get.
 
-- acquire, release, held_here: the lock, in the process that builds the testbed;
+- acquire, release, held_here, holds: the lock, in the process that builds the testbed;
 - holder: who holds it, when another process does (None when nobody does);
 - TestbedBusy: the error a second testbed or a cleanup gets.
 """
@@ -50,6 +50,11 @@ def _command() -> str:
 
 def held_here() -> bool:
     return _fd is not None and _pid == os.getpid()
+
+
+def holds() -> int:
+    """How many acquires this process has not yet released (0 when it does not hold it)."""
+    return _holds if held_here() else 0
 
 
 def holder(path: str | None = None) -> str | None:

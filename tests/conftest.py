@@ -36,6 +36,18 @@ def run_module(*args, timeout=120, user=None, **kwargs) -> subprocess.CompletedP
                           **kwargs)
 
 
+@pytest.fixture(autouse=True)
+def _testbed_lock_given_back():
+    """A command's main() keeps the testbed lock to its process's end (require_testbed);
+    called in-process by a test, it would keep it for the whole session, and every later
+    testbed in another process (and the lock's own tests) would find the machine busy."""
+    from common import testbed_lock
+    before = testbed_lock.holds()       # a module's fixture may hold it across its tests
+    yield
+    while testbed_lock.holds() > before:
+        testbed_lock.release()
+
+
 @pytest.fixture
 def config_file(tmp_path):
     """Write a YAML configuration and return its path."""

@@ -110,6 +110,8 @@ def own_network(tmp_path_factory):
         for name, pid in servers.items():
             net[name].cmd(f"kill {pid}")
         net.stop()
+        for c in net.controllers:    # Mininet stops a RemoteController without ending its shell
+            c.terminate()
         controller.stop()
         clean_testbed(quiet=True)
 

@@ -25,6 +25,8 @@ PERIOD_S = 1.0
 def stack(tmp_path_factory):
     clean_testbed(quiet=True)
     data = load_config_data(os.path.join(ROOT, "configs", "slo.yaml"))
+    # a target that 90 requests/s at the lower frequencies breaks, so the step shows both ways
+    data["microservices"][0]["slo"]["target_ms"] = 40
     # a short window and dwell so a 20-second step shows; the rule is the default one
     data["agents"]["slo"] = {"period_s": PERIOD_S, "window_s": 3, "min_samples": 20,
                              "dwell_s": 1.5, "actuator": "emulated"}
