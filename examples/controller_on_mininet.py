@@ -75,10 +75,17 @@ def main() -> int:
         return 0 if sorted(served.values()) == [2, 2, 2] else 1
     finally:
         for h, pid in pids.items():
-            # stopped, and waited for (up to 5 s): a service answering its last requests
-            # must not outlive the example that started it
-            h.cmd(f"kill {pid}; for i in $(seq 50); do kill -0 {pid} 2>/dev/null || break; "
-                  f"sleep 0.1; done")
+            # stopped, and waited for (up to 5 s), then killed: a service answering its last
+            # requests must not outlive the example that started it
+            if not pid.isdigit():
+                print(f"{h.name}: the service's pid was not read ({pid!r}); not stopped",
+                      file=sys.stderr)
+                continue
+            left = h.cmd(f"kill {pid}; for i in $(seq 50); do kill -0 {pid} 2>/dev/null || "
+                         f"break; sleep 0.1; done; kill -0 {pid} 2>/dev/null && "
+                         f"kill -9 {pid} && echo KILLED")
+            if "KILLED" in left:
+                print(f"{h.name}: the service outlived SIGTERM by 5 s; killed", file=sys.stderr)
         net.stop()
         controller.stop()
 

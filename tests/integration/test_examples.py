@@ -47,7 +47,16 @@ def test_the_controller_on_mininets_own_linear_topology(clean_machine):
     assert "(learned)" in out and "served by: {" in out, out
     # the services it started in Mininet's hosts are gone with them (they used to outlive
     # the example: it stopped the subshell around each, not the service)
-    assert services_left() == []
+    left = services_left()
+    assert left == [], {pid: _state(pid) for pid in left}
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return " ".join(x for x in fh.read().splitlines() if x.startswith(("State", "PPid")))
+    except OSError:
+        return "gone"
 
 
 def test_the_paper_testbed_from_a_script(clean_machine):
