@@ -53,10 +53,11 @@ def main() -> int:
                 disable_tx_offload(h.pid, h.defaultIntf().name)
         for h in servers:
             # the service itself in the background (not a subshell around it), so that $!
-            # is the pid the cleanup below stops
+            # is the pid the cleanup below stops; the last word of the answer: Mininet's
+            # shells have job control, and bash says "[1] <pid>" first
             h.cmd(f"cd {ROOT}")
             pids[h] = h.cmd(f"MALB_INSTANCE={h.name} {sys.executable} -m services.rom ui "
-                            f"--port {PORT} > {run}/{h.name}.log 2>&1 & echo $!").strip()
+                            f"--port {PORT} > {run}/{h.name}.log 2>&1 & echo $!").split()[-1]
         deadline = time.time() + 30
         while time.time() < deadline:
             st = get_json("http://127.0.0.1:8080/malb/status", timeout=5)

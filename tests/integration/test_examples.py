@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -34,8 +35,11 @@ def services_left() -> list[int]:
 
 
 def run_example(name: str, *args: str, timeout_s: float = 300) -> str:
+    """Run an example as under nohup: hangups ignored, so what it started has to be stopped
+    by the example itself, not by the hangup Mininet sends its hosts' shells."""
     res = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
-                         cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+                         cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     assert res.returncode == 0, f"{name}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
     return res.stdout
 

@@ -104,7 +104,7 @@ def own_network(tmp_path_factory):
             (root / "big").write_bytes(b"x" * 1_000_000)
             servers[name] = host.cmd(f"python3 -m http.server 80 --bind {HOSTS[name][0]} "
                                      f"--directory {root} > {run}/{name}.log 2>&1 & echo $!"
-                                     ).strip()
+                                     ).split()[-1]     # after bash's "[1] <pid>" line
         yield net, run
     finally:
         for name, pid in servers.items():
