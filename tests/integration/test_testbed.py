@@ -63,7 +63,8 @@ def test_containers_of_a_server_share_its_cpu_share_and_memory_limit():
         assert cores == pytest.approx(0.3) and mem == 200 * 1024 * 1024
         names = [i.name for i in cfg.instances_on("srv1")]
         for name in names:
-            parent = docker_client().containers.get("mn." + name).attrs["HostConfig"]["CgroupParent"]
+            host_config = docker_client().containers.get("mn." + name).attrs["HostConfig"]
+            parent = host_config["CgroupParent"]
             assert parent.endswith("malb/srv1")
             tb.node(name).cmd("python3 -c 'while True: pass' > /dev/null 2>&1 &")
         time.sleep(1.0)
