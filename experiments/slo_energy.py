@@ -535,10 +535,14 @@ def _loops_table(res: dict) -> list[str]:
         for name in names:
             got = [r["result"]["loops"][name] for r in runs if name in r["result"].get(
                 "loops", {})]
-            rows.append([policy, name.split("@")[0],
+            # a governor reads no target: the loop keeps whichever the last policy set
+            target = (over_runs(got, "mean_target_ms", 1, 1) if policy.startswith("slo")
+                      else "–")
+            rows.append([policy, name.split("@")[0], target,
                          *(over_runs(got, key, digits, 1) for key, digits in (
-                             ("mean_target_ms", 1), ("mean_freq_mhz", 0), ("energy_j", 1)))])
-    return ["Per loop (its mean target: the budget under slo-split):", "",
+                             ("mean_freq_mhz", 0), ("energy_j", 1)))])
+    return ["Per loop (its mean target: the budget under slo-split; the governors use none):",
+            "",
             table(["policy", "service", "mean target ms", "mean MHz", "energy J"], rows,
                   "llrrr", compact=True)]
 
@@ -553,7 +557,8 @@ def summary_markdown(doc: dict, opts) -> str:
              f"service {doc['service']}, SLO p{doc['slo']['percentile']:g} <= "
              f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %"
              f"{_scope_text(doc)}); "
-             f"frequency: {act}{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
+             f"frequency: {act}"
+             f"{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
              f"energy: {energy_src}; load {opts.low:g} -> {opts.high:g} requests/s, "
              f"{opts.seconds:g} s per profile and policy, each after {opts.warmup:g} s of "
              f"unmeasured warm-up at the first rate.", ""]

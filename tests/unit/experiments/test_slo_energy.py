@@ -189,4 +189,5 @@ def test_the_call_graph_summary_shows_each_loops_budget_and_the_split_against_th
     md = slo_energy.summary_markdown(doc, opts)
     assert "end to end at client side, over the loops of front, store" in md
     assert "| slo-split | store | 21.5 ± 0.0 | 1,800 ± 0 | 7.0 ± 0.0 |" in md
+    assert "| max | store | – | 1,800 ± 0 | 7.0 ± 0.0 |" in md
     assert "| slo-split | energy_j | slo-whole | 10.000 |" in md
