@@ -20,9 +20,9 @@ from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
 BELOW = ("auth", "data", "store")
-# within reach on this testbed at any frequency: each call is a new connection set up
-# through the controller, and the calls' network parts alone take a few hundred ms at p95
-# (the experiment's own target is chosen by its calibration run, docs/slo.md)
+# within reach on this testbed at any frequency, whatever the load on the machine: each call
+# is a new connection set up through the controller (the experiment's own target is chosen
+# by its calibration run, docs/slo.md)
 TARGET_MS = 2000.0
 
 
