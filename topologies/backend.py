@@ -4,10 +4,13 @@
   Debian's Mininet plus :class:`topologies.dockerhost.DockerHost` (``DockerMininet``).
 - Datapath: the kernel datapath when Open vSwitch can create a bridge with it, else the
   userspace (netdev) datapath; either can be forced.
+- network_class, docker_node_class, remote_controller_class: the classes a testbed is built
+  with on the chosen backend.
 """
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import uuid
 from functools import lru_cache
@@ -57,6 +60,25 @@ def network_class(backend: str):
         return Containernet
     from topologies.net import DockerMininet   # deferred, as Containernet above
     return DockerMininet
+
+
+def remote_controller_class():
+    """Mininet's RemoteController with its start-up check made over a socket. Mininet's own
+    check telnets to the port and decodes what comes back as UTF-8; the controller answers
+    with its binary OpenFlow HELLO, so now and then a testbed's start failed with a
+    UnicodeDecodeError. Not listening is still only Mininet's warning."""
+    from mininet.log import warn                 # deferred: Mininet or Containernet's
+    from mininet.node import RemoteController
+
+    class CheckedRemoteController(RemoteController):
+        def isListening(self, ip, port):
+            try:
+                with socket.create_connection((ip, port), timeout=2):
+                    return True
+            except OSError:
+                warn(f"Unable to contact the remote controller at {ip}:{port}\n")
+                return False
+    return CheckedRemoteController
 
 
 def docker_node_class(backend: str):

@@ -56,7 +56,7 @@ class Testbed:
     def start(self) -> "Testbed":
         # mininet.node before mininet.link: Containernet's two modules import each other,
         # and only this order resolves
-        from mininet.node import OVSSwitch, RemoteController  # deferred: Mininet or
+        from mininet.node import OVSSwitch                 # deferred: Mininet or
         from mininet.link import TCLink    # deferred: Containernet, whichever the backend is
         from topologies.topo import TestbedTopo    # deferred: it imports Mininet
 
@@ -79,8 +79,8 @@ class Testbed:
             self.net = net_cls(topo=topo, controller=None, switch=OVSSwitch, link=TCLink,
                                build=False, autoSetMacs=False, autoStaticArp=False)
             if controller:
-                self.net.addController("c0", controller=RemoteController, ip=controller[0],
-                                       port=controller[1])
+                self.net.addController("c0", controller=backends.remote_controller_class(),
+                                       ip=controller[0], port=controller[1])
             self.net.build()
             self.deployed.update(i.name for i in self.cfg.instances)
             self.net.start()
