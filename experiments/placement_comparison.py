@@ -252,11 +252,15 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             log(f"[placement] {method}: {len(moves)} move(s), predicted cost "
                 f"{made[method]['cost']:,.0f}, over trunks "
                 f"{made[method]['trunk_traffic']:,.0f} B/s")
-            move_s = max(opts.settle, 20 * len(moves) + opts.settle)
+            # the load goes on while the moves are made: about 20 s a batch (its health and
+            # drain waits) and 5 s for each further instance a batch starts
+            batches = -(-len(moves) // opts.move_batch)
+            move_s = opts.settle + 20 * batches + 5 * (len(moves) - batches)
             run_load(st, f"move-{method}", move_s, opts.rate, shares, seed)
             time.sleep(2)
             done = apply_moves(cfg, moves, controller, InProcessTestbed(st.testbed),
-                               drain_timeout_s=opts.drain_timeout, log=log)
+                               drain_timeout_s=opts.drain_timeout, log=log,
+                               batch=opts.move_batch)
             moved = collect_load(st, f"move-{method}", move_s + 180)
             names = [m.name for m in cfg.microservices]
             hist0, bytes0, t0 = scrape_services(st, names), trunk_bytes(cfg), time.time()
@@ -450,6 +454,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--settle", type=positive_float, default=10.0,
                    help="seconds of load after the moves before measuring (default 10)")
     p.add_argument("--drain-timeout", type=positive_float, default=30.0)
+    p.add_argument("--move-batch", type=bounded(int, 1, 100), default=1, metavar="N",
+                   help="moves carried out together (their health and drain waits overlap; "
+                        "default 1: one after the other)")
     p.add_argument("--trunk-bw", type=positive_float, help="Mbit/s of the trunks (default: "
                                                             "the configuration's)")
     p.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0),

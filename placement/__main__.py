@@ -83,6 +83,10 @@ def parser() -> argparse.ArgumentParser:
                             help="re-plan periodically")
             sp.add_argument("--drain-timeout", type=positive_float, default=60.0,
                             help="seconds to wait for an old instance's flows (default 60)")
+            sp.add_argument("--batch", type=bounded(int, 1, 1000), default=1, metavar="N",
+                            help="moves carried out together: their new instances start one "
+                                 "after the other, their health and drain waits overlap "
+                                 "(default 1: one move at a time)")
         if name == "export":
             sp.add_argument("--format", choices=("k8s",), required=True)
             sp.add_argument("--namespace", default="default")
@@ -242,7 +246,7 @@ def apply(args, cfg, doc: dict) -> int:
                                                            token=token),
                               RemoteTestbed(testbed_url, token=token),
                               drain_timeout_s=args.drain_timeout,
-                              log=lambda m: print(m, flush=True))
+                              log=lambda m: print(m, flush=True), batch=args.batch)
     except (ApplyError, HttpError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -97,48 +97,87 @@ class MoveResult:
 
 def apply_moves(cfg, moves: list[Move], controller, testbed, drain_timeout_s: float = 60.0,
                 health_timeout_s: float = 30.0, poll_s: float = 0.5, log=print,
-                clock=time.monotonic, sleep=time.sleep) -> list[MoveResult]:
-    """Carry the moves out one after the other. A move of a microservice from one server
-    to another is a live migration: (1) start the new instance in its slot on the target
-    server (container, link, service) and wait until it listens; (2) tell the controller to
-    add it to the pool: it takes new flows once its health probe answers; (3) drain the old
-    instance: no new flows, those it has go on; (4) when it has no active flow left (or
-    after drain_timeout_s), take it out of the pool and remove its container. Time and
+                clock=time.monotonic, sleep=time.sleep, batch: int = 1) -> list[MoveResult]:
+    """Carry the moves out, `batch` at a time (1: one after the other). A move of a
+    microservice from one server to another is a live migration: (1) start the new instance
+    in its slot on the target server (container, link, service) and wait until it listens;
+    (2) tell the controller to add it to the pool: it takes new flows once its health probe
+    answers; (3) drain the old instance: no new flows, those it has go on; (4) when it has
+    no active flow left (or after drain_timeout_s), take it out of the pool and remove its
+    container. In a batch, the new instances start one after the other and the waits of
+    steps 2 and 4 overlap; no two moves share a slot (moves_between pairs the servers a
+    microservice leaves with servers it did not run on), so they do not interfere. A batch
+    whose new instance is refused or not healthy in time is undone whole: its new
+    instances go, its old ones keep serving (the batches before it stay done). Time and
     sleeping are passed in, so the sequence is tested with fakes as on the real testbed."""
+    if batch < 1:
+        raise ValueError(f"batch: expected at least 1 move at a time, got {batch!r}")
     results = []
-    for move in moves:
-        new = cfg.slot(move.target, move.microservice)
-        old = cfg.slot(move.source, move.microservice)
-        started = clock()
-        result = MoveResult(move)
+    for i in range(0, len(moves), batch):
+        results += _apply_batch(cfg, moves[i:i + batch], controller, testbed, drain_timeout_s,
+                                health_timeout_s, poll_s, log, clock, sleep)
+    return results
+
+
+def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeout_s, poll_s,
+                 log, clock, sleep) -> list[MoveResult]:
+    news = [cfg.slot(m.target, m.microservice).name for m in moves]
+    olds = [cfg.slot(m.source, m.microservice).name for m in moves]
+    results = [MoveResult(m) for m in moves]
+    started, joined = [], []
+
+    def undo(why: str):
+        for name in joined:
+            controller.remove(name, force=True)
+        for name in started:
+            testbed.stop(name)
+        kept = ", ".join(olds)
+        raise ApplyError(f"{why}; the move{'s are' if len(moves) > 1 else ' is'} undone, "
+                         f"{kept} keep{'' if len(moves) > 1 else 's'} serving")
+
+    begun = {}
+    for move, new in zip(moves, news):
+        begun[new] = clock()
         log(f"[placement] {move.microservice}: {move.source} -> {move.target}: starting "
-            f"{new.name}")
-        testbed.start(new)
+            f"{new}")
+        testbed.start(cfg.slot(move.target, move.microservice))
+        started.append(new)
         try:
-            controller.add(new.name)
+            controller.add(new)
+            refused = None
         except HttpError as exc:
-            testbed.stop(new.name)
-            raise ApplyError(f"{new.name}: the controller refused it: {exc}") from None
-        deadline = clock() + health_timeout_s
-        while not controller.instances().get(new.name, {}).get("healthy"):
-            if clock() > deadline:
-                controller.remove(new.name, force=True)
-                testbed.stop(new.name)
-                raise ApplyError(f"{new.name}: not healthy within {health_timeout_s:.0f} s; "
-                                 f"the move is undone, {old.name} keeps serving")
+            refused = f"{new}: the controller refused it: {exc}"
+        if refused:
+            undo(refused)
+        joined.append(new)
+    deadline = clock() + health_timeout_s
+    while True:
+        pool = controller.instances()
+        unhealthy = [n for n in news if not pool.get(n, {}).get("healthy")]
+        if not unhealthy:
+            break
+        if clock() > deadline:
+            undo(f"{', '.join(unhealthy)}: not healthy within {health_timeout_s:.0f} s")
+        sleep(poll_s)
+    for old in olds:
+        controller.drain(old)
+    deadline = clock() + drain_timeout_s
+    waiting = dict(zip(olds, zip(results, news)))
+    while waiting:
+        pool = controller.instances()
+        late = clock() > deadline
+        for old, (result, new) in list(waiting.items()):
+            left = pool.get(old, {}).get("active_flows", 0)
+            if left and not late:
+                continue
+            result.flows_left, result.forced = left, left > 0
+            controller.remove(old, force=result.forced)
+            testbed.stop(old)
+            result.seconds = clock() - begun[new]
+            log(f"[placement] {result.move.microservice}: on {result.move.target} in "
+                f"{result.seconds:.1f} s"
+                + (f" ({left} flows still on {old} at the drain timeout)" if left else ""))
+            del waiting[old]
+        if waiting:
             sleep(poll_s)
-        controller.drain(old.name)
-        deadline = clock() + drain_timeout_s
-        while True:
-            left = controller.instances().get(old.name, {}).get("active_flows", 0)
-            if left == 0 or clock() > deadline:
-                break
-            sleep(poll_s)
-        result.flows_left, result.forced = left, left > 0
-        controller.remove(old.name, force=result.forced)
-        testbed.stop(old.name)
-        result.seconds = clock() - started
-        log(f"[placement] {move.microservice}: on {move.target} in {result.seconds:.1f} s"
-            + (f" ({left} flows still on {old.name} at the drain timeout)" if left else ""))
-        results.append(result)
     return results

@@ -202,6 +202,48 @@ def test_a_move_forces_out_flows_at_the_drain_timeout_and_undoes_an_unhealthy_st
     assert "srv2-det" in ctl.pool and not ctl.pool["srv2-det"]["draining"]
 
 
+def test_a_batch_of_moves_starts_every_new_instance_before_draining_the_old_ones():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(healthy_after=3, flows=[2, 0, 0]), FakeTestbed()
+    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    clock, sleep = fake_clock()
+    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
+    results = apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep,
+                          batch=2)
+    assert tb.calls[:2] == [("start", "srv1-det"), ("start", "srv3-rev")]
+    assert ctl.calls[:4] == [("add", "srv1-det"), ("add", "srv3-rev"), ("drain", "srv2-det"),
+                             ("drain", "srv2-rev")]
+    # the old instance without flows goes first; each old one goes once, not forced
+    assert ctl.calls[4:] == [("remove", "srv2-rev", False), ("remove", "srv2-det", False)]
+    assert sorted(tb.calls[2:]) == [("stop", "srv2-det"), ("stop", "srv2-rev")]
+    assert [r.move.microservice for r in results] == ["details", "reviews"]
+    assert set(ctl.pool) == {"srv1-det", "srv3-rev"}
+    # one at a time, the same moves take longer: the waits no longer overlap
+    ctl1, tb1 = FakeController(healthy_after=3, flows=[2, 0, 0]), FakeTestbed()
+    ctl1.pool["srv2-rev"] = {**ctl1.pool["srv2-det"], "microservice": "reviews"}
+    clock1, sleep1 = fake_clock()
+    apply_moves(cfg, moves, ctl1, tb1, log=lambda m: None, clock=clock1, sleep=sleep1)
+    assert clock1() > clock()
+
+
+def test_a_batch_with_an_unhealthy_new_instance_is_undone_whole():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
+    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    clock, sleep = fake_clock()
+    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
+    with pytest.raises(ApplyError, match="not healthy within 30 s; the moves are undone, "
+                                         "srv2-det, srv2-rev keep serving"):
+        apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep,
+                    batch=2)
+    assert tb.calls == [("start", "srv1-det"), ("start", "srv3-rev"), ("stop", "srv1-det"),
+                        ("stop", "srv3-rev")]
+    assert set(ctl.pool) == {"srv2-det", "srv2-rev"}
+    assert not any(v["draining"] for v in ctl.pool.values())
+    with pytest.raises(ValueError, match="batch: expected at least 1"):
+        apply_moves(cfg, moves, ctl, tb, log=lambda m: None, batch=0)
+
+
 def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
     cfg = parse_config(generate(30, seed=7))
     assert len(cfg.microservices) == 30 and all(m.kind == "callgraph" for m in cfg.microservices)
