@@ -258,9 +258,15 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             move_s = opts.settle + 20 * batches + 5 * (len(moves) - batches)
             run_load(st, f"move-{method}", move_s, opts.rate, shares, seed)
             time.sleep(2)
+            began = time.monotonic()
             done = apply_moves(cfg, moves, controller, InProcessTestbed(st.testbed),
                                drain_timeout_s=opts.drain_timeout, log=log,
                                batch=opts.move_batch)
+            moves_s = 2 + time.monotonic() - began
+            if moves_s > move_s:
+                log(f"[placement] {method}: the moves took {moves_s:.0f} s, longer than the "
+                    f"{move_s} s of load meant to cover them: the last ones were made without "
+                    f"load (the failures during moves count only those under load)")
             moved = collect_load(st, f"move-{method}", move_s + 180)
             names = [m.name for m in cfg.microservices]
             hist0, bytes0, t0 = scrape_services(st, names), trunk_bytes(cfg), time.time()
@@ -280,6 +286,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                                            ("cost", "trunk_traffic", "servers_used", "method",
                                             "optimal", "bound")},
                 "moves": [r.as_dict() for r in done],
+                "moves_s": round(moves_s, 1), "load_during_moves_s": move_s,
                 "failed_during_moves": sum(1 for r in moved if r["error"]),
                 "requests_during_moves": len(moved),
                 "end_to_end": rt_stats(rows), "services": services,
@@ -339,9 +346,9 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         + ", ".join(f"{e} ({100 * w:.1f} %)" for e, w in doc["entry_shares"].items())
         + f"; {len(doc['runs'])} run(s), the methods' order rotated by one place per run; "
         f"warm-up {opts.warmup:g} s, each placement measured {opts.phase:g} s after its "
-        f"moves; trunks {doc['trunk_bw_mbit']} Mbit/s (no netem here: congestion, not added "
-        f"delay); every plan fills at most {100 * opts.max_utilization:g} % of a server's "
-        f"CPU.", "",
+        f"moves ({opts.move_batch} at a time, under load); trunks "
+        f"{doc['trunk_bw_mbit']} Mbit/s (no netem here: congestion, not added delay); every "
+        f"plan fills at most {100 * opts.max_utilization:g} % of a server's CPU.", "",
         "## Per method, mean ± 95 % interval over the runs", "",
         table(["figure", *methods],
               [[e["label"], *(significance.mean_ci_text(e["methods"].get(m)) for m in methods)]

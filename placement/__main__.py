@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
                             help="re-plan periodically")
             sp.add_argument("--drain-timeout", type=positive_float, default=60.0,
                             help="seconds to wait for an old instance's flows (default 60)")
-            sp.add_argument("--batch", type=bounded(int, 1, 1000), default=1, metavar="N",
+            sp.add_argument("--batch", type=bounded(int, 1, 100), default=1, metavar="N",
                             help="moves carried out together: their new instances start one "
                                  "after the other, their health and drain waits overlap "
                                  "(default 1: one move at a time)")

@@ -2,7 +2,8 @@
 move starts the new instance, adds it to its pool, drains the old one and removes it when
 its flows are done (docs/placement.md, "A move, live").
 
-- apply_moves, MoveResult: the moves carried out one after the other, and how each went;
+- apply_moves, MoveResult: the moves carried out in batches (one at a time by default), and
+  how each went;
 - ControllerClient: the controller's instance routes (join, drain, leave; the layout);
 - InProcessTestbed, RemoteTestbed: the testbed of an experiment that holds it, or the
   control API of `python -m topologies up` (testbed.control_port);
@@ -58,8 +59,10 @@ class InProcessTestbed:
         self.testbed, self.ready_timeout_s = testbed, ready_timeout_s
 
     def start(self, instance) -> None:
+        """The instance running and listening, or nothing left of it and ApplyError."""
         self.testbed.add_instance(instance)
         if self.testbed.wait_services(self.ready_timeout_s, [instance]):
+            self.testbed.remove_instance(instance.name)
             raise ApplyError(f"{instance.name}: its service did not start listening within "
                              f"{self.ready_timeout_s:.0f} s")
 
@@ -74,8 +77,19 @@ class RemoteTestbed:
         self.url, self.timeout_s, self.token = url.rstrip("/"), timeout_s, token
 
     def start(self, instance) -> None:
-        post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s,
-                  token=self.token)
+        """The instance running and listening, or (as far as the API lets us) nothing left
+        of it and ApplyError: an answer of 504 leaves it deployed, so it is stopped."""
+        try:
+            post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s,
+                      token=self.token)
+            return
+        except HttpError as exc:
+            failed = f"{instance.name}: the testbed did not start it: {exc}"
+        try:
+            self.stop(instance.name)
+        except HttpError:
+            pass                             # not running: nothing to stop
+        raise ApplyError(failed)
 
     def stop(self, name: str) -> None:
         delete_json(f"{self.url}/instances?instance={name}", self.timeout_s,
@@ -123,32 +137,55 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
                  log, clock, sleep) -> list[MoveResult]:
     news = [cfg.slot(m.target, m.microservice).name for m in moves]
     olds = [cfg.slot(m.source, m.microservice).name for m in moves]
-    results = [MoveResult(m) for m in moves]
+    results = {old: MoveResult(m) for old, m in zip(olds, moves)}
+    begun = {old: clock() for old in olds}
     started, joined = [], []
 
     def undo(why: str):
-        for name in joined:
-            controller.remove(name, force=True)
+        # a new instance already healthy may carry flows: it is drained like an old one;
+        # one never healthy carries none and goes at once. The old ones were not drained.
+        left_behind = []
+        try:
+            pool = controller.instances()
+        except HttpError:
+            pool = {}
+        healthy = [n for n in joined if pool.get(n, {}).get("healthy")]
         for name in started:
-            testbed.stop(name)
-        kept = ", ".join(olds)
-        raise ApplyError(f"{why}; the move{'s are' if len(moves) > 1 else ' is'} undone, "
-                         f"{kept} keep{'' if len(moves) > 1 else 's'} serving")
+            try:
+                if name in joined and name not in healthy:
+                    controller.remove(name, force=True)
+                if name not in healthy:
+                    testbed.stop(name)
+            except (ApplyError, HttpError) as exc:
+                left_behind.append(f"{name} ({exc})")
+        if healthy:
+            try:
+                _retire(healthy, controller, testbed, drain_timeout_s, poll_s, clock, sleep)
+            except (ApplyError, HttpError) as exc:
+                left_behind.append(f"{', '.join(healthy)} ({exc})")
+        several = len(moves) > 1
+        raise ApplyError(f"{why}; the move{'s are' if several else ' is'} undone, "
+                         f"{', '.join(olds)} keep{'' if several else 's'} serving"
+                         + (f"; left behind: {'; '.join(left_behind)}" if left_behind else ""))
 
-    begun = {}
     for move, new in zip(moves, news):
-        begun[new] = clock()
         log(f"[placement] {move.microservice}: {move.source} -> {move.target}: starting "
             f"{new}")
-        testbed.start(cfg.slot(move.target, move.microservice))
+        try:
+            testbed.start(cfg.slot(move.target, move.microservice))
+            failed = None
+        except (ApplyError, HttpError) as exc:     # the adapters leave nothing behind
+            failed = str(exc)
+        if failed:
+            undo(failed)
         started.append(new)
         try:
             controller.add(new)
-            refused = None
+            failed = None
         except HttpError as exc:
-            refused = f"{new}: the controller refused it: {exc}"
-        if refused:
-            undo(refused)
+            failed = f"{new}: the controller refused it: {exc}"
+        if failed:
+            undo(failed)
         joined.append(new)
     deadline = clock() + health_timeout_s
     while True:
@@ -159,25 +196,37 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
         if clock() > deadline:
             undo(f"{', '.join(unhealthy)}: not healthy within {health_timeout_s:.0f} s")
         sleep(poll_s)
-    for old in olds:
-        controller.drain(old)
+
+    def done(old: str, left: int) -> None:
+        result = results[old]
+        result.flows_left, result.forced = left, left > 0
+        result.seconds = clock() - begun[old]
+        log(f"[placement] {result.move.microservice}: on {result.move.target} in "
+            f"{result.seconds:.1f} s"
+            + (f" ({left} flows still on {old} at the drain timeout)" if left else ""))
+
+    _retire(olds, controller, testbed, drain_timeout_s, poll_s, clock, sleep, done)
+    return list(results.values())
+
+
+def _retire(names, controller, testbed, drain_timeout_s, poll_s, clock, sleep,
+            done=lambda name, left: None) -> None:
+    """Drain the instances `names`, then take each out of its pool and remove its container
+    once it has no active flow, or at the drain timeout with its flows (forced)."""
+    for name in names:
+        controller.drain(name)
     deadline = clock() + drain_timeout_s
-    waiting = dict(zip(olds, zip(results, news)))
+    waiting = list(names)
     while waiting:
         pool = controller.instances()
         late = clock() > deadline
-        for old, (result, new) in list(waiting.items()):
-            left = pool.get(old, {}).get("active_flows", 0)
+        for name in list(waiting):
+            left = pool.get(name, {}).get("active_flows", 0)
             if left and not late:
                 continue
-            result.flows_left, result.forced = left, left > 0
-            controller.remove(old, force=result.forced)
-            testbed.stop(old)
-            result.seconds = clock() - begun[new]
-            log(f"[placement] {result.move.microservice}: on {result.move.target} in "
-                f"{result.seconds:.1f} s"
-                + (f" ({left} flows still on {old} at the drain timeout)" if left else ""))
-            del waiting[old]
+            controller.remove(name, force=left > 0)
+            testbed.stop(name)
+            done(name, left)
+            waiting.remove(name)
         if waiting:
             sleep(poll_s)
-    return results

@@ -65,7 +65,7 @@ def network_class(backend: str):
 def remote_controller_class():
     """Mininet's RemoteController with its start-up check made over a socket. Mininet's own
     check telnets to the port and decodes what comes back as UTF-8; the controller answers
-    with its binary OpenFlow HELLO, so now and then a testbed's start failed with a
+    with its binary OpenFlow HELLO, which can fail a testbed's start with a
     UnicodeDecodeError. Not listening is still only Mininet's warning."""
     from mininet.log import warn                 # deferred: Mininet or Containernet's
     from mininet.node import RemoteController

@@ -56,7 +56,7 @@ class Testbed:
     def start(self) -> "Testbed":
         # mininet.node before mininet.link: Containernet's two modules import each other,
         # and only this order resolves
-        from mininet.node import OVSSwitch                 # deferred: Mininet or
+        from mininet.node import OVSSwitch  # deferred: Mininet or
         from mininet.link import TCLink    # deferred: Containernet, whichever the backend is
         from topologies.topo import TestbedTopo    # deferred: it imports Mininet
 

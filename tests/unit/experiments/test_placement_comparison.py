@@ -81,7 +81,7 @@ def test_the_summary_reads_every_figure_and_says_what_was_not_measured():
              "plans": {"exact": {"layout": None, "skipped": "exact: no placement found"}},
              "order": ["spread", "ours", "exact"], "seed": 1 + k} for k in range(2)]
     opts = argparse.Namespace(methods=["spread", "ours", "exact"], rate=20.0, warmup=90.0,
-                              phase=60.0, max_utilization=0.6)
+                              phase=60.0, max_utilization=0.6, move_batch=4)
     doc = {"runs": runs, "statistics": pc.statistics(runs, opts.methods),
            "entry_shares": {"productpage": 1.0}, "commit": "abc", "when": "now",
            "testbed": {"backend": "mininet", "datapath": "netdev"},
@@ -89,4 +89,4 @@ def test_the_summary_reads_every_figure_and_says_what_was_not_measured():
     md = pc.summary_markdown(doc, opts, "python -m experiments.placement_comparison")
     assert "| trunk Mbit/s | 8.0 ± 0.0 | 1.0 ± 0.0 | – |" in md
     assert "run 2, exact: exact: no placement found" in md
-    assert "2 run(s)" in md and "productpage (100.0 %)" in md
+    assert "2 run(s)" in md and "productpage (100.0 %)" in md and "(4 at a time" in md

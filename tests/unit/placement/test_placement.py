@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from common.config import load_config, parse_config
-from placement.apply import ApplyError, MoveResult, apply_moves
+from placement.apply import ApplyError, InProcessTestbed, MoveResult, apply_moves
 from placement.apps import generate
 from placement.partitioner import PlacementError, plan
 from placement.k8s import manifests
@@ -242,6 +242,67 @@ def test_a_batch_with_an_unhealthy_new_instance_is_undone_whole():
     assert not any(v["draining"] for v in ctl.pool.values())
     with pytest.raises(ValueError, match="batch: expected at least 1"):
         apply_moves(cfg, moves, ctl, tb, log=lambda m: None, batch=0)
+
+
+def test_undoing_a_batch_drains_a_new_instance_that_already_takes_flows():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(flows=[4, 0]), FakeTestbed()
+    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    add = ctl.add
+
+    def add_healthy_details_only(name):     # srv1-det comes up, srv3-rev never does
+        add(name)
+        ctl.pool[name]["healthy"] = name == "srv1-det"
+    ctl.add, ctl.healthy_after = add_healthy_details_only, 10 ** 6
+    clock, sleep = fake_clock()
+    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
+    with pytest.raises(ApplyError, match="srv3-rev: not healthy within 30 s; the moves are "
+                                         "undone, srv2-det, srv2-rev keep serving$"):
+        apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep,
+                    batch=2)
+    # the one never healthy goes at once; the healthy one is drained, and goes when its
+    # flows are done, not forced
+    assert ctl.calls[2:] == [("remove", "srv3-rev", True), ("drain", "srv1-det"),
+                             ("remove", "srv1-det", False)]
+    assert tb.calls[2:] == [("stop", "srv3-rev"), ("stop", "srv1-det")]
+    assert set(ctl.pool) == {"srv2-det", "srv2-rev"}
+
+
+def test_a_start_that_fails_in_a_batch_undoes_the_instances_started_before_it():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
+    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    start = tb.start
+
+    def start_details_only(inst):
+        if inst.name != "srv1-det":
+            raise ApplyError(f"{inst.name}: its service did not start listening within 20 s")
+        start(inst)
+    tb.start = start_details_only
+    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
+    with pytest.raises(ApplyError, match="srv3-rev: its service did not start listening "
+                                         "within 20 s; the moves are undone"):
+        apply_moves(cfg, moves, ctl, tb, log=lambda m: None, batch=2)
+    assert tb.calls == [("start", "srv1-det"), ("stop", "srv1-det")]
+    assert set(ctl.pool) == {"srv2-det", "srv2-rev"}
+
+
+def test_an_instance_that_does_not_listen_is_not_left_on_the_testbed():
+    class Testbed:
+        deployed: set = set()
+
+        def add_instance(self, inst):
+            self.deployed.add(inst.name)
+
+        def wait_services(self, timeout_s, instances):
+            return [i.name for i in instances]          # none listening
+
+        def remove_instance(self, name):
+            self.deployed.remove(name)
+    tb = Testbed()
+    with pytest.raises(ApplyError, match="srv1-det: its service did not start listening"):
+        InProcessTestbed(tb).start(load_config(BOOKINFO).slot("srv1", "details"))
+    assert tb.deployed == set()
 
 
 def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():

@@ -7,8 +7,8 @@ from topologies import backend
 
 
 def test_the_controllers_start_up_check_reads_no_bytes_from_it():
-    # Mininet's own check decoded the controller's binary HELLO as UTF-8 and, now and then,
-    # failed a testbed's start; this one only connects
+    # Mininet's own check decodes the controller's binary HELLO as UTF-8, which can fail a
+    # testbed's start; this one only connects
     check = backend.remote_controller_class().isListening
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
