@@ -202,12 +202,17 @@ def test_a_move_forces_out_flows_at_the_drain_timeout_and_undoes_an_unhealthy_st
     assert "srv2-det" in ctl.pool and not ctl.pool["srv2-det"]["draining"]
 
 
+def two_on_srv2(ctl) -> list[Move]:
+    """details and reviews both on srv2 in ctl's pool; the batch that moves them away."""
+    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    return [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
+
+
 def test_a_batch_of_moves_starts_every_new_instance_before_draining_the_old_ones():
     cfg = load_config(BOOKINFO)
     ctl, tb = FakeController(healthy_after=3, flows=[2, 0, 0]), FakeTestbed()
-    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    moves = two_on_srv2(ctl)
     clock, sleep = fake_clock()
-    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
     results = apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep,
                           batch=2)
     assert tb.calls[:2] == [("start", "srv1-det"), ("start", "srv3-rev")]
@@ -220,7 +225,7 @@ def test_a_batch_of_moves_starts_every_new_instance_before_draining_the_old_ones
     assert set(ctl.pool) == {"srv1-det", "srv3-rev"}
     # one at a time, the same moves take longer: the waits no longer overlap
     ctl1, tb1 = FakeController(healthy_after=3, flows=[2, 0, 0]), FakeTestbed()
-    ctl1.pool["srv2-rev"] = {**ctl1.pool["srv2-det"], "microservice": "reviews"}
+    two_on_srv2(ctl1)
     clock1, sleep1 = fake_clock()
     apply_moves(cfg, moves, ctl1, tb1, log=lambda m: None, clock=clock1, sleep=sleep1)
     assert clock1() > clock()
@@ -229,9 +234,8 @@ def test_a_batch_of_moves_starts_every_new_instance_before_draining_the_old_ones
 def test_a_batch_with_an_unhealthy_new_instance_is_undone_whole():
     cfg = load_config(BOOKINFO)
     ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
-    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    moves = two_on_srv2(ctl)
     clock, sleep = fake_clock()
-    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
     with pytest.raises(ApplyError, match="not healthy within 30 s; the moves are undone, "
                                          "srv2-det, srv2-rev keep serving"):
         apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep,
@@ -247,7 +251,7 @@ def test_a_batch_with_an_unhealthy_new_instance_is_undone_whole():
 def test_undoing_a_batch_drains_a_new_instance_that_already_takes_flows():
     cfg = load_config(BOOKINFO)
     ctl, tb = FakeController(flows=[4, 0]), FakeTestbed()
-    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    moves = two_on_srv2(ctl)
     add = ctl.add
 
     def add_healthy_details_only(name):     # srv1-det comes up, srv3-rev never does
@@ -255,7 +259,6 @@ def test_undoing_a_batch_drains_a_new_instance_that_already_takes_flows():
         ctl.pool[name]["healthy"] = name == "srv1-det"
     ctl.add, ctl.healthy_after = add_healthy_details_only, 10 ** 6
     clock, sleep = fake_clock()
-    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
     with pytest.raises(ApplyError, match="srv3-rev: not healthy within 30 s; the moves are "
                                          "undone, srv2-det, srv2-rev keep serving$"):
         apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep,
@@ -271,7 +274,7 @@ def test_undoing_a_batch_drains_a_new_instance_that_already_takes_flows():
 def test_a_start_that_fails_in_a_batch_undoes_the_instances_started_before_it():
     cfg = load_config(BOOKINFO)
     ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
-    ctl.pool["srv2-rev"] = {**ctl.pool["srv2-det"], "microservice": "reviews"}
+    moves = two_on_srv2(ctl)
     start = tb.start
 
     def start_details_only(inst):
@@ -279,7 +282,6 @@ def test_a_start_that_fails_in_a_batch_undoes_the_instances_started_before_it():
             raise ApplyError(f"{inst.name}: its service did not start listening within 20 s")
         start(inst)
     tb.start = start_details_only
-    moves = [Move("details", "srv2", "srv1"), Move("reviews", "srv2", "srv3")]
     with pytest.raises(ApplyError, match="srv3-rev: its service did not start listening "
                                          "within 20 s; the moves are undone"):
         apply_moves(cfg, moves, ctl, tb, log=lambda m: None, batch=2)
