@@ -48,7 +48,11 @@ logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
 
 class HttpError(RuntimeError):
-    pass
+    """A call that failed; status: the HTTP status of an answer, None when none came."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class BadRequest(ValueError):
@@ -69,7 +73,7 @@ def _call(req: urllib.request.Request, timeout: float) -> dict:
             body = resp.read()
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:300].decode(errors="replace")
-        raise HttpError(f"{req.full_url}: HTTP {exc.code} {detail}") from None
+        raise HttpError(f"{req.full_url}: HTTP {exc.code} {detail}", exc.code) from None
     except (urllib.error.URLError, socket.timeout, ConnectionError, OSError,
             http.client.HTTPException) as exc:   # HTTPException: a peer that hung up early
         reason = getattr(exc, "reason", exc)

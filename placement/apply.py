@@ -77,18 +77,20 @@ class RemoteTestbed:
         self.url, self.timeout_s, self.token = url.rstrip("/"), timeout_s, token
 
     def start(self, instance) -> None:
-        """The instance running and listening, or (as far as the API lets us) nothing left
-        of it and ApplyError: an answer of 504 leaves it deployed, so it is stopped."""
+        """The instance running and listening. The API's 504 (not listening in time) leaves
+        it deployed: it is stopped, and ApplyError; any other failure is the HttpError."""
         try:
             post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s,
                       token=self.token)
             return
         except HttpError as exc:
+            if exc.status != 504:
+                raise
             failed = f"{instance.name}: the testbed did not start it: {exc}"
         try:
             self.stop(instance.name)
         except HttpError:
-            pass                             # not running: nothing to stop
+            pass                             # gone already: nothing to stop
         raise ApplyError(failed)
 
     def stop(self, name: str) -> None:

@@ -3,18 +3,23 @@ sequence against fakes; the command line's refusals (nothing moves on bad input)
 from __future__ import annotations
 
 import json
+import socket
+from types import SimpleNamespace
 
 import kubernetes_validate
 import pytest
 import yaml
 
 from common.config import load_config, parse_config
-from placement.apply import ApplyError, InProcessTestbed, MoveResult, apply_moves
+from placement.apply import ApplyError, InProcessTestbed, MoveResult, RemoteTestbed, \
+    apply_moves
 from placement.apps import generate
 from placement.partitioner import PlacementError, plan
 from placement.k8s import manifests
 from placement.problem import Move, build_problem, current_assignment, moves_between
 from tests.conftest import ROOT, run_module
+from topologies.__main__ import start_control
+from topologies.testbed import Testbed
 
 BOOKINFO = f"{ROOT}/configs/bookinfo.yaml"
 GRAPH = {"vertices": {"productpage": {"cpu_cores": 0.12, "memory_mb": 30},
@@ -305,6 +310,27 @@ def test_an_instance_that_does_not_listen_is_not_left_on_the_testbed():
     with pytest.raises(ApplyError, match="srv1-det: its service did not start listening"):
         InProcessTestbed(tb).start(load_config(BOOKINFO).slot("srv1", "details"))
     assert tb.deployed == set()
+
+
+def test_an_instance_the_control_api_started_but_not_heard_is_stopped_again():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = parse_config({"servers": {"count": 2}, "testbed": {"control_port": port}})
+    fake = SimpleNamespace(cfg=cfg, deployed=set())
+    fake.add_instance = lambda inst: fake.deployed.add(inst.name)
+    fake.remove_instance = fake.deployed.remove
+    fake.wait_services = lambda timeout, which: [i.name for i in which]   # never listening
+    fake.control_routes = lambda: Testbed.control_routes(fake)
+    server = start_control(fake)
+    try:
+        with pytest.raises(ApplyError, match="srv1-ui: the testbed did not start it: .*HTTP "
+                                             "504"):
+            RemoteTestbed(f"http://127.0.0.1:{port}").start(cfg.slot("srv1", "ui"))
+        assert fake.deployed == set()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
