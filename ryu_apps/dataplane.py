@@ -43,7 +43,8 @@ class SlotTable:
                              f"got {size!r}")
         self.size = size
         self.table: tuple[str, ...] | None = None
-        self.members: dict[str, float] = {}
+        self.members: dict[str, float] = {}      # quantised
+        self.weights: dict[str, float] = {}      # as given
         # slot -> (old owner, until when its packets go to the controller)
         self.transitions: dict[int, tuple[str, float]] = {}
 
@@ -52,8 +53,8 @@ class SlotTable:
         """Set the instances in service and their weights; the slots whose owner changed
         (all of them when the table appears or disappears). Moved slots whose old owner is
         in `alive` go through the controller until now + grace_s."""
-        members = quantise(members) if members else {}
-        old = self.table
+        weights, members = dict(members), quantise(members) if members else {}
+        old, before, self.weights = self.table, self.weights, weights
         if members == self.members and old is not None:
             return []
         if not members or not any(members.values()):
@@ -61,8 +62,10 @@ class SlotTable:
             return list(range(self.size)) if old is not None else []
         names = sorted(members)
         target = maglev.build_table(names, [members[n] for n in names], self.size)
+        # compared before quantising: when the largest leaves, the others' weights relative
+        # to the new largest round differently although their proportions stand
         shrunk = old is not None and set(members) < set(self.members) and \
-            all(self.members[n] == w for n, w in members.items())
+            quantise({n: before[n] for n in members}) == members
         if shrunk:
             # only the slots of the instances that left move
             new = tuple(o if o in members else t for o, t in zip(old, target))

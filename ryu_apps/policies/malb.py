@@ -153,11 +153,17 @@ class Malb(Policy):
         target = {n: v / total for n, v in target.items()}
         key = tuple(sorted(times))
         last = self._shares.get(ms)
-        if last is not None and set(last[1]) == set(target):
-            if last[0] == key:
-                return dict(last[1])      # no new sample: the shares stand
-            target = {n: last[1][n] + SHARE_SMOOTHING * (target[n] - last[1][n])
-                      for n in target}
+        if last is not None and set(target) <= set(last[1]):
+            # the same instances, or some left (drained, failed): the others keep their
+            # proportions, so only the slots of those that left move (Maglev's minimal
+            # disruption), and a new sample moves them SHARE_SMOOTHING of the way as ever
+            kept = {n: last[1][n] for n in target}
+            kept_total = sum(kept.values())
+            kept = {n: v / kept_total for n, v in kept.items()}
+            if tuple(t for t in last[0] if t[0] in target) == key:
+                self._shares[ms] = (key, kept)
+                return dict(kept)         # no new sample: the shares stand
+            target = {n: kept[n] + SHARE_SMOOTHING * (target[n] - kept[n]) for n in target}
         self._shares[ms] = (key, target)
         return dict(target)
 

@@ -36,6 +36,15 @@ def test_removing_one_of_n_moves_only_its_slots(size):
     assert t.table == before and sorted(back) == sorted(moved)
 
 
+def test_when_the_heaviest_leaves_only_its_slots_move():
+    t = SlotTable(257)
+    t.update({"srv1-ui": 0.4, "srv2-ui": 0.3, "srv3-ui": 0.17, "srv4-ui": 0.13})
+    before = t.table
+    # the same proportions, relative to a new largest, round differently after quantising
+    moved = t.update({"srv2-ui": 0.5, "srv3-ui": 0.2833, "srv4-ui": 0.2167})
+    assert {before[k] for k in moved} == {"srv1-ui"}
+
+
 def test_a_new_instance_moves_about_one_nth():
     t = SlotTable(257)
     t.update({n: 1.0 for n in NAMES})

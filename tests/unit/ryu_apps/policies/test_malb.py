@@ -423,6 +423,30 @@ def test_malb_data_plane_shares_follow_the_servers_headroom_and_move_half_way_pe
     assert sum(second.values()) == pytest.approx(1.0)
 
 
+def test_malb_data_plane_shares_of_those_that_stay_keep_their_proportions_when_one_leaves():
+    from ryu_apps.dataplane import SlotTable
+    core = make_core()
+    core.profiles.set_manual_weights("ui", (0.0, 0.0, 1.0))
+    loads(core, srv1=(10, 10, 60), srv2=(10, 10, 20), srv3=(10, 10, 5), srv4=(10, 10, 40))
+    core.short_flow_shares("ui", now=100.0)
+    loads(core, t=102.0, srv1=(10, 10, 20), srv2=(10, 10, 50), srv3=(10, 10, 5),
+          srv4=(10, 10, 30))
+    before = core.short_flow_shares("ui", now=103.0)       # smoothed: not the latest target
+    table = SlotTable(257)
+    table.update(before)
+    old = table.table
+    core.set_draining("srv3-ui")           # the largest share leaves, no new sample
+    after = core.short_flow_shares("ui", now=104.0)
+    stay = {n: v for n, v in before.items() if n != "srv3-ui"}
+    assert after == pytest.approx({n: v / sum(stay.values()) for n, v in stay.items()})
+    moved = table.update(after)
+    assert {old[k] for k in moved} == {"srv3-ui"}          # Maglev's minimal disruption
+    # the next sample moves the shares on, half way, from where they stood
+    loads(core, t=105.0, **{s: (10, 10, 20) for s in SERVERS})
+    nxt = core.short_flow_shares("ui", now=106.0)
+    assert nxt["srv1-ui"] == pytest.approx(after["srv1-ui"] + 0.5 * (1 / 3 - after["srv1-ui"]))
+
+
 def test_malb_data_plane_shares_keep_a_floor_and_weigh_capacity_on_unequal_servers():
     caps = {"srv1": (0.6, 256, 50), "srv2": (0.3, 256, 50), "srv3": (0.3, 256, 50),
             "srv4": (0.2, 256, 50)}
