@@ -123,8 +123,9 @@ def apply_moves(cfg, moves: list[Move], controller, testbed, drain_timeout_s: fl
     container. In a batch, the new instances start one after the other and the waits of
     steps 2 and 4 overlap; no two moves share a slot (moves_between pairs the servers a
     microservice leaves with servers it did not run on), so they do not interfere. A batch
-    whose new instance is refused or not healthy in time is undone whole: its new
-    instances go, its old ones keep serving (the batches before it stay done). Time and
+    whose new instance fails to start, is refused or is not healthy in time is undone
+    whole: its new instances go (drained first when already healthy: they may carry flows),
+    its old ones keep serving (the batches before it stay done). Time and
     sleeping are passed in, so the sequence is tested with fakes as on the real testbed."""
     if batch < 1:
         raise ValueError(f"batch: expected at least 1 move at a time, got {batch!r}")
@@ -140,7 +141,7 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
     news = [cfg.slot(m.target, m.microservice).name for m in moves]
     olds = [cfg.slot(m.source, m.microservice).name for m in moves]
     results = {old: MoveResult(m) for old, m in zip(olds, moves)}
-    begun = {old: clock() for old in olds}
+    begun = clock()
     started, joined = [], []
 
     def undo(why: str):
@@ -202,7 +203,7 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
     def done(old: str, left: int) -> None:
         result = results[old]
         result.flows_left, result.forced = left, left > 0
-        result.seconds = clock() - begun[old]
+        result.seconds = clock() - begun
         log(f"[placement] {result.move.microservice}: on {result.move.target} in "
             f"{result.seconds:.1f} s"
             + (f" ({left} flows still on {old} at the drain timeout)" if left else ""))
