@@ -249,6 +249,9 @@ def apply(args, cfg, doc: dict) -> int:
                               log=lambda m: print(m, flush=True), batch=args.batch)
     except (ApplyError, HttpError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(exc, "done", None):
+            print(f"[placement] {len(exc.done)} move(s) done before it: " +
+                  json.dumps([r.as_dict() for r in exc.done]))
         return 1
     _last_change[0] = time.monotonic()
     print(f"[placement] {len(results)} move(s) done: " +

@@ -19,7 +19,11 @@ from placement.problem import Move
 
 
 class ApplyError(RuntimeError):
-    pass
+    """A move that could not be made; done: the moves of the batches before it, made."""
+
+    def __init__(self, message: str, done: list | None = None):
+        super().__init__(message)
+        self.done = done or []
 
 
 class ControllerClient:
@@ -60,14 +64,20 @@ class InProcessTestbed:
 
     def start(self, instance) -> None:
         """The instance running and listening, or nothing left of it and ApplyError."""
-        self.testbed.add_instance(instance)
+        try:
+            self.testbed.add_instance(instance)      # all or nothing
+        except Exception as exc:   # noqa: BLE001 -- Mininet, Docker, ovs-vsctl, a busy slot
+            raise ApplyError(f"{instance.name}: the testbed did not start it: {exc}") from exc
         if self.testbed.wait_services(self.ready_timeout_s, [instance]):
-            self.testbed.remove_instance(instance.name)
+            self.stop(instance.name)
             raise ApplyError(f"{instance.name}: its service did not start listening within "
                              f"{self.ready_timeout_s:.0f} s")
 
     def stop(self, name: str) -> None:
-        self.testbed.remove_instance(name)
+        try:
+            self.testbed.remove_instance(name)
+        except Exception as exc:   # noqa: BLE001 -- as start
+            raise ApplyError(f"{name}: the testbed did not remove it: {exc}") from exc
 
 
 class RemoteTestbed:
@@ -78,19 +88,22 @@ class RemoteTestbed:
 
     def start(self, instance) -> None:
         """The instance running and listening. The API's 504 (not listening in time) leaves
-        it deployed: it is stopped, and ApplyError; any other failure is the HttpError."""
+        it deployed, and no answer (a timeout) may have: it is stopped, and ApplyError
+        (naming it if it could not be stopped); any other failure is the HttpError (the API
+        leaves nothing of it; a 409 is an instance already running, not ours to stop)."""
         try:
             post_json(f"{self.url}/instances", {"instance": instance.name}, self.timeout_s,
                       token=self.token)
             return
         except HttpError as exc:
-            if exc.status != 504:
+            if exc.status not in (504, None):
                 raise
             failed = f"{instance.name}: the testbed did not start it: {exc}"
         try:
             self.stop(instance.name)
-        except HttpError:
-            pass                             # gone already: nothing to stop
+        except HttpError as exc:
+            if exc.status != 404:            # 404: not running, nothing to stop
+                failed += f"; left behind: {instance.name} (stopping it failed: {exc})"
         raise ApplyError(failed)
 
     def stop(self, name: str) -> None:
@@ -102,7 +115,8 @@ class RemoteTestbed:
 class MoveResult:
     move: Move
     seconds: float = 0.0
-    flows_left: int = 0           # active flows on the old instance when it was removed
+    flows_left: int | None = 0    # active flows on the old instance when it was removed
+                                  # (None: unknown, the controller did not answer)
     forced: bool = False          # removed at the drain timeout, flows still on it
     steps: list = field(default_factory=list)
 
@@ -131,8 +145,12 @@ def apply_moves(cfg, moves: list[Move], controller, testbed, drain_timeout_s: fl
         raise ValueError(f"batch: expected at least 1 move at a time, got {batch!r}")
     results = []
     for i in range(0, len(moves), batch):
-        results += _apply_batch(cfg, moves[i:i + batch], controller, testbed, drain_timeout_s,
-                                health_timeout_s, poll_s, log, clock, sleep)
+        try:
+            results += _apply_batch(cfg, moves[i:i + batch], controller, testbed,
+                                    drain_timeout_s, health_timeout_s, poll_s, log, clock, sleep)
+        except ApplyError as exc:
+            exc.done = results
+            raise
     return results
 
 
@@ -148,11 +166,9 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
         # a new instance already healthy may carry flows: it is drained like an old one;
         # one never healthy carries none and goes at once. The old ones were not drained.
         left_behind = []
-        try:
-            pool = controller.instances()
-        except HttpError:
-            pool = {}
-        healthy = [n for n in joined if pool.get(n, {}).get("healthy")]
+        pool = _instances(controller)
+        # unknown (the controller did not answer): each may carry flows, so each is drained
+        healthy = [n for n in joined if pool is None or pool.get(n, {}).get("healthy")]
         for name in started:
             try:
                 if name in joined and name not in healthy:
@@ -192,7 +208,7 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
         joined.append(new)
     deadline = clock() + health_timeout_s
     while True:
-        pool = controller.instances()
+        pool = _instances(controller) or {}     # no answer: none known healthy yet
         unhealthy = [n for n in news if not pool.get(n, {}).get("healthy")]
         if not unhealthy:
             break
@@ -200,16 +216,34 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
             undo(f"{', '.join(unhealthy)}: not healthy within {health_timeout_s:.0f} s")
         sleep(poll_s)
 
-    def done(old: str, left: int) -> None:
+    retired = []
+
+    def done(old: str, left: int | None) -> None:
         result = results[old]
-        result.flows_left, result.forced = left, left > 0
+        result.flows_left, result.forced = left, left is None or left > 0
         result.seconds = clock() - begun
+        retired.append(old)
         log(f"[placement] {result.move.microservice}: on {result.move.target} in "
             f"{result.seconds:.1f} s"
-            + (f" ({left} flows still on {old} at the drain timeout)" if left else ""))
+            + (f" ({left} flows still on {old} at the drain timeout)" if left else "")
+            + (f" ({old} removed at the drain timeout, its flows unknown: the controller "
+               f"did not answer)" if left is None else ""))
 
-    _retire(olds, controller, testbed, drain_timeout_s, poll_s, clock, sleep, done)
+    try:
+        _retire(olds, controller, testbed, drain_timeout_s, poll_s, clock, sleep, done)
+    except (ApplyError, HttpError) as exc:
+        raise ApplyError(f"{', '.join(news)} serve, but retiring the old instances failed: "
+                         f"{exc}; left behind, draining: "
+                         f"{', '.join(o for o in olds if o not in retired)}") from exc
     return list(results.values())
+
+
+def _instances(controller) -> dict | None:
+    """The controller's instances, or None when it did not answer (polls try again)."""
+    try:
+        return controller.instances()
+    except HttpError:
+        return None
 
 
 def _retire(names, controller, testbed, drain_timeout_s, poll_s, clock, sleep,
@@ -221,13 +255,16 @@ def _retire(names, controller, testbed, drain_timeout_s, poll_s, clock, sleep,
     deadline = clock() + drain_timeout_s
     waiting = list(names)
     while waiting:
-        pool = controller.instances()
+        pool = _instances(controller)
         late = clock() > deadline
         for name in list(waiting):
-            left = pool.get(name, {}).get("active_flows", 0)
-            if left and not late:
+            if pool is None and not late:
+                break                        # no answer: ask again
+            # None: unknown at the timeout, removed as if flows were left
+            left = pool.get(name, {}).get("active_flows", 0) if pool is not None else None
+            if left != 0 and not late:
                 continue
-            controller.remove(name, force=left > 0)
+            controller.remove(name, force=left != 0)
             testbed.stop(name)
             done(name, left)
             waiting.remove(name)

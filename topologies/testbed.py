@@ -168,33 +168,45 @@ class Testbed:
         if inst.name in self.deployed:
             raise ValueError(f"{inst.name} is running already")
         node = self.net.addDocker(inst.name, **self._docker_params(inst))
-        switch = self.net[inst.switch]
-        link = self.net.addLink(node, switch, port2=inst.switch_port,
-                                **link_shaping(self.cfg.server(inst.server).link_mbit))
-        port = link.intf2.name
-        # The slot's port number is fixed, so OVS must not number the port. Containernet's
-        # addLink attaches the port itself (numbered by OVS); Mininet's does not: --may-exist
-        # covers both, and a changed ofport_request makes OVS renumber the port.
-        subprocess.run(["ovs-vsctl", "--may-exist", "add-port", switch.name, port, "--", "set",
-                        "Interface", port, f"ofport_request={inst.switch_port}"], check=True,
-                       capture_output=True, text=True)
-        subprocess.run(["ip", "link", "set", port, "up"], check=True, capture_output=True)
-        node.configDefault()
-        if self.datapath == "user":
-            for intf in node.intfNames():
-                if intf != "lo":
-                    disable_tx_offload(node.pid, intf)
-        self.deployed.add(inst.name)
-        if start_service:
-            self.start_service(inst)
-        self._write_state(status="running")
+        try:
+            switch = self.net[inst.switch]
+            link = self.net.addLink(node, switch, port2=inst.switch_port,
+                                    **link_shaping(self.cfg.server(inst.server).link_mbit))
+            port = link.intf2.name
+            # The slot's port number is fixed, so OVS must not number the port.
+            # Containernet's addLink attaches the port itself (numbered by OVS); Mininet's
+            # does not: --may-exist covers both, and a changed ofport_request makes OVS
+            # renumber the port.
+            subprocess.run(["ovs-vsctl", "--may-exist", "add-port", switch.name, port, "--",
+                            "set", "Interface", port, f"ofport_request={inst.switch_port}"],
+                           check=True, capture_output=True, text=True)
+            subprocess.run(["ip", "link", "set", port, "up"], check=True, capture_output=True)
+            node.configDefault()
+            if self.datapath == "user":
+                for intf in node.intfNames():
+                    if intf != "lo":
+                        disable_tx_offload(node.pid, intf)
+            self.deployed.add(inst.name)
+            if start_service:
+                self.start_service(inst)
+            self._write_state(status="running")
+        except BaseException as exc:
+            # all or nothing: a slot half built would hold its switch port and name
+            try:
+                self._discard(inst, node)
+            except Exception as cleanup:   # noqa: BLE001 -- the first failure is the news
+                exc.add_note(f"and removing what was built of {inst.name} failed: {cleanup}")
+            raise
 
     def remove_instance(self, name: str) -> None:
         """Stop an instance and remove its container and link."""
         if name not in self.deployed:
             raise ValueError(f"{name} is not running")
-        node = self.net[name]
-        inst = next(i for i in self.cfg.slots if i.name == name)
+        self._discard(next(i for i in self.cfg.slots if i.name == name), self.net[name])
+        self._write_state(status="running")
+
+    def _discard(self, inst: Instance, node) -> None:
+        """Remove an instance's link, switch port and container, whatever of them exists."""
         switch = self.net[inst.switch]
         for link in self.net.linksBetween(node, switch):
             peer = link.intf2 if link.intf2.node is switch else link.intf1
@@ -202,8 +214,7 @@ class Testbed:
                            capture_output=True)
             self.net.delLink(link)
         self.net.delHost(node)
-        self.deployed.discard(name)
-        self._write_state(status="running")
+        self.deployed.discard(inst.name)
 
     def control_routes(self) -> dict:
         """The control API of a running testbed (`topologies up` serves it on

@@ -425,3 +425,120 @@ def test_a_replan_from_the_command_line_moves_at_most_its_share(tmp_path):
     assert capped["after"]["cost"] <= capped["before"]["cost"]
     res = run_module("placement", *argv, "--max-moved", "2", timeout=60)
     assert res.returncode == 2 and "--max-moved" in res.stderr
+
+
+def test_a_controller_that_does_not_answer_a_poll_is_asked_again_and_an_undo_drains():
+    from common.httpjson import HttpError
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(healthy_after=2, flows=[3, 0]), FakeTestbed()
+    answer, silent = ctl.instances, [2, 5]      # the 2nd and the 5th polls get no answer
+
+    def sometimes_silent():
+        silent[:] = [k - 1 for k in silent]
+        if 0 in silent:
+            raise HttpError("GET /malb/instances: timed out")
+        return answer()
+    ctl.instances = sometimes_silent
+    clock, sleep = fake_clock()
+    (result,) = apply_moves(cfg, [Move("details", "srv2", "srv1")], ctl, tb,
+                            log=lambda m: None, clock=clock, sleep=sleep)
+    assert tb.calls == [("start", "srv1-det"), ("stop", "srv2-det")]
+    assert not result.forced and set(ctl.pool) == {"srv1-det"}
+    # an undo that cannot tell which new instances are healthy drains each of them (one
+    # may carry flows) rather than cutting them off
+    ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
+    ctl.instances = lambda: (_ for _ in ()).throw(HttpError("timed out"))
+    with pytest.raises(ApplyError, match="not healthy within 30 s; the move is undone"):
+        apply_moves(cfg, [Move("details", "srv2", "srv1")], ctl, tb, drain_timeout_s=5,
+                    log=lambda m: None, clock=clock, sleep=sleep)
+    assert ctl.calls == [("add", "srv1-det"), ("drain", "srv1-det"),
+                         ("remove", "srv1-det", True)]
+    assert tb.calls == [("start", "srv1-det"), ("stop", "srv1-det")]
+
+
+def test_a_failed_retirement_says_what_is_left_and_the_batches_done_before_it():
+    cfg = load_config(BOOKINFO)
+    ctl, tb = FakeController(), FakeTestbed()
+    moves = two_on_srv2(ctl)
+    remove = ctl.remove
+
+    def refuse_reviews(name, force=False):
+        if name == "srv2-rev":
+            raise ApplyError("srv2-rev: the controller refused")
+        remove(name, force)
+    ctl.remove = refuse_reviews
+    clock, sleep = fake_clock()
+    with pytest.raises(ApplyError, match="srv3-rev serve, but retiring the old instances "
+                                         "failed: .*left behind, draining: srv2-rev$") as err:
+        apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep)
+    assert [r.move.microservice for r in err.value.done] == ["details"]
+    assert ctl.pool["srv2-rev"]["draining"] and "srv3-rev" in ctl.pool
+
+
+def test_the_testbed_builds_an_instance_whole_or_not_at_all(monkeypatch):
+    import subprocess
+    import topologies.testbed as testbed_module
+
+    class Net(dict):
+        def addDocker(self, name, **_):
+            self[name] = SimpleNamespace(name=name)
+            return self[name]
+
+        def addLink(self, node, switch, **_):
+            self.links.append(SimpleNamespace(intf1=SimpleNamespace(node=node, name="a"),
+                                              intf2=SimpleNamespace(node=switch, name="p")))
+            return self.links[-1]
+
+        def linksBetween(self, a, b):
+            return [lk for lk in self.links if {lk.intf1.node.name, lk.intf2.node.name} ==
+                    {a.name, b.name}]
+
+        def delLink(self, link):
+            self.links.remove(link)
+
+        def delHost(self, node):
+            del self[node.name]
+
+    def ovs_refuses(cmd, check=False, **_):
+        if check and cmd[:2] == ["ovs-vsctl", "--may-exist"]:
+            raise subprocess.CalledProcessError(1, cmd, stderr="no bridge s1")
+        return SimpleNamespace(returncode=0)
+    monkeypatch.setattr(testbed_module.subprocess, "run", ovs_refuses)
+    cfg = load_config(BOOKINFO)
+    inst = cfg.slot("srv1", "details")
+    net = Net({inst.switch: SimpleNamespace(name=inst.switch)})
+    net.links = []
+    fake = SimpleNamespace(cfg=cfg, net=net, deployed=set(), datapath="user",
+                           _docker_params=lambda i: {})
+    fake._discard = lambda i, node: Testbed._discard(fake, i, node)
+    with pytest.raises(ApplyError, match="srv1-det: the testbed did not start it: .*"
+                                         "ovs-vsctl"):
+        InProcessTestbed(SimpleNamespace(
+            add_instance=lambda i: Testbed.add_instance(fake, i))).start(inst)
+    assert set(net) == {inst.switch} and net.links == [] and fake.deployed == set()
+
+
+def test_a_start_the_control_api_did_not_answer_in_time_is_stopped_again():
+    import time
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = parse_config({"servers": {"count": 2}, "testbed": {"control_port": port}})
+    fake = SimpleNamespace(cfg=cfg, deployed=set())
+
+    def slow_add(inst):                  # deployed after the client has given up waiting
+        time.sleep(0.5)
+        fake.deployed.add(inst.name)
+    fake.add_instance = slow_add
+    fake.remove_instance = fake.deployed.remove
+    fake.wait_services = lambda timeout, which: []
+    fake.control_routes = lambda: Testbed.control_routes(fake)
+    server = start_control(fake)
+    try:
+        with pytest.raises(ApplyError, match="srv1-ui: the testbed did not start it"):
+            RemoteTestbed(f"http://127.0.0.1:{port}", timeout_s=0.4).start(
+                cfg.slot("srv1", "ui"))
+        assert fake.deployed == set()
+    finally:
+        server.shutdown()
+        server.server_close()
