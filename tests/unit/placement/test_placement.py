@@ -2,6 +2,7 @@
 sequence against fakes; the command line's refusals (nothing moves on bad input)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from types import SimpleNamespace
@@ -312,25 +313,33 @@ def test_an_instance_that_does_not_listen_is_not_left_on_the_testbed():
     assert tb.deployed == set()
 
 
-def test_an_instance_the_control_api_started_but_not_heard_is_stopped_again():
+@contextlib.contextmanager
+def control_api(add_instance=None, listening=True):
+    """The real control API (Testbed.control_routes, start_control) over a fake testbed:
+    (the fake, its URL, its configuration)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     cfg = parse_config({"servers": {"count": 2}, "testbed": {"control_port": port}})
     fake = SimpleNamespace(cfg=cfg, deployed=set())
-    fake.add_instance = lambda inst: fake.deployed.add(inst.name)
+    fake.add_instance = add_instance or (lambda inst: fake.deployed.add(inst.name))
     fake.remove_instance = fake.deployed.remove
-    fake.wait_services = lambda timeout, which: [i.name for i in which]   # never listening
+    fake.wait_services = lambda timeout, which: [] if listening else [i.name for i in which]
     fake.control_routes = lambda: Testbed.control_routes(fake)
     server = start_control(fake)
     try:
-        with pytest.raises(ApplyError, match="srv1-ui: the testbed did not start it: .*HTTP "
-                                             "504"):
-            RemoteTestbed(f"http://127.0.0.1:{port}").start(cfg.slot("srv1", "ui"))
-        assert fake.deployed == set()
+        yield fake, f"http://127.0.0.1:{port}", cfg
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_instance_the_control_api_started_but_not_heard_is_stopped_again():
+    with control_api(listening=False) as (fake, url, cfg):
+        with pytest.raises(ApplyError, match="srv1-ui: the testbed did not start it: .*HTTP "
+                                             "504"):
+            RemoteTestbed(url).start(cfg.slot("srv1", "ui"))
+        assert fake.deployed == set()
 
 
 def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
@@ -520,25 +529,14 @@ def test_the_testbed_builds_an_instance_whole_or_not_at_all(monkeypatch):
 
 def test_a_start_the_control_api_did_not_answer_in_time_is_stopped_again():
     import time
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cfg = parse_config({"servers": {"count": 2}, "testbed": {"control_port": port}})
-    fake = SimpleNamespace(cfg=cfg, deployed=set())
+    deployed = set()
 
     def slow_add(inst):                  # deployed after the client has given up waiting
         time.sleep(0.5)
-        fake.deployed.add(inst.name)
-    fake.add_instance = slow_add
-    fake.remove_instance = fake.deployed.remove
-    fake.wait_services = lambda timeout, which: []
-    fake.control_routes = lambda: Testbed.control_routes(fake)
-    server = start_control(fake)
-    try:
+        deployed.add(inst.name)
+    with control_api(slow_add) as (fake, url, cfg):
+        fake.deployed = deployed
+        fake.remove_instance = deployed.remove
         with pytest.raises(ApplyError, match="srv1-ui: the testbed did not start it"):
-            RemoteTestbed(f"http://127.0.0.1:{port}", timeout_s=0.4).start(
-                cfg.slot("srv1", "ui"))
-        assert fake.deployed == set()
-    finally:
-        server.shutdown()
-        server.server_close()
+            RemoteTestbed(url, timeout_s=0.4).start(cfg.slot("srv1", "ui"))
+        assert deployed == set()
