@@ -69,11 +69,14 @@ def config(rest_port: int, ofp_port: int) -> dict:
 
 def handler_quantiles(before: str, after: str) -> dict:
     """From two /metrics texts of MALB: per event kind, how many were handled in between and
-    the bucket bounds of their p50 and p99 (ms); the event loop's lag likewise."""
+    the bucket bounds of their p50 and p99 (ms); the garbage collector's pauses per
+    generation (gc_0, gc_1, gc_2) and the event loop's lag likewise."""
     out = {}
     kinds = sorted(set(re.findall(r'^malb_handler_seconds_count\{event="([^"]+)"\}', after,
                                   re.M)))
     series = [(k, "malb_handler_seconds", f'event="{k}",') for k in kinds]
+    series += [(f"gc_{g}", "malb_gc_pause_seconds", f'generation="{g}",') for g in sorted(
+        set(re.findall(r'^malb_gc_pause_seconds_count\{generation="([^"]+)"\}', after, re.M)))]
     for key, name, labels in series + [("event_loop_lag", "malb_event_loop_lag_seconds", "")]:
         h0, h1 = histogram(before, name, labels), histogram(after, name, labels)
         if not h1:

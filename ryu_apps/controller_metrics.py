@@ -31,6 +31,10 @@ class ControllerMetrics:
             "How late a 10 ms timer on the controller's event loop fires: the time every "
             "event waited behind other work then (Ryu's parsing included).",
             buckets=STALL_BUCKETS, registry=r)
+        self.gc_pause = Histogram(
+            "malb_gc_pause_seconds", "One run of Python's cyclic garbage collector in the "
+            "controller's process: the event loop stands still for it.", ("generation",),
+            buckets=STALL_BUCKETS, registry=r)
         self.handler = Histogram(
             "malb_handler_seconds", "One event handled by the controller, from its decoded "
             "message to the messages queued for sending (Ryu's parsing before not included).",

@@ -14,6 +14,7 @@ logged here (docs/controller.md). The framework's objects come from ryu_apps/fra
 """
 from __future__ import annotations
 
+import collections
 import gc
 import os
 import sys
@@ -116,6 +117,12 @@ class MalbController(App):
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
         # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
         gc.freeze()
+        # the collector's pauses, as long as it runs: kept here, observed by the lag loop (a
+        # callback that took the metric's lock could meet it held by the code the collection
+        # interrupted)
+        self._gc_pauses: collections.deque = collections.deque(maxlen=10000)
+        self._gc_started = 0.0
+        gc.callbacks.append(self._gc_watch)
         if c.health.method != "none":
             self.threads.append(hub.spawn(self._health_loop))
         # one per agent, idle while the policy reads no probes: a slow agent delays its own
@@ -267,11 +274,26 @@ class MalbController(App):
 
     def _lag_loop(self):
         """A timer every LAG_TIMER_S: how late it fires is how long the event loop was busy
-        with something else (an event, Ryu's parsing, a REST call) before it."""
+        with something else (an event, Ryu's parsing, a REST call) before it; the garbage
+        collector's pauses since the last tick are counted here too."""
         while True:
             started = time.perf_counter()
             hub.sleep(LAG_TIMER_S)
             self.m.loop_lag.observe(max(0.0, time.perf_counter() - started - LAG_TIMER_S))
+            self._count_gc_pauses()
+
+    def _count_gc_pauses(self) -> None:
+        while self._gc_pauses:
+            generation, took = self._gc_pauses.popleft()
+            self.m.gc_pause.labels(generation).observe(took)
+
+    def _gc_watch(self, phase: str, info: dict) -> None:
+        """gc.callbacks: a collection's start and stop."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self._gc_pauses.append((str(info["generation"]),
+                                    time.perf_counter() - self._gc_started))
 
     def _health_loop(self):
         interval = self.cfg.controller.health.interval_s

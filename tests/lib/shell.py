@@ -45,6 +45,8 @@ def make_app(monkeypatch):
     monkeypatch.setattr(malb.listeners, "check_free", lambda ports: None)
     monkeypatch.setattr(malb.hub, "spawn", lambda *a, **k: None)
     monkeypatch.setattr(malb.gc, "freeze", lambda: None)
+    # the collector's own list stays as it was: no app of a test outlives it in a callback
+    monkeypatch.setattr(malb.gc, "callbacks", [])
     monkeypatch.setattr("ryu_apps.rest.server", lambda app, host, port: types.SimpleNamespace(
         server_address=(host, port), serve_forever=None))
     monkeypatch.setattr(malb.time, "time", lambda: NOW)

@@ -132,7 +132,11 @@ def test_the_controllers_histograms_over_a_phase_per_event_kind():
         rows.append(f'malb_handler_seconds_count{{event="packet_in"}} {n_fast + n_slow}')
         rows += [f'malb_event_loop_lag_seconds_bucket{{le="{le}"}} {c}'
                  for le, c in (("0.001", lag), ("+Inf", lag))]
+        rows += [f'malb_gc_pause_seconds_bucket{{generation="2",le="{le}"}} {c}'
+                 for le, c in (("0.1", lag // 5), ("+Inf", lag // 5))]
+        rows.append(f'malb_gc_pause_seconds_count{{generation="2"}} {lag // 5}')
         return "\n".join(rows) + "\n"
     q = handler_quantiles(text(10, 0, 5), text(1000, 20, 105))
     assert q["packet_in"] == {"count": 1010, "p50_ms_at_most": 0.05, "p99_ms_at_most": 10.0}
     assert q["event_loop_lag"]["count"] == 100
+    assert q["gc_2"] == {"count": 20, "p50_ms_at_most": 100.0, "p99_ms_at_most": 100.0}

@@ -109,3 +109,16 @@ def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monk
     # REST's calls go through the core
     app.set_draining("srv1-ui", True)
     assert app.instances_view()["srv1-ui"]["draining"] is True
+
+
+def test_garbage_collections_are_timed_outside_the_collector(app):
+    # registered with the collector; what a collection's callback records is observed later,
+    # by the lag loop, so the callback never takes a metric's lock
+    assert app._gc_watch in malb.gc.callbacks
+    app._gc_watch("start", {"generation": 2, "collected": 0, "uncollectable": 0})
+    app._gc_watch("stop", {"generation": 2, "collected": 5, "uncollectable": 0})
+    assert value(render(app.metrics), "malb_gc_pause_seconds_count", generation="2") is None
+    app._count_gc_pauses()
+    metrics = render(app.metrics)
+    assert value(metrics, "malb_gc_pause_seconds_count", generation="2") == 1
+    assert convention_problems(metrics) == []
