@@ -51,7 +51,20 @@ def flow_id_of(cookie: int) -> int:
     return cookie & ~(0xF << 44)
 
 
-@dataclass
+def _of(counts: tuple, direction: int) -> tuple:
+    """(bytes, packets) of one direction from FlowRecord's (b, p, b, p)."""
+    return counts[:2] if direction == DIR_FORWARD else counts[2:]
+
+
+def _with(counts: tuple, direction: int, value: tuple) -> tuple:
+    """FlowRecord's (b, p, b, p) with one direction's (bytes, packets) replaced."""
+    return value + counts[2:] if direction == DIR_FORWARD else counts[:2] + value
+
+
+# Slots, and counters and removals in tuples of numbers: an ended record then holds nothing
+# the cyclic garbage collector follows but itself. A busy controller keeps tens of thousands
+# of records, and every full collection walks them all with the event loop stopped.
+@dataclass(slots=True)
 class FlowRecord:
     flow_id: int                      # cookie without direction
     dpid: int
@@ -72,14 +85,16 @@ class FlowRecord:
     bytes_rev: int = 0
     packets: int = 0
     # The switch's counters restart at zero whenever the rules are installed again (a
-    # resumed flow, a restarted switch): what earlier rules counted is kept here.
-    raw: dict = field(default_factory=lambda: {DIR_FORWARD: (0, 0), DIR_REVERSE: (0, 0)})
-    base: dict = field(default_factory=lambda: {DIR_FORWARD: (0, 0), DIR_REVERSE: (0, 0)})
+    # resumed flow, a restarted switch): what earlier rules counted is kept in base. Both
+    # hold bytes and packets per direction, DIR_FORWARD's first: (b, p, b, p), flat, so
+    # that the collector stops following them after it has seen them once.
+    raw: tuple = (0, 0, 0, 0)
+    base: tuple = (0, 0, 0, 0)
     rule_age_s: float = 0.0          # from the switch: seconds since the rules were installed
     ended: float | None = None
     end_reason: str = ""
     reported: bool = False            # a completed record goes to the profiler once
-    removed: set = field(default_factory=set)  # directions whose rule is gone
+    removed: tuple = ()               # directions whose rule is gone
     rules_sent: float = 0.0           # when the controller last sent this flow's rules
     dirty: bool = True                # the profiler must hear of it at the next report
     told_at: float = 0.0              # when the profiler last heard of it while active
@@ -119,12 +134,12 @@ class FlowRecord:
 
     def count(self, direction: int, byte_count: int, packet_count: int) -> None:
         """Take a rule's counters (bytes, packets) into the flow's totals."""
-        last = self.raw[direction]
+        last = _of(self.raw, direction)
         if byte_count < last[0] or packet_count < last[1]:
             # the rule was installed anew since the last reading: its counts restarted
             self.rebase(direction)
-        self.raw[direction] = (byte_count, packet_count)
-        base = self.base[direction]
+        self.raw = _with(self.raw, direction, (byte_count, packet_count))
+        base = _of(self.base, direction)
         if direction == DIR_FORWARD:
             self.bytes_fwd, self.packets = base[0] + byte_count, base[1] + packet_count
         else:
@@ -132,8 +147,9 @@ class FlowRecord:
 
     def rebase(self, direction: int) -> None:
         """The rule of that direction is (re)installed: its counters start from zero."""
-        b, r = self.base[direction], self.raw[direction]
-        self.base[direction], self.raw[direction] = (b[0] + r[0], b[1] + r[1]), (0, 0)
+        b, r = _of(self.base, direction), _of(self.raw, direction)
+        self.base = _with(self.base, direction, (b[0] + r[0], b[1] + r[1]))
+        self.raw = _with(self.raw, direction, (0, 0))
 
     def as_record(self, idle_timeout: int, epoch: str = "", now: float | None = None) -> dict:
         return {"flow_id": f"{epoch}{self.dpid:x}:{self.flow_id:x}",
@@ -251,7 +267,9 @@ class FlowTable:
         rec = self.on_stats(cookie, age_s, byte_count, packet_count, now)
         if rec is None:
             return rec
-        rec.removed.add(parse_cookie(cookie)[0])
+        direction = parse_cookie(cookie)[0]
+        if direction not in rec.removed:
+            rec.removed += (direction,)
         if rec.ended is not None:
             # the other rule of the pair: the flow lasted until its last packet either way
             rec.ended = max(rec.ended, now)
@@ -286,7 +304,7 @@ class FlowTable:
         # still on the switch is replaced and keeps its counters (OpenFlow 1.3 ADD).
         for direction in rec.removed:
             rec.rebase(direction)
-        rec.ended, rec.end_reason, rec.removed, rec.dormant = None, "", set(), False
+        rec.ended, rec.end_reason, rec.removed, rec.dormant = None, "", (), False
         self._count_active(rec.instance, 1)
         if rec.fin_at is None:      # past its FIN the profiler has had its end already
             rec.reported, rec.dirty = False, True

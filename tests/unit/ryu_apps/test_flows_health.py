@@ -1,3 +1,6 @@
+import dataclasses
+import gc
+
 import pytest
 
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, flow_id_of, \
@@ -129,6 +132,23 @@ def test_byte_counts_add_up_over_reinstalled_rules():
     assert rec.last_active == 130.0
 
 
+def test_a_flow_record_holds_nothing_the_garbage_collector_follows():
+    # a busy controller keeps tens of thousands of records; each full collection walks
+    # every object they hold, with the event loop stopped (malb_gc_pause_seconds)
+    t = FlowTable(idle_timeout=10)
+    rec = record(t)
+    fwd, rev = rec.flow_id | (DIR_FORWARD << 44), rec.flow_id | (DIR_REVERSE << 44)
+    t.on_stats(fwd, 1.0, 1000, 10, now=101.0)
+    t.on_removed(fwd, 10.5, 1200, 12, "idle_timeout", now=110.5)
+    t.on_removed(rev, 10.5, 500, 5, "idle_timeout", now=110.6)
+    t.resume(key=rec.key)
+    t.on_removed(fwd, 10.0, 900, 5, "idle_timeout", now=140.0)
+    gc.collect()                 # what holds only numbers and strings is untracked by now
+    assert not hasattr(rec, "__dict__")
+    assert [type(x).__name__ for x in gc.get_referents(rec)
+            if gc.is_tracked(x) and x is not FlowRecord] == []
+
+
 def test_flow_ids_stay_unique_after_adopting_rules_and_wrapping():
     t = FlowTable(idle_timeout=10)
     adopted = FlowRecord(flow_id=make_cookie(0, 2, 7, 500), dpid=1, protocol="tcp",
@@ -138,8 +158,7 @@ def test_flow_ids_stay_unique_after_adopting_rules_and_wrapping():
     t.add(adopted)                                # left by an earlier controller
     assert parse_cookie(t.new_flow_id(2, 7))[3] == 501
     t._seq = (1 << 24) - 1                        # the sequence wraps ...
-    t.add(FlowRecord(**{**adopted.__dict__, "flow_id": make_cookie(0, 2, 7, 1),
-                        "removed": set()}))
+    t.add(dataclasses.replace(adopted, flow_id=make_cookie(0, 2, 7, 1)))
     assert parse_cookie(t.new_flow_id(2, 7))[3] == 2   # ... past ids still in use
     # ids reported to the profiler carry the controller's epoch
     assert adopted.as_record(10, t.epoch)["flow_id"].startswith(t.epoch)
