@@ -1,0 +1,224 @@
+"""Benchmark: the pauses of Python's cyclic garbage collector in the controller core, driven
+as benchmarks.controller_alone's least-load phase drives the controller, against another
+checkout of it (the commit before a change) in interleaved rounds. No root, no switch.
+
+    .venv/bin/python -m benchmarks.gc_pauses [--rounds 3] [--flows 70000] [--rate 1000]
+        [--idle 10] [--held 1000] [--base-tree DIR] [--out results/bench]
+
+Each run is a fresh process (`--child`, its imports from the tree it measures): the real
+ControllerCore, policy malb, on controller_alone's configuration (the profiler away); a
+switch connects, --held video flows start (long flows that stay), the heap is collected and
+frozen as the controller does after start-up, then --flows SYNs to the backend VIP (a
+long-flow microservice: the weighted least-load decision) at --rate per second of simulated
+time, each flow's two rules idling out --idle s after it started (a flow-removed for each,
+with the traffic a short exchange would have counted), statistics polled every 0.1 s. Every
+collection is timed in CPU time (time.thread_time), so another job on the machine slows
+it without changing it; so is every packet-in.
+
+Reported per tree: per generation the collections, their p50 and max and the sum (ms of
+CPU); packet-in p50/p99; the objects the collector tracks and the flow records kept at the
+end; medians over rounds (min-max), and ratios to --base-tree's in the same round. In the
+controller the event loop stands still for every collection (malb_gc_pause_seconds).
+Results: gc_pauses.json and gc_pauses.md in --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+
+if __name__ == "__main__" and "--child" in sys.argv:
+    # the child measures the tree on PYTHONPATH: nothing of this checkout comes first
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
+        os.path.abspath(__file__))]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def added_nat_cookies(messages: bytes) -> list[int]:
+    """The cookies of the NAT rules added in a run of concatenated OpenFlow messages."""
+    from ryu_apps.flows import COOKIE_TAG
+    from ryu_apps.ofwire import OFPFC_ADD, OFPT_FLOW_MOD
+    out, off = [], 0
+    while off + 8 <= len(messages):
+        msg_type, length = messages[off + 1], struct.unpack_from("!H", messages, off + 2)[0]
+        if msg_type == OFPT_FLOW_MOD and messages[off + 25] == OFPFC_ADD:
+            cookie = struct.unpack_from("!Q", messages, off + 8)[0]
+            if cookie >> 48 == COOKIE_TAG:
+                out.append(cookie)
+        off += max(length, 8)
+    return out
+
+
+def child(args) -> dict:
+    """One run, in this process, on the tree its imports come from."""
+    import collections
+    import gc
+    import time
+
+    from benchmarks import ofswitch
+    from benchmarks.controller_alone import VIP_BACKEND, VIP_VIDEO, config
+    from common.config import parse_config_file_data
+    from ryu_apps.core import ControllerCore
+
+    cfg = parse_config_file_data(config(18081, 16633), "gc_pauses.yaml")
+    now = 1_700_000_000.0
+    ctl = ControllerCore(cfg, "malb", xid=lambda dpid: 1, started=now, timer=time.perf_counter)
+    ctl.switch_connected(1, now)
+    vip, vip_mac = cfg.microservices[0].vip, cfg.controller.vip_mac
+    c1, c2 = cfg.testbed.clients[:2]
+    for k in range(args.held):
+        ctl.packet_in(1, c2.switch_port,
+                      ofswitch.syn_frame(vip_mac, c2, vip, 1024 + k, VIP_VIDEO), now)
+        now += 1 / 300
+    gc.collect()
+    gc.freeze()
+    pauses: list[tuple[int, float]] = []
+    began = [0.0]
+
+    def watch(phase, info):
+        if phase == "start":
+            began[0] = time.thread_time()
+        else:
+            pauses.append((info["generation"], time.thread_time() - began[0]))
+    gc.callbacks.append(watch)
+    alive: collections.deque = collections.deque()        # (start, its rules' cookies)
+    packet_in = []
+    for k in range(args.flows):
+        frame = ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_BACKEND)
+        t0 = time.thread_time()
+        result = ctl.packet_in(1, c1.switch_port, frame, now)
+        packet_in.append(time.thread_time() - t0)
+        alive.append((now, [c for _, m in result.sends for c in added_nat_cookies(m)]))
+        while alive and alive[0][0] <= now - args.idle:
+            _, cookies = alive.popleft()
+            for cookie in cookies:      # idled out after a short exchange
+                ctl.flow_removed(1, cookie, args.idle, 1500, 10, 0, now)
+        if k % max(1, int(args.rate / 10)) == 0:
+            ctl.poll_stats(now)
+        now += 1 / args.rate
+    gc.callbacks.remove(watch)
+    tracked = len(gc.get_objects())
+    packet_in.sort()
+    out = {"packet_in_p50_ms": 1e3 * packet_in[len(packet_in) // 2],
+           "packet_in_p99_ms": 1e3 * packet_in[int(0.99 * len(packet_in))],
+           "tracked_objects": tracked, "records": len(ctl.flows.flows),
+           "active": ctl.flows.active_count()}
+    for gen in (0, 1, 2):
+        took = sorted(1e3 * d for g, d in pauses if g == gen)
+        out[f"gen{gen}"] = {"count": len(took),      # none: 0 ms
+                            "p50_ms": statistics.median(took) if took else 0.0,
+                            "max_ms": max(took, default=0.0), "sum_ms": sum(took)}
+    return out
+
+
+def run_child(tree: str, args) -> dict:
+    argv = [sys.executable, os.path.join(ROOT, "benchmarks", "gc_pauses.py"), "--child",
+            "--flows", str(args.flows), "--rate", str(args.rate), "--idle", str(args.idle),
+            "--held", str(args.held)]
+    env = {**os.environ, "PYTHONPATH": tree}
+    done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True,
+                          timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the run on {tree} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+FIGURES = (("gen2", "count"), ("gen2", "max_ms"), ("gen2", "sum_ms"), ("gen1", "max_ms"),
+           ("packet_in_p99_ms", None), ("tracked_objects", None), ("records", None))
+
+
+def figure(r: dict, key: str, sub: str | None):
+    return r[key] if sub is None else r[key][sub]
+
+
+def summarise(rounds: list[dict], names: list[str]) -> dict:
+    out = {}
+    for name in names:
+        for key, sub in FIGURES:
+            label = key if sub is None else f"{key}_{sub}"
+            vals = [figure(r[name], key, sub) for r in rounds]
+            entry = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+            if name != "base" and "base" in names:
+                ratios = [figure(r[name], key, sub) / figure(r["base"], key, sub)
+                          for r in rounds if figure(r["base"], key, sub)]
+                if ratios:
+                    entry["vs_base"] = {"median": statistics.median(ratios),
+                                        "min": min(ratios), "max": max(ratios)}
+            out.setdefault(name, {})[label] = entry
+    return out
+
+
+def markdown(doc: dict) -> str:
+    from common.markdown import table
+    rows = []
+    for name, figs in doc["summary"].items():
+        for label, e in figs.items():
+            r = e.get("vs_base")
+            rows.append([name, label, f"{e['median']:.1f} ({e['min']:.1f}-{e['max']:.1f})",
+                         "—" if not r else f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})"])
+    return (f"# Garbage-collector pauses in the controller core\n\nCommand: `{doc['command']}`"
+            f"  \nCommit: {doc['commit']}; base: {doc.get('base_commit') or '—'}\n\n"
+            f"{doc['rounds_n']} interleaved rounds; medians (min-max); ms of CPU time.\n\n" +
+            table(["tree", "figure", "value", "vs base"], rows, "llrr"))
+
+
+def parser():
+    from common.cli import ArgumentParser, bounded
+    p = ArgumentParser(prog="python -m benchmarks.gc_pauses",
+                       description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=bounded(int, 1, 50), default=3)
+    p.add_argument("--flows", type=bounded(int, 100, 10_000_000), default=70_000)
+    p.add_argument("--rate", type=bounded(float, 1, 100_000), default=1000.0)
+    p.add_argument("--idle", type=bounded(float, 0.1, 3600), default=10.0)
+    p.add_argument("--held", type=bounded(int, 0, 100_000), default=1000)
+    p.add_argument("--base-tree", metavar="DIR",
+                   help="another checkout (a git worktree of an earlier commit), measured in "
+                        "the same rounds")
+    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    if args.base_tree and not os.path.isfile(os.path.join(args.base_tree, "ryu_apps",
+                                                          "flows.py")):
+        p.error(f"--base-tree: {args.base_tree} is not a checkout of this project")
+    from common import lab
+    from common.procs import git_commit
+    trees = {"this": ROOT, **({"base": os.path.abspath(args.base_tree)}
+                              if args.base_tree else {})}
+    os.makedirs(args.out, exist_ok=True)
+    rounds = []
+    for k in range(args.rounds):
+        row = {}
+        for name in lab.rotated(list(trees), k):
+            print(f"[gc] round {k + 1}/{args.rounds}: {name}", flush=True)
+            row[name] = run_child(trees[name], args)
+            print(f"[gc]   {name}: full collections {row[name]['gen2']['count']}, longest "
+                  f"{row[name]['gen2']['max_ms']:.1f} ms, {row[name]['tracked_objects']} "
+                  f"objects tracked", flush=True)
+        rounds.append(row)
+    base_commit = None
+    if args.base_tree:
+        base_commit = subprocess.run(["git", "-C", args.base_tree, "rev-parse", "--short",
+                                      "HEAD"], capture_output=True, text=True).stdout.strip()
+    doc = {"command": lab.invocation("benchmarks.gc_pauses", argv if argv is not None
+                                     else sys.argv[1:], sudo=False).strip(),
+           "commit": git_commit(), "base_commit": base_commit, "rounds_n": args.rounds,
+           "rounds": rounds, "summary": summarise(rounds, list(trees))}
+    lab.write_results(args.out, "gc_pauses", doc, lambda: markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

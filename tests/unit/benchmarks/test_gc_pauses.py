@@ -1,0 +1,26 @@
+from benchmarks.gc_pauses import added_nat_cookies, summarise
+from ryu_apps import ofwire
+from ryu_apps.flows import DIR_FORWARD, fin_cookie, make_cookie
+
+
+def test_only_the_nat_rules_added_are_taken_from_a_run_of_messages():
+    nat = make_cookie(DIR_FORWARD, 2, 7, 41)
+    messages = (ofwire.flow_mod(1, nat, 200, {"eth_type": 0x0800}, b"", idle_timeout=10)
+                + ofwire.flow_delete(2, nat, 0xFFFFFFFFFFFFFFFF)
+                + ofwire.flow_mod(3, fin_cookie(nat), 300, {"eth_type": 0x0800}, b"")
+                + ofwire.flow_mod(4, 0, 0, {}, b""))
+    assert added_nat_cookies(messages) == [nat]
+
+
+def test_figures_are_medians_over_rounds_with_ratios_to_the_base_of_the_same_round():
+    def run(full, longest):
+        return {"gen2": {"count": full, "max_ms": longest, "sum_ms": full * longest},
+                "gen1": {"max_ms": 1.0}, "packet_in_p99_ms": 0.2, "tracked_objects": 10,
+                "records": 5}
+    rounds = [{"this": run(2, 50.0), "base": run(4, 100.0)},
+              {"this": run(3, 40.0), "base": run(3, 100.0)},
+              {"this": run(2, 60.0), "base": run(4, 80.0)}]
+    s = summarise(rounds, ["this", "base"])
+    assert s["this"]["gen2_max_ms"]["median"] == 50.0
+    assert s["this"]["gen2_max_ms"]["vs_base"] == {"median": 0.5, "min": 0.4, "max": 0.75}
+    assert "vs_base" not in s["base"]["gen2_count"]
