@@ -93,7 +93,8 @@ def child(args) -> dict:
         t0 = time.thread_time()
         result = ctl.packet_in(1, c1.switch_port, frame, now)
         packet_in.append(time.thread_time() - t0)
-        alive.append((now, [c for _, m in result.sends for c in added_nat_cookies(m)]))
+        # tuples of numbers: the collector stops following the driver's own records
+        alive.append((now, tuple(c for _, m in result.sends for c in added_nat_cookies(m))))
         while alive and alive[0][0] <= now - args.idle:
             _, cookies = alive.popleft()
             for cookie in cookies:      # idled out after a short exchange
