@@ -31,9 +31,9 @@ Open loop: every request has an intended start time fixed in advance by the sche
 is sent at that time whether or not earlier ones have finished (asynchronously); response
 time is measured from the *intended* start, so a slow server cannot hide its delay by
 slowing the arrivals down (no coordinated omission). Every request is recorded: class,
-phase, intended start, actual start, first byte, end, bytes, HTTP status, the instance that
-served it (X-Served-By), and the error if any. For streams the throughput in kB/s is
-bytes over (end - first byte).
+phase, intended start, actual start, connection made (the TCP handshake done), first byte,
+end, bytes, HTTP status, the instance that served it (X-Served-By), and the error if any.
+For streams the throughput in kB/s is bytes over (end - first byte).
 
 Standard library only: it runs in a Mininet host's namespace with any Python 3.9+.
 """
@@ -49,7 +49,8 @@ import re
 import sys
 import time
 
-FIELDS = ["seq", "client", "class", "phase", "intended", "started", "first_byte", "ended",
+FIELDS = ["seq", "client", "class", "phase", "intended", "started", "connected", "first_byte",
+          "ended",
           "latency_s", "bytes", "status", "served_by", "throughput_kB_s", "error"]
 
 
@@ -151,12 +152,16 @@ async def one_request(req: dict, t0: float, client: int, timeout: float, record)
         await asyncio.sleep(delay)
     row = {"seq": req["seq"], "client": client, "class": cls["name"], "phase": req["phase"],
            "intended": round(intended, 6), "started": round(time.time(), 6),
-           "first_byte": "", "ended": "", "latency_s": "", "bytes": 0, "status": "",
+           "connected": "", "first_byte": "", "ended": "", "latency_s": "", "bytes": 0,
+           "status": "",
            "served_by": "", "throughput_kB_s": "", "error": ""}
     writer = None
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(cls["host"], int(cls["port"])), timeout)
+        # the handshake done: through the switch (and the controller, for a new flow) and
+        # the server's kernel, before the service reads anything
+        row["connected"] = round(time.time(), 6)
         writer.write(f"GET {cls['path']} HTTP/1.1\r\nHost: {cls['host']}\r\n"
                      f"Connection: close\r\n\r\n".encode())
         await writer.drain()

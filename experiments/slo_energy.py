@@ -243,6 +243,10 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
     steady_client = [r for r in at_client if stable(r)]
     over = [r for r in judged if r["sli_ms"] > target_ms]
     ok = sorted(float(q["latency_s"]) * 1000 for q in requests if not q["error"])
+    # the TCP handshake alone (the switch, the controller for a new flow, the server's
+    # kernel): the part of the clients' latency that no frequency of the service changes
+    connects = sorted(1000 * (float(q["connected"]) - float(q["started"]))
+                      for q in requests if q.get("connected"))
     energy = rows[-1]["energy_j"] - rows[0]["energy_j"] if len(rows) > 1 else None
     freq_changes = sum(1 for a, b in zip(rows, rows[1:]) if a["freq_mhz"] != b["freq_mhz"])
     settle = None
@@ -259,6 +263,7 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
         "p50_ms": quantile(ok, 0.5, is_sorted=True), "p95_ms": quantile(ok, 0.95,
                                                                          is_sorted=True),
         "p99_ms": quantile(ok, 0.99, is_sorted=True),
+        "connect_p95_ms": quantile(connects, 0.95, is_sorted=True) if connects else None,
         "energy_j": None if energy is None else round(energy, 2),
         "energy_per_request_mj": None if energy is None or not ok else
         round(1000 * energy / len(ok), 3),
@@ -467,6 +472,7 @@ TABLE = (("energy_j", "energy J", 1, 1), ("energy_per_request_mj", "mJ/request",
          ("client_stable_within_slo_share", "% within SLO at the client (stable)", 1, 100),
          ("client_stable_max_ms", "worst stable client p ms", 1, 1),
          ("p50_ms", "p50 ms", 1, 1), ("p95_ms", "p95 ms", 1, 1), ("p99_ms", "p99 ms", 1, 1),
+         ("connect_p95_ms", "connect p95 ms", 1, 1),
          ("mean_freq_mhz", "mean MHz", 0, 1), ("freq_changes_per_min", "changes/min", 1, 1),
          ("settling_s", "settling s", 1, 1), ("failed", "failed", 0, 1))
 # the loop's figures tested against each governor, paired by run: (figure, better)

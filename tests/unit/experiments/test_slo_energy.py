@@ -48,7 +48,7 @@ def test_the_relay_reports_each_finished_request_once_and_waits_for_whole_lines(
         write_rows(path, [{"ended": "100.5", "latency_s": "0.02"},
                           {"ended": "101.0", "latency_s": "0.5", "error": "timeout"}])
         with open(path, "a") as fh:
-            fh.write("3,1,request,high,1,1,1,102.0,0.03")     # a line still being written
+            fh.write("3,1,request,high,1,1,1,1,102.0,0.03")   # a line still being written
         relay = slo_energy.ClientRelay(str(tmp_path / "requests-step-slo-*.csv"),
                                        f"http://127.0.0.1:{server.server_port}", "ui", "t0k")
         relay.poll()
@@ -82,6 +82,21 @@ def test_compliance_is_judged_at_the_service_and_at_the_client():
     assert rows[50]["client_sli_ms"] == pytest.approx(60.0)
     assert rows[0]["client_sli_ms"] is None                  # nothing had ended yet
     assert r["client_stable_max_ms"] == pytest.approx(60.0)     # the worst stable window
+    assert r["connect_p95_ms"] is None                # no handshake recorded (older files)
+
+
+def test_the_handshake_is_told_apart_from_the_rest_of_the_clients_latency():
+    phases = [{"name": "low", "seconds": 10, "from": 30, "to": 30}]
+    rows = [{"t": float(t), "sli_ms": 30.0, "samples": 100, "freq_mhz": 2000,
+             "energy_j": float(t)} for t in range(0, 11)]
+    # 1 ms handshakes, and one in ten 50 ms (new flows behind a pause of the controller)
+    requests = [{"started": str(1000.0 + k / 10), "ended": str(1000.0 + k / 10 + 0.08),
+                 "connected": str(1000.0 + k / 10 + (0.05 if k % 10 == 0 else 0.001)),
+                 "latency_s": "0.080", "error": ""} for k in range(100)]
+    requests.append({"started": "1009.9", "connected": "", "ended": "1010.9",
+                     "latency_s": "1.0", "error": "timeout"})     # never connected
+    r = slo_energy.analyse(rows, requests, 40.0, phases, ramp=False, t0=1000.0)
+    assert r["connect_p95_ms"] == pytest.approx(50.0, abs=0.01)
 
 
 def fake_result(energy, within):
