@@ -27,6 +27,9 @@ MIN_ALIKE = 3
 WEIGHTY_PCT = 0.5
 # InstanceFlows.flow_seconds is exact this far back from an instance's latest change
 CARRIED_KEEP_S = 60.0
+# ended flows are kept in the order of their ends; a walk back from the newest stops this
+# far before the time it looks at, so a clock stepped back by less misses none
+END_ORDER_SLACK_S = 5.0
 
 
 class InstanceFlows:
@@ -209,7 +212,9 @@ class OpenFlows:
         self._totals: dict[tuple[str, str], list[int]] = {}     # (server, ms) -> [starts, ends]
         self._recent: dict[tuple[str, str], deque] = {}         # -> [bucket, starts, ends]
         self._on: dict[str, dict] = {}              # server -> {key: _Flow}, the open ones
-        self._ended: deque = deque()                # _Flow, in end order, the last keep_s
+        # server -> its ended flows of the last keep_s, in end order: a sample's walk goes
+        # back from the newest, over the flows that ended within it, not over all of them
+        self._ended: dict[str, deque] = {}
         # (server, ms) -> [open flows not measured yet, measured ones, their CPU, network]
         self._sums: dict[tuple[str, str], list] = {}
         self._latest = float("-inf")                # the latest start, end or expiry
@@ -240,8 +245,9 @@ class OpenFlows:
         oldest = math.floor((t - self.keep_s) / self.bucket_s)
         while q and q[0][0] < oldest:
             q.popleft()
-        while self._ended and self._ended[0].end < t - self.keep_s:
-            self._ended.popleft()
+        for ended in self._ended.values():
+            while ended and ended[0].end < t - self.keep_s:
+                ended.popleft()
 
     def _count(self, f: _Flow, sign: int) -> None:
         acc = self._sums.setdefault((f.server, f.ms), [0, 0, 0.0, 0.0])
@@ -273,7 +279,7 @@ class OpenFlows:
         del self._on[f.server][key]
         self._count(f, -1)
         f.end = t
-        self._ended.append(f)
+        self._ended.setdefault(f.server, deque()).append(f)
         self._event(f.server, f.ms, t, 0, 1)
         return f
 
@@ -318,8 +324,13 @@ class OpenFlows:
         for f in self._on.get(server, {}).values():
             if f.start < t1:
                 yield f
-        for f in self._ended:
-            if f.server == server and f.start < t1 and f.end > t0:
+        recent = []
+        for f in reversed(self._ended.get(server, ())):
+            if f.end <= t0 - END_ORDER_SLACK_S:
+                break
+            recent.append(f)
+        for f in reversed(recent):          # in end order, as they ended
+            if f.start < t1 and f.end > t0:
                 yield f
 
     def attribute(self, server: str, parts: dict[str, tuple[float, float]], t0: float,

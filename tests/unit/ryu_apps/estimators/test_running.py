@@ -124,6 +124,29 @@ def test_running_sums_make_a_decision_cost_the_same_at_any_number_of_flows():
     assert o.costs("srv1", 90.0)["backend"][:2] == (0, 20000)
 
 
+def test_a_sample_walks_the_flows_that_ended_within_it_not_all_that_ended():
+    o = OpenFlows()
+    for i in range(20000):                 # 20,000 flows ended over 100 s, 2 s each
+        o.add(i, "srv1", "backend", i * 0.005)
+        o.end(i, i * 0.005 + 2.0)
+    walked = set(id(f) for f in o._flows_in("srv1", 99.0, 100.0))
+    brute = set(id(f) for f in o._ended["srv1"] if f.start < 100.0 and f.end > 99.0)
+    assert walked == brute and abs(len(brute) - 600) <= 1   # started in the last 3 s
+    # the walk stopped where the ends were older than the sample by END_ORDER_SLACK_S:
+    # the oldest flows are behind that, and a flow put there is not seen
+    o._ended["srv1"][0].end = 99.5
+    assert id(o._ended["srv1"][0]) not in set(id(f) for f in o._flows_in("srv1", 99.0, 100.0))
+
+
+def test_a_clock_stepped_back_within_the_slack_misses_no_ended_flow():
+    o = OpenFlows()
+    for key, start, end in (("a", 90.0, 100.0), ("b", 91.0, 97.0), ("c", 92.0, 200.0)):
+        o.add(key, "srv1", "backend", start)
+        o.end(key, end)                    # b's end reads 3 s before a's
+    assert [f.end for f in o._flows_in("srv1", 99.0, 150.0)] == [100.0, 200.0]
+    assert o.costs("srv1", 99.5)["backend"][:2] == (2, 0)      # a and c, neither measured
+
+
 def test_flows_measured_at_nothing_share_what_a_later_sample_shows_alike():
     o = OpenFlows()
     o.add("a", "srv1", "video", 90.0)
