@@ -1,25 +1,35 @@
-"""Benchmark: the pauses of Python's cyclic garbage collector in the controller core, driven
-as benchmarks.controller_alone's least-load phase drives the controller, against another
-checkout of it (the commit before a change) in interleaved rounds. No root, no switch.
+"""Benchmark: the controller core's long stretches at a least-load flow rate, each a stall of
+the controller's event loop, against another checkout of it (the commit before a change) in
+interleaved rounds. No root, no switch; every figure is CPU time (time.thread_time), so
+another job on the machine slows it without changing it.
 
-    .venv/bin/python -m benchmarks.gc_pauses [--rounds 3] [--flows 70000] [--rate 1000]
-        [--idle 10] [--held 1000] [--base-tree DIR] [--out results/bench]
+    .venv/bin/python -m benchmarks.core_stalls [--rounds 3] [--flows 70000] [--rate 1000]
+        [--idle 10] [--held 1000] [--job-s 10] [--base-tree DIR] [--out results/bench]
 
-Each run is a fresh process (`--child`, its imports from the tree it measures): the real
-ControllerCore, policy malb, on controller_alone's configuration (the profiler away); a
-switch connects, --held video flows start (long flows that stay), the heap is collected and
-frozen as the controller does after start-up, then --flows SYNs to the backend VIP (a
-long-flow microservice: the weighted least-load decision) at --rate per second of simulated
-time, each flow's two rules idling out --idle s after it started (a flow-removed for each,
-with the traffic a short exchange would have counted), statistics polled every 0.1 s. Every
-collection is timed in CPU time (time.thread_time), so another job on the machine slows
-it without changing it; so is every packet-in.
+Each run is a fresh process (`--child`, its imports from the tree it measures) with two
+parts:
 
-Reported per tree: per generation the collections, their p50 and max and the sum (ms of
-CPU); packet-in p50/p99; the objects the collector tracks and the flow records kept at the
-end; medians over rounds (min-max), and ratios to --base-tree's in the same round. In the
-controller the event loop stands still for every collection (malb_gc_pause_seconds).
-Results: gc_pauses.json and gc_pauses.md in --out.
+- the garbage collector: the real ControllerCore, policy malb, on controller_alone's
+  configuration (the profiler away), driven as benchmarks.controller_alone's least-load
+  phase drives the controller: a switch connects, --held video flows start (long flows that
+  stay), the heap is collected and frozen as the controller does after start-up, then
+  --flows SYNs to the backend VIP (a long-flow microservice: the weighted least-load
+  decision) at --rate per second of simulated time, each flow's two rules idling out
+  --idle s after it started (a flow-removed for each, with the traffic a short exchange
+  would have counted), statistics polled every 0.1 s; every collection timed;
+- a server's sample: the open-flows estimator (estimators/open_flows.py) after 130 s of
+  back-end jobs at --rate per second over four servers, each ending --job-s after it
+  started (so 120 s of ended jobs are kept, as the estimator keeps them), then one
+  sample's attribution per server (OpenFlows.attribute, what the profiler's answer does
+  each period) and one count at a time 5 s back per server (OpenFlows.costs, what the
+  first decision on a server's new data does), each repeated and timed.
+
+Reported per tree: per generation the collections, their p50 and max and the sum (ms); the
+packet-in p50/p99; the objects the collector tracks and the flow records kept at the end;
+a sample's attribution and a past count, per server (ms); medians over rounds (min-max),
+and ratios to --base-tree's in the same round. In the controller the event loop stands
+still for every collection (malb_gc_pause_seconds) and every profiler answer.
+Results: core_stalls.json and core_stalls.md in --out.
 """
 from __future__ import annotations
 
@@ -65,7 +75,7 @@ def child(args) -> dict:
     from common.config import parse_config_file_data
     from ryu_apps.core import ControllerCore
 
-    cfg = parse_config_file_data(config(18081, 16633), "gc_pauses.yaml")
+    cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
     now = 1_700_000_000.0
     ctl = ControllerCore(cfg, "malb", xid=lambda dpid: 1, started=now, timer=time.perf_counter)
     ctl.switch_connected(1, now)
@@ -117,10 +127,41 @@ def child(args) -> dict:
     return out
 
 
+def sample_walk(args) -> dict:
+    """The open-flows estimator's per-sample work with 120 s of ended jobs kept."""
+    import collections
+    import time
+
+    from ryu_apps.estimators.open_flows import OpenFlows
+
+    servers = [f"srv{k}" for k in range(1, 5)]
+    flows = OpenFlows(cores={s: 0.5 for s in servers})
+    t, k, step = 0.0, 0, 1 / args.rate
+    ending: collections.deque = collections.deque()
+    while t < 130.0:
+        flows.add(k, servers[k % 4], "backend", t)
+        ending.append((t + args.job_s, k))
+        while ending and ending[0][0] <= t:
+            flows.end(ending.popleft()[1], t)
+        k += 1
+        t += step
+    attribute, costs = [], []
+    for _ in range(20):
+        for s in servers:
+            t0 = time.thread_time()
+            flows.attribute(s, {"backend": (40.0, 1.0)}, t - 1.0, t)
+            attribute.append(time.thread_time() - t0)
+            t0 = time.thread_time()
+            flows.costs(s, t - 5.0)
+            costs.append(time.thread_time() - t0)
+    return {"attribute_ms": 1e3 * statistics.median(attribute),
+            "costs_ms": 1e3 * statistics.median(costs)}
+
+
 def run_child(tree: str, args) -> dict:
-    argv = [sys.executable, os.path.join(ROOT, "benchmarks", "gc_pauses.py"), "--child",
+    argv = [sys.executable, os.path.join(ROOT, "benchmarks", "core_stalls.py"), "--child",
             "--flows", str(args.flows), "--rate", str(args.rate), "--idle", str(args.idle),
-            "--held", str(args.held)]
+            "--held", str(args.held), "--job-s", str(args.job_s)]
     env = {**os.environ, "PYTHONPATH": tree}
     done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True,
                           timeout=3600)
@@ -130,7 +171,8 @@ def run_child(tree: str, args) -> dict:
 
 
 FIGURES = (("gen2", "count"), ("gen2", "max_ms"), ("gen2", "sum_ms"), ("gen1", "max_ms"),
-           ("packet_in_p99_ms", None), ("tracked_objects", None), ("records", None))
+           ("packet_in_p99_ms", None), ("tracked_objects", None), ("records", None),
+           ("attribute_ms", None), ("costs_ms", None))
 
 
 def figure(r: dict, key: str, sub: str | None):
@@ -162,7 +204,7 @@ def markdown(doc: dict) -> str:
             r = e.get("vs_base")
             rows.append([name, label, f"{e['median']:.1f} ({e['min']:.1f}-{e['max']:.1f})",
                          "—" if not r else f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})"])
-    return (f"# Garbage-collector pauses in the controller core\n\nCommand: `{doc['command']}`"
+    return (f"# The controller core's stalls\n\nCommand: `{doc['command']}`"
             f"  \nCommit: {doc['commit']}; base: {doc.get('base_commit') or '—'}\n\n"
             f"{doc['rounds_n']} interleaved rounds; medians (min-max); ms of CPU time.\n\n" +
             table(["tree", "figure", "value", "vs base"], rows, "llrr"))
@@ -170,13 +212,15 @@ def markdown(doc: dict) -> str:
 
 def parser():
     from common.cli import ArgumentParser, bounded
-    p = ArgumentParser(prog="python -m benchmarks.gc_pauses",
+    p = ArgumentParser(prog="python -m benchmarks.core_stalls",
                        description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=bounded(int, 1, 50), default=3)
     p.add_argument("--flows", type=bounded(int, 100, 10_000_000), default=70_000)
     p.add_argument("--rate", type=bounded(float, 1, 100_000), default=1000.0)
     p.add_argument("--idle", type=bounded(float, 0.1, 3600), default=10.0)
     p.add_argument("--held", type=bounded(int, 0, 100_000), default=1000)
+    p.add_argument("--job-s", type=bounded(float, 0.1, 100), default=10.0,
+                   help="how long each back-end job of the sample part runs")
     p.add_argument("--base-tree", metavar="DIR",
                    help="another checkout (a git worktree of an earlier commit), measured in "
                         "the same rounds")
@@ -189,7 +233,7 @@ def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args)))
+        print(json.dumps({**child(args), **sample_walk(args)}))
         return 0
     if args.base_tree and not os.path.isfile(os.path.join(args.base_tree, "ryu_apps",
                                                           "flows.py")):
@@ -203,9 +247,9 @@ def main(argv=None) -> int:
     for k in range(args.rounds):
         row = {}
         for name in lab.rotated(list(trees), k):
-            print(f"[gc] round {k + 1}/{args.rounds}: {name}", flush=True)
+            print(f"[stalls] round {k + 1}/{args.rounds}: {name}", flush=True)
             row[name] = run_child(trees[name], args)
-            print(f"[gc]   {name}: full collections {row[name]['gen2']['count']}, longest "
+            print(f"[stalls]   {name}: full collections {row[name]['gen2']['count']}, longest "
                   f"{row[name]['gen2']['max_ms']:.1f} ms, {row[name]['tracked_objects']} "
                   f"objects tracked", flush=True)
         rounds.append(row)
@@ -213,11 +257,11 @@ def main(argv=None) -> int:
     if args.base_tree:
         base_commit = subprocess.run(["git", "-C", args.base_tree, "rev-parse", "--short",
                                       "HEAD"], capture_output=True, text=True).stdout.strip()
-    doc = {"command": lab.invocation("benchmarks.gc_pauses", argv if argv is not None
+    doc = {"command": lab.invocation("benchmarks.core_stalls", argv if argv is not None
                                      else sys.argv[1:], sudo=False).strip(),
            "commit": git_commit(), "base_commit": base_commit, "rounds_n": args.rounds,
            "rounds": rounds, "summary": summarise(rounds, list(trees))}
-    lab.write_results(args.out, "gc_pauses", doc, lambda: markdown(doc))
+    lab.write_results(args.out, "core_stalls", doc, lambda: markdown(doc))
     return 0
 
 
