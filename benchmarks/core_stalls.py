@@ -16,7 +16,9 @@ parts:
   --flows SYNs to the backend VIP (a long-flow microservice: the weighted least-load
   decision) at --rate per second of simulated time, each flow's two rules idling out
   --idle s after it started (a flow-removed for each, with the traffic a short exchange
-  would have counted), statistics polled every 0.1 s; every collection timed;
+  would have counted), the flow-statistics slices the core asks for answered from the
+  rules it installed, as the emulated switch answers them; every collection timed. A
+  SYN that starts no flow (the flow cap, a client port still in use) stops the run;
 - a server's sample: the open-flows estimator (estimators/open_flows.py) after 130 s of
   back-end jobs at --rate per second over four servers, each ending --job-s after it
   started (so 120 s of ended jobs are kept, as the estimator keeps them), then one
@@ -64,6 +66,27 @@ def added_nat_cookies(messages: bytes) -> list[int]:
     return out
 
 
+SLICE_BITS = 1023       # the low bits of a NAT rule's cookie a statistics slice can select
+
+
+def exchanged(age: float) -> tuple[int, int]:
+    """A rule's (bytes, packets) after `age` seconds of a short exchange."""
+    return 100 + int(150 * age), 1 + int(age)
+
+
+def flow_stats_requests(messages: bytes) -> list[tuple[int, int]]:
+    """(cookie, cookie mask) of each flow-statistics request in concatenated messages."""
+    from ryu_apps.ofwire import OFPMP_FLOW, OFPT_MULTIPART_REQUEST
+    out, off = [], 0
+    while off + 8 <= len(messages):
+        msg_type, length = messages[off + 1], struct.unpack_from("!H", messages, off + 2)[0]
+        if msg_type == OFPT_MULTIPART_REQUEST and \
+                struct.unpack_from("!H", messages, off + 8)[0] == OFPMP_FLOW:
+            out.append(struct.unpack_from("!QQ", messages, off + 32))
+        off += max(length, 8)
+    return out
+
+
 def child(args) -> dict:
     """One run, in this process, on the tree its imports come from."""
     import collections
@@ -73,7 +96,7 @@ def child(args) -> dict:
     from benchmarks import ofswitch
     from benchmarks.controller_alone import VIP_BACKEND, VIP_VIDEO, config
     from common.config import parse_config_file_data
-    from ryu_apps.core import ControllerCore
+    from ryu_apps.core import ControllerCore, FlowStat
 
     cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
     now = 1_700_000_000.0
@@ -97,25 +120,46 @@ def child(args) -> dict:
             pauses.append((info["generation"], time.thread_time() - began[0]))
     gc.callbacks.append(watch)
     alive: collections.deque = collections.deque()        # (start, its rules' cookies)
-    packet_in = []
+    # the rules on the switch by the low bits of their cookies (a statistics slice's), as
+    # {cookie: installed}: what a slice's request is answered from
+    rules: dict[int, dict[int, float]] = {}
+    packet_in, new_flows, next_poll, answered = [], 0, now, 0
     for k in range(args.flows):
         frame = ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_BACKEND)
         t0 = time.thread_time()
         result = ctl.packet_in(1, c1.switch_port, frame, now)
         packet_in.append(time.thread_time() - t0)
+        new_flows += result.kinds.count("new_flow")
         # tuples of numbers: the collector stops following the driver's own records
-        alive.append((now, tuple(c for _, m in result.sends for c in added_nat_cookies(m))))
+        cookies = tuple(c for _, m in result.sends for c in added_nat_cookies(m))
+        alive.append((now, cookies))
+        for cookie in cookies:
+            rules.setdefault(cookie & SLICE_BITS, {})[cookie] = now
         while alive and alive[0][0] <= now - args.idle:
             _, cookies = alive.popleft()
             for cookie in cookies:      # idled out after a short exchange
-                ctl.flow_removed(1, cookie, args.idle, 1500, 10, 0, now)
-        if k % max(1, int(args.rate / 10)) == 0:
-            ctl.poll_stats(now)
+                del rules[cookie & SLICE_BITS][cookie]
+                ctl.flow_removed(1, cookie, args.idle, *exchanged(args.idle), 0, now)
+        if now >= next_poll:            # when the core's statistics loop asks
+            polled = ctl.poll_stats(now)
+            next_poll = now + polled.next_in_s
+            for cookie, mask in flow_stats_requests(b"".join(m for _, m in polled.sends)):
+                entries = [FlowStat(c, now - t, *exchanged(now - t), {}, ())
+                           for low in range(cookie & SLICE_BITS, SLICE_BITS + 1,
+                                            (mask & SLICE_BITS) + 1)
+                           for c, t in rules.get(low, {}).items()]
+                answered += len(entries)
+                ctl.flow_stats(1, entries, now)
         now += 1 / args.rate
+    if new_flows != args.flows:
+        raise SystemExit(f"only {new_flows} of {args.flows} SYNs started a flow (the flow cap, "
+                         f"or client ports reused while their flows were active): lower "
+                         f"--rate x --idle + --held")
     gc.callbacks.remove(watch)
     tracked = len(gc.get_objects())
     packet_in.sort()
-    out = {"packet_in_p50_ms": 1e3 * packet_in[len(packet_in) // 2],
+    out = {"new_flows": new_flows, "stats_entries": answered,
+           "packet_in_p50_ms": 1e3 * packet_in[len(packet_in) // 2],
            "packet_in_p99_ms": 1e3 * packet_in[int(0.99 * len(packet_in))],
            "tracked_objects": tracked, "records": len(ctl.flows.flows),
            "active": ctl.flows.active_count()}
@@ -218,7 +262,7 @@ def parser():
     p.add_argument("--flows", type=bounded(int, 100, 10_000_000), default=70_000)
     p.add_argument("--rate", type=bounded(float, 1, 100_000), default=1000.0)
     p.add_argument("--idle", type=bounded(float, 0.1, 3600), default=10.0)
-    p.add_argument("--held", type=bounded(int, 0, 100_000), default=1000)
+    p.add_argument("--held", type=bounded(int, 0, 60_000), default=1000)
     p.add_argument("--job-s", type=bounded(float, 0.1, 100), default=10.0,
                    help="how long each back-end job of the sample part runs")
     p.add_argument("--base-tree", metavar="DIR",

@@ -237,7 +237,9 @@ class FlowTable:
     def on_stats(self, cookie: int, age_s: float, byte_count: int, packet_count: int,
                  now: float) -> FlowRecord | None:
         parsed = parse_cookie(cookie)
-        rec = self.flows.get(flow_id_of(cookie)) if parsed else None
+        # a tagged cookie with no direction of ours is not a rule of a flow
+        rec = self.flows.get(flow_id_of(cookie)) \
+            if parsed and parsed[0] in (DIR_FORWARD, DIR_REVERSE) else None
         if rec is None:
             return None
         old = rec.bytes_fwd + rec.bytes_rev

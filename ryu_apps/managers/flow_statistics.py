@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ryu_apps import ofwire
-from ryu_apps.flows import DIR_FORWARD, FlowRecord, fin_cookie, flow_id_of, parse_cookie
+from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, fin_cookie, flow_id_of, \
+    parse_cookie
 from ryu_apps.managers.base import Manager
 from ryu_apps.result import Result
 
@@ -124,7 +125,7 @@ class FlowStatistics(Manager):
         """A NAT rule this process did not install (a previous controller did): rebuild its
         flow record from the cookie and the match, so it is counted and reported."""
         parsed = parse_cookie(st.cookie)
-        if parsed is None:
+        if parsed is None or parsed[0] not in (DIR_FORWARD, DIR_REVERSE):
             return
         direction, ms_idx, inst_idx, _seq = parsed
         ms, inst = self.plan.ms_by_index.get(ms_idx), self.plan.instance_by_index.get(inst_idx)

@@ -336,6 +336,19 @@ def test_a_restarted_controller_adopts_the_rules_it_finds_and_resumes_their_flow
     assert back[:2] == (c.dpid, c.switch_port)
 
 
+def test_a_tagged_rule_with_no_direction_of_ours_is_neither_counted_nor_adopted():
+    cfg, ctl, net = make()
+    new_flow(cfg, ctl, net, 40013)
+    rule = net.switches[1].nat_rules()[0]
+    odd = (rule.cookie & ~(0xF << 44)) | (3 << 44)          # our tag, direction 3
+    rec = next(iter(ctl.flows.flows.values()))
+    before = (rec.bytes_fwd, rec.bytes_rev, rec.removed)
+    out = ctl.flow_stats(1, [FlowStat(odd, 5.0, 9000, 90, rule.match, ())], NOW + 5)
+    assert not out.infos and (rec.bytes_fwd, rec.bytes_rev, rec.removed) == before
+    ctl.flow_removed(1, odd, 5.0, 9000, 90, ofwire.OFPRR_IDLE_TIMEOUT, NOW + 6)
+    assert rec.ended is None and ctl.instances_view()[rec.instance]["active_flows"] == 1
+
+
 def test_orphan_answers_wait_for_their_edge_switch_to_come_back():
     cfg, ctl, net = make()
     inst, pkt = new_flow(cfg, ctl, net, 40012)
