@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-import re
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ import time
 import yaml
 
 from benchmarks import ofswitch
-from benchmarks.modes import histogram, histogram_quantile, metrics_text
+from benchmarks.modes import handler_quantiles, metrics_text
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, port_number
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
@@ -65,28 +64,6 @@ def config(rest_port: int, ofp_port: int) -> dict:
             "profiler": {"url": "http://127.0.0.1:9"},
             "controller": {"health": {"method": "none"}, "rest_port": rest_port,
                            "ofp_port": ofp_port}}
-
-
-def handler_quantiles(before: str, after: str) -> dict:
-    """From two /metrics texts of MALB: per event kind, how many were handled in between and
-    the bucket bounds of their p50 and p99 (ms); the garbage collector's pauses per
-    generation (gc_0, gc_1, gc_2) and the event loop's lag likewise."""
-    out = {}
-    kinds = sorted(set(re.findall(r'^malb_handler_seconds_count\{event="([^"]+)"\}', after,
-                                  re.M)))
-    series = [(k, "malb_handler_seconds", f'event="{k}",') for k in kinds]
-    series += [(f"gc_{g}", "malb_gc_pause_seconds", f'generation="{g}",') for g in sorted(
-        set(re.findall(r'^malb_gc_pause_seconds_count\{generation="([^"]+)"\}', after, re.M)))]
-    for key, name, labels in series + [("event_loop_lag", "malb_event_loop_lag_seconds", "")]:
-        h0, h1 = histogram(before, name, labels), histogram(after, name, labels)
-        if not h1:
-            continue
-        n = h1[float("inf")] - h0.get(float("inf"), 0)
-        p50, p99 = histogram_quantile(h0, h1, 0.5), histogram_quantile(h0, h1, 0.99)
-        out[key] = {"count": int(n),
-                    "p50_ms_at_most": None if p50 is None else round(1e3 * p50, 3),
-                    "p99_ms_at_most": None if p99 is None else round(1e3 * p99, 3)}
-    return out
 
 
 def app_service(name: str, config_path: str, ofp_port: int, rest_port: int,

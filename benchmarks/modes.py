@@ -96,6 +96,28 @@ def histogram(text: str, name: str, labels: str = "") -> dict[float, float]:
             for le, v in re.findall(pattern, text, re.M)}
 
 
+def handler_quantiles(before: str, after: str) -> dict:
+    """From two /metrics texts of MALB: per event kind, how many were handled in between and
+    the bucket bounds of their p50 and p99 (ms); the garbage collector's pauses per
+    generation (gc_0, gc_1, gc_2) and the event loop's lag likewise."""
+    out = {}
+    kinds = sorted(set(re.findall(r'^malb_handler_seconds_count\{event="([^"]+)"\}', after,
+                                  re.M)))
+    series = [(k, "malb_handler_seconds", f'event="{k}",') for k in kinds]
+    series += [(f"gc_{g}", "malb_gc_pause_seconds", f'generation="{g}",') for g in sorted(
+        set(re.findall(r'^malb_gc_pause_seconds_count\{generation="([^"]+)"\}', after, re.M)))]
+    for key, name, labels in series + [("event_loop_lag", "malb_event_loop_lag_seconds", "")]:
+        h0, h1 = histogram(before, name, labels), histogram(after, name, labels)
+        if not h1:
+            continue
+        n = h1[float("inf")] - h0.get(float("inf"), 0)
+        p50, p99 = histogram_quantile(h0, h1, 0.5), histogram_quantile(h0, h1, 0.99)
+        out[key] = {"count": int(n),
+                    "p50_ms_at_most": None if p50 is None else round(1e3 * p50, 3),
+                    "p99_ms_at_most": None if p99 is None else round(1e3 * p99, 3)}
+    return out
+
+
 def latency_hist(text: str) -> dict[float, float]:
     """Packet-in to rules sent, in the controller."""
     return histogram(text, "malb_decision_latency_seconds")
@@ -361,7 +383,7 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
                   algorithms=dict(Counter(d["algorithm"] for d in decisions["decisions"])))
         pf["least_load"] = ll
         say(f"[modes]   SYNs to the backend VIP at {syn_rate:.0f}/s, captured on the wire")
-        text = metrics_text(rest)
+        text0 = text = metrics_text(rest)
         lat0, ch0 = latency_hist(text), choose_hist(text)
         active_seen: list[int] = []
         done = threading.Event()
@@ -384,6 +406,8 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
         text = metrics_text(rest)
         lat1, ch1 = latency_hist(text), choose_hist(text)
         syn.update(cpu=cpu, active_flows_max=max(active_seen, default=None),
+                   # what the event loop did besides the decisions, over the same seconds
+                   controller=handler_quantiles(text0, text),
                    controller_p50_ms=ms(histogram_quantile(lat0, lat1, 0.5)),
                    controller_p99_ms=ms(histogram_quantile(lat0, lat1, 0.99)),
                    choose_decisions=(ch1.get(float("inf"), 0) - ch0.get(float("inf"), 0)),
@@ -451,6 +475,20 @@ def _us(v):
     return None if v is None else round(v * 1e6, 1)
 
 
+def stalls_line(controller: dict | None) -> str:
+    """The event loop's lag and its longest kinds of work over a step, from
+    handler_quantiles: what new flows waited behind (histogram bucket bounds)."""
+    if not controller:
+        return "not measured"
+    parts = [f"{key.replace('_', ' ')} {v['count']} x, p99 <= {v['p99_ms_at_most']} ms"
+             for key, v in sorted(controller.items()) if key != "event_loop_lag"
+             and v["count"] and v["p99_ms_at_most"] is not None
+             and v["p99_ms_at_most"] >= 1.0]
+    lag = controller.get("event_loop_lag")
+    head = f"lag p99 <= {lag['p99_ms_at_most']} ms" if lag else "lag not measured"
+    return head + ("; work of 1 ms or more at the p99: " + ", ".join(parts) if parts else "")
+
+
 def markdown(r: dict) -> str:
     pf, dp = r["per_flow"], r["dataplane"]
     ll, syn = pf["least_load"], pf["least_load_syn_latency"]
@@ -490,7 +528,8 @@ def markdown(r: dict) -> str:
               f"decisions) p50 <= {syn['choose_p50_us']} us, p99 <= {syn['choose_p99_us']} us. "
               f"Held long flows broken meanwhile: {ll['held_broken']} of "
               f"{ll['held_connections']}. CPU over the step, in cores: "
-              f"{cpu_line(syn.get('cpu'))}.", "",
+              f"{cpu_line(syn.get('cpu'))}. The controller's event loop over the step: "
+              f"{stalls_line(syn.get('controller'))}.", "",
               "Established connections to the ui VIP while srv3-ui drains:", "",
               table(["mode", "connections", "on srv3-ui", "broken", "broken on srv3-ui",
                      "broken elsewhere", "slots moved"],

@@ -1,4 +1,5 @@
-"""benchmarks/modes.py's reading of Open vSwitch's datapath counters."""
+"""benchmarks/modes.py: its reading of Open vSwitch's datapath counters and of the controller's
+stalls over a step."""
 from benchmarks.modes import parse_upcalls
 
 # as `ovs-appctl dpif-netdev/pmd-stats-show` prints it on this machine (userspace datapath,
@@ -26,3 +27,17 @@ def test_upcalls_and_packets_are_summed_over_the_threads():
 def test_no_thread_listed_reads_as_nothing():
     assert parse_upcalls("") == {}
     assert parse_upcalls("ovs-appctl: cannot connect to ovs-vswitchd") == {}
+
+
+def test_the_least_load_step_names_what_the_event_loop_waited_behind():
+    from benchmarks.modes import stalls_line
+    controller = {"event_loop_lag": {"count": 900, "p50_ms_at_most": 0.1, "p99_ms_at_most": 50.0},
+                  "gc_2": {"count": 2, "p50_ms_at_most": 50.0, "p99_ms_at_most": 100.0},
+                  "packet_in": {"count": 9000, "p50_ms_at_most": 0.2, "p99_ms_at_most": 0.5},
+                  "profiler_answer": {"count": 9, "p50_ms_at_most": 10.0,
+                                      "p99_ms_at_most": 20.0},
+                  "flow_stats": {"count": 0, "p50_ms_at_most": None, "p99_ms_at_most": None}}
+    assert stalls_line(controller) == ("lag p99 <= 50.0 ms; work of 1 ms or more at the p99: "
+                                       "gc 2 2 x, p99 <= 100.0 ms, "
+                                       "profiler answer 9 x, p99 <= 20.0 ms")
+    assert stalls_line(None) == "not measured"

@@ -122,7 +122,7 @@ def test_a_packet_out_answers_the_syn_it_carries():
 
 
 def test_the_controllers_histograms_over_a_phase_per_event_kind():
-    from benchmarks.controller_alone import handler_quantiles
+    from benchmarks.modes import handler_quantiles
 
     def text(n_fast, n_slow, lag):
         rows = []
