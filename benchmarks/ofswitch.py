@@ -138,7 +138,6 @@ class Emulated:
             await self._read_messages()
         except Exception as exc:   # noqa: BLE001 -- kept, and raised by check() in the phase
             self.error = f"{type(exc).__name__}: {exc}"
-            raise
 
     async def _read_messages(self) -> None:
         buf = b""

@@ -2,8 +2,11 @@
 parser as a real switch's would, and its flow table follows the controller's flow-mods."""
 from __future__ import annotations
 
+import asyncio
+import socket
 import struct
 
+import pytest
 from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
 
 from benchmarks import ofswitch
@@ -140,3 +143,33 @@ def test_the_controllers_histograms_over_a_phase_per_event_kind():
     assert q["packet_in"] == {"count": 1010, "p50_ms_at_most": 0.05, "p99_ms_at_most": 10.0}
     assert q["event_loop_lag"]["count"] == 100
     assert q["gc_2"] == {"count": 20, "p50_ms_at_most": 100.0, "p99_ms_at_most": 100.0}
+
+
+def test_a_controller_that_resets_the_connection_stops_the_phase_with_the_reason():
+    """Ryu closes a switch whose reads stall past its socket timeout with packet-ins still
+    unread, which the switch sees as a reset: the next check() in a phase raises it, and the
+    reader task ends without an exception nobody retrieves."""
+    async def scenario():
+        async def controller(reader, writer):
+            await reader.read(8)                     # the switch's HELLO, then more unread
+            await asyncio.sleep(0.1)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.close()                           # closed with a linger of 0: a reset
+
+        server = await asyncio.start_server(controller, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        sw = ofswitch.Emulated("127.0.0.1", port)
+        sw.reader, sw.writer = await asyncio.open_connection("127.0.0.1", port)
+        sw.writer.write(ofswitch.message(ofswitch.HELLO, 1))
+        task = asyncio.create_task(sw._read())
+        await asyncio.wait_for(task, 5)
+        server.close()
+        sw.writer.close()
+        return sw, task
+
+    sw, task = asyncio.run(scenario())
+    assert task.exception() is None
+    assert sw.error is not None
+    with pytest.raises(ConnectionError, match="connection failed"):
+        sw.check()
