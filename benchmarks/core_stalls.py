@@ -4,9 +4,10 @@ interleaved rounds. No root, no switch; every figure is CPU time (time.thread_ti
 another job on the machine slows it without changing it.
 
     .venv/bin/python -m benchmarks.core_stalls [--rounds 3] [--flows 70000] [--rate 1000]
-        [--idle 10] [--held 1000] [--job-s 10] [--base-tree DIR] [--out results/bench]
+        [--idle 10] [--held 1000] [--job-s 10] [--short-flows 30000] [--short-rate 500]
+        [--base-tree DIR] [--out results/bench]
 
-Each run is a fresh process (`--child`, its imports from the tree it measures) with two
+Each run is a fresh process (`--child`, its imports from the tree it measures) with three
 parts:
 
 - the garbage collector: the real ControllerCore, policy malb, on controller_alone's
@@ -24,12 +25,18 @@ parts:
   started (so 120 s of ended jobs are kept, as the estimator keeps them), then one
   sample's attribution per server (OpenFlows.attribute, what the profiler's answer does
   each period) and one count at a time 5 s back per server (OpenFlows.costs, what the
-  first decision on a server's new data does), each repeated and timed.
+  first decision on a server's new data does), each repeated and timed;
+- short flows' ends: a fresh ControllerCore, policy malb, --short-flows SYNs to the ui VIP
+  (a short-flow microservice, whose flows malb follows to their ends) at --short-rate per
+  second, driven as in the first part; each flow's rules idle out --idle s after it
+  started, so its end is dated back to its last traffic (a client that resets its
+  connections never shows a FIN); every packet-in and every flow-removed timed.
 
 Reported per tree: per generation the collections, their p50 and max and the sum (ms); the
 packet-in p50/p99; the objects the collector tracks and the flow records kept at the end;
-a sample's attribution and a past count, per server (ms); medians over rounds (min-max),
-and ratios to --base-tree's in the same round. In the controller the event loop stands
+a sample's attribution and a past count, per server (ms); a short flow's packet-in and
+flow-removed p50/p99 (ms); medians over rounds (min-max), and ratios to --base-tree's in
+the same round. In the controller the event loop stands
 still for every collection (malb_gc_pause_seconds) and every profiler answer.
 Results: core_stalls.json and core_stalls.md in --out.
 """
@@ -87,16 +94,71 @@ def flow_stats_requests(messages: bytes) -> list[tuple[int, int]]:
     return out
 
 
+def drive(ctl, frame, in_port: int, flows: int, rate: float, idle: float,
+          now: float) -> tuple[list[float], list[float], int, int]:
+    """`flows` SYNs (frame(k)) at `rate` per second of simulated time from `now`, each
+    flow's rules idling out `idle` s after it started (a flow-removed for each, with the
+    traffic a short exchange would have counted), the statistics slices the core asks for
+    answered from the rules it installed, as the emulated switch answers them. Returns the
+    CPU seconds of each packet-in and each flow-removed, the flows started and the
+    statistics entries answered."""
+    import collections
+    import time
+
+    from ryu_apps.core import FlowStat
+    alive: collections.deque = collections.deque()        # (start, its rules' cookies)
+    # the rules on the switch by the low bits of their cookies (a statistics slice's), as
+    # {cookie: installed}: what a slice's request is answered from
+    rules: dict[int, dict[int, float]] = {}
+    packet_in, removed, new_flows, next_poll, answered = [], [], 0, now, 0
+    for k in range(flows):
+        t0 = time.thread_time()
+        result = ctl.packet_in(1, in_port, frame(k), now)
+        packet_in.append(time.thread_time() - t0)
+        new_flows += result.kinds.count("new_flow")
+        # tuples of numbers: the collector stops following the driver's own records
+        cookies = tuple(c for _, m in result.sends for c in added_nat_cookies(m))
+        alive.append((now, cookies))
+        for cookie in cookies:
+            rules.setdefault(cookie & SLICE_BITS, {})[cookie] = now
+        while alive and alive[0][0] <= now - idle:
+            _, cookies = alive.popleft()
+            for cookie in cookies:      # idled out after a short exchange
+                del rules[cookie & SLICE_BITS][cookie]
+                t0 = time.thread_time()
+                ctl.flow_removed(1, cookie, idle, *exchanged(idle), 0, now)
+                removed.append(time.thread_time() - t0)
+        if now >= next_poll:            # when the core's statistics loop asks
+            polled = ctl.poll_stats(now)
+            next_poll = now + polled.next_in_s
+            for cookie, mask in flow_stats_requests(b"".join(m for _, m in polled.sends)):
+                entries = [FlowStat(c, now - t, *exchanged(now - t), {}, ())
+                           for low in range(cookie & SLICE_BITS, SLICE_BITS + 1,
+                                            (mask & SLICE_BITS) + 1)
+                           for c, t in rules.get(low, {}).items()]
+                answered += len(entries)
+                ctl.flow_stats(1, entries, now)
+        now += 1 / rate
+    return packet_in, removed, new_flows, answered
+
+
+def quantiles_ms(seconds: list[float]) -> tuple[float, float]:
+    """(p50, p99) in ms."""
+    ordered = sorted(seconds)
+    if not ordered:
+        return 0.0, 0.0
+    return 1e3 * ordered[len(ordered) // 2], 1e3 * ordered[int(0.99 * len(ordered))]
+
+
 def child(args) -> dict:
     """One run, in this process, on the tree its imports come from."""
-    import collections
     import gc
     import time
 
     from benchmarks import ofswitch
     from benchmarks.controller_alone import VIP_BACKEND, VIP_VIDEO, config
     from common.config import parse_config_file_data
-    from ryu_apps.core import ControllerCore, FlowStat
+    from ryu_apps.core import ControllerCore
 
     cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
     now = 1_700_000_000.0
@@ -119,48 +181,18 @@ def child(args) -> dict:
         else:
             pauses.append((info["generation"], time.thread_time() - began[0]))
     gc.callbacks.append(watch)
-    alive: collections.deque = collections.deque()        # (start, its rules' cookies)
-    # the rules on the switch by the low bits of their cookies (a statistics slice's), as
-    # {cookie: installed}: what a slice's request is answered from
-    rules: dict[int, dict[int, float]] = {}
-    packet_in, new_flows, next_poll, answered = [], 0, now, 0
-    for k in range(args.flows):
-        frame = ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_BACKEND)
-        t0 = time.thread_time()
-        result = ctl.packet_in(1, c1.switch_port, frame, now)
-        packet_in.append(time.thread_time() - t0)
-        new_flows += result.kinds.count("new_flow")
-        # tuples of numbers: the collector stops following the driver's own records
-        cookies = tuple(c for _, m in result.sends for c in added_nat_cookies(m))
-        alive.append((now, cookies))
-        for cookie in cookies:
-            rules.setdefault(cookie & SLICE_BITS, {})[cookie] = now
-        while alive and alive[0][0] <= now - args.idle:
-            _, cookies = alive.popleft()
-            for cookie in cookies:      # idled out after a short exchange
-                del rules[cookie & SLICE_BITS][cookie]
-                ctl.flow_removed(1, cookie, args.idle, *exchanged(args.idle), 0, now)
-        if now >= next_poll:            # when the core's statistics loop asks
-            polled = ctl.poll_stats(now)
-            next_poll = now + polled.next_in_s
-            for cookie, mask in flow_stats_requests(b"".join(m for _, m in polled.sends)):
-                entries = [FlowStat(c, now - t, *exchanged(now - t), {}, ())
-                           for low in range(cookie & SLICE_BITS, SLICE_BITS + 1,
-                                            (mask & SLICE_BITS) + 1)
-                           for c, t in rules.get(low, {}).items()]
-                answered += len(entries)
-                ctl.flow_stats(1, entries, now)
-        now += 1 / args.rate
+    frame = (lambda k: ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_BACKEND))
+    packet_in, _removed, new_flows, answered = drive(ctl, frame, c1.switch_port, args.flows,
+                                                     args.rate, args.idle, now)
     if new_flows != args.flows:
         raise SystemExit(f"only {new_flows} of {args.flows} SYNs started a flow (the flow cap, "
                          f"or client ports reused while their flows were active): lower "
                          f"--rate x --idle + --held")
     gc.callbacks.remove(watch)
     tracked = len(gc.get_objects())
-    packet_in.sort()
+    p50, p99 = quantiles_ms(packet_in)
     out = {"new_flows": new_flows, "stats_entries": answered,
-           "packet_in_p50_ms": 1e3 * packet_in[len(packet_in) // 2],
-           "packet_in_p99_ms": 1e3 * packet_in[int(0.99 * len(packet_in))],
+           "packet_in_p50_ms": p50, "packet_in_p99_ms": p99,
            "tracked_objects": tracked, "records": len(ctl.flows.flows),
            "active": ctl.flows.active_count()}
     for gen in (0, 1, 2):
@@ -169,6 +201,33 @@ def child(args) -> dict:
                             "p50_ms": statistics.median(took) if took else 0.0,
                             "max_ms": max(took, default=0.0), "sum_ms": sum(took)}
     return out
+
+
+def short_ends(args) -> dict:
+    """A short flow's packet-in and flow-removed under malb, its ends dated back."""
+    import time
+
+    from benchmarks import ofswitch
+    from benchmarks.controller_alone import VIP_UI, config
+    from common.config import parse_config_file_data
+    from ryu_apps.core import ControllerCore
+
+    cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
+    now = 1_700_000_000.0
+    ctl = ControllerCore(cfg, "malb", xid=lambda dpid: 1, started=now, timer=time.perf_counter)
+    ctl.switch_connected(1, now)
+    vip, vip_mac = cfg.microservices[0].vip, cfg.controller.vip_mac
+    c1 = cfg.testbed.clients[0]
+    frame = (lambda k: ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_UI))
+    packet_in, removed, new_flows, _ = drive(ctl, frame, c1.switch_port, args.short_flows,
+                                             args.short_rate, args.idle, now)
+    if new_flows != args.short_flows:
+        raise SystemExit(f"only {new_flows} of {args.short_flows} ui SYNs started a flow: "
+                         f"lower --short-rate x --idle")
+    (in50, in99), (rm50, rm99) = quantiles_ms(packet_in), quantiles_ms(removed)
+    return {"short_packet_in_p50_ms": in50, "short_packet_in_p99_ms": in99,
+            "short_removed_p50_ms": rm50, "short_removed_p99_ms": rm99,
+            "short_removed_sum_ms": 1e3 * sum(removed)}
 
 
 def sample_walk(args) -> dict:
@@ -205,7 +264,8 @@ def sample_walk(args) -> dict:
 def run_child(tree: str, args) -> dict:
     argv = [sys.executable, os.path.join(ROOT, "benchmarks", "core_stalls.py"), "--child",
             "--flows", str(args.flows), "--rate", str(args.rate), "--idle", str(args.idle),
-            "--held", str(args.held), "--job-s", str(args.job_s)]
+            "--held", str(args.held), "--job-s", str(args.job_s),
+            "--short-flows", str(args.short_flows), "--short-rate", str(args.short_rate)]
     env = {**os.environ, "PYTHONPATH": tree}
     done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True,
                           timeout=3600)
@@ -216,7 +276,9 @@ def run_child(tree: str, args) -> dict:
 
 FIGURES = (("gen2", "count"), ("gen2", "max_ms"), ("gen2", "sum_ms"), ("gen1", "max_ms"),
            ("packet_in_p99_ms", None), ("tracked_objects", None), ("records", None),
-           ("attribute_ms", None), ("costs_ms", None))
+           ("attribute_ms", None), ("costs_ms", None), ("short_packet_in_p99_ms", None),
+           ("short_removed_p50_ms", None), ("short_removed_p99_ms", None),
+           ("short_removed_sum_ms", None))
 
 
 def figure(r: dict, key: str, sub: str | None):
@@ -265,6 +327,8 @@ def parser():
     p.add_argument("--held", type=bounded(int, 0, 60_000), default=1000)
     p.add_argument("--job-s", type=bounded(float, 0.1, 100), default=10.0,
                    help="how long each back-end job of the sample part runs")
+    p.add_argument("--short-flows", type=bounded(int, 100, 10_000_000), default=30_000)
+    p.add_argument("--short-rate", type=bounded(float, 1, 100_000), default=500.0)
     p.add_argument("--base-tree", metavar="DIR",
                    help="another checkout (a git worktree of an earlier commit), measured in "
                         "the same rounds")
@@ -277,7 +341,7 @@ def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps({**child(args), **sample_walk(args)}))
+        print(json.dumps({**child(args), **sample_walk(args), **short_ends(args)}))
         return 0
     if args.base_tree and not os.path.isfile(os.path.join(args.base_tree, "ryu_apps",
                                                           "flows.py")):
