@@ -5,6 +5,8 @@
 - running_flows: flows sent to a server still expected to run (assignments x survival);
 - open_flows: flows whose end the controller sees, per instance and per server, with what
   each was measured to use;
+- carried_seconds: the seconds of flow an instance carried, ends dated back to a flow's
+  last traffic;
 - running_load: a server's load now from its latest sample and the flows it runs (malb);
 - unexplained_use: what a short-flow instance uses beyond what our flows on it explain.
 """

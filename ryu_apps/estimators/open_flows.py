@@ -12,6 +12,7 @@ import bisect
 import math
 from collections import deque
 
+from ryu_apps.estimators.carried_seconds import CarriedSeconds
 from ryu_apps.estimators.running_flows import DEFAULT_MAX_AGE_S
 from ryu_apps.estimators.survival import Survival
 
@@ -45,12 +46,12 @@ class InstanceFlows:
         if not bucket_s > 0 or not max_age_s > 0:
             raise ValueError("bucket_s and max_age_s must be > 0")
         self.bucket_s, self.max_age_s = bucket_s, max_age_s
-        self._open: dict = {}                   # key -> (instance, bucket), start order
+        self._open: dict = {}           # key -> (instance, bucket, start), start order
         self._keys: dict[str, deque] = {}       # instance -> its buckets, ascending
         self._counts: dict[str, dict[int, int]] = {}    # instance -> bucket -> open flows
         self._total: dict[str, int] = {}
-        # instance -> checkpoints (time, seconds of flow carried up to it), at its changes
-        self._carried: dict[str, deque] = {}
+        self._carried: dict[str, CarriedSeconds] = {}
+        self._latest: dict[str, float] = {}     # instance -> the time of its latest change
 
     def __len__(self) -> int:
         return len(self._open)
@@ -71,9 +72,9 @@ class InstanceFlows:
         else:
             keys.append(k)
         counts[k] = counts.get(k, 0) + 1
-        self._advance(instance, t)
+        t = self._carry(instance, t, +1)
         self._total[instance] = self._total.get(instance, 0) + 1
-        self._open[key] = (instance, k)
+        self._open[key] = (instance, k, t)
 
     def end(self, key, t: float | None = None, quiet_since: float | None = None) -> bool:
         """The flow ended (at t: when unsaid, the instance's latest event); False if it was
@@ -82,10 +83,8 @@ class InstanceFlows:
         where = self._open.get(key)
         if where is None:
             return False
-        instance, k = where
-        self._advance(instance, t)
-        if quiet_since is not None:
-            self._take_back(instance, quiet_since)
+        instance, k, start = where
+        self._carry(instance, t, -1, None if quiet_since is None else max(quiet_since, start))
         del self._open[key]
         counts = self._counts[instance]
         counts[k] -= 1
@@ -101,7 +100,7 @@ class InstanceFlows:
         n = 0
         oldest = math.floor((now - self.max_age_s) / self.bucket_s)
         while self._open:
-            key, (_instance, k) = next(iter(self._open.items()))
+            key, (_instance, k, _start) = next(iter(self._open.items()))
             if k >= oldest:
                 break
             self.end(key)
@@ -111,42 +110,26 @@ class InstanceFlows:
     def open_count(self, instance: str) -> int:
         return self._total.get(instance, 0)
 
-    def _advance(self, instance: str, t: float | None) -> None:
-        """A checkpoint of the instance's carried flow-seconds at t, before its count
-        changes (t None: at its latest checkpoint)."""
-        marks = self._carried.setdefault(instance, deque([(t or 0.0, 0.0)]))
-        last_t, carried = marks[-1]
-        if t is None or t <= last_t:
-            return
-        marks.append((t, carried + self._total.get(instance, 0) * (t - last_t)))
-        while len(marks) > 2 and marks[1][0] < t - CARRIED_KEEP_S:
-            marks.popleft()
-
-    def _take_back(self, instance: str, since: float) -> None:
-        """One open flow of the instance carried nothing after `since`: every checkpoint
-        after it counts that much less (those older than CARRIED_KEEP_S are gone)."""
-        marks = self._carried[instance]
-        since = max(since, marks[0][0])
-        at = next(i for i, (mt, _) in enumerate(marks) if mt >= since)
-        if marks[at][0] > since:        # a checkpoint where the count fell, for exactness
-            marks.insert(at, (since, self.flow_seconds(instance, since)))
-        for i in range(at + 1, len(marks)):
-            mt, carried = marks[i]
-            marks[i] = (mt, carried - (mt - since))
+    def _carry(self, instance: str, t: float | None, delta: int,
+               back_to: float | None = None) -> float:
+        """The instance's count changes by delta at t (None, or a clock stepped back: at its
+        latest change); an end may be dated back to `back_to`. Returns the time used."""
+        latest = self._latest.get(instance)
+        if t is None or (latest is not None and t < latest):
+            t = latest if latest is not None else 0.0
+        self._latest[instance] = t
+        carried = self._carried.get(instance)
+        if carried is None:
+            carried = self._carried[instance] = CarriedSeconds(CARRIED_KEEP_S)
+        carried.change(t if back_to is None else min(t, back_to), delta)
+        return t
 
     def flow_seconds(self, instance: str, t: float) -> float:
         """Seconds of flow the instance carried from the start up to t (its open flows
-        integrated over time), exact for t within the last CARRIED_KEEP_S of its changes."""
-        marks = self._carried.get(instance)
-        if not marks:
-            return 0.0
-        if t >= marks[-1][0]:
-            return marks[-1][1] + self._total.get(instance, 0) * (t - marks[-1][0])
-        # the count between two checkpoints is what it changed from at the later one
-        for (t0, c0), (t1, c1) in zip(reversed(list(marks)[:-1]), reversed(list(marks))):
-            if t0 <= t:
-                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c0
-        return marks[0][1]
+        integrated over time), exact for t within the last CARRIED_KEEP_S of its changes;
+        a flow that idled out counts up to its last traffic."""
+        carried = self._carried.get(instance)
+        return 0.0 if carried is None else carried.at(t)
 
     def instance_of(self, key) -> str | None:
         """The instance an open flow went to (None: not open)."""
