@@ -308,7 +308,8 @@ def markdown(doc: dict) -> str:
     for name, figs in doc["summary"].items():
         for label, e in figs.items():
             r = e.get("vs_base")
-            rows.append([name, label, f"{e['median']:.1f} ({e['min']:.1f}-{e['max']:.1f})",
+            d = 3 if e["max"] < 10 else 1
+            rows.append([name, label, f"{e['median']:.{d}f} ({e['min']:.{d}f}-{e['max']:.{d}f})",
                          "—" if not r else f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})"])
     return (f"# The controller core's stalls\n\nCommand: `{doc['command']}`"
             f"  \nCommit: {doc['commit']}; base: {doc.get('base_commit') or '—'}\n\n"

@@ -29,7 +29,9 @@ class CarriedSeconds:
         self.size = 1 << max(1, math.ceil(math.log2(keep_s * US / self.slot_us + 2)))
         self._count = [0] * (self.size + 1)         # Fenwick trees over ring positions
         self._sum = [0] * (self.size + 1)
-        self._slots: dict[int, list] = {}           # slot -> its changes, (time us, delta)
+        # slot -> its changes, time (us) and delta in turn: a tuple of integers, which the
+        # garbage collector stops following, for each of the thousands of slots a minute holds
+        self._slots: dict[int, tuple[int, ...]] = {}
         self._latest: int | None = None             # the latest slot with a change
         self._old_count = self._old_sum = 0         # changes that left the ring
         self._all_count = self._all_sum = 0         # every change
@@ -46,7 +48,7 @@ class CarriedSeconds:
             self._old_count += delta
             self._old_sum += delta * tau
             return
-        self._slots.setdefault(slot, []).append((tau, delta))
+        self._slots[slot] = self._slots.get(slot, ()) + (tau, delta)
         self._add(slot % self.size + 1, delta, delta * tau)
 
     def at(self, t: float) -> float:
@@ -62,7 +64,9 @@ class CarriedSeconds:
         else:       # all, less the ring's slots from x's on, plus x's own changes up to x
             c_after, s_after = self._range(slot, self._latest)
             count, total = self._all_count - c_after, self._all_sum - s_after
-            for tau, delta in self._slots.get(slot, ()):
+            changes = self._slots.get(slot, ())
+            for i in range(0, len(changes), 2):
+                tau, delta = changes[i], changes[i + 1]
                 if tau <= x:
                     count += delta
                     total += delta * tau
@@ -77,7 +81,9 @@ class CarriedSeconds:
         else:
             gone = [s for s in self._slots if s <= slot - self.size]
         for s in list(gone):
-            for tau, delta in self._slots.pop(s):
+            changes = self._slots.pop(s)
+            for i in range(0, len(changes), 2):
+                tau, delta = changes[i], changes[i + 1]
                 self._old_count += delta
                 self._old_sum += delta * tau
                 self._add(s % self.size + 1, -delta, -delta * tau)

@@ -94,3 +94,15 @@ def test_instance_flows_match_the_integral_flow_by_flow(spec, probes):
         x = max(0.0, last - CARRIED_KEEP_S) + p * min(last, CARRIED_KEEP_S) + p
         assert f.flow_seconds("i", x) == pytest.approx(by_flow(list(truth.values()), x),
                                                       abs=1e-4)
+
+
+def test_a_minute_of_changes_adds_nothing_the_garbage_collector_follows():
+    import gc
+    gc.collect()
+    before = len(gc.get_objects())
+    c = CarriedSeconds()
+    for k in range(12_000):         # two changes in every slot of the ring
+        c.change(k * 0.005, +1)
+    gc.collect()
+    assert len(c._slots) > 5_000
+    assert len(gc.get_objects()) - before < 20
