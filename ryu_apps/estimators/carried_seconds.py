@@ -22,7 +22,7 @@ class CarriedSeconds:
     Changes older than the ring are folded into one sum; a value further back than that
     counts them as if they had all come before it."""
 
-    def __init__(self, keep_s: float = 60.0, slot_s: float = 0.01):
+    def __init__(self, keep_s: float = 60.0, slot_s: float = 0.05):
         if not keep_s > 0 or not slot_s > 0:
             raise ValueError("keep_s and slot_s must be > 0")
         self.slot_us = max(1, round(slot_s * US))

@@ -101,8 +101,8 @@ def test_a_minute_of_changes_adds_nothing_the_garbage_collector_follows():
     gc.collect()
     before = len(gc.get_objects())
     c = CarriedSeconds()
-    for k in range(12_000):         # two changes in every slot of the ring
+    for k in range(12_000):         # ten changes in every slot of the ring
         c.change(k * 0.005, +1)
     gc.collect()
-    assert len(c._slots) > 5_000
+    assert len(c._slots) > 1_000
     assert len(gc.get_objects()) - before < 20
