@@ -8,13 +8,13 @@ Per microservice VIP:port of the configuration, each new TCP/UDP flow goes to th
 instance in turn: a forward rule (client to VIP rewritten to the instance), a reverse rule
 (instance to client rewritten back to the VIP), both idling out after 10 s, and the first
 packet sent on. ARP for a VIP is answered; everything else is a learning switch, as
-ryu.app.simple_switch_13, except that an instance's packets get no L2 rule (one would carry
-an answer that beats its flow's reverse rule to the switch, or hits a datapath entry cached
-before that rule, to the client without the VIP's address) and one that reaches the
-controller is sent on rewritten as its flow's reverse rule would, and a flow's packet that
-reaches the controller again (a SYN retransmitted before its rules were in) keeps its
-instance. No health checks,
-statistics, barrier or flow records beyond that map. One switch.
+ryu.app.simple_switch_13, except that an instance's frames (from its MAC or its address, ARP
+too) get no L2 rule: one would carry an answer that beats its flow's reverse rule to the
+switch, or hits a datapath entry cached before that rule, to the client without the VIP's
+address. Such an answer that reaches the controller is sent on rewritten as its flow's
+reverse rule would, and a flow's packet that reaches the controller again (a SYN
+retransmitted before its rules were in) keeps its instance. No health checks, statistics,
+barrier or flow records beyond that map. One switch.
 
 - NaiveNat: the Ryu app.
 """
@@ -41,6 +41,7 @@ class NaiveNat(app_manager.RyuApp):
         self.next = dict.fromkeys(self.pools, 0)
         self.vips = {ms.vip for ms in cfg.microservices}
         self.instance_ips = {i.ip for i in cfg.instances}
+        self.instance_macs = {i.mac for i in cfg.instances}
         self.mac_to_port = {}
         # (instance ip, its port, client ip, client port) -> (vip, vport, client's switch port)
         self.reverse = {}
@@ -97,7 +98,8 @@ class NaiveNat(app_manager.RyuApp):
                 return
         out = self.mac_to_port[dp.id].get(eth.dst, ofp.OFPP_FLOOD)
         actions = [parser.OFPActionOutput(out)]
-        if out != ofp.OFPP_FLOOD and not (ip is not None and ip.src in self.instance_ips):
+        if out != ofp.OFPP_FLOOD and eth.src not in self.instance_macs and \
+                not (ip is not None and ip.src in self.instance_ips):
             self.add_flow(dp, 1, parser.OFPMatch(in_port=in_port, eth_dst=eth.dst,
                                                  eth_src=eth.src), actions)
         self.packet_out(dp, in_port, actions, msg.data)
