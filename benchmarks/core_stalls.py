@@ -150,20 +150,30 @@ def quantiles_ms(seconds: list[float]) -> tuple[float, float]:
     return 1e3 * ordered[len(ordered) // 2], 1e3 * ordered[int(0.99 * len(ordered))]
 
 
+def fresh_core():
+    """(configuration, ControllerCore with policy malb and a switch connected, the time):
+    controller_alone's configuration, the profiler away."""
+    import time
+
+    from benchmarks.controller_alone import config
+    from common.config import parse_config_file_data
+    from ryu_apps.core import ControllerCore
+    cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
+    now = 1_700_000_000.0
+    ctl = ControllerCore(cfg, "malb", xid=lambda dpid: 1, started=now, timer=time.perf_counter)
+    ctl.switch_connected(1, now)
+    return cfg, ctl, now
+
+
 def child(args) -> dict:
     """One run, in this process, on the tree its imports come from."""
     import gc
     import time
 
     from benchmarks import ofswitch
-    from benchmarks.controller_alone import VIP_BACKEND, VIP_VIDEO, config
-    from common.config import parse_config_file_data
-    from ryu_apps.core import ControllerCore
+    from benchmarks.controller_alone import VIP_BACKEND, VIP_VIDEO
 
-    cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
-    now = 1_700_000_000.0
-    ctl = ControllerCore(cfg, "malb", xid=lambda dpid: 1, started=now, timer=time.perf_counter)
-    ctl.switch_connected(1, now)
+    cfg, ctl, now = fresh_core()
     vip, vip_mac = cfg.microservices[0].vip, cfg.controller.vip_mac
     c1, c2 = cfg.testbed.clients[:2]
     for k in range(args.held):
@@ -205,17 +215,10 @@ def child(args) -> dict:
 
 def short_ends(args) -> dict:
     """A short flow's packet-in and flow-removed under malb, its ends dated back."""
-    import time
-
     from benchmarks import ofswitch
-    from benchmarks.controller_alone import VIP_UI, config
-    from common.config import parse_config_file_data
-    from ryu_apps.core import ControllerCore
+    from benchmarks.controller_alone import VIP_UI
 
-    cfg = parse_config_file_data(config(18081, 16633), "core_stalls.yaml")
-    now = 1_700_000_000.0
-    ctl = ControllerCore(cfg, "malb", xid=lambda dpid: 1, started=now, timer=time.perf_counter)
-    ctl.switch_connected(1, now)
+    cfg, ctl, now = fresh_core()
     vip, vip_mac = cfg.microservices[0].vip, cfg.controller.vip_mac
     c1 = cfg.testbed.clients[0]
     frame = (lambda k: ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_UI))
