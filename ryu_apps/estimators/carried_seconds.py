@@ -70,7 +70,8 @@ class CarriedSeconds:
                 if tau <= x:
                     count += delta
                     total += delta * tau
-        return (x * count - total) / US
+        # before the ring only the folded sums are known: never less than nothing carried
+        return max(0, x * count - total) / US
 
     # ---------------------------------------------------------------- the ring
     def _advance(self, slot: int) -> None:

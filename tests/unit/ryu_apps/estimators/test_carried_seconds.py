@@ -106,3 +106,10 @@ def test_a_minute_of_changes_adds_nothing_the_garbage_collector_follows():
     gc.collect()
     assert len(c._slots) > 1_000
     assert len(gc.get_objects()) - before < 20
+
+
+def test_a_time_before_the_ring_is_never_negative():
+    c = CarriedSeconds(keep_s=1.0, slot_s=0.1)
+    c.change(10.0, +1)
+    c.change(100.0, +1)
+    assert c.at(5.0) == 0.0
