@@ -8,8 +8,12 @@ changes that arrive nearly in time order, some of them back-dated (plain Python)
 from __future__ import annotations
 
 import math
+import struct
 
 US = 1_000_000          # times and sums are kept in whole microseconds: exact integers
+# one change in a slot's record: its time (us) and delta, 64-bit integers (times to about
+# 290,000 years either side of the epoch)
+CHANGE = struct.Struct("<qq")
 
 
 class CarriedSeconds:
@@ -29,9 +33,10 @@ class CarriedSeconds:
         self.size = 1 << max(1, math.ceil(math.log2(keep_s * US / self.slot_us + 2)))
         self._count = [0] * (self.size + 1)         # Fenwick trees over ring positions
         self._sum = [0] * (self.size + 1)
-        # slot -> its changes, time (us) and delta in turn: a tuple of integers, which the
-        # garbage collector stops following, for each of the thousands of slots a minute holds
-        self._slots: dict[int, tuple[int, ...]] = {}
+        # slot -> its changes packed as CHANGE records: a bytearray, which the garbage
+        # collector never follows (thousands of slots a minute) and which grows in place (a
+        # flood's ends may all fall in one slot)
+        self._slots: dict[int, bytearray] = {}
         self._latest: int | None = None             # the latest slot with a change
         self._old_count = self._old_sum = 0         # changes that left the ring
         self._all_count = self._all_sum = 0         # every change
@@ -48,7 +53,10 @@ class CarriedSeconds:
             self._old_count += delta
             self._old_sum += delta * tau
             return
-        self._slots[slot] = self._slots.get(slot, ()) + (tau, delta)
+        record = self._slots.get(slot)
+        if record is None:
+            record = self._slots[slot] = bytearray()
+        record += CHANGE.pack(tau, delta)
         self._add(slot % self.size + 1, delta, delta * tau)
 
     def at(self, t: float) -> float:
@@ -64,9 +72,7 @@ class CarriedSeconds:
         else:       # all, less the ring's slots from x's on, plus x's own changes up to x
             c_after, s_after = self._range(slot, self._latest)
             count, total = self._all_count - c_after, self._all_sum - s_after
-            changes = self._slots.get(slot, ())
-            for i in range(0, len(changes), 2):
-                tau, delta = changes[i], changes[i + 1]
+            for tau, delta in CHANGE.iter_unpack(self._slots.get(slot, b"")):
                 if tau <= x:
                     count += delta
                     total += delta * tau
@@ -77,17 +83,18 @@ class CarriedSeconds:
     def _advance(self, slot: int) -> None:
         """Slot becomes the latest: those that fall off the ring fold into the old sums."""
         if self._latest is not None and slot - self._latest < self.size:
-            gone = (s for s in range(self._latest - self.size + 1, slot - self.size + 1)
-                    if s in self._slots)
+            gone = [s for s in range(self._latest - self.size + 1, slot - self.size + 1)
+                    if s in self._slots]
         else:
             gone = [s for s in self._slots if s <= slot - self.size]
-        for s in list(gone):
-            changes = self._slots.pop(s)
-            for i in range(0, len(changes), 2):
-                tau, delta = changes[i], changes[i + 1]
-                self._old_count += delta
-                self._old_sum += delta * tau
-                self._add(s % self.size + 1, -delta, -delta * tau)
+        for s in gone:
+            count = total = 0
+            for tau, delta in CHANGE.iter_unpack(self._slots.pop(s)):
+                count += delta
+                total += delta * tau
+            self._old_count += count
+            self._old_sum += total
+            self._add(s % self.size + 1, -count, -total)
         self._latest = slot
 
     def _add(self, i: int, count: int, total: int) -> None:
