@@ -41,7 +41,7 @@ from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, port_number
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from common.markdown import table
-from common.procs import ROOT, Service, git_commit
+from common.procs import ROOT, Service, ServiceError, git_commit
 from common.state import process_cpu_seconds
 from ryu_apps import ofwire
 
@@ -87,12 +87,22 @@ def app_service(name: str, config_path: str, ofp_port: int, rest_port: int,
 
 
 async def measure_app(name: str, cfg, pid: int, args) -> dict:
+    """The app's phases over one emulated switch, closed however they end."""
+    c2 = cfg.testbed.clients[1]
+    sw = ofswitch.Emulated("127.0.0.1", args.ofp_port,
+                           held=(bytes(int(x) for x in c2.ip.split(".")),))
+    try:
+        await sw.connect()
+        return await measure_phases(name, cfg, sw, pid, args)
+    finally:
+        sw.close()
+
+
+async def measure_phases(name: str, cfg, sw: ofswitch.Emulated, pid: int, args) -> dict:
     vip, vip_mac = cfg.microservices[0].vip, cfg.controller.vip_mac
     c1, c2 = cfg.testbed.clients[:2]
-    held = (bytes(int(x) for x in c2.ip.split(".")),)
-    sw = ofswitch.Emulated("127.0.0.1", args.ofp_port, held=held)
-    await sw.connect()
     await asyncio.sleep(1.0)             # the app's start-up messages
+    sw.check()
     app = name.partition("@")[0]
     if app == "simple_switch_13":
         # it learns where the VIP's MAC is, so each SYN costs it a rule and a packet-out
@@ -111,6 +121,7 @@ async def measure_app(name: str, cfg, pid: int, args) -> dict:
         r = await run
         text1 = metrics_text(rest) if rest else ""
         await sw.drained()
+        sw.check()                       # a switch lost in the wait has no rules to drain
         used = process_cpu_seconds(pid) - before
         if rest:
             r["controller"] = handler_quantiles(text0, text1)
@@ -135,7 +146,6 @@ async def measure_app(name: str, cfg, pid: int, args) -> dict:
                                                  args.warmup, args.seconds), sent)
     out["switch"] = {"flow_mods": sw.flow_mods, "packet_outs": sw.packet_outs,
                      "flow_removed_sent": sw.removed_sent, "rules_at_end": len(sw.rules)}
-    sw.close()
     return out
 
 
@@ -163,7 +173,7 @@ def run(args, say=print) -> dict:
             with svc:
                 try:
                     row[name] = asyncio.run(measure_app(name, cfg, svc.proc.pid, args))
-                except ConnectionError as exc:
+                except ofswitch.SwitchLost as exc:
                     # Ryu closes a switch whose reads stall past its socket timeout (5 s)
                     # and logs it at debug level only: an emulator starved of CPU does that
                     row[name] = {"error": str(exc)}
@@ -278,7 +288,11 @@ def main(argv=None) -> int:
     args.apps += [f"{a}@base" for a in args.apps_at_base]
     if BASELINE not in args.apps:
         args.apps.append(BASELINE)
-    result = run(args)
+    try:
+        result = run(args)
+    except (ServiceError, OSError) as exc:     # an app that never started or answered
+        print(f"controller_alone: {exc}", file=sys.stderr)
+        return 1
     command = lab.invocation("benchmarks.controller_alone", argv or sys.argv[1:],
                              sudo=False).strip()
     md = f"# The controller alone\n\nCommand: `{command}`  \nCommit: {git_commit()}\n\n" + \

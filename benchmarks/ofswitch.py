@@ -70,6 +70,11 @@ class Rule:
     created: float
 
 
+class SwitchLost(ConnectionError):
+    """The controller dropped an established connection (what a run reports as lost, unlike
+    a controller that never answered, which is an error of the set-up)."""
+
+
 @dataclass
 class Emulated:
     """One switch (dpid 1) connected to host:port."""
@@ -89,6 +94,9 @@ class Emulated:
     removed_sent: int = 0
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     error: str | None = None
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    tasks: list[asyncio.Task] = field(default_factory=list)
 
     async def connect(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -102,12 +110,23 @@ class Emulated:
                 await asyncio.sleep(0.2)
         self.writer.write(message(HELLO, 1))
         self.tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._expire())]
-        await asyncio.wait_for(self.ready.wait(), timeout_s)
+        # ready once the controller asked for the ports; a connection it drops before
+        # that ends the wait at once (check() says why)
+        waiting = asyncio.create_task(self.ready.wait())
+        await asyncio.wait([waiting, self.tasks[0]], timeout=timeout_s,
+                           return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        self.check()
+        if not self.ready.is_set():
+            raise TimeoutError(f"the controller on port {self.port} did not ask for the "
+                               f"switch's ports within {timeout_s:g} s")
 
     def close(self) -> None:
+        """Stops the switch's tasks and closes its connection, whatever connect() got to."""
         for t in self.tasks:
             t.cancel()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
     def send_syn(self, frame: bytes, key: tuple, in_port: int) -> None:
         self.pending[key] = time.perf_counter()
@@ -131,7 +150,7 @@ class Emulated:
     def check(self) -> None:
         """Raise what stopped the connection, if anything did."""
         if self.error is not None:
-            raise ConnectionError(f"the emulated switch's connection failed: {self.error}")
+            raise SwitchLost(f"the emulated switch's connection failed: {self.error}")
 
     async def _read(self) -> None:
         try:

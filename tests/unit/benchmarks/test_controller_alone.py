@@ -3,8 +3,14 @@ of the medians, and the other runs of the round still count."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import struct
 
-from benchmarks import controller_alone as alone
+import pytest
+
+from benchmarks import controller_alone as alone, ofswitch
+from common.config import parse_config_file_data
 
 
 def figures(answered: float, cpu: float) -> dict:
@@ -43,3 +49,26 @@ def test_the_markdown_says_which_runs_did_not_finish():
     assert "Not finished, left out of the medians: malb in round 2" in md
     result["lost"] = []
     assert "Not finished" not in alone.markdown(result, argparse.Namespace(rounds=3))
+
+
+def test_a_switch_dropped_after_the_handshake_is_a_lost_run():
+    """The controller asks for the ports, then resets: measure_app raises SwitchLost (which
+    run() records as lost) before any phase, not a phase's figures over a dead switch."""
+    async def controller(reader, writer):
+        await reader.read(8)
+        writer.write(ofswitch.message(ofswitch.MULTIPART_REQUEST, 7,
+                                      struct.pack("!HH4x", ofswitch.MP_PORT_DESC, 0)))
+        await reader.read(64)
+        writer.close()
+
+    async def scenario():
+        server = await asyncio.start_server(controller, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        cfg = parse_config_file_data(alone.config(18081, port), "alone.yaml")
+        args = argparse.Namespace(ofp_port=port, rest_port=18081)
+        try:
+            with pytest.raises(ofswitch.SwitchLost, match="closed the connection"):
+                await alone.measure_app("naive_nat", cfg, os.getpid(), args)
+        finally:
+            server.close()
+    asyncio.run(scenario())

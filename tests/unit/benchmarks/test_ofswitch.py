@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import time
 
 import pytest
 from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
@@ -171,5 +172,68 @@ def test_a_controller_that_resets_the_connection_stops_the_phase_with_the_reason
     sw, task = asyncio.run(scenario())
     assert task.exception() is None
     assert sw.error is not None
-    with pytest.raises(ConnectionError, match="connection failed"):
+    with pytest.raises(ofswitch.SwitchLost, match="connection failed"):
         sw.check()
+
+
+def serve_once(controller) -> tuple[ofswitch.Emulated, BaseException | None]:
+    """An emulated switch's connect() to a local server running `controller`; what it
+    raised, and the switch, closed."""
+    async def scenario():
+        server = await asyncio.start_server(controller, "127.0.0.1", 0)
+        sw = ofswitch.Emulated("127.0.0.1", server.sockets[0].getsockname()[1])
+        try:
+            await sw.connect(timeout_s=2.0)
+            error = None
+        except Exception as exc:    # noqa: BLE001 -- the test asserts what it was
+            error = exc
+        finally:
+            sw.close()
+            server.close()
+        return sw, error
+    return asyncio.run(scenario())
+
+
+def test_connect_ends_at_once_when_the_controller_drops_the_handshake():
+    """A controller that closes the connection before it asks for the ports is a lost
+    switch, said at once, not a wait for the whole timeout."""
+    async def controller(reader, writer):
+        await reader.read(8)
+        writer.close()
+    start = time.monotonic()
+    sw, error = serve_once(controller)
+    assert isinstance(error, ofswitch.SwitchLost)
+    assert "closed the connection" in str(error)
+    assert time.monotonic() - start < 1.5
+
+
+def test_connect_to_a_silent_controller_times_out_and_is_not_a_lost_switch():
+    async def controller(reader, writer):
+        await asyncio.sleep(5)
+    sw, error = serve_once(controller)
+    assert isinstance(error, TimeoutError)
+    assert not isinstance(error, ofswitch.SwitchLost)
+    assert "did not ask for the switch's ports" in str(error)
+
+
+def test_connect_becomes_ready_when_the_controller_asks_for_the_ports():
+    async def controller(reader, writer):
+        await reader.read(8)
+        writer.write(ofswitch.message(ofswitch.MULTIPART_REQUEST, 7,
+                                      struct.pack("!HH4x", ofswitch.MP_PORT_DESC, 0)))
+        await reader.read(64)
+    sw, error = serve_once(controller)
+    assert error is None and sw.ready.is_set()
+
+
+def test_nothing_listening_is_a_refused_connection_not_a_lost_switch():
+    """An app that never started: connect() raises OSError, which controller_alone reports
+    as an error of the run, not as a lost switch."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]           # bound, not listening: refused
+        sw = ofswitch.Emulated("127.0.0.1", port)
+        with pytest.raises(OSError) as raised:
+            asyncio.run(sw.connect(timeout_s=0.3))
+    assert not isinstance(raised.value, ofswitch.SwitchLost)
+    sw.close()
