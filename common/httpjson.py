@@ -5,7 +5,8 @@ is checked, the error shapes).
 - get_json, post_json, put_json, delete_json: client calls with a timeout; any failure an
   HttpError with a one-line reason; writes carry the shared token (auth_headers);
 - JsonServer: a route table served over HTTP/1.1 by waitress, answering JSON (a handler
-  may answer Prometheus text as a str, or a Page: the controller's live view);
+  may answer Prometheus text as a str, or a Page: the controller's live view); under
+  eventlet (the controller) its loop waits through _HubPoller;
 - decode_body, dispatch, check_token: the JSON side as plain functions: a body checked, a
   request through the routes, the token on writes (errors: HttpProblem, BadRequest);
 - quote, field_name, too_deep: errors that name the field and quote a short prefix.
@@ -472,6 +473,19 @@ class _Channel(HTTPChannel):
 class _Server(TcpWSGIServer):
     channel_class = _Channel
     request_timeout_s = 30.0
+    accept_batch = 64
+
+    def handle_accept(self):
+        """Take up to accept_batch queued connections per wake-up, within the connection
+        limit. waitress takes one, and every wake-up of its loop waits on every open
+        connection, so a queue of N costs N wake-ups of O(N) each."""
+        for _ in range(self.accept_batch):
+            if len(self._map) >= self.adj.connection_limit:
+                return
+            before = len(self._map)
+            super().handle_accept()
+            if len(self._map) == before:     # the queue is empty (or accept failed)
+                return
 
     def maintenance(self, now):
         """waitress closes connections idle for channel_timeout; also close those whose
@@ -483,10 +497,88 @@ class _Server(TcpWSGIServer):
                 channel.will_close = True
 
 
+class _HubPoller:
+    """wasyncore's poll for a process under eventlet's monkey-patching (the controller's).
+    eventlet's green select adds and removes a hub listener for every socket on every call
+    and returns one ready socket, so each event costs O(open connections). Here the
+    connections sit in one epoll of their own, changed only when a socket's interest
+    changes; the hub waits on that epoll's descriptor alone, and one wake-up handles every
+    ready socket."""
+
+    def __init__(self):
+        import eventlet.hubs
+        real_select = eventlet.patcher.original("select")
+        self._epoll = real_select.epoll()
+        self._trampoline = eventlet.hubs.trampoline
+        self._held: dict[int, tuple[object, int]] = {}    # fd -> (dispatcher, event mask)
+
+    def _sync(self, map: dict) -> None:
+        ep, held = self._epoll, self._held
+        for fd in [fd for fd in held if fd not in map]:
+            del held[fd]
+            self._forget(fd)
+        for fd, obj in list(map.items()):
+            mask = 0
+            if obj.readable():
+                mask |= select.POLLIN | select.POLLPRI
+            if obj.writable() and not obj.accepting:
+                mask |= select.POLLOUT
+            was = held.get(fd)
+            if was is not None and was[0] is obj and was[1] == mask:
+                continue
+            if was is not None and was[0] is not obj:
+                self._forget(fd)         # the number reused: the old socket is closed
+                was = None
+            if not mask:                 # as poll: no interest, not polled (not even HUP)
+                if was is not None:
+                    self._forget(fd)
+                held.pop(fd, None)
+                continue
+            try:
+                if was is None:
+                    ep.register(fd, mask)
+                else:
+                    ep.modify(fd, mask)
+            except FileExistsError:
+                ep.modify(fd, mask)
+            except FileNotFoundError:    # closed and reopened under the same dispatcher
+                ep.register(fd, mask)
+            held[fd] = (obj, mask)
+
+    def _forget(self, fd: int) -> None:
+        try:
+            self._epoll.unregister(fd)
+        except OSError:                  # closed already: the kernel dropped it
+            pass
+
+    def poll(self, timeout: float, map: dict) -> None:
+        self._sync(map)
+        ready = self._epoll.poll(0)
+        if not ready:
+            try:
+                self._trampoline(self._epoll.fileno(), read=True, timeout=timeout,
+                                 timeout_exc=_PollTimeout)
+            except _PollTimeout:
+                return
+            ready = self._epoll.poll(0)
+        for fd, flags in ready:
+            obj = map.get(fd)
+            if obj is not None:
+                wasyncore.readwrite(obj, flags)   # epoll's bits are poll's on Linux
+
+    def close(self) -> None:
+        self._epoll.close()
+
+
+class _PollTimeout(Exception):
+    pass
+
+
 class JsonServer:
     """routes: {(METHOD, path): handler(query: dict, body: object|None, **path parameters)
-    -> (status, payload)}; a path may hold parameters, "/instances/{name}". A payload that is a str is sent as text (Prometheus); anything else as JSON. A handler
-    raises BadRequest for a 400 (its message names the field).
+    -> (status, payload)}; a path may hold parameters, "/instances/{name}". A payload that
+    is a str is sent as text (Prometheus); anything else as JSON. A handler raises
+    BadRequest for a 400 (its message names the field).
 
     Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
     idle_timeout_s for a kept-alive connection, connection_limit open connections
@@ -501,9 +593,9 @@ class JsonServer:
         self.name = name
         self.token = token
         host, port = address
-        # eventlet's monkey-patching (the controller's hub) takes select.poll away; its green
-        # select.select has no FD_SETSIZE limit (it waits in the hub's epoll)
+        # eventlet's monkey-patching (the controller's hub) takes select.poll away
         self._use_poll = hasattr(select, "poll")
+        self._hub_poller = None if self._use_poll else _HubPoller()
         adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,
                           backlog=backlog, connection_limit=connection_limit,
                           channel_timeout=idle_timeout_s, cleanup_interval=1,
@@ -550,7 +642,10 @@ class JsonServer:
         self._stopped.clear()
         try:
             while not self._stop.is_set():
-                wasyncore.loop(timeout=1.0, map=self._map, use_poll=self._use_poll, count=1)
+                if self._hub_poller is not None:
+                    self._hub_poller.poll(1.0, self._map)
+                else:
+                    wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
         finally:
             self._close_all()
             self._stopped.set()
@@ -583,3 +678,5 @@ class JsonServer:
             except OSError:
                 pass
         self._server.task_dispatcher.shutdown(timeout=5)
+        if self._hub_poller is not None:
+            self._hub_poller.close()

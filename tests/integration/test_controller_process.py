@@ -40,8 +40,8 @@ def start_controller(config: str, timeout: float = 60) -> subprocess.CompletedPr
                           env={**os.environ, "MALB_CONFIG": config}, cwd=ROOT)
 
 
-def status():
-    with urllib.request.urlopen(f"http://127.0.0.1:{REST}/malb/status", timeout=5) as r:
+def status(timeout_s: float = 5.0):
+    with urllib.request.urlopen(f"http://127.0.0.1:{REST}/malb/status", timeout=timeout_s) as r:
         return r.status, json.loads(r.read())
 
 
@@ -80,11 +80,11 @@ def test_idle_and_slow_clients_do_not_take_the_rest_api_offline(tmp_path):
             for _ in range(1100):
                 idle.append(socket.create_connection(("127.0.0.1", REST), timeout=5))
             time.sleep(1)
-            # it answers (Ryu's server never did again); how soon depends on the machine: the
-            # request waits in the listen backlog behind the idle ones not accepted yet
+            # it answers (Ryu's server never did again), and soon: the idle ones are taken
+            # from the listen backlog in batches and cost the loop nothing while they idle
             t = time.monotonic()
-            assert status()[0] == 200
-            assert time.monotonic() - t < 10.0
+            assert status(timeout_s=30.0)[0] == 200
+            assert time.monotonic() - t < 5.0
             slow = socket.create_connection(("127.0.0.1", REST), timeout=60)
             slow.sendall(b"GET /malb/status HTTP/1.1\r\nHost: x\r\n")   # never finished
             slow.settimeout(45)

@@ -20,10 +20,12 @@ from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
 BELOW = ("auth", "data", "store")
-# within reach on this testbed at any frequency, whatever the load on the machine: each call
-# is a new connection set up through the controller (the experiment's own target is chosen
-# by its calibration run, docs/slo.md)
-TARGET_MS = 2000.0
+# above the calls' network parts on a loaded machine, so that the split is feasible and
+# bisected: each call is a new connection set up through the controller, and the split takes
+# each call's p95 (data calls store twice), so a SYN retransmitted after 1 s in 5 % of the
+# calls puts about 1 s per hop into the floor; 2 s was once not enough late in the suite.
+# (The experiment's own target is chosen by its calibration run, docs/slo.md.)
+TARGET_MS = 6000.0
 
 
 @pytest.fixture(scope="module")
