@@ -290,7 +290,7 @@ def main(argv=None) -> int:
         args.apps.append(BASELINE)
     try:
         result = run(args)
-    except (ServiceError, OSError) as exc:     # an app that never started or answered
+    except (ServiceError, OSError) as exc:  # an app that never started; a socket or file failed
         print(f"controller_alone: {exc}", file=sys.stderr)
         return 1
     command = lab.invocation("benchmarks.controller_alone", argv or sys.argv[1:],

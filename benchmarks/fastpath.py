@@ -16,7 +16,8 @@ the switch's rules, groups and meters are cleared, the variant's controller is s
   (benchmarks/connect.py --rate): connect latency p50, p90, p99, failures;
 - capacity: --workers connecting threads, closed loop, for --seconds: connections per
   second;
-- Open vSwitch's upcalls per connection, the CPU of the controller, Open vSwitch, the
+- Open vSwitch's upcalls, its translations of OpenFlow actions and its revalidations set
+  off by table changes per connection, the CPU of the controller, Open vSwitch, the
   profiler, the agents, the servers and the machine over the paced step, and for MALB the
   packet-ins per connection and its own histograms over that step: handling of a packet-in,
   and the event loop's lag.
@@ -38,8 +39,8 @@ import time
 import yaml
 
 from benchmarks.cpu_meters import CpuMeters, used
-from benchmarks.modes import VIP_UI, base_config, counted, direct_rules, histogram, \
-    histogram_quantile, metrics_text, packet_ins
+from benchmarks.modes import COVERAGE, VIP_UI, base_config, counted, direct_rules, \
+    histogram, histogram_quantile, metrics_text, packet_ins
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.markdown import table
@@ -209,7 +210,12 @@ def summarise(rounds: list[dict], names: list[str]) -> dict:
              "upcalls_per_connection": _spread(r["paced"].get("upcalls_per_connection")
                                                for r in rs),
              "packet_ins_per_connection": _spread(r["paced"].get("packet_ins_per_connection")
-                                                  for r in rs)}
+                                                  for r in rs),
+             **{f"{c}_per_connection": _spread(r["paced"].get(f"{c}_per_connection")
+                                               for r in rs) for c in COVERAGE},
+             "ovs_cores": _spread(r["paced"].get("cpu", {}).get("ovs_cores") for r in rs),
+             "controller_cores": _spread(r["paced"].get("cpu", {}).get("controller_cores")
+                                         for r in rs)}
         for base in ("naive_nat", "direct"):
             pairs = [(r[v], r[base]) for r in rounds if v in r and base in r]
             s[f"capacity_vs_{base}"] = _spread(_ratio(a["capacity"]["per_s"],
@@ -234,6 +240,10 @@ def markdown(result: dict, args) -> str:
              cell(s["paced_p50_vs_direct"], 2, "x"), cell(s["paced_p99_vs_direct"], 2, "x"),
              cell(s["capacity_vs_naive_nat"], 2, "x")]
             for v, s in result["summary"].items()]
+    ovs_rows = [[v, cell(s.get("ovs_cores")), cell(s.get("controller_cores")),
+                 cell(s.get("xlate_actions_per_connection"), 1),
+                 cell(s.get("rev_flow_table_per_connection"), 3)]
+                for v, s in result["summary"].items()]
     return ("## Per-flow connection setup, interleaved rounds\n\n"
             f"{args.rounds} rounds; paced at {args.rate:g} new connections/s for "
             f"{args.seconds:g} s, capacity with {args.workers} closed-loop workers; medians "
@@ -241,7 +251,14 @@ def markdown(result: dict, args) -> str:
             table(["variant", "paced p50 ms", "paced p99 ms", "failures", "capacity /s",
                    "OVS upcalls per connection", "packet-ins per connection",
                    "p50 vs direct", "p99 vs direct", "capacity vs naive_nat"], rows,
-                  "lrrrrrrrrr"))
+                  "lrrrrrrrrr") +
+            "\n\n## Open vSwitch and the controller over the paced step\n\n"
+            "Cores used (CPU seconds over the step's seconds); ovs-vswitchd's translations "
+            "of OpenFlow actions and its revalidations set off by table changes "
+            "(coverage counters xlate_actions, rev_flow_table), per connection.\n\n" +
+            table(["variant", "ovs-vswitchd cores", "controller cores",
+                   "translations per connection", "table-change revalidations per connection"],
+                  ovs_rows, "lrrrr"))
 
 
 def parser() -> ArgumentParser:
@@ -272,7 +289,11 @@ def main(argv=None) -> int:
         if base not in args.variants:
             args.variants.append(base)
     os.makedirs(args.out, exist_ok=True)
-    result = run(args)
+    try:
+        result = run(args)
+    except KeyboardInterrupt:          # ^C or SIGTERM: the testbed came down on the way
+        print("fastpath: interrupted; nothing written", file=sys.stderr)
+        return 130
     command = lab.invocation("benchmarks.fastpath", argv or sys.argv[1:]).strip()
     md = f"# Per-flow connection setup\n\nCommand: `{command}`  \nCommit: {git_commit()}\n\n" \
         + markdown(result, args)

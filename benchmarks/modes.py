@@ -169,16 +169,44 @@ def parse_upcalls(text: str) -> dict[str, int]:
     return out
 
 
+# ovs-vswitchd's coverage counters read around a step: translations of OpenFlow actions
+# (each upcall's, and each datapath flow's again whenever revalidation re-checks it) and
+# revalidations of every datapath flow set off by a change of the OpenFlow tables
+COVERAGE = ("xlate_actions", "rev_flow_table")
+COVERAGE_FOLD_S = 1.1      # threads fold their counts into the totals about once a second
+
+
+def coverage() -> dict[str, int]:
+    """ovs-vswitchd's COVERAGE counters (totals since it started); {} when unreadable."""
+    out = {}
+    for name in COVERAGE:
+        try:
+            text = subprocess.run(["ovs-appctl", "coverage/read-counter", name],
+                                  capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return {}
+        if not text.isdigit():
+            return {}
+        out[name] = int(text)
+    return out
+
+
 def counted(step, connections_of=lambda r: r["connections"]):
-    """Run a connect step; add the datapath's upcalls and packets per connection."""
-    before = upcalls()
+    """Run a connect step; add the datapath's upcalls and packets per connection, and
+    ovs-vswitchd's translations and table-change revalidations per connection."""
+    time.sleep(COVERAGE_FOLD_S)
+    before, cov0 = upcalls(), coverage()
     r = step()
-    after = upcalls()
+    time.sleep(COVERAGE_FOLD_S)
+    after, cov1 = upcalls(), coverage()
     n = connections_of(r)
     if before and after and n:
         r["upcalls_per_connection"] = round((after["upcalls"] - before["upcalls"]) / n, 3)
         r["datapath_packets_per_connection"] = round(
             (after["packets"] - before["packets"]) / n, 2)
+    if cov0 and cov1 and n:
+        for name in COVERAGE:
+            r[f"{name}_per_connection"] = round((cov1[name] - cov0[name]) / n, 2)
     return r
 
 

@@ -535,14 +535,19 @@ class _HubPoller:
                 held.pop(fd, None)
                 continue
             try:
-                if was is None:
-                    ep.register(fd, mask)
-                else:
+                try:
+                    if was is None:
+                        ep.register(fd, mask)
+                    else:
+                        ep.modify(fd, mask)
+                except FileExistsError:
                     ep.modify(fd, mask)
-            except FileExistsError:
-                ep.modify(fd, mask)
-            except FileNotFoundError:    # closed and reopened under the same dispatcher
-                ep.register(fd, mask)
+                except FileNotFoundError:    # closed and reopened under the same dispatcher
+                    ep.register(fd, mask)
+            except OSError:              # not a socket any more: as poll's POLLNVAL
+                held.pop(fd, None)
+                wasyncore.readwrite(obj, select.POLLNVAL)
+                continue
             held[fd] = (obj, mask)
 
     def _forget(self, fd: int) -> None:

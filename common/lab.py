@@ -5,14 +5,18 @@
 - stamp(), images(): the command, the commit of the code that ran and when (and the
   containers' images), for its result file;
 - write_results(): <name>.json (the data) and <name>.md (the report), the report echoed;
-- rotated(): round k's order of the variants of interleaved rounds.
+- rotated(): round k's order of the variants of interleaved rounds;
+- terminate_unwinds(), restore_terminate(): SIGTERM raising KeyboardInterrupt while a
+  testbed is up, so that it comes down as after ^C.
 """
 from __future__ import annotations
 
 import datetime
 import json
 import os
+import signal
 import sys
+import threading
 from typing import Callable
 
 from common.procs import ROOT, git_commit
@@ -95,3 +99,25 @@ def rotated(names: list, k: int) -> list:
     k %= len(names) or 1
     return names[k:] + names[:k]
 
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def terminate_unwinds():
+    """Make SIGTERM raise KeyboardInterrupt, so that `finally` and `with` blocks tear down
+    what the run started (Python's default ends the process there and then, leaving the
+    controller, agents and profiler running). Only where SIGTERM has its default handling
+    and in the main thread; the previous handling to give to restore_terminate(), or None
+    when nothing was changed."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
+def restore_terminate(previous) -> None:
+    """Undo terminate_unwinds() (None: nothing to undo)."""
+    if previous is not None and signal.getsignal(signal.SIGTERM) is _interrupt:
+        signal.signal(signal.SIGTERM, previous)

@@ -19,7 +19,7 @@ import urllib.request
 
 import yaml
 
-from common import testbed_lock
+from common import lab, testbed_lock
 from common.config import load_config
 from common.httpjson import auth_headers
 from common.procs import Service, controller_service, python_service
@@ -48,6 +48,7 @@ class Stack:
         self.profiler: Service | None = None
         self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
         self._locked = False
+        self._sigterm = None          # SIGTERM's handling before start(), given back by stop()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "Stack":
@@ -55,6 +56,7 @@ class Stack:
         # ports and PID file (TestbedBusy here; nested within an experiment's own hold)
         testbed_lock.acquire()
         self._locked = True
+        self._sigterm = lab.terminate_unwinds()     # a SIGTERM brings the stack down too
         os.makedirs(self.run_dir, exist_ok=True)
         if not self.want["controller"]:
             self.data.setdefault("testbed", {})["controller"] = "none"
@@ -107,23 +109,36 @@ class Stack:
         return self.profiler
 
     def stop(self) -> None:
-        for svc in [self.profiler, *self.agents.values()]:
-            if svc is not None:
-                svc.stop()
-        if self.testbed is not None:
-            self.testbed.stop()
-            self.testbed = None
-        if self.controller is not None:
-            self.controller.stop()
+        # a second SIGTERM while it comes down ends the process as usual
+        lab.restore_terminate(self._sigterm)
+        self._sigterm = None
+        # every part is stopped even when one fails (Mininet refuses to take down a host
+        # whose shell a SIGTERM or ^C caught mid-command); the first failure is raised after
+        failures = []
+        testbed, self.testbed = self.testbed, None
+        parts = [self.profiler, *self.agents.values(), testbed, self.controller]
+        for stop in [part.stop for part in parts if part is not None]:
+            try:
+                stop()
+            except Exception as exc:     # noqa: BLE001 -- raised below, after the rest
+                failures.append(exc)
         if self._locked:
             self._locked = False
             testbed_lock.release()
+        if failures:
+            raise failures[0]
 
     def __enter__(self) -> "Stack":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.stop()
+        except Exception as failure:     # noqa: BLE001
+            if exc_type is None:
+                raise
+            # what ended the block is what the caller is to see; this, said beside it
+            print(f"[stack] while coming down: {failure!r}", file=sys.stderr)
 
     # ---------------------------------------------------------------- workload
     def start_loadgen(self, spec_path: str, t0: float, tag: str = "",

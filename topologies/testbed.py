@@ -92,9 +92,14 @@ class Testbed:
         return self
 
     def stop(self) -> None:
+        failure = None
         if self.net is not None:
             try:
                 self.net.stop()
+            except Exception as exc:     # noqa: BLE001 -- raised after the clean-up below
+                # e.g. a host whose shell a SIGTERM or ^C caught mid-command: Mininet
+                # refuses to run the next command there, so the rest is never taken down
+                failure = exc
             finally:
                 # Mininet stops a RemoteController by doing nothing and never ends its shell:
                 # one bash per testbed would outlive it in this process
@@ -102,14 +107,15 @@ class Testbed:
                     controller.terminate()
                 self.net = None
         global _up
-        if _up is not self:
-            return                 # never started, or refused: what runs is another's
-        from topologies.clean import clean_testbed   # deferred: Mininet, the Docker SDK
-        try:
-            clean_testbed(quiet=True)  # whatever a failed build or a crash left behind
-        finally:
-            _up = None
-            testbed_lock.release()
+        if _up is self:              # else never started, or refused: what runs is another's
+            from topologies.clean import clean_testbed   # deferred: Mininet, the Docker SDK
+            try:
+                clean_testbed(quiet=True)  # whatever a failed build or a crash left behind
+            finally:
+                _up = None
+                testbed_lock.release()
+        if failure is not None:
+            raise failure
 
     def __enter__(self) -> "Testbed":
         return self.start()

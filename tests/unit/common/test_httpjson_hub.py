@@ -41,6 +41,14 @@ CHILD = textwrap.dedent("""
         c.close()
     out["polls_to_close_300"] = polls_until(lambda: not channels(), 50)
 
+    # a dispatcher whose socket number was closed under it: dropped, as poll's POLLNVAL
+    import os
+    from waitress import wasyncore
+    stale = wasyncore.dispatcher(socket.socket(), map=server._map)
+    os.close(stale.socket.fileno())
+    server._hub_poller.poll(0.1, server._map)
+    out["stale_dropped"] = stale not in server._map.values()
+
     # served for real: idle connections beside, closed ones' numbers reused
     server.start_background()
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(1500)]
@@ -74,4 +82,5 @@ def test_under_eventlet_one_wake_up_handles_every_ready_connection():
     # eventlet's green select takes one connection per wake-up: 300 and more
     assert out["polls_to_accept_300"] is not None and out["polls_to_accept_300"] <= 10, out
     assert out["polls_to_close_300"] is not None and out["polls_to_close_300"] <= 10, out
+    assert out["stale_dropped"], out
     assert out["answers"] == 240 and out["right"] == 240, out

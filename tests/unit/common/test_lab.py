@@ -70,3 +70,30 @@ def test_a_report_rendered_after_the_data_is_written_and_returned(tmp_path, caps
     assert text == "# Rendered\n" and (tmp_path / "ok.md").read_text() == text
     assert capsys.readouterr().out == ""
     assert lab.write_results(str(tmp_path), "plain", {"a": 1}, "# Given\n") == "# Given\n"
+
+
+TERMINATED = """
+import os, signal, sys
+from common import lab
+previous = lab.terminate_unwinds()
+assert previous is signal.SIG_DFL
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    import time; time.sleep(5)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("unwound")
+finally:
+    lab.restore_terminate(previous)
+print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # another's handling: left alone
+print(lab.terminate_unwinds() is None)
+"""
+
+
+def test_a_termination_unwinds_like_an_interrupt_and_the_default_comes_back():
+    import subprocess
+    res = subprocess.run([sys.executable, "-c", TERMINATED], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["unwound", "True", "True"], res.stdout
