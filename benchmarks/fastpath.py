@@ -120,10 +120,14 @@ def measure(variant: str, stack: Stack, meters: CpuMeters, args) -> dict:
     out: dict = {}
     try:
         before = metrics_text(rest) if rest else ""
-        cpu0, t0 = meters.read(), time.monotonic()
-        out["paced"] = counted(lambda: connect_cmd(
-            cli, target, f"--rate {args.rate} --seconds {args.seconds}"))
-        out["paced"]["cpu"] = used(cpu0, meters.read(), time.monotonic() - t0)
+
+        def paced() -> dict:
+            # CPU over the step alone: counted() waits for the switch's counters around it
+            cpu0, t0 = meters.read(), time.monotonic()
+            r = connect_cmd(cli, target, f"--rate {args.rate} --seconds {args.seconds}")
+            r["cpu"] = used(cpu0, meters.read(), time.monotonic() - t0)
+            return r
+        out["paced"] = counted(paced)
         after = metrics_text(rest) if rest else ""
         if rest:
             n = out["paced"]["connections"] or 1

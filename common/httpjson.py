@@ -510,6 +510,7 @@ class _HubPoller:
         real_select = eventlet.patcher.original("select")
         self._epoll = real_select.epoll()
         self._trampoline = eventlet.hubs.trampoline
+        self._yield = eventlet.sleep
         self._held: dict[int, tuple[object, int]] = {}    # fd -> (dispatcher, event mask)
 
     def _sync(self, map: dict) -> None:
@@ -570,6 +571,9 @@ class _HubPoller:
             obj = map.get(fd)
             if obj is not None:
                 wasyncore.readwrite(obj, flags)   # epoll's bits are poll's on Linux
+        # the hub's turn after every wake-up, as green select gave it: with sockets always
+        # ready the loop would keep the handler threads, and the controller, from running
+        self._yield(0)
 
     def close(self) -> None:
         self._epoll.close()
@@ -600,7 +604,6 @@ class JsonServer:
         host, port = address
         # eventlet's monkey-patching (the controller's hub) takes select.poll away
         self._use_poll = hasattr(select, "poll")
-        self._hub_poller = None if self._use_poll else _HubPoller()
         adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,
                           backlog=backlog, connection_limit=connection_limit,
                           channel_timeout=idle_timeout_s, cleanup_interval=1,
@@ -610,6 +613,7 @@ class JsonServer:
                           expose_tracebacks=False)
         self._map: dict = {}
         self._server = _Server(self._app, map=self._map, adj=adj)
+        self._hub_poller = None if self._use_poll else _HubPoller()   # once bound: no leak
         self._server.request_timeout_s = request_timeout_s
         self.server_address = (self._server.effective_host, int(self._server.effective_port))
         self._stop = threading.Event()

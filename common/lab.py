@@ -119,5 +119,6 @@ def terminate_unwinds():
 
 def restore_terminate(previous) -> None:
     """Undo terminate_unwinds() (None: nothing to undo)."""
-    if previous is not None and signal.getsignal(signal.SIGTERM) is _interrupt:
+    if previous is not None and threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is _interrupt:
         signal.signal(signal.SIGTERM, previous)

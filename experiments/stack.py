@@ -56,17 +56,17 @@ class Stack:
         # ports and PID file (TestbedBusy here; nested within an experiment's own hold)
         testbed_lock.acquire()
         self._locked = True
-        self._sigterm = lab.terminate_unwinds()     # a SIGTERM brings the stack down too
-        os.makedirs(self.run_dir, exist_ok=True)
-        if not self.want["controller"]:
-            self.data.setdefault("testbed", {})["controller"] = "none"
-        # Each run keeps its own history beside its other results, whatever the base
-        # configuration names (paper.yaml points at a shared file for interactive use).
-        self.data.setdefault("profiler", {})["history_path"] = self.history_path
-        with open(self.config_path, "w") as fh:
-            yaml.safe_dump(self.data, fh, sort_keys=False)
-        self.cfg = load_config(self.config_path)
         try:
+            self._sigterm = lab.terminate_unwinds()     # a SIGTERM brings the stack down too
+            os.makedirs(self.run_dir, exist_ok=True)
+            if not self.want["controller"]:
+                self.data.setdefault("testbed", {})["controller"] = "none"
+            # Each run keeps its own history beside its other results, whatever the base
+            # configuration names (paper.yaml points at a shared file for interactive use).
+            self.data.setdefault("profiler", {})["history_path"] = self.history_path
+            with open(self.config_path, "w") as fh:
+                yaml.safe_dump(self.data, fh, sort_keys=False)
+            self.cfg = load_config(self.config_path)
             if self.want["controller"]:
                 self.start_controller()
             self.testbed = Testbed(self.cfg, TestbedOptions(
@@ -81,8 +81,8 @@ class Stack:
                     self.start_agent(srv.name)
             if self.want["profiler"]:
                 self.start_profiler()
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)    # what failed stays raised
             raise
         return self
 
@@ -117,14 +117,16 @@ class Stack:
         failures = []
         testbed, self.testbed = self.testbed, None
         parts = [self.profiler, *self.agents.values(), testbed, self.controller]
-        for stop in [part.stop for part in parts if part is not None]:
-            try:
-                stop()
-            except Exception as exc:     # noqa: BLE001 -- raised below, after the rest
-                failures.append(exc)
-        if self._locked:
-            self._locked = False
-            testbed_lock.release()
+        try:
+            for stop in [part.stop for part in parts if part is not None]:
+                try:
+                    stop()
+                except Exception as exc:     # noqa: BLE001 -- raised below, after the rest
+                    failures.append(exc)
+        finally:
+            if self._locked:
+                self._locked = False
+                testbed_lock.release()
         if failures:
             raise failures[0]
 
