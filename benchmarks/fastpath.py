@@ -1,7 +1,8 @@
 """Per-flow connection setup on the testbed, every figure against baselines measured in the
 same round: the direct path, a minimal round-robin NAT Ryu app (benchmarks/naive_nat.py),
-MALB per flow (round robin and malb) and MALB in data-plane mode (per select-group size),
-in interleaved rounds.
+the same with the translation in Open vSwitch's connection tracker (benchmarks/naive_ct.py:
+no rule per connection), MALB per flow (round robin and malb) and MALB in data-plane mode
+(per select-group size), in interleaved rounds.
 
     sudo .venv/bin/python -m benchmarks.fastpath [--rounds 3] [--rate 500] [--seconds 10]
         [--workers 8] [--dataplane-table-sizes 257,127] [--out results/bench]
@@ -49,7 +50,7 @@ from experiments.stack import Stack
 from ryu_apps.maglev import is_prime
 from topologies.clean import clean_testbed
 
-VARIANTS = ("direct", "naive_nat", "malb-srr", "malb", "malb-dataplane")
+VARIANTS = ("direct", "naive_nat", "naive_ct", "malb-srr", "malb", "malb-dataplane")
 RYU = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
 
 
@@ -74,11 +75,12 @@ def connected(cfg) -> bool:
 
 def controller_for(variant: str, stack: Stack, log: str) -> Service:
     c = stack.cfg.controller
-    if variant == "naive_nat":
+    if variant in ("naive_nat", "naive_ct"):
         env = {"MALB_CONFIG": stack.config_path,
                "PYTHONPATH": os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))}
-        return Service("bench-naive-nat", [RYU, "--ofp-tcp-listen-port", str(c.ofp_port),
-                                           os.path.join(ROOT, "benchmarks", "naive_nat.py")],
+        return Service(f"bench-{variant.replace('_', '-')}",
+                       [RYU, "--ofp-tcp-listen-port", str(c.ofp_port),
+                        os.path.join(ROOT, "benchmarks", f"{variant}.py")],
                        None, log, env).start()
     config = stack.config_path
     if variant.startswith("malb-dataplane"):

@@ -54,11 +54,11 @@ class NaiveNat(app_manager.RyuApp):
         self.add_flow(dp, 0, parser.OFPMatch(),
                       [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])
 
-    def add_flow(self, dp, priority, match, actions, idle=0):
+    def add_flow(self, dp, priority, match, actions, idle=0, table=0):
         parser = dp.ofproto_parser
         inst = [parser.OFPInstructionActions(dp.ofproto.OFPIT_APPLY_ACTIONS, actions)]
-        dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=priority, match=match,
-                                      instructions=inst, idle_timeout=idle))
+        dp.send_msg(parser.OFPFlowMod(datapath=dp, table_id=table, priority=priority,
+                                      match=match, instructions=inst, idle_timeout=idle))
 
     def packet_out(self, dp, in_port, actions, data):
         dp.send_msg(dp.ofproto_parser.OFPPacketOut(
