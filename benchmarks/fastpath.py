@@ -1,8 +1,8 @@
 """Per-flow connection setup on the testbed, every figure against baselines measured in the
 same round: the direct path, a minimal round-robin NAT Ryu app (benchmarks/naive_nat.py),
 the same with the translation in Open vSwitch's connection tracker (benchmarks/naive_ct.py:
-no rule per connection), MALB per flow (round robin and malb) and MALB in data-plane mode
-(per select-group size), in interleaved rounds.
+no rule per connection), MALB per flow (round robin and malb; with rule pairs, and in
+tracker mode) and MALB in data-plane mode (per select-group size), in interleaved rounds.
 
     sudo .venv/bin/python -m benchmarks.fastpath [--rounds 3] [--rate 500] [--seconds 10]
         [--workers 8] [--dataplane-table-sizes 257,127] [--out results/bench]
@@ -50,7 +50,8 @@ from experiments.stack import Stack
 from ryu_apps.maglev import is_prime
 from topologies.clean import clean_testbed
 
-VARIANTS = ("direct", "naive_nat", "naive_ct", "malb-srr", "malb", "malb-dataplane")
+VARIANTS = ("direct", "naive_nat", "naive_ct", "malb-srr", "malb", "malb-srr-tracker",
+            "malb-tracker", "malb-dataplane")
 RYU = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
 
 
@@ -90,7 +91,13 @@ def controller_for(variant: str, stack: Stack, log: str) -> Service:
         config = os.path.join(stack.run_dir, f"config-dataplane-{size}.yaml")
         with open(config, "w") as fh:
             yaml.safe_dump(data, fh, sort_keys=False)
-    policy = "srr" if variant in ("malb-srr", "direct") else "malb"
+    if variant.endswith("-tracker"):
+        data = copy.deepcopy(stack.data)
+        data["controller"]["dataplane"] = {"short_flows": "tracker"}
+        config = os.path.join(stack.run_dir, "config-tracker.yaml")
+        with open(config, "w") as fh:
+            yaml.safe_dump(data, fh, sort_keys=False)
+    policy = "srr" if variant in ("malb-srr", "malb-srr-tracker", "direct") else "malb"
     return controller_service(config, policy, log, c.rest_port).start()
 
 

@@ -74,7 +74,7 @@ class ControllerCore:
         dp_mode = c.dataplane.short_flows == "switch"
         self.switch_rules = SwitchRules(cfg, self.plan, xid, self.path.next_hop,
                                         self.path.mac_to_port, dp_mode,
-                                        self.path.client_orphans)
+                                        self.path.client_orphans, self.path.tracker)
         switches = self.switch_rules.switches
         self.dataplane = DataplaneGroups(cfg, self.plan, xid, self.policy_core, self.backends,
                                          self.path, switches)

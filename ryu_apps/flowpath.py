@@ -20,6 +20,7 @@ from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_
 from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy import PolicyCore
 from ryu_apps.result import Result
+from ryu_apps.tracker import Tracker
 
 PRIO_NAT = 200
 PRIO_FIN_WATCH = PRIO_NAT + 1
@@ -80,6 +81,9 @@ class FlowPath:
         self.client_orphans: dict[int, set[tuple[str, str]]] = {}
         self.foreign_switches: set[int] = set()             # warned about once each
         self._flow_cap_logged = float("-inf")
+        # tracker mode: short-flow TCP connections NATed by the switch's connection tracker
+        self.tracker = Tracker(cfg.controller.vip_mac) \
+            if cfg.controller.dataplane.short_flows == "tracker" else None
 
     # ------------------------------------------------------------------ packet-ins
     def vip_packet(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
@@ -175,7 +179,9 @@ class FlowPath:
         out.decision = d
         try:
             self._start_flow(out, dpid, in_port, data, f, proto, ms, self.backends[d.instance],
-                             now, fin_watch=watched is not None)
+                             now, fin_watch=watched is not None,
+                             tracked=self.tracker is not None and proto == "tcp" and
+                             self.policy_core.profiles.flow_class(ms.name)[0] == "short")
         except LookupError as exc:
             # the user's network: no link from this switch towards the instance found yet
             if watched is not None:
@@ -223,6 +229,9 @@ class FlowPath:
                 return out
             out.kinds.append("resumed")
             resend = True
+        if rec.tracked:
+            # the switch's tracker does not hold it (the switch restarted): rules from now on
+            rec.tracked, resend = False, True
         if f.tcp_flags & ofwire.TCP_FIN and rec.fin_watch:
             self.policy_core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
             self.flows.fin(rec.key, now)
@@ -238,18 +247,25 @@ class FlowPath:
 
     # ------------------------------------------------------------------ messages
     def _start_flow(self, out: Result, dpid: int, in_port: int, data: bytes, f, proto: str,
-                    ms, backend: Backend, now: float, fin_watch: bool = False) -> None:
+                    ms, backend: Backend, now: float, fin_watch: bool = False,
+                    tracked: bool = False) -> None:
         cookie = self.flows.new_flow_id(ms.index, backend.order)
+        # a tracked connection's FIN and reset come by the tracker's static watch
         rec = FlowRecord(flow_id=cookie, dpid=dpid, protocol=proto, client_ip=f.ip_src,
                          client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
                          vport=f.dst_port, microservice=ms.name, instance=backend.name,
                          server=backend.server, created=now, last_active=now,
                          backend_ip=backend.ip, backend_port=backend.port,
-                         fin_watch=fin_watch)
+                         fin_watch=fin_watch or tracked, tracked=tracked)
         # rules, barrier and the first packet in one write: the switch applies the rules
-        # before it sends the packet on. Built before the record is kept, so nothing is
-        # recorded for a flow whose rules could not be made.
-        messages = self.nat_rules(dpid, rec, now) + self.first_packet(dpid, in_port, data, rec)
+        # before it sends the packet on (tracked: the packet-out that commits it, after any
+        # rule of the tracker's table the switch lacks). Built before the record is kept, so
+        # nothing is recorded for a flow whose rules could not be made.
+        if tracked:
+            messages = self.first_packet(dpid, in_port, data, rec)
+        else:
+            messages = self.nat_rules(dpid, rec, now) + \
+                self.first_packet(dpid, in_port, data, rec)
         if self.cfg.declared_network and (f.ip_src, ms.name) not in \
                 self.client_orphans.get(dpid, ()):
             # first flow of this client here: its answers outliving their rules come back
@@ -282,6 +298,10 @@ class FlowPath:
 
     def first_packet(self, dpid: int, in_port: int, data: bytes, rec: FlowRecord) -> bytes:
         backend = self.backends[rec.instance]
+        if rec.tracked and self.tracker is not None:
+            return self.tracker.start(self.xid, dpid, in_port, data, backend.name, backend.mac,
+                                      backend.ip, backend.port, rec.vport,
+                                      self.port_towards(dpid, self.instances[backend.name]))
         actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,
                                          rec.vport,
                                          self.port_towards(dpid, self.instances[backend.name]))

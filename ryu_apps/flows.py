@@ -102,6 +102,7 @@ class FlowRecord:
     told_long: bool = False           # whether that report had it past the threshold
     fin_at: float | None = None       # when its FIN watch saw the instance's FIN
     dormant: bool = False             # rules idled out, connection open: FIN not yet seen
+    tracked: bool = False             # no rules: the switch's connection tracker NATs it
 
     @property
     def key(self) -> tuple:
@@ -276,6 +277,10 @@ class FlowTable:
             # the other rule of the pair: the flow lasted until its last packet either way
             rec.ended = max(rec.ended, now)
             return rec
+        self._end(rec, now, reason)
+        return rec
+
+    def _end(self, rec: FlowRecord, now: float, reason: str) -> None:
         rec.ended = now
         rec.end_reason = reason
         self._count_active(rec.instance, -1)
@@ -288,7 +293,6 @@ class FlowTable:
             self.ended_by_reverse[rec.reverse_key] = rec.flow_id
         self._ended[rec.reported][rec.flow_id] = None
         self._trim()
-        return rec
 
     def resume(self, key: tuple | None = None, reverse_key: tuple | None = None
                ) -> FlowRecord | None:
@@ -322,6 +326,10 @@ class FlowTable:
         if rec is None or not rec.fin_watch or rec.fin_at is not None:
             return None
         rec.fin_at, rec.dormant = now, False
+        if rec.tracked and rec.ended is None:
+            # no rule will be removed: the FIN (or the instance's reset) is its end
+            rec.removed = (DIR_FORWARD, DIR_REVERSE)
+            self._end(rec, now, "fin")
         return rec
 
     def go_dormant(self, rec: FlowRecord) -> None:
@@ -403,6 +411,11 @@ class FlowTable:
                 continue
             if rec.dormant and now - rec.created > self.dormant_max_s:
                 rec.dormant = False        # no FIN came: it ended with its last traffic
+            if rec.tracked and rec.ended is None and now - rec.created > self.dormant_max_s:
+                # the tracker's connection whose end the controller never saw (a client's
+                # reset, a lost copy): as a watched flow, it counts no longer than this
+                rec.removed = (DIR_FORWARD, DIR_REVERSE)
+                self._end(rec, now, "no_fin")
             if rec.running:
                 long = self.threshold_s is not None and \
                     rec.duration_s(self.idle_timeout, now) > self.threshold_s

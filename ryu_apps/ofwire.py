@@ -44,6 +44,19 @@ OXM_CLASS = 0x8000
 OXM = {"in_port": (0, 4), "eth_dst": (3, 6), "eth_src": (4, 6), "eth_type": (5, 2),
        "ip_proto": (10, 1), "ipv4_src": (11, 4), "ipv4_dst": (12, 4), "tcp_src": (13, 2),
        "tcp_dst": (14, 2), "udp_src": (15, 2), "udp_dst": (16, 2), "arp_tpa": (23, 4)}
+# Open vSwitch's connection-tracker fields, NXM class 1 in an OpenFlow 1.3 match
+# (ovs-fields(7)); Ryu puts them before the OXM fields, as it sorts by header
+NXM1_CLASS = 0x0001
+NXM = {"ct_state": (105, 4), "ct_mark": (107, 4)}
+CT_NEW, CT_EST, CT_REPLY, CT_INVALID, CT_TRACKED = 0x01, 0x02, 0x08, 0x10, 0x20
+# Nicira actions: the tracker (nx_action_conntrack) and its NAT (nx_action_nat)
+NX_VENDOR = 0x00002320
+NXAST_CT, NXAST_NAT = 35, 36
+NX_CT_F_COMMIT = 1
+NX_CT_RECIRC_NONE = 0xFF
+NX_NAT_F_DST = 1 << 1
+NX_NAT_RANGE_IPV4_MIN, NX_NAT_RANGE_IPV4_MAX = 1 << 0, 1 << 1
+NX_NAT_RANGE_PROTO_MIN, NX_NAT_RANGE_PROTO_MAX = 1 << 4, 1 << 5
 ETH_TYPE_IP, ETH_TYPE_ARP, ETH_TYPE_LLDP = 0x0800, 0x0806, 0x88CC
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
 IPPROTO = {"tcp": IPPROTO_TCP, "udp": IPPROTO_UDP}
@@ -76,6 +89,12 @@ def oxm(name: str, value) -> bytes:
     """One OXM TLV; a (value, mask) pair gives the masked form (value, then mask)."""
     if name == "tcp_flags":
         return _oxm_tcp_flags(value)
+    if name in NXM:
+        field, size = NXM[name]
+        if isinstance(value, tuple):
+            return struct.pack("!HBB", NXM1_CLASS, field << 1 | 1, 2 * size) + \
+                value[0].to_bytes(size, "big") + value[1].to_bytes(size, "big")
+        return struct.pack("!HBB", NXM1_CLASS, field << 1, size) + value.to_bytes(size, "big")
     field, size = OXM[name]
     if isinstance(value, tuple):
         return struct.pack("!HBB", OXM_CLASS, field << 1 | 1, 2 * size) + \
@@ -84,7 +103,10 @@ def oxm(name: str, value) -> bytes:
 
 
 def _field_order(name: str) -> int:
-    return OXM[name][0] if name in OXM else 1 << 16     # experimenter fields last, as Ryu
+    # by class, then field: Nicira's class 1 first, experimenter fields last, as Ryu
+    if name in NXM:
+        return -(1 << 8) + NXM[name][0]
+    return OXM[name][0] if name in OXM else 1 << 16
 
 
 def _pad8(n: int) -> int:
@@ -112,6 +134,31 @@ def action_set_field(name: str, value) -> bytes:
 
 def action_group(group_id: int) -> bytes:
     return struct.pack("!HHI", OFPAT_GROUP, 8, group_id)
+
+
+def action_ct(zone: int, table: int = NX_CT_RECIRC_NONE, commit: bool = False,
+              actions: bytes = b"") -> bytes:
+    """Open vSwitch's `ct`: the packet through the connection tracker in `zone` (an
+    immediate value), then on in `table`; `actions` (nat, set_field of ct_mark) apply to a
+    connection it commits."""
+    return struct.pack("!HHIHHIHB3xH", 0xFFFF, 24 + len(actions), NX_VENDOR, NXAST_CT,
+                       NX_CT_F_COMMIT if commit else 0, 0, zone, table, 0) + actions
+
+
+def action_nat(dst_ip: str | None = None, dst_port: int | None = None) -> bytes:
+    """`nat` inside `ct`: with no address, the translation of a connection the tracker holds
+    (both ways); with one, a new connection's destination becomes dst_ip[:dst_port]."""
+    flags = present = 0
+    body = b""
+    if dst_ip is not None:
+        flags, present = NX_NAT_F_DST, NX_NAT_RANGE_IPV4_MIN | NX_NAT_RANGE_IPV4_MAX
+        body = socket.inet_aton(dst_ip) * 2
+        if dst_port is not None:
+            present |= NX_NAT_RANGE_PROTO_MIN | NX_NAT_RANGE_PROTO_MAX
+            body += struct.pack("!HH", dst_port, dst_port)
+    length = 16 + len(body)
+    return struct.pack("!HHIH2xHH", 0xFFFF, length + _pad8(length), NX_VENDOR, NXAST_NAT,
+                       flags, present) + body + b"\0" * _pad8(length)
 
 
 def apply_actions(actions: bytes) -> bytes:

@@ -31,7 +31,7 @@ HEALTH_METHODS = ("tcp", "arp", "none")
 MAX_SERVICE_CHECK_TIMEOUT_S = 10.0
 PREDICTORS = ("rm", "arma")
 KINDS = ("rom", "callgraph")
-DATAPLANE_MODES = ("controller", "switch")
+DATAPLANE_MODES = ("controller", "switch", "tracker")
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
@@ -362,7 +362,10 @@ class Dataplane:
         "by the switch, an OpenFlow select group rendering a Maglev table, with no packet-in "
         "per connection, under policies malb, malb-paper and maglev (the others keep "
         "per-flow decisions) ([controller.md](controller.md#data-plane-mode-short-flows-"
-        "balanced-by-the-switch))"))
+        "balanced-by-the-switch)); `tracker`: a decision per connection, but a short-flow "
+        "TCP connection's address translation is kept by Open vSwitch's connection tracker, "
+        "with no rule per connection, under every policy ([controller.md](controller.md#"
+        "tracker-mode-short-flows-translated-by-the-connection-tracker))"))
     table_size: int = setting(257, type="integer", lo=61, hi=509, check=_prime, help=(
         "Maglev slots = select-group buckets: a prime below OpenFlow's 64 KiB message; "
         "above 256, Open vSwitch's even default selection (an upcall per new connection), "

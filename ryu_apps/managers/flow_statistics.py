@@ -57,7 +57,9 @@ class FlowStatistics(Manager):
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
         """The NAT rules of flows still active, then the statistics that show what rules a
         previous controller left (a restart)."""
-        buf = [self.path.nat_rules(dpid, rec, now) for rec in self.flows.active(dpid)]
+        # (a tracked connection has no rules: the switch's tracker still holds it)
+        buf = [self.path.nat_rules(dpid, rec, now) for rec in self.flows.active(dpid)
+               if not rec.tracked]
         self.restored = len(buf)
         return [*buf, self.stats_requests(dpid)]
 

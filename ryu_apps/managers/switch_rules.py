@@ -3,7 +3,7 @@ the controller, a rule towards every known host, instances' orphaned answers to 
 controller) and its packet-in meters once it says it has them; which switches are up."""
 from __future__ import annotations
 
-from ryu_apps import ofwire
+from ryu_apps import ofwire, tracker
 from ryu_apps.managers.base import TO_CONTROLLER, Manager
 from ryu_apps.managers.health_checks import PROBE_MASK, PROBE_PORTS
 from ryu_apps.result import Result
@@ -20,21 +20,26 @@ def orphan_rules(cfg, xid, dpid: int, instances, dst: tuple[str, str]) -> bytes:
     controller (flowpath.orphan resumes their flow), not out by plain L2 with the instance's
     own address."""
     buf = b""
+    tracking = cfg.controller.dataplane.short_flows == "tracker"
     for inst in instances:
         ms = cfg.microservice(inst.microservice)
         buf += ofwire.flow_mod(xid(dpid), 0, PRIO_ORPHAN, {
             "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
             "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port, "ipv4_dst": dst},
             TO_CONTROLLER)
+        if tracking and ms.protocol == "tcp":
+            # through the tracker first: what it does not hold comes here from its table
+            buf += tracker.answer_rule(xid, dpid, inst.ip, ms.port, dst)
     return buf
 
 
 class SwitchRules(Manager):
     def __init__(self, cfg, plan, xid, next_hop: dict, mac_to_port: dict, dp_mode: bool,
-                 client_orphans: dict | None = None):
+                 client_orphans: dict | None = None, tracking: tracker.Tracker | None = None):
         self.cfg, self.plan, self.xid = cfg, plan, xid
         self.next_hop, self.mac_to_port, self.dp_mode = next_hop, mac_to_port, dp_mode
         self.client_orphans = {} if client_orphans is None else client_orphans
+        self.tracking = tracking
         self.switches: set[int] = set()       # connected (features reply seen, not gone)
         self.metered: set[int] = set()        # switches with the packet-in meter
 
@@ -43,6 +48,8 @@ class SwitchRules(Manager):
         self.mac_to_port.setdefault(dpid, {})
         x = self.xid
         buf = [self.table_miss(dpid, meter=None), self.vip_rules(dpid, meter=None)]
+        if self.tracking:
+            self.tracking.forget(dpid)
         self.metered.discard(dpid)
         if self.cfg.controller.packet_in_limit_per_s:
             # metered once the switch says it has meters (meter_features)
@@ -92,6 +99,9 @@ class SwitchRules(Manager):
             buf += ofwire.flow_mod(x(dpid), 0, PRIO_PROBE, {
                 "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO_TCP, "ipv4_dst": vip,
                 "tcp_dst": (PROBE_PORTS[0], PROBE_MASK)}, TO_CONTROLLER)
+        if self.tracking:
+            buf += tracker.table_rules(x, dpid, sorted(
+                (m.vip, m.port) for m in self.cfg.microservices if m.protocol == "tcp"), meter)
         return buf
 
     def meter_features(self, dpid: int, max_meter: int, band_types: int, capabilities: int,
