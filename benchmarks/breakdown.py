@@ -2,10 +2,11 @@
 until its SYN-ACK, cut at every place the packets can be seen, in one run.
 
     sudo .venv/bin/python -m benchmarks.breakdown [--policy srr] [--rate 200] [--seconds 5]
-                                                  [--out results/bench]
+                                                  [--tracker] [--out results/bench]
 
 One testbed (the paper's, host agents and profiler running, the controller per flow with
---policy). While a client opens --rate new connections per second to the ui VIP for
+--policy; with --tracker, in tracker mode: the packet-out commits the connection to Open
+vSwitch's connection tracker and no rule is sent). While a client opens --rate new connections per second to the ui VIP for
 --seconds (benchmarks/connect.py --rate), tcpdump captures, on the same clock: the switch
 port of the client, the switch ports of the ui instances, and the OpenFlow channel on
 loopback. For each connection (its client port):
@@ -143,7 +144,10 @@ def interface_of(switch: str, port: int) -> str:
 
 def run(args, say=print) -> dict:
     clean_testbed(quiet=True)
-    stack = Stack(base_config(), os.path.join(args.out, "breakdown-run"), policy=args.policy)
+    data = base_config()
+    if args.tracker:
+        data["controller"]["dataplane"] = {"short_flows": "tracker"}
+    stack = Stack(data, os.path.join(args.out, "breakdown-run"), policy=args.policy)
     with stack:
         stack.wait_for(lambda: stack.controller_get("/malb/status")["profiler"]["reachable"],
                        60, "the controller reaches the profiler")
@@ -188,7 +192,8 @@ def run(args, say=print) -> dict:
                 os.unlink(path)
     clean_testbed(quiet=True)
     rows = breakdown(client_t, inst_t, chan)
-    result = {"policy": args.policy, "rate": args.rate, "seconds": args.seconds,
+    result = {"policy": args.policy, "tracker": args.tracker, "rate": args.rate,
+              "seconds": args.seconds,
               "syns_seen": len(client_t["syn"]), "complete": len(rows),
               "parts": summary(rows)}
     for key, name, labels in (("handler", "malb_handler_seconds", 'event="packet_in",'),
@@ -205,7 +210,8 @@ def markdown(r: dict) -> str:
     rows = [[part, r["parts"][part]["p50_ms"], r["parts"][part]["p90_ms"],
              r["parts"][part]["p99_ms"]] for part in PARTS]
     h, lag = r["controller_handler"], r["controller_event_loop_lag"]
-    return (f"## Per-flow connection setup, part by part ({r['policy']})\n\n"
+    mode = ", tracker mode" if r.get("tracker") else ""
+    return (f"## Per-flow connection setup, part by part ({r['policy']}{mode})\n\n"
             f"{r['rate']:g} new connections/s for {r['seconds']:g} s through the ui VIP; "
             f"{r['complete']} of {r['syns_seen']} SYNs seen at every point.\n\n" +
             table(["part", "p50 ms", "p90 ms", "p99 ms"], rows, "lrrr") +
@@ -220,6 +226,8 @@ def parser() -> ArgumentParser:
     p.add_argument("--policy", choices=POLICIES, default="srr")
     p.add_argument("--rate", type=bounded(float, 1, 2000), default=200.0)
     p.add_argument("--seconds", type=bounded(float, 1, 60), default=5.0)
+    p.add_argument("--tracker", action="store_true",
+                   help="short flows in tracker mode (controller.dataplane.short_flows)")
     p.add_argument("--keep-pcaps", action="store_true")
     p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
     return p
