@@ -6,10 +6,10 @@ until its SYN-ACK, cut at every place the packets can be seen, in one run.
 
 One testbed (the paper's, host agents and profiler running, the controller per flow with
 --policy; with --tracker, in tracker mode: the packet-out commits the connection to Open
-vSwitch's connection tracker and no rule is sent). While a client opens --rate new connections per second to the ui VIP for
---seconds (benchmarks/connect.py --rate), tcpdump captures, on the same clock: the switch
-port of the client, the switch ports of the ui instances, and the OpenFlow channel on
-loopback. For each connection (its client port):
+vSwitch's connection tracker and no rule is sent). While a client opens --rate new
+connections per second to the ui VIP for --seconds (benchmarks/connect.py --rate), tcpdump
+captures, on the same clock: the switch port of the client, the switch ports of the ui
+instances, and the OpenFlow channel on loopback. For each connection (its client port):
 
   t0 the SYN enters the switch          (client's port)
   t1 the packet-in carrying it          (OpenFlow channel, switch to controller)

@@ -51,8 +51,8 @@ class ControllerMetrics:
         self.health = Gauge("malb_instance_healthy",
                             "1 when the instance passes its health probe.", ("instance_name",),
                             registry=r)
-        self.flows = Gauge("malb_active_flows", "NAT flows with rules on a switch.",
-                           registry=r)
+        self.flows = Gauge("malb_active_flows", "NAT flows under way: with rules on a switch, "
+                           "or kept by its connection tracker (tracker mode).", registry=r)
         self.stats_cycle = Gauge(
             "malb_flow_stats_cycle_seconds",
             "Time to poll every NAT rule once (the period, or longer above the budget).",

@@ -21,6 +21,7 @@ from common.config import active_flow_refresh_s
 from ryu_apps import ofwire
 from ryu_apps.flowpath import FlowPath, next_hops
 from ryu_apps.flows import FIN_TAG, FlowTable
+from ryu_apps.tracker import MISS_COOKIE
 from ryu_apps.health import HealthTracker
 from ryu_apps.links import Links
 from ryu_apps.managers.agent_probes import AgentProbes, PollPlan
@@ -56,7 +57,8 @@ class ControllerCore:
                                      **({} if clock is None else {"clock": clock}))
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=cfg.profiler.flow_threshold_s,
-                               refresh_s=active_flow_refresh_s(cfg))
+                               refresh_s=active_flow_refresh_s(cfg),
+                               tracked_max_s=c.dataplane.tracked_max_s)
         self.health = HealthTracker([i.name for i in cfg.instances],
                                     c.health.unhealthy_after, c.health.healthy_after,
                                     c.health.timeout_s)
@@ -147,6 +149,10 @@ class ControllerCore:
             return out
         if cookie >> 48 == FIN_TAG and f.eth_type == ofwire.ETH_TYPE_IP:
             return self.path.fin(dpid, f, now)     # already sent on by the switch
+        if cookie == MISS_COOKIE and f.ip_proto == ofwire.IPPROTO_TCP:
+            out = self.path.tracked_miss(dpid, in_port, data, f, now)
+            if out.handled:
+                return out
         if f.eth_src != self.cfg.controller.vip_mac:
             self.path.mac_to_port.setdefault(dpid, {})[f.eth_src] = in_port
         plan = self.plan

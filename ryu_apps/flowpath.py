@@ -5,7 +5,9 @@ any warning come out, in the Result the controller core (ryu_apps/core.py) retur
 (docs/controller.md: "How a decision is made", "Connections that outlive their rules").
 
 - FlowPath: vip_packet (repeat, transition, resume, reset, decision, caps), orphan (resumed
-  by the instance's side), fin (a watched flow's end); the rules and packets they send;
+  by the instance's side), fin (a watched flow's end), tracked_miss (a tracked segment
+  ahead of its rule); the rules and packets they send (tracker mode's through
+  ryu_apps/tracker.py);
 - next_hops: output ports over the configured trunks and the links found;
 - PRIO_NAT, PRIO_FIN_WATCH, FIN_WATCH_HARD_S, ...: the rules' priorities and timeouts.
 """
@@ -82,7 +84,7 @@ class FlowPath:
         self.foreign_switches: set[int] = set()             # warned about once each
         self._flow_cap_logged = float("-inf")
         # tracker mode: short-flow TCP connections NATed by the switch's connection tracker
-        self.tracker = Tracker(cfg.controller.vip_mac) \
+        self.tracker = Tracker(cfg.controller.vip_mac, self.switch_dpids) \
             if cfg.controller.dataplane.short_flows == "tracker" else None
 
     # ------------------------------------------------------------------ packet-ins
@@ -116,7 +118,13 @@ class FlowPath:
             # The rules are there, but this packet met the switch's cached "to controller"
             # path before it was revalidated: same instance, no new decision, no new rules.
             out.kinds.append("repeat")
-            out.sends.append((dpid, self.first_packet(dpid, in_port, data, rec)))
+            rules = b""
+            if rec.tracked:
+                # the tracker does not hold it (it refused the commit, or lost it): the same
+                # instance on a rule pair, not the same commit again in a loop
+                self.flows.untrack(rec)
+                rules = self.nat_rules(dpid, rec, now)
+            out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
             return out
         # from a select-group slot in transition (data-plane mode), marked with its old owner
         owner = self.instance_macs.get(f.eth_dst)
@@ -168,13 +176,13 @@ class FlowPath:
             # counts it as running until then, not by how long such flows lasted (and
             # under malb a short one's: PolicyCore.watches)
             watched = key if proto == "tcp" and self.policy_core.watches(ms.name) else None
-            d = self.policy_core.choose(ms.name, now, flow_key=key[1:], watched=watched)
+            d = self.policy_core.choose(ms.name, now, flow_key=key[1:], watched=watched,
+                                        caller=f.ip_src)
             if self.timer:
                 out.choose_s = self.timer() - t0
-        except NoBackend:
+        except NoBackend as exc:
             out.no_backend = ms.name
-            out.warnings.append(f"no healthy instance of {ms.name}: flow from "
-                                f"{f.ip_src}:{f.src_port} dropped")
+            out.warnings.append(f"{exc}: flow from {f.ip_src}:{f.src_port} dropped")
             return out
         out.decision = d
         try:
@@ -193,12 +201,48 @@ class FlowPath:
         return out
 
     def fin(self, dpid: int, f: ofwire.Frame, now: float) -> Result:
-        """An instance's FIN, copied by a flow's FIN watch after the reverse rewrite (the
-        switch has sent it on): the flow ends for the policy core."""
+        """An instance's FIN or reset, copied by a flow's FIN watch after the reverse
+        rewrite, or in tracker mode a client's reset copied after the forward one (the
+        switch has sent either on): the flow ends for the policy core."""
         out = Result(kinds=["fin"])
         key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
+        towards = self.flows.lookup_reverse(("tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
+        if towards is not None and towards.dpid == dpid:
+            key = towards.key          # the client's side, on its way to the instance
         self.policy_core.flow_ended(key, now)
         self.flows.fin(key, now)
+        return out
+
+    def tracked_miss(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
+                     now: float) -> Result:
+        """A TCP segment from the tracker's catch-all, already translated: of a tracked
+        connection whose rule the switch had just been sent, but which met the datapath's
+        cached "to controller" path before it was revalidated. Sent on as the rule would
+        (an end it carries ends the flow, as its watch would have); not handled otherwise
+        (an untranslated segment: to a VIP, or an answer the tracker does not hold)."""
+        out = Result()
+        towards = self.flows.lookup_reverse(("tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
+        back = self.flows.lookup((dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
+        if towards is not None and towards.tracked and towards.dpid == dpid:
+            inst = self.instances[towards.instance]
+            try:
+                actions = ofwire.action_set_field("eth_dst", inst.mac) + \
+                    ofwire.action_output(self.port_towards(dpid, inst))
+            except LookupError:       # moved away meanwhile: the client's retransmission
+                out.handled = False
+                return out
+            end = f.tcp_flags & ofwire.TCP_RST
+        elif back is not None and back.tracked:
+            actions = ofwire.action_set_field("eth_src", self.cfg.controller.vip_mac) + \
+                ofwire.action_output(back.client_in_port)
+            end = f.tcp_flags & (ofwire.TCP_FIN | ofwire.TCP_RST)
+        else:
+            out.handled = False
+            return out
+        out.kinds.append("repeat")
+        out.sends.append((dpid, ofwire.packet_out(self.xid(dpid), in_port, actions, data)))
+        if end:
+            out.kinds += self.fin(dpid, f, now).kinds
         return out
 
     def orphan(self, dpid: int, data: bytes, f: ofwire.Frame, now: float,
@@ -231,7 +275,8 @@ class FlowPath:
             resend = True
         if rec.tracked:
             # the switch's tracker does not hold it (the switch restarted): rules from now on
-            rec.tracked, resend = False, True
+            self.flows.untrack(rec)
+            resend = True
         if f.tcp_flags & ofwire.TCP_FIN and rec.fin_watch:
             self.policy_core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
             self.flows.fin(rec.key, now)
@@ -272,7 +317,7 @@ class FlowPath:
             # to the controller from now on (before the rules: they are already in order)
             self.client_orphans.setdefault(dpid, set()).add((f.ip_src, ms.name))
             messages = orphan_rules(self.cfg, self.xid, dpid, self.cfg.instances_of(ms.name),
-                                    (f.ip_src, "255.255.255.255")) + messages
+                                    (f.ip_src, "255.255.255.255"), self.tracker) + messages
         self.flows.add(rec)
         out.sends.append((dpid, messages))
 
@@ -296,12 +341,18 @@ class FlowPath:
             backend.mac, backend.ip, backend.port,
             self.port_towards(dpid, self.instances[backend.name]))
 
+    def tracker_rules(self, dpid: int, rec: FlowRecord) -> bytes:
+        """The tracker's rules a tracked flow needs that the switch lacks."""
+        backend = self.backends[rec.instance]
+        return self.tracker.rules(self.xid, dpid, rec.client_in_port, backend.name,
+                                  backend.mac, backend.ip, backend.port,
+                                  self.port_towards(dpid, self.instances[backend.name]))
+
     def first_packet(self, dpid: int, in_port: int, data: bytes, rec: FlowRecord) -> bytes:
         backend = self.backends[rec.instance]
-        if rec.tracked and self.tracker is not None:
-            return self.tracker.start(self.xid, dpid, in_port, data, backend.name, backend.mac,
-                                      backend.ip, backend.port, rec.vport,
-                                      self.port_towards(dpid, self.instances[backend.name]))
+        if rec.tracked:
+            return self.tracker_rules(dpid, rec) + self.tracker.commit(
+                self.xid, dpid, in_port, data, backend.ip, backend.port, rec.vport)
         actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,
                                          rec.vport,
                                          self.port_towards(dpid, self.instances[backend.name]))

@@ -100,7 +100,8 @@ class FlowRecord:
     told_at: float = 0.0              # when the profiler last heard of it while active
     fin_watch: bool = False           # its FIN goes to the controller too (flowpath.py)
     told_long: bool = False           # whether that report had it past the threshold
-    fin_at: float | None = None       # when its FIN watch saw the instance's FIN
+    fin_at: float | None = None       # when a watch saw its end (the instance's FIN or reset;
+                                      # tracked: the client's reset too)
     dormant: bool = False             # rules idled out, connection open: FIN not yet seen
     tracked: bool = False             # no rules: the switch's connection tracker NATs it
 
@@ -121,14 +122,16 @@ class FlowRecord:
 
     def duration_s(self, idle_timeout: int, now: float | None = None) -> float:
         """Watched to its FIN: to the FIN; dormant: until `now` (it is known to go on).
-        Ended by idle timeout: to the removal minus the idle tail. Still active: from the
-        first packet to the last traffic seen (a rule idling towards its timeout is not a
-        flow that is still going)."""
+        Ended by idle timeout: to the removal minus the idle tail. Still active, or a
+        tracked flow that ended unseen (no_fin): from the first packet to the last traffic
+        seen (a rule idling towards its timeout is not a flow that is still going; of a
+        tracked connection the controller sees only the first packet, so a SYN flood's
+        half-open connections are no evidence of long flows)."""
         if self.fin_at is not None:
             return max(0.0, self.fin_at - self.created)
         if self.dormant:
             return max(0.0, (self.ended if now is None else now) - self.created)
-        if self.ended is not None:
+        if self.ended is not None and self.end_reason != "no_fin":
             tail = idle_timeout if self.end_reason == "idle_timeout" else 0
             return max(0.0, self.ended - tail - self.created)
         return max(0.0, self.last_active - self.created)
@@ -175,6 +178,9 @@ class FlowTable:
     # A dormant flow that never shows its FIN ends for the profiler this long after it
     # started, as the policy core drops a watched flow.
     dormant_max_s: float = DEFAULT_MAX_AGE_S
+    # A tracked flow (no rules, no counters) whose end was not seen ends after this
+    # (controller.dataplane.tracked_max_s): age_out_tracked.
+    tracked_max_s: float = 30.0
     # Sequence numbers restart with each controller process: the epoch (its start time)
     # keeps the flow ids it reports apart from those of an earlier process.
     epoch: str = field(default_factory=lambda: f"{time.time_ns() // 1_000_000:x}.")
@@ -194,6 +200,8 @@ class FlowTable:
     pair_flows: dict[tuple[str, str], int] = field(default_factory=dict)
     # active flows per instance, kept as flows start, end and resume (REST asks often)
     _active_of: dict[str, int] = field(default_factory=dict)
+    # active tracked flow ids, oldest first (age_out_tracked)
+    _tracked: dict[int, None] = field(default_factory=dict)
 
     def next_seq(self) -> int:
         self._seq = self._seq % ((1 << _SEQ_BITS) - 1) + 1    # 1 .. 2^24 - 1, then 1 again
@@ -228,6 +236,8 @@ class FlowTable:
         self.flows[rec.flow_id] = rec
         if rec.ended is None:
             self._count_active(rec.instance, 1)
+            if rec.tracked:
+                self._tracked[rec.flow_id] = None
         self.by_key[rec.key] = rec.flow_id
         if rec.backend_ip:
             self.by_reverse[rec.reverse_key] = rec.flow_id
@@ -284,6 +294,7 @@ class FlowTable:
         rec.ended = now
         rec.end_reason = reason
         self._count_active(rec.instance, -1)
+        self._tracked.pop(rec.flow_id, None)
         if self.by_key.get(rec.key) == rec.flow_id:
             del self.by_key[rec.key]
         if self.by_reverse.get(rec.reverse_key) == rec.flow_id:
@@ -311,6 +322,7 @@ class FlowTable:
         for direction in rec.removed:
             rec.rebase(direction)
         rec.ended, rec.end_reason, rec.removed, rec.dormant = None, "", (), False
+        rec.tracked = False     # what brought it back missed the tracker: on rules from now
         self._count_active(rec.instance, 1)
         if rec.fin_at is None:      # past its FIN the profiler has had its end already
             rec.reported, rec.dirty = False, True
@@ -327,10 +339,35 @@ class FlowTable:
             return None
         rec.fin_at, rec.dormant = now, False
         if rec.tracked and rec.ended is None:
-            # no rule will be removed: the FIN (or the instance's reset) is its end
+            # no rule will be removed: the FIN (or a reset) is its end
             rec.removed = (DIR_FORWARD, DIR_REVERSE)
             self._end(rec, now, "fin")
         return rec
+
+    def untrack(self, rec: FlowRecord) -> None:
+        """A tracked flow goes on a rule pair (the switch's tracker lost or refused it)."""
+        rec.tracked = False
+        self._tracked.pop(rec.flow_id, None)
+
+    def tracked_count(self) -> int:
+        """How many active flows are tracked (no rules on a switch)."""
+        return len(self._tracked)
+
+    def age_out_tracked(self, now: float) -> list[FlowRecord]:
+        """End the tracked flows whose end was not seen within tracked_max_s (a SYN flood's
+        half-open connections, a client gone without a reset), oldest first: they stop
+        counting for the flow cap, and the caller tells the policy. Reported with the
+        traffic seen (their first packet), end_reason no_fin."""
+        gone = []
+        for fid in self._tracked:
+            rec = self.flows[fid]
+            if now - rec.created <= self.tracked_max_s:
+                break
+            gone.append(rec)
+        for rec in gone:
+            rec.removed = (DIR_FORWARD, DIR_REVERSE)
+            self._end(rec, now, "no_fin")
+        return gone
 
     def go_dormant(self, rec: FlowRecord) -> None:
         """A watched flow's rules idled out before its FIN (the controller's policy core
@@ -411,11 +448,6 @@ class FlowTable:
                 continue
             if rec.dormant and now - rec.created > self.dormant_max_s:
                 rec.dormant = False        # no FIN came: it ended with its last traffic
-            if rec.tracked and rec.ended is None and now - rec.created > self.dormant_max_s:
-                # the tracker's connection whose end the controller never saw (a client's
-                # reset, a lost copy): as a watched flow, it counts no longer than this
-                rec.removed = (DIR_FORWARD, DIR_REVERSE)
-                self._end(rec, now, "no_fin")
             if rec.running:
                 long = self.threshold_s is not None and \
                     rec.duration_s(self.idle_timeout, now) > self.threshold_s

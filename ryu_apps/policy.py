@@ -295,11 +295,14 @@ class PolicyCore:
 
     # ------------------------------------------------------------------ decision
     def choose(self, microservice: str, now: float | None = None,
-               flow_key: Hashable | None = None, watched: Hashable | None = None
-               ) -> Decision:
+               flow_key: Hashable | None = None, watched: Hashable | None = None,
+               caller: str | None = None) -> Decision:
         """The instance for a new flow, as the current policy picks it. `flow_key` (e.g.
         protocol, client address and port, VIP and port) is what hashing policies hash;
-        `watched`: the flow's key if the controller will tell its end (flow_ended)."""
+        `watched`: the flow's key if the controller will tell its end (flow_ended);
+        `caller`: the client's address. An instance calling its own microservice's VIP is
+        never given itself: the switch cannot send a packet back out of the port it came
+        in by, and the instance would drop a segment from its own address."""
         now = self.clock() if now is None else now
         pool = self.pools.get(microservice)
         if pool is None:
@@ -307,6 +310,11 @@ class PolicyCore:
         candidates = [b for b in pool if self.in_service(b)]
         if not candidates:
             raise NoBackend(f"no healthy instance of {microservice}")
+        if caller is not None and any(b.ip == caller for b in candidates):
+            candidates = [b for b in candidates if b.ip != caller]
+            if not candidates:
+                raise NoBackend(f"no healthy instance of {microservice} but the caller "
+                                f"itself")
         decision = self.strategy.choose(self, microservice, candidates, now,
                                         Flow(flow_key, watched))
         return self._record(decision, watched)

@@ -372,6 +372,11 @@ class Dataplane:
         "at most 256 its datapath hash (no upcall per connection, shares uneven by up to "
         "1/256 per bucket) ([controller.md](controller.md#data-plane-mode-short-flows-"
         "balanced-by-the-switch))"))
+    tracked_max_s: float = setting(30.0, lo=1, hi=3600, help=(
+        "tracker mode: a tracked connection whose end the controller has not seen by then "
+        "(a half-open one of a SYN flood, a client gone without a reset) stops counting, "
+        "for `max_active_flows`, the policy and the profiler ([controller.md](controller.md#"
+        "tracker-mode-short-flows-translated-by-the-connection-tracker))"))
 
 
 @dataclass(frozen=True, kw_only=True)

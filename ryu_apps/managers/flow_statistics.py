@@ -1,8 +1,9 @@
 """FlowStatistics: the NAT rules' side of the flow records (ryu_apps/flows.py). Rules
 removed by the switch end or idle their flow; on a (re)connection the rules of flows still
-active are installed again; the rules' statistics are polled in slices spread over the
-monitoring period, and a rule this process did not install (a previous controller's) is
-adopted as a flow record."""
+active are installed again (a tracked flow's tracker rules); the rules' statistics are
+polled in slices spread over the monitoring period, and a rule this process did not install
+(a previous controller's) is adopted as a flow record. Tracked flows whose end was not seen
+are aged out as the polling goes."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -57,9 +58,10 @@ class FlowStatistics(Manager):
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
         """The NAT rules of flows still active, then the statistics that show what rules a
         previous controller left (a restart)."""
-        # (a tracked connection has no rules: the switch's tracker still holds it)
-        buf = [self.path.nat_rules(dpid, rec, now) for rec in self.flows.active(dpid)
-               if not rec.tracked]
+        # (a tracked connection has no rules of its own: the switch's tracker may still hold
+        # it, so the tracker's rules it needs, if the switch lost them but not its tracker)
+        buf = [self.path.tracker_rules(dpid, rec) if rec.tracked else
+               self.path.nat_rules(dpid, rec, now) for rec in self.flows.active(dpid)]
         self.restored = len(buf)
         return [*buf, self.stats_requests(dpid)]
 
@@ -100,8 +102,10 @@ class FlowStatistics(Manager):
         of rules at every step: it grows at once (a burst of new flows must not make one
         huge reply) and shrinks only at a cycle's end."""
         out = Result()
+        for rec in self.flows.age_out_tracked(now):
+            self.policy_core.flow_ended(rec.key, now)
         period = self.cfg.controller.monitoring_period_s
-        rules = 2 * self.flows.active_count()
+        rules = 2 * (self.flows.active_count() - self.flows.tracked_count())
         need = slices_for(rules)
         if need > self.slices or (need < self.slices and self.flow_slice == 0):
             self.slices, self.flow_slice = need, 0

@@ -15,31 +15,31 @@ PACKET_IN_METER = 1               # the meter of new-flow packet-ins to the VIPs
 MISS_METER = 2                    # and of table misses (unknown hosts, broadcasts)
 
 
-def orphan_rules(cfg, xid, dpid: int, instances, dst: tuple[str, str]) -> bytes:
+def orphan_rules(cfg, xid, dpid: int, instances, dst: tuple[str, str],
+                 conntrack: tracker.Tracker | None) -> bytes:
     """Instances' answers to `dst` (an address and mask) that no NAT rule rewrites go to the
     controller (flowpath.orphan resumes their flow), not out by plain L2 with the instance's
-    own address."""
+    own address; in tracker mode (`conntrack`), TCP answers through the tracker first."""
     buf = b""
-    tracking = cfg.controller.dataplane.short_flows == "tracker"
     for inst in instances:
         ms = cfg.microservice(inst.microservice)
         buf += ofwire.flow_mod(xid(dpid), 0, PRIO_ORPHAN, {
             "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO[ms.protocol],
             "ipv4_src": inst.ip, f"{ms.protocol}_src": ms.port, "ipv4_dst": dst},
             TO_CONTROLLER)
-        if tracking and ms.protocol == "tcp":
-            # through the tracker first: what it does not hold comes here from its table
-            buf += tracker.answer_rule(xid, dpid, inst.ip, ms.port, dst)
+        if conntrack is not None and ms.protocol == "tcp":
+            buf += tracker.answer_rules(xid, dpid, conntrack.zone(dpid), inst.ip, ms.port, dst)
     return buf
 
 
 class SwitchRules(Manager):
     def __init__(self, cfg, plan, xid, next_hop: dict, mac_to_port: dict, dp_mode: bool,
-                 client_orphans: dict | None = None, tracking: tracker.Tracker | None = None):
+                 client_orphans: dict | None = None,
+                 conntrack: tracker.Tracker | None = None):
         self.cfg, self.plan, self.xid = cfg, plan, xid
         self.next_hop, self.mac_to_port, self.dp_mode = next_hop, mac_to_port, dp_mode
         self.client_orphans = {} if client_orphans is None else client_orphans
-        self.tracking = tracking
+        self.conntrack = conntrack      # tracker mode
         self.switches: set[int] = set()       # connected (features reply seen, not gone)
         self.metered: set[int] = set()        # switches with the packet-in meter
 
@@ -48,8 +48,8 @@ class SwitchRules(Manager):
         self.mac_to_port.setdefault(dpid, {})
         x = self.xid
         buf = [self.table_miss(dpid, meter=None), self.vip_rules(dpid, meter=None)]
-        if self.tracking:
-            self.tracking.forget(dpid)
+        if self.conntrack is not None:
+            self.conntrack.forget(dpid)
         self.metered.discard(dpid)
         if self.cfg.controller.packet_in_limit_per_s:
             # metered once the switch says it has meters (meter_features)
@@ -68,11 +68,12 @@ class SwitchRules(Manager):
         # Only for callers on this switch, where the flow's NAT happens: answers passing
         # through towards another switch go on by the host rules above.
         for block in self.plan.local_blocks.get(dpid, ()):
-            buf.append(orphan_rules(self.cfg, x, dpid, self.cfg.slots, (block, "255.255.255.0")))
+            buf.append(orphan_rules(self.cfg, x, dpid, self.cfg.slots, (block, "255.255.255.0"),
+                                    self.conntrack))
         # the user's network: clients found where their flows entered (flowpath.py)
         for client_ip, ms_name in sorted(self.client_orphans.get(dpid, ())):
             buf.append(orphan_rules(self.cfg, x, dpid, self.cfg.instances_of(ms_name),
-                                    (client_ip, "255.255.255.255")))
+                                    (client_ip, "255.255.255.255"), self.conntrack))
         return buf
 
     def switch_down(self, dpid: int, now: float) -> None:
@@ -99,8 +100,8 @@ class SwitchRules(Manager):
             buf += ofwire.flow_mod(x(dpid), 0, PRIO_PROBE, {
                 "eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO_TCP, "ipv4_dst": vip,
                 "tcp_dst": (PROBE_PORTS[0], PROBE_MASK)}, TO_CONTROLLER)
-        if self.tracking:
-            buf += tracker.table_rules(x, dpid, sorted(
+        if self.conntrack is not None:
+            buf += tracker.table_rules(x, dpid, self.conntrack.zone(dpid), sorted(
                 (m.vip, m.port) for m in self.cfg.microservices if m.protocol == "tcp"), meter)
         return buf
 

@@ -47,7 +47,8 @@ class Maglev(Policy):
 
     def choose(self, view, ms, candidates, now, flow):
         if flow.key is None:
-            return round_robin(view, self, ms, now, "maglev: no flow key given, round robin")
+            return round_robin(view, self, ms, candidates, now,
+                               "maglev: no flow key given, round robin")
         table = self.table(ms, candidates)
         slot = maglev.slot_of(table, flow.key)
         b = next(c for c in candidates if c.name == table[slot])

@@ -97,7 +97,8 @@ class Malb(Policy):
                                      "short flows: round robin weighted by server capacity",
                                      now, {b.server: round(share[b.name], 3)
                                            for b in candidates}, weights)
-            return round_robin(view, self, ms, now, "short flows: round robin")
+            return round_robin(view, self, ms, candidates, now,
+                               "short flows: round robin")
         if o.long_flows == "running-load" and view.running_model():
             w = view.profiles.flow_weights(ms, now)[0] if o.per_flow_weights else weights
             return self._least_running_load(view, ms, candidates, now, w)
@@ -206,7 +207,7 @@ class Malb(Policy):
             scores[c.server] = a * cpu + b * (meas[1] or 0.0) + g * net
         fresh = [c for c in candidates if c.server in scores]
         if not fresh:
-            return round_robin(view, self, ms, now,
+            return round_robin(view, self, ms, candidates, now,
                                "weighted-least-load: no fresh load data, round robin")
         rank = self._spread_raise(view, ms, fresh, scores, weights) \
             if self.options.spread else None

@@ -85,7 +85,8 @@ class Prequal(Policy):
                 latency[b.name] = known[0]
         fresh = [b for b in candidates if b.name in rif]
         if not fresh:
-            return round_robin(view, self, ms, now, "prequal: no fresh probe, round robin")
+            return round_robin(view, self, ms, candidates, now,
+                               "prequal: no fresh probe, round robin")
         # No request of an instance ended lately (it may have been passed over since a slow
         # spell): as fast as the fastest known, so its few requests in flight decide, as a
         # replica of the paper estimates its latency at its current RIF.

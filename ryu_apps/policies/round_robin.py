@@ -12,4 +12,4 @@ class RoundRobin(Policy):
     title = "SRR"
 
     def choose(self, view, ms, candidates, now, flow):
-        return round_robin(view, self, ms, now, "srr baseline")
+        return round_robin(view, self, ms, candidates, now, "srr baseline")

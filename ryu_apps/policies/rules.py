@@ -19,13 +19,15 @@ if TYPE_CHECKING:
     from ryu_apps.policy import PolicyCore
 
 
-def round_robin(view: "PolicyCore", policy: Policy, ms: str, now: float,
-                reason: str) -> Decision:
+def round_robin(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
+                now: float, reason: str) -> Decision:
+    """The next of the candidates in the microservice's turn over its whole pool."""
     pool = view.pools[ms]
     start = view.turn[ms]
+    names = {b.name for b in candidates}
     for step in range(len(pool)):
         b = pool[(start + step) % len(pool)]
-        if view.in_service(b):
+        if b.name in names:
             view.turn[ms] = (start + step + 1) % len(pool)
             return policy.decision(b, "round-robin", reason, now)
     raise NoBackend(f"no healthy instance of {ms}")   # unreachable: candidates non-empty
@@ -67,7 +69,7 @@ def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Bac
                 for b in candidates}
     fresh = [b for b in candidates if measured[b.server] is not None]
     if not fresh:
-        return round_robin(view, policy, ms, now,
+        return round_robin(view, policy, ms, candidates, now,
                            f"{algorithm}: no fresh load data, round robin")
     pending, scores = {}, {}
     for b in fresh:

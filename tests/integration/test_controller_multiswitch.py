@@ -1,5 +1,6 @@
 """The controller on the multi-switch topology: NAT at the caller's edge switch, answers of
-live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched."""
+live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched;
+with rule pairs, and in tracker mode (each switch its own zone of the shared tracker)."""
 from __future__ import annotations
 
 import copy
@@ -9,6 +10,7 @@ from collections import Counter
 import pytest
 
 from experiments.stack import Stack
+from ryu_apps.tracker import Tracker
 from tests.integration.helpers import FAST_CONFIG, download, packet_in_count, served_by
 from topologies.clean import clean_testbed
 
@@ -16,11 +18,12 @@ pytestmark = pytest.mark.integration
 VIP = "10.0.0.100"
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+@pytest.fixture(scope="module", params=["controller", "tracker"])
+def stack(tmp_path_factory, request):
     clean_testbed(quiet=True)
     data = copy.deepcopy(FAST_CONFIG)
     data["testbed"] = {"clients": 1, "switches": 2, "trunk_bw_mbit": 50}
+    data["controller"]["dataplane"] = {"short_flows": request.param}
     with Stack(data, str(tmp_path_factory.mktemp("multiswitch")), policy="srr",
                agents=False, profiler=False) as st:
         st.wait_for(lambda: len(st.controller_get("/malb/status")["switches"]) == 2, 20,
@@ -70,7 +73,21 @@ def test_an_instance_calling_across_the_trunk_never_goes_through_the_controller(
     # A connection's first packets may race its new rules ("repeat", seen 0-3 per connection
     # on a slow machine); a 2 MB answer through the controller would be ~1400 of them.
     assert after["repeat"] - before["repeat"] <= 3 * downloads, (before, after)
-    assert _rules("s2", 200) > 0            # the caller's NAT rules are on its own switch
+    if stack.cfg.controller.dataplane.short_flows == "tracker":
+        # the caller's connections in s2's zone of the tracker, none in s1's
+        zones = Tracker(stack.cfg.controller.vip_mac,
+                        [s.dpid for s in stack.cfg.testbed.switches])
+        s1, s2 = (zones.zone(s.dpid) for s in stack.cfg.testbed.switches)
+        caller_ip = stack.testbed.node("srv2-ui").IP()
+        mine = f"orig=(src={caller_ip},"
+        assert mine in _conntrack(s2) and mine not in _conntrack(s1)
+    else:
+        assert _rules("s2", 200) > 0        # the caller's NAT rules are on its own switch
+
+
+def _conntrack(zone: int) -> str:
+    return subprocess.run(["ovs-appctl", "dpctl/dump-conntrack", f"zone={zone}"],
+                          capture_output=True, text=True, timeout=10, check=True).stdout
 
 
 def test_a_client_still_reaches_instance_addresses_directly(stack):

@@ -1,7 +1,7 @@
 """Tracker mode on the real testbed (controller.dataplane.short_flows: tracker): each ui
 connection is decided by the controller and translated by Open vSwitch's connection
-tracker, with no rule per connection; its FIN ends the flow; long flows keep their rule
-pairs."""
+tracker, with no rule per connection; its FIN, or the client's reset, ends the flow; long
+flows keep their rule pairs."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from experiments.stack import Stack
+from ryu_apps.tracker import Tracker
 from tests.integration.helpers import FAST_CONFIG, download, packet_in_count, served_by
 from topologies.clean import clean_testbed
 
@@ -44,7 +45,10 @@ def ui_flows(stack, query: str = "") -> list[dict]:
             if f["microservice"] == "ui"]
 
 
-def tracked(stack, zone: int) -> str:
+def tracked(stack, dpid: int) -> str:
+    """The connections in the switch's own zone of Open vSwitch's tracker."""
+    cfg = stack.cfg
+    zone = Tracker(cfg.controller.vip_mac, [s.dpid for s in cfg.testbed.switches]).zone(dpid)
     return subprocess.run(["ovs-appctl", "dpctl/dump-conntrack", f"zone={zone}"],
                           capture_output=True, text=True, timeout=10, check=True).stdout
 
@@ -80,3 +84,21 @@ def test_a_long_flow_keeps_its_rule_pair_and_answers_outside_the_tracker_still_w
     # an instance reached by its own address (the testbed's connectivity check) goes by L2
     inst = stack.cfg.instances_of("ui")[0]
     assert "1 received" in cli.cmd(f"ping -c 1 -W 2 {inst.ip}")
+
+
+def test_a_clients_reset_ends_its_tracked_flow(stack):
+    cli = stack.testbed.node("cli2")
+    fins = packet_in_count(stack, "fin")
+    # connect, send half a request, then reset (SO_LINGER 0): the instance never sends a
+    # FIN, so only the copy of the client's reset can end the flow
+    out = cli.cmd(
+        "python3 -c 'import socket, struct, time; s = socket.create_connection("
+        f"(\"{VIP}\", 8002), timeout=5); s.sendall(b\"GET /object?size=10 HTTP/1.1\\r\\n\"); "
+        "time.sleep(0.3); s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, "
+        "struct.pack(\"ii\", 1, 0)); s.close(); print(\"reset\")'")
+    assert out.strip().endswith("reset"), out
+    stack.wait_for(lambda: not ui_flows(stack, "?active=1"), 5, "the reset ended the flow")
+    assert packet_in_count(stack, "fin") == fins + 1
+    (flow,) = [f for f in ui_flows(stack) if f["client"].startswith(
+        stack.testbed.node("cli2").IP() + ":")]
+    assert flow["end_reason"] == "fin" and 0.2 <= flow["duration_s"] < 2

@@ -5,6 +5,7 @@ from collections import Counter
 
 import pytest
 
+from ryu_apps import policies
 from ryu_apps.policies import NoBackend
 from ryu_apps.microservice_profiles import normalise_weights
 from tests.lib.policy_core import SERVERS, loads, make_core
@@ -17,6 +18,25 @@ def test_no_healthy_instance_raises():
         core.set_health(f"{s}-video", False)
     with pytest.raises(NoBackend):
         core.choose("video")
+
+
+@pytest.mark.parametrize("policy", policies.names())
+def test_an_instance_calling_its_own_vip_is_never_given_itself(policy):
+    core = make_core(policy=policy)
+    loads(core)
+    me = core.pools["ui"][1]
+    picks = Counter(core.choose("ui", now=100.0 + k / 10, caller=me.ip,
+                                flow_key=("tcp", me.ip, 40000 + k, "10.0.0.100", 80)).instance
+                    for k in range(12))
+    assert me.name not in picks and sum(picks.values()) == 12
+    if policy == "srr":
+        assert set(picks) == {b.name for b in core.pools["ui"]} - {me.name}
+    for b in core.pools["ui"]:
+        if b is not me:
+            core.set_health(b.name, False)
+    with pytest.raises(NoBackend, match="but the caller itself"):
+        core.choose("ui", caller=me.ip)
+    assert core.choose("ui").instance == me.name          # anyone else may have it
 
 
 def test_a_burst_of_long_flows_is_spread_by_pending_correction():

@@ -9,6 +9,7 @@ import struct
 from ryu.ofproto import nicira_ext, ofproto_v1_3_parser as parser
 
 from ryu_apps import ofwire, tracker
+from ryu_apps.managers.flow_statistics import FlowStatistics
 from ryu_apps.managers.switch_rules import SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from tests.lib.fakeswitch import PacketOut, decode
@@ -33,6 +34,18 @@ def fin_from(cfg, inst_port: int, sport: int, flags=ofwire.TCP_FIN | ofwire.TCP_
     c = cfg.testbed.clients[0]
     return ofwire.tcp_frame(c.mac, cfg.controller.vip_mac, VIP, c.ip, inst_port, sport, 5,
                             flags=flags)
+
+
+def client_reset(cfg, inst, sport: int) -> bytes:
+    """The client's reset as the tracker's watch copies it: translated to the instance."""
+    c = cfg.testbed.clients[0]
+    return ofwire.tcp_frame(inst.mac, c.mac, c.ip, inst.ip, sport, 8002, 1001,
+                            flags=ofwire.TCP_RST)
+
+
+def statistics(cfg, path) -> FlowStatistics:
+    return FlowStatistics(cfg, NetworkPlan(cfg), path.xid, path.policy_core, path.flows, path,
+                          {cfg.testbed.clients[0].dpid})
 
 
 def test_the_tracker_fields_and_actions_are_packed_as_ryu_and_open_vswitch_read_them():
@@ -73,27 +86,47 @@ def test_a_short_flow_connection_is_one_packet_out_once_the_switch_has_its_rules
     assert all(r.kinds == ["new_flow"] for r in first)
     assert {r.decision.instance for r in first} == {i.name for i in uis}     # round robin
     mods = [m for r in first for m in flow_mods(r)]
-    # per instance, its rule towards it; per client port, its answer rule and two watches
-    assert len(mods) == len(uis) + 3 and {m.table_id for m in mods} == {tracker.CT_TABLE}
-    watches = [m for m in mods if m.cookie == tracker.WATCH_COOKIE]
-    assert sorted(dict(m.match.items())["tcp_flags"] for m in watches) == \
+    # per instance, its rule towards it and a watch of the client's reset; per client port,
+    # its answer rule and two watches (the instance's FIN and reset)
+    assert len(mods) == 2 * len(uis) + 3 and {m.table_id for m in mods} == {tracker.CT_TABLE}
+    watches = [dict(m.match.items()) for m in mods if m.cookie == tracker.WATCH_COOKIE]
+    assert sorted(w["tcp_flags"] for w in watches if "ct_mark" in w) == \
         [(ofwire.TCP_FIN,) * 2, (ofwire.TCP_RST,) * 2]
+    assert sorted(w["ipv4_dst"] for w in watches if "ct_mark" not in w) == \
+        sorted(i.ip for i in uis)
     later = packet_in(cfg, path, sw, client_frame(cfg, 41000))
     assert flow_mods(later) == []                       # no table change per connection
     (out,) = packet_outs(later)
     inst = path.instances[later.decision.instance]
     (ct,) = out.actions
     assert isinstance(ct, parser.NXActionCT) and ct.flags == nicira_ext.NX_CT_F_COMMIT
-    assert (ct.zone_ofs_nbits, ct.recirc_table) == (tracker.ct_zone(c.dpid), tracker.CT_TABLE)
+    assert (ct.zone_ofs_nbits, ct.recirc_table) == (path.tracker.zone(c.dpid), tracker.CT_TABLE)
     nat, mark = ct.actions
     assert (nat.range_ipv4_min, nat.range_ipv4_max) == (inst.ip, inst.ip)
     assert mark.value == c.switch_port and out.in_port == c.switch_port
     rec = path.flows.lookup((c.dpid, "tcp", c.ip, 41000, VIP, 8002))
-    assert rec.tracked and rec.fin_watch
-    # a SYN retransmitted before the tracker had the first: the same commit, no decision
-    again = packet_in(cfg, path, sw, client_frame(cfg, 41000))
-    assert again.kinds == ["repeat"] and packet_outs(again)[0].actions[0].actions[0] \
-        .range_ipv4_min == inst.ip
+    assert rec.tracked and rec.fin_watch and path.flows.tracked_count() == len(uis) + 1
+
+
+def test_a_connection_the_tracker_does_not_hold_goes_on_a_rule_pair_not_round_a_loop():
+    cfg, path, sw = tracked()
+    first = packet_in(cfg, path, sw, client_frame(cfg, 41000))
+    inst = path.instances[first.decision.instance]
+    # the commit refused (or the tracker lost it): the segment is back at the controller
+    again = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 0.1)
+    assert again.kinds == ["repeat"] and again.decision is None
+    assert {m.priority for m in flow_mods(again)} >= {200}          # the NAT pair
+    (out,) = packet_outs(again)
+    assert not any(isinstance(a, parser.NXActionCT) for a in out.actions)
+    assert dict((a.key, a.value) for a in out.actions
+                if isinstance(a, parser.OFPActionSetField))["ipv4_dst"] == inst.ip
+    rec = path.flows.lookup((cfg.testbed.clients[0].dpid, "tcp", cfg.testbed.clients[0].ip,
+                             41000, VIP, 8002))
+    assert not rec.tracked and path.flows.tracked_count() == 0
+    # and once more: the rule pair's own repeat, no tracker
+    third = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 0.2)
+    assert not flow_mods(third) and not any(
+        isinstance(a, parser.NXActionCT) for a in packet_outs(third)[0].actions)
 
 
 def test_a_long_flow_microservice_keeps_its_rule_pair_in_tracker_mode():
@@ -120,13 +153,39 @@ def test_the_watched_fin_ends_a_tracked_flow_for_the_profiler_and_the_policy_at_
         round(0.4, 3) and rec.end_reason == "fin"
 
 
-def test_a_tracked_flow_whose_end_was_never_seen_ends_at_the_watch_limit():
-    cfg, path, sw = tracked()
-    packet_in(cfg, path, sw, client_frame(cfg, 40000))
-    assert path.flows.take_report(NOW + 1) and path.flows.active_count() == 1
-    limit = path.flows.dormant_max_s
-    (rec,) = path.flows.take_report(NOW + limit + 1)
-    assert rec.end_reason == "no_fin" and path.flows.active_count() == 0
+def test_the_clients_reset_ends_a_tracked_flow_for_the_profiler_and_the_policy():
+    cfg, path, sw = tracked("malb")
+    c = cfg.testbed.clients[0]
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40000))
+    inst = path.instances[r.decision.instance]
+    rst = client_reset(cfg, inst, 40000)
+    out = path.fin(c.dpid, ofwire.parse_frame(rst), NOW + 0.3)
+    assert out.kinds == ["fin"] and path.flows.active_count() == 0
+    assert path.policy_core.connections.open_count(inst.name) == 0
+    (rec,) = path.flows.take_report(NOW + 0.5)
+    assert rec.as_record(cfg.controller.idle_timeout_s, now=NOW + 0.5)["duration_s"] == 0.3
+
+
+def test_a_tracked_flow_whose_end_was_never_seen_stops_counting_at_the_limit():
+    cfg, path, sw = tracked("malb")
+    stats = statistics(cfg, path)
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40000))
+    inst = r.decision.instance
+    packet_in(cfg, path, sw, client_frame(cfg, 40001), now=NOW + 20)
+    idle = cfg.controller.idle_timeout_s
+    # while it runs the controller has seen its first packet only: no evidence of a long
+    # flow however long it lasts (a SYN flood's half-open connections would be)
+    (running, _) = path.flows.take_report(NOW + 25)
+    assert running.as_record(idle, now=NOW + 25)["duration_s"] == 0.0
+    stats.poll_stats(NOW + 25)
+    assert path.flows.active_count() == 2 and path.flows.tracked_count() == 2
+    limit = cfg.controller.dataplane.tracked_max_s
+    stats.poll_stats(NOW + limit + 1)          # the first is past the limit, not the second
+    assert path.flows.active_count() == 1 and path.flows.tracked_count() == 1
+    assert path.policy_core.connections.open_count(inst) == 0
+    (rec,) = [r for r in path.flows.take_report(NOW + limit + 2) if not r.running]
+    record = rec.as_record(idle, now=NOW + limit + 2)
+    assert record["end_reason"] == "no_fin" and record["duration_s"] == 0.0
 
 
 def test_an_answer_the_tracker_lost_puts_the_connection_on_rules():
@@ -159,6 +218,11 @@ def test_a_switch_gets_the_tracker_rules_and_again_what_it_lacks_after_reconnect
         [i for i in cfg.slots if cfg.microservice(i.microservice).protocol == "tcp"])
     ct = answers[0].instructions[0].actions[0]
     assert (ct.flags, ct.recirc_table) == (0, tracker.CT_TABLE)
+    # those the tracker does not hold on to the controller unmetered, as the orphan rules
+    orphans = [m for m in mods if m.table_id == tracker.CT_TABLE and
+               m.priority == tracker.PRIO_CT_ORPHAN]
+    assert [dict(m.match.items()) for m in orphans] == [dict(m.match.items()) for m in answers]
+    assert all(len(m.instructions) == 1 for m in orphans)         # no meter instruction
     assert [m for m in mods if m.table_id == tracker.CT_TABLE and m.priority == 0]
     uis = cfg.instances_of("ui")
     for k in range(len(uis)):
@@ -166,3 +230,67 @@ def test_a_switch_gets_the_tracker_rules_and_again_what_it_lacks_after_reconnect
     assert not flow_mods(packet_in(cfg, path, sw, client_frame(cfg, 40100)))
     rules.switch_up(c.dpid, NOW + 5)                       # reconnected: sent again
     assert flow_mods(packet_in(cfg, path, sw, client_frame(cfg, 40101)))
+    # and at once, those of tracked connections under way (the switch may have lost its
+    # rules but not its tracker), each once
+    rules.switch_up(c.dpid, NOW + 6)
+    again = [m for buf in statistics(cfg, path).switch_up(c.dpid, NOW + 6)
+             for m in decode(buf) if isinstance(m, parser.OFPFlowMod)]
+    assert len(again) == 2 * len(uis) + 3 and {m.table_id for m in again} == {tracker.CT_TABLE}
+
+
+def test_each_configured_switch_has_a_tracker_zone_of_its_own():
+    assert len(set(tracker.Tracker("02:00:00:00:00:01", [1, 1 + 0xFFFF, 7]).zones.values())) \
+        == 3
+    cfg, path, sw = make("srr", switches=3, dataplane={"short_flows": "tracker"})
+    zones = [path.tracker.zone(s.dpid) for s in cfg.testbed.switches]
+    assert len(set(zones)) == 3 and all(1 <= z <= 0xFFFF for z in zones)
+
+
+def test_tracked_flows_have_no_rules_to_poll():
+    cfg, path, sw = tracked()
+    stats = statistics(cfg, path)
+    for k in range(100):              # as rule pairs: 200 rules, polled in slices
+        packet_in(cfg, path, sw, client_frame(cfg, 40000 + k))
+    assert stats.poll_stats(NOW + 1).next_in_s == cfg.controller.monitoring_period_s
+
+
+def test_a_tracked_flow_that_comes_back_after_its_end_resumes_on_a_rule_pair():
+    cfg, path, sw = tracked()
+    c = cfg.testbed.clients[0]
+    packet_in(cfg, path, sw, client_frame(cfg, 40000))
+    path.fin(c.dpid, ofwire.parse_frame(fin_from(cfg, 8002, 40000)), NOW + 0.4)
+    # the client's last ACK, after the tracker forgot the connection
+    back = packet_in(cfg, path, sw, client_frame(cfg, 40000, flags=ofwire.TCP_ACK),
+                     now=NOW + 0.5)
+    assert back.kinds == ["resumed"] and {m.priority for m in flow_mods(back)} >= {200}
+    assert not any(isinstance(a, parser.NXActionCT) for a in packet_outs(back)[0].actions)
+    rec = path.flows.lookup((c.dpid, "tcp", c.ip, 40000, VIP, 8002))
+    assert not rec.tracked and path.flows.tracked_count() == 0
+
+
+def test_a_tracked_segment_ahead_of_its_rule_is_sent_on_as_the_rule_would():
+    cfg, path, sw = tracked("malb")
+    c = cfg.testbed.clients[0]
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40000))
+    inst = path.instances[r.decision.instance]
+    # the client's next segment, translated by the tracker, from the catch-all
+    ahead = ofwire.tcp_frame(cfg.controller.vip_mac, c.mac, c.ip, inst.ip, 40000, 8002, 1001,
+                             flags=ofwire.TCP_ACK)
+    out = path.tracked_miss(c.dpid, c.switch_port, ahead, ofwire.parse_frame(ahead), NOW)
+    (po,) = packet_outs(out)
+    assert out.kinds == ["repeat"] and not flow_mods(out)
+    assert [(a.key, a.value) for a in po.actions if isinstance(a, parser.OFPActionSetField)] \
+        == [("eth_dst", inst.mac)]
+    assert po.actions[-1].port == path.port_towards(c.dpid, inst)
+    # the instance's FIN, translated back: sent out of the client's port, and the flow ends
+    fin = ofwire.tcp_frame(c.mac, inst.mac, VIP, c.ip, 8002, 40000, 5,
+                           flags=ofwire.TCP_FIN | ofwire.TCP_ACK)
+    out = path.tracked_miss(c.dpid, 9, fin, ofwire.parse_frame(fin), NOW + 0.2)
+    (po,) = packet_outs(out)
+    assert out.kinds == ["repeat", "fin"] and po.actions[-1].port == c.switch_port
+    assert path.flows.active_count() == 0
+    assert path.policy_core.connections.open_count(inst.name) == 0
+    # an untranslated segment (to the VIP) is not one: the VIP's own path takes it
+    syn = client_frame(cfg, 40001)
+    assert not path.tracked_miss(c.dpid, c.switch_port, syn, ofwire.parse_frame(syn),
+                                 NOW).handled
