@@ -6,7 +6,7 @@ only what changed sent. The slot tables and buckets themselves: ryu_apps/datapla
 from __future__ import annotations
 
 from ryu_apps import dataplane, maglev, ofwire
-from ryu_apps.managers.base import Manager
+from ryu_apps.managers.base import TO_CONTROLLER, Manager
 from ryu_apps.managers.switch_rules import HOST_TABLE
 from ryu_apps.result import Result
 
@@ -14,6 +14,9 @@ from ryu_apps.result import Result
 # above the orphan rules it replaces, below the per-flow NAT pairs (flows that did go
 # through the controller keep theirs)
 PRIO_DP_GROUP, PRIO_DP_REVERSE = 120, 170
+# an instance calling its own microservice's VIP: to the controller, which never gives it
+# itself (the group might: the switch cannot send it back out of its own port)
+PRIO_DP_SELF_CALL = PRIO_DP_GROUP + 1
 DP_COOKIE = 0x4D44 << 48   # "MD": data-plane rules, never polled with the NAT rules
 DP_VIP, DP_REVERSE = 1, 2  # cookie kinds (bits 32-39), microservice index in the low bits
 DP_GROUP_BASE = 0x4D000    # select group id = base + microservice index
@@ -157,6 +160,10 @@ class DataplaneGroups(Manager):
         for inst in self.cfg.slots:
             if inst.microservice != m.name:
                 continue
+            buf += ofwire.flow_mod(self.xid(dpid), dp_cookie(DP_VIP, m.index),
+                                   PRIO_DP_SELF_CALL, {**dataplane.vip_match(
+                                       m.protocol, m.vip, m.port), "ipv4_src": inst.ip},
+                                   TO_CONTROLLER)
             for block in self.plan.local_blocks.get(dpid, ()):
                 match, fields = dataplane.reverse_rule(m.protocol, inst.ip, m.port, block,
                                                        c.vip_mac, m.vip, m.port)

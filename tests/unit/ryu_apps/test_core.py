@@ -629,6 +629,23 @@ def test_short_flows_are_balanced_by_select_groups_and_a_down_instance_loses_its
         [f"{s.dpid:016x}" for s in cfg.testbed.switches]
 
 
+@pytest.mark.parametrize("switches", [1, 2])
+def test_an_instance_calling_its_own_vip_in_data_plane_mode_is_never_given_itself(switches):
+    cfg, ctl, net = _dp_make(switches=switches)
+    for me in cfg.instances_of("ui"):
+        for sport in range(46000, 46008):
+            syn = client_pkt(cfg, sport) | {"ipv4_src": me.ip, "eth_src": me.mac}
+            before = len(net.delivered)
+            leaves, results = from_instance(cfg, ctl, net, me, syn)
+            # not through the group: a decision, which leaves the caller out
+            assert not leaves and [r.kinds for r in results] == [["new_flow"]]
+            (dpid, port, pkt), = net.delivered[before:]
+            got = instance_at(cfg, pkt["ipv4_dst"])
+            assert got.name != me.name and (dpid, port) == (got.dpid, got.switch_port)
+    # a client's calls still go by the group
+    assert len(_reached(cfg, ctl, net, range(47000, 47050))) == 4
+
+
 @pytest.mark.parametrize("switches, dataplane", [(1, False), (2, False), (1, True), (2, True)])
 def test_the_proxy_and_the_instances_reach_each_other_by_plain_l2(switches, dataplane):
     """The outside balancer's host (testbed.proxy) talks to the instances' own addresses:
