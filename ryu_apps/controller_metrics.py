@@ -43,7 +43,7 @@ class ControllerMetrics:
             "malb_choose_seconds", "The policy core's decision alone (choose()).",
             ("algorithm",), buckets=CHOOSE_BUCKETS, registry=r)
         self.no_backend = Counter(
-            "malb_no_backend_total", "New flows dropped: no healthy instance.",
+            "malb_no_backend_total", "New flows dropped: no healthy instance (but the caller).",
             ("microservice",), registry=r)
         self.profiler = Counter(
             "malb_profiler_requests_total", "Calls to the profiler.", ("call", "result"),

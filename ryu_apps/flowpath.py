@@ -22,7 +22,7 @@ from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_
 from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy import PolicyCore
 from ryu_apps.result import Result
-from ryu_apps.tracker import Tracker
+from ryu_apps.tracker import Tracker, towards_actions
 
 PRIO_NAT = 200
 PRIO_FIN_WATCH = PRIO_NAT + 1
@@ -97,7 +97,10 @@ class FlowPath:
         any other segment of a flow that ended recently, resumed; a TCP segment that is
         not a SYN and that no flow owns, a reset from the VIP; a SYN (or a first datagram),
         a decision, the NAT rule pair (reverse first), a barrier and the packet, in one
-        write; beyond max_active_flows, or with no healthy instance, dropped and counted."""
+        write; beyond max_active_flows, or with no healthy instance, dropped and counted.
+        Tracker mode: a repeat is committed once more (the client's SYN, sent again while
+        the first waited), then goes on a rule pair (the tracker refuses it); a resumed
+        flow goes on a rule pair."""
         out = Result()
         proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
@@ -119,11 +122,13 @@ class FlowPath:
             # path before it was revalidated: same instance, no new decision, no new rules.
             out.kinds.append("repeat")
             rules = b""
-            if rec.tracked:
-                # the tracker does not hold it (it refused the commit, or lost it): the same
-                # instance on a rule pair, not the same commit again in a loop
-                self.flows.untrack(rec)
+            if rec.tracked and rec.recommits:
+                # the tracker does not hold it after a second commit (it refuses it, or
+                # lost it): the same instance on a rule pair, not a loop of commits
+                self._off_tracker(rec)
                 rules = self.nat_rules(dpid, rec, now)
+            elif rec.tracked:
+                rec.recommits += 1        # the client's SYN again, sent while the first waited
             out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
             return out
         # from a select-group slot in transition (data-plane mode), marked with its old owner
@@ -137,6 +142,8 @@ class FlowPath:
             rec = self.flows.resume(key=key)
             if rec is not None:
                 out.kinds.append("resumed")
+                if rec.tracked:
+                    self._off_tracker(rec)     # what brought it back missed the tracker
                 out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
                                   self.first_packet(dpid, in_port, data, rec)))
                 return out
@@ -205,10 +212,14 @@ class FlowPath:
         rewrite, or in tracker mode a client's reset copied after the forward one (the
         switch has sent either on): the flow ends for the policy core."""
         out = Result(kinds=["fin"])
-        key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
-        towards = self.flows.lookup_reverse(("tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
-        if towards is not None and towards.dpid == dpid:
-            key = towards.key          # the client's side, on its way to the instance
+        if (f.ip_src, "tcp", f.src_port) in self.service_at:     # from a VIP: an answer's
+            key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
+        else:                                  # the client's reset, on its way to the instance
+            towards = self.flows.lookup_reverse(("tcp", f.ip_dst, f.dst_port, f.ip_src,
+                                                 f.src_port))
+            if towards is None or towards.dpid != dpid:
+                return out                     # of a flow that ended already
+            key = towards.key
         self.policy_core.flow_ended(key, now)
         self.flows.fin(key, now)
         return out
@@ -226,15 +237,13 @@ class FlowPath:
         if towards is not None and towards.tracked and towards.dpid == dpid:
             inst = self.instances[towards.instance]
             try:
-                actions = ofwire.action_set_field("eth_dst", inst.mac) + \
-                    ofwire.action_output(self.port_towards(dpid, inst))
+                actions = towards_actions(inst.mac, self.port_towards(dpid, inst))
             except LookupError:       # moved away meanwhile: the client's retransmission
                 out.handled = False
                 return out
             end = f.tcp_flags & ofwire.TCP_RST
         elif back is not None and back.tracked:
-            actions = ofwire.action_set_field("eth_src", self.cfg.controller.vip_mac) + \
-                ofwire.action_output(back.client_in_port)
+            actions = self.tracker.back_actions(back.client_in_port)
             end = f.tcp_flags & (ofwire.TCP_FIN | ofwire.TCP_RST)
         else:
             out.handled = False
@@ -275,7 +284,7 @@ class FlowPath:
             resend = True
         if rec.tracked:
             # the switch's tracker does not hold it (the switch restarted): rules from now on
-            self.flows.untrack(rec)
+            self._off_tracker(rec)
             resend = True
         if f.tcp_flags & ofwire.TCP_FIN and rec.fin_watch:
             self.policy_core.flow_ended(rec.key, now)     # its rules had gone: no watch saw it
@@ -340,6 +349,13 @@ class FlowPath:
             rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,
             backend.mac, backend.ip, backend.port,
             self.port_towards(dpid, self.instances[backend.name]))
+
+    def _off_tracker(self, rec: FlowRecord) -> None:
+        """A tracked flow goes on a rule pair: its FIN watched only if the policy watches
+        its microservice (tracked, every end was copied; unwatched, an idled-out rule pair
+        is its end, not a dormant flow)."""
+        self.flows.untrack(rec)
+        rec.fin_watch = self.policy_core.watches(rec.microservice)
 
     def tracker_rules(self, dpid: int, rec: FlowRecord) -> bytes:
         """The tracker's rules a tracked flow needs that the switch lacks."""

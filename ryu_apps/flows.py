@@ -104,6 +104,7 @@ class FlowRecord:
                                       # tracked: the client's reset too)
     dormant: bool = False             # rules idled out, connection open: FIN not yet seen
     tracked: bool = False             # no rules: the switch's connection tracker NATs it
+    recommits: int = 0                # tracked: its commit sent again (flowpath.vip_packet)
 
     @property
     def key(self) -> tuple:
@@ -322,7 +323,6 @@ class FlowTable:
         for direction in rec.removed:
             rec.rebase(direction)
         rec.ended, rec.end_reason, rec.removed, rec.dormant = None, "", (), False
-        rec.tracked = False     # what brought it back missed the tracker: on rules from now
         self._count_active(rec.instance, 1)
         if rec.fin_at is None:      # past its FIN the profiler has had its end already
             rec.reported, rec.dirty = False, True

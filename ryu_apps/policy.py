@@ -319,9 +319,12 @@ class PolicyCore:
                                         Flow(flow_key, watched))
         return self._record(decision, watched)
 
-    def flow_ended(self, watched: Hashable, t: float) -> bool:
-        """A watched flow ended (its FIN was seen); False if it was not open."""
-        ended = self.connections.end(watched, t)
+    def flow_ended(self, watched: Hashable, t: float, quiet_since: float | None = None
+                   ) -> bool:
+        """A watched flow ended (its FIN was seen); False if it was not open. `quiet_since`:
+        it carried nothing after this, as far as the controller knows (a tracked
+        connection whose end was never seen)."""
+        ended = self.connections.end(watched, t, quiet_since)
         return self.open_flows.end(watched, t) or ended
 
     def flow_idle(self, watched: Hashable, t: float | None = None,

@@ -68,6 +68,11 @@ def answer_rules(xid, dpid: int, zone: int, inst_ip: str, port: int,
         ofwire.flow_mod(xid(dpid), 0, PRIO_CT_ORPHAN, answers, TO_CONTROLLER, table=CT_TABLE)
 
 
+def towards_actions(inst_mac: str, out_port: int) -> bytes:
+    """A client's segment's, translated to the instance: its MAC, towards it."""
+    return ofwire.action_set_field("eth_dst", inst_mac) + ofwire.action_output(out_port)
+
+
 def _track(zone: int) -> bytes:
     return ofwire.action_ct(zone, CT_TABLE, actions=ofwire.action_nat())
 
@@ -80,14 +85,17 @@ class Tracker:
         self.vip_mac = vip_mac
         # Open vSwitch's userspace bridges share one tracker, and an answer must be
         # translated back only at the switch that translated its connection, not again at
-        # each switch on its way: a zone per configured switch (other switches get no
-        # tracked connection; theirs is folded from the datapath id)
+        # each switch on its way: a zone per configured switch, in datapath id order (a
+        # switch added to the configuration renumbers them: connections tracked before a
+        # restart with the new configuration are then unknown to the tracker and reset); other
+        # switches get no tracked connection, and zones above those
         self.zones = {dpid: k % ZONES + 1 for k, dpid in enumerate(sorted(dpids))}
         self.client_ports: dict[int, set[int]] = {}           # per switch
         self.instance_ports: dict[int, dict[str, int]] = {}   # per switch: instance -> port
 
     def zone(self, dpid: int) -> int:
-        return self.zones.get(dpid, (dpid - 1) % ZONES + 1)
+        n = len(self.zones)
+        return self.zones.get(dpid, n + 1 + (dpid - 1) % max(1, ZONES - n))
 
     def forget(self, dpid: int) -> None:
         """The switch (re)connected: what it had been sent may be gone."""
@@ -104,15 +112,14 @@ class Tracker:
             towards = {"eth_type": ofwire.ETH_TYPE_IP, "ip_proto": ofwire.IPPROTO_TCP,
                        "ipv4_dst": inst_ip, "tcp_dst": inst_port,
                        "ct_state": (TRACKED, TRACKED | REPLY)}
-            on = ofwire.action_set_field("eth_dst", inst_mac) + ofwire.action_output(out_port)
+            on = towards_actions(inst_mac, out_port)
             buf += ofwire.flow_mod(xid(dpid), 0, PRIO_CT_PASS, towards, on, table=CT_TABLE)
             buf += ofwire.flow_mod(xid(dpid), WATCH_COOKIE, PRIO_CT_WATCH, {
                 **towards, "tcp_flags": (ofwire.TCP_RST,) * 2}, on + TO_CONTROLLER,
                 table=CT_TABLE)
             self.instance_ports[dpid][inst_name] = out_port
         if in_port not in self.client_ports.setdefault(dpid, set()):
-            back = ofwire.action_set_field("eth_src", self.vip_mac) + \
-                ofwire.action_output(in_port)
+            back = self.back_actions(in_port)
             answer = {"eth_type": ofwire.ETH_TYPE_IP, "ct_state": (TRACKED | REPLY,) * 2,
                       "ct_mark": in_port}
             buf += ofwire.flow_mod(xid(dpid), 0, PRIO_CT_PASS, answer, back, table=CT_TABLE)
@@ -122,6 +129,11 @@ class Tracker:
                     back + TO_CONTROLLER, table=CT_TABLE)
             self.client_ports[dpid].add(in_port)
         return buf
+
+    def back_actions(self, client_port: int) -> bytes:
+        """An answer's, translated back to the VIP: the VIP's MAC, out of the client's port."""
+        return ofwire.action_set_field("eth_src", self.vip_mac) + \
+            ofwire.action_output(client_port)
 
     def commit(self, xid, dpid: int, in_port: int, data: bytes, inst_ip: str,
                inst_port: int, vport: int) -> bytes:

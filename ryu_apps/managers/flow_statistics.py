@@ -60,9 +60,10 @@ class FlowStatistics(Manager):
         previous controller left (a restart)."""
         # (a tracked connection has no rules of its own: the switch's tracker may still hold
         # it, so the tracker's rules it needs, if the switch lost them but not its tracker)
+        active = self.flows.active(dpid)
         buf = [self.path.tracker_rules(dpid, rec) if rec.tracked else
-               self.path.nat_rules(dpid, rec, now) for rec in self.flows.active(dpid)]
-        self.restored = len(buf)
+               self.path.nat_rules(dpid, rec, now) for rec in active]
+        self.restored = sum(not rec.tracked for rec in active)
         return [*buf, self.stats_requests(dpid)]
 
     def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,
@@ -103,7 +104,7 @@ class FlowStatistics(Manager):
         huge reply) and shrinks only at a cycle's end."""
         out = Result()
         for rec in self.flows.age_out_tracked(now):
-            self.policy_core.flow_ended(rec.key, now)
+            self.policy_core.flow_ended(rec.key, now, quiet_since=rec.last_active)
         period = self.cfg.controller.monitoring_period_s
         rules = 2 * (self.flows.active_count() - self.flows.tracked_count())
         need = slices_for(rules)

@@ -49,8 +49,13 @@ class Maglev(Policy):
         if flow.key is None:
             return round_robin(view, self, ms, candidates, now,
                                "maglev: no flow key given, round robin")
-        table = self.table(ms, candidates)
+        # the table of every instance in service; a caller left out of the candidates (its
+        # own call) takes the next slot's owner, so nobody else's flows move
+        table = self.table(ms, [b for b in view.pools[ms] if view.in_service(b)])
         slot = maglev.slot_of(table, flow.key)
+        names = {c.name for c in candidates}
+        while table[slot] not in names:
+            slot = (slot + 1) % len(table)
         b = next(c for c in candidates if c.name == table[slot])
         return self.decision(b, "maglev", f"maglev: slot {slot} of {len(table)}, "
                                           f"{len(candidates)} in service", now)

@@ -13,6 +13,7 @@ from ryu_apps.managers.flow_statistics import FlowStatistics
 from ryu_apps.managers.switch_rules import SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from tests.lib.fakeswitch import PacketOut, decode
+from tests.lib.controller import make as make_controller
 from tests.unit.ryu_apps.test_flowpath import NOW, VIP, client_frame, make, packet_in
 
 
@@ -41,6 +42,11 @@ def client_reset(cfg, inst, sport: int) -> bytes:
     c = cfg.testbed.clients[0]
     return ofwire.tcp_frame(inst.mac, c.mac, c.ip, inst.ip, sport, 8002, 1001,
                             flags=ofwire.TCP_RST)
+
+
+def make_core_tracked():
+    """The controller core in tracker mode, with its fake switches."""
+    return make_controller(policy="srr", dataplane={"short_flows": "tracker"})
 
 
 def statistics(cfg, path) -> FlowStatistics:
@@ -112,21 +118,37 @@ def test_a_connection_the_tracker_does_not_hold_goes_on_a_rule_pair_not_round_a_
     cfg, path, sw = tracked()
     first = packet_in(cfg, path, sw, client_frame(cfg, 41000))
     inst = path.instances[first.decision.instance]
-    # the commit refused (or the tracker lost it): the segment is back at the controller
-    again = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 0.1)
+    # the client's SYN again, sent while the first waited for the controller: the same
+    # commit once more, no decision, no rule
+    again = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 1.0)
+    assert again.kinds == ["repeat"] and again.decision is None and not flow_mods(again)
+    assert packet_outs(again)[0].actions[0].actions[0].range_ipv4_min == inst.ip
+    # back once more: the tracker refuses the commit (or lost it)
+    again = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 1.1)
     assert again.kinds == ["repeat"] and again.decision is None
     assert {m.priority for m in flow_mods(again)} >= {200}          # the NAT pair
     (out,) = packet_outs(again)
     assert not any(isinstance(a, parser.NXActionCT) for a in out.actions)
     assert dict((a.key, a.value) for a in out.actions
                 if isinstance(a, parser.OFPActionSetField))["ipv4_dst"] == inst.ip
-    rec = path.flows.lookup((cfg.testbed.clients[0].dpid, "tcp", cfg.testbed.clients[0].ip,
-                             41000, VIP, 8002))
+    c = cfg.testbed.clients[0]
+    rec = path.flows.lookup((c.dpid, "tcp", c.ip, 41000, VIP, 8002))
     assert not rec.tracked and path.flows.tracked_count() == 0
     # and once more: the rule pair's own repeat, no tracker
-    third = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 0.2)
+    third = packet_in(cfg, path, sw, client_frame(cfg, 41000), now=NOW + 1.2)
     assert not flow_mods(third) and not any(
         isinstance(a, parser.NXActionCT) for a in packet_outs(third)[0].actions)
+    # round robin watches no flow: when the pair idles out, the flow ends there, not as a
+    # dormant one reported as running for minutes (a tracked flow's FIN watch was the
+    # tracker's, not the policy's)
+    assert not rec.fin_watch
+    stats = statistics(cfg, path)
+    for direction in (1, 2):
+        stats.flow_removed(c.dpid, rec.flow_id | direction << 44, 10.0, 100, 2,
+                           ofwire.OFPRR_IDLE_TIMEOUT, NOW + 11.2)
+    assert not rec.dormant and not rec.running
+    (told,) = path.flows.take_report(NOW + 400)
+    assert told.as_record(cfg.controller.idle_timeout_s, now=NOW + 400)["duration_s"] < 2
 
 
 def test_a_long_flow_microservice_keeps_its_rule_pair_in_tracker_mode():
@@ -183,6 +205,9 @@ def test_a_tracked_flow_whose_end_was_never_seen_stops_counting_at_the_limit():
     stats.poll_stats(NOW + limit + 1)          # the first is past the limit, not the second
     assert path.flows.active_count() == 1 and path.flows.tracked_count() == 1
     assert path.policy_core.connections.open_count(inst) == 0
+    # for the policy it carried nothing after its first packet, not 30 s
+    carried = path.policy_core.connections.flow_seconds
+    assert carried(inst, NOW + limit + 1) - carried(inst, NOW + 0.01) < 0.5
     (rec,) = [r for r in path.flows.take_report(NOW + limit + 2) if not r.running]
     record = rec.as_record(idle, now=NOW + limit + 2)
     assert record["end_reason"] == "no_fin" and record["duration_s"] == 0.0
@@ -294,3 +319,43 @@ def test_a_tracked_segment_ahead_of_its_rule_is_sent_on_as_the_rule_would():
     syn = client_frame(cfg, 40001)
     assert not path.tracked_miss(c.dpid, c.switch_port, syn, ofwire.parse_frame(syn),
                                  NOW).handled
+
+
+def test_a_rule_pairs_segment_from_the_catch_all_is_not_the_trackers():
+    cfg, path, sw = tracked()
+    c = cfg.testbed.clients[0]
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40000, port=8003))      # long: a pair
+    inst = path.instances[r.decision.instance]
+    seg = ofwire.tcp_frame(cfg.controller.vip_mac, c.mac, c.ip, inst.ip, 40000, 8003, 1001,
+                           flags=ofwire.TCP_ACK)
+    assert not path.tracked_miss(c.dpid, c.switch_port, seg, ofwire.parse_frame(seg),
+                                 NOW).handled
+    # nor is a client's reset of a tracked flow that ended already anything to end
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40001))
+    ui = path.instances[r.decision.instance]
+    path.fin(c.dpid, ofwire.parse_frame(fin_from(cfg, 8002, 40001)), NOW + 0.1)
+    assert path.fin(c.dpid, ofwire.parse_frame(client_reset(cfg, ui, 40001)), NOW + 0.2) \
+        .kinds == ["fin"] and path.flows.active_count() == 1
+
+
+def test_the_controller_core_sends_the_catch_alls_translated_segments_on():
+    cfg, ctl, net = make_core_tracked()
+    c = cfg.testbed.clients[0]
+    syn = client_frame(cfg, 40000)
+    first = ctl.packet_in(c.dpid, c.switch_port, syn, NOW, cookie=tracker.MISS_COOKIE)
+    assert first.kinds == ["new_flow"]              # untranslated: the VIP's own path
+    inst = ctl.path.instances[first.decision.instance]
+    ahead = ofwire.tcp_frame(cfg.controller.vip_mac, c.mac, c.ip, inst.ip, 40000, 8002, 1001,
+                             flags=ofwire.TCP_ACK)
+    r = ctl.packet_in(c.dpid, c.switch_port, ahead, NOW, cookie=tracker.MISS_COOKIE)
+    assert r.kinds == ["repeat"] and r.sends
+
+
+def test_an_instance_calling_its_own_vip_through_the_path_is_never_given_itself():
+    cfg, path, sw = tracked()
+    me = cfg.instances_of("ui")[0]
+    for sport in range(40000, 40008):
+        syn = ofwire.tcp_frame(cfg.controller.vip_mac, me.mac, me.ip, VIP, sport, 8002, 1000,
+                               flags=ofwire.TCP_SYN)
+        r = path.vip_packet(me.dpid, me.switch_port, syn, ofwire.parse_frame(syn), NOW)
+        assert r.decision.instance != me.name

@@ -56,3 +56,16 @@ def test_maglev_without_a_flow_key_falls_back_to_round_robin_and_says_so():
 def test_maglev_table_size_must_be_prime():
     with pytest.raises(ValueError, match="maglev_table_size"):
         make_core(policy="maglev", options={"table_size": 4096})
+
+
+def test_a_caller_left_out_takes_the_next_slot_and_moves_nobody_elses_flows():
+    core = make_core(policy="maglev", options={"table_size": 4099})
+    me = core.pools["ui"][1]
+    before = {p: core.choose("ui", flow_key=flow(p, me.ip)).instance for p in range(300)}
+    first = maglev_table(core, "ui")
+    mine = {p: core.choose("ui", flow_key=flow(p, me.ip), caller=me.ip).instance
+            for p in range(300)}
+    assert maglev_table(core, "ui") is first                     # no rebuild
+    assert me.name not in mine.values()
+    assert {p: i for p, i in before.items() if i != me.name} == \
+        {p: i for p, i in mine.items() if before[p] != me.name}
