@@ -233,7 +233,6 @@ class FlowPath:
         (an untranslated segment: to a VIP, or an answer the tracker does not hold)."""
         out = Result()
         towards = self.flows.lookup_reverse(("tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
-        back = self.flows.lookup((dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
         if towards is not None and towards.tracked and towards.dpid == dpid:
             inst = self.instances[towards.instance]
             try:
@@ -242,12 +241,13 @@ class FlowPath:
                 out.handled = False
                 return out
             end = f.tcp_flags & ofwire.TCP_RST
-        elif back is not None and back.tracked:
+        else:
+            back = self.flows.lookup((dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
+            if back is None or not back.tracked:
+                out.handled = False
+                return out
             actions = self.tracker.back_actions(back.client_in_port)
             end = f.tcp_flags & (ofwire.TCP_FIN | ofwire.TCP_RST)
-        else:
-            out.handled = False
-            return out
         out.kinds.append("repeat")
         out.sends.append((dpid, ofwire.packet_out(self.xid(dpid), in_port, actions, data)))
         if end:
