@@ -20,7 +20,8 @@ the switch's rules, groups and meters are cleared, the variant's controller is s
 - Open vSwitch's upcalls, its translations of OpenFlow actions and its revalidations set
   off by table changes per connection, the CPU of the controller, Open vSwitch, the
   profiler, the agents, the servers and the machine over the paced step, and for MALB the
-  packet-ins per connection and its own histograms over that step: handling of a packet-in,
+  packet-ins per connection (and per kind), in data-plane mode the ui select group's slots
+  moved to another instance, and its own histograms over that step: handling of a packet-in,
   and the event loop's lag.
 
 Reported: per variant, medians over rounds with min and max, and per round the ratios to
@@ -41,7 +42,7 @@ import yaml
 
 from benchmarks.cpu_meters import CpuMeters, used
 from benchmarks.modes import COVERAGE, VIP_UI, base_config, counted, direct_rules, \
-    histogram, histogram_quantile, metrics_text, packet_ins
+    histogram, histogram_quantile, metrics_text, packet_ins, slots_moved
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.markdown import table
@@ -142,6 +143,13 @@ def measure(variant: str, stack: Stack, meters: CpuMeters, args) -> dict:
             n = out["paced"]["connections"] or 1
             pins = packet_ins(after).get("new_flow", 0) - packet_ins(before).get("new_flow", 0)
             out["paced"]["packet_ins_per_connection"] = round(pins / n, 3)
+            kinds0 = packet_ins(before)
+            out["paced"]["packet_ins_by_kind"] = {
+                k: v - kinds0.get(k, 0) for k, v in packet_ins(after).items()
+                if v - kinds0.get(k, 0)}
+            # in data-plane mode, a moved slot's new connections reach the controller
+            out["paced"]["slots_moved"] = (slots_moved(after).get("ui", 0)
+                                           - slots_moved(before).get("ui", 0))
             for key, name, labels in (("handler_packet_in", "malb_handler_seconds",
                                        'event="packet_in",'),
                                       ("event_loop_lag", "malb_event_loop_lag_seconds", "")):
@@ -224,6 +232,7 @@ def summarise(rounds: list[dict], names: list[str]) -> dict:
                                                for r in rs),
              "packet_ins_per_connection": _spread(r["paced"].get("packet_ins_per_connection")
                                                   for r in rs),
+             "slots_moved": _spread(r["paced"].get("slots_moved") for r in rs),
              **{f"{c}_per_connection": _spread(r["paced"].get(f"{c}_per_connection")
                                                for r in rs) for c in COVERAGE},
              "ovs_cores": _spread(r["paced"].get("cpu", {}).get("ovs_cores") for r in rs),
@@ -250,6 +259,7 @@ def markdown(result: dict, args) -> str:
     rows = [[v, cell(s["paced_p50_ms"]), cell(s["paced_p99_ms"]),
              cell(s["paced_failures"], 0), cell(s["capacity_per_s"], 1),
              cell(s["upcalls_per_connection"]), cell(s["packet_ins_per_connection"]),
+             cell(s["slots_moved"], 0),
              cell(s["paced_p50_vs_direct"], 2, "x"), cell(s["paced_p99_vs_direct"], 2, "x"),
              cell(s["capacity_vs_naive_nat"], 2, "x")]
             for v, s in result["summary"].items()]
@@ -263,8 +273,8 @@ def markdown(result: dict, args) -> str:
             "over rounds (min-max); ratios to the baseline of the same round.\n\n" +
             table(["variant", "paced p50 ms", "paced p99 ms", "failures", "capacity /s",
                    "OVS upcalls per connection", "packet-ins per connection",
-                   "p50 vs direct", "p99 vs direct", "capacity vs naive_nat"], rows,
-                  "lrrrrrrrrr") +
+                   "select-group slots moved", "p50 vs direct", "p99 vs direct",
+                   "capacity vs naive_nat"], rows, "lrrrrrrrrrr") +
             "\n\n## Open vSwitch and the controller over the paced step\n\n"
             "Cores used (CPU seconds over the step's seconds); ovs-vswitchd's translations "
             "of OpenFlow actions and its revalidations set off by table changes "

@@ -88,6 +88,13 @@ def packet_ins(text: str) -> dict[str, float]:
             re.findall(r'^malb_packet_in_total\{kind="([^"]+)"\} (\S+)$', text, re.M)}
 
 
+def slots_moved(text: str) -> dict[str, float]:
+    """Data-plane mode: per microservice, select-group slots given to another instance so
+    far (each one's connections pass through the controller while it is in transition)."""
+    return {k: float(v) for k, v in re.findall(
+        r'^malb_dataplane_slots_moved_total\{microservice="([^"]+)"\} (\S+)$', text, re.M)}
+
+
 def histogram(text: str, name: str, labels: str = "") -> dict[float, float]:
     """One series of a Prometheus histogram in the controller's /metrics: upper bound ->
     cumulative count. `labels`: the series' labels before le, e.g. 'algorithm="x",'."""

@@ -41,3 +41,18 @@ def test_the_least_load_step_names_what_the_event_loop_waited_behind():
                                        "gc 2 2 x, p99 <= 100.0 ms, "
                                        "profiler answer 9 x, p99 <= 20.0 ms")
     assert stalls_line(None) == "not measured"
+
+
+def test_packet_ins_and_moved_slots_are_read_from_the_controllers_own_metrics():
+    from prometheus_client import generate_latest
+
+    from benchmarks.modes import packet_ins, slots_moved
+    from ryu_apps.controller_metrics import ControllerMetrics
+    m = ControllerMetrics()
+    m.packet_in.labels("new_flow").inc(3)
+    m.packet_in.labels("orphan").inc()
+    m.dp_moved.labels("ui").inc(5)
+    text = generate_latest(m.registry).decode()
+    assert packet_ins(text) == {"new_flow": 3.0, "orphan": 1.0}
+    assert slots_moved(text) == {"ui": 5.0}
+    assert slots_moved("") == {}
