@@ -6,6 +6,10 @@ picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-
 - SlotTable: one microservice's slots, changed with minimal moves, and their transitions;
 - quantise: the instances' weights rounded, so that a small drift rebuilds nothing;
 - buckets, Bucket, Target: the group's buckets, one per slot in slot order;
+- transition_rules, TransitionRule, TRANSITION_*: where a moving slot's packets go in the
+  switch (controller.dataplane.transitions: switch): a new TCP connection committed to the
+  connection tracker and sent to the slot's new owner, one the tracker holds to the
+  instance it was committed to, anything else (a flow under way) to the controller;
 - vip_match, reverse_rule: the rule sending VIP:port to the group, the stateless reverse NAT;
 - disruption: the share of the hash space whose instance changes.
 """
@@ -15,13 +19,20 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Mapping, Sequence
 
 from ryu_apps import maglev
-from ryu_apps.ofwire import ETH_TYPE_IP, IPPROTO
+from ryu_apps.ofwire import (CT_NEW, CT_TRACKED, ETH_TYPE_IP, IPPROTO, IPPROTO_TCP, TCP_ACK,
+                             TCP_SYN)
 
 MIN_TABLE_SIZE = 61      # Maglev's balance needs slots well above the instances
 MAX_TABLE_SIZE = 509     # one group mod of 509 buckets stays under OpenFlow's 64 KiB
 DEFAULT_TABLE_SIZE = 257 # above OVS's 256 dp_hash values: its even default method
 WEIGHT_STEP = 0.05       # weights are rounded to this share of the largest: a small drift
                          # of the profiler's figures does not rebuild the table
+# in-switch transitions: a moving slot's bucket sends its packets through the connection
+# tracker in this zone (its own: the tracker mode's per-switch zones count up from 1), on
+# into this table (table 1 holds the reverse NAT's host rules)
+TRANSITION_ZONE = 0xFFFF
+TRANSITION_TABLE = 2
+PRIO_TR_START, PRIO_TR_KEEP = 20, 10      # the table's catch-all (to the controller): 0
 
 
 def quantise(weights: Mapping[str, float]) -> dict[str, float]:
@@ -37,11 +48,13 @@ def quantise(weights: Mapping[str, float]) -> dict[str, float]:
 class SlotTable:
     """One microservice's Maglev slots and how they change."""
 
-    def __init__(self, size: int = DEFAULT_TABLE_SIZE):
+    def __init__(self, size: int = DEFAULT_TABLE_SIZE, in_switch: bool = False):
+        """`in_switch`: a moving slot's new connections are kept by the switch (its
+        connection tracker), not by the controller's rule pairs."""
         if not maglev.is_prime(size) or not MIN_TABLE_SIZE <= size <= MAX_TABLE_SIZE:
             raise ValueError(f"table_size: a prime from {MIN_TABLE_SIZE} to {MAX_TABLE_SIZE}, "
                              f"got {size!r}")
-        self.size = size
+        self.size, self.in_switch = size, in_switch
         self.table: tuple[str, ...] | None = None
         self.members: dict[str, float] = {}      # quantised
         self.weights: dict[str, float] = {}      # as given
@@ -78,11 +91,17 @@ class SlotTable:
         moved = maglev.changed_slots(old, new)
         for k in moved:
             if k in self.transitions:        # moving again: it keeps its first old owner
+                if self.in_switch:           # and the connections the switch committed to
+                    # the owner it leaves keep their instance (by their mark) a full period
+                    self.transitions[k] = (self.transitions[k][0], now + grace_s)
                 continue
             if grace_s > 0 and old[k] in alive:
                 self.transitions[k] = (old[k], now + grace_s)
-        for k in [k for k, (o, _) in self.transitions.items() if new[k] == o]:
-            del self.transitions[k]          # back with its old owner: nothing to protect
+        if not self.in_switch:
+            # back with its old owner: nothing to protect (in the switch, the connections
+            # committed to the owner in between still need their mark read)
+            for k in [k for k, (o, _) in self.transitions.items() if new[k] == o]:
+                del self.transitions[k]
         return moved
 
     def expire(self, now: float) -> bool:
@@ -93,11 +112,13 @@ class SlotTable:
         return bool(done)
 
     def view(self) -> tuple | None:
-        """What the buckets render: per slot its owner, or (old owner,) while in
-        transition; None without a table."""
+        """What the buckets render: per slot its owner, or while in transition (old owner,)
+        or in the switch (old owner, new owner); None without a table."""
         if self.table is None:
             return None
         tr = self.transitions
+        if self.in_switch:
+            return tuple((tr[k][0], o) if k in tr else o for k, o in enumerate(self.table))
         return tuple((tr[k][0],) if k in tr else o for k, o in enumerate(self.table))
 
 
@@ -110,39 +131,80 @@ class Target:
     port: int          # the instance's L4 port
     out_port: int      # towards it on this switch
     watch_port: int | None   # its own port when it hangs on this switch, else None
+    mark: int = 0      # in-switch transitions: its number (> 0) in a register and a mark
 
 
 @dataclass(frozen=True)
 class Bucket:
-    """A select-group bucket: set these fields, then output (plain data; core.py packs)."""
+    """A select-group bucket: set these fields, then output, or with `track` on through
+    the connection tracker into TRANSITION_TABLE (plain data; the manager packs)."""
     instance: str
     set_fields: tuple[tuple[str, object], ...]
-    out_port: int
+    out_port: int | None
     watch_port: int | None
+    track: bool = False
+
+
+def forward_fields(t: Target, protocol: str, vport: int) -> tuple[tuple[str, object], ...]:
+    """A client's packet to the VIP, rewritten to the instance."""
+    fields: list[tuple[str, object]] = [("eth_dst", t.mac), ("ipv4_dst", t.ip)]
+    if t.port != vport:
+        fields.append((f"{protocol}_dst", t.port))
+    return tuple(fields)
 
 
 def buckets(view: Sequence, protocol: str, vport: int, target_of: Callable[[str], Target],
             controller_port: int) -> list[Bucket]:
     """One bucket per slot, in slot order (OpenFlow 1.3 numbers buckets by position), from
-    SlotTable.view(): a slot in transition sends its packets to the controller with the old
-    owner's MAC as destination, so the controller knows whose flows they may be."""
+    SlotTable.view(). A slot in transition marks its packets with the old owner's MAC as
+    destination, so that the controller knows whose flows they may be, and sends them to
+    the controller, or in the switch (old owner, new owner) puts the new owner's mark in
+    reg0 and sends them through the connection tracker (transition_rules)."""
     cache: dict[object, Bucket] = {}
     out = []
     for entry in view:
         b = cache.get(entry)
         if b is None:
-            if isinstance(entry, tuple):
+            if isinstance(entry, tuple) and len(entry) == 2:
+                old, new = target_of(entry[0]), target_of(entry[1])
+                b = Bucket(new.name, (("eth_dst", old.mac), ("reg0", new.mark)), None, None,
+                           track=True)
+            elif isinstance(entry, tuple):
                 t = target_of(entry[0])
                 b = Bucket(t.name, (("eth_dst", t.mac),), controller_port, None)
             else:
                 t = target_of(entry)
-                fields: list[tuple[str, object]] = [("eth_dst", t.mac), ("ipv4_dst", t.ip)]
-                if t.port != vport:
-                    fields.append((f"{protocol}_dst", t.port))
-                b = Bucket(t.name, tuple(fields), t.out_port, t.watch_port)
+                b = Bucket(t.name, forward_fields(t, protocol, vport), t.out_port, t.watch_port)
             cache[entry] = b
         out.append(b)
     return out
+
+
+@dataclass(frozen=True)
+class TransitionRule:
+    """A TRANSITION_TABLE rule: on a match, commit the connection to the tracker with this
+    mark (when not None), set these fields and output (plain data; the manager packs)."""
+    priority: int
+    match: dict
+    commit_mark: int | None
+    set_fields: tuple[tuple[str, object], ...]
+    out_port: int
+
+
+def transition_rules(t: Target, protocol: str, vport: int) -> list[TransitionRule]:
+    """One instance's rules in TRANSITION_TABLE: a connection's first SYN (the tracker
+    has no entry: +new) from a slot moving to it, committed with its mark; any packet of a
+    connection committed to it (+est, or +inv when the client's data runs past the window
+    the tracker, which never sees the answers, allows it: the mark is still read). The
+    table's catch-all sends the rest, the old owner's flows under way, to the controller."""
+    fields = forward_fields(t, protocol, vport)
+    tcp = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO_TCP}
+    return [TransitionRule(PRIO_TR_START, {
+                **tcp, "ct_state": (CT_TRACKED | CT_NEW,) * 2,
+                "tcp_flags": (TCP_SYN, TCP_SYN | TCP_ACK), "reg0": t.mark},
+                t.mark, fields, t.out_port),
+            TransitionRule(PRIO_TR_KEEP, {**tcp, "ct_state": (CT_TRACKED, CT_TRACKED),
+                                          "ct_mark": t.mark}, None, fields, t.out_port)]
 
 
 def vip_match(protocol: str, vip: str, vport: int) -> dict:

@@ -44,10 +44,11 @@ OXM_CLASS = 0x8000
 OXM = {"in_port": (0, 4), "eth_dst": (3, 6), "eth_src": (4, 6), "eth_type": (5, 2),
        "ip_proto": (10, 1), "ipv4_src": (11, 4), "ipv4_dst": (12, 4), "tcp_src": (13, 2),
        "tcp_dst": (14, 2), "udp_src": (15, 2), "udp_dst": (16, 2), "arp_tpa": (23, 4)}
-# Open vSwitch's connection-tracker fields, NXM class 1 in an OpenFlow 1.3 match
-# (ovs-fields(7)); Ryu puts them before the OXM fields, as it sorts by header
+# Open vSwitch's connection-tracker fields and its register 0, NXM class 1 in an OpenFlow
+# 1.3 match or set_field (ovs-fields(7)); Ryu puts them before the OXM fields, as it sorts
+# by header
 NXM1_CLASS = 0x0001
-NXM = {"ct_state": (105, 4), "ct_mark": (107, 4)}
+NXM = {"reg0": (0, 4), "ct_state": (105, 4), "ct_mark": (107, 4)}
 CT_NEW, CT_EST, CT_REPLY, CT_INVALID, CT_TRACKED = 0x01, 0x02, 0x08, 0x10, 0x20
 # Nicira actions: the tracker (nx_action_conntrack) and its NAT (nx_action_nat)
 NX_VENDOR = 0x00002320

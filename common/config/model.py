@@ -372,6 +372,15 @@ class Dataplane:
         "at most 256 its datapath hash (no upcall per connection, shares uneven by up to "
         "1/256 per bucket) ([controller.md](controller.md#data-plane-mode-short-flows-"
         "balanced-by-the-switch))"))
+    transitions: str = setting("switch", type="choice", choices=("switch", "controller"),
+                               help=(
+        "data-plane mode: where a moving slot's connections are kept while its old owner "
+        "still runs (`idle_timeout_s`). `switch`: its new TCP connections are committed to "
+        "Open vSwitch's connection tracker and go to the new owner with no packet-in, the "
+        "old owner's flows under way come to the controller; `controller`: every packet of "
+        "the slot comes to the controller (for a switch without Open vSwitch's `ct` "
+        "action, and for UDP) ([controller.md](controller.md#data-plane-mode-short-flows-"
+        "balanced-by-the-switch))"))
     tracked_max_s: float = setting(30.0, lo=1, hi=3600, help=(
         "tracker mode: a tracked connection whose end the controller has not seen by then "
         "(a half-open one of a SYN flood, a client gone without a reset) stops counting, "

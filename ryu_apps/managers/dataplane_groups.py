@@ -1,8 +1,10 @@
 """DataplaneGroups: data-plane mode (controller.dataplane.short_flows: switch). Per
 microservice whose short flows the switch may balance, one Maglev slot table shared by
 every switch, rendered as an OpenFlow select group with the VIP rule and the stateless
-reverse NAT in front of it; kept in step with the pools, health, policy and flow classes,
-only what changed sent. The slot tables and buckets themselves: ryu_apps/dataplane.py."""
+reverse NAT in front of it, and (controller.dataplane.transitions: switch) the rules that
+keep a moving slot's connections in the switch; kept in step with the pools, health, policy
+and flow classes, only what changed sent. The slot tables, buckets and rules themselves:
+ryu_apps/dataplane.py."""
 from __future__ import annotations
 
 from ryu_apps import dataplane, maglev, ofwire
@@ -18,7 +20,8 @@ PRIO_DP_GROUP, PRIO_DP_REVERSE = 120, 170
 # itself (the group might: the switch cannot send it back out of its own port)
 PRIO_DP_SELF_CALL = PRIO_DP_GROUP + 1
 DP_COOKIE = 0x4D44 << 48   # "MD": data-plane rules, never polled with the NAT rules
-DP_VIP, DP_REVERSE = 1, 2  # cookie kinds (bits 32-39), microservice index in the low bits
+# cookie kinds (bits 32-39), microservice index in the low bits
+DP_VIP, DP_REVERSE, DP_TRANSITION, DP_TRANSITION_MISS = 1, 2, 3, 4
 DP_GROUP_BASE = 0x4D000    # select group id = base + microservice index
 
 
@@ -33,10 +36,15 @@ class DataplaneGroups(Manager):
         self.path, self.switches = path, switches
         c = cfg.controller
         self.on = c.dataplane.short_flows == "switch"
-        self.slot_tables = {m.name: dataplane.SlotTable(c.dataplane.table_size)
-                            for m in cfg.microservices}
+        # the connection tracker keeps TCP only: a UDP flow has no start to tell it by
+        self.slot_tables = {m.name: dataplane.SlotTable(
+            c.dataplane.table_size,
+            in_switch=c.dataplane.transitions == "switch" and m.protocol == "tcp")
+            for m in cfg.microservices}
         self.group_capable: dict[int, bool] = {}
         self.installed: dict[int, dict[str, tuple]] = {}   # dpid -> ms -> view
+        # dpid -> instance -> the target its TRANSITION_TABLE rules were sent for
+        self.transition_rules: dict[int, dict[str, dataplane.Target]] = {}
         self.last_change: dict[str, dict] = {}
 
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
@@ -44,6 +52,7 @@ class DataplaneGroups(Manager):
             return []
         # whether the switch has select groups decides per-flow or data-plane mode
         self.installed[dpid] = {}
+        self.transition_rules.pop(dpid, None)
         self.group_capable.pop(dpid, None)
         return [ofwire.multipart_request(self.xid(dpid), ofwire.OFPMP_GROUP_FEATURES)]
 
@@ -135,7 +144,8 @@ class DataplaneGroups(Manager):
             b, inst = self.backends[name], self.plan.instances[name]
             at = self.plan.locations.where(name)
             return dataplane.Target(name, b.mac, b.ip, b.port, self.path.port_towards(dpid, inst),
-                                    at[1] if at is not None and at[0] == dpid else None)
+                                    at[1] if at is not None and at[0] == dpid else None,
+                                    mark=inst.slot + 1)
 
         packed: dict[object, bytes] = {}
         parts = []
@@ -143,17 +153,20 @@ class DataplaneGroups(Manager):
                                     ofwire.OFPP_CONTROLLER):
             one = packed.get(bk)
             if one is None:
+                then = ofwire.action_ct(dataplane.TRANSITION_ZONE, dataplane.TRANSITION_TABLE) \
+                    if bk.track else ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER)
                 one = packed[bk] = ofwire.bucket(
-                    b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) +
-                    ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER),
+                    b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) + then,
                     watch_port=ofwire.OFPP_ANY if bk.watch_port is None else bk.watch_port)
             parts.append(one)
         buckets = b"".join(parts)
         gid = DP_GROUP_BASE + m.index
         commands = (ofwire.OFPGC_ADD, ofwire.OFPGC_MODIFY) if first else (ofwire.OFPGC_MODIFY,)
+        # the rules a moving slot's packets need in the switch before the buckets that use them
+        buf = self._transition_rules(dpid, m, view, target_of)
         # ADD then MODIFY: a group a previous controller left is replaced (ADD fails on it)
-        buf = b"".join(ofwire.group_mod(self.xid(dpid), command, ofwire.OFPGT_SELECT, gid,
-                                        buckets) for command in commands)
+        buf += b"".join(ofwire.group_mod(self.xid(dpid), command, ofwire.OFPGT_SELECT, gid,
+                                         buckets) for command in commands)
         if not first:
             return buf
         c = self.cfg.controller
@@ -175,11 +188,43 @@ class DataplaneGroups(Manager):
                                ofwire.action_group(gid))
         return buf
 
+    def _transition_rules(self, dpid: int, m, view: tuple, target_of) -> bytes:
+        """TRANSITION_TABLE's rules for the new owners of the view's slots in transition
+        that this switch lacks (or has for another port), and on first use its catch-all."""
+        sent = self.transition_rules.get(dpid)
+        buf = b""
+        for name in sorted({e[1] for e in view if isinstance(e, tuple) and len(e) == 2}):
+            if sent is None:
+                sent = self.transition_rules[dpid] = {}
+                buf += ofwire.flow_mod(self.xid(dpid), dp_cookie(DP_TRANSITION_MISS, 0), 0, {},
+                                       TO_CONTROLLER, table=dataplane.TRANSITION_TABLE)
+            t = target_of(name)
+            if sent.get(name) == t:
+                continue
+            for r in dataplane.transition_rules(t, m.protocol, m.port):
+                actions = b"".join(ofwire.action_set_field(k, v) for k, v in r.set_fields) + \
+                    ofwire.action_output(r.out_port)
+                if r.commit_mark is not None:
+                    actions = ofwire.action_ct(dataplane.TRANSITION_ZONE, commit=True,
+                                               actions=ofwire.action_set_field(
+                                                   "ct_mark", r.commit_mark)) + actions
+                buf += ofwire.flow_mod(self.xid(dpid), dp_cookie(DP_TRANSITION, m.index),
+                                       r.priority, r.match, actions,
+                                       table=dataplane.TRANSITION_TABLE)
+            sent[name] = t
+        return buf
+
     def _remove(self, dpid: int, m) -> bytes:
         """Back to per-flow control: the VIP rule first (new flows reach the controller),
-        then the reverse rules and the group."""
+        then the reverse rules, the transition rules and the group."""
         buf = b"".join(ofwire.flow_delete(self.xid(dpid), dp_cookie(kind, m.index),
                                           0xFFFFFFFFFFFFFFFF) for kind in (DP_VIP, DP_REVERSE))
+        buf += ofwire.flow_delete(self.xid(dpid), dp_cookie(DP_TRANSITION, m.index),
+                                  0xFFFFFFFFFFFFFFFF, table=dataplane.TRANSITION_TABLE)
+        sent = self.transition_rules.get(dpid, {})
+        for inst in self.cfg.slots:
+            if inst.microservice == m.name:
+                sent.pop(inst.name, None)
         return buf + ofwire.group_mod(self.xid(dpid), ofwire.OFPGC_DELETE, ofwire.OFPGT_SELECT,
                                       DP_GROUP_BASE + m.index)
 

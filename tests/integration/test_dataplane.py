@@ -67,16 +67,24 @@ def test_draining_an_instance_breaks_no_connection_and_new_flows_avoid_it(stack)
         ui = stack.controller_get("/malb/status")["dataplane"]["microservices"]["ui"]
         assert "srv3-ui" not in ui["slots"] and ui["slots_in_transition"] > 0
         assert ui["last_change"]["share_moved"] <= 1 / 4 + 0.02
+        new_flows = packet_in_count(stack, "new_flow")
         who = served_by(stack.testbed.node("cli1"), UI, 40)
         assert not [w for w in who if w.startswith("FAIL") or w == "srv3-ui"], who
+        # new connections, those in srv3's moving slots too, stayed in the switch: its
+        # connection tracker committed them to the slots' new owners
+        assert packet_in_count(stack, "new_flow") == new_flows
+        ovs = subprocess.run(["ovs-appctl", "dpctl/dump-conntrack", "zone=65535"],
+                             capture_output=True, text=True, timeout=10).stdout
+        assert VIP in ovs, ovs
         deadline = time.time() + 30
         while time.time() < deadline and len((_read(out) or "").splitlines()) < 2:
             time.sleep(0.5)
         conns = json.loads(_read(out).splitlines()[-1])["connections"]
         by = Counter(c["instance"] for c in conns)
         assert len(by) == 4 and sum(by.values()) == 60, by
-        # srv3's connections went on: their slots' packets passed through the controller,
-        # which kept each on srv3 with a rule pair of its own
+        # srv3's connections went on: their segments in its moving slots, unknown to the
+        # connection tracker, passed through the controller, which kept each on srv3 with
+        # a rule pair of its own
         assert [c for c in conns if c["error"]] == []
         assert all(c["answers"] >= 20 for c in conns), conns
         assert packet_in_count(stack, "dp_transition") > before

@@ -2,7 +2,10 @@
 bytes a controller sends are decoded (flow mods by Ryu's parser, as a switch would; group
 mods, meter mods, statistics requests and packet-outs by struct here, since Ryu parses only
 what switches send) and applied to per-switch tables, groups and meters, which then answer
-"where does this packet go, rewritten how", across trunks from switch to switch."""
+"where does this packet go, rewritten how", across trunks from switch to switch. Open vSwitch's
+connection tracker is modelled for `ct` without NAT (data-plane mode's moving slots): an entry
+per zone and 5-tuple, committed with its mark; `+new` or `+est`, never `+inv`. Tracker mode's
+`ct(nat)` is not modelled (tests/integration/test_tracker.py runs the real one)."""
 from __future__ import annotations
 
 import ipaddress
@@ -171,6 +174,7 @@ class FakeSwitch:
         self.requests: list[Request] = []
         self.packet_outs: list[PacketOut] = []
         self.echoes: list[EchoRequest] = []      # not answered yet
+        self.conntrack: dict[tuple, int] = {}      # (zone, 5-tuple) -> mark
 
     def apply(self, buf: bytes) -> list:
         msgs = decode(buf)
@@ -233,10 +237,10 @@ class FakeSwitch:
     def nat_rules(self) -> list[Rule]:
         return [r for r in self.rules if r.cookie >> 48 == 0x4D4C]
 
-    def process(self, pkt: dict) -> list[tuple[int, dict, Rule | None]]:
+    def process(self, pkt: dict, table: int = 0) -> list[tuple[int, dict, Rule | None]]:
         """Through the pipeline: the (out port, packet, rule that sent it) of every output;
         [] for a drop or a miss without a table-miss rule."""
-        table, pkt, outs = 0, dict(pkt), []
+        pkt, outs = dict(pkt), []
         while True:
             rule = self.lookup(pkt, table)
             if rule is None:
@@ -261,7 +265,23 @@ class FakeSwitch:
                                                          "udp_dst"))
                 _, _, bucket_actions = buckets[zlib.crc32(key.encode()) % len(buckets)]
                 outs += self.run(bucket_actions, pkt, rule)
+            elif isinstance(a, parser.NXActionCT) and \
+                    not any(isinstance(n, parser.NXActionNAT) for n in a.actions):
+                outs += self._ct(a, pkt)
         return outs
+
+    def _ct(self, a, pkt: dict) -> list:
+        l4 = "tcp" if pkt.get("ip_proto") == 6 else "udp"
+        key = (a.zone_ofs_nbits, *(pkt.get(k) for k in ("ipv4_src", "ipv4_dst", "ip_proto",
+                                                         f"{l4}_src", f"{l4}_dst")))
+        mark = self.conntrack.get(key)
+        if a.flags & ofwire.NX_CT_F_COMMIT and mark is None:
+            self.conntrack[key] = next((n.value for n in a.actions if isinstance(
+                n, parser.OFPActionSetField) and n.key == "ct_mark"), 0)
+        if a.recirc_table == ofwire.NX_CT_RECIRC_NONE:
+            return []
+        state = ofwire.CT_TRACKED | (ofwire.CT_NEW if mark is None else ofwire.CT_EST)
+        return self.process({**pkt, "ct_state": state, "ct_mark": mark or 0}, a.recirc_table)
 
 
 class FakeNetwork:

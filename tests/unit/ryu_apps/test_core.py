@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from common.config import DEFAULT_MICROSERVICES
-from ryu_apps import ofwire
+from ryu_apps import dataplane, ofwire
 from ryu_apps.core import FlowStat, PortStat
 from ryu_apps.managers.flow_statistics import COOKIE_BASE
 from ryu_apps.managers.profiler_exchange import PROFILER_READY_S, next_exchange_in
@@ -579,10 +579,12 @@ def test_draining_removing_and_adding_instances():
 
 
 # ---------------------------------------------------------------- data-plane mode
-def _dp_make(select=True, switches=1, proxy=False, policy="maglev", servers=None):
+def _dp_make(select=True, switches=1, proxy=False, policy="maglev", servers=None,
+             transitions="switch"):
     cfg, ctl, net = make(policy=policy, switches=switches, health="tcp", proxy=proxy,
                          servers=servers,
-                         dataplane={"short_flows": "switch", "table_size": 257})
+                         dataplane={"short_flows": "switch", "table_size": 257,
+                                    "transitions": transitions})
     for s in cfg.testbed.switches:
         assert ofwire.OFPMP_GROUP_FEATURES in [r.mp_type for r in net.switches[s.dpid].requests]
         net.apply(ctl.group_features(s.dpid, (1 << ofwire.OFPGT_SELECT) if select else 1,
@@ -746,11 +748,13 @@ def test_flow_records_carry_both_directions_cookies():
     assert cookies == {fid | DIR_FORWARD << 44, fid | DIR_REVERSE << 44}
 
 
-def test_a_drained_instances_slots_pass_through_the_controller_for_a_grace_period():
-    cfg, ctl, net = _dp_make()
+@pytest.mark.parametrize("transitions", ["switch", "controller"])
+def test_a_drained_instances_slots_keep_its_flows_for_a_grace_period(transitions):
+    cfg, ctl, net = _dp_make(transitions=transitions)
     a = cfg.instances_of("ui")[0]
     net.apply(ctl.set_draining(a.name, True, NOW).sends)
-    # segments of connections under way in a moving slot stay with their old owner...
+    # segments of connections under way in a moving slot stay with their old owner, through
+    # the controller...
     kept = 0
     for sport in range(47000, 47100):
         leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport, flags=ofwire.TCP_ACK))
@@ -761,15 +765,68 @@ def test_a_drained_instances_slots_pass_through_the_controller_for_a_grace_perio
         else:
             assert instance_at(cfg, leaves[0][2]["ipv4_dst"]) != a
     assert 10 < kept < 45           # about a quarter of the slots were a's
-    # ...and new connections there get a decision, never the drained instance
+    # ...and new connections there never reach the drained instance: in the switch with no
+    # packet-in, their next segments after them; else each on a decision of the controller
+    moving = 0
     for sport in range(47100, 47200):
         leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport))
-        ends = [net.delivered[-1][2]] if results else [leaves[0][2]]
-        assert instance_at(cfg, ends[0]["ipv4_dst"]) != a
+        if transitions == "switch":
+            assert not results and instance_at(cfg, leaves[0][2]["ipv4_dst"]) != a
+            (again,), results = from_client(cfg, ctl, net,
+                                            client_pkt(cfg, sport, flags=ofwire.TCP_ACK))
+            assert not results and again[2]["ipv4_dst"] == leaves[0][2]["ipv4_dst"]
+            moving += "reg0" in again[2]           # went through the transition table
+        else:
+            ends = [net.delivered[-1][2]] if results else [leaves[0][2]]
+            assert instance_at(cfg, ends[0]["ipv4_dst"]) != a
+    assert transitions == "controller" or 10 < moving < 45
     # after the grace period no bucket goes to the controller any more
     net.apply(ctl.sync_dataplane(NOW + cfg.controller.idle_timeout_s + 1).sends)
     assert _reached(cfg, ctl, net, range(48000, 48100)).keys() == \
         {i.name for i in cfg.instances_of("ui")} - {a.name}
+
+
+def _committed(cfg, ctl, net, sports) -> dict[int, str]:
+    """New connections opened in the switch, those that the connection tracker committed
+    (in a moving slot): sport -> the instance's address."""
+    out = {}
+    for sport in sports:
+        (leave,), results = from_client(cfg, ctl, net, client_pkt(cfg, sport))
+        assert not results
+        if "ct_mark" in leave[2]:
+            out[sport] = leave[2]["ipv4_dst"]
+    return out
+
+
+def _now_at(cfg, ctl, net, conns: dict[int, str]) -> dict[int, str]:
+    out = {}
+    for sport in conns:
+        leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport, flags=ofwire.TCP_ACK))
+        assert not results
+        out[sport] = leaves[0][2]["ipv4_dst"]
+    return out
+
+
+def test_connections_the_switch_committed_keep_their_instance_when_their_slot_moves_on():
+    cfg, ctl, net = _dp_make()
+    a, b = cfg.instances_of("ui")[:2]
+    net.apply(ctl.set_draining(a.name, True, NOW).sends)
+    conns = _committed(cfg, ctl, net, range(47100, 47400))
+    on_b = {p: ip for p, ip in conns.items() if ip == b.ip}
+    assert 40 < len(conns) < 120 and on_b and a.ip not in conns.values()
+    # b drains too: the slots it had taken from a move on, and the connections the switch
+    # committed to b stay on b by their mark
+    net.apply(ctl.set_draining(b.name, True, NOW + 1).sends)
+    assert _now_at(cfg, ctl, net, on_b) == on_b
+    # both come back before the grace period ends: a's slots are a's again, b's still
+    # b's connections
+    net.apply(ctl.set_draining(a.name, False, NOW + 2).sends)
+    net.apply(ctl.set_draining(b.name, False, NOW + 2).sends)
+    assert _now_at(cfg, ctl, net, conns) == conns
+    # and the tables of the switch hold one start and one keep rule per instance that
+    # took slots, and the catch-all
+    table = [r for r in net.switches[1].rules if r.table == dataplane.TRANSITION_TABLE]
+    assert sum(r.priority == 0 for r in table) == 1 and len(table) % 2 == 1
 
 
 @pytest.mark.parametrize("policy", policies.names())

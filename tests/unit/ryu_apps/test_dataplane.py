@@ -245,3 +245,52 @@ def test_slots_of_a_dead_instance_move_at_once_and_a_drain_undone_clears_transit
     assert t.transitions
     t.update({n: 1.0 for n in NAMES}, now=21.0, alive=set(NAMES), grace_s=10.0)
     assert t.table == original and not t.transitions
+
+
+def test_in_switch_transitions_render_old_and_new_owner_and_keep_a_returned_slot():
+    t = SlotTable(257, in_switch=True)
+    t.update({n: 1.0 for n in NAMES}, now=0.0)
+    moved = t.update({n: 1.0 for n in NAMES if n != "srv3-ui"}, now=1.0, alive=set(NAMES),
+                     grace_s=10.0)
+    view = t.view()
+    assert {view[k] for k in moved} == {("srv3-ui", t.table[k]) for k in moved}
+    targets = {n: Target(n, f"02:00:00:00:0{i}:02", f"10.0.{i}.2", VPORT, i, i, mark=i)
+               for i, n in enumerate(NAMES, 1)}
+    bks = dataplane.buckets(view, "tcp", VPORT, targets.__getitem__, CONTROLLER)
+    k = moved[0]
+    assert bks[k].track and bks[k].set_fields == (
+        ("eth_dst", targets["srv3-ui"].mac), ("reg0", targets[t.table[k]].mark))
+    # srv3 back within the grace period: its slots are its own again, still through the
+    # tracker (connections committed meanwhile find their instance by their mark) ...
+    t.update({n: 1.0 for n in NAMES}, now=2.0, alive=set(NAMES), grace_s=10.0)
+    assert {t.view()[k] for k in moved} == {("srv3-ui", "srv3-ui")}
+    # ... for a full grace period from that move (the connections committed to the owner
+    # it left may have just started)
+    assert not t.expire(11.0) and t.expire(12.0) and t.view() == t.table
+
+
+def test_transition_rules_are_packed_as_ryu_reads_them():
+    from ryu.ofproto import nicira_ext
+    from ryu.ofproto import ofproto_v1_3_parser as parser
+
+    from ryu_apps import ofwire
+    t = Target("srv2-ui", "02:00:00:00:02:02", "10.0.2.2", 9002, 5, None, mark=7)
+    start, keep = dataplane.transition_rules(t, "tcp", VPORT)
+    assert start.commit_mark == 7 and keep.commit_mark is None
+    for rule, ryus in ((start, dict(eth_type=0x0800, ip_proto=6, reg0=7,
+                                    ct_state=(0x21, 0x21), tcp_flags=(0x02, 0x12))),
+                       (keep, dict(eth_type=0x0800, ip_proto=6, ct_state=(0x20, 0x20),
+                                   ct_mark=7))):
+        buf = bytearray()
+        parser.OFPMatch(**ryus).serialize(buf, 0)
+        assert ofwire.match(rule.match) == buf
+        assert rule.set_fields == (("eth_dst", t.mac), ("ipv4_dst", t.ip), ("tcp_dst", 9002))
+    buf = bytearray()
+    parser.OFPActionSetField(reg0=7).serialize(buf, 0)
+    assert ofwire.action_set_field("reg0", 7) == buf
+    buf = bytearray()
+    parser.NXActionCT(flags=nicira_ext.NX_CT_F_COMMIT, zone_src="",
+                      zone_ofs_nbits=dataplane.TRANSITION_ZONE, recirc_table=255, alg=0,
+                      actions=[parser.OFPActionSetField(ct_mark=7)]).serialize(buf, 0)
+    assert ofwire.action_ct(dataplane.TRANSITION_ZONE, commit=True,
+                            actions=ofwire.action_set_field("ct_mark", 7)) == buf
