@@ -8,8 +8,8 @@ picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-
 - buckets, Bucket, Target: the group's buckets, one per slot in slot order;
 - transition_rules, TransitionRule, TRANSITION_*: where a moving slot's packets go in the
   switch (controller.dataplane.transitions: switch): a new TCP connection committed to the
-  connection tracker and sent to the slot's new owner, one the tracker holds to the
-  instance it was committed to, anything else (a flow under way) to the controller;
+  connection tracker and sent to the slot's new owner, one the tracker holds for that
+  owner to it, anything else (a flow under way) to the controller;
 - vip_match, reverse_rule: the rule sending VIP:port to the group, the stateless reverse NAT;
 - disruption: the share of the hash space whose instance changes.
 """
@@ -32,7 +32,7 @@ WEIGHT_STEP = 0.05       # weights are rounded to this share of the largest: a s
 # into this table (table 1 holds the reverse NAT's host rules)
 TRANSITION_ZONE = 0xFFFF
 TRANSITION_TABLE = 2
-PRIO_TR_START, PRIO_TR_KEEP = 20, 10      # the table's catch-all (to the controller): 0
+PRIO_TR_START, PRIO_TR_KEEP, PRIO_TR_HANDOVER = 30, 20, 10   # the catch-all: 0
 
 
 def quantise(weights: Mapping[str, float]) -> dict[str, float]:
@@ -65,7 +65,7 @@ class SlotTable:
                alive: Collection[str] = (), grace_s: float = 0.0) -> list[int]:
         """Set the instances in service and their weights; the slots whose owner changed
         (all of them when the table appears or disappears). Moved slots whose old owner is
-        in `alive` go through the controller until now + grace_s."""
+        in `alive` are in transition until now + grace_s."""
         weights, members = dict(members), quantise(members) if members else {}
         old, before, self.weights = self.table, self.weights, weights
         if members == self.members and old is not None:
@@ -91,15 +91,17 @@ class SlotTable:
         moved = maglev.changed_slots(old, new)
         for k in moved:
             if k in self.transitions:        # moving again: it keeps its first old owner
-                if self.in_switch:           # and the connections the switch committed to
-                    # the owner it leaves keep their instance (by their mark) a full period
+                if self.in_switch:
+                    # the connections the switch committed to the owner it leaves need a
+                    # packet through the transition table (to the controller, which gives
+                    # each a rule pair) before it ends: a full period from this move
                     self.transitions[k] = (self.transitions[k][0], now + grace_s)
                 continue
             if grace_s > 0 and old[k] in alive:
                 self.transitions[k] = (old[k], now + grace_s)
         if not self.in_switch:
             # back with its old owner: nothing to protect (in the switch, the connections
-            # committed to the owner in between still need their mark read)
+            # committed to the owner in between still need the transition table)
             for k in [k for k, (o, _) in self.transitions.items() if new[k] == o]:
                 del self.transitions[k]
         return moved
@@ -183,28 +185,38 @@ def buckets(view: Sequence, protocol: str, vport: int, target_of: Callable[[str]
 @dataclass(frozen=True)
 class TransitionRule:
     """A TRANSITION_TABLE rule: on a match, commit the connection to the tracker with this
-    mark (when not None), set these fields and output (plain data; the manager packs)."""
+    mark (when not None), set these fields and output, to the controller when out_port is
+    None (plain data; the manager packs)."""
     priority: int
     match: dict
     commit_mark: int | None
     set_fields: tuple[tuple[str, object], ...]
-    out_port: int
+    out_port: int | None
 
 
 def transition_rules(t: Target, protocol: str, vport: int) -> list[TransitionRule]:
-    """One instance's rules in TRANSITION_TABLE: a connection's first SYN (the tracker
-    has no entry: +new) from a slot moving to it, committed with its mark; any packet of a
-    connection committed to it (+est, or +inv when the client's data runs past the window
-    the tracker, which never sees the answers, allows it: the mark is still read). The
-    table's catch-all sends the rest, the old owner's flows under way, to the controller."""
+    """One instance's rules in TRANSITION_TABLE, where a moving slot's bucket put its new
+    owner's mark in reg0:
+
+    - a connection's first SYN (the tracker has no entry: +new) from a slot moving to the
+      instance: committed with its mark, to it;
+    - a packet of a connection committed to it, from a slot moving to it: to it. The rule
+      reads the mark, not +est: once the client's data runs past the window that the
+      tracker, which never sees the answers, allows, the packets are +inv, with the mark;
+    - from a slot moving to another instance (the slot moved on): with the instance's MAC
+      as destination to the controller, which keeps the connection on it with a rule pair.
+
+    The table's catch-all sends the rest, the old owner's flows under way, which the tracker
+    does not hold, to the controller, their destination MAC the old owner's."""
     fields = forward_fields(t, protocol, vport)
     tcp = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO_TCP}
+    mine = {**tcp, "ct_state": (CT_TRACKED, CT_TRACKED), "ct_mark": t.mark}
     return [TransitionRule(PRIO_TR_START, {
                 **tcp, "ct_state": (CT_TRACKED | CT_NEW,) * 2,
                 "tcp_flags": (TCP_SYN, TCP_SYN | TCP_ACK), "reg0": t.mark},
                 t.mark, fields, t.out_port),
-            TransitionRule(PRIO_TR_KEEP, {**tcp, "ct_state": (CT_TRACKED, CT_TRACKED),
-                                          "ct_mark": t.mark}, None, fields, t.out_port)]
+            TransitionRule(PRIO_TR_KEEP, {**mine, "reg0": t.mark}, None, fields, t.out_port),
+            TransitionRule(PRIO_TR_HANDOVER, mine, None, (("eth_dst", t.mac),), None)]
 
 
 def vip_match(protocol: str, vip: str, vport: int) -> dict:

@@ -203,7 +203,7 @@ class DataplaneGroups(Manager):
                 continue
             for r in dataplane.transition_rules(t, m.protocol, m.port):
                 actions = b"".join(ofwire.action_set_field(k, v) for k, v in r.set_fields) + \
-                    ofwire.action_output(r.out_port)
+                    (TO_CONTROLLER if r.out_port is None else ofwire.action_output(r.out_port))
                 if r.commit_mark is not None:
                     actions = ofwire.action_ct(dataplane.TRANSITION_ZONE, commit=True,
                                                actions=ofwire.action_set_field(

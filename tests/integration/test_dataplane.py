@@ -92,6 +92,42 @@ def test_draining_an_instance_breaks_no_connection_and_new_flows_avoid_it(stack)
         stack.controller_put("/malb/instances/srv3-ui", {"draining": False})
 
 
+def test_connections_opened_during_a_drain_outlive_its_undoing(stack):
+    """Connections the switch's connection tracker committed to the new owners of srv3's
+    moving slots, held for three grace periods while srv3 comes back and takes its slots
+    again: none breaks (their mark hands each to the controller, which gives it a rule
+    pair), and none of them started through the controller."""
+    cli = stack.testbed.node("cli2")
+    out = "/tmp/malb-holdconns-undo.out"
+    code, _ = stack.controller_put("/malb/instances/srv3-ui", {"draining": True})
+    assert code == 200
+    try:
+        ui = stack.controller_get("/malb/status")["dataplane"]["microservices"]["ui"]
+        assert ui["slots_in_transition"] > 0
+        new_flows = packet_in_count(stack, "new_flow")
+        handed = packet_in_count(stack, "dp_transition")
+        seconds = 3 * stack.cfg.controller.idle_timeout_s
+        cli.cmd(f"rm -f {out}; cd {ROOT} && {sys.executable} -m benchmarks.holdconns "
+                f"--target {VIP}:8002 --connections 60 --seconds {seconds} > {out} 2>&1 &")
+        deadline = time.time() + 20
+        while time.time() < deadline and '"ready"' not in (_read(out) or ""):
+            time.sleep(0.2)
+        assert packet_in_count(stack, "new_flow") == new_flows
+        time.sleep(1.0)
+        code, _ = stack.controller_put("/malb/instances/srv3-ui", {"draining": False})
+        assert code == 200
+        deadline = time.time() + seconds + 30
+        while time.time() < deadline and len((_read(out) or "").splitlines()) < 2:
+            time.sleep(0.5)
+        conns = json.loads(_read(out).splitlines()[-1])["connections"]
+        assert len(conns) == 60 and [c for c in conns if c["error"]] == []
+        assert not [c for c in conns if c["instance"] == "srv3-ui"]
+        assert all(c["answers"] >= 40 for c in conns), conns
+        assert packet_in_count(stack, "dp_transition") > handed
+    finally:
+        stack.controller_put("/malb/instances/srv3-ui", {"draining": False})
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path) as fh:

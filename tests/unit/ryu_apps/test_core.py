@@ -798,13 +798,20 @@ def _committed(cfg, ctl, net, sports) -> dict[int, str]:
     return out
 
 
-def _now_at(cfg, ctl, net, conns: dict[int, str]) -> dict[int, str]:
-    out = {}
+def _now_at(cfg, ctl, net, conns: dict[int, str], now=NOW) -> tuple[dict[int, str], int]:
+    """Where each connection's next segment ends up, in the switch or sent on by the
+    controller; and how many went through the controller."""
+    out, punted = {}, 0
     for sport in conns:
-        leaves, results = from_client(cfg, ctl, net, client_pkt(cfg, sport, flags=ofwire.TCP_ACK))
-        assert not results
-        out[sport] = leaves[0][2]["ipv4_dst"]
-    return out
+        leaves, results = from_client(cfg, ctl, net,
+                                      client_pkt(cfg, sport, flags=ofwire.TCP_ACK), now)
+        if results:
+            assert results[0].kinds == ["dp_transition"] and not leaves
+            punted += 1
+            out[sport] = net.delivered[-1][2]["ipv4_dst"]
+        else:
+            out[sport] = leaves[0][2]["ipv4_dst"]
+    return out, punted
 
 
 def test_connections_the_switch_committed_keep_their_instance_when_their_slot_moves_on():
@@ -814,19 +821,25 @@ def test_connections_the_switch_committed_keep_their_instance_when_their_slot_mo
     conns = _committed(cfg, ctl, net, range(47100, 47400))
     on_b = {p: ip for p, ip in conns.items() if ip == b.ip}
     assert 40 < len(conns) < 120 and on_b and a.ip not in conns.values()
+    assert _now_at(cfg, ctl, net, conns) == (conns, 0)          # all in the switch
     # b drains too: the slots it had taken from a move on, and the connections the switch
-    # committed to b stay on b by their mark
+    # committed to b reach the controller once (their mark is not the slot's new owner's),
+    # which keeps each on b with a rule pair of its own
     net.apply(ctl.set_draining(b.name, True, NOW + 1).sends)
-    assert _now_at(cfg, ctl, net, on_b) == on_b
-    # both come back before the grace period ends: a's slots are a's again, b's still
-    # b's connections
+    assert _now_at(cfg, ctl, net, on_b, NOW + 1) == (on_b, len(on_b))
+    assert _now_at(cfg, ctl, net, on_b, NOW + 1) == (on_b, 0)
+    # both come back: a's slots are a's again, in transition, and the connections committed
+    # to the others go the same way; long after, every connection is still where it was
     net.apply(ctl.set_draining(a.name, False, NOW + 2).sends)
     net.apply(ctl.set_draining(b.name, False, NOW + 2).sends)
-    assert _now_at(cfg, ctl, net, conns) == conns
-    # and the tables of the switch hold one start and one keep rule per instance that
-    # took slots, and the catch-all
+    assert _now_at(cfg, ctl, net, conns, NOW + 2)[0] == conns
+    net.apply(ctl.sync_dataplane(NOW + cfg.controller.idle_timeout_s + 3).sends)
+    assert not ctl.status()["dataplane"]["microservices"]["ui"]["slots_in_transition"]
+    assert _now_at(cfg, ctl, net, conns, NOW + 3)[0] == conns
+    # the switch's transition table: three rules per instance that took slots, and the
+    # catch-all
     table = [r for r in net.switches[1].rules if r.table == dataplane.TRANSITION_TABLE]
-    assert sum(r.priority == 0 for r in table) == 1 and len(table) % 2 == 1
+    assert sum(r.priority == 0 for r in table) == 1 and len(table) % 3 == 1
 
 
 @pytest.mark.parametrize("policy", policies.names())

@@ -247,9 +247,10 @@ def test_slots_of_a_dead_instance_move_at_once_and_a_drain_undone_clears_transit
     assert t.table == original and not t.transitions
 
 
-def test_in_switch_transitions_render_old_and_new_owner_and_keep_a_returned_slot():
+def test_in_switch_transitions_render_both_owners_and_a_slot_returned_stays_in_one():
     t = SlotTable(257, in_switch=True)
     t.update({n: 1.0 for n in NAMES}, now=0.0)
+    original = t.table
     moved = t.update({n: 1.0 for n in NAMES if n != "srv3-ui"}, now=1.0, alive=set(NAMES),
                      grace_s=10.0)
     view = t.view()
@@ -260,12 +261,11 @@ def test_in_switch_transitions_render_old_and_new_owner_and_keep_a_returned_slot
     k = moved[0]
     assert bks[k].track and bks[k].set_fields == (
         ("eth_dst", targets["srv3-ui"].mac), ("reg0", targets[t.table[k]].mark))
-    # srv3 back within the grace period: its slots are its own again, still through the
-    # tracker (connections committed meanwhile find their instance by their mark) ...
+    # srv3 back within the grace period: its slots are its own again, still in transition
+    # (connections committed meanwhile to another instance need the transition table) ...
     t.update({n: 1.0 for n in NAMES}, now=2.0, alive=set(NAMES), grace_s=10.0)
-    assert {t.view()[k] for k in moved} == {("srv3-ui", "srv3-ui")}
-    # ... for a full grace period from that move (the connections committed to the owner
-    # it left may have just started)
+    assert t.table == original and {t.view()[k] for k in moved} == {("srv3-ui", "srv3-ui")}
+    # ... for a full grace period from that move
     assert not t.expire(11.0) and t.expire(12.0) and t.view() == t.table
 
 
@@ -275,16 +275,21 @@ def test_transition_rules_are_packed_as_ryu_reads_them():
 
     from ryu_apps import ofwire
     t = Target("srv2-ui", "02:00:00:00:02:02", "10.0.2.2", 9002, 5, None, mark=7)
-    start, keep = dataplane.transition_rules(t, "tcp", VPORT)
-    assert start.commit_mark == 7 and keep.commit_mark is None
-    for rule, ryus in ((start, dict(eth_type=0x0800, ip_proto=6, reg0=7,
-                                    ct_state=(0x21, 0x21), tcp_flags=(0x02, 0x12))),
-                       (keep, dict(eth_type=0x0800, ip_proto=6, ct_state=(0x20, 0x20),
-                                   ct_mark=7))):
+    start, keep, handover = dataplane.transition_rules(t, "tcp", VPORT)
+    assert start.commit_mark == 7 and keep.commit_mark is handover.commit_mark is None
+    forward = (("eth_dst", t.mac), ("ipv4_dst", t.ip), ("tcp_dst", 9002))
+    for rule, ryus, fields, out in (
+            (start, dict(eth_type=0x0800, ip_proto=6, reg0=7, ct_state=(0x21, 0x21),
+                         tcp_flags=(0x02, 0x12)), forward, 5),
+            (keep, dict(eth_type=0x0800, ip_proto=6, reg0=7, ct_state=(0x20, 0x20),
+                        ct_mark=7), forward, 5),
+            (handover, dict(eth_type=0x0800, ip_proto=6, ct_state=(0x20, 0x20), ct_mark=7),
+             (("eth_dst", t.mac),), None)):
         buf = bytearray()
         parser.OFPMatch(**ryus).serialize(buf, 0)
         assert ofwire.match(rule.match) == buf
-        assert rule.set_fields == (("eth_dst", t.mac), ("ipv4_dst", t.ip), ("tcp_dst", 9002))
+        assert (rule.set_fields, rule.out_port) == (fields, out)
+    assert start.priority > keep.priority > handover.priority > 0
     buf = bytearray()
     parser.OFPActionSetField(reg0=7).serialize(buf, 0)
     assert ofwire.action_set_field("reg0", 7) == buf
