@@ -47,7 +47,7 @@ from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.markdown import table
 from common.procs import ROOT, Service, controller_service, git_commit
-from experiments.stack import Stack
+from experiments.stack import Stack, transitions_for
 from ryu_apps.maglev import is_prime
 from topologies.clean import clean_testbed
 
@@ -88,7 +88,8 @@ def controller_for(variant: str, stack: Stack, log: str) -> Service:
     if variant.startswith("malb-dataplane"):
         size = int(variant.rsplit("-", 1)[1])
         data = copy.deepcopy(stack.data)
-        data["controller"]["dataplane"] = {"short_flows": "switch", "table_size": size}
+        data["controller"]["dataplane"] = {"short_flows": "switch", "table_size": size,
+                                           "transitions": transitions_for(stack.testbed.datapath)}
         config = os.path.join(stack.run_dir, f"config-dataplane-{size}.yaml")
         with open(config, "w") as fh:
             yaml.safe_dump(data, fh, sort_keys=False)

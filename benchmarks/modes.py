@@ -57,7 +57,7 @@ from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import DEFAULT_MICROSERVICES
 from common.markdown import table
 from common.procs import ROOT, controller_service, git_commit
-from experiments.stack import Stack
+from experiments.stack import Stack, transitions_for
 from topologies.clean import clean_testbed
 
 VIP_UI, VIP_VIDEO, VIP_BACKEND = 8002, 8001, 8003
@@ -459,7 +459,8 @@ def run(out_dir: str, seconds: float, workers: int, long_flows: int, hold: int,
         say("[modes] restarting the controller in data-plane mode")
         stack.controller.stop()
         dp_data = copy.deepcopy(stack.data)
-        dp_data["controller"]["dataplane"] = {"short_flows": "switch"}
+        dp_data["controller"]["dataplane"] = {
+            "short_flows": "switch", "transitions": transitions_for(stack.testbed.datapath)}
         dp_config = os.path.join(stack.run_dir, "config-dataplane.yaml")
         with open(dp_config, "w") as fh:
             yaml.safe_dump(dp_data, fh, sort_keys=False)

@@ -24,9 +24,17 @@ from common.config import load_config
 from common.httpjson import auth_headers
 from common.procs import Service, controller_service, python_service
 from common.state import process_start_ticks, same_process
+from topologies.backend import resolve_datapath
 from topologies.testbed import Testbed, TestbedOptions
 
 LOADGEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loadgen.py")
+
+
+def transitions_for(datapath: str) -> str:
+    """controller.dataplane.transitions on a testbed of this datapath: in the switch on Open
+    vSwitch's userspace datapath, whose connection tracker keeps a connection it sees one
+    way only; the kernel's marks its handshake's ACK invalid (docs/controller.md)."""
+    return "switch" if datapath == "user" else "controller"
 
 
 class Stack:
@@ -64,6 +72,10 @@ class Stack:
             # Each run keeps its own history beside its other results, whatever the base
             # configuration names (paper.yaml points at a shared file for interactive use).
             self.data.setdefault("profiler", {})["history_path"] = self.history_path
+            dp = (self.data.get("controller") or {}).get("dataplane") or {}
+            if dp.get("short_flows") == "switch" and "transitions" not in dp:
+                dp["transitions"] = transitions_for(resolve_datapath(
+                    (self.data.get("testbed") or {}).get("datapath") or "auto"))
             with open(self.config_path, "w") as fh:
                 yaml.safe_dump(self.data, fh, sort_keys=False)
             self.cfg = load_config(self.config_path)

@@ -31,6 +31,8 @@ WEIGHT_STEP = 0.05       # weights are rounded to this share of the largest: a s
 # tracker in this zone (its own: the tracker mode's per-switch zones count up from 1), on
 # into this table (table 1 holds the reverse NAT's host rules)
 TRANSITION_ZONE = 0xFFFF
+TRACKER_HOLDS_S = 25.0    # a transition's length at most: Open vSwitch's userspace tracker
+                          # may forget a connection it sees one way 30 s after its SYN
 TRANSITION_TABLE = 2
 PRIO_TR_START, PRIO_TR_KEEP, PRIO_TR_HANDOVER = 30, 20, 10   # the catch-all: 0
 
@@ -60,6 +62,7 @@ class SlotTable:
         self.weights: dict[str, float] = {}      # as given
         # slot -> (old owner, until when its packets go to the controller)
         self.transitions: dict[int, tuple[str, float]] = {}
+        self.began: dict[int, float] = {}        # in the switch: slot -> its transition's start
 
     def update(self, members: Mapping[str, float], now: float = 0.0,
                alive: Collection[str] = (), grace_s: float = 0.0) -> list[int]:
@@ -94,11 +97,15 @@ class SlotTable:
                 if self.in_switch:
                     # the connections the switch committed to the owner it leaves need a
                     # packet through the transition table (to the controller, which gives
-                    # each a rule pair) before it ends: a full period from this move
-                    self.transitions[k] = (self.transitions[k][0], now + grace_s)
+                    # each a rule pair) before it ends: a full period from this move, while
+                    # the tracker still holds the slot's first connections
+                    first, until = self.transitions[k]
+                    self.transitions[k] = (first, max(until, min(
+                        now + grace_s, self.began[k] + TRACKER_HOLDS_S)))
                 continue
             if grace_s > 0 and old[k] in alive:
                 self.transitions[k] = (old[k], now + grace_s)
+                self.began[k] = now
         if not self.in_switch:
             # back with its old owner: nothing to protect (in the switch, the connections
             # committed to the owner in between still need the transition table)
@@ -111,6 +118,7 @@ class SlotTable:
         done = [k for k, (_, until) in self.transitions.items() if until <= now]
         for k in done:
             del self.transitions[k]
+        self.began = {k: t for k, t in self.began.items() if k in self.transitions}
         return bool(done)
 
     def view(self) -> tuple | None:

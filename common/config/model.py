@@ -32,6 +32,9 @@ MAX_SERVICE_CHECK_TIMEOUT_S = 10.0
 PREDICTORS = ("rm", "arma")
 KINDS = ("rom", "callgraph")
 DATAPLANE_MODES = ("controller", "switch", "tracker")
+# in-switch transitions: Open vSwitch's userspace tracker may forget a connection it sees
+# one way 30 s after its SYN; a transition must end before (ryu_apps/dataplane.py)
+MAX_SWITCH_TRANSITION_S = 25.0
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
@@ -372,15 +375,16 @@ class Dataplane:
         "at most 256 its datapath hash (no upcall per connection, shares uneven by up to "
         "1/256 per bucket) ([controller.md](controller.md#data-plane-mode-short-flows-"
         "balanced-by-the-switch))"))
-    transitions: str = setting("switch", type="choice", choices=("switch", "controller"),
+    transitions: str = setting("controller", type="choice", choices=("controller", "switch"),
                                help=(
         "data-plane mode: where a moving slot's connections are kept while its old owner "
-        "still runs (`idle_timeout_s`). `switch`: its new TCP connections are committed to "
-        "Open vSwitch's connection tracker and go to the new owner with no packet-in, the "
-        "old owner's flows under way come to the controller; `controller`: every packet of "
-        "the slot comes to the controller (for a switch without Open vSwitch's `ct` "
-        "action, and for UDP) ([controller.md](controller.md#data-plane-mode-short-flows-"
-        "balanced-by-the-switch))"))
+        "still runs (`idle_timeout_s`). `controller`: every packet of the slot comes to the "
+        "controller; `switch` (TCP; Open vSwitch's userspace datapath only, whose connection "
+        "tracker keeps a connection it sees one way, and a grace period of at most "
+        "25 s): its new connections are committed to the tracker and go to the new owner "
+        "with no packet-in, the old owner's flows under way come to the controller. The "
+        "experiments choose `switch` on a userspace testbed "
+        "([controller.md](controller.md#data-plane-mode-short-flows-balanced-by-the-switch))"))
     tracked_max_s: float = setting(30.0, lo=1, hi=3600, help=(
         "tracker mode: a tracked connection whose end the controller has not seen by then "
         "(a half-open one of a SYN flood, a client gone without a reset) stops counting, "
@@ -439,6 +443,15 @@ class ControllerCfg:
             raise ConfigError(f"{path}.idle_timeout_s: idle_timeout_s and hard_timeout_s are "
                               f"both 0, so NAT rules would never expire and no flow would "
                               f"ever end")
+        dp = self.dataplane
+        grace = self.idle_timeout_s or self.hard_timeout_s
+        if dp.short_flows == "switch" and dp.transitions == "switch" and \
+                grace > MAX_SWITCH_TRANSITION_S:
+            raise ConfigError(f"{path}.dataplane.transitions: switch needs a grace period "
+                              f"(idle_timeout_s, else hard_timeout_s) of at most "
+                              f"{MAX_SWITCH_TRANSITION_S:g} s, got {grace}: Open vSwitch's "
+                              f"tracker may forget a connection 30 s after its SYN; or set "
+                              f"transitions: controller")
         if self.rest_port == self.ofp_port:
             raise ConfigError(f"{path}.rest_port: {self.rest_port} is also {path}.ofp_port "
                               f"(OpenFlow); the REST API needs a port of its own")

@@ -299,3 +299,18 @@ def test_transition_rules_are_packed_as_ryu_reads_them():
                       actions=[parser.OFPActionSetField(ct_mark=7)]).serialize(buf, 0)
     assert ofwire.action_ct(dataplane.TRANSITION_ZONE, commit=True,
                             actions=ofwire.action_set_field("ct_mark", 7)) == buf
+
+
+def test_an_in_switch_transition_ends_before_the_tracker_may_forget_its_first_connections():
+    t = SlotTable(257, in_switch=True)
+    t.update({n: 1.0 for n in NAMES}, now=0.0)
+    moved = t.update({n: 1.0 for n in NAMES if n != "srv3-ui"}, now=1.0, alive=set(NAMES),
+                     grace_s=10.0)
+    # the slots keep moving (srv3 back, out again, ...): each move starts the grace period
+    # again, but never past 25 s from the transition's start
+    without = {n: 1.0 for n in NAMES if n != "srv3-ui"}
+    for now, members in ((9.0, dict.fromkeys(NAMES, 1.0)), (17.0, without),
+                         (24.0, dict.fromkeys(NAMES, 1.0))):
+        assert sorted(t.update(members, now=now, alive=set(NAMES), grace_s=10.0)) == moved
+    assert {t.transitions[k][1] for k in moved} == {1.0 + dataplane.TRACKER_HOLDS_S}
+    assert not t.expire(25.9) and t.expire(26.0) and not t.transitions

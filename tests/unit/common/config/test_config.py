@@ -424,3 +424,17 @@ def test_calls_via_the_proxy_point_call_graph_services_at_it():
         cfg.microservice("back").vip
     with pytest.raises(ConfigError, match=r"testbed.calls_via: proxy needs testbed.proxy"):
         parse_config({"testbed": {"calls_via": "proxy"}}, "test.yaml")
+
+
+def test_transitions_in_the_switch_need_a_grace_period_the_tracker_outlasts():
+    on = {"short_flows": "switch", "transitions": "switch"}
+    assert parse_config({"controller": {"dataplane": on}}).controller.dataplane.transitions \
+        == "switch"
+    assert parse_config({}).controller.dataplane.transitions == "controller"
+    with pytest.raises(ConfigError, match=r"controller.dataplane.transitions: switch needs a "
+                                          r"grace period .* at most 25 s, got 30"):
+        parse_config({"controller": {"dataplane": on, "idle_timeout_s": 30}})
+    # per-flow control, or transitions through the controller: any grace period
+    parse_config({"controller": {"dataplane": {"short_flows": "switch"}, "idle_timeout_s": 30}})
+    parse_config({"controller": {"dataplane": {**on, "short_flows": "controller"},
+                                 "idle_timeout_s": 30}})
