@@ -5,7 +5,8 @@ picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-
 
 - SlotTable: one microservice's slots, changed with minimal moves, and their transitions;
 - quantise: the instances' weights rounded, so that a small drift rebuilds nothing;
-- buckets, Bucket, Target: the group's buckets, one per slot in slot order;
+- buckets, Bucket, Target, owners: the group's buckets, one per slot in slot order, and
+  the instances they name;
 - transition_rules, TransitionRule, TRANSITION_*: where a moving slot's packets go in the
   switch (controller.dataplane.transitions: switch): a new TCP connection committed to the
   connection tracker and sent to the slot's new owner, one the tracker holds for that
@@ -130,6 +131,11 @@ class SlotTable:
         if self.in_switch:
             return tuple((tr[k][0], o) if k in tr else o for k, o in enumerate(self.table))
         return tuple((tr[k][0],) if k in tr else o for k, o in enumerate(self.table))
+
+
+def owners(view: Sequence) -> list[str]:
+    """The instances a view names (owners, old and new), sorted."""
+    return sorted({n for e in view for n in (e if isinstance(e, tuple) else (e,))})
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,9 @@ class DataplaneGroups(Manager):
             in_switch=c.dataplane.transitions == "switch" and m.protocol == "tcp")
             for m in cfg.microservices}
         self.group_capable: dict[int, bool] = {}
-        self.installed: dict[int, dict[str, tuple]] = {}   # dpid -> ms -> view
+        # dpid -> ms -> (view, the targets it was rendered with): a port towards an instance
+        # that changes (links found or lost, an instance found elsewhere) renders it again
+        self.installed: dict[int, dict[str, tuple]] = {}
         # dpid -> instance -> the target its TRANSITION_TABLE rules were sent for
         self.transition_rules: dict[int, dict[str, dataplane.Target]] = {}
         self.last_change: dict[str, dict] = {}
@@ -120,16 +122,18 @@ class DataplaneGroups(Manager):
                 continue
             installed = self.installed.setdefault(dpid, {})
             for m in self.cfg.microservices:
-                want = self.slot_tables[m.name].view()
+                view = self.slot_tables[m.name].view()
                 have = installed.get(m.name)
-                if want == have:
-                    continue
                 try:
+                    want = None if view is None else (view, tuple(
+                        self._target(dpid, n) for n in dataplane.owners(view)))
+                    if want == have:
+                        continue
                     if want is None:
                         out.sends.append((dpid, self._remove(dpid, m)))
                         del installed[m.name]
                     else:
-                        out.sends.append((dpid, self._install(dpid, m, want,
+                        out.sends.append((dpid, self._install(dpid, m, view,
                                                               first=have is None)))
                         installed[m.name] = want
                 except LookupError as exc:     # no path from this switch to an instance
@@ -141,11 +145,7 @@ class DataplaneGroups(Manager):
         the reverse NAT rules. Buckets keep their positions, so only moved slots change."""
 
         def target_of(name: str) -> dataplane.Target:
-            b, inst = self.backends[name], self.plan.instances[name]
-            at = self.plan.locations.where(name)
-            return dataplane.Target(name, b.mac, b.ip, b.port, self.path.port_towards(dpid, inst),
-                                    at[1] if at is not None and at[0] == dpid else None,
-                                    mark=inst.slot + 1)
+            return self._target(dpid, name)
 
         packed: dict[object, bytes] = {}
         parts = []
@@ -187,6 +187,15 @@ class DataplaneGroups(Manager):
                                dataplane.vip_match(m.protocol, m.vip, m.port),
                                ofwire.action_group(gid))
         return buf
+
+    def _target(self, dpid: int, name: str) -> dataplane.Target:
+        """Where this switch's buckets and rules send an instance's packets (LookupError:
+        no path from it to the instance)."""
+        b, inst = self.backends[name], self.plan.instances[name]
+        at = self.plan.locations.where(name)
+        return dataplane.Target(name, b.mac, b.ip, b.port, self.path.port_towards(dpid, inst),
+                                at[1] if at is not None and at[0] == dpid else None,
+                                mark=inst.slot + 1)
 
     def _transition_rules(self, dpid: int, m, view: tuple, target_of) -> bytes:
         """TRANSITION_TABLE's rules for the new owners of the view's slots in transition

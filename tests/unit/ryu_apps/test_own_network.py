@@ -284,3 +284,43 @@ def test_a_link_not_heard_for_a_while_is_gone_and_new_flows_across_it_are_droppe
     assert r.kinds == ["new_flow", "no_path"] and r.decision is None
     assert "no path from switch 16 to h2-web" in r.warnings[0]
     assert ctl.flows.active_count() == 0
+
+
+def _bucket_ports(net, dpid: int, ip: str) -> set[int]:
+    """The output ports of a switch's select-group buckets that send to this address."""
+    ports = set()
+    for buckets in net.switches[dpid].groups.values():
+        for _, _, actions in buckets:
+            sets = {a.key: a.value for a in actions if hasattr(a, "key")}
+            if sets.get("ipv4_dst") == ip:
+                ports |= {a.port for a in actions if hasattr(a, "port")}
+    return ports
+
+
+def test_data_plane_buckets_follow_a_link_that_moved_to_another_port():
+    data = network_config()
+    data["controller"] = {**data["controller"], "dataplane": {"short_flows": "switch"}}
+    cfg = parse_config_file_data(data, "own.yaml")
+    ctl = new_core(cfg, "maglev")
+    net = FakeNetwork(cfg, links=[LINK])
+    for s in cfg.testbed.switches:
+        net.apply(ctl.switch_connected(s.dpid, NOW).sends)
+        net.apply(ctl.group_features(s.dpid, 1 << ofwire.OFPGT_SELECT, 8, NOW).sends)
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    # h2 and h3 found: their slots pass through the controller for the grace period first
+    net.apply(ctl.sync_dataplane(NOW + 1 + cfg.controller.idle_timeout_s + 1).sends)
+    assert _bucket_ports(net, S1, "192.168.50.12") == {5}       # over the link to s2
+    # the link is recabled to s1's port 6: found by LLDP, the old one forgotten
+    del net.trunk[(S1, 5)], net.trunk[(S2, 1)]
+    net.trunk[(S1, 6)], net.trunk[(S2, 1)] = (S2, 1), (S1, 6)
+    for now in (NOW + 30, NOW + 60):
+        for dpid, ports in ((S1, (1, 3, 6, 0xFFFFFFFE)), (S2, (1, 2, 3))):
+            ctl.port_stats(dpid, [PortStat(p, 0, 0) for p in ports], now)
+        net.apply(ctl.discover_links(now).sends)
+        feed_punted(ctl, net, now)
+    assert ctl.status()["links"] == [{"a": f"{S1:016x}", "a_port": 6, "b": f"{S2:016x}",
+                                      "b_port": 1}]
+    net.apply(ctl.sync_dataplane(NOW + 61).sends)
+    assert _bucket_ports(net, S1, "192.168.50.12") == {6}
+    assert _bucket_ports(net, S1, "192.168.50.11") == {3}       # h1 on s1 itself
