@@ -125,28 +125,26 @@ class DataplaneGroups(Manager):
                 view = self.slot_tables[m.name].view()
                 have = installed.get(m.name)
                 try:
-                    want = None if view is None else (view, tuple(
-                        self._target(dpid, n) for n in dataplane.owners(view)))
+                    targets = None if view is None else {
+                        n: self._target(dpid, n) for n in dataplane.owners(view)}
+                    want = None if view is None else (view, tuple(targets.values()))
                     if want == have:
                         continue
                     if want is None:
                         out.sends.append((dpid, self._remove(dpid, m)))
                         del installed[m.name]
                     else:
-                        out.sends.append((dpid, self._install(dpid, m, view,
+                        out.sends.append((dpid, self._install(dpid, m, view, targets.__getitem__,
                                                               first=have is None)))
                         installed[m.name] = want
                 except LookupError as exc:     # no path from this switch to an instance
                     out.warnings.append(f"switch {dpid:016x}: {m.name}: {exc}")
         return out
 
-    def _install(self, dpid: int, m, view: tuple, first: bool) -> bytes:
+    def _install(self, dpid: int, m, view: tuple, target_of, first: bool) -> bytes:
         """The group (new, or its buckets replaced), and on first install the VIP rule and
-        the reverse NAT rules. Buckets keep their positions, so only moved slots change."""
-
-        def target_of(name: str) -> dataplane.Target:
-            return self._target(dpid, name)
-
+        the reverse NAT rules; target_of gives the view's owners' targets on this switch.
+        Buckets keep their positions, so only moved slots change."""
         packed: dict[object, bytes] = {}
         parts = []
         for bk in dataplane.buckets(view, m.protocol, m.port, target_of,
