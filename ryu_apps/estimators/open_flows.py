@@ -154,16 +154,14 @@ class InstanceFlows:
         return total
 
 
-class _Flow:
-    """A watched flow, and what it was measured to use on its server (None: not yet)."""
-    __slots__ = ("server", "ms", "start", "end", "cpu", "net", "samples")
-
-    def __init__(self, server: str, ms: str, start: float):
-        self.server, self.ms, self.start = server, ms, start
-        self.end: float | None = None
-        self.cpu: float | None = None
-        self.net: float | None = None
-        self.samples = 0.0           # how many samples' worth its figures rest on
+def _flow(server: str, ms: str, start: float) -> dict:
+    """A watched flow, and what it was measured to use on its server (None: not yet; samples:
+    how many samples' worth its figures rest on). A dict of strings and numbers, which the
+    garbage collector does not track: at 1,000 flows/s, keep_s of ended ones are 120,000
+    flows, and an object of a class (slots or not) is tracked, so every full collection
+    walked each of them (docs/controller.md, the least-load tail)."""
+    return {"server": server, "ms": ms, "start": start, "end": None, "cpu": None,
+            "net": None, "samples": 0.0}
 
 
 class OpenFlows:
@@ -191,17 +189,18 @@ class OpenFlows:
         # server -> its CPU cores: flows are alike by what they use in cores, not in % of
         # servers of different sizes (1 for a server not in it)
         self.cores = {s: c for s, c in (cores or {}).items() if c > 0}
-        self._open: dict = {}          # key -> _Flow, start order
+        self._open: dict = {}          # key -> its flow (_flow), start order
         self._totals: dict[tuple[str, str], list[int]] = {}     # (server, ms) -> [starts, ends]
         self._recent: dict[tuple[str, str], deque] = {}         # -> [bucket, starts, ends]
-        self._on: dict[str, dict] = {}              # server -> {key: _Flow}, the open ones
+        self._on: dict[str, dict] = {}              # server -> {key: flow}, the open ones
         # server -> its ended flows of the last keep_s, in end order: a sample's walk goes
         # back from the newest, over the flows that ended within it, not over all of them
         self._ended: dict[str, deque] = {}
         # (server, ms) -> [open flows not measured yet, measured ones, their CPU, network]
         self._sums: dict[tuple[str, str], list] = {}
         self._latest = float("-inf")                # the latest start, end or expiry
-        # server -> its open flows measured at WEIGHTY_PCT or more (a dict: in order)
+        # server -> {id(flow): flow}, its open flows measured at WEIGHTY_PCT or more, in
+        # order (flows are dicts: not hashable)
         self._weighty: dict[str, dict] = {}
         # ms -> (CPU, duration) of its last ended flows that had been measured
         self._history: dict[str, deque] = {}
@@ -229,41 +228,41 @@ class OpenFlows:
         while q and q[0][0] < oldest:
             q.popleft()
         for ended in self._ended.values():
-            while ended and ended[0].end < t - self.keep_s:
+            while ended and ended[0]["end"] < t - self.keep_s:
                 ended.popleft()
 
-    def _count(self, f: _Flow, sign: int) -> None:
-        acc = self._sums.setdefault((f.server, f.ms), [0, 0, 0.0, 0.0])
-        if f.cpu is None:
+    def _count(self, f: dict, sign: int) -> None:
+        acc = self._sums.setdefault((f["server"], f["ms"]), [0, 0, 0.0, 0.0])
+        if f["cpu"] is None:
             acc[0] += sign
         else:
             acc[1] += sign
-            acc[2] += sign * f.cpu
-            acc[3] += sign * f.net
+            acc[2] += sign * f["cpu"]
+            acc[3] += sign * f["net"]
         if acc[0] == 0 and acc[1] == 0:
             acc[2] = acc[3] = 0.0       # no float residue once the last one ends
         if sign < 0:
-            self._weighty.get(f.server, {}).pop(f, None)
-        elif f.cpu is not None and f.cpu >= WEIGHTY_PCT:
-            self._weighty.setdefault(f.server, {})[f] = None
+            self._weighty.get(f["server"], {}).pop(id(f), None)
+        elif f["cpu"] is not None and f["cpu"] >= WEIGHTY_PCT:
+            self._weighty.setdefault(f["server"], {})[id(f)] = f
 
     def add(self, key, server: str, microservice: str, t: float) -> None:
         """A flow started (a second add of an open key changes nothing)."""
         if key in self._open:
             return
         self.expire(t)
-        f = self._open[key] = _Flow(server, microservice, t)
+        f = self._open[key] = _flow(server, microservice, t)
         self._on.setdefault(server, {})[key] = f
         self._count(f, 1)
         self._event(server, microservice, t, 1, 0)
 
-    def _close(self, key, t: float) -> _Flow:
+    def _close(self, key, t: float) -> dict:
         f = self._open.pop(key)
-        del self._on[f.server][key]
+        del self._on[f["server"]][key]
         self._count(f, -1)
-        f.end = t
-        self._ended.setdefault(f.server, deque()).append(f)
-        self._event(f.server, f.ms, t, 0, 1)
+        f["end"] = t
+        self._ended.setdefault(f["server"], deque()).append(f)
+        self._event(f["server"], f["ms"], t, 0, 1)
         return f
 
     def end(self, key, t: float) -> bool:
@@ -271,16 +270,16 @@ class OpenFlows:
         if key not in self._open:
             return False
         f = self._close(key, t)
-        if f.cpu is not None:          # what its cost says about how long such flows run
-            self._history.setdefault(f.ms, deque(maxlen=HISTORY_FLOWS)).append(
-                (f.cpu * self.cores.get(f.server, 1.0), t - f.start))
+        if f["cpu"] is not None:          # what its cost says about how long such flows run
+            self._history.setdefault(f["ms"], deque(maxlen=HISTORY_FLOWS)).append(
+                (f["cpu"] * self.cores.get(f["server"], 1.0), t - f["start"]))
         return True
 
     def expire(self, now: float) -> int:
         n = 0
         while self._open:
             key, f = next(iter(self._open.items()))
-            if now - f.start <= self.max_age_s:
+            if now - f["start"] <= self.max_age_s:
                 break
             self._close(key, now)
             n += 1
@@ -305,15 +304,15 @@ class OpenFlows:
         """The server's flows that ran between t0 and t1 (open ones, and those ended since
         keep_s)."""
         for f in self._on.get(server, {}).values():
-            if f.start < t1:
+            if f["start"] < t1:
                 yield f
         recent = []
         for f in reversed(self._ended.get(server, ())):
-            if f.end <= t0 - END_ORDER_SLACK_S:
+            if f["end"] <= t0 - END_ORDER_SLACK_S:
                 break
             recent.append(f)
         for f in reversed(recent):          # in end order, as they ended
-            if f.start < t1 and f.end > t0:
+            if f["start"] < t1 and f["end"] > t0:
                 yield f
 
     def attribute(self, server: str, parts: dict[str, tuple[float, float]], t0: float,
@@ -333,17 +332,17 @@ class OpenFlows:
         known: dict[str, list] = {}
         new: dict[str, list] = {}
         for f in self._flows_in(server, t0, t1):
-            if f.ms not in parts:
+            if f["ms"] not in parts:
                 continue
-            ran = (min(t1, f.end if f.end is not None else t1) - max(t0, f.start)) / span
+            ran = (min(t1, f["end"] if f["end"] is not None else t1) - max(t0, f["start"])) / span
             if ran <= 0:
                 continue
-            if f.cpu is None:
-                new.setdefault(f.ms, []).append((f, ran))
+            if f["cpu"] is None:
+                new.setdefault(f["ms"], []).append((f, ran))
             else:
-                acc = known.setdefault(f.ms, [0.0, 0.0, []])
-                acc[0] += f.cpu * ran
-                acc[1] += f.net * ran
+                acc = known.setdefault(f["ms"], [0.0, 0.0, []])
+                acc[0] += f["cpu"] * ran
+                acc[1] += f["net"] * ran
                 acc[2].append((f, ran))
         for ms, (cpu, net) in parts.items():
             seen = known.get(ms, (0.0, 0.0, []))
@@ -362,23 +361,23 @@ class OpenFlows:
                 # (all of them at zero: alike)
                 ran_all = sum(r for _, r in seen[2])
                 for f, ran in seen[2]:
-                    self._measure(f, (f.cpu * cpu / seen[0] if seen[0] > 0 else cpu / ran_all,
-                                      f.net * net / seen[1] if seen[1] > 0 else net / ran_all),
+                    self._measure(f, (f["cpu"] * cpu / seen[0] if seen[0] > 0 else cpu / ran_all,
+                                      f["net"] * net / seen[1] if seen[1] > 0 else net / ran_all),
                                   ran)
 
-    def _measure(self, f: _Flow, use: tuple[float, float], weight: float) -> None:
+    def _measure(self, f: dict, use: tuple[float, float], weight: float) -> None:
         """One more sample's figures for the flow: its figures are their mean, each sample
         weighted by the part of it the flow ran in."""
-        if f.end is None:
+        if f["end"] is None:
             self._count(f, -1)
-        n = f.samples + weight
-        if f.cpu is None:
-            f.cpu, f.net = use
+        n = f["samples"] + weight
+        if f["cpu"] is None:
+            f["cpu"], f["net"] = use
         else:
-            f.cpu += (use[0] - f.cpu) * weight / n
-            f.net += (use[1] - f.net) * weight / n
-        f.samples = n
-        if f.end is None:
+            f["cpu"] += (use[0] - f["cpu"]) * weight / n
+            f["net"] += (use[1] - f["net"]) * weight / n
+        f["samples"] = n
+        if f["end"] is None:
             self._count(f, 1)
 
     def costs(self, server: str, at: float) -> dict[str, tuple[int, int, float, float]]:
@@ -390,14 +389,14 @@ class OpenFlows:
                     if srv == server and (a[0] or a[1])}
         out: dict[str, list] = {}
         for f in self._flows_in(server, at, at):
-            if f.start <= at and (f.end is None or f.end > at):
-                acc = out.setdefault(f.ms, [0, 0, 0.0, 0.0])
-                if f.cpu is None:
+            if f["start"] <= at and (f["end"] is None or f["end"] > at):
+                acc = out.setdefault(f["ms"], [0, 0, 0.0, 0.0])
+                if f["cpu"] is None:
                     acc[0] += 1
                 else:
                     acc[1] += 1
-                    acc[2] += f.cpu
-                    acc[3] += f.net
+                    acc[2] += f["cpu"]
+                    acc[3] += f["net"]
         return {ms: tuple(a) for ms, a in out.items()}
 
     def _alike(self, ms: str) -> tuple[list[float], list[float]]:
@@ -409,8 +408,9 @@ class OpenFlows:
     def ahead_share(self, ms: str, cost: float, age: float, horizon: float,
                     alike: tuple[list[float], list[float]] | None = None) -> float:
         """The part of the next `horizon` seconds that a flow of `ms`, measured at `cost`
-        (CPU % x its server's cores) and running for `age` seconds, is expected still to run: over the ended flows of
-        its microservice measured within SIMILAR_COST of it that lasted longer than `age`,
+        (CPU % x its server's cores) and running for `age` seconds, is expected still to
+        run: over the ended flows of its microservice measured within SIMILAR_COST of it
+        that lasted longer than `age`,
         the mean of min(duration - age, horizon), over the horizon. 1 when fewer than
         MIN_ALIKE of them did: nothing says that it ends soon."""
         costs, durations = alike if alike is not None else self._alike(ms)
@@ -431,15 +431,15 @@ class OpenFlows:
         more: the cost stays bounded under a flood of flows."""
         out: dict[str, list[float]] = {}
         alike: dict[str, tuple] = {}
-        for f in self._weighty.get(server, ()):
-            if f.start > now:
+        for f in self._weighty.get(server, {}).values():
+            if f["start"] > now:
                 continue
-            if f.ms not in alike:
-                alike[f.ms] = self._alike(f.ms)
-            gone = 1.0 - self.ahead_share(f.ms, f.cpu * self.cores.get(server, 1.0),
-                                          now - f.start, horizon, alike[f.ms])
+            if f["ms"] not in alike:
+                alike[f["ms"]] = self._alike(f["ms"])
+            gone = 1.0 - self.ahead_share(f["ms"], f["cpu"] * self.cores.get(server, 1.0),
+                                          now - f["start"], horizon, alike[f["ms"]])
             if gone > 0:
-                acc = out.setdefault(f.ms, [0.0, 0.0])
-                acc[0] += f.cpu * gone
-                acc[1] += f.net * gone
+                acc = out.setdefault(f["ms"], [0.0, 0.0])
+                acc[0] += f["cpu"] * gone
+                acc[1] += f["net"] * gone
         return {ms: (c, n) for ms, (c, n) in out.items()}
