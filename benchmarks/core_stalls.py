@@ -5,13 +5,13 @@ another job on the machine slows it without changing it.
 
     .venv/bin/python -m benchmarks.core_stalls [--rounds 3] [--flows 70000] [--rate 1000]
         [--idle 10] [--held 1000] [--job-s 10] [--short-flows 30000] [--short-rate 500]
-        [--base-tree DIR] [--out results/bench]
+        [--profiler] [--fins S] [--base-tree DIR] [--out results/bench]
 
 Each run is a fresh process (`--child`, its imports from the tree it measures) with three
 parts:
 
 - the garbage collector: the real ControllerCore, policy malb, on controller_alone's
-  configuration (the profiler away), driven as benchmarks.controller_alone's least-load
+  configuration, driven as benchmarks.controller_alone's least-load
   phase drives the controller: a switch connects, --held video flows start (long flows that
   stay), the heap is collected and frozen as the controller does after start-up, then
   --flows SYNs to the backend VIP (a long-flow microservice: the weighted least-load
@@ -19,7 +19,12 @@ parts:
   --idle s after it started (a flow-removed for each, with the traffic a short exchange
   would have counted), the flow-statistics slices the core asks for answered from the
   rules it installed, as the emulated switch answers them; every collection timed. A
-  SYN that starts no flow (the flow cap, a client port still in use) stops the run;
+  SYN that starts no flow (the flow cap, a client port still in use) stops the run. With
+  --profiler, a profiler that answers at once (no HTTP) every monitoring period: the
+  records reported are let go, as on the testbed; without it they are kept for a
+  profiler that is away, as in controller_alone. With --fins S, each back-end flow's FIN
+  watch copies its FIN S s after it started, as the testbed's jobs end; without it no
+  flow ends before its dormant limit, as with controller_alone's emulated switch;
 - a server's sample: the open-flows estimator (estimators/open_flows.py) after 130 s of
   back-end jobs at --rate per second over four servers, each ending --job-s after it
   started (so 120 s of ended jobs are kept, as the estimator keeps them), then one
@@ -58,16 +63,18 @@ if __name__ == "__main__" and "--child" in sys.argv:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def added_nat_cookies(messages: bytes) -> list[int]:
-    """The cookies of the NAT rules added in a run of concatenated OpenFlow messages."""
+def added_nat_cookies(messages: bytes, tag: int | None = None) -> list[int]:
+    """The cookies of the NAT rules (or of the rules under `tag`: FIN_TAG, the FIN
+    watches) added in a run of concatenated OpenFlow messages."""
     from ryu_apps.flows import COOKIE_TAG
     from ryu_apps.ofwire import OFPFC_ADD, OFPT_FLOW_MOD
+    tag = COOKIE_TAG if tag is None else tag
     out, off = [], 0
     while off + 8 <= len(messages):
         msg_type, length = messages[off + 1], struct.unpack_from("!H", messages, off + 2)[0]
         if msg_type == OFPT_FLOW_MOD and messages[off + 25] == OFPFC_ADD:
             cookie = struct.unpack_from("!Q", messages, off + 8)[0]
-            if cookie >> 48 == COOKIE_TAG:
+            if cookie >> 48 == tag:
                 out.append(cookie)
         off += max(length, 8)
     return out
@@ -95,22 +102,29 @@ def flow_stats_requests(messages: bytes) -> list[tuple[int, int]]:
 
 
 def drive(ctl, frame, in_port: int, flows: int, rate: float, idle: float,
-          now: float) -> tuple[list[float], list[float], int, int]:
+          now: float, exchange_s: float | None = None, ends=None
+          ) -> tuple[list[float], list[float], int, int]:
     """`flows` SYNs (frame(k)) at `rate` per second of simulated time from `now`, each
     flow's rules idling out `idle` s after it started (a flow-removed for each, with the
     traffic a short exchange would have counted), the statistics slices the core asks for
-    answered from the rules it installed, as the emulated switch answers them. Returns the
-    CPU seconds of each packet-in and each flow-removed, the flows started and the
-    statistics entries answered."""
+    answered from the rules it installed, as the emulated switch answers them; every
+    `exchange_s`, if given, an exchange with a profiler that answers (profiler_exchange);
+    with `ends` (seconds, fin_frame), each flow's FIN watch copies its instance's FIN
+    (fin_frame(k)) that long after it started, before its rules idle out.
+    Returns the CPU seconds of each packet-in and each flow-removed, the flows started and
+    the statistics entries answered."""
     import collections
     import time
 
     from ryu_apps.core import FlowStat
+    from ryu_apps.flows import FIN_TAG
     alive: collections.deque = collections.deque()        # (start, its rules' cookies)
+    ending: collections.deque = collections.deque()       # (its FIN's time, watch cookie, k)
     # the rules on the switch by the low bits of their cookies (a statistics slice's), as
     # {cookie: installed}: what a slice's request is answered from
     rules: dict[int, dict[int, float]] = {}
     packet_in, removed, new_flows, next_poll, answered = [], [], 0, now, 0
+    next_exchange = now + (exchange_s or 0.0)
     for k in range(flows):
         t0 = time.thread_time()
         result = ctl.packet_in(1, in_port, frame(k), now)
@@ -119,6 +133,12 @@ def drive(ctl, frame, in_port: int, flows: int, rate: float, idle: float,
         # tuples of numbers: the collector stops following the driver's own records
         cookies = tuple(c for _, m in result.sends for c in added_nat_cookies(m))
         alive.append((now, cookies))
+        if ends:
+            ending.extend((now + ends[0], c, k) for _, m in result.sends
+                          for c in added_nat_cookies(m, FIN_TAG))
+        while ending and ending[0][0] <= now:
+            _, cookie, ended = ending.popleft()
+            ctl.packet_in(1, in_port, ends[1](ended), now, cookie)
         for cookie in cookies:
             rules.setdefault(cookie & SLICE_BITS, {})[cookie] = now
         while alive and alive[0][0] <= now - idle:
@@ -138,8 +158,21 @@ def drive(ctl, frame, in_port: int, flows: int, rate: float, idle: float,
                            for c, t in rules.get(low, {}).items()]
                 answered += len(entries)
                 ctl.flow_stats(1, entries, now)
+        if exchange_s and now >= next_exchange:
+            profiler_exchange(ctl, now)
+            next_exchange = now + exchange_s
         now += 1 / rate
     return packet_in, removed, new_flows, answered
+
+
+def profiler_exchange(ctl, now: float) -> None:
+    """The controller's exchange with a profiler that answers, but for the HTTP: the flow
+    records' bodies built (the records reported are let go, as on the testbed, not kept
+    for a profiler that is away), then an answer that changes nothing."""
+    for _ in ctl.profiler_report(now):
+        pass
+    ctl.profiler_pairs_sent(now)
+    ctl.profiler_answer({"microservices": {}}, {"servers": {}}, now)
 
 
 def quantiles_ms(seconds: list[float]) -> tuple[float, float]:
@@ -175,6 +208,7 @@ def child(args) -> dict:
 
     from benchmarks import ofswitch
     from benchmarks.controller_alone import VIP_BACKEND, VIP_VIDEO
+    from ryu_apps import ofwire
 
     cfg, ctl, now = fresh_core(args.idle)
     vip, vip_mac = cfg.microservices[0].vip, cfg.controller.vip_mac
@@ -195,8 +229,14 @@ def child(args) -> dict:
             pauses.append((info["generation"], time.thread_time() - began[0]))
     gc.callbacks.append(watch)
     frame = (lambda k: ofswitch.syn_frame(vip_mac, c1, vip, 1024 + k % 60000, VIP_BACKEND))
-    packet_in, _removed, new_flows, answered = drive(ctl, frame, c1.switch_port, args.flows,
-                                                     args.rate, args.idle, now)
+    # the instance's FIN after the reverse rewrite: from the VIP to the client
+    fin = (lambda k: ofwire.tcp_frame(c1.mac, vip_mac, vip, c1.ip, VIP_BACKEND,
+                                      1024 + k % 60000, 5000, 1001,
+                                      flags=ofwire.TCP_FIN | ofwire.TCP_ACK))
+    period = cfg.controller.monitoring_period_s if args.profiler else None
+    packet_in, _removed, new_flows, answered = drive(
+        ctl, frame, c1.switch_port, args.flows, args.rate, args.idle, now, period,
+        (args.fins, fin) if args.fins is not None else None)
     if new_flows != args.flows:
         raise SystemExit(f"only {new_flows} of {args.flows} SYNs started a flow (the flow cap, "
                          f"or client ports reused while their flows were active): lower "
@@ -207,7 +247,7 @@ def child(args) -> dict:
     out = {"new_flows": new_flows, "stats_entries": answered,
            "packet_in_p50_ms": p50, "packet_in_p99_ms": p99,
            "tracked_objects": tracked, "records": len(ctl.flows.flows),
-           "active": ctl.flows.active_count()}
+           "active": ctl.flows.active_count(), "watched": len(ctl.policy_core.open_flows)}
     for gen in (0, 1, 2):
         took = sorted(1e3 * d for g, d in pauses if g == gen)
         out[f"gen{gen}"] = {"count": len(took),      # none: 0 ms
@@ -277,7 +317,9 @@ def run_child(tree: str, args) -> dict:
     argv = [sys.executable, os.path.join(ROOT, "benchmarks", "core_stalls.py"), "--child",
             "--flows", str(args.flows), "--rate", str(args.rate), "--idle", str(args.idle),
             "--held", str(args.held), "--job-s", str(args.job_s),
-            "--short-flows", str(args.short_flows), "--short-rate", str(args.short_rate)]
+            "--short-flows", str(args.short_flows), "--short-rate", str(args.short_rate)] + \
+        (["--profiler"] if args.profiler else []) + \
+        (["--fins", str(args.fins)] if args.fins is not None else [])
     env = {**os.environ, "PYTHONPATH": tree}
     done = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True,
                           timeout=3600)
@@ -344,6 +386,14 @@ def parser():
                    help="how long each back-end job of the sample part runs")
     p.add_argument("--short-flows", type=bounded(int, 100, 10_000_000), default=30_000)
     p.add_argument("--short-rate", type=bounded(float, 1, 100_000), default=500.0)
+    p.add_argument("--profiler", action="store_true",
+                   help="the least-load part exchanges with a profiler that answers every "
+                        "monitoring period (its flow records reported, as on the testbed); "
+                        "without it the profiler is away, as in controller_alone")
+    p.add_argument("--fins", type=bounded(float, 0, 3600), metavar="S",
+                   help="in the least-load part, each back-end flow's instance sends its FIN "
+                        "S seconds after the flow started (the testbed's jobs); without it "
+                        "none does, as with controller_alone's emulated switch; below --idle")
     p.add_argument("--base-tree", metavar="DIR",
                    help="another checkout (a git worktree of an earlier commit), measured in "
                         "the same rounds")
@@ -355,6 +405,8 @@ def parser():
 def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.fins is not None and args.fins >= args.idle:
+        p.error("--fins: a job's FIN comes before its rules idle out: below --idle")
     if args.child:
         print(json.dumps({**child(args), **sample_walk(args), **short_ends(args)}))
         return 0

@@ -1,8 +1,8 @@
 import argparse
 
-from benchmarks.core_stalls import added_nat_cookies, short_ends, summarise
+from benchmarks.core_stalls import added_nat_cookies, child, short_ends, summarise
 from ryu_apps import ofwire
-from ryu_apps.flows import DIR_FORWARD, fin_cookie, make_cookie
+from ryu_apps.flows import DIR_FORWARD, FIN_TAG, fin_cookie, make_cookie
 
 
 def test_only_the_nat_rules_added_are_taken_from_a_run_of_messages():
@@ -12,6 +12,7 @@ def test_only_the_nat_rules_added_are_taken_from_a_run_of_messages():
                 + ofwire.flow_mod(3, fin_cookie(nat), 300, {"eth_type": 0x0800}, b"")
                 + ofwire.flow_mod(4, 0, 0, {}, b""))
     assert added_nat_cookies(messages) == [nat]
+    assert added_nat_cookies(messages, FIN_TAG) == [fin_cookie(nat)]
 
 
 def test_figures_are_medians_over_rounds_with_ratios_to_the_base_of_the_same_round():
@@ -39,3 +40,18 @@ def test_the_short_flow_part_drives_the_real_core_to_every_flows_end():
     assert r["short_still_open"] <= 201             # the last second's flows, no older
     assert 0 < r["short_removed_p50_ms"] <= r["short_removed_p99_ms"]
     assert r["short_removed_sum_ms"] > 0
+
+
+def test_the_least_load_part_as_on_the_testbed_ends_its_flows_and_lets_their_records_go():
+    def run(profiler=False, fins=None):
+        return child(argparse.Namespace(held=10, flows=12000, rate=1000.0, idle=2,
+                                        profiler=profiler, fins=fins))
+    away = run()
+    assert away["new_flows"] == 12000 and away["watched"] == away["records"] == 12010
+    shaped = run(profiler=True, fins=1.0)
+    # open: the held flows and the last second's; records: the active ones, those ended
+    # since the last exchange (a 3 s period) and the newest 5,000 reported (GET
+    # /malb/flows shows them), not every flow
+    assert shaped["new_flows"] == 12000 and shaped["watched"] <= 10 + 1001
+    assert shaped["active"] <= 10 + 2001
+    assert shaped["records"] <= shaped["active"] + 3 * 1000 + 5000 < 12010
