@@ -142,12 +142,11 @@ def measure(variant: str, stack: Stack, meters: CpuMeters, args) -> dict:
         after = metrics_text(rest) if rest else ""
         if rest:
             n = out["paced"]["connections"] or 1
-            pins = packet_ins(after).get("new_flow", 0) - packet_ins(before).get("new_flow", 0)
+            kinds0, kinds1 = packet_ins(before), packet_ins(after)
+            pins = kinds1.get("new_flow", 0) - kinds0.get("new_flow", 0)
             out["paced"]["packet_ins_per_connection"] = round(pins / n, 3)
-            kinds0 = packet_ins(before)
             out["paced"]["packet_ins_by_kind"] = {
-                k: v - kinds0.get(k, 0) for k, v in packet_ins(after).items()
-                if v - kinds0.get(k, 0)}
+                k: v - kinds0.get(k, 0) for k, v in kinds1.items() if v - kinds0.get(k, 0)}
             # in data-plane mode, a moved slot's new connections reach the controller
             out["paced"]["slots_moved"] = (slots_moved(after).get("ui", 0)
                                            - slots_moved(before).get("ui", 0))
