@@ -107,9 +107,14 @@ class ControllerCore:
         working on the rules they have."""
         # parts joined once: a reconnection may restore thousands of NAT rules
         buf = [part for m in self.managers for part in m.switch_up(dpid, now)]
+        lost = self.statistics.unrestored
         return Result(sends=[(dpid, b"".join(buf))],
                       infos=[f"switch {dpid:016x} connected: base rules installed, "
-                             f"{self.statistics.restored} NAT flows restored"])
+                             f"{self.statistics.restored} NAT flows restored"],
+                      warnings=[f"switch {dpid:016x}: {sum(lost.values())} NAT flows not "
+                                f"restored, no path to their instances yet (" + ", ".join(
+                                    f"{name} {n}" for name, n in sorted(lost.items())) +
+                                "): their next packets come to the controller"] if lost else [])
 
     def switch_gone(self, dpid: int, now: float) -> Result:
         """Its flows keep their records: a reconnection restores their rules."""

@@ -122,14 +122,23 @@ class FlowPath:
             # path before it was revalidated: same instance, no new decision, no new rules.
             out.kinds.append("repeat")
             rules = b""
-            if rec.tracked and rec.recommits:
-                # the tracker does not hold it after a second commit (it refuses it, or
-                # lost it): the same instance on a rule pair, not a loop of commits
-                self._off_tracker(rec)
-                rules = self.nat_rules(dpid, rec, now)
-            elif rec.tracked:
-                rec.recommits += 1        # the client's SYN again, sent while the first waited
-            out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
+            try:
+                if rec.tracked and rec.recommits:
+                    # the tracker does not hold it after a second commit (it refuses it, or
+                    # lost it): the same instance on a rule pair, not a loop of commits
+                    self._off_tracker(rec)
+                    rules = self.nat_rules(dpid, rec, now)
+                elif rec.tracked:
+                    rec.recommits += 1    # the client's SYN again, sent while the first waited
+                elif not rec.rules_sent:
+                    # this process never sent its rules to the switch, or the switch
+                    # reconnected while no path led to its instance (FlowStatistics):
+                    # not a packet ahead of its rules but a flow without them. Not on a
+                    # timer: a switch slow to take flow-mods would get them again
+                    rules = self.nat_rules(dpid, rec, now)
+                out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
+            except LookupError as exc:
+                self._no_path(out, dpid, f, exc)
             return out
         # from a select-group slot in transition (data-plane mode), marked with its old owner
         owner = self.instance_macs.get(f.eth_dst)
@@ -144,8 +153,11 @@ class FlowPath:
                 out.kinds.append("resumed")
                 if rec.tracked:
                     self._off_tracker(rec)     # what brought it back missed the tracker
-                out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
-                                  self.first_packet(dpid, in_port, data, rec)))
+                try:
+                    out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
+                                      self.first_packet(dpid, in_port, data, rec)))
+                except LookupError as exc:
+                    self._no_path(out, dpid, f, exc)
                 return out
             if owner is not None and self.policy_core.healthy.get(owner.name, True):
                 # a flow under way in a moving slot stays with its old owner, on a NAT rule
@@ -206,6 +218,15 @@ class FlowPath:
             out.warnings.append(f"switch {dpid:016x}: {exc}: flow from {f.ip_src}:"
                                 f"{f.src_port} dropped")
         return out
+
+    @staticmethod
+    def _no_path(out: Result, dpid: int, f: ofwire.Frame, exc: LookupError) -> None:
+        """A packet of a flow under way whose instance no path leads to from this switch
+        (the user's network: it is looked for again): dropped; the sender's next one tries
+        again, and gets the flow's rules once the instance is found."""
+        out.kinds.append("no_path")
+        out.warnings.append(f"switch {dpid:016x}: {exc}: a packet from {f.ip_src}:"
+                            f"{f.src_port} dropped")
 
     def fin(self, dpid: int, f: ofwire.Frame, now: float) -> Result:
         """An instance's FIN or reset, copied by a flow's FIN watch after the reverse
@@ -294,7 +315,11 @@ class FlowPath:
         c = self.cfg.controller
         actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
                                          rec.client_in_port)
-        rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
+        try:
+            rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
+        except LookupError as exc:
+            self._no_path(out, rec.dpid, f, exc)
+            return out
         out.sends.append((rec.dpid, rules + ofwire.packet_out(
             self.xid(rec.dpid), ofwire.OFPP_CONTROLLER, actions, data)))
         return out
@@ -334,7 +359,6 @@ class FlowPath:
         """The flow's rule pair and a barrier; reverse rule first, so the instance's answer
         is rewritten as soon as it comes. A watched flow's FIN watch goes first."""
         backend = self.backends[rec.instance]
-        rec.rules_sent = now
         c = self.cfg.controller
         watch = b""
         if rec.fin_watch:
@@ -343,12 +367,14 @@ class FlowPath:
                 backend.ip, backend.port, rec.client_ip, rec.client_port,
                 ofwire.reverse_actions("tcp", c.vip_mac, rec.vip, rec.vport, backend.port,
                                        rec.client_in_port))
-        return watch + ofwire.nat_messages(
+        pair = ofwire.nat_messages(
             lambda: self.xid(dpid), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
             rec.flow_id | (DIR_REVERSE << 44), PRIO_NAT, c.idle_timeout_s, c.hard_timeout_s,
             rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,
             backend.mac, backend.ip, backend.port,
             self.port_towards(dpid, self.instances[backend.name]))
+        rec.rules_sent = now        # built: no path to the instance raised no LookupError
+        return watch + pair
 
     def _off_tracker(self, rec: FlowRecord) -> None:
         """A tracked flow goes on a rule pair: its FIN watched only if the policy watches

@@ -54,16 +54,27 @@ class FlowStatistics(Manager):
         self.slices, self.flow_slice = 1, 0
         self.cycle = float(cfg.controller.monitoring_period_s)
         self.restored = 0          # NAT flows restored at the last (re)connection
+        self.unrestored: dict[str, int] = {}     # and those not, per instance with no path
 
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
         """The NAT rules of flows still active, then the statistics that show what rules a
         previous controller left (a restart)."""
         # (a tracked connection has no rules of its own: the switch's tracker may still hold
         # it, so the tracker's rules it needs, if the switch lost them but not its tracker)
-        active = self.flows.active(dpid)
-        buf = [self.path.tracker_rules(dpid, rec) if rec.tracked else
-               self.path.nat_rules(dpid, rec, now) for rec in active]
-        self.restored = sum(not rec.tracked for rec in active)
+        buf, self.restored, self.unrestored = [], 0, {}
+        for rec in self.flows.active(dpid):
+            try:
+                buf.append(self.path.tracker_rules(dpid, rec) if rec.tracked else
+                           self.path.nat_rules(dpid, rec, now))
+            except LookupError:
+                # no path from this switch to the instance yet (the user's network: it is
+                # looked for again): its next segment comes to the controller, which puts
+                # it on rules once the instance is found (rules_sent 0: none on the switch),
+                # or drops it
+                rec.rules_sent = 0.0
+                self.unrestored[rec.instance] = self.unrestored.get(rec.instance, 0) + 1
+                continue
+            self.restored += not rec.tracked
         return [*buf, self.stats_requests(dpid)]
 
     def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,

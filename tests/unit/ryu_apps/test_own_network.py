@@ -324,3 +324,49 @@ def test_data_plane_buckets_follow_a_link_that_moved_to_another_port():
     net.apply(ctl.sync_dataplane(NOW + 61).sends)
     assert _bucket_ports(net, S1, "192.168.50.12") == {6}
     assert _bucket_ports(net, S1, "192.168.50.11") == {3}       # h1 on s1 itself
+
+
+def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_rest():
+    # a flow to h2-web, then h2-web stops answering (looked for again: no path to it) and
+    # s1 reconnects: its base rules and its other flows' rules still go, with a warning
+    cfg, ctl, net = setup()
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    for b in ctl.policy_core.pools["web"]:
+        ctl.policy_core.set_health(b.name, b.name in ("h1-web", "h2-web"))
+    for port in (40000, 40001, 40002, 40003):
+        syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"],
+                                         VIP, port, 80, 1000, flags=ofwire.TCP_SYN))
+        assert ["new_flow"] in [r.kinds for r in inject(ctl, net, *CLIENT["at"], syn,
+                                                         NOW + 2)[1]]
+    by_instance = {rec.instance for rec in ctl.flows.active(S1)}
+    assert by_instance == {"h1-web", "h2-web"}
+    for _ in range(2):
+        ctl.health_result("h2-web", False, "refused", NOW + 3)
+    assert "h2-web" in ctl.status()["instances_unlocated"]
+    net.switches[S1].rules.clear()
+    r = ctl.switch_connected(S1, NOW + 4)
+    net.apply(r.sends)
+    rules = net.switches[S1].rules
+    assert any(rule.match.get("ipv4_dst") == VIP for rule in rules)        # base rules
+    restored = {rule.match.get("tcp_src") for rule in rules
+                if rule.match.get("ipv4_src") == CLIENT["ip"]}
+    assert restored == {rec.client_port for rec in ctl.flows.active(S1)
+                        if rec.instance == "h1-web"}
+    assert any("2 NAT flows not restored" in w and "h2-web" in w for w in r.warnings)
+    # a lost flow's next segment is dropped while no path leads to h2-web, and gets its
+    # rules once h2-web answers again
+    lost = next(rec for rec in ctl.flows.active(S1) if rec.instance == "h2-web")
+    ack = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
+                                     lost.client_port, 80, 1001, flags=ofwire.TCP_ACK))
+    leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 5)
+    assert not leaves and [r.kinds for r in results] == [["repeat", "no_path"]]
+    answer_probes(cfg, ctl, net, NOW + 6, who=("h2-web",))
+    assert "h2-web" not in ctl.status()["instances_unlocated"]
+    leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 7)
+    assert [r.kinds for r in results][:1] == [["repeat"]]
+    assert lost.client_port in {rule.match.get("tcp_src") for rule in net.switches[S1].rules
+                                if rule.match.get("ipv4_src") == CLIENT["ip"]}
+    # and the next one is carried by s1's rule, over the link (on s2, L2 as before)
+    leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 8)
+    assert [r.kinds for r in results] in ([], [["l2"]])
