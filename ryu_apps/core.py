@@ -111,10 +111,10 @@ class ControllerCore:
         return Result(sends=[(dpid, b"".join(buf))],
                       infos=[f"switch {dpid:016x} connected: base rules installed, "
                              f"{self.statistics.restored} NAT flows restored"],
-                      warnings=[f"switch {dpid:016x}: {sum(lost.values())} NAT flows not "
+                      warnings=[f"switch {dpid:016x}: {sum(lost.values())} flows not "
                                 f"restored, no path to their instances yet (" + ", ".join(
                                     f"{name} {n}" for name, n in sorted(lost.items())) +
-                                "): their next packets come to the controller"] if lost else [])
+                                "): ended; their next packets resume them"] if lost else [])
 
     def switch_gone(self, dpid: int, now: float) -> Result:
         """Its flows keep their records: a reconnection restores their rules."""

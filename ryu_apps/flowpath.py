@@ -31,6 +31,7 @@ PRIO_FIN_WATCH = PRIO_NAT + 1
 FIN_WATCH_HARD_S = 600
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 FLOW_CAP_LOG_EVERY_S = 10
+NO_PATH_LOG_EVERY_S = 10      # a flow's packets dropped for want of a path: logged this often
 
 
 def next_hops(cfg, links=()) -> dict[tuple[int, int], int]:
@@ -83,6 +84,7 @@ class FlowPath:
         self.client_orphans: dict[int, set[tuple[str, str]]] = {}
         self.foreign_switches: set[int] = set()             # warned about once each
         self._flow_cap_logged = float("-inf")
+        self._no_path_logged = float("-inf")
         # tracker mode: short-flow TCP connections NATed by the switch's connection tracker
         self.tracker = Tracker(cfg.controller.vip_mac, self.switch_dpids) \
             if cfg.controller.dataplane.short_flows == "tracker" else None
@@ -130,15 +132,9 @@ class FlowPath:
                     rules = self.nat_rules(dpid, rec, now)
                 elif rec.tracked:
                     rec.recommits += 1    # the client's SYN again, sent while the first waited
-                elif not rec.rules_sent:
-                    # this process never sent its rules to the switch, or the switch
-                    # reconnected while no path led to its instance (FlowStatistics):
-                    # not a packet ahead of its rules but a flow without them. Not on a
-                    # timer: a switch slow to take flow-mods would get them again
-                    rules = self.nat_rules(dpid, rec, now)
                 out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
             except LookupError as exc:
-                self._no_path(out, dpid, f, exc)
+                self._no_path(out, dpid, f, exc, now, rec)
             return out
         # from a select-group slot in transition (data-plane mode), marked with its old owner
         owner = self.instance_macs.get(f.eth_dst)
@@ -157,13 +153,16 @@ class FlowPath:
                     out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
                                       self.first_packet(dpid, in_port, data, rec)))
                 except LookupError as exc:
-                    self._no_path(out, dpid, f, exc)
+                    self._no_path(out, dpid, f, exc, now, rec)
                 return out
             if owner is not None and self.policy_core.healthy.get(owner.name, True):
                 # a flow under way in a moving slot stays with its old owner, on a NAT rule
                 # pair of its own; a new one (a SYN) gets a decision below
-                self._start_flow(out, dpid, in_port, data, f, proto, ms,
-                                 self.backends[owner.name], now)
+                try:
+                    self._start_flow(out, dpid, in_port, data, f, proto, ms,
+                                     self.backends[owner.name], now)
+                except LookupError as exc:      # no path left to the old owner
+                    self._no_path(out, dpid, f, exc, now)
                 return out
             if proto == "tcp":
                 # Only a SYN opens a connection: a segment of a connection nobody knows any
@@ -219,14 +218,21 @@ class FlowPath:
                                 f"{f.src_port} dropped")
         return out
 
-    @staticmethod
-    def _no_path(out: Result, dpid: int, f: ofwire.Frame, exc: LookupError) -> None:
+    def _no_path(self, out: Result, dpid: int, f: ofwire.Frame, exc: LookupError,
+                 now: float, rec: FlowRecord | None = None) -> None:
         """A packet of a flow under way whose instance no path leads to from this switch
-        (the user's network: it is looked for again): dropped; the sender's next one tries
-        again, and gets the flow's rules once the instance is found."""
+        (the user's network: it is looked for again): dropped, and the flow, without rules
+        from here on, ends as if they had gone (FlowTable.lost), so that the sender's next
+        packet resumes it and gets its rules once the instance is found. Logged once per
+        NO_PATH_LOG_EVERY_S: retransmissions would repeat it."""
         out.kinds.append("no_path")
-        out.warnings.append(f"switch {dpid:016x}: {exc}: a packet from {f.ip_src}:"
-                            f"{f.src_port} dropped")
+        if rec is not None and rec.ended is None:
+            self.flows.lost(rec, now)
+        if now - self._no_path_logged >= NO_PATH_LOG_EVERY_S:
+            self._no_path_logged = now
+            out.warnings.append(f"switch {dpid:016x}: {exc}: a packet from {f.ip_src}:"
+                                f"{f.src_port} dropped (and any others for "
+                                f"{NO_PATH_LOG_EVERY_S:g} s, counted as no_path)")
 
     def fin(self, dpid: int, f: ofwire.Frame, now: float) -> Result:
         """An instance's FIN or reset, copied by a flow's FIN watch after the reverse
@@ -318,7 +324,7 @@ class FlowPath:
         try:
             rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
         except LookupError as exc:
-            self._no_path(out, rec.dpid, f, exc)
+            self._no_path(out, rec.dpid, f, exc, now, rec)
             return out
         out.sends.append((rec.dpid, rules + ofwire.packet_out(
             self.xid(rec.dpid), ofwire.OFPP_CONTROLLER, actions, data)))

@@ -306,6 +306,12 @@ class FlowTable:
         self._ended[rec.reported][rec.flow_id] = None
         self._trim()
 
+    def lost(self, rec: FlowRecord, now: float) -> None:
+        """Its rules are not on its switch and could not be sent (no path to its instance):
+        it ends as if both had been removed, so that its next packet resumes it."""
+        rec.removed = (DIR_FORWARD, DIR_REVERSE)
+        self._end(rec, now, "no_path")
+
     def resume(self, key: tuple | None = None, reverse_key: tuple | None = None
                ) -> FlowRecord | None:
         """An ended flow whose traffic came back (by its 5-tuple at the edge switch, or by

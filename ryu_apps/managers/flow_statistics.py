@@ -68,10 +68,9 @@ class FlowStatistics(Manager):
                            self.path.nat_rules(dpid, rec, now))
             except LookupError:
                 # no path from this switch to the instance yet (the user's network: it is
-                # looked for again): its next segment comes to the controller, which puts
-                # it on rules once the instance is found (rules_sent 0: none on the switch),
-                # or drops it
-                rec.rules_sent = 0.0
+                # looked for again): the flow ends as if its rules had gone, and its next
+                # packet resumes it, on rules once the instance is found
+                self.flows.lost(rec, now)
                 self.unrestored[rec.instance] = self.unrestored.get(rec.instance, 0) + 1
                 continue
             self.restored += not rec.tracked

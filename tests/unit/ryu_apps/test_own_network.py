@@ -353,20 +353,51 @@ def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_r
                 if rule.match.get("ipv4_src") == CLIENT["ip"]}
     assert restored == {rec.client_port for rec in ctl.flows.active(S1)
                         if rec.instance == "h1-web"}
-    assert any("2 NAT flows not restored" in w and "h2-web" in w for w in r.warnings)
-    # a lost flow's next segment is dropped while no path leads to h2-web, and gets its
-    # rules once h2-web answers again
-    lost = next(rec for rec in ctl.flows.active(S1) if rec.instance == "h2-web")
+    assert any("2 flows not restored" in w and "h2-web 2" in w for w in r.warnings)
+    # those two ended as if their rules had gone; the next segment of one resumes it, is
+    # dropped while no path leads to h2-web (the flow ends again, the drop is logged once),
+    # and gets its rules once h2-web answers again
+    lost = [rec for rec in ctl.flows.flows.values() if rec.instance == "h2-web"]
+    assert len(lost) == 2 and all(rec.end_reason == "no_path" for rec in lost)
+    lost = lost[0]
     ack = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
                                      lost.client_port, 80, 1001, flags=ofwire.TCP_ACK))
-    leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 5)
-    assert not leaves and [r.kinds for r in results] == [["repeat", "no_path"]]
+    for k, logged in ((0, 1), (1, 0)):
+        leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 5 + k)
+        assert not leaves and [r.kinds for r in results] == [["resumed", "no_path"]]
+        assert len(results[0].warnings) == logged and lost.end_reason == "no_path"
     answer_probes(cfg, ctl, net, NOW + 6, who=("h2-web",))
     assert "h2-web" not in ctl.status()["instances_unlocated"]
     leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 7)
-    assert [r.kinds for r in results][:1] == [["repeat"]]
+    assert [r.kinds for r in results][:1] == [["resumed"]] and lost.ended is None
     assert lost.client_port in {rule.match.get("tcp_src") for rule in net.switches[S1].rules
                                 if rule.match.get("ipv4_src") == CLIENT["ip"]}
     # and the next one is carried by s1's rule, over the link (on s2, L2 as before)
     leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 8)
     assert [r.kinds for r in results] in ([], [["l2"]])
+
+
+def test_a_segment_under_way_from_a_moving_slot_with_no_path_left_is_dropped():
+    # data-plane mode: a segment marked with its old owner's MAC (a slot in transition)
+    # stays with that owner on a rule pair; with the link towards it gone, it is dropped
+    data = network_config()
+    data["controller"] = {**data["controller"], "dataplane": {"short_flows": "switch"}}
+    cfg = parse_config_file_data(data, "own.yaml")
+    ctl = new_core(cfg, "maglev")
+    net = FakeNetwork(cfg, links=[LINK])
+    for s in cfg.testbed.switches:
+        net.apply(ctl.switch_connected(s.dpid, NOW).sends)
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    del net.trunk[(S1, 5)], net.trunk[(S2, 1)]             # the link unplugged
+    for now in (NOW + 30, NOW + 60):
+        for dpid, ports in ((S1, (1, 3, 0xFFFFFFFE)), (S2, (2, 3))):
+            ctl.port_stats(dpid, [PortStat(p, 0, 0) for p in ports], now)
+        net.apply(ctl.discover_links(now).sends)
+        feed_punted(ctl, net, now)
+    assert ctl.status()["links"] == []
+    ack = ofwire.tcp_frame("00:00:00:00:01:02", CLIENT["mac"], CLIENT["ip"], VIP, 40000, 80,
+                           1001, 1, flags=ofwire.TCP_ACK)
+    r = ctl.packet_in(S1, CLIENT["at"][1], ack, NOW + 61)
+    assert r.kinds == ["dp_transition", "no_path"] and not r.sends
+    assert any("no path from switch" in w for w in r.warnings)
