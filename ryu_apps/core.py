@@ -114,7 +114,8 @@ class ControllerCore:
                       warnings=[f"switch {dpid:016x}: {sum(lost.values())} flows not "
                                 f"restored, no path to their instances yet (" + ", ".join(
                                     f"{name} {n}" for name, n in sorted(lost.items())) +
-                                "): ended; their next packets resume them"] if lost else [])
+                                "): rules sent when their packets come and a path is "
+                                "known"] if lost else [])
 
     def switch_gone(self, dpid: int, now: float) -> Result:
         """Its flows keep their records: a reconnection restores their rules."""

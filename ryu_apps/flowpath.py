@@ -132,9 +132,15 @@ class FlowPath:
                     rules = self.nat_rules(dpid, rec, now)
                 elif rec.tracked:
                     rec.recommits += 1    # the client's SYN again, sent while the first waited
+                elif not rec.rules_sent:
+                    # no rules of this process on the switch (it reconnected while no path
+                    # led to the instance; or the flow was adopted): not a packet ahead of
+                    # its rules but a flow without them. Not on a timer: a switch slow to
+                    # take flow-mods would get them twice
+                    rules = self.nat_rules(dpid, rec, now)
                 out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
             except LookupError as exc:
-                self._no_path(out, dpid, f, exc, now, rec)
+                self._no_path(out, dpid, f, exc, now)
             return out
         # from a select-group slot in transition (data-plane mode), marked with its old owner
         owner = self.instance_macs.get(f.eth_dst)
@@ -144,16 +150,19 @@ class FlowPath:
             out.kinds.append("dp_transition")
         if proto == "udp" or not f.tcp_flags & ofwire.TCP_SYN:
             # not the start of a connection: one that went quiet past the idle timeout
-            rec = self.flows.resume(key=key)
+            rec = self.flows.resumable(key=key)
             if rec is not None:
+                try:     # a path first: a flow resumed without rules would stay so
+                    self.port_towards(dpid, self.instances[rec.instance])
+                except LookupError as exc:
+                    self._no_path(out, dpid, f, exc, now)
+                    return out
+                self.flows.resume(key=key)
                 out.kinds.append("resumed")
                 if rec.tracked:
                     self._off_tracker(rec)     # what brought it back missed the tracker
-                try:
-                    out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
-                                      self.first_packet(dpid, in_port, data, rec)))
-                except LookupError as exc:
-                    self._no_path(out, dpid, f, exc, now, rec)
+                out.sends.append((dpid, self.nat_rules(dpid, rec, now) +
+                                  self.first_packet(dpid, in_port, data, rec)))
                 return out
             if owner is not None and self.policy_core.healthy.get(owner.name, True):
                 # a flow under way in a moving slot stays with its old owner, on a NAT rule
@@ -219,15 +228,12 @@ class FlowPath:
         return out
 
     def _no_path(self, out: Result, dpid: int, f: ofwire.Frame, exc: LookupError,
-                 now: float, rec: FlowRecord | None = None) -> None:
+                 now: float) -> None:
         """A packet of a flow under way whose instance no path leads to from this switch
-        (the user's network: it is looked for again): dropped, and the flow, without rules
-        from here on, ends as if they had gone (FlowTable.lost), so that the sender's next
-        packet resumes it and gets its rules once the instance is found. Logged once per
-        NO_PATH_LOG_EVERY_S: retransmissions would repeat it."""
+        (the user's network: links not found again yet, or the instance looked for again):
+        dropped, the flow left as it is; the sender's next packet tries again. Logged once
+        per NO_PATH_LOG_EVERY_S: retransmissions would repeat it."""
         out.kinds.append("no_path")
-        if rec is not None and rec.ended is None:
-            self.flows.lost(rec, now)
         if now - self._no_path_logged >= NO_PATH_LOG_EVERY_S:
             self._no_path_logged = now
             out.warnings.append(f"switch {dpid:016x}: {exc}: a packet from {f.ip_src}:"
@@ -294,6 +300,12 @@ class FlowPath:
         if rec is not None and dpid != rec.dpid:
             out.handled = False     # on its way to the flow's edge switch: plain L2 takes it
             return out
+        if rec is None and (ended := self.flows.resumable(reverse_key=reverse_key)):
+            try:     # a path first: a flow resumed without rules would stay so
+                self.port_towards(ended.dpid, self.instances[ended.instance])
+            except LookupError as exc:
+                self._no_path(out, ended.dpid, f, exc, now)
+                return out
         if rec is not None:
             # The flow was just resumed and this packet, sent right behind the one that
             # resumed it, met the switch before the new rules: deliver it the same way
@@ -324,7 +336,7 @@ class FlowPath:
         try:
             rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
         except LookupError as exc:
-            self._no_path(out, rec.dpid, f, exc, now, rec)
+            self._no_path(out, rec.dpid, f, exc, now)
             return out
         out.sends.append((rec.dpid, rules + ofwire.packet_out(
             self.xid(rec.dpid), ofwire.OFPP_CONTROLLER, actions, data)))

@@ -306,20 +306,20 @@ class FlowTable:
         self._ended[rec.reported][rec.flow_id] = None
         self._trim()
 
-    def lost(self, rec: FlowRecord, now: float) -> None:
-        """Its rules are not on its switch and could not be sent (no path to its instance):
-        it ends as if both had been removed, so that its next packet resumes it."""
-        rec.removed = (DIR_FORWARD, DIR_REVERSE)
-        self._end(rec, now, "no_path")
+    def resumable(self, key: tuple | None = None, reverse_key: tuple | None = None
+                  ) -> FlowRecord | None:
+        """The ended flow resume() would bring back, left as it is."""
+        index, k = (self.ended_by_key, key) if key is not None else \
+            (self.ended_by_reverse, reverse_key)
+        rec = self.flows.get(index.get(k, -1))
+        return None if rec is None or rec.ended is None else rec
 
     def resume(self, key: tuple | None = None, reverse_key: tuple | None = None
                ) -> FlowRecord | None:
         """An ended flow whose traffic came back (by its 5-tuple at the edge switch, or by
         the instance's side): active again, same instance, same cookie."""
-        index, k = (self.ended_by_key, key) if key is not None else \
-            (self.ended_by_reverse, reverse_key)
-        rec = self.flows.get(index.get(k, -1))
-        if rec is None or rec.ended is None:
+        rec = self.resumable(key, reverse_key)
+        if rec is None:
             return None
         self.ended_by_key.pop(rec.key, None)
         self.ended_by_reverse.pop(rec.reverse_key, None)

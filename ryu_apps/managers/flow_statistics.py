@@ -67,10 +67,12 @@ class FlowStatistics(Manager):
                 buf.append(self.path.tracker_rules(dpid, rec) if rec.tracked else
                            self.path.nat_rules(dpid, rec, now))
             except LookupError:
-                # no path from this switch to the instance yet (the user's network: it is
-                # looked for again): the flow ends as if its rules had gone, and its next
-                # packet resumes it, on rules once the instance is found
-                self.flows.lost(rec, now)
+                # no path from this switch to the instance yet (the user's network: links
+                # not found again since the switch came back, or the instance looked for
+                # again). The switch may still hold the flow's rules (a control channel
+                # that dropped); if not, its next packet comes to the controller as a
+                # repeat, which sends the rules once a path is known (rules_sent 0)
+                rec.rules_sent = 0.0
                 self.unrestored[rec.instance] = self.unrestored.get(rec.instance, 0) + 1
                 continue
             self.restored += not rec.tracked

@@ -354,22 +354,22 @@ def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_r
     assert restored == {rec.client_port for rec in ctl.flows.active(S1)
                         if rec.instance == "h1-web"}
     assert any("2 flows not restored" in w and "h2-web 2" in w for w in r.warnings)
-    # those two ended as if their rules had gone; the next segment of one resumes it, is
-    # dropped while no path leads to h2-web (the flow ends again, the drop is logged once),
-    # and gets its rules once h2-web answers again
-    lost = [rec for rec in ctl.flows.flows.values() if rec.instance == "h2-web"]
-    assert len(lost) == 2 and all(rec.end_reason == "no_path" for rec in lost)
+    # they stay open (the switch may still hold their rules: a control channel that
+    # dropped); a segment that comes to the controller is dropped while no path leads to
+    # h2-web (logged once), and gets the flow's rules once h2-web answers again
+    lost = [rec for rec in ctl.flows.active(S1) if rec.instance == "h2-web"]
+    assert len(lost) == 2 and not any(rec.rules_sent for rec in lost)
     lost = lost[0]
     ack = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
                                      lost.client_port, 80, 1001, flags=ofwire.TCP_ACK))
     for k, logged in ((0, 1), (1, 0)):
         leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 5 + k)
-        assert not leaves and [r.kinds for r in results] == [["resumed", "no_path"]]
-        assert len(results[0].warnings) == logged and lost.end_reason == "no_path"
+        assert not leaves and [r.kinds for r in results] == [["repeat", "no_path"]]
+        assert len(results[0].warnings) == logged and lost.ended is None
     answer_probes(cfg, ctl, net, NOW + 6, who=("h2-web",))
     assert "h2-web" not in ctl.status()["instances_unlocated"]
     leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 7)
-    assert [r.kinds for r in results][:1] == [["resumed"]] and lost.ended is None
+    assert [r.kinds for r in results][:1] == [["repeat"]] and lost.rules_sent == NOW + 7
     assert lost.client_port in {rule.match.get("tcp_src") for rule in net.switches[S1].rules
                                 if rule.match.get("ipv4_src") == CLIENT["ip"]}
     # and the next one is carried by s1's rule, over the link (on s2, L2 as before)
@@ -401,3 +401,35 @@ def test_a_segment_under_way_from_a_moving_slot_with_no_path_left_is_dropped():
     r = ctl.packet_in(S1, CLIENT["at"][1], ack, NOW + 61)
     assert r.kinds == ["dp_transition", "no_path"] and not r.sends
     assert any("no path from switch" in w for w in r.warnings)
+
+
+def test_a_segment_that_would_resume_a_flow_with_no_path_leaves_it_ended():
+    # a flow to h2-web whose rules idled out; h2-web is lost; the client's next segment
+    # is dropped and the flow stays ended (not resumed without rules, not reported again)
+    cfg, ctl, net = setup()
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    for b in ctl.policy_core.pools["web"]:
+        ctl.policy_core.set_health(b.name, b.name == "h2-web")
+    syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
+                                     40000, 80, 1000, flags=ofwire.TCP_SYN))
+    inject(ctl, net, *CLIENT["at"], syn, NOW + 2)
+    for sw in net.switches.values():
+        for rule in sw.nat_rules():
+            sw.remove(rule.cookie)
+            net.apply(ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2,
+                                       ofwire.OFPRR_IDLE_TIMEOUT, NOW + 20).sends)
+    rec, = ctl.flows.flows.values()
+    assert rec.ended == NOW + 20
+    ctl.policy_core.set_health("h2-web", True)
+    for _ in range(2):
+        ctl.health_result("h2-web", False, "refused", NOW + 21)
+    assert "h2-web" in ctl.status()["instances_unlocated"]
+    ack = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
+                                     40000, 80, 1001, flags=ofwire.TCP_ACK))
+    leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 22)
+    assert not leaves and [r.kinds for r in results] == [["no_path"]]
+    assert rec.ended == NOW + 20 and ctl.flows.active_count() == 0
+    answer_probes(cfg, ctl, net, NOW + 23, who=("h2-web",))
+    leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 24)
+    assert [r.kinds for r in results][:1] == [["resumed"]] and rec.ended is None
