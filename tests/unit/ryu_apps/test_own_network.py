@@ -206,14 +206,34 @@ def test_an_answer_from_the_wrong_switch_or_mac_is_not_taken_for_its_location():
                for w in warnings)
 
 
-def test_a_client_on_one_switch_reaches_an_instance_found_on_the_other_and_back():
+def located(healthy=("h2-web",)):
+    """The network set up, the link found, h2 and h3 located; only `healthy` in the pool."""
     cfg, ctl, net = setup()
     discover(ctl, net, NOW)
     answer_probes(cfg, ctl, net, NOW + 1)
     for b in ctl.policy_core.pools["web"]:
-        ctl.policy_core.set_health(b.name, b.name == "h2-web")
-    syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
-                                     40000, 80, 1000, flags=ofwire.TCP_SYN))
+        ctl.policy_core.set_health(b.name, b.name in healthy)
+    return cfg, ctl, net
+
+
+def client_segment(cfg, port: int, flags: int, seq: int = 1000) -> dict:
+    """The client's TCP segment to the VIP from `port`."""
+    return fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
+                                      port, 80, seq, flags=flags))
+
+
+def idle_out(ctl, net, now: float) -> None:
+    """Every NAT rule idles out, each with its flow-removed."""
+    for sw in net.switches.values():
+        for rule in sw.nat_rules():
+            sw.remove(rule.cookie)
+            net.apply(ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2,
+                                       ofwire.OFPRR_IDLE_TIMEOUT, now).sends)
+
+
+def test_a_client_on_one_switch_reaches_an_instance_found_on_the_other_and_back():
+    cfg, ctl, net = located()
+    syn = client_segment(cfg, 40000, ofwire.TCP_SYN)
     before = len(net.delivered)
     leaves, results = inject(ctl, net, *CLIENT["at"], syn, NOW + 2)
     assert [r.kinds for r in results] == [["new_flow"]]
@@ -236,11 +256,7 @@ def test_a_client_on_one_switch_reaches_an_instance_found_on_the_other_and_back(
     assert leave[:2] == WHERE["h2-web"] and all(r.kinds != ["new_flow"] for r in results)
     # the connection outlives its rules: the instance's next answer comes to the controller
     # on the client's switch (an orphan rule for this client), which resumes the flow
-    for sw in net.switches.values():
-        for rule in sw.nat_rules():
-            sw.remove(rule.cookie)
-            net.apply(ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2,
-                                       ofwire.OFPRR_IDLE_TIMEOUT, NOW + 20).sends)
+    idle_out(ctl, net, NOW + 20)
     back, results = inject(ctl, net, *WHERE["h2-web"], answer_of(pkt, flags=ofwire.TCP_ACK),
                            NOW + 20.1)
     assert ["resumed"] in [r.kinds for r in results]
@@ -297,7 +313,9 @@ def _bucket_ports(net, dpid: int, ip: str) -> set[int]:
     return ports
 
 
-def test_data_plane_buckets_follow_a_link_that_moved_to_another_port():
+def dataplane_setup(groups=True):
+    """Data-plane mode on the two switches (with select groups unless told otherwise), the
+    link found, h2 and h3 located."""
     data = network_config()
     data["controller"] = {**data["controller"], "dataplane": {"short_flows": "switch"}}
     cfg = parse_config_file_data(data, "own.yaml")
@@ -305,20 +323,31 @@ def test_data_plane_buckets_follow_a_link_that_moved_to_another_port():
     net = FakeNetwork(cfg, links=[LINK])
     for s in cfg.testbed.switches:
         net.apply(ctl.switch_connected(s.dpid, NOW).sends)
-        net.apply(ctl.group_features(s.dpid, 1 << ofwire.OFPGT_SELECT, 8, NOW).sends)
+        if groups:
+            net.apply(ctl.group_features(s.dpid, 1 << ofwire.OFPGT_SELECT, 8, NOW).sends)
     discover(ctl, net, NOW)
     answer_probes(cfg, ctl, net, NOW + 1)
+    return cfg, ctl, net
+
+
+def rediscover(ctl, net, ports: dict, times=(NOW + 30, NOW + 60)):
+    """Discovery rounds with the switches' ports as given: links not heard again expire."""
+    for now in times:
+        for dpid, numbers in ports.items():
+            ctl.port_stats(dpid, [PortStat(p, 0, 0) for p in numbers], now)
+        net.apply(ctl.discover_links(now).sends)
+        feed_punted(ctl, net, now)
+
+
+def test_data_plane_buckets_follow_a_link_that_moved_to_another_port():
+    cfg, ctl, net = dataplane_setup()
     # h2 and h3 found: their slots pass through the controller for the grace period first
     net.apply(ctl.sync_dataplane(NOW + 1 + cfg.controller.idle_timeout_s + 1).sends)
     assert _bucket_ports(net, S1, "192.168.50.12") == {5}       # over the link to s2
     # the link is recabled to s1's port 6: found by LLDP, the old one forgotten
     del net.trunk[(S1, 5)], net.trunk[(S2, 1)]
     net.trunk[(S1, 6)], net.trunk[(S2, 1)] = (S2, 1), (S1, 6)
-    for now in (NOW + 30, NOW + 60):
-        for dpid, ports in ((S1, (1, 3, 6, 0xFFFFFFFE)), (S2, (1, 2, 3))):
-            ctl.port_stats(dpid, [PortStat(p, 0, 0) for p in ports], now)
-        net.apply(ctl.discover_links(now).sends)
-        feed_punted(ctl, net, now)
+    rediscover(ctl, net, {S1: (1, 3, 6, 0xFFFFFFFE), S2: (1, 2, 3)})
     assert ctl.status()["links"] == [{"a": f"{S1:016x}", "a_port": 6, "b": f"{S2:016x}",
                                       "b_port": 1}]
     net.apply(ctl.sync_dataplane(NOW + 61).sends)
@@ -329,14 +358,9 @@ def test_data_plane_buckets_follow_a_link_that_moved_to_another_port():
 def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_rest():
     # a flow to h2-web, then h2-web stops answering (looked for again: no path to it) and
     # s1 reconnects: its base rules and its other flows' rules still go, with a warning
-    cfg, ctl, net = setup()
-    discover(ctl, net, NOW)
-    answer_probes(cfg, ctl, net, NOW + 1)
-    for b in ctl.policy_core.pools["web"]:
-        ctl.policy_core.set_health(b.name, b.name in ("h1-web", "h2-web"))
+    cfg, ctl, net = located(("h1-web", "h2-web"))
     for port in (40000, 40001, 40002, 40003):
-        syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"],
-                                         VIP, port, 80, 1000, flags=ofwire.TCP_SYN))
+        syn = client_segment(cfg, port, ofwire.TCP_SYN)
         assert ["new_flow"] in [r.kinds for r in inject(ctl, net, *CLIENT["at"], syn,
                                                          NOW + 2)[1]]
     by_instance = {rec.instance for rec in ctl.flows.active(S1)}
@@ -360,8 +384,7 @@ def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_r
     lost = [rec for rec in ctl.flows.active(S1) if rec.instance == "h2-web"]
     assert len(lost) == 2 and not any(rec.rules_sent for rec in lost)
     lost = lost[0]
-    ack = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
-                                     lost.client_port, 80, 1001, flags=ofwire.TCP_ACK))
+    ack = client_segment(cfg, lost.client_port, ofwire.TCP_ACK, 1001)
     for k, logged in ((0, 1), (1, 0)):
         leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 5 + k)
         assert not leaves and [r.kinds for r in results] == [["repeat", "no_path"]]
@@ -380,21 +403,9 @@ def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_r
 def test_a_segment_under_way_from_a_moving_slot_with_no_path_left_is_dropped():
     # data-plane mode: a segment marked with its old owner's MAC (a slot in transition)
     # stays with that owner on a rule pair; with the link towards it gone, it is dropped
-    data = network_config()
-    data["controller"] = {**data["controller"], "dataplane": {"short_flows": "switch"}}
-    cfg = parse_config_file_data(data, "own.yaml")
-    ctl = new_core(cfg, "maglev")
-    net = FakeNetwork(cfg, links=[LINK])
-    for s in cfg.testbed.switches:
-        net.apply(ctl.switch_connected(s.dpid, NOW).sends)
-    discover(ctl, net, NOW)
-    answer_probes(cfg, ctl, net, NOW + 1)
+    cfg, ctl, net = dataplane_setup(groups=False)
     del net.trunk[(S1, 5)], net.trunk[(S2, 1)]             # the link unplugged
-    for now in (NOW + 30, NOW + 60):
-        for dpid, ports in ((S1, (1, 3, 0xFFFFFFFE)), (S2, (2, 3))):
-            ctl.port_stats(dpid, [PortStat(p, 0, 0) for p in ports], now)
-        net.apply(ctl.discover_links(now).sends)
-        feed_punted(ctl, net, now)
+    rediscover(ctl, net, {S1: (1, 3, 0xFFFFFFFE), S2: (2, 3)})
     assert ctl.status()["links"] == []
     ack = ofwire.tcp_frame("00:00:00:00:01:02", CLIENT["mac"], CLIENT["ip"], VIP, 40000, 80,
                            1001, 1, flags=ofwire.TCP_ACK)
@@ -406,27 +417,16 @@ def test_a_segment_under_way_from_a_moving_slot_with_no_path_left_is_dropped():
 def test_a_segment_that_would_resume_a_flow_with_no_path_leaves_it_ended():
     # a flow to h2-web whose rules idled out; h2-web is lost; the client's next segment
     # is dropped and the flow stays ended (not resumed without rules, not reported again)
-    cfg, ctl, net = setup()
-    discover(ctl, net, NOW)
-    answer_probes(cfg, ctl, net, NOW + 1)
-    for b in ctl.policy_core.pools["web"]:
-        ctl.policy_core.set_health(b.name, b.name == "h2-web")
-    syn = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
-                                     40000, 80, 1000, flags=ofwire.TCP_SYN))
-    inject(ctl, net, *CLIENT["at"], syn, NOW + 2)
-    for sw in net.switches.values():
-        for rule in sw.nat_rules():
-            sw.remove(rule.cookie)
-            net.apply(ctl.flow_removed(sw.dpid, rule.cookie, 12.0, 100, 2,
-                                       ofwire.OFPRR_IDLE_TIMEOUT, NOW + 20).sends)
+    cfg, ctl, net = located()
+    inject(ctl, net, *CLIENT["at"], client_segment(cfg, 40000, ofwire.TCP_SYN), NOW + 2)
+    idle_out(ctl, net, NOW + 20)
     rec, = ctl.flows.flows.values()
     assert rec.ended == NOW + 20
     ctl.policy_core.set_health("h2-web", True)
     for _ in range(2):
         ctl.health_result("h2-web", False, "refused", NOW + 21)
     assert "h2-web" in ctl.status()["instances_unlocated"]
-    ack = fields_of(ofwire.tcp_frame(cfg.controller.vip_mac, CLIENT["mac"], CLIENT["ip"], VIP,
-                                     40000, 80, 1001, flags=ofwire.TCP_ACK))
+    ack = client_segment(cfg, 40000, ofwire.TCP_ACK, 1001)
     leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 22)
     assert not leaves and [r.kinds for r in results] == [["no_path"]]
     assert rec.ended == NOW + 20 and ctl.flows.active_count() == 0
