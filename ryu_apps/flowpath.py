@@ -123,24 +123,23 @@ class FlowPath:
             # The rules are there, but this packet met the switch's cached "to controller"
             # path before it was revalidated: same instance, no new decision, no new rules.
             out.kinds.append("repeat")
+            if not self._path_to(out, dpid, rec, f, now):
+                return out
             rules = b""
-            try:
-                if rec.tracked and rec.recommits:
-                    # the tracker does not hold it after a second commit (it refuses it, or
-                    # lost it): the same instance on a rule pair, not a loop of commits
-                    self._off_tracker(rec)
-                    rules = self.nat_rules(dpid, rec, now)
-                elif rec.tracked:
-                    rec.recommits += 1    # the client's SYN again, sent while the first waited
-                elif not rec.rules_sent:
-                    # no rules of this process on the switch (it reconnected while no path
-                    # led to the instance; or the flow was adopted): not a packet ahead of
-                    # its rules but a flow without them. Not on a timer: a switch slow to
-                    # take flow-mods would get them twice
-                    rules = self.nat_rules(dpid, rec, now)
-                out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
-            except LookupError as exc:
-                self._no_path(out, dpid, f, exc, now)
+            if rec.tracked and rec.recommits:
+                # the tracker does not hold it after a second commit (it refuses it, or lost
+                # it): the same instance on a rule pair, not a loop of commits
+                self._off_tracker(rec)
+                rules = self.nat_rules(dpid, rec, now)
+            elif rec.tracked:
+                rec.recommits += 1    # the client's SYN again, sent while the first waited
+            elif not rec.rules_sent:
+                # no rules of this process on the switch (it reconnected while no path led
+                # to the instance; or the flow was adopted): not a packet ahead of its rules
+                # but a flow without them. Not on a timer: a switch slow to take flow-mods
+                # would get them twice
+                rules = self.nat_rules(dpid, rec, now)
+            out.sends.append((dpid, rules + self.first_packet(dpid, in_port, data, rec)))
             return out
         # from a select-group slot in transition (data-plane mode), marked with its old owner
         owner = self.instance_macs.get(f.eth_dst)
@@ -152,10 +151,7 @@ class FlowPath:
             # not the start of a connection: one that went quiet past the idle timeout
             rec = self.flows.resumable(key=key)
             if rec is not None:
-                try:     # a path first: a flow resumed without rules would stay so
-                    self.port_towards(dpid, self.instances[rec.instance])
-                except LookupError as exc:
-                    self._no_path(out, dpid, f, exc, now)
+                if not self._path_to(out, dpid, rec, f, now):
                     return out
                 self.flows.resume(key=key)
                 out.kinds.append("resumed")
@@ -226,6 +222,18 @@ class FlowPath:
             out.warnings.append(f"switch {dpid:016x}: {exc}: flow from {f.ip_src}:"
                                 f"{f.src_port} dropped")
         return out
+
+    def _path_to(self, out: Result, dpid: int, rec: FlowRecord, f: ofwire.Frame,
+                 now: float) -> bool:
+        """Whether a path leads from the switch to the flow's instance; if none, the packet
+        is dropped (_no_path). Checked before a flow under way is changed: one changed and
+        then left without its rules would stay so."""
+        try:
+            self.port_towards(dpid, self.instances[rec.instance])
+        except LookupError as exc:
+            self._no_path(out, dpid, f, exc, now)
+            return False
+        return True
 
     def _no_path(self, out: Result, dpid: int, f: ofwire.Frame, exc: LookupError,
                  now: float) -> None:
@@ -300,12 +308,12 @@ class FlowPath:
         if rec is not None and dpid != rec.dpid:
             out.handled = False     # on its way to the flow's edge switch: plain L2 takes it
             return out
-        if rec is None and (ended := self.flows.resumable(reverse_key=reverse_key)):
-            try:     # a path first: a flow resumed without rules would stay so
-                self.port_towards(ended.dpid, self.instances[ended.instance])
-            except LookupError as exc:
-                self._no_path(out, ended.dpid, f, exc, now)
-                return out
+        flow = rec or self.flows.resumable(reverse_key=reverse_key)
+        if flow is None:
+            out.handled = False
+            return out
+        if connected(flow.dpid) and not self._path_to(out, flow.dpid, flow, f, now):
+            return out   # (a switch away: its reconnection restores the rules, or marks it)
         if rec is not None:
             # The flow was just resumed and this packet, sent right behind the one that
             # resumed it, met the switch before the new rules: deliver it the same way
@@ -316,9 +324,6 @@ class FlowPath:
             resend = now - rec.rules_sent > RULES_RESEND_AFTER_S
         else:
             rec = self.flows.resume(reverse_key=reverse_key)
-            if rec is None:
-                out.handled = False
-                return out
             out.kinds.append("resumed")
             resend = True
         if rec.tracked:
@@ -333,11 +338,7 @@ class FlowPath:
         c = self.cfg.controller
         actions = ofwire.reverse_actions(proto, c.vip_mac, rec.vip, rec.vport, rec.backend_port,
                                          rec.client_in_port)
-        try:
-            rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
-        except LookupError as exc:
-            self._no_path(out, rec.dpid, f, exc, now)
-            return out
+        rules = self.nat_rules(rec.dpid, rec, now) if resend else b""
         out.sends.append((rec.dpid, rules + ofwire.packet_out(
             self.xid(rec.dpid), ofwire.OFPP_CONTROLLER, actions, data)))
         return out

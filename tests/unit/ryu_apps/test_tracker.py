@@ -151,6 +151,32 @@ def test_a_connection_the_tracker_does_not_hold_goes_on_a_rule_pair_not_round_a_
     assert told.as_record(cfg.controller.idle_timeout_s, now=NOW + 400)["duration_s"] < 2
 
 
+def test_a_tracked_connection_with_no_path_to_its_instance_is_left_as_it_is():
+    # its instance moved where no path from the client's switch leads (the user's
+    # network, a link not found yet): the client's SYN again and the instance's answer
+    # are dropped before the connection is touched, not taken off the tracker
+    cfg, path, sw = tracked()
+    c = cfg.testbed.clients[0]
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40000))
+    inst = path.instances[r.decision.instance]
+    rec = path.flows.lookup((c.dpid, "tcp", c.ip, 40000, VIP, 8002))
+    where = path.locations.configured[inst.name]
+    path.locations.configured[inst.name] = (0x99, 1)          # a switch no link leads to
+    for k in range(3):
+        again = packet_in(cfg, path, sw, client_frame(cfg, 40000), now=NOW + 1 + k)
+        assert again.kinds == ["repeat", "no_path"] and not again.sends
+    answer = ofwire.tcp_frame(c.mac, inst.mac, inst.ip, c.ip, 8002, 40000, 5,
+                              flags=ofwire.TCP_FIN | ofwire.TCP_ACK)
+    out = path.orphan(c.dpid, answer, ofwire.parse_frame(answer), NOW + 5, lambda d: True)
+    assert out.kinds == ["no_path"] and not out.sends
+    assert rec.tracked and rec.recommits == 0 and rec.fin_at is None and rec.ended is None
+    assert path.flows.tracked_count() == 1
+    # a path again: the repeat is the tracker's commit once more, as before
+    path.locations.configured[inst.name] = where
+    again = packet_in(cfg, path, sw, client_frame(cfg, 40000), now=NOW + 6)
+    assert again.kinds == ["repeat"] and rec.tracked and rec.recommits == 1
+
+
 def test_a_long_flow_microservice_keeps_its_rule_pair_in_tracker_mode():
     cfg, path, sw = tracked()
     r = packet_in(cfg, path, sw, client_frame(cfg, 40000, port=8003))     # backend: long
