@@ -118,13 +118,12 @@ class ControllerCore:
                                 "known"] if lost else [])
 
     def switch_gone(self, dpid: int, now: float) -> Result:
-        """Its flows keep their records: a reconnection restores their rules."""
+        """Its flows keep their records, and its links theirs until they expire
+        (discover_links): a reconnection restores their rules."""
         for m in self.managers:
             m.switch_down(dpid, now)
-        out = Result(warnings=[f"switch {dpid:016x} disconnected"])
-        if self.links.switch_gone(dpid):
-            self._links_changed(out, now)
-        return out
+        self.links.switch_gone(dpid)
+        return Result(warnings=[f"switch {dpid:016x} disconnected"])
 
     def meter_features(self, dpid: int, max_meter: int, band_types: int, capabilities: int,
                        now: float) -> Result:

@@ -306,6 +306,13 @@ class FlowTable:
         self._ended[rec.reported][rec.flow_id] = None
         self._trim()
 
+    def lost(self, rec: FlowRecord, now: float) -> None:
+        """Its rules are not on its switch: a reconnection could not send them (no path to
+        its instance) and the switch's statistics have not shown them since. It ends as if
+        both had been removed (end_reason rules_lost), so that its next packet resumes it."""
+        rec.removed = (DIR_FORWARD, DIR_REVERSE)
+        self._end(rec, now, "rules_lost")
+
     def resumable(self, key: tuple | None = None, reverse_key: tuple | None = None
                   ) -> FlowRecord | None:
         """The ended flow resume() would bring back, left as it is."""

@@ -70,13 +70,12 @@ class Links:
     def ports_seen(self, dpid: int, ports) -> None:
         self.ports[dpid] = {p for p in ports if 0 < p <= OFPP_MAX}
 
-    def switch_gone(self, dpid: int) -> bool:
-        """Its ports and links are gone; True when a link was."""
+    def switch_gone(self, dpid: int) -> None:
+        """Its control channel dropped: no discovery frames from it until its ports are
+        listed again. Its links stay until they expire: its data plane may go on forwarding
+        (fail mode secure), and a switch back within the links' time to live gets its
+        flows' rules at once, along them."""
         self.ports.pop(dpid, None)
-        gone = [k for k, (peer, _) in self.links.items() if dpid in (k[0], peer[0])]
-        for k in gone:
-            del self.links[k]
-        return bool(gone)
 
     def frames(self, dpid: int) -> list[tuple[int, bytes]]:
         """The discovery frames to send out of each port of a switch."""

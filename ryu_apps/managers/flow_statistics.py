@@ -55,6 +55,9 @@ class FlowStatistics(Manager):
         self.cycle = float(cfg.controller.monitoring_period_s)
         self.restored = 0          # NAT flows restored at the last (re)connection
         self.unrestored: dict[str, int] = {}     # and those not, per instance with no path
+        # flows not restored, by flow id: (their switch, when they end unless the switch's
+        # statistics have shown their rules by then)
+        self.unseen: dict[int, tuple[int, float]] = {}
 
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
         """The NAT rules of flows still active, then the statistics that show what rules a
@@ -62,6 +65,9 @@ class FlowStatistics(Manager):
         # (a tracked connection has no rules of its own: the switch's tracker may still hold
         # it, so the tracker's rules it needs, if the switch lost them but not its tracker)
         buf, self.restored, self.unrestored = [], 0, {}
+        self.unseen = {fid: v for fid, v in self.unseen.items() if v[0] != dpid}
+        # the full statistics requested below, and a polling cycle, show the rules it holds
+        by = now + 2 * max(self.cycle, self.cfg.controller.monitoring_period_s)
         for rec in self.flows.active(dpid):
             try:
                 buf.append(self.path.tracker_rules(dpid, rec) if rec.tracked else
@@ -71,9 +77,12 @@ class FlowStatistics(Manager):
                 # not found again since the switch came back, or the instance looked for
                 # again). The switch may still hold the flow's rules (a control channel
                 # that dropped); if not, its next packet comes to the controller as a
-                # repeat, which sends the rules once a path is known (rules_sent 0)
+                # repeat, which sends the rules once a path is known (rules_sent 0), and
+                # if none comes, the statistics never show the rules (unseen)
                 rec.rules_sent = 0.0
                 self.unrestored[rec.instance] = self.unrestored.get(rec.instance, 0) + 1
+                if not rec.tracked:
+                    self.unseen[rec.flow_id] = (dpid, by)
                 continue
             self.restored += not rec.tracked
         return [*buf, self.stats_requests(dpid)]
@@ -117,6 +126,8 @@ class FlowStatistics(Manager):
         out = Result()
         for rec in self.flows.age_out_tracked(now):
             self.policy_core.flow_ended(rec.key, now, quiet_since=rec.last_active)
+        if self.unseen:
+            self._rules_lost(out, now)
         period = self.cfg.controller.monitoring_period_s
         rules = 2 * (self.flows.active_count() - self.flows.tracked_count())
         need = slices_for(rules)
@@ -131,12 +142,40 @@ class FlowStatistics(Manager):
         out.next_in_s = self.cycle / self.slices
         return out
 
+    def _rules_lost(self, out: Result, now: float) -> None:
+        """Flows a reconnection could not restore whose rules the switch's statistics have
+        not shown since (they were requested with the reconnection): the switch lost them,
+        and no packet of the flow has come to get them again. Each ends as if its rules had
+        been removed, a long watched one dormant until its FIN, as when its rules idle out;
+        its next packet resumes it."""
+        ended: dict[int, int] = {}
+        for fid in [fid for fid, (_, by) in self.unseen.items() if by <= now]:
+            dpid, _ = self.unseen.pop(fid)
+            rec = self.flows.flows.get(fid)
+            if rec is None or rec.ended is not None or rec.rules_sent or \
+                    dpid not in self.switches:
+                continue         # ended, or given its rules, or the switch gone again
+            self.flows.lost(rec, now)
+            if rec.fin_watch:
+                if not self.policy_core.flow_idle(rec.key, now, rec.last_active):
+                    self.flows.go_dormant(rec)
+                out.sends.append((dpid, ofwire.flow_delete(
+                    self.xid(dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
+            ended[dpid] = ended.get(dpid, 0) + 1
+        for dpid, n in sorted(ended.items()):
+            out.warnings.append(f"switch {dpid:016x}: {n} flows not restored at its "
+                                f"reconnection ended: its statistics show none of their "
+                                f"rules, and none of their packets came (rules_lost)")
+
     def flow_stats(self, dpid: int, entries: list[FlowStat], now: float) -> Result:
         out = Result()
+        unseen = self.unseen
         for st in entries:
-            if self.flows.on_stats(st.cookie, st.age, st.byte_count, st.packet_count,
-                                   now) is None:
+            rec = self.flows.on_stats(st.cookie, st.age, st.byte_count, st.packet_count, now)
+            if rec is None:
                 self._adopt_rule(out, dpid, st, now)
+            elif unseen:
+                unseen.pop(rec.flow_id, None)     # its rules are there
         out.metrics.append(("set", "malb_active_flows", (), self.flows.active_count()))
         return out
 

@@ -9,6 +9,8 @@ import pytest
 from common.config import ConfigError, check_testbed_builds, parse_config_file_data
 from ryu_apps import ofwire
 from ryu_apps.core import PortStat
+from ryu_apps.flows import flow_id_of
+from ryu_apps.managers.flow_statistics import FlowStat
 from ryu_apps.links import Links, lldp_frame, parse_lldp
 from tests.lib.controller import NOW, answer_of, inject, new_core
 from tests.lib.fakeswitch import FakeNetwork, fields_of
@@ -398,6 +400,57 @@ def test_a_switch_reconnecting_while_an_instance_of_its_flows_is_lost_gets_the_r
     # and the next one is carried by s1's rule, over the link (on s2, L2 as before)
     leaves, results = inject(ctl, net, *CLIENT["at"], ack, NOW + 8)
     assert [r.kinds for r in results] in ([], [["l2"]])
+
+
+def test_a_switch_back_within_its_links_time_to_live_gets_every_flow_along_them():
+    # s1's control channel drops with a flow across the link to h2-web, and comes back
+    # (the switch restarted: no rules left) before the link's time to live: the link is
+    # still known, so the flow's rules go out with the reconnection
+    cfg, ctl, net = located()
+    inject(ctl, net, *CLIENT["at"], client_segment(cfg, 40000, ofwire.TCP_SYN), NOW + 2)
+    rec, = ctl.flows.active(S1)
+    link_ttl = 3.5 * cfg.controller.monitoring_period_s            # heard last at NOW
+    r = ctl.switch_gone(S1, NOW + link_ttl - 1)
+    assert len(ctl.status()["links"]) == 1 and not r.sends
+    net.switches[S1].rules.clear()
+    r = ctl.switch_connected(S1, NOW + link_ttl - 0.5)
+    net.apply(r.sends)
+    assert not r.warnings and "1 NAT flows restored" in r.infos[0]
+    assert rec.rules_sent == NOW + link_ttl - 0.5
+    assert rec.client_port in {rule.match.get("tcp_src") for rule in net.switches[S1].rules}
+    # gone for longer, the link expires (nothing heard from s1): not restored then
+    ctl.switch_gone(S1, NOW + link_ttl)
+    r = ctl.discover_links(NOW + link_ttl + 0.5)
+    assert any("link gone" in w for w in r.warnings) and ctl.status()["links"] == []
+    r = ctl.switch_connected(S1, NOW + link_ttl + 1)
+    assert any("1 flows not restored" in w for w in r.warnings)
+
+
+def test_a_flow_not_restored_ends_once_the_switch_shows_it_lost_its_rules():
+    # s1 reconnects while h2-web is lost: it kept the rules of one of h2-web's two flows
+    # (a control channel that dropped) and lost the other's. The statistics requested with
+    # the reconnection show which: the lost one, of which no packet comes, ends (its next
+    # one would resume it); the other stays open
+    cfg, ctl, net = located(("h1-web", "h2-web"))
+    for port in (40000, 40001, 40002, 40003):
+        inject(ctl, net, *CLIENT["at"], client_segment(cfg, port, ofwire.TCP_SYN), NOW + 2)
+    kept, gone = [rec for rec in ctl.flows.active(S1) if rec.instance == "h2-web"]
+    for _ in range(2):
+        ctl.health_result("h2-web", False, "refused", NOW + 3)
+    sw = net.switches[S1]
+    sw.rules[:] = [rule for rule in sw.rules if flow_id_of(rule.cookie) == kept.flow_id]
+    net.apply(ctl.switch_connected(S1, NOW + 4).sends)
+    assert {rec.rules_sent for rec in (kept, gone)} == {0.0}
+    stats = [FlowStat(rule.cookie, 1.0, 100, 2, rule.match) for rule in sw.nat_rules()]
+    ctl.flow_stats(S1, stats, NOW + 4.1)
+    period = cfg.controller.monitoring_period_s
+    assert not ctl.poll_stats(NOW + 4 + period).warnings      # not yet: a cycle to show them
+    r = ctl.poll_stats(NOW + 4 + 2 * period + 0.1)
+    assert [w for w in r.warnings if "1 flows not restored at its reconnection ended" in w]
+    assert gone.ended == NOW + 4 + 2 * period + 0.1 and gone.end_reason == "rules_lost"
+    assert kept.ended is None
+    assert ctl.flows.resumable(key=gone.key) is gone
+    assert not ctl.poll_stats(NOW + 20).warnings
 
 
 def test_a_segment_under_way_from_a_moving_slot_with_no_path_left_is_dropped():
