@@ -7,7 +7,12 @@ drives one: MALB's per-flow path against a minimal round-robin NAT Ryu app
 
 No root, no Open vSwitch, no containers: each app runs in its own ryu-manager on private
 ports (OpenFlow --ofp-port, REST --rest-port), with health checks off and the profiler
-pointed at a closed port (MALB then decides as it does before the profiler's first answer).
+pointed at a closed port (MALB then decides as it does before the profiler's first answer),
+or with --profiler a profiler of its own (the real one, on --profiler-port, no agents), so
+that the flows' records are reported and let go as on the testbed. With --fins S, each
+flow MALB watches ends S seconds after its watch was installed: the emulated switch sends
+the instance's FIN as the watch would (S below the idle timeout, 10 s: rules idle out
+here, the watch with them).
 Per round, each app in turn (the order rotates from round to round):
 
 - paced: SYNs to the ui VIP at each of --rates per second, --warmup seconds (the flow table
@@ -27,6 +32,7 @@ Results: controller_alone.json and controller_alone.md in --out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import statistics
@@ -41,7 +47,7 @@ from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, port_number
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from common.markdown import table
-from common.procs import ROOT, Service, ServiceError, git_commit
+from common.procs import ROOT, Service, ServiceError, git_commit, python_service
 from common.state import process_cpu_seconds
 from ryu_apps import ofwire
 
@@ -57,11 +63,13 @@ APPS = {
 BASELINE = "naive_nat"
 
 
-def config(rest_port: int, ofp_port: int) -> dict:
+def config(rest_port: int, ofp_port: int, profiler_port: int | None = None,
+           history: str = "") -> dict:
     return {"testbed": {"clients": 2},
             "microservices": copy.deepcopy(DEFAULT_MICROSERVICES),
             # nothing listens on port 9: the exchange fails at once, every period
-            "profiler": {"url": "http://127.0.0.1:9"},
+            "profiler": {"url": "http://127.0.0.1:9"} if profiler_port is None else
+            {"listen_port": profiler_port, "history_path": history},
             "controller": {"health": {"method": "none"}, "rest_port": rest_port,
                            "ofp_port": ofp_port}}
 
@@ -90,7 +98,9 @@ async def measure_app(name: str, cfg, pid: int, args) -> dict:
     """The app's phases over one emulated switch, closed however they end."""
     c2 = cfg.testbed.clients[1]
     sw = ofswitch.Emulated("127.0.0.1", args.ofp_port,
-                           held=(bytes(int(x) for x in c2.ip.split(".")),))
+                           held=(bytes(int(x) for x in c2.ip.split(".")),),
+                           fins_after=args.fins,
+                           fins_from=(cfg.microservices[0].vip, cfg.controller.vip_mac))
     try:
         await sw.connect()
         return await measure_phases(name, cfg, sw, pid, args)
@@ -145,7 +155,8 @@ async def measure_phases(name: str, cfg, sw: ofswitch.Emulated, pid: int, args) 
         await phase("least_load", ofswitch.paced(sw, ports, backend, args.ll_rate,
                                                  args.warmup, args.seconds), sent)
     out["switch"] = {"flow_mods": sw.flow_mods, "packet_outs": sw.packet_outs,
-                     "flow_removed_sent": sw.removed_sent, "rules_at_end": len(sw.rules)}
+                     "flow_removed_sent": sw.removed_sent, "fins_sent": sw.fins_sent,
+                     "rules_at_end": len(sw.rules)}
     return out
 
 
@@ -156,7 +167,9 @@ def ofwire_frame_from(src_mac: str, src_ip: str, to) -> bytes:
 
 def run(args, say=print) -> dict:
     os.makedirs(args.out, exist_ok=True)
-    data = config(args.rest_port, args.ofp_port)
+    history = os.path.join(args.out, "controller_alone-profiler.sqlite")
+    data = config(args.rest_port, args.ofp_port, args.profiler_port if args.profiler else None,
+                  history)
     config_path = os.path.join(args.out, "controller_alone-config.yaml")
     with open(config_path, "w") as fh:
         yaml.safe_dump(data, fh, sort_keys=False)
@@ -170,7 +183,7 @@ def run(args, say=print) -> dict:
             log = os.path.join(args.out, f"controller_alone-{name}-{k + 1}.log")
             svc = app_service(name, config_path, args.ofp_port, args.rest_port, log,
                               args.base_tree)
-            with svc:
+            with profiler_service(args, config_path, history, k, name), svc:
                 try:
                     row[name] = asyncio.run(measure_app(name, cfg, svc.proc.pid, args))
                 except ofswitch.SwitchLost as exc:
@@ -182,6 +195,18 @@ def run(args, say=print) -> dict:
         rounds.append(row)
         say(f"[alone]   {row_line(row)}")
     return {"rounds": rounds, "lost": lost_runs(rounds), "summary": summarise(rounds, names)}
+
+
+def profiler_service(args, config_path: str, history: str, k: int, name: str):
+    """A fresh profiler for one app's run (--profiler), or nothing."""
+    if not args.profiler:
+        return contextlib.nullcontext()
+    for path in (history, history + "-wal", history + "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+    return python_service("alone-profiler", ["profiler", "--config", config_path],
+                          f"http://127.0.0.1:{args.profiler_port}/health",
+                          os.path.join(args.out, f"controller_alone-profiler-{name}-{k + 1}.log"))
 
 
 def row_line(row: dict) -> str:
@@ -274,6 +299,12 @@ def parser() -> ArgumentParser:
                    help="apps to run from --base-tree as well")
     p.add_argument("--ofp-port", type=port_number, default=16633)
     p.add_argument("--rest-port", type=port_number, default=18081)
+    p.add_argument("--profiler", action="store_true",
+                   help="a profiler of its own for each app's run (default: none answers)")
+    p.add_argument("--profiler-port", type=port_number, default=19200)
+    p.add_argument("--fins", type=bounded(float, 0.1, 9.5), default=None, metavar="S",
+                   help="each watched flow ends S s after its FIN watch is installed "
+                        "(below the 10 s idle timeout; default: none ends)")
     p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
     return p
 

@@ -8,7 +8,9 @@ barrier requests, keeps the flow-mods it is sent as a flow table, answers flow-s
 requests from that table (by cookie and mask, in replies under 64 KiB) and port statistics
 empty, and idles rules out: a rule whose idle timeout passed (no packet ever matches one
 here) is removed, with a flow-removed message when its flags ask for one, unless it involves
-a held client address (the long flows the benchmark keeps open). It sends packet-ins of
+a held client address (the long flows the benchmark keeps open). With `fins_after` set, a
+flow's FIN watch (MALB's rule for the instance's FIN) sends that FIN to the controller the
+given seconds after it was installed, as the rule would when the flow ends. It sends packet-ins of
 TCP SYNs from configured clients to a VIP, each a new flow (a fresh client port), and times
 each until the controller's packet-out carrying that SYN comes back.
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 from common.stats import quantile
 from ryu_apps import ofwire
+from ryu_apps.flows import FIN_TAG
 
 OFP_VERSION = 4
 HELLO, ECHO_REQUEST, ECHO_REPLY, FEATURES_REQUEST, FEATURES_REPLY = 0, 2, 3, 5, 6
@@ -37,6 +40,7 @@ OFPR_ACTION = 1
 MAX_REPLY = 60_000          # bytes of flow statistics per multipart reply (64 KiB limit)
 LOW_BITS = 10
 LOW = (1 << LOW_BITS) - 1
+OXM_IPV4_DST, OXM_TCP_SRC, OXM_TCP_DST = 12, 13, 14
 
 
 def header(msg_type: int, length: int, xid: int) -> bytes:
@@ -81,6 +85,12 @@ class Emulated:
     host: str
     port: int
     held: tuple[bytes, ...] = ()      # client addresses whose rules never idle out
+    # seconds after its FIN watch is installed that a flow ends, and the (VIP, VIP MAC) its
+    # FIN comes from once rewritten; None: no flow ends
+    fins_after: float | None = None
+    fins_from: tuple[str, str] = ("", "")
+    fins_due: list[tuple[float, tuple, int, bytes]] = field(default_factory=list)
+    fins_sent: int = 0
     rules: dict[tuple, Rule] = field(default_factory=dict)
     # the rules' keys by the low LOW_BITS of their cookie: a statistics request for one
     # slice of the cookies (MALB's) reads that slice, not the whole table
@@ -250,8 +260,12 @@ class Emulated:
         end = 48 + (match_len + 7) // 8 * 8
         match = msg[48:end]
         if command == FC_ADD:
+            now = time.monotonic()
             self._add((priority, match), Rule(cookie, priority, idle, hard, flags, match,
-                                              msg[end:], time.monotonic()))
+                                              msg[end:], now))
+            if self.fins_after is not None and cookie >> 48 == FIN_TAG:
+                self.fins_due.append((now + self.fins_after, (priority, match), cookie,
+                                      self._fin_frame(match)))
         elif command in (FC_DELETE, FC_DELETE_STRICT):
             for r in list(self._rules_by_cookie(cookie, mask)):
                 if command == FC_DELETE or (r.priority, r.match) == (priority, match):
@@ -268,10 +282,37 @@ class Emulated:
             if self.answered is not None:
                 self.answered.set()
 
+    def _fin_frame(self, match: bytes) -> bytes:
+        """The instance's FIN as the watch sends it on: from the VIP to the client."""
+        fields = oxm_fields(match)
+        vip, vip_mac = self.fins_from
+        client_ip = ".".join(str(b) for b in fields[OXM_IPV4_DST])
+        sport, = struct.unpack("!H", fields[OXM_TCP_SRC])
+        dport, = struct.unpack("!H", fields[OXM_TCP_DST])
+        return ofwire.tcp_frame("00:00:00:00:00:00", vip_mac, vip, client_ip, sport, dport, 5,
+                                flags=ofwire.TCP_FIN | ofwire.TCP_ACK)
+
     async def _expire(self) -> None:
         while True:
             await asyncio.sleep(0.25)
-            self.expire(time.monotonic())
+            now = time.monotonic()
+            self.expire(now)
+            self.send_fins(now)
+
+    def send_fins(self, now: float) -> None:
+        """The FINs due (installed in order, so due in order) of the watches still there
+        (one the controller deleted, as its flow's rules idled out first, sends none)."""
+        n = 0
+        while n < len(self.fins_due) and self.fins_due[n][0] <= now:
+            n += 1
+        if not n:
+            return
+        due, self.fins_due = self.fins_due[:n], self.fins_due[n:]
+        fins = [packet_in(2, frame, cookie) for _, key, cookie, frame in due
+                if key in self.rules and self.rules[key].cookie == cookie]
+        if fins:
+            self.writer.write(b"".join(fins))
+            self.fins_sent += len(fins)
 
     def expire(self, now: float) -> None:
         """Rules past their idle timeout go, each with a flow-removed when it asked for one;
@@ -289,6 +330,17 @@ class Emulated:
         if out:
             self.removed_sent += len(out)
             self.writer.write(b"".join(out))
+
+
+def oxm_fields(match: bytes) -> dict[int, bytes]:
+    """An OpenFlow 1.3 match's OXM fields (OpenFlow basic class) by field number."""
+    length, = struct.unpack_from("!H", match, 2)
+    out, i = {}, 4
+    while i + 4 <= length:
+        _cls, field_and_mask, n = struct.unpack_from("!HBB", match, i)
+        out[field_and_mask >> 1] = match[i + 4:i + 4 + n]
+        i += 4 + n
+    return out
 
 
 def syn_frame(vip_mac: str, client, vip: str, sport: int, dport: int) -> bytes:

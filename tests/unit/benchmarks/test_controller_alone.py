@@ -65,7 +65,7 @@ def test_a_switch_dropped_after_the_handshake_is_a_lost_run():
         server = await asyncio.start_server(controller, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         cfg = parse_config_file_data(alone.config(18081, port), "alone.yaml")
-        args = argparse.Namespace(ofp_port=port, rest_port=18081)
+        args = argparse.Namespace(ofp_port=port, rest_port=18081, fins=None)
         try:
             with pytest.raises(ofswitch.SwitchLost, match="closed the connection"):
                 await alone.measure_app("naive_nat", cfg, os.getpid(), args)

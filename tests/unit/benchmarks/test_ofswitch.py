@@ -238,3 +238,27 @@ def test_nothing_listening_is_a_refused_connection_not_a_lost_switch():
             asyncio.run(sw.connect(timeout_s=0.3))
     assert not isinstance(raised.value, ofswitch.SwitchLost)
     sw.close()
+
+
+def test_a_fin_watch_sends_the_instances_fin_as_rewritten_once_its_flow_ends():
+    # the watch as MALB builds it (flowpath.nat_rules): the instance's FIN, rewritten to
+    # the VIP, copied to the controller with the watch's cookie; a watch deleted before
+    # then (its flow's rules idled out first) sends nothing
+    from ryu_apps.flows import fin_cookie
+    sw = switch()
+    sw.fins_after, sw.fins_from = 5.0, ("10.0.0.100", "02:00:00:00:00:64")
+    rev = ofwire.reverse_actions("tcp", "02:00:00:00:00:64", "10.0.0.100", 8003, 8003, 1)
+    for flow_id, sport in ((0x11, 40001), (0x12, 40002)):
+        handle(sw, ofwire.fin_watch(7, fin_cookie(flow_id), 201, 600, "10.0.0.11", 8003,
+                                    "10.0.0.1", sport, rev))
+    handle(sw, ofwire.flow_delete(8, fin_cookie(0x12), 0xFFFFFFFFFFFFFFFF))
+    due = sw.fins_due[0][0]
+    sw.send_fins(due - 0.1)
+    assert not sw.writer.sent and len(sw.fins_due) == 2
+    sw.send_fins(due + 1.0)
+    msg, = parse(sw.writer.sent.pop())
+    f = ofwire.parse_frame(msg.data)
+    assert msg.cookie == fin_cookie(0x11) and sw.fins_sent == 1 and not sw.fins_due
+    assert (f.ip_src, f.src_port, f.ip_dst, f.dst_port) == ("10.0.0.100", 8003, "10.0.0.1",
+                                                            40001)
+    assert f.tcp_flags & ofwire.TCP_FIN and f.eth_src == "02:00:00:00:00:64"
