@@ -115,7 +115,8 @@ class ControllerCore:
                                 f"restored, no path to their instances yet (" + ", ".join(
                                     f"{name} {n}" for name, n in sorted(lost.items())) +
                                 "): rules sent when their packets come and a path is "
-                                "known"] if lost else [])
+                                "known; those whose rules the switch no longer lists end "
+                                "(rules_lost)"] if lost else [])
 
     def switch_gone(self, dpid: int, now: float) -> Result:
         """Its flows keep their records, and its links theirs until they expire
@@ -260,8 +261,9 @@ class ControllerCore:
     def poll_stats(self, now: float) -> Result:
         return self.statistics.poll_stats(now)
 
-    def flow_stats(self, dpid: int, entries: list[FlowStat], now: float) -> Result:
-        return self.statistics.flow_stats(dpid, entries, now)
+    def flow_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int = 0,
+                   more: bool = False) -> Result:
+        return self.statistics.flow_stats(dpid, entries, now, xid, more)
 
     def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> Result:
         if self.discovering:

@@ -123,16 +123,17 @@ class FlowRecord:
 
     def duration_s(self, idle_timeout: int, now: float | None = None) -> float:
         """Watched to its FIN: to the FIN; dormant: until `now` (it is known to go on).
-        Ended by idle timeout: to the removal minus the idle tail. Still active, or a
-        tracked flow that ended unseen (no_fin): from the first packet to the last traffic
-        seen (a rule idling towards its timeout is not a flow that is still going; of a
-        tracked connection the controller sees only the first packet, so a SYN flood's
-        half-open connections are no evidence of long flows)."""
+        Ended by idle timeout: to the removal minus the idle tail. Still active, a tracked
+        flow that ended unseen (no_fin), or one whose rules a switch lost (rules_lost): from
+        the first packet to the last traffic seen (a rule idling towards its timeout is not
+        a flow that is still going; of a tracked connection the controller sees only the
+        first packet, so a SYN flood's half-open connections are no evidence of long flows;
+        lost rules say nothing of when the flow stopped)."""
         if self.fin_at is not None:
             return max(0.0, self.fin_at - self.created)
         if self.dormant:
             return max(0.0, (self.ended if now is None else now) - self.created)
-        if self.ended is not None and self.end_reason != "no_fin":
+        if self.ended is not None and self.end_reason not in ("no_fin", "rules_lost"):
             tail = idle_timeout if self.end_reason == "idle_timeout" else 0
             return max(0.0, self.ended - tail - self.created)
         return max(0.0, self.last_active - self.created)

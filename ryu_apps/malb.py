@@ -234,7 +234,9 @@ class MalbController(App):
         entries = [FlowStat(st.cookie, st.duration_sec + st.duration_nsec / 1e9, st.byte_count,
                             st.packet_count, lazy_parse.MatchView(st), lazy_parse.OutPorts(st))
                    for st in ev.msg.body]
-        self._apply(self.ctl.flow_stats(ev.msg.datapath.id, entries, time.time()))
+        msg = ev.msg
+        self._apply(self.ctl.flow_stats(msg.datapath.id, entries, time.time(), msg.xid,
+                                        bool(msg.flags & ofproto_v1_3.OFPMPF_REPLY_MORE)))
         self.m.handler.labels("flow_stats").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)

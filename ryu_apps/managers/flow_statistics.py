@@ -1,9 +1,10 @@
 """FlowStatistics: the NAT rules' side of the flow records (ryu_apps/flows.py). Rules
 removed by the switch end or idle their flow; on a (re)connection the rules of flows still
-active are installed again (a tracked flow's tracker rules); the rules' statistics are
-polled in slices spread over the monitoring period, and a rule this process did not install
-(a previous controller's) is adopted as a flow record. Tracked flows whose end was not seen
-are aged out as the polling goes."""
+active are installed again (a tracked flow's tracker rules), and those that no path lets it
+install end if the switch's full statistics, requested then, list none of their rules
+(rules_lost); the rules' statistics are polled in slices spread over the monitoring period,
+and a rule this process did not install (a previous controller's) is adopted as a flow
+record. Tracked flows whose end was not seen are aged out as the polling goes."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -55,19 +56,19 @@ class FlowStatistics(Manager):
         self.cycle = float(cfg.controller.monitoring_period_s)
         self.restored = 0          # NAT flows restored at the last (re)connection
         self.unrestored: dict[str, int] = {}     # and those not, per instance with no path
-        # flows not restored, by flow id: (their switch, when they end unless the switch's
-        # statistics have shown their rules by then)
-        self.unseen: dict[int, tuple[int, float]] = {}
+        # flows not restored (rule pairs), by flow id: their switch, until its statistics
+        # requested with the reconnection (by their xid, per switch) have been answered
+        self.unseen: dict[int, int] = {}
+        self.full_request: dict[int, int] = {}
 
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
         """The NAT rules of flows still active, then the statistics that show what rules a
-        previous controller left (a restart)."""
+        previous controller left (a restart), and which of the flows not restored the
+        switch still holds."""
         # (a tracked connection has no rules of its own: the switch's tracker may still hold
         # it, so the tracker's rules it needs, if the switch lost them but not its tracker)
         buf, self.restored, self.unrestored = [], 0, {}
-        self.unseen = {fid: v for fid, v in self.unseen.items() if v[0] != dpid}
-        # the full statistics requested below, and a polling cycle, show the rules it holds
-        by = now + 2 * max(self.cycle, self.cfg.controller.monitoring_period_s)
+        self._forget_unseen(dpid)
         for rec in self.flows.active(dpid):
             try:
                 buf.append(self.path.tracker_rules(dpid, rec) if rec.tracked else
@@ -78,14 +79,25 @@ class FlowStatistics(Manager):
                 # again). The switch may still hold the flow's rules (a control channel
                 # that dropped); if not, its next packet comes to the controller as a
                 # repeat, which sends the rules once a path is known (rules_sent 0), and
-                # if none comes, the statistics never show the rules (unseen)
+                # the statistics below do not list them (unseen). A tracked one ages out
                 rec.rules_sent = 0.0
                 self.unrestored[rec.instance] = self.unrestored.get(rec.instance, 0) + 1
                 if not rec.tracked:
-                    self.unseen[rec.flow_id] = (dpid, by)
+                    self.unseen[rec.flow_id] = dpid
                 continue
             self.restored += not rec.tracked
-        return [*buf, self.stats_requests(dpid)]
+        xid = self.xid(dpid)
+        if any(d == dpid for d in self.unseen.values()):
+            self.full_request[dpid] = xid
+        return [*buf, self.stats_requests(dpid, xid=xid)]
+
+    def switch_down(self, dpid: int, now: float) -> None:
+        self._forget_unseen(dpid)       # its reconnection looks again
+
+    def _forget_unseen(self, dpid: int) -> None:
+        self.full_request.pop(dpid, None)
+        if self.unseen:
+            self.unseen = {fid: d for fid, d in self.unseen.items() if d != dpid}
 
     def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,
                      packet_count: int, reason: int, now: float) -> Result:
@@ -109,10 +121,12 @@ class FlowStatistics(Manager):
                 self.xid(rec.dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
         return out
 
-    def stats_requests(self, dpid: int, flow_slice: int = 0, slices: int = 1) -> bytes:
-        """Port statistics (with slice 0) and one slice of the NAT flow statistics."""
-        buf = ofwire.flow_stats_request(self.xid(dpid), COOKIE_BASE | flow_slice,
-                                        COOKIE_MASK | (slices - 1))
+    def stats_requests(self, dpid: int, flow_slice: int = 0, slices: int = 1,
+                       xid: int | None = None) -> bytes:
+        """Port statistics (with slice 0) and one slice of the NAT flow statistics (under
+        `xid`, when given)."""
+        buf = ofwire.flow_stats_request(self.xid(dpid) if xid is None else xid,
+                                        COOKIE_BASE | flow_slice, COOKIE_MASK | (slices - 1))
         if flow_slice == 0:
             buf += ofwire.port_stats_request(self.xid(dpid))
         return buf
@@ -126,8 +140,6 @@ class FlowStatistics(Manager):
         out = Result()
         for rec in self.flows.age_out_tracked(now):
             self.policy_core.flow_ended(rec.key, now, quiet_since=rec.last_active)
-        if self.unseen:
-            self._rules_lost(out, now)
         period = self.cfg.controller.monitoring_period_s
         rules = 2 * (self.flows.active_count() - self.flows.tracked_count())
         need = slices_for(rules)
@@ -142,32 +154,10 @@ class FlowStatistics(Manager):
         out.next_in_s = self.cycle / self.slices
         return out
 
-    def _rules_lost(self, out: Result, now: float) -> None:
-        """Flows a reconnection could not restore whose rules the switch's statistics have
-        not shown since (they were requested with the reconnection): the switch lost them,
-        and no packet of the flow has come to get them again. Each ends as if its rules had
-        been removed, a long watched one dormant until its FIN, as when its rules idle out;
-        its next packet resumes it."""
-        ended: dict[int, int] = {}
-        for fid in [fid for fid, (_, by) in self.unseen.items() if by <= now]:
-            dpid, _ = self.unseen.pop(fid)
-            rec = self.flows.flows.get(fid)
-            if rec is None or rec.ended is not None or rec.rules_sent or \
-                    dpid not in self.switches:
-                continue         # ended, or given its rules, or the switch gone again
-            self.flows.lost(rec, now)
-            if rec.fin_watch:
-                if not self.policy_core.flow_idle(rec.key, now, rec.last_active):
-                    self.flows.go_dormant(rec)
-                out.sends.append((dpid, ofwire.flow_delete(
-                    self.xid(dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
-            ended[dpid] = ended.get(dpid, 0) + 1
-        for dpid, n in sorted(ended.items()):
-            out.warnings.append(f"switch {dpid:016x}: {n} flows not restored at its "
-                                f"reconnection ended: its statistics show none of their "
-                                f"rules, and none of their packets came (rules_lost)")
-
-    def flow_stats(self, dpid: int, entries: list[FlowStat], now: float) -> Result:
+    def flow_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int = 0,
+                   more: bool = False) -> Result:
+        """One reply (or one part of one, `more` to come) to the flow statistics request
+        `xid`."""
         out = Result()
         unseen = self.unseen
         for st in entries:
@@ -176,8 +166,35 @@ class FlowStatistics(Manager):
                 self._adopt_rule(out, dpid, st, now)
             elif unseen:
                 unseen.pop(rec.flow_id, None)     # its rules are there
+        if not more and xid and self.full_request.get(dpid) == xid:
+            del self.full_request[dpid]
+            self._rules_lost(out, dpid, now)
         out.metrics.append(("set", "malb_active_flows", (), self.flows.active_count()))
         return out
+
+    def _rules_lost(self, out: Result, dpid: int, now: float) -> None:
+        """The statistics requested with the switch's reconnection are all in: the flows it
+        could not restore that they do not list, and that no packet of theirs has got their
+        rules since, lost them with the switch. Each ends as if its rules had been removed,
+        a long watched one dormant until its FIN, as when its rules idle out; its next
+        packet resumes it."""
+        ended = 0
+        for fid in [fid for fid, d in self.unseen.items() if d == dpid]:
+            del self.unseen[fid]
+            rec = self.flows.flows.get(fid)
+            if rec is None or rec.ended is not None or rec.rules_sent:
+                continue         # ended meanwhile, or given its rules by a packet
+            self.flows.lost(rec, now)
+            if rec.fin_watch:
+                if not self.policy_core.flow_idle(rec.key, now, rec.last_active):
+                    self.flows.go_dormant(rec)
+                out.sends.append((dpid, ofwire.flow_delete(
+                    self.xid(dpid), fin_cookie(rec.flow_id), 0xFFFFFFFFFFFFFFFF)))
+            ended += 1
+        if ended:
+            out.warnings.append(f"switch {dpid:016x}: {ended} flows not restored at its "
+                                f"reconnection ended: its statistics list none of their "
+                                f"rules, and no packet of theirs got them again (rules_lost)")
 
     def _adopt_rule(self, out: Result, dpid: int, st: FlowStat, now: float) -> None:
         """A NAT rule this process did not install (a previous controller did): rebuild its

@@ -47,6 +47,7 @@ class MeterMod(NamedTuple):
 class Request(NamedTuple):
     mp_type: int
     body: bytes
+    xid: int = 0
 
 
 class EchoRequest(NamedTuple):
@@ -90,7 +91,7 @@ def decode(buf: bytes) -> list:
             out.append(MeterMod(command, flags, mid, [(t, rate, burst)
                                                       for t, _, rate, burst in bands]))
         elif msg_type == ofp.OFPT_MULTIPART_REQUEST:
-            out.append(Request(struct.unpack_from("!H", body, 8)[0], body[16:]))
+            out.append(Request(struct.unpack_from("!H", body, 8)[0], body[16:], xid))
         elif msg_type == ofp.OFPT_ECHO_REQUEST:
             out.append(EchoRequest(xid, body[8:]))
         off += length

@@ -194,6 +194,21 @@ def test_an_orphan_answer_resumes_its_flow_and_reaches_the_client_as_the_vip():
     assert not path.orphan(c.dpid, other, ofwire.parse_frame(other), NOW, lambda d: True).handled
 
 
+def test_an_orphan_answer_for_a_switch_away_resumes_its_flow_with_nothing_sent():
+    # the flow's edge switch is disconnected: no path is checked and nothing is sent; its
+    # reconnection restores the flow's rules
+    cfg, path, sw = make()
+    c = cfg.testbed.clients[0]
+    first = packet_in(cfg, path, sw, client_frame(cfg, 40004))
+    inst = path.instances[first.decision.instance]
+    rec = next(iter(path.flows.flows.values()))
+    expire(path, rec, NOW + 12)
+    path.locations.configured[inst.name] = (0x99, 1)          # and no path to its instance
+    frame = ofwire.tcp_frame(c.mac, inst.mac, inst.ip, c.ip, 8002, 40004, 5, flags=0x18)
+    r = path.orphan(c.dpid, frame, ofwire.parse_frame(frame), NOW + 13, lambda d: False)
+    assert r.kinds == ["resumed"] and not r.sends and rec.ended is None
+
+
 def test_udp_flows_and_an_instance_port_other_than_the_vip_port():
     ms = copy.deepcopy(DEFAULT_MICROSERVICES) + [
         {"name": "dns", "abbrev": "dns", "port": 5353, "protocol": "udp", "flow_class": "short"}]

@@ -66,7 +66,7 @@ def test_statistics_removals_and_port_events_are_decoded(app):
                                 instructions=[parser.OFPInstructionActions(
                                     ofp.OFPIT_APPLY_ACTIONS, r.actions)])
             for r in rules]
-    fresh._flow_stats(event(dp2, body=body))
+    fresh._flow_stats(event(dp2, body=body, xid=9, flags=0))
     assert fresh.status()["active_flows"] == 1
     assert value(render(fresh.metrics), "malb_active_flows") == 1
     for r in rules:

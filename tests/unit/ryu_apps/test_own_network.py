@@ -9,11 +9,12 @@ import pytest
 from common.config import ConfigError, check_testbed_builds, parse_config_file_data
 from ryu_apps import ofwire
 from ryu_apps.core import PortStat
-from ryu_apps.flows import flow_id_of
+from ryu_apps.flows import fin_cookie, flow_id_of
+from ryu_apps.framework import ofproto_v1_3
 from ryu_apps.managers.flow_statistics import FlowStat
 from ryu_apps.links import Links, lldp_frame, parse_lldp
 from tests.lib.controller import NOW, answer_of, inject, new_core
-from tests.lib.fakeswitch import FakeNetwork, fields_of
+from tests.lib.fakeswitch import FakeNetwork, decode, fields_of
 
 S1, S2 = 0x10, 0x20
 LINK = (S1, 5, S2, 1)              # s1 port 5 - s2 port 1: the controller is not told
@@ -426,31 +427,106 @@ def test_a_switch_back_within_its_links_time_to_live_gets_every_flow_along_them(
     assert any("1 flows not restored" in w for w in r.warnings)
 
 
+def stats_reply(sw, xid=None):
+    """The switch's answer to its last flow statistics request (or the one `xid` names):
+    the xid and every NAT rule it holds."""
+    if xid is None:
+        xid = [r for r in sw.requests if r.mp_type == ofwire.OFPMP_FLOW][-1].xid
+    return xid, [FlowStat(rule.cookie, 1.0, 100, 2, rule.match) for rule in sw.nat_rules()]
+
+
+def reconnect_without(cfg, ctl, net, instance, keep=0, flows=2, ports=(40000, 40001)):
+    """Flows from the client (from `ports`) to the healthy instances, `instance` then
+    lost, and s1 back from a restart with the rules of the first `keep` of its flows only
+    (a control channel that dropped keeps them all). Its flows, by client port."""
+    for port in ports:
+        inject(ctl, net, *CLIENT["at"], client_segment(cfg, port, ofwire.TCP_SYN), NOW + 2)
+    lost = sorted((rec for rec in ctl.flows.active(S1) if rec.instance == instance),
+                  key=lambda rec: rec.client_port)
+    assert len(lost) == flows
+    for _ in range(2):
+        ctl.health_result(instance, False, "refused", NOW + 3)
+    sw = net.switches[S1]
+    kept = {rec.flow_id for rec in lost[:keep]}
+    sw.rules[:] = [rule for rule in sw.rules if flow_id_of(rule.cookie) in kept]
+    net.apply(ctl.switch_connected(S1, NOW + 4).sends)
+    assert {rec.rules_sent for rec in lost} == {0.0}
+    return lost
+
+
 def test_a_flow_not_restored_ends_once_the_switch_shows_it_lost_its_rules():
     # s1 reconnects while h2-web is lost: it kept the rules of one of h2-web's two flows
     # (a control channel that dropped) and lost the other's. The statistics requested with
-    # the reconnection show which: the lost one, of which no packet comes, ends (its next
-    # one would resume it); the other stays open
+    # the reconnection, once all their parts are in, show which: the lost one, which no
+    # packet brought back, ends (its next packet would resume it); the other stays open
     cfg, ctl, net = located(("h1-web", "h2-web"))
-    for port in (40000, 40001, 40002, 40003):
-        inject(ctl, net, *CLIENT["at"], client_segment(cfg, port, ofwire.TCP_SYN), NOW + 2)
-    kept, gone = [rec for rec in ctl.flows.active(S1) if rec.instance == "h2-web"]
-    for _ in range(2):
-        ctl.health_result("h2-web", False, "refused", NOW + 3)
-    sw = net.switches[S1]
-    sw.rules[:] = [rule for rule in sw.rules if flow_id_of(rule.cookie) == kept.flow_id]
-    net.apply(ctl.switch_connected(S1, NOW + 4).sends)
-    assert {rec.rules_sent for rec in (kept, gone)} == {0.0}
-    stats = [FlowStat(rule.cookie, 1.0, 100, 2, rule.match) for rule in sw.nat_rules()]
-    ctl.flow_stats(S1, stats, NOW + 4.1)
-    period = cfg.controller.monitoring_period_s
-    assert not ctl.poll_stats(NOW + 4 + period).warnings      # not yet: a cycle to show them
-    r = ctl.poll_stats(NOW + 4 + 2 * period + 0.1)
+    kept, gone = reconnect_without(cfg, ctl, net, "h2-web", keep=1, flows=2,
+                                   ports=(40000, 40001, 40002, 40003))
+    xid, entries = stats_reply(net.switches[S1])
+    half = len(entries) // 2
+    r = ctl.flow_stats(S1, entries[:half], NOW + 4.1, xid, more=True)
+    assert not r.warnings and gone.ended is None
+    r = ctl.flow_stats(S1, entries[half:], NOW + 4.2, xid)
     assert [w for w in r.warnings if "1 flows not restored at its reconnection ended" in w]
-    assert gone.ended == NOW + 4 + 2 * period + 0.1 and gone.end_reason == "rules_lost"
-    assert kept.ended is None
+    assert gone.ended == NOW + 4.2 and gone.end_reason == "rules_lost" and kept.ended is None
     assert ctl.flows.resumable(key=gone.key) is gone
-    assert not ctl.poll_stats(NOW + 20).warnings
+    # reported as lasting to its last traffic, not to when its loss was found
+    assert gone.duration_s(cfg.controller.idle_timeout_s) == gone.last_active - gone.created
+    # the polling's replies that follow end nothing more
+    assert not ctl.flow_stats(S1, entries, NOW + 5, xid + 1).warnings and kept.ended is None
+
+
+def test_a_flow_given_its_rules_before_the_statistics_come_is_not_ended():
+    cfg, ctl, net = located(("h2-web",))
+    lost, _ = reconnect_without(cfg, ctl, net, "h2-web")
+    xid, entries = stats_reply(net.switches[S1])          # asked before its rules went
+    answer_probes(cfg, ctl, net, NOW + 5, who=("h2-web",))     # found again
+    inject(ctl, net, *CLIENT["at"], client_segment(cfg, lost.client_port, ofwire.TCP_ACK,
+                                                   1001), NOW + 6)
+    assert lost.rules_sent == NOW + 6
+    r = ctl.flow_stats(S1, entries, NOW + 6.1, xid)
+    assert [w for w in r.warnings if "1 flows not restored" in w]    # the other one
+    assert lost.ended is None
+
+
+def test_statistics_asked_before_a_switch_went_again_end_nothing():
+    # s1 drops again before answering: that request's answer, if it comes, is not the
+    # reconnection's; the next reconnection asks again and its answer decides
+    cfg, ctl, net = located(("h2-web",))
+    reconnect_without(cfg, ctl, net, "h2-web")
+    old_xid, entries = stats_reply(net.switches[S1])
+    ctl.switch_gone(S1, NOW + 5)
+    assert not ctl.flow_stats(S1, entries, NOW + 5.1, old_xid).warnings
+    net.apply(ctl.switch_connected(S1, NOW + 6).sends)
+    xid, entries = stats_reply(net.switches[S1])
+    assert xid != old_xid
+    assert not ctl.flow_stats(S1, entries, NOW + 6.1, old_xid).warnings
+    r = ctl.flow_stats(S1, entries, NOW + 6.2, xid)
+    assert [w for w in r.warnings if "2 flows not restored" in w]
+
+
+def test_a_long_watched_flow_whose_rules_were_lost_goes_dormant_and_loses_its_watch():
+    # a long-flow microservice under malb: each flow's FIN is watched. Lost with the
+    # switch's rules, it goes on for the policy and the profiler until its FIN, as when its
+    # rules idle out, and the watch the switch may still hold is deleted
+    ms = [{"name": "web", "port": 80, "vip": VIP, "flow_class": "long"}]
+    cfg = parse_config_file_data(network_config(microservices=ms), "own.yaml")
+    ctl = new_core(cfg, "malb")
+    net = FakeNetwork(cfg, links=[LINK])
+    for s in cfg.testbed.switches:
+        net.apply(ctl.switch_connected(s.dpid, NOW).sends)
+    discover(ctl, net, NOW)
+    answer_probes(cfg, ctl, net, NOW + 1)
+    for b in ctl.policy_core.pools["web"]:
+        ctl.policy_core.set_health(b.name, b.name == "h2-web")
+    lost, _ = reconnect_without(cfg, ctl, net, "h2-web")
+    assert lost.fin_watch
+    xid, entries = stats_reply(net.switches[S1])
+    r = ctl.flow_stats(S1, entries, NOW + 4.1, xid)
+    assert lost.ended == NOW + 4.1 and lost.dormant and lost.running
+    deleted = [m for _, buf in r.sends for m in decode(buf)
+               if getattr(m, "command", None) == ofproto_v1_3.OFPFC_DELETE]
+    assert {m.cookie for m in deleted} >= {fin_cookie(lost.flow_id)}
 
 
 def test_a_segment_under_way_from_a_moving_slot_with_no_path_left_is_dropped():

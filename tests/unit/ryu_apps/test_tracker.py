@@ -12,7 +12,7 @@ from ryu_apps import ofwire, tracker
 from ryu_apps.managers.flow_statistics import FlowStatistics
 from ryu_apps.managers.switch_rules import SwitchRules
 from ryu_apps.network_plan import NetworkPlan
-from tests.lib.fakeswitch import PacketOut, decode
+from tests.lib.fakeswitch import PacketOut, Request, decode
 from tests.lib.controller import make as make_controller
 from tests.unit.ryu_apps.test_flowpath import NOW, VIP, client_frame, make, packet_in
 
@@ -175,6 +175,22 @@ def test_a_tracked_connection_with_no_path_to_its_instance_is_left_as_it_is():
     path.locations.configured[inst.name] = where
     again = packet_in(cfg, path, sw, client_frame(cfg, 40000), now=NOW + 6)
     assert again.kinds == ["repeat"] and rec.tracked and rec.recommits == 1
+
+
+def test_a_tracked_connection_not_restored_is_left_to_age_out_not_ended_as_lost():
+    # no rules of its own for the statistics to list: a reconnection that cannot send its
+    # tracker rules leaves it to tracked_max_s
+    cfg, path, sw = tracked()
+    c = cfg.testbed.clients[0]
+    r = packet_in(cfg, path, sw, client_frame(cfg, 40000))
+    rec = path.flows.lookup((c.dpid, "tcp", c.ip, 40000, VIP, 8002))
+    path.locations.configured[r.decision.instance] = (0x99, 1)
+    stats = statistics(cfg, path)
+    (request,) = [m for buf in stats.switch_up(c.dpid, NOW + 1) for m in decode(buf)
+                  if isinstance(m, Request) and m.mp_type == ofwire.OFPMP_FLOW]
+    assert stats.unrestored and rec.rules_sent == 0.0
+    assert not stats.flow_stats(c.dpid, [], NOW + 2, request.xid).warnings
+    assert rec.ended is None and rec.tracked
 
 
 def test_a_long_flow_microservice_keeps_its_rule_pair_in_tracker_mode():
