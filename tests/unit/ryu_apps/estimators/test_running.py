@@ -1,5 +1,7 @@
 """ryu_apps/estimators/running_flows.py and open_flows.py: running-flow estimates from assignment times and flow durations."""
 import gc
+import math
+import random
 
 import pytest
 
@@ -217,6 +219,33 @@ def test_instance_flows_count_each_open_flow_at_its_remaining_life():
     assert f.open_count("srv1-ui") == 0 and f.remaining("srv1-ui", 100.0, None) == 0.0
     with pytest.raises(ValueError):
         InstanceFlows(max_age_s=0)
+
+
+def test_instance_flows_keep_their_sum_within_a_step_as_flows_start_and_end():
+    # the sum kept through a step's starts and ends, and summed again at the next step or
+    # for new durations, is each open flow's remaining life at its bucket's age
+    rng = random.Random(36)
+    f = InstanceFlows(bucket_s=0.1, max_age_s=30.0)
+    durations = [Survival([0.3, 0.8, 2.5, 6.0]), Survival([1.0] * 5 + [9.0] * 5)]
+    survival, t, opened, n = durations[0], 100.0, [], 0
+    for _ in range(3000):
+        t += rng.choice((0.0, 0.001, 0.02, 0.13))
+        if rng.random() < 0.02:
+            survival = durations[rng.random() < 0.5]
+        if opened and rng.random() < 0.45:
+            f.end(opened.pop(rng.randrange(len(opened))), t)
+        else:
+            n += 1
+            f.add(n, rng.choice(("srv1-ui", "srv2-ui")), t)
+            opened.append(n)
+        opened = [key for key in opened if key in f]       # dropped past max_age_s
+        step = math.floor(t / 0.1 + 1e-9)
+        for inst in ("srv1-ui", "srv2-ui"):
+            ages = [max(0, step - k) for key, (i, k, _) in f._open.items() if i == inst]
+            want = sum(survival.remaining_at_step(a, 0.1) for a in ages
+                       if a * 0.1 < survival.longest)
+            assert f.remaining(inst, t, survival) == pytest.approx(want, rel=1e-9, abs=1e-9)
+    assert f.remaining("srv1-ui", t, None) == f.open_count("srv1-ui")
 
 
 def test_instance_flows_cost_the_buckets_not_the_flows():
