@@ -37,6 +37,7 @@ import copy
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import yaml
@@ -167,7 +168,12 @@ def ofwire_frame_from(src_mac: str, src_ip: str, to) -> bytes:
 
 def run(args, say=print) -> dict:
     os.makedirs(args.out, exist_ok=True)
-    history = os.path.join(args.out, "controller_alone-profiler.sqlite")
+    with tempfile.TemporaryDirectory(prefix="malb-alone-") as scratch:
+        return run_in(args, os.path.join(scratch, "profiler.sqlite"), say)
+
+
+def run_in(args, history: str, say) -> dict:
+    """run(), the profiler's history (with --profiler) at `history`."""
     data = config(args.rest_port, args.ofp_port, args.profiler_port if args.profiler else None,
                   history)
     config_path = os.path.join(args.out, "controller_alone-config.yaml")
@@ -198,8 +204,8 @@ def run(args, say=print) -> dict:
 
 
 def profiler_service(args, config_path: str, history: str, k: int, name: str):
-    """A fresh profiler for one app's run (--profiler), or nothing."""
-    if not args.profiler:
+    """A fresh profiler for one MALB run (--profiler), or nothing."""
+    if not args.profiler or not APPS[name.partition("@")[0]][1]:
         return contextlib.nullcontext()
     for path in (history, history + "-wal", history + "-shm"):
         with contextlib.suppress(FileNotFoundError):
