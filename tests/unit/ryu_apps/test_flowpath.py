@@ -175,15 +175,26 @@ def test_a_segment_nobody_owns_gets_a_reset_from_the_vip():
     assert ofwire.parse_frame(decode(r.sends[0][1])[0].data).tcp_seq == 777
 
 
-def test_an_orphan_answer_resumes_its_flow_and_reaches_the_client_as_the_vip():
+def expired_flow_answered(connected=True, lost=False):
+    """A flow from port 40004 whose rules idled out, then its instance's answer (its
+    instance first moved where no path leads, if `lost`); the path, the flow, the orphan
+    result and the instance."""
     cfg, path, sw = make()
     c = cfg.testbed.clients[0]
     first = packet_in(cfg, path, sw, client_frame(cfg, 40004))
     inst = path.instances[first.decision.instance]
     rec = next(iter(path.flows.flows.values()))
     expire(path, rec, NOW + 12)
+    if lost:
+        path.locations.configured[inst.name] = (0x99, 1)      # a switch no link leads to
     frame = ofwire.tcp_frame(c.mac, inst.mac, inst.ip, c.ip, 8002, 40004, 5, flags=0x18)
-    r = path.orphan(c.dpid, frame, ofwire.parse_frame(frame), NOW + 13, lambda d: True)
+    r = path.orphan(c.dpid, frame, ofwire.parse_frame(frame), NOW + 13, lambda d: connected)
+    return cfg, path, sw, rec, r, inst
+
+
+def test_an_orphan_answer_resumes_its_flow_and_reaches_the_client_as_the_vip():
+    cfg, path, sw, rec, r, inst = expired_flow_answered()
+    c = cfg.testbed.clients[0]
     assert r.handled and r.kinds == ["resumed"]
     s = sw[c.dpid]
     s.apply(r.sends[0][1])
@@ -197,15 +208,8 @@ def test_an_orphan_answer_resumes_its_flow_and_reaches_the_client_as_the_vip():
 def test_an_orphan_answer_for_a_switch_away_resumes_its_flow_with_nothing_sent():
     # the flow's edge switch is disconnected: no path is checked and nothing is sent; its
     # reconnection restores the flow's rules
-    cfg, path, sw = make()
-    c = cfg.testbed.clients[0]
-    first = packet_in(cfg, path, sw, client_frame(cfg, 40004))
-    inst = path.instances[first.decision.instance]
-    rec = next(iter(path.flows.flows.values()))
-    expire(path, rec, NOW + 12)
-    path.locations.configured[inst.name] = (0x99, 1)          # and no path to its instance
-    frame = ofwire.tcp_frame(c.mac, inst.mac, inst.ip, c.ip, 8002, 40004, 5, flags=0x18)
-    r = path.orphan(c.dpid, frame, ofwire.parse_frame(frame), NOW + 13, lambda d: False)
+    # (and no path to its instance)
+    _, _, _, rec, r, _ = expired_flow_answered(connected=False, lost=True)
     assert r.kinds == ["resumed"] and not r.sends and rec.ended is None
 
 
