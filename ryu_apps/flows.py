@@ -309,8 +309,9 @@ class FlowTable:
 
     def lost(self, rec: FlowRecord, now: float) -> None:
         """Its rules are not on its switch: a reconnection could not send them (no path to
-        its instance) and the switch's statistics have not shown them since. It ends as if
-        both had been removed (end_reason rules_lost), so that its next packet resumes it."""
+        its instance), and the statistics requested with it did not list them. It ends as
+        if both had been removed (end_reason rules_lost), so that its next packet resumes
+        it."""
         rec.removed = (DIR_FORWARD, DIR_REVERSE)
         self._end(rec, now, "rules_lost")
 
