@@ -50,13 +50,22 @@ class Service:
     def pid_file(self) -> str:
         return os.path.join(PID_DIR, f"{self.name}.pid")
 
-    def start(self, timeout_s: float = 30.0) -> "Service":
+    def start(self, timeout_s: float = 30.0) -> Service:
+        return self.launch().ready(timeout_s)
+
+    def launch(self) -> Service:
+        """The process started, not yet waited for: several launched at once start in
+        parallel (each spends about a second importing), then ready() each."""
         os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         write_pid_file(self.name, self.proc.pid)
+        return self
+
+    def ready(self, timeout_s: float = 30.0) -> Service:
+        """Once it answers on its ready URL; a service that never does is stopped."""
         if self.ready_url:
             try:
                 self.wait_ready(timeout_s)
@@ -77,7 +86,7 @@ class Service:
                         return
             except OSError:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.1)
         raise ServiceError(f"{self.name} did not answer on {self.ready_url} within "
                            f"{timeout_s:.0f} s; last lines of {self.log_path}:\n{self.tail()}")
 
@@ -95,6 +104,15 @@ class Service:
         if self.running():
             os.killpg(self.proc.pid, sig)
             self.proc.wait(timeout=10)
+
+    def terminate(self) -> None:
+        """SIGTERM sent, not waited for: several told at once come down in parallel (an
+        agent waits for its probe readings under way), then stop() each."""
+        if self.running():
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.running():

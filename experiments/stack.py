@@ -59,7 +59,7 @@ class Stack:
         self._sigterm = None          # SIGTERM's handling before start(), given back by stop()
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         # before any service: a controller started beside another's testbed would take its
         # ports and PID file (TestbedBusy here; nested within an experiment's own hold)
         testbed_lock.acquire()
@@ -82,43 +82,63 @@ class Stack:
             if self.want["controller"]:
                 self.start_controller()
             self.testbed = Testbed(self.cfg, TestbedOptions(
-                start_services=self.start_services,
-                wait_controller_s=30 if self.want["controller"] else 0)).start()
+                start_services=self.start_services)).start()
             if self.start_services:
                 missing = self.testbed.wait_services()
                 if missing:
                     raise RuntimeError(f"services not listening: {', '.join(missing)}")
             if self.want["agents"]:
                 for srv in self.cfg.servers:
-                    self.start_agent(srv.name)
+                    self.agents[srv.name] = self._agent_service(srv.name).launch()
             if self.want["profiler"]:
-                self.start_profiler()
+                self.profiler = self._profiler_service().launch()
+            # launched together, then waited for: their starts (a second or so of imports
+            # each) overlap
+            for service in [*self.agents.values(), self.profiler]:
+                if service is not None:
+                    service.ready()
+            if self.controller is not None:
+                self.wait_switches(30)
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)    # what failed stays raised
             raise
         return self
 
     def start_controller(self) -> Service:
-        c = self.cfg.controller
-        self.controller = controller_service(
-            self.config_path, self.policy, os.path.join(self.run_dir, "controller.log"),
-            c.rest_port).start()
+        self.controller = self._controller_service().start()
         return self.controller
 
     def start_agent(self, server: str) -> Service:
-        srv = self.cfg.server(server)
-        self.agents[server] = python_service(
-            f"agent-{server}", ["agents", "--server", server, "--config", self.config_path],
-            f"{srv.agent_url}/health", os.path.join(self.run_dir, f"agent-{server}.log")
-        ).start()
+        self.agents[server] = self._agent_service(server).start()
         return self.agents[server]
 
     def start_profiler(self) -> Service:
-        self.profiler = python_service(
-            "profiler", ["profiler", "--config", self.config_path],
-            f"{self.cfg.profiler.url}/health", os.path.join(self.run_dir, "profiler.log")
-        ).start()
+        self.profiler = self._profiler_service().start()
         return self.profiler
+
+    def _controller_service(self) -> Service:
+        return controller_service(self.config_path, self.policy,
+                                  os.path.join(self.run_dir, "controller.log"),
+                                  self.cfg.controller.rest_port)
+
+    def _agent_service(self, server: str) -> Service:
+        return python_service(
+            f"agent-{server}", ["agents", "--server", server, "--config", self.config_path],
+            f"{self.cfg.server(server).agent_url}/health",
+            os.path.join(self.run_dir, f"agent-{server}.log"))
+
+    def _profiler_service(self) -> Service:
+        return python_service(
+            "profiler", ["profiler", "--config", self.config_path],
+            f"{self.cfg.profiler.url}/health", os.path.join(self.run_dir, "profiler.log"))
+
+    def wait_switches(self, timeout_s: float) -> None:
+        """Until the controller has every configured switch (its base rules sent): asked of
+        the controller, which knows at once; Open vSwitch's own is_connected column is
+        refreshed only every 5 s."""
+        want = {f"{sw.dpid:016x}" for sw in self.cfg.testbed.switches}
+        self.wait_for(lambda: want <= set(self.controller_get("/malb/status")["switches"]),
+                      timeout_s, "every switch connected to the controller", interval_s=0.1)
 
     def stop(self) -> None:
         # a second SIGTERM while it comes down ends the process as usual
@@ -130,6 +150,9 @@ class Stack:
         testbed, self.testbed = self.testbed, None
         parts = [self.profiler, *self.agents.values(), testbed, self.controller]
         try:
+            for service in [self.profiler, *self.agents.values()]:
+                if service is not None:
+                    service.terminate()
             for stop in [part.stop for part in parts if part is not None]:
                 try:
                     stop()
@@ -142,13 +165,13 @@ class Stack:
         if failures:
             raise failures[0]
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             self.stop()
-        except Exception as failure:     # noqa: BLE001
+        except Exception as failure:     # raised below, or said beside what ended the block
             if exc_type is None:
                 raise
             # what ended the block is what the caller is to see; this, said beside it

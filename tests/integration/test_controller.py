@@ -290,11 +290,11 @@ def test_switch_reconnect_restores_rules_and_connections_continue(stack, cli):
         assert "nw_dst=10.0.0.100" not in out and "set_field" not in out
         time.sleep(1)
         subprocess.run(["ovs-vsctl", "set-controller", "s1", "tcp:127.0.0.1:6653"], check=True)
-        stack.testbed.wait_connected(15)
-        time.sleep(0.5)
-        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "s1"],
-                             capture_output=True, text=True).stdout
-        assert "set_field:10.0.0.100->ip_src" in out, out   # the reverse NAT rule is back
+        stack.wait_switches(15)
+        # the reverse NAT rule is back
+        stack.wait_for(lambda: "set_field:10.0.0.100->ip_src" in subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "s1"], capture_output=True,
+            text=True).stdout, 15, "the reverse NAT rule restored", interval_s=0.2)
     _stream_survives(stack, cli, drop_switch)
     with open(stack.controller.log_path) as fh:
         assert "NAT flows restored" in fh.read()
@@ -304,7 +304,7 @@ def test_controller_restart_keeps_existing_connections(stack, cli):
     def restart():
         stack.controller.stop()
         stack.start_controller()
-        stack.testbed.wait_connected(15)
+        stack.wait_switches(15)
     _stream_survives(stack, cli, restart)
     stack.wait_for(lambda: status(stack)["profiler"]["reachable"], 10, "profiler reachable")
     with open(stack.controller.log_path) as fh:

@@ -10,6 +10,9 @@ class Part:
     def __init__(self, log: list, name: str, fails: bool = False):
         self.log, self.name, self.fails = log, name, fails
 
+    def terminate(self):
+        self.log.append(f"told {self.name}")
+
     def stop(self):
         self.log.append(self.name)
         if self.fails:
@@ -25,16 +28,20 @@ def stack_of(log, failing=()):
     return s
 
 
+# the profiler and the agents are told first, so that they come down in parallel
+TOLD = ["told profiler", "told agent"]
+
+
 def test_a_part_that_fails_to_stop_does_not_keep_the_others_running():
     log = []
     s = stack_of(log, failing=("testbed",))
     with pytest.raises(AssertionError, match="testbed would not stop"):
         s.stop()
-    assert log == ["profiler", "agent", "testbed", "controller"]
+    assert log == [*TOLD, "profiler", "agent", "testbed", "controller"]
     assert s.testbed is None
     log.clear()
     s.stop()                             # the testbed is not stopped twice
-    assert log == ["profiler", "agent", "controller"]
+    assert log == [*TOLD, "profiler", "agent", "controller"]
 
 
 def test_coming_down_after_an_interrupt_keeps_the_interrupt(capsys):
@@ -42,7 +49,7 @@ def test_coming_down_after_an_interrupt_keeps_the_interrupt(capsys):
     s = stack_of(log, failing=("profiler", "testbed"))
     # what `with` does when the block raised: nothing raised here, so the interrupt goes on
     assert not s.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
-    assert log == ["profiler", "agent", "testbed", "controller"]
+    assert log == [*TOLD, "profiler", "agent", "testbed", "controller"]
     assert "profiler would not stop" in capsys.readouterr().err
     s = stack_of([], failing=("controller",))
     with pytest.raises(AssertionError, match="controller would not stop"):
