@@ -34,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="configuration file (default: $MALB_CONFIG or "
                                     "configs/paper.yaml)")
     p.add_argument("--host", help="listen address (default: agents.listen_host)")
-    p.add_argument("--port", type=port_number, help="listen port (default: from the server's agent_url)")
+    p.add_argument("--port", type=port_number,
+                   help="listen port (default: from the server's agent_url)")
     p.add_argument("--period", type=positive_float, help="sampling period in seconds "
                                                          "(default: agents.period_s)")
     sel = p.add_mutually_exclusive_group()
@@ -149,7 +150,7 @@ def main(argv=None) -> int:
     try:
         client = docker.from_env(timeout=10, max_pool_size=MAX_PARALLEL)
         client.ping()
-    except Exception as exc:   # the SDK raises DockerException, requests' errors, OSError
+    except Exception as exc:   # noqa: BLE001 -- the SDK raises DockerException, requests' errors, OSError
         fail(f"cannot reach the Docker engine: {type(exc).__name__}: {exc}")
     scrape = {i.container: cfg.microservice(i.microservice).port for i in cfg.slots
               if i.server == args.server and

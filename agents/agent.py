@@ -120,7 +120,7 @@ class SampleCollector:
 
     LABELS = ("server", "container", "microservice")
 
-    def __init__(self, agent: "Agent"):
+    def __init__(self, agent: Agent):
         self.agent = agent
         # (container, "rx" | "tx") -> (docker's last reading, the total exported): a
         # container's bytes are a sum over its interfaces, which falls when one goes away
@@ -250,7 +250,7 @@ class Agent:
         try:
             listed = self.client.containers.list(all=True,
                                                  filters=self.selector.docker_filters())
-        except Exception as exc:  # Docker itself unreachable: every container unreadable
+        except Exception as exc:  # noqa: BLE001 -- Docker itself unreachable: every container unreadable
             self.errors += 1
             return self._publish(wall, [], f"docker: {exc}", started)
         mine = [c for c in listed if self.selector.matches(c.name)]
@@ -280,7 +280,7 @@ class Agent:
             return None
         try:
             seconds = self.whole_cpu_fn()
-        except Exception as exc:   # optional: a failed read costs its figure, not the sample
+        except Exception as exc:   # noqa: BLE001 -- optional: a failed read costs its figure, not the sample
             log.warning("the server's CPU time could not be read: %s", exc)
             return None
         return None if seconds is None else CpuReading(time.monotonic(), float(seconds))
@@ -317,7 +317,7 @@ class Agent:
             doc = doc_future.result()
             raw = parse_stats(doc, time.monotonic(), self._net_from_proc(c)
                               if not doc.get("networks") else None)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- a container unreadable, not the sample
             self.errors += 1
             entry.update(readable=False, error=f"{type(exc).__name__}: {exc}")
             fresh[c.name] = None
@@ -468,7 +468,7 @@ class Agent:
             targets = sorted(self._probe_targets.values(), key=lambda t: t.container)
         answer = self._prober.answer(self.server, targets, window_s or self.probe_window_s,
                                      timeout_s)
-        for name, entry in answer["instances"].items():
+        for _name, entry in answer["instances"].items():
             if entry["error"] is not None:
                 self.m_probe_failed.labels(self.server, entry["container"]).inc()
         self.m_probe.labels(self.server).observe(time.monotonic() - started)
@@ -542,7 +542,7 @@ class Agent:
                 ("GET", "/metrics"): lambda _q, _b: (200, render(self.metrics))}
 
 
-def served_routes(agent: "Agent", slo=None) -> dict:
+def served_routes(agent: Agent, slo=None) -> dict:
     """Everything the agent's server answers: the agent's routes, its SLO runner's when it
     has one, and /openapi.json describing those (docs/api/agent.yaml), the services named
     in its SLO bodies being those it runs loops for."""

@@ -8,7 +8,8 @@ cache (``total_inactive_file`` on cgroup v1, ``inactive_file`` on v2), as the CL
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Sequence
 
 from common.netuse import network_percent
 

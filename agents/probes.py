@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from common.numbers import finite_non_negative
 
@@ -174,7 +174,7 @@ def read_latency(sockets: NetnsSockets, pid: int, port: int, window_s: float,
                 size += len(chunk)
                 if size > MAX_ANSWER_BYTES:
                     raise ProbeError(f"GET /latency: answer over {MAX_ANSWER_BYTES} bytes")
-        except socket.timeout:
+        except TimeoutError:
             raise ProbeError(f"no answer within {timeout_s:g} s", "timeout") from None
         except ConnectionRefusedError as exc:
             raise ProbeError(f"port {port}: {exc.strerror or exc}", "refused") from None
@@ -290,7 +290,7 @@ class Prober:
             except ProbeError as exc:
                 entry["error"], entry["error_kind"] = str(exc), exc.kind
                 continue
-            except Exception as exc:      # a bug or an unexpected OS error: say which
+            except Exception as exc:      # noqa: BLE001 -- a bug or an unexpected OS error: say which
                 entry["error"] = f"{type(exc).__name__}: {exc}"
                 entry["error_kind"] = "unavailable"
                 continue

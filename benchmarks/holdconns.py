@@ -5,9 +5,9 @@
 Opens --connections persistent HTTP/1.1 connections, then on each sends GET /health every
 --interval seconds for --seconds. Every answer names the instance that served it
 (X-Served-By). A connection breaks when a request fails (reset, timeout, closed) or another
-instance answers on it. Prints a JSON line {"ready": ...} once every connection is open, then one JSON line: per
-connection the first instance, the number
-of answers, and when and how it broke. Whoever runs it changes the pools meanwhile (removes
+instance answers on it. Prints a JSON line {"ready": ...} once every connection is open,
+then one JSON line: per connection the first instance, the number of answers, and when and
+how it broke. Whoever runs it changes the pools meanwhile (removes
 an instance) and compares: the connections that break should be those of that instance only.
 """
 from __future__ import annotations

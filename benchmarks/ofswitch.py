@@ -425,7 +425,7 @@ async def closed_loop(sw: Emulated, ports: Ports, make_frame, outstanding: int,
         sw.answered.clear()
         try:
             await asyncio.wait_for(sw.answered.wait(), 0.1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     sw.answered = None
     sw.pending.clear()

@@ -22,7 +22,6 @@ import logging
 import math
 import re
 import select
-import socket
 import sys
 import threading
 import time
@@ -75,7 +74,7 @@ def _call(req: urllib.request.Request, timeout: float) -> dict:
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:300].decode(errors="replace")
         raise HttpError(f"{req.full_url}: HTTP {exc.code} {detail}", exc.code) from None
-    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError,
+    except (TimeoutError, urllib.error.URLError, ConnectionError, OSError,
             http.client.HTTPException) as exc:   # HTTPException: a peer that hung up early
         reason = getattr(exc, "reason", exc)
         raise HttpError(f"{req.full_url}: {reason}") from None

@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from common.procs import ROOT, git_commit
 

@@ -2,7 +2,7 @@
 tables: number() for a cell, table() for a whole table."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 def number(value, digits: int = 1) -> str:

@@ -22,7 +22,7 @@ API_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 METHODS = ("get", "put", "post", "delete", "patch")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed(name: str) -> dict:
     # parsed once: YAML takes tens of ms, and the controller answers on its event loop
     with open(os.path.join(API_DIR, f"{name}.yaml"), encoding="utf-8") as fh:

@@ -4,7 +4,7 @@ overhead is most of the cost (the profiler classifies a thousand microservices a
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def quantile(values: Sequence[float], q: float, *, is_sorted: bool = False) -> float | None:

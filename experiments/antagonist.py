@@ -298,7 +298,7 @@ class Schedule:
     def records(self) -> list[dict]:
         return [a.record for a in self.by_name.values()]
 
-    def __enter__(self) -> "Schedule":
+    def __enter__(self) -> Schedule:
         return self
 
     def __exit__(self, *exc) -> None:

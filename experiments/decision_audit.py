@@ -6,8 +6,9 @@ For every run of a comparison (results/<comparison>/<policy>/run<k>/) and every 
 least-load decision of a back-end job (the CPU-bound long flows) it takes the per-server
 figures the policy saw (the decision's scores) and the CPU each server actually carried over
 the next `horizon` seconds (the mean of the fresh server samples in the profiler's history;
-the chosen server's less the profiled CPU of one job, the one being decided), and reports how often the server chosen was the one that turned out least loaded, and by how
-much it was not (regret, in CPU points).
+the chosen server's less the profiled CPU of one job, the one being decided), and reports how
+often the server chosen was the one that turned out least loaded, and by how much it was not
+(regret, in CPU points).
 
 On the same decisions it replays estimators of each server's CPU at the decision time from the
 same history, and reports their error against what followed:
@@ -289,7 +290,7 @@ def markdown(per_policy: dict[str, dict], lags: list[int],
     estimators = []
     for kind, es in pooled.items():
         n = sum(e["n"] for e in es)
-        w = lambda key: sum(e[key] * e["n"] for e in es) / n   # noqa: E731
+        w = lambda key: sum(e[key] * e["n"] for e in es) / n   # noqa: B023 -- used at once
         estimators.append([kind, n, f"{w('mae_cpu_points'):.1f}",
                            f"{100 * w('picks_least_loaded'):.0f} %",
                            f"{w('regret_cpu_points'):.1f}"])

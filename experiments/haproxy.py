@@ -219,7 +219,7 @@ def listen_in_namespace(pid: int, host: str, port: int, backlog: int = 64) -> so
             finally:
                 os.close(fd)
             made["sock"] = socket.create_server((host, port), backlog=backlog)
-        except BaseException as exc:     # re-raised in the caller's thread
+        except BaseException as exc:     # noqa: BLE001 -- re-raised in the caller's thread
             made["error"] = exc
     t = threading.Thread(target=inside, name=f"netns-{pid}")
     t.start()
@@ -276,7 +276,7 @@ class AgentResponder:
         while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return                  # closed by stop()
@@ -294,7 +294,7 @@ class AgentResponder:
                 except (OSError, UnicodeDecodeError):
                     self.checks["bad_request"] += 1
 
-    def start(self) -> "AgentResponder":
+    def start(self) -> AgentResponder:
         self.poll_once()              # the first checks find weights already
         for target, name in ((self._poll, "agent-poll"), (self._serve, "agent-serve")):
             t = threading.Thread(target=target, name=name, daemon=True)
@@ -344,7 +344,7 @@ class CpuMeter:
         while not self._stop.wait(self.every_s):
             self.read()
 
-    def start(self) -> "CpuMeter":
+    def start(self) -> CpuMeter:
         self.read()
         self._thread = threading.Thread(target=self._run, name="haproxy-cpu", daemon=True)
         self._thread.start()
@@ -389,7 +389,7 @@ class OutsideBalancer:
         self.meter: CpuMeter | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def start(self, timeout_s: float = 15.0) -> "OutsideBalancer":
+    def start(self, timeout_s: float = 15.0) -> OutsideBalancer:
         try:
             text = render_config(self.cfg, self.mode, self.stats_socket)
         except ValueError as exc:
@@ -461,7 +461,7 @@ class OutsideBalancer:
         except OSError:
             pass
 
-    def __enter__(self) -> "OutsideBalancer":
+    def __enter__(self) -> OutsideBalancer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

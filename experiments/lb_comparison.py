@@ -370,7 +370,7 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
         got = [r["result"].get("balancer_cores") or {} for r in runs]
 
         def mean(key):
-            vals = [g[key] for g in got if g.get(key) is not None]
+            vals = [g[key] for g in got if g.get(key) is not None]  # noqa: B023 -- at once
             return sum(vals) / len(vals) if vals else None
         servers = []
         for r in runs:

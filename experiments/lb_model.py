@@ -382,7 +382,7 @@ class Model:
                 if t.kind == "stream" or (t.kind == "object" and t.prep <= EPS):
                     per_link.setdefault(t.instance, []).append(t)
             want = {}
-            for inst, ts in per_link.items():
+            for ts in per_link.values():
                 share = self.link[name] / len(ts)
                 for t in ts:
                     t.first_byte = now if t.first_byte is None else t.first_byte

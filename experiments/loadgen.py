@@ -183,7 +183,7 @@ async def one_request(req: dict, t0: float, client: int, timeout: float, record)
                 break
             total += len(chunk)
         row["bytes"] = total
-    except asyncio.TimeoutError:
+    except TimeoutError:
         row["error"] = f"timeout after {timeout} s without data"
     except OSError as exc:
         row["error"] = f"{type(exc).__name__}: {exc}"

@@ -4,7 +4,8 @@ same open-loop load, repeated with the methods' order rotated.
 
     sudo .venv/bin/python -m experiments.placement_comparison                 # Bookinfo-like
     sudo .venv/bin/python -m experiments.placement_comparison --rate 30 --phase 90
-    sudo .venv/bin/python -m experiments.placement_comparison --config configs/socialnetwork.yaml --runs 5
+    sudo .venv/bin/python -m experiments.placement_comparison \
+        --config configs/socialnetwork.yaml --runs 5
 
 The clients send their requests to the application's entry services (those no other one
 calls), in the shares of the configuration's `# benchmark-mix:` line, else equally. One
@@ -13,9 +14,9 @@ configuration's layout); a warm-up under load lets the profiler build the commun
 graph; from that one graph every method makes its plan (`exact`: HiGHS alone for
 --exact-time-limit seconds, marked when it proves the optimum; a plan the same as ours is
 not measured twice: its figures in that run are ours'). Then, for each method in turn
-(run k starts k places further along the list), its moves are carried out live (placement/apply.py) while the load goes on
-(requests that fail during the moves are counted), the layout settles, and the load is
-measured:
+(run k starts k places further along the list), its moves are carried out live
+(placement/apply.py) while the load goes on (requests that fail during the moves are
+counted), the layout settles, and the load is measured:
 
 - end-to-end response time (p50, p95, p99) at the clients, and failed requests;
 - per service, the response time of the requests it served (from its own histogram);

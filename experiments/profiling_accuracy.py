@@ -45,7 +45,7 @@ import os
 import sys
 import time
 from numbers import Real
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from common.cli import ArgumentParser, bounded, choice_list, number_list, positive_float, \
     positive_int

@@ -27,7 +27,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from common.config.schema import MODELINE
 from common.procs import ROOT
@@ -375,7 +376,8 @@ def callgraph_config_text() -> str:
     trees = "".join(f"#   {e}: {len(reached(e))} services served (the entry and its calls), "
                     f"{sum(by_name[x]['cpu_ms'] for x in reached(e)):g} ms of CPU\n"
                     for e in entry_services(data))
-    header = (f"{MODELINE}# The call-graph application of `lb_comparison --scenario callgraph`, written "
+    header = (f"{MODELINE}# The call-graph application of `lb_comparison --scenario callgraph`, "
+              f"written "
               f"by\n# `python -m experiments.scenarios --callgraph-config`:\n# placement.apps."
               f"generate({args}).\n# One switch, four servers, every service on three of "
               f"them. A request to each entry:\n{trees}")

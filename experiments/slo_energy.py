@@ -438,7 +438,8 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         svc = slo_service(st.cfg)
         loops = loops_of(st.cfg)
         for name, agent in loops:
-            st.wait_for(lambda: get_json(f"{agent}/slo", 5.0)["services"][name]["actuator"],
+            st.wait_for(lambda agent=agent, name=name: get_json(
+                f"{agent}/slo", 5.0)["services"][name]["actuator"],
                         30, f"the actuator of {name}'s SLO loop")
         agent = loops[0][1]
         slo_doc = get_json(f"{agent}/slo", 5.0)

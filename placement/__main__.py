@@ -90,7 +90,8 @@ def parser() -> argparse.ArgumentParser:
         if name == "export":
             sp.add_argument("--format", choices=("k8s",), required=True)
             sp.add_argument("--namespace", default="default")
-            sp.add_argument("--registry", type=_registry, help="prefix of the image references (e.g. "
+            sp.add_argument("--registry", type=_registry,
+                            help="prefix of the image references (e.g. "
                             "registry.example.org:5000): the cluster pulls the images "
                             "there; push them with docker tag/push first")
             sp.add_argument("--plan", help="a plan written by `plan --out` (default: compute "

@@ -66,7 +66,7 @@ class InProcessTestbed:
         """The instance running and listening, or nothing left of it and ApplyError."""
         try:
             self.testbed.add_instance(instance)      # all or nothing
-        except Exception as exc:   # noqa: BLE001 -- Mininet, Docker, ovs-vsctl, a busy slot
+        except Exception as exc:   # Mininet, Docker, ovs-vsctl, a busy slot
             raise ApplyError(f"{instance.name}: the testbed did not start it: {exc}") from exc
         if self.testbed.wait_services(self.ready_timeout_s, [instance]):
             self.stop(instance.name)
@@ -76,7 +76,7 @@ class InProcessTestbed:
     def stop(self, name: str) -> None:
         try:
             self.testbed.remove_instance(name)
-        except Exception as exc:   # noqa: BLE001 -- as start
+        except Exception as exc:   # as start
             raise ApplyError(f"{name}: the testbed did not remove it: {exc}") from exc
 
 

@@ -733,12 +733,12 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
         chosen = hosts + extra[:more]
         for seed in (METIS_SEED, METIS_SEED + 1, METIS_SEED + 2)[:3 if small else 1]:
             if len(chosen) == 1:
-                attempt("one server + refinement", lambda: refine(
+                attempt("one server + refinement", lambda chosen=chosen: refine(
                     problem, repair(problem, {u.name: chosen[0] for u in problem.units}),
                     swaps=small))
                 break
             attempt(f"metis k-way ({len(chosen)} servers, seed {seed}) + refinement",
-                    lambda: refine(problem, repair(problem, map_parts(
+                    lambda chosen=chosen, seed=seed: refine(problem, repair(problem, map_parts(
                         problem, metis_parts(problem, chosen, seed), chosen, current,
                         move_cost)), swaps=small))
     attempt("greedy + refinement",

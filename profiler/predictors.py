@@ -19,7 +19,8 @@ from collections import deque
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from numbers import Real
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.signal import lfilter
@@ -142,7 +143,7 @@ def fit_arma(y: np.ndarray, order: tuple[int, int]) -> tuple[ArmaParams | None, 
         mu = float(res.params[0])
         ar = tuple(float(v) for v in res.arparams) if p else ()
         ma = tuple(float(v) for v in res.maparams) if q else ()
-    except Exception as exc:  # any estimation error is a failed fit; the caller keeps old params
+    except Exception as exc:  # noqa: BLE001 -- any estimation error is a failed fit; old params kept
         warn_limited(f"ARMA{order} fit failed ({type(exc).__name__}: {exc}); the series "
                      f"keeps its previous parameters")
         return None, time.perf_counter() - start
@@ -273,7 +274,7 @@ class Arma:
         future, self._pending = self._pending, None
         try:
             params, seconds = future.result()
-        except Exception as exc:  # cancelled, or the worker died: keep the current params
+        except Exception as exc:  # noqa: BLE001 -- cancelled, or the worker died: params kept
             warn_limited(f"ARMA fit lost ({type(exc).__name__}: {exc}); the series keeps its "
                          f"previous parameters")
             params, seconds = None, None

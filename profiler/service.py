@@ -222,7 +222,7 @@ class ProfilerService:
         p = cfg.profiler
         self.executor = RespawningProcessPool() if p.predictor == "arma" else None
         series = itertools.count()
-        factory = lambda: make_predictor(p.predictor, p.window, p.arma_order,  # noqa: E731
+        factory = lambda: make_predictor(p.predictor, p.window, p.arma_order,
                                          p.arma_refit_every, self.executor, next(series))
         self.model = ProfilerModel(cfg, factory)
         self.store = store or HistoryStore(p.history_path, p.retention_s)

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 from numbers import Real
-from typing import Iterable
+from collections.abc import Iterable
 
 SCHEMA_VERSION = 1
 
@@ -163,7 +163,7 @@ class HistoryStore:
             raise ValueError(f"{path}: not a history database ({exc})") from None
 
     @classmethod
-    def open_read_only(cls, path: str) -> "HistoryStore":
+    def open_read_only(cls, path: str) -> HistoryStore:
         """An existing history, for reading: never created, migrated or checkpointed (the
         profiler may be writing it right now; WAL lets readers in alongside). ValueError
         naming the file when it is missing or not a history."""
@@ -306,7 +306,7 @@ class HistoryStore:
             self._db.close()
             self._db = None
 
-    def __enter__(self) -> "HistoryStore":
+    def __enter__(self) -> HistoryStore:
         return self
 
     def __exit__(self, *exc) -> None:

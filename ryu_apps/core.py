@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from common.config import active_flow_refresh_s
 from ryu_apps import ofwire

@@ -17,7 +17,7 @@ picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ryu_apps import maglev
 from ryu_apps.ofwire import (CT_NEW, CT_TRACKED, ETH_TYPE_IP, IPPROTO, IPPROTO_TCP, TCP_ACK,

@@ -13,7 +13,7 @@ any warning come out, in the Result the controller core (ryu_apps/core.py) retur
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ryu_apps import ofwire
 from ryu_apps.locations import InstanceLocations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 from ryu_apps.estimators.running_flows import DEFAULT_MAX_AGE_S
 

@@ -61,7 +61,8 @@ class HealthTracker:
     healthy_after: int
     timeout_s: float
     state: dict[str, _State] = field(default_factory=dict)
-    outstanding: dict[object, tuple[str, float]] = field(default_factory=dict)  # token -> (inst, sent)
+    # token -> (instance, sent)
+    outstanding: dict[object, tuple[str, float]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.state = {i: _State() for i in self.instances}

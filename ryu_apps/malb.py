@@ -314,7 +314,7 @@ class MalbController(App):
             try:
                 delay = self._profiler_exchange(time.time(),
                                                 timeout=min(2.0, period / 2)) or period
-            except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
+            except Exception:   # the loop must outlive any one bad answer
                 self.logger.exception("profiler exchange failed; trying again next period")
             # flow classes or weights may have changed, transitions may be over
             self._apply(self.ctl.sync_dataplane(time.time()))
@@ -374,7 +374,7 @@ class MalbController(App):
                 query = f"?timeout_s={timeout:g}" if health else ""
                 try:
                     self._probe_poll(server, url + query, timeout + PROBE_HTTP_SLACK_S)
-                except Exception:   # noqa: BLE001 -- the loop must outlive any one bad answer
+                except Exception:   # the loop must outlive any one bad answer
                     # a bug would repeat at every poll: logged once a minute at most
                     if logged is None or started - logged >= PROBE_BUG_LOG_EVERY_S:
                         self.logger.exception("probes of %s failed; polling goes on", server)

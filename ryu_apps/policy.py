@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Hashable
+from collections.abc import Hashable
 
 from common.numbers import finite_non_negative
 from ryu_apps import policies

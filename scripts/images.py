@@ -53,7 +53,7 @@ def client():
         c = docker.from_env(timeout=600)
         c.ping()
         return c
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- the SDK, requests or the socket
         sys.exit(f"[images] the Docker engine does not answer ({exc}); run `make setup`")
 
 
@@ -123,7 +123,7 @@ def build_image(c, name: str, dockerfile_dir: str, copied: list[str], base_hash:
         try:
             c.images.build(path=ctx, tag=f"{name}:latest", pull=False, rm=True, forcerm=True,
                            labels={"malb": "1", "malb.context": context_hash})
-        except Exception as exc:  # docker.errors.BuildError carries the build log
+        except Exception as exc:  # noqa: BLE001 -- docker.errors.BuildError carries the build log
             log = "".join(x.get("stream", "") for x in getattr(exc, "build_log", []) or [])
             sys.exit(f"[images] building {name} failed: {exc}\n{log}")
     say(f"{name} built")

@@ -80,7 +80,8 @@ class ClientLatencies:
     def window(self, now: float, window_s: float) -> dict | None:
         """The requests that ended in the window_s seconds up to the last report (what
         came since is not known yet: a window up to now would miss a report period's
-        requests; once reports have stopped for longer than a window, up to now): count and p50/p90/p95/p99 in ms, as a service's GET /latency answers;
+        requests; once reports have stopped for longer than a window, up to now): count and
+        p50/p90/p95/p99 in ms, as a service's GET /latency answers;
         None when no client has reported yet (no signal, not an idle service)."""
         if self.last_report is None:
             return None

@@ -64,7 +64,7 @@ class ServiceLoop:
             max(MIN_WINDOW_S, min(self.window_s, now - since))
         try:
             reading = self.sli_fn(window)
-        except Exception as exc:          # any failure of the source is "no signal"
+        except Exception as exc:          # noqa: BLE001 -- any failure of the source is "no signal"
             log.warning("%s: SLI unreadable: %s", self.service, exc)
         key = f"p{round(self.settings.percentile)}_ms"
         sli = reading.get(key) if isinstance(reading, dict) else None
@@ -106,7 +106,7 @@ class ServiceLoop:
         """Energy of the period that just ended, at the frequency it ran at."""
         try:
             cpu = self.cpu_fn()
-        except Exception:       # the container is gone: no CPU counted for this period
+        except Exception:       # noqa: BLE001 -- the container is gone: no CPU counted for this period
             cpu = None
         last, self._last = self._last, (now, cpu)
         if last is None:

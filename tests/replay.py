@@ -39,7 +39,7 @@ def replay_policies() -> tuple[str, ...]:
     """Every registered policy: the fake-switch scenarios and the model under each."""
     return tuple(policies.names())
 
-_digests: dict[str, "hashlib._Hash"] = {}
+_digests: dict[str, hashlib._Hash] = {}
 _current = ["<collection>"]
 
 

@@ -13,7 +13,7 @@ import os
 import socket
 import subprocess
 import uuid
-from functools import lru_cache
+from functools import cache
 
 BACKENDS = ("auto", "containernet", "mininet")
 
@@ -22,7 +22,7 @@ class BackendError(RuntimeError):
     pass
 
 
-@lru_cache(maxsize=None)
+@cache
 def containernet_available() -> bool:
     try:
         # deferred: Containernet, whose import is the test of whether it is here
@@ -91,7 +91,7 @@ def docker_node_class(backend: str):
     return DockerHost
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel_datapath_available() -> bool:
     """Ask Open vSwitch itself: create a throw-away bridge on the kernel datapath."""
     if not os.path.exists("/sys/module/openvswitch"):

@@ -66,7 +66,7 @@ def our_containers(timeout: int = 60) -> list:
                 if leftover_is_ours(c):
                     mine[c.id] = c
         return list(mine.values())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- the SDK, requests or the socket
         raise CleanupError(f"cannot list containers: the Docker engine does not answer "
                            f"({type(exc).__name__}: {exc})") from None
 
@@ -82,7 +82,7 @@ def remove_containers(errors: list[str]) -> list[str]:
         try:
             c.remove(force=True)
             removed.append(c.name)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- named in the errors
             errors.append(f"container {c.name}: not removed ({type(exc).__name__}: {exc})")
     return removed
 
@@ -251,7 +251,7 @@ def clean_testbed(quiet: bool = False, mininet: bool = False) -> dict:
                 continue
             count = len(items) if isinstance(items, list) else items
             print(f"clean-testbed: {what}: {count}")
-        for name, what in report["processes"].items():
+        for _name, what in report["processes"].items():
             print(f"clean-testbed: process {what}")
         for err in errors:
             print(f"clean-testbed: ERROR: {err}")

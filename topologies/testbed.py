@@ -37,7 +37,7 @@ class TestbedOptions:
     wait_controller_s: float = 0.0   # >0: wait until every switch is connected
 
 
-_up: "Testbed | None" = None       # the testbed this process has up (one per machine)
+_up: Testbed | None = None       # the testbed this process has up (one per machine)
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Testbed:
     _server_params: dict | None = None
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self) -> "Testbed":
+    def start(self) -> Testbed:
         # mininet.node before mininet.link: Containernet's two modules import each other,
         # and only this order resolves
         from mininet.node import OVSSwitch  # deferred: Mininet or
@@ -117,7 +117,7 @@ class Testbed:
         if failure is not None:
             raise failure
 
-    def __enter__(self) -> "Testbed":
+    def __enter__(self) -> Testbed:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -13,7 +13,8 @@ import ipaddress
 import math
 import re
 from dataclasses import MISSING, dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 
@@ -270,7 +271,7 @@ def url(value: Any, where_: str) -> str:
         raise ConfigError(f"{where_}: expected an http URL, got {show(value)}")
     try:
         parts = urlsplit(value)
-        parts.port                     # ValueError when not a number from 0 to 65535
+        parts.port  # noqa: B018 -- ValueError when not a number from 0 to 65535
     except ValueError:
         raise ConfigError(f"{where_}: not a valid URL (its port?): {show(value)}") from None
     if parts.port == 0:

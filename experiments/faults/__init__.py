@@ -19,7 +19,8 @@ from experiments.faults.probing import (FaultError, await_checks, docker_socket_
                                         project_dockerd, unix_listener_inodes, verified_pid)
 
 __all__ = [
-    "DEFAULT_FAULTS", "FAULTS", "FLOW_TABLE", "GRACE_HEALTH_INTERVALS", "RECOVERY_TARGET_PERIODS", "SAMPLE_TABLES",
+    "DEFAULT_FAULTS", "FAULTS", "FLOW_TABLE", "GRACE_HEALTH_INTERVALS", "RECOVERY_TARGET_PERIODS",
+    "SAMPLE_TABLES",
     "FaultError", "Suite", "analyse", "await_checks", "config_data", "docker_socket_path",
     "error_kind", "history_snapshot", "late_flows", "main", "markdown_table",
     "merge_decisions", "parse_ovs_list", "parse_ovs_value", "parser", "project_dockerd",

@@ -252,7 +252,7 @@ class DecisionRecorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="decisions", daemon=True)
 
-    def start(self) -> "DecisionRecorder":
+    def start(self) -> DecisionRecorder:
         self.poll()
         self._thread.start()
         return self

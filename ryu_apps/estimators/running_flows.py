@@ -49,7 +49,7 @@ class RunningFlows:
         while q and q[0][0] < oldest:
             q.popleft()
 
-    def expected(self, server: str, at: float, survival: dict[str, "Survival | float"]
+    def expected(self, server: str, at: float, survival: dict[str, Survival | float]
                  ) -> dict[str, float]:
         """Per microservice, the expected number of its flows on the server still running at
         `at` (flows sent after `at` do not count). `survival` maps a microservice to its

@@ -22,7 +22,7 @@ class RunningLoad:
     the flows running now cost; the base is cached per server until its data or the
     profile changes."""
 
-    def __init__(self, view: "PolicyCore"):
+    def __init__(self, view: PolicyCore):
         self.view = view
         # server -> (the inputs' versions, base()): the same for every decision until the
         # server's data or the profile changes (10 estimates over the window would
@@ -65,7 +65,7 @@ class RunningLoad:
                 flows += n
         return cpu, net, flows
 
-    def base(self, server: str, load: "ServerLoad") -> tuple[tuple, float, float, frozenset]:
+    def base(self, server: str, load: ServerLoad) -> tuple[tuple, float, float, frozenset]:
         """(the figures the base load is taken from (CPU, memory, network), the CPU % and
         network % that the running flows explain in them, the microservices left out of
         the running flows). CPU from the latest measurement (a rolling mean lags the jobs by
@@ -84,7 +84,7 @@ class RunningLoad:
         self._cache[server] = (key, value)
         return value
 
-    def short_parts(self, load: "ServerLoad") -> dict | None:
+    def short_parts(self, load: ServerLoad) -> dict | None:
         """The short-flow microservices' parts of the server's measurement, when the
         profiler sent them complete for every short-flow microservice it names."""
         if not load.parts:
@@ -130,7 +130,7 @@ class RunningLoad:
                                         lambda inst: v.flow_cost(ms, server_of[inst]),
                                         now, keep)
 
-    def _base(self, server: str, load: "ServerLoad") -> tuple[tuple, float, float, frozenset]:
+    def _base(self, server: str, load: ServerLoad) -> tuple[tuple, float, float, frozenset]:
         v = self.view
         lag = v.profiles.prediction_lag_s
         meas = load.measured or (load.cpu, load.mem, load.net)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from statistics import median
-from typing import Callable
+from collections.abc import Callable
 
 DEFAULT_SAMPLES = 5
 

@@ -6,7 +6,8 @@ the health checks; an agent that fails or answers in part is a warning at most o
 minute."""
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 from common.numbers import finite_non_negative
 from ryu_apps.managers.base import Manager

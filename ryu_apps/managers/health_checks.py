@@ -7,7 +7,7 @@ every manager as a pools change. Also each switch's channel lag (the marker's ro
 trip)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ryu_apps import ofwire
 from ryu_apps.managers.base import Manager, controller_packet_out

@@ -5,7 +5,7 @@ policy core (ryu_apps/profiles.py). A failed exchange sends the same records aga
 period. next_exchange_in: when the next exchange is due, in step with the profiler."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from common.numbers import is_finite
 from ryu_apps.managers.base import Manager

@@ -10,7 +10,8 @@ random generator, a hash table, credits); the view keeps what every policy may r
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Hashable
+from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Hashable
 
 if TYPE_CHECKING:        # the view is passed in at every call; no import at run time
     from ryu_apps.policy import PolicyCore
@@ -60,9 +61,9 @@ class Options:
     default for every field (the registry's presets set the others)."""
 
     @classmethod
-    def from_dict(cls, name: str, given: dict[str, Any]) -> "Options":
+    def from_dict(cls, name: str, given: dict[str, Any]) -> Options:
         known = {f.name: f for f in fields(cls)}
-        for key, value in given.items():
+        for key, _value in given.items():
             if key not in known:
                 raise ValueError(f"policy {name}: unknown option {key!r}; it takes "
                                  f"{', '.join(sorted(known)) or 'none'}")
@@ -84,18 +85,18 @@ class Policy:
     def __init__(self, options: Options | None = None):
         self.options = options if options is not None else self.Options()
 
-    def choose(self, view: "PolicyCore", ms: str, candidates: list[Backend], now: float,
+    def choose(self, view: PolicyCore, ms: str, candidates: list[Backend], now: float,
                flow: Flow) -> Decision:
         """The instance for a new flow of `ms`, from `candidates` (in service, in
         configuration order, never empty)."""
         raise NotImplementedError
 
-    def watches(self, view: "PolicyCore", ms: str) -> bool:
+    def watches(self, view: PolicyCore, ms: str) -> bool:
         """Whether the controller should follow a new TCP flow of `ms` to its FIN and report
         its end: long flows always (their load counts until they end)."""
         return view.profiles.flow_class(ms)[0] == "long"
 
-    def short_flow_shares(self, view: "PolicyCore", ms: str, candidates: list[Backend],
+    def short_flow_shares(self, view: PolicyCore, ms: str, candidates: list[Backend],
                           now: float) -> dict[str, float]:
         """The share of a short-flow microservice's new flows each instance should get when
         the switch balances them (dataplane policies): equal by default."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ryu_apps.policy import PolicyCore
 
 
-def round_robin(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
+def round_robin(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
                 now: float, reason: str) -> Decision:
     """The next of the candidates in the microservice's turn over its whole pool."""
     pool = view.pools[ms]
@@ -33,7 +33,7 @@ def round_robin(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Ba
     raise NoBackend(f"no healthy instance of {ms}")   # unreachable: candidates non-empty
 
 
-def measure(view: "PolicyCore", server: str, weights: tuple[float, float, float],
+def measure(view: PolicyCore, server: str, weights: tuple[float, float, float],
             algorithm: str, now: float) -> tuple[float, float, float] | None:
     """(load, time of the data it rests on, how long that data takes to show a new flow
     in full), or None without fresh data.
@@ -59,7 +59,7 @@ def measure(view: "PolicyCore", server: str, weights: tuple[float, float, float]
     return sum(w * v for w, v in parts if w > 0), prof.sample_time, view.profiles.prediction_lag_s
 
 
-def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
+def least_load(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
                now: float, algorithm: str, weights: tuple[float, float, float],
                extra_cpu: dict[str, float] | None = None) -> Decision:
     """The least loaded server's instance; ties on fewer pending flows, then instance
@@ -85,7 +85,7 @@ def least_load(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Bac
                            {s: round(v, 3) for s, v in scores.items()}, weights)
 
 
-def capacity_shares(view: "PolicyCore", candidates: list[Backend],
+def capacity_shares(view: PolicyCore, candidates: list[Backend],
                     weights: tuple[float, float, float]) -> dict[str, float]:
     """Per instance, its server's capacity relative to the candidates' mean, in the given
     resource weights (CPU, memory, network)."""
@@ -110,19 +110,19 @@ def weighted_turn(credit: dict[str, float], share: dict[str, float],
     return best
 
 
-def cores_of(view: "PolicyCore", server: str) -> float:
+def cores_of(view: PolicyCore, server: str) -> float:
     """The server's CPU cores (1 when its capacity is unknown: every server alike)."""
     cap = view.capacities.get(server)
     return cap[0] if cap is not None and cap[0] > 0 else 1.0
 
 
-def open_per_capacity(view: "PolicyCore", b: Backend) -> float:
+def open_per_capacity(view: PolicyCore, b: Backend) -> float:
     """The instance's open connections over its server's CPU cores: equal servers order
     as the plain counts."""
     return view.connections.open_count(b.name) / cores_of(view, b.server)
 
 
-def least_in_turn(view: "PolicyCore", policy: Policy, ms: str, candidates: list[Backend],
+def least_in_turn(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
                   now: float, scores: dict[str, float], algorithm: str, reason: str,
                   weights: tuple[float, float, float] | None = None) -> Decision:
     """The candidate with the least score (per instance name); among equal ones, the

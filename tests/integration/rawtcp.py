@@ -16,7 +16,7 @@ import time
 
 # runs with the system python3 inside a client host: find the project's modules by path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from ryu_apps.ofwire import tcp_segment  # noqa: E402
+from ryu_apps.ofwire import tcp_segment
 
 
 def main() -> int:

@@ -65,7 +65,7 @@ def _state(pid: int) -> str:
 
 def test_the_paper_testbed_from_a_script(clean_machine):
     out = run_example("paper_testbed.py")
-    for ms, port in (("video", 8001), ("ui", 8002), ("backend", 8003)):
+    for ms, _port in (("video", 8001), ("ui", 8002), ("backend", 8003)):
         line = next(x for x in out.splitlines() if x.startswith(f"{ms} "))
         # round robin over the four servers, two requests each
         assert line.endswith("served by: {" + ", ".join(

@@ -106,7 +106,7 @@ def test_every_exported_pod_starts_answers_its_probe_and_reaches_its_callees(exp
     callees = {c.service for m in cfg.microservices for c in m.calls}
     fronts = [(name, c, ip) for name, c, ip in pods if name not in callees]
     assert [f[0] for f in fronts] == ["productpage"]
-    for name, c, ip in fronts:
+    for _name, c, ip in fronts:
         # 200 only when every call below it answered (services/callgraph.py: 502 naming
         # the first callee that failed)
         assert get(f"http://{ip}:{c['ports'][0]['containerPort']}/", timeout=15) == 200

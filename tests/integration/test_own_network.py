@@ -59,7 +59,7 @@ def wait_for(predicate, timeout_s: float, what: str):
             last = status()
             if predicate(last):
                 return last
-        except Exception as exc:      # the controller still starting
+        except Exception as exc:      # noqa: BLE001 -- the controller still starting
             last = exc
         time.sleep(0.5)
     raise AssertionError(f"{what} within {timeout_s} s; last status: {last}")

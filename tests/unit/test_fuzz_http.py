@@ -439,7 +439,8 @@ def rest():
         assert app.policy_core.policy == "srr"
 
 
-WEIGHT_BAD = st.one_of(st.floats(max_value=-5e-324, allow_nan=False), TEXT, raw("null"), raw("true"),
+WEIGHT_BAD = st.one_of(st.floats(max_value=-5e-324, allow_nan=False), TEXT, raw("null"),
+                       raw("true"),
                        raw("1" + "0" * 400), JUNK)
 REST_WRITES = {
     # method, path, body with HOLE, the field the error must name, bad values for HOLE, a

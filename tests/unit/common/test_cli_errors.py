@@ -118,7 +118,8 @@ BAD_INVOCATIONS = [
      "must be at least 0.05"),
     (["agents", "--server", "srv1", "--slo-actuator", "magic"], "invalid choice: 'magic'"),
     (["experiments.faults", "--faults", "agent,meteor", "--out", "{out}"],
-     "choose from agent, profiler, controller, container, hung, starved, switch, docker, got 'meteor'"),
+     "choose from agent, profiler, controller, container, hung, starved, switch, docker, "
+     "got 'meteor'"),
     (["experiments.faults", "--seconds", "5", "--out", "{out}"], "must be at least 20"),
     (["experiments.faults", "--seconds", "20", "--docker-pause", "30", "--out", "{out}"],
      "--seconds: too short for the fault's hold and pause"),

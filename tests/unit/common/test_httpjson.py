@@ -185,7 +185,7 @@ def seconds_until_closed(srv, first: bytes, trickle: bytes, limit_s: float = 8.0
             try:
                 if s.recv(100) == b"":
                     break
-            except socket.timeout:
+            except TimeoutError:
                 pass
             except OSError:
                 break
@@ -270,6 +270,7 @@ def test_errors_quote_a_short_prefix_only():
     assert len(quote("x" * 10_000_000)) < 80
     assert quote(list(range(1000))) == "a list of 1000 items"
     assert quote(1.5) == "1.5"
-    status, _, payload = dispatch({("POST", "/x"): lambda q, b: (200, {})}, "u", "POST", "/x", "", J,
+    status, _, payload = dispatch({("POST", "/x"): lambda q, b: (200, {})}, "u", "POST", "/x", "",
+                                  J,
                                   b'{"k": "' + b"x" * 100_000 + b'\\ud800"}')
     assert status == 400 and len(payload["error"]) < 200

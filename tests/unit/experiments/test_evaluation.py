@@ -135,7 +135,8 @@ def test_in_periods_averages_each_servers_samples_over_the_metric_period():
                101.0: {"a": {"cpu": 20, "mem": 1, "net": 0}, "b": {"cpu": 40, "mem": 1, "net": 0}},
                102.0: {"a": {"cpu": 30, "mem": 4, "net": 3}, "b": {"cpu": 40, "mem": 1, "net": 0}},
                103.0: {"a": {"cpu": 50, "mem": 2, "net": 0}},
-               104.0: {"a": {"cpu": 70, "mem": 2, "net": None}, "b": {"cpu": 0, "mem": 1, "net": 0}}}
+               104.0: {"a": {"cpu": 70, "mem": 2, "net": None},
+                       "b": {"cpu": 0, "mem": 1, "net": 0}}}
     got = in_periods(samples, 1.0, 3.0)
     assert sorted(got) == [102.0, 104.0]          # keyed by each period's last sample
     assert got[102.0]["a"] == {"cpu": 20, "mem": 2, "net": 1}

@@ -108,7 +108,7 @@ def test_score_all_matches_walk_forward_mse_and_the_partial_window_formula():
                       resources=("cpu",))
     for r in rows:
         w = r["window"]
-        expected = walk_forward_mse(values, lambda: RollingMean(w))
+        expected = walk_forward_mse(values, lambda: RollingMean(w))  # noqa: B023 -- at once
         assert r["mse"] == pytest.approx(expected["mse"]) and r["n"] == expected["n"] == n - 1
         # k samples seen (k < w): lag (k + 1) / 2; afterwards (w + 1) / 2
         exact = sum(slope ** 2 * ((min(k, w) + 1) / 2) ** 2 for k in range(1, n)) / (n - 1)

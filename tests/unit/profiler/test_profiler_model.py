@@ -15,7 +15,7 @@ def test_instance_use_is_relative_to_its_servers_capacity():
 
 def test_step_averages_instances_predicts_and_weighs():
     m = ProfilerModel(cfg(), lambda: RollingMean(10))
-    for k, t in enumerate((100.0, 103.0)):
+    for _k, t in enumerate((100.0, 103.0)):
         m.ingest_agent("srv1", sample("srv1", t), None, t)
         m.ingest_agent("srv2", sample("srv2", t, cpu=(30, 20, 50)), None, t)
         m.step(t)

@@ -456,7 +456,7 @@ def test_an_instance_that_stops_answering_probes_gets_no_new_flows_until_it_answ
         net.apply(r.sends)
         probes = net.delivered[-len(cfg.instances):]
         assert {(d, p) for d, p, _ in probes} == {(i.dpid, i.switch_port) for i in cfg.instances}
-        for dpid, port, syn in probes:
+        for _dpid, _port, syn in probes:
             inst = instance_at(cfg, syn["ipv4_dst"])
             assert syn["tcp_flags"] == ofwire.TCP_SYN and syn["ipv4_src"] == VIP
             if inst != down:
@@ -498,7 +498,7 @@ def test_answers_queued_behind_a_flood_are_not_missing_answers():
         net.apply(ctl.probe_health(t).sends)
         probes = net.delivered[-len(cfg.instances):]
         # by the controller's clock the timeout is long past when the answers are handled
-        for dpid, port, syn in probes:
+        for _dpid, _port, syn in probes:
             inst = instance_at(cfg, syn["ipv4_dst"])
             if inst != silent:
                 from_instance(cfg, ctl, net, inst, answer_of(syn), t + 0.1 + lag)

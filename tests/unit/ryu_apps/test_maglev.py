@@ -18,7 +18,7 @@ def names(n: int) -> tuple[str, ...]:
     return tuple(f"srv{i}-ui" for i in range(1, n + 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def table(backends: tuple[str, ...], weights: tuple | None = None, size: int = M):
     return build_table(backends, weights, size)
 

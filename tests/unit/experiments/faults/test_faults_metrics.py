@@ -226,7 +226,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
 def test_the_listening_socket_of_the_docker_path_is_found_through_symbolic_links():
     real = {"/var/run/docker.sock": "/run/docker.sock", "/run/docker.sock": "/run/docker.sock"}
-    resolve = lambda p: real.get(p, p)      # noqa: E731
+    resolve = lambda p: real.get(p, p)
     assert unix_listener_inodes(PROC_NET_UNIX, "/run/docker.sock", resolve) == {21345}
     assert unix_listener_inodes(PROC_NET_UNIX, "/var/run/docker.sock", resolve) == {21345}
     assert unix_listener_inodes(PROC_NET_UNIX, "/tmp/other.sock", resolve) == set()

@@ -108,7 +108,7 @@ def test_instance_flows_match_the_integral_flow_by_flow(spec, probes):
     equals the flow-by-flow sum."""
     f = InstanceFlows(max_age_s=1e9)
     events = []
-    for n, (start, life, idle, quiet) in enumerate(spec):
+    for n, (start, life, _idle, _quiet) in enumerate(spec):
         events.append((start, 0, n))
         events.append((start + life, 1, n))
     events.sort()

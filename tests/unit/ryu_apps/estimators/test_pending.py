@@ -1,4 +1,5 @@
-"""Pending flows in time buckets (ryu_apps/estimators/pending_assignments.py) against the per-flow walk it replaced."""
+"""Pending flows in time buckets (ryu_apps/estimators/pending_assignments.py) against the
+per-flow walk it replaced."""
 import math
 import random
 

@@ -1,4 +1,5 @@
-"""ryu_apps/estimators/running_flows.py and open_flows.py: running-flow estimates from assignment times and flow durations."""
+"""ryu_apps/estimators/running_flows.py and open_flows.py: running-flow estimates from
+assignment times and flow durations."""
 import gc
 import math
 import random
@@ -265,7 +266,7 @@ def test_instance_flows_cost_the_buckets_not_the_flows():
 def _ended_jobs(o, server, jobs, t=0.0):
     """Runs (cpu %, seconds) jobs one after another on the server, each measured by a
     sample it ran through alone, and ends them; returns the time after the last."""
-    for i, (cpu, secs) in enumerate(jobs):
+    for _i, (cpu, secs) in enumerate(jobs):
         o.add(("old", t), server, "backend", t)
         o.attribute(server, {"backend": (cpu, 0.0)}, t, t + 3.0)
         o.end(("old", t), t + secs)
