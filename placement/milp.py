@@ -67,7 +67,6 @@ class _Model:
         self.per_edge = 1 + self.links
         n = self.nx + self.per_edge * ne
         ui = {name: k for k, name in enumerate(self.units)}
-        budget = current is not None and max_moves is not None
         on_switch: dict[int, list[int]] = {}
         for h, q in enumerate(self.pos):
             on_switch.setdefault(q, []).append(h)
@@ -93,12 +92,12 @@ class _Model:
             r += 1
         for k in range(nu):                                  # each unit on one server
             row(((x(k, h), 1.0) for h in range(nh)), 1.0, 1.0)
-        for h, host in enumerate(p.hosts):                   # capacities
+        for h, server in enumerate(p.hosts):                 # capacities
             row(((x(k, h), p.unit[n_].cpu) for k, n_ in enumerate(self.units)),
-                -np.inf, host.cpu + 1e-9)
+                -np.inf, server.cpu + 1e-9)
             if any(p.unit[n_].memory_mb for n_ in self.units):
                 row(((x(k, h), p.unit[n_].memory_mb) for k, n_ in enumerate(self.units)),
-                    -np.inf, host.memory_mb + 1e-9)
+                    -np.inf, server.memory_mb + 1e-9)
         for names in p.replicas.values():                   # replicas apart
             if len(names) > 1:
                 for h in range(nh):
@@ -125,7 +124,7 @@ class _Model:
         self.index = {key: e for e, key in enumerate(p.edges)}
         if trees:
             self.add_trees(_tree_cuts(self.cuts, lambda e, w, name: (-w, name)))
-        if budget:                                           # at most max_moves units move
+        if current is not None and max_moves is not None:   # at most max_moves units move
             stay = [(x(ui[name], self.hosts.index(host)), 1.0)
                     for name, host in current.items() if name in ui and host in p.host]
             row(stay, len(stay) - max_moves, np.inf)
@@ -351,9 +350,9 @@ def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] 
     bound = max(bound, relaxed)
     assignment = None
     if info.primal_solution_status == 2:                     # a feasible point
-        found = model.assignment(np.asarray(h.getSolution().col_value))
-        if not problem.violations(found):
-            assignment = found
+        placed = model.assignment(np.asarray(h.getSolution().col_value))
+        if not problem.violations(placed):
+            assignment = placed
     # optimal: to HiGHS's relative gap (1e-4 by default), the bound then within it
     optimal = status_code == highspy.HighsModelStatus.kOptimal and assignment is not None
     return Solution(assignment, max(0.0, bound), optimal, status, seconds)

@@ -631,7 +631,7 @@ def _server_groups(problem: Problem, a: dict[str, str], size: int,
             links[a[u]].add(a[v])
             links[a[v]].add(a[u])
     held = set(a.values())
-    empty = {}
+    empty: dict[str, str] = {}       # switch -> its first empty server
     for h in problem.hosts:
         if h.name not in held:
             empty.setdefault(h.switch, h.name)
@@ -714,7 +714,8 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
     from the optimum. The cheapest wins (then the one that uses fewer servers). Every
     attempt is in the plan's attempts: its method and cost, or why it failed."""
     problem.check_solvable()
-    results, attempts = [], []
+    results: list[tuple[dict[str, str], str]] = []
+    attempts: list[dict] = []
 
     def attempt(method: str, make) -> None:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Real
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def auto_threshold(durations_by_microservice: dict[str, Sequence[float]]) -> flo
     return split.threshold_s
 
 
-def classify_all(durations_by_microservice: dict[str, Sequence[float]], threshold_s: float,
+def classify_all(durations_by_microservice: Mapping[str, Sequence[float]], threshold_s: float,
                  mode: str = "threshold", min_flows: int = 5) -> dict[str, dict]:
     """Classify every microservice's flows as short or long.
 

@@ -160,7 +160,7 @@ class GraphBook:
             inst = {n: u for n, u in sorted(self.use.items()) if self.service_of.get(n) == ms}
             known = [u for u in inst.values() if u.cpu_cores is not None]
             out[ms] = {"instances": {n: u.as_dict() for n, u in inst.items()},
-                       "cpu_cores": round(sum(u.cpu_cores for u in known), 4)
+                       "cpu_cores": round(sum(u.cpu_cores or 0.0 for u in known), 4)
                        if known else None,
                        "memory_mb": round(sum(u.memory_mb or 0.0 for u in known), 2)
                        if known else None}

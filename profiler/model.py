@@ -40,7 +40,7 @@ class ServerView:
     # (None: its agent cannot read the whole server)
     outside_cpu: float | None = None
     predicted: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES))
-    predictor: ResourcePredictor | None = None
+    predictor: ResourcePredictor = field(kw_only=True)
     complete: bool = False            # whether the latest sample is complete
     missing: list = field(default_factory=list)
     seen_time: float | None = None    # time of the sample the last period looked at
@@ -301,34 +301,36 @@ class ProfilerModel:
                         readings[row["instance"]] = (row["cores"], row["memory_mb"])
             if new:
                 self.graph.add_use(view.name, readings, view.sample.get("time") or now)
-        for name, view in self.microservices.items():
+        for name, mv in self.microservices.items():
             rows = per_ms[name]
-            view.instances = len(rows)
+            mv.instances = len(rows)
             readable = [r for r in rows if r["readable"]]
-            view.readable = len(readable)
-            view.measured = {r: _mean([x[r] for x in readable]) for r in RESOURCES}
+            mv.readable = len(readable)
+            mv.measured = {r: _mean([x[r] for x in readable]) for r in RESOURCES}
             cores = [x["cores"] for x in readable]
             net = [x["net_bytes_per_s"] for x in readable]
-            view.absolute = None if not readable or None in cores or None in net else \
+            mv.absolute = None if not readable or None in cores or None in net else \
                 (sum(cores), sum(net))
             # fed when some agent sent something new (a late one adds its last reading):
             # a period in which none did is not another sample of the same load
-            if any_new and any(v is not None for v in view.measured.values()):
-                view.predictor.update(*(view.measured[r] for r in RESOURCES))
-            if view.predictor.samples:
-                view.predicted = _non_negative(view.predictor.predict())
-                basis = {r: view.predicted[r] if view.predicted[r] is not None
-                         else view.measured[r] for r in RESOURCES}
-                view.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
+            if any_new and any(v is not None for v in mv.measured.values()):
+                mv.predictor.update(*(mv.measured[r] for r in RESOURCES))
+            if mv.predictor.samples:
+                mv.predicted = _non_negative(mv.predictor.predict())
+                basis = {r: mv.predicted[r] if mv.predicted[r] is not None
+                         else mv.measured[r] for r in RESOURCES}
+                mv.weights = weights_from_usage(basis["cpu"], basis["mem"], basis["net"])
         self._classify(now)
 
     def _take_parts(self, view: ServerView) -> None:
         """Each microservice's share of the server in a complete sample: the controller's
         malb policy takes the short-flow ones at their mean, not at the latest sample
         (docs/controller.md)."""
-        cap = view.sample.get("capacity", {})
+        sample = view.sample
+        assert sample is not None           # step() passes the views with a sample
+        cap = sample.get("capacity", {})
         parts: dict[str, dict] = {}
-        for c in view.sample.get("containers", []):
+        for c in sample.get("containers", []):
             ms = c.get("microservice")
             if ms not in self.microservices or c.get("state", "running") != "running":
                 continue

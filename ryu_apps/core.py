@@ -14,6 +14,7 @@ In the user's own network (`network:`) it also finds the links between switches
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -54,7 +55,7 @@ class ControllerCore:
         self.plan = NetworkPlan(cfg)
         self.backends = backends_of(cfg)
         self.policy_core = core_from_config(cfg, policy, self.backends,
-                                     **({} if clock is None else {"clock": clock}))
+                                            clock=time.time if clock is None else clock)
         self.flows = FlowTable(idle_timeout=c.idle_timeout_s,
                                threshold_s=cfg.profiler.flow_threshold_s,
                                refresh_s=active_flow_refresh_s(cfg),
@@ -288,7 +289,7 @@ class ControllerCore:
         return self.health_checks.health_result(instance, ok, detail, now)
 
     # ---------------------------------------------------------------- profiler, probes
-    def profiler_report(self, now: float) -> Iterator[dict]:
+    def profiler_report(self, now: float) -> Iterator[dict | None]:
         return self.profiler.report(now)
 
     def profiler_pairs_sent(self, now: float) -> None:

@@ -83,7 +83,7 @@ class SlotTable:
         # to the new largest round differently although their proportions stand
         shrunk = old is not None and set(members) < set(self.members) and \
             quantise({n: before[n] for n in members}) == members
-        if shrunk:
+        if shrunk and old is not None:     # (shrunk says it; for the type checker)
             # only the slots of the instances that left move
             new = tuple(o if o in members else t for o, t in zip(old, target))
         else:

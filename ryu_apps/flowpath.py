@@ -287,6 +287,7 @@ class FlowPath:
             if back is None or not back.tracked:
                 out.handled = False
                 return out
+            assert self.tracker is not None     # a tracked flow: tracker mode
             actions = self.tracker.back_actions(back.client_in_port)
             end = f.tcp_flags & (ofwire.TCP_FIN | ofwire.TCP_RST)
         out.kinds.append("repeat")
@@ -324,6 +325,7 @@ class FlowPath:
             resend = now - rec.rules_sent > RULES_RESEND_AFTER_S
         else:
             rec = self.flows.resume(reverse_key=reverse_key)
+            assert rec is not None              # resumable, as `flow` above
             out.kinds.append("resumed")
             resend = True
         if rec.tracked:
@@ -405,6 +407,7 @@ class FlowPath:
     def tracker_rules(self, dpid: int, rec: FlowRecord) -> bytes:
         """The tracker's rules a tracked flow needs that the switch lacks."""
         backend = self.backends[rec.instance]
+        assert self.tracker is not None         # a tracked flow: tracker mode
         return self.tracker.rules(self.xid, dpid, rec.client_in_port, backend.name,
                                   backend.mac, backend.ip, backend.port,
                                   self.port_towards(dpid, self.instances[backend.name]))
@@ -412,6 +415,7 @@ class FlowPath:
     def first_packet(self, dpid: int, in_port: int, data: bytes, rec: FlowRecord) -> bytes:
         backend = self.backends[rec.instance]
         if rec.tracked:
+            assert self.tracker is not None     # a tracked flow: tracker mode
             return self.tracker_rules(dpid, rec) + self.tracker.commit(
                 self.xid, dpid, in_port, data, backend.ip, backend.port, rec.vport)
         actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,

@@ -132,7 +132,9 @@ class FlowRecord:
         if self.fin_at is not None:
             return max(0.0, self.fin_at - self.created)
         if self.dormant:
-            return max(0.0, (self.ended if now is None else now) - self.created)
+            until = self.ended if now is None else now
+            assert until is not None            # only an ended flow goes dormant
+            return max(0.0, until - self.created)
         if self.ended is not None and self.end_reason not in ("no_fin", "rules_lost"):
             tail = idle_timeout if self.end_reason == "idle_timeout" else 0
             return max(0.0, self.ended - tail - self.created)
@@ -251,8 +253,9 @@ class FlowTable:
                  now: float) -> FlowRecord | None:
         parsed = parse_cookie(cookie)
         # a tagged cookie with no direction of ours is not a rule of a flow
-        rec = self.flows.get(flow_id_of(cookie)) \
-            if parsed and parsed[0] in (DIR_FORWARD, DIR_REVERSE) else None
+        if parsed is None or parsed[0] not in (DIR_FORWARD, DIR_REVERSE):
+            return None
+        rec = self.flows.get(flow_id_of(cookie))
         if rec is None:
             return None
         old = rec.bytes_fwd + rec.bytes_rev
@@ -282,7 +285,9 @@ class FlowTable:
         rec = self.on_stats(cookie, age_s, byte_count, packet_count, now)
         if rec is None:
             return rec
-        direction = parse_cookie(cookie)[0]
+        parsed = parse_cookie(cookie)
+        assert parsed is not None               # on_stats found its flow by it
+        direction = parsed[0]
         if direction not in rec.removed:
             rec.removed += (direction,)
         if rec.ended is not None:
@@ -320,7 +325,7 @@ class FlowTable:
         """The ended flow resume() would bring back, left as it is."""
         index, k = (self.ended_by_key, key) if key is not None else \
             (self.ended_by_reverse, reverse_key)
-        rec = self.flows.get(index.get(k, -1))
+        rec = self.flows.get(index.get(k, -1)) if k is not None else None
         return None if rec is None or rec.ended is None else rec
 
     def resume(self, key: tuple | None = None, reverse_key: tuple | None = None
@@ -471,7 +476,8 @@ class FlowTable:
                     rec.dirty, rec.told_at, rec.told_long = False, now, long
                     yield rec
             elif not rec.reported and (rec.fin_at is not None or len(rec.removed) >= 2
-                                       or now - rec.ended > grace_s):
+                                       # not running, no FIN: it has ended
+                                       or (rec.ended is not None and now - rec.ended > grace_s)):
                 self._mark_reported(rec, True)
                 yield rec
         self._trim()

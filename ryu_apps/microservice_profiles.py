@@ -57,11 +57,11 @@ class MicroserviceProfiles:
                    if ms in self.microservices}
         for ms, use in (per_flow or {}).items():
             if ms in self.microservices and all(finite_non_negative(v) for v in use):
-                self.per_flow[ms] = tuple(float(v) for v in use)
-        for ms, use in (per_flow_abs or {}).items():
-            if ms in self.microservices and len(use) == 2 and \
-                    all(finite_non_negative(v) for v in use):
-                self.per_flow_abs[ms] = (float(use[0]), float(use[1]))
+                self.per_flow[ms] = (float(use[0]), float(use[1]), float(use[2]))
+        for ms, use_abs in (per_flow_abs or {}).items():
+            if ms in self.microservices and len(use_abs) == 2 and \
+                    all(finite_non_negative(v) for v in use_abs):
+                self.per_flow_abs[ms] = (float(use_abs[0]), float(use_abs[1]))
         self.version += 1
         for ms, qs in (durations or {}).items():
             if ms in self.microservices:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from common.numbers import finite_non_negative
 from ryu_apps import policies
@@ -380,7 +380,8 @@ def controller_settings(c) -> dict:
 
 
 def core_from_config(cfg, policy: str, backends: dict[str, Backend] | None = None,
-                     clock=time.time, options: dict | None = None) -> PolicyCore:
+                     clock: Callable[[], float] = time.time,
+                     options: dict | None = None) -> PolicyCore:
     """The PolicyCore of a validated configuration: the configured instances in their
     pools, the controller's staleness limits and the servers' capacities; `options`
     override the policy's preset."""

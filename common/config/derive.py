@@ -166,10 +166,10 @@ def declared_topology(tb: TestbedSection, network: NetworkSection, servers: tupl
             seen[key].add(value)
         if int(d.mac[:2], 16) & 1:
             raise ConfigError(f"{where}.mac: {d.mac} is a multicast address")
-        sw = switches.get(d.switch) if d.switch else None
+        on = switches.get(d.switch) if d.switch else None
         instances.append(Instance(name=name, microservice=ms.name, server=d.server, ip=d.ip,
-                                  mac=d.mac, switch=sw.name if sw else None,
-                                  dpid=sw.dpid if sw else None, switch_port=d.port, slot=k))
+                                  mac=d.mac, switch=on.name if on else None,
+                                  dpid=on.dpid if on else None, switch_port=d.port, slot=k))
     placed = []
     for ms in microservices:
         where_ = tuple(dict.fromkeys(i.server for i in instances if i.microservice == ms.name))
@@ -206,7 +206,10 @@ def callgraph_spec(cfg: Config, ms: Microservice) -> dict:
     $MALB_SPEC): its own work and answer, and where each downstream service answers (its
     VIP and port, so every call is a flow the controller balances; with testbed.calls_via
     proxy, the proxy's address and the callee's port, where an outside balancer is)."""
-    proxy = cfg.testbed.proxy.ip if cfg.testbed.calls_via == "proxy" else None
+    proxy = None
+    if cfg.testbed.calls_via == "proxy":
+        assert cfg.testbed.proxy is not None    # calls_via proxy needs testbed.proxy (validated)
+        proxy = cfg.testbed.proxy.ip
     return {"service": ms.name, "cpu_ms": ms.cpu_ms, "response_bytes": ms.response_bytes,
             "calls": [{"service": c.service, "host": proxy or cfg.microservice(c.service).vip,
                        "port": cfg.microservice(c.service).port, "count": c.count,

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import ipaddress
 import math
@@ -35,8 +36,9 @@ class Setting:
     hi: float | None = None
     choices: tuple = ()
     nullable: bool = False
-    section: type | None = None                      # section, sections: the nested class
-    parse: Callable[[Any, str], Any] | None = None   # custom: checks and converts a value
+    # builtins.type: `type` here is the field above
+    section: builtins.type | None = None             # section, sections: the nested class
+    parse: Callable[..., Any] | None = None          # custom: checks and converts a value
     check: Callable[[Any, str], Any] | None = None   # after the type's check: may refuse
     default_from: Callable[[dict, Any], Any] | None = None
     default_doc: str = ""
@@ -75,15 +77,15 @@ def read_section(cls, raw: Any, path: str, context: Any = None, **derived):
     fields = settings(cls)
     reject_unknown(raw, {s.name(f) for f, s in fields}, path)
     values: dict[str, Any] = {}
-    later = []
+    later: list[tuple[dataclasses.Field, Setting, Callable[[dict, Any], Any]]] = []
     for f, s in fields:
         if s.name(f) not in raw and s.default_from is not None:
-            later.append((f, s))
+            later.append((f, s, s.default_from))
             continue
         value = raw[s.name(f)] if s.name(f) in raw else _default(f, s)
         values[f.name] = read_value(s, value, where(path, s.name(f)), context)
-    for f, s in later:
-        values[f.name] = read_value(s, s.default_from(values, context),
+    for f, s, default_from in later:
+        values[f.name] = read_value(s, default_from(values, context),
                                     where(path, s.name(f)), context)
     obj = cls(**values, **derived)
     if hasattr(obj, "validate"):
@@ -126,6 +128,7 @@ def read_value(s: Setting, value: Any, where_: str, context: Any = None) -> Any:
         value = tuple(read_section(s.section, item, f"{where_}[{j}]", context)
                       for j, item in enumerate(value))
     elif s.type == "custom":
+        assert s.parse is not None, "a custom setting has its parse"
         value = s.parse(value, where_, context) if s.contextual else s.parse(value, where_)
     else:
         raise TypeError(f"unknown setting type {s.type}")

@@ -124,7 +124,7 @@ def _history_path(value: Any, where: str, ctx) -> str:
 
 HOST = {"type": "string", "minLength": 1}
 NAME = {"type": "string", "pattern": "^[a-z][a-z0-9]*$"}
-PORT = {"lo": 1, "hi": 65535, "type": "integer"}
+PORT: dict[str, Any] = {"lo": 1, "hi": 65535, "type": "integer"}
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
 from common.config.fields import Setting, settings
 from common.config.model import (FILE_SECTIONS, MAX_SERVERS, SERVER_COUNT_SHARES, Server,
@@ -37,6 +38,7 @@ def _static_default(f: dataclasses.Field, s: Setting):
 
 
 def _value_schema(f: dataclasses.Field, s: Setting) -> dict:
+    out: dict[str, Any]
     if s.type in ("number", "integer"):
         out = {"type": s.type}
         if s.lo is not None:
@@ -49,10 +51,10 @@ def _value_schema(f: dataclasses.Field, s: Setting) -> dict:
         out = {"type": "string", "minLength": 1}
     elif s.type == "bool":
         out = {"type": "boolean"}
-    elif s.type == "section":
-        out = {"$ref": f"#/$defs/{s.section.__name__}"}
-    elif s.type == "sections":
-        out = {"type": "array", "items": {"$ref": f"#/$defs/{s.section.__name__}"}}
+    elif s.type in ("section", "sections"):
+        assert s.section is not None, "a section setting names its class"
+        ref = {"$ref": f"#/$defs/{s.section.__name__}"}
+        out = ref if s.type == "section" else {"type": "array", "items": ref}
     else:
         out = dict(s.schema or {})
     if s.nullable and s.type != "custom":
@@ -70,7 +72,8 @@ def _object(cls, only: tuple[str, ...] | None = None, extra: dict | None = None,
     for f, s in settings(cls):
         if only is None or f.name in only:
             props[s.name(f)] = _value_schema(f, s)
-    out = {"type": "object", "properties": props, "additionalProperties": False}
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "additionalProperties": False}
     if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
         out["description"] = " ".join(cls.__doc__.split())
     need = [s.name(f) for f, s in settings(cls) if f.default is dataclasses.MISSING
@@ -101,7 +104,8 @@ def json_schema() -> dict:
     count = _object(ServerCount)["properties"]["count"]
     shorthand = _object(Server, only=SERVER_COUNT_SHARES, extra={"count": count})
     shorthand["description"] = "servers srv1..srvN, alike"
-    props = {key: {"$ref": f"#/$defs/{cls.__name__}"} for key, cls in FILE_SECTIONS.items()}
+    props: dict[str, Any] = {key: {"$ref": f"#/$defs/{cls.__name__}"}
+                             for key, cls in FILE_SECTIONS.items()}
     props["servers"] = {"oneOf": [
         {"type": "array", "items": {"$ref": "#/$defs/Server"}, "minItems": 1,
          "maxItems": MAX_SERVERS}, shorthand]}

@@ -47,9 +47,11 @@ class CarriedSeconds:
         slot = tau // self.slot_us
         self._all_count += delta
         self._all_sum += delta * tau
-        if self._latest is None or slot > self._latest:
+        latest = self._latest
+        if latest is None or slot > latest:
             self._advance(slot)
-        if slot <= self._latest - self.size:        # before the ring
+            latest = slot
+        if slot <= latest - self.size:              # before the ring
             self._old_count += delta
             self._old_sum += delta * tau
             return

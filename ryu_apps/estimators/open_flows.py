@@ -371,7 +371,7 @@ class OpenFlows:
                 acc[1] += f["net"] * ran
                 acc[2].append((f, ran))
         for ms, (cpu, net) in parts.items():
-            seen = known.get(ms, (0.0, 0.0, []))
+            seen = known.get(ms, [0.0, 0.0, []])
             flows = [(f, ran) for f, ran in new.get(ms, []) if ran >= whole]
             part = sum(ran for f, ran in new.get(ms, []) if ran < whole)
             guess = (unmeasured or {}).get(ms, (0.0, 0.0))

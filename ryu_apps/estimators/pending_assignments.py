@@ -59,7 +59,7 @@ class _Series:
     def drop_before(self, i: int) -> None:
         """Forget buckets [0, i); re-base the sums on the first bucket kept."""
         if i >= len(self.keys):
-            self.__init__()
+            _Series.__init__(self)      # empty again
             return
         n0, t0 = self.cn[i], self.ct[i]
         # the first kept bucket's mean time is a reference as good as any

@@ -132,6 +132,8 @@ class RunningLoad:
 
     def _base(self, server: str, load: ServerLoad) -> tuple[tuple, float, float, frozenset]:
         v = self.view
+        t = load.sample_time
+        assert t is not None            # base() is asked of fresh loads only
         lag = v.profiles.prediction_lag_s
         meas = load.measured or (load.cpu, load.mem, load.net)
         short = self.short_parts(load)
@@ -145,22 +147,22 @@ class RunningLoad:
             # What the instance used beyond what our flows on it explain (a noisy neighbour
             # in its container) is not the flows' and stays in full.
             skip = frozenset(short)
-            cpu_then, net_then, _ = self.flows(server, load.sample_time - window / 2, skip)
+            cpu_then, net_then, _ = self.flows(server, t - window / 2, skip)
             level = self.short_levels()
             above_cpu = above_net = 0.0
             for ms, p in short.items():
-                own_cpu, own_net = self.own_load(server, ms, load.sample_time)
+                own_cpu, own_net = self.own_load(server, ms, t)
                 above_cpu += p["cpu"] - level[ms][0] - own_cpu
                 above_net += p["net"] - level[ms][1] - own_net
             mem = load.mem if load.mem is not None else meas[1]
             return (meas[0] - above_cpu, mem, meas[2] - above_net), cpu_then, net_then, skip
-        cpu_then, net_then, _ = self.flows(server, load.sample_time - window / 2)
+        cpu_then, net_then, _ = self.flows(server, t - window / 2)
         if lag <= 0 or load.net is None or load.mem is None:
             return meas, cpu_then, net_then, frozenset()
         n = max(1, round(lag / v.period_s))
         net = 0.0
         for i in range(n):
-            net += self.flows(server, load.sample_time - lag + (i + 0.5) * lag / n)[1] / n
+            net += self.flows(server, t - lag + (i + 0.5) * lag / n)[1] / n
         return (meas[0], load.mem, load.net), cpu_then, net, frozenset()
 
 

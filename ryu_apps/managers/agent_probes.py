@@ -6,7 +6,7 @@ the health checks; an agent that fails or answers in part is a warning at most o
 minute."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from common.numbers import finite_non_negative
@@ -42,9 +42,10 @@ class AgentProbes(Manager):
         self.cfg, self.plan, self.policy_core = cfg, plan, policy_core
         self.service_reading = service_reading     # HealthChecks.service_reading
         # per server: last answer, last error, log rate limit
-        self.agents = {s.name: {"url": f"{s.agent_url}/probes", "last_ok": None,
-                                "last_error": None, "logged": None, "unlogged": 0}
-                       for s in cfg.servers}
+        self.agents: dict[str, dict[str, Any]] = {
+            s.name: {"url": f"{s.agent_url}/probes", "last_ok": None, "last_error": None,
+                     "logged": None, "unlogged": 0}
+            for s in cfg.servers}
 
     def probing(self) -> bool:
         """Whether the agents' /probes should be polled: the current policy reads them
@@ -63,7 +64,7 @@ class AgentProbes(Manager):
         if self.probing():
             return PollPlan(c.probe_period_s if every is None else
                             min(c.probe_period_s, every), every, timeout)
-        return PollPlan(every, every, timeout) if health else None
+        return PollPlan(every, every, timeout) if every is not None else None   # health
 
     def probe_answer(self, server: str, body, now: float) -> Result:
         """An agent's GET /probes answer, received at `now`: each instance's reading goes
@@ -105,7 +106,7 @@ class AgentProbes(Manager):
             if entry.get("error") is not None:      # the agent could not read it
                 failed.append(f"{name}: {str(entry['error'])[:120]}")
                 kind = entry.get("error_kind")
-                kind = kind if isinstance(kind, str) else None     # malformed: says nothing
+                kind = kind if isinstance(kind, str) else ""       # malformed: says nothing
                 alive = None if kind == "timeout" and gave_up_early(entry) else \
                     SERVICE_ALIVE.get(kind)
                 self.service_reading(out, name, alive,
@@ -115,7 +116,7 @@ class AgentProbes(Manager):
             self.service_reading(out, name, True, "answered", now)
             if name not in self.policy_core.healthy:       # in no pool (yet): nothing reads it
                 continue
-            values = {}
+            values: dict[str, Any] = {}
             for key, optional in (("in_flight", False), ("p50_ms", True), ("p99_ms", True),
                                   ("age_s", False)):
                 v = entry.get(key)

@@ -125,15 +125,16 @@ class DataplaneGroups(Manager):
                 view = self.slot_tables[m.name].view()
                 have = installed.get(m.name)
                 try:
-                    targets = None if view is None else {
-                        n: self._target(dpid, n) for n in dataplane.owners(view)}
-                    want = None if view is None else (view, tuple(targets.values()))
-                    if want == have:
-                        continue
-                    if want is None:
+                    if view is None:
+                        if have is None:
+                            continue
                         out.sends.append((dpid, self._remove(dpid, m)))
                         del installed[m.name]
                     else:
+                        targets = {n: self._target(dpid, n) for n in dataplane.owners(view)}
+                        want = (view, tuple(targets.values()))
+                        if want == have:
+                            continue
                         out.sends.append((dpid, self._install(dpid, m, view, targets.__getitem__,
                                                               first=have is None)))
                         installed[m.name] = want
@@ -151,8 +152,11 @@ class DataplaneGroups(Manager):
                                     ofwire.OFPP_CONTROLLER):
             one = packed.get(bk)
             if one is None:
-                then = ofwire.action_ct(dataplane.TRANSITION_ZONE, dataplane.TRANSITION_TABLE) \
-                    if bk.track else ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER)
+                if bk.track:
+                    then = ofwire.action_ct(dataplane.TRANSITION_ZONE, dataplane.TRANSITION_TABLE)
+                else:
+                    assert bk.out_port is not None      # an untracked bucket outputs
+                    then = ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER)
                 one = packed[bk] = ofwire.bucket(
                     b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) + then,
                     watch_port=ofwire.OFPP_ANY if bk.watch_port is None else bk.watch_port)

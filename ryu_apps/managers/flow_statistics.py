@@ -218,6 +218,8 @@ class FlowStatistics(Manager):
         fid = flow_id_of(st.cookie)
         rec = self.flows.flows.get(fid)
         if rec is None:
+            if client_ip is None or client_port is None:
+                return          # not the match our NAT rules have: nothing to adopt
             rec = FlowRecord(flow_id=fid, dpid=dpid, protocol=l4, client_ip=client_ip,
                              client_port=client_port, client_in_port=in_port, vip=ms.vip,
                              vport=ms.port, microservice=ms.name, instance=inst.name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ryu_apps import ofwire
+from ryu_apps.health import HealthTracker
 from ryu_apps.managers.base import Manager, controller_packet_out
 from ryu_apps.result import Result
 
@@ -22,8 +23,8 @@ SERVICE_SILENT_ROUNDS = 5
 
 
 class HealthChecks(Manager):
-    def __init__(self, cfg, plan, xid, policy_core, health, path, switches: set[int], rng,
-                 pools_changed: Callable[[float, Result], None],
+    def __init__(self, cfg, plan, xid, policy_core, health: HealthTracker, path,
+                 switches: set[int], rng, pools_changed: Callable[[float, Result], object],
                  edge_ports: Callable[[int], set[int] | None] = lambda dpid: None):
         self.cfg, self.plan, self.xid, self.policy_core = cfg, plan, xid, policy_core
         self.health, self.path, self.switches, self.rng = health, path, switches, rng
@@ -71,7 +72,7 @@ class HealthChecks(Manager):
             ms = self.cfg.microservice(inst.microservice)
             if h.method == "tcp" and ms.protocol == "tcp":
                 port = self.next_probe_port
-                token = ("tcp", inst.ip, port)
+                token: tuple = ("tcp", inst.ip, port)
                 frame = ofwire.tcp_frame(inst.mac, vip_mac, ms.vip, inst.ip, port, ms.port,
                                          self.rng.getrandbits(32), flags=ofwire.TCP_SYN,
                                          window=1024)

@@ -60,7 +60,9 @@ class SwitchRules(Manager):
         # In data-plane mode the host table behind the reverse NAT gets the same rules.
         for mac, (host_dpid, port) in self.plan.host_at.items():
             to = port if host_dpid == dpid else self.next_hop.get((dpid, host_dpid))
-            for table in ((0, HOST_TABLE) if self.dp_mode else (0,)) if to is not None else ():
+            if to is None:
+                continue
+            for table in (0, HOST_TABLE) if self.dp_mode else (0,):
                 buf.append(ofwire.flow_mod(x(dpid), 0, PRIO_HOSTS, {"eth_dst": mac},
                                            ofwire.action_output(to), table=table))
         # Answers of instances that no NAT rule rewrites (the connection outlived its rules'

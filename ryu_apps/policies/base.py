@@ -70,11 +70,14 @@ class Options:
         return cls(**given)
 
 
+_Options = Options      # in Policy's body, `Options` is its class attribute
+
+
 class Policy:
     """The interface. Subclasses set `title` and implement `choose` (`name` is the
     registry name make() built the policy under); the rest has defaults most policies keep."""
 
-    name: ClassVar[str] = ""
+    name: str = ""                     # make() sets it per policy object
     title: ClassVar[str] = ""          # how reports name it
     Options: ClassVar[type[Options]] = Options
     # its short flows can be left to the switch: a select group renders short_flow_shares
@@ -82,7 +85,7 @@ class Policy:
     # it reads the instances' probe answers (requests in flight, latency)
     uses_probes: ClassVar[bool] = False
 
-    def __init__(self, options: Options | None = None):
+    def __init__(self, options: _Options | None = None):
         self.options = options if options is not None else self.Options()
 
     def choose(self, view: PolicyCore, ms: str, candidates: list[Backend], now: float,

@@ -20,6 +20,7 @@ class ConnectionOptions(Options):
 class LeastConnections(Policy):
     title = "least connections"
     Options = ConnectionOptions
+    options: ConnectionOptions  # Policy.__init__ sets it: of this class's Options
 
     def choose(self, view, ms, candidates, now, flow):
         if self.options.by_capacity:

@@ -28,6 +28,7 @@ class MaglevOptions(Options):
 class Maglev(Policy):
     title = "Maglev"
     Options = MaglevOptions
+    options: MaglevOptions  # Policy.__init__ sets it: of this class's Options
     dataplane = True
 
     def __init__(self, options=None):

@@ -76,6 +76,7 @@ class MalbOptions(Options):
 class Malb(Policy):
     title = "MALB"
     Options = MalbOptions
+    options: MalbOptions  # Policy.__init__ sets it: of this class's Options
     dataplane = True
 
     def __init__(self, options=None):

@@ -30,6 +30,7 @@ class PowerOfTwoOptions(Options):
 class PowerOfTwoChoices(Policy):
     title = "power of two choices"
     Options = PowerOfTwoOptions
+    options: PowerOfTwoOptions  # Policy.__init__ sets it: of this class's Options
 
     def __init__(self, options=None):
         super().__init__(options)

@@ -50,6 +50,7 @@ class Prequal(Policy):
     max_age_s; without a fresh probe of any instance, round robin."""
     title = "probe-based (Prequal)"
     Options = PrequalOptions
+    options: PrequalOptions  # Policy.__init__ sets it: of this class's Options
     uses_probes = True
 
     def __init__(self, options=None):

@@ -42,21 +42,26 @@ def measure(view: PolicyCore, server: str, weights: tuple[float, float, float],
     of the paper); weighted least load reads the profiler's per-server estimates, with the
     switches' network figure when the profiler has none."""
     prof, switch = view.loads[server], view.switch_net[server]
-    prof_ok, switch_ok = view.fresh(prof, now), view.fresh(switch, now)
+    # each view's sample time, None when it is not fresh (a fresh one has a time)
+    prof_t = prof.sample_time if view.fresh(prof, now) else None
+    switch_t = switch.sample_time if view.fresh(switch, now) else None
     if algorithm == "least-network-load":
-        if switch_ok and switch.net is not None:
-            return switch.net, switch.sample_time, 0.0
-        if prof_ok and prof.net is not None:
-            return prof.net, prof.sample_time, view.profiles.prediction_lag_s
+        if switch_t is not None and switch.net is not None:
+            return switch.net, switch_t, 0.0
+        if prof_t is not None and prof.net is not None:
+            return prof.net, prof_t, view.profiles.prediction_lag_s
         return None
-    if not prof_ok:
+    if prof_t is None:
         return None
-    net = prof.net if prof.net is not None else (switch.net if switch_ok else None)
+    net = prof.net if prof.net is not None else (switch.net if switch_t is not None else None)
     a, b, g = weights
-    parts = ((a, prof.cpu), (b, prof.mem), (g, net))
-    if any(w > 0 and v is None for w, v in parts):
-        return None
-    return sum(w * v for w, v in parts if w > 0), prof.sample_time, view.profiles.prediction_lag_s
+    load = 0.0
+    for w, v in ((a, prof.cpu), (b, prof.mem), (g, net)):
+        if w > 0:
+            if v is None:
+                return None
+            load += w * v
+    return load, prof_t, view.profiles.prediction_lag_s
 
 
 def least_load(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
@@ -65,9 +70,9 @@ def least_load(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backe
     """The least loaded server's instance; ties on fewer pending flows, then instance
     order. Servers without fresh data are left out; with none fresh, round robin.
     extra_cpu: CPU points per server to add to its load (weighted as CPU)."""
-    measured = {b.server: measure(view, b.server, weights, algorithm, now)
-                for b in candidates}
-    fresh = [b for b in candidates if measured[b.server] is not None]
+    measured = {b.server: m for b in candidates
+                if (m := measure(view, b.server, weights, algorithm, now)) is not None}
+    fresh = [b for b in candidates if b.server in measured]
     if not fresh:
         return round_robin(view, policy, ms, candidates, now,
                            f"{algorithm}: no fresh load data, round robin")
