@@ -105,7 +105,8 @@ def burn(cpu_fraction: float, seconds: float, slice_s: float = 0.05) -> None:
 
 
 def work(cpu_fraction: float, seconds: float, slice_s: float = 0.05,
-         max_debt_s: float = MAX_DEBT_S, step=spin) -> None:
+         max_debt_s: float = MAX_DEBT_S, step=spin, clock=time.monotonic,
+         cpu_clock=time.thread_time, sleep=time.sleep) -> None:
     """Work-conserving job: F x S CPU-seconds of work at F of one core, so it takes S
     seconds with the CPU it asks for and longer with less (the server is busy).
 
@@ -115,21 +116,21 @@ def work(cpu_fraction: float, seconds: float, slice_s: float = 0.05,
     busy machine every job runs slower than it asked, by how busy the whole machine is;
     this one makes up short
     preemptions within a few slices and runs slower only when held off for long, as when
-    its server's CPU limit is reached."""
+    its server's CPU limit is reached. The clocks and the sleep are passed in for tests."""
     todo = cpu_fraction * seconds
     done = 0.0
     owed = 0.0              # CPU the job fell short of its pace by, carried to the next slice
     while done < todo:
-        start, cpu0 = time.monotonic(), time.thread_time()
+        start, cpu0 = clock(), cpu_clock()
         want = min(cpu_fraction * slice_s + owed, todo - done)
-        while time.thread_time() - cpu0 < want and time.monotonic() - start < slice_s:
+        while cpu_clock() - cpu0 < want and clock() - start < slice_s:
             step()
-        got = time.thread_time() - cpu0
+        got = cpu_clock() - cpu0
         done += got
         owed = min(max_debt_s, max(0.0, want - got))
-        rest = start + slice_s - time.monotonic()
+        rest = start + slice_s - clock()
         if rest > 0 and done < todo:
-            time.sleep(rest)
+            sleep(rest)
 
 
 class BadRequest(ValueError):

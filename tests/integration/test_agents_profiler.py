@@ -38,6 +38,17 @@ def post(url, body, raw=None, token=None):
 
 
 
+def wait_until(predicate, what: str, timeout_s: float = 30.0):
+    """predicate()'s first true value, asked every 0.2 s; TimeoutError after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+
+
 def _run(client, name, command, **kw):
     return client.containers.run("malb/service:latest", command, name=name, detach=True,
                                  network_mode="none", labels={"malb": "1",
@@ -76,9 +87,16 @@ def test_agent_reads_a_half_cpu_busy_container_at_45_to_55_percent(tmp_path):
         created = client.containers.create("malb/service:latest", ["sleep", "1"],
                                            name="malb-test-created", network_mode="none",
                                            labels={"malb": "1", "malb.server": "solo"})
-        time.sleep(2.5)
-        s = get(f"http://127.0.0.1:{SOLO_PORT}/stats")
-        by_name = {c["name"]: c for c in s["containers"]}
+
+        def containers_when(condition):
+            def check():
+                by_name = {c["name"]: c for c in get(f"http://127.0.0.1:{SOLO_PORT}/stats")[
+                    "containers"]}
+                return condition(by_name) and by_name
+            return check
+        by_name = wait_until(containers_when(
+            lambda c: "malb-test-created" in c and (c.get("malb-test-idle") or {}).get(
+                "memory_bytes")), "the agent follows the two new containers")
         assert by_name["malb-test-idle"]["readable"] and \
             by_name["malb-test-idle"]["memory_bytes"] > 0
         gone = by_name["malb-test-created"]
@@ -89,9 +107,9 @@ def test_agent_reads_a_half_cpu_busy_container_at_45_to_55_percent(tmp_path):
         assert 'container="malb-test-busy"' in metrics
         # one that disappears is dropped
         idle.remove(force=True)
-        time.sleep(2.5)
-        names = {c["name"] for c in get(f"http://127.0.0.1:{SOLO_PORT}/stats")["containers"]}
-        assert "malb-test-idle" not in names and "malb-test-busy" in names
+        names = wait_until(containers_when(lambda c: "malb-test-idle" not in c),
+                           "the agent drops the removed container")
+        assert "malb-test-busy" in names
         created.remove(force=True)
     busy.remove(force=True)
 
@@ -225,4 +243,4 @@ def test_an_experiment_whose_monitoring_sees_no_container_of_a_server_stops_and_
             docker.from_env().containers.get(inst.container).remove(force=True)
         time.sleep(4)     # its last complete sample, from before, is over 3 periods old
         with pytest.raises(RuntimeError, match="no reading of the instance.*srv2-be"):
-            st.wait_monitoring(10)
+            st.wait_monitoring(3)       # it never completes: the message is the test

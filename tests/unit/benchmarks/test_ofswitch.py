@@ -202,10 +202,10 @@ def test_connect_ends_at_once_when_the_controller_drops_the_handshake():
         await reader.read(8)
         writer.close()
     start = time.monotonic()
-    sw, error = serve_once(controller, timeout_s=10.0)
+    sw, error = serve_once(controller, timeout_s=120.0)
     assert isinstance(error, ofswitch.SwitchLost)
     assert "closed the connection" in str(error)
-    assert time.monotonic() - start < 5.0          # well before the 10 s timeout
+    assert time.monotonic() - start < 60.0         # not at the timeout: at the close
 
 
 def test_connect_to_a_silent_controller_times_out_and_is_not_a_lost_switch():
