@@ -369,9 +369,10 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
     tag = f"{profile}-{policy}" + (f"-r{run + 1}" if opts.runs > 1 else "")
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
-    # from where the one before it left the frequency
+    # from where the one before it left the frequency (none asked for: none played, as the
+    # load generator takes no phase of 0 s)
     warm = [{"name": "warmup", "seconds": opts.warmup, "from": phases[0]["from"],
-             "to": phases[0]["from"]}]
+             "to": phases[0]["from"]}] if opts.warmup > 0 else []
     spec = {"seed": opts.seed + run, "arrivals": "poisson", "phases": warm + phases,
             "classes": [{"name": "request", "weight": 1, "host": svc.vip, "port": svc.port,
                          "path": "/work"}]}
