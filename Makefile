@@ -1,46 +1,80 @@
 # The two commands for a fresh machine: `make run` and `make test` (both set up what is missing).
+# The test tiers (docs/tests.md): `make check` (lint, types, unit tests; no root, a few
+# minutes), `make test` (check, then the integration tier against the real components),
+# `make test-e2e` (every policy end to end, the full fault suite, the soak, the scenarios).
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
-# the controller's integration tests, run a second time with the controller under os-ken
-# (ryu_apps/osken_manager.py in .venv-osken; docs/setup.md, "Frameworks")
-OSKEN_TESTS := tests/integration/test_controller.py tests/integration/test_controller_process.py \
-               tests/integration/test_controller_multiswitch.py tests/integration/test_own_network.py
+# each tier's wall time is printed when it ends, and kept in $(MALB_TIMES) when that is set
+TIMED := bash scripts/timed.sh
+DURATIONS := --durations=25
+# The controller's own integration modules run under os-ken in `make test` and under Ryu in
+# `make test-e2e`; every other module runs the controller under Ryu (docs/setup.md,
+# "Frameworks"), so both frameworks are exercised by every `make test`.
+CONTROLLER_TESTS := tests/integration/test_controller.py \
+                    tests/integration/test_controller_process.py \
+                    tests/integration/test_controller_multiswitch.py \
+                    tests/integration/test_own_network.py
+INTEGRATION := -m "integration and not e2e"
 
-.PHONY: help setup run test test-unit test-integration test-osken bench testbed check-testbed \
-        clean-testbed clean
+.PHONY: help setup setup-python run check lint types test-unit test test-integration \
+        test-e2e test-osken bench testbed check-testbed clean-testbed clean
 
 help:
 	@echo "make run             set up what is missing, then compare srr, ln, malb-paper and malb (one run each, about 9 min)"
-	@echo "make test            set up what is missing, then run every test (unit + integration)"
-	@echo "make setup           install packages, start OVS and Docker, virtualenv, images (idempotent)"
-	@echo "make test-unit       fast tests of the pure cores only (no root needed after setup)"
-	@echo "make test-integration  tests with real OVS, Docker, Mininet and ryu-manager"
-	@echo "make test-osken      the controller's integration tests with the controller under os-ken"
-	@echo "make bench           benchmarks (figures go to results/ and docs)"
+	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, ryu-manager and os-ken, HAProxy, Prometheus, Chromium (about 15 min)"
+	@echo "make check           lint (ruff), types (mypy) and the unit tier in parallel, without root (about 3 min)"
+	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing (about an hour)"
+	@echo "make setup           install packages, start OVS and Docker, virtualenvs, images (idempotent)"
+	@echo "make bench           the registered benchmarks (benchmarks/__main__.py)"
 	@echo "make testbed         bring the paper testbed up with the Mininet CLI"
 	@echo "make check-testbed   bring the paper testbed up, check connectivity, tear it down"
 	@echo "make clean-testbed   remove leftovers: containers labelled malb, our bridges, namespaces"
 
 setup:
-	@bash scripts/setup.sh
+	@$(TIMED) setup bash scripts/setup.sh
+
+# what `make check` needs: the virtualenvs and the few Debian packages the unit tier uses
+setup-python:
+	@if [ -x $(PY) ] && bash scripts/setup.sh --python --is-current; then :; \
+	 else $(TIMED) setup-python bash scripts/setup.sh --python; fi
 
 run: setup
 	$(PY) -m experiments.lb_comparison
 
-test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
-	MALB_FRAMEWORK=os-ken $(PY) -m pytest -m integration $(OSKEN_TESTS) $(PYTEST_ARGS)
+check: setup-python lint types test-unit
 
-test-unit:
-	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+lint: setup-python
+	@$(TIMED) lint $(VENV)/bin/ruff check .
+
+types: setup-python
+	@$(TIMED) types $(VENV)/bin/mypy
+
+# the unit tier, two workers per core; as root, it runs as `nobody` (where that user can
+# read the checkout) to show that it needs no root
+test-unit: setup-python
+	@$(TIMED) unit bash scripts/unprivileged.sh $(PY) -m pytest -m "not integration" -n auto \
+	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS)
+
+test: check setup
+	@$(TIMED) integration-os-ken env MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) \
+	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
+	@$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) \
+	  $(addprefix --ignore=,$(CONTROLLER_TESTS)) $(PYTEST_ARGS)
 
 test-integration: setup
-	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+	$(PY) -m pytest $(INTEGRATION) $(PYTEST_ARGS)
+
+test-e2e: setup
+	@$(TIMED) unit-thorough env MALB_FUZZ=thorough $(PY) -m pytest -m "not integration" \
+	  -n auto -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS)
+	@$(TIMED) e2e $(PY) -m pytest -m e2e $(DURATIONS) $(PYTEST_ARGS)
+	@$(TIMED) integration-ryu env MALB_FRAMEWORK=ryu $(PY) -m pytest $(INTEGRATION) \
+	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
 
 test-osken: setup
-	MALB_FRAMEWORK=os-ken $(PY) -m pytest -m integration $(OSKEN_TESTS) $(PYTEST_ARGS)
+	MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks
@@ -55,4 +89,4 @@ clean-testbed:
 	@if [ -x $(PY) ]; then $(PY) -m topologies clean; else echo "nothing set up yet"; fi
 
 clean: clean-testbed
-	rm -rf .pytest_cache
+	rm -rf .pytest_cache .mypy_cache .ruff_cache

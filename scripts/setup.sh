@@ -2,6 +2,11 @@
 # Sets up everything the project needs on a Debian or Ubuntu machine, idempotently:
 # each step says what it does, is skipped when already satisfied, and a failing step stops
 # the run with its name and the reason. Run as root: `make setup`.
+#
+#   setup.sh                       everything
+#   setup.sh --python              only what `make check` needs: the Debian packages the
+#                                  unit tier uses and the two virtualenvs
+#   setup.sh --python --is-current exit 0 when that has nothing to do (no root needed)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,15 +14,49 @@ VENV="$ROOT/.venv"
 OSKEN_VENV="$ROOT/.venv-osken"
 LOG_DIR=/var/log/malb
 STEP=""
+ONLY_PYTHON=0
+IS_CURRENT=0
+for arg in "$@"; do
+  case "$arg" in
+    --python) ONLY_PYTHON=1 ;;
+    --is-current) IS_CURRENT=1 ;;
+    *) echo "[setup] unknown option: $arg (known: --python, --is-current)" >&2; exit 2 ;;
+  esac
+done
 
-APT_PACKAGES=(openvswitch-switch mininet docker.io debootstrap iperf3 ethtool iproute2
-              iputils-ping python3 python3-venv python3-dev curl procps psmisc util-linux
-              net-tools ca-certificates build-essential tcpdump haproxy prometheus
-              chromium chromium-driver)
+# what the virtualenvs and the unit tier need (Mininet's module, HAProxy's config check)
+PYTHON_APT_PACKAGES=(python3 python3-venv python3-dev build-essential ca-certificates mininet
+                     haproxy)
+APT_PACKAGES=("${PYTHON_APT_PACKAGES[@]}" openvswitch-switch docker.io debootstrap iperf3
+              ethtool iproute2 iputils-ping curl procps psmisc util-linux net-tools tcpdump
+              prometheus chromium chromium-driver)
+SYS_PY=/usr/bin/python3
+REQUIREMENTS=("$ROOT/requirements.txt" "$ROOT/requirements-dev.txt")
 
 step() { STEP="$1"; echo "[setup] $1"; }
 skip() { echo "[setup]   ok: $1"; }
 fail() { echo "[setup] FAILED at step '$STEP': $1" >&2; exit 1; }
+
+missing_packages() {     # those of the named array not installed, one per line
+  local -n wanted=$1
+  for p in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+  # Ubuntu needs Debian's keyring to debootstrap the Debian base image.
+  if [ "$1" = APT_PACKAGES ] && ! grep -qi '^ID=debian' /etc/os-release 2>/dev/null; then
+    dpkg-query -W -f='${Status}' debian-archive-keyring 2>/dev/null | grep -q "install ok installed" \
+      || echo debian-archive-keyring
+  fi
+}
+venv_hash() { cat "${REQUIREMENTS[@]}" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16; }
+osken_hash() { sha256sum < "$ROOT/requirements-osken.txt" | cut -c1-16; }
+
+if [ "$IS_CURRENT" -eq 1 ]; then
+  [ -z "$(missing_packages PYTHON_APT_PACKAGES)" ] \
+    && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$(venv_hash)" ] \
+    && [ "$(cat "$OSKEN_VENV/.malb-requirements" 2>/dev/null)" = "$(osken_hash)" ]
+  exit $?
+fi
 
 [ "$(id -u)" -eq 0 ] || { echo "[setup] needs root (Open vSwitch, Docker, network namespaces): sudo make setup" >&2; exit 1; }
 command -v apt-get >/dev/null || { echo "[setup] needs a Debian or Ubuntu machine (apt-get not found)" >&2; exit 1; }
@@ -30,26 +69,88 @@ for fd in /proc/$$/fd/*; do
   [ "$fd" -gt 2 ] 2>/dev/null && [ "$fd" != 255 ] && eval "exec $fd>&-"   # 255: bash's own
 done
 
-# ---------------------------------------------------------------- Debian packages
-step "Debian packages"
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-# Ubuntu needs Debian's keyring to debootstrap the Debian base image.
-if ! grep -qi '^ID=debian' /etc/os-release 2>/dev/null; then
-  dpkg-query -W -f='${Status}' debian-archive-keyring 2>/dev/null | grep -q "install ok installed" \
-    || missing+=(debian-archive-keyring)
-fi
-if [ ${#missing[@]} -eq 0 ]; then
-  skip "all ${#APT_PACKAGES[@]} packages installed"
-else
+APT_UPDATED=0
+install_packages() {     # the named array's packages that are missing
+  local missing
+  mapfile -t missing < <(missing_packages "$1")
+  if [ ${#missing[@]} -eq 0 ]; then
+    local -n all=$1
+    skip "all ${#all[@]} packages installed"
+    return
+  fi
   echo "[setup]   installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >"$LOG_DIR/apt.log" 2>&1 || fail "apt-get update failed (see $LOG_DIR/apt.log)"
+  if [ "$APT_UPDATED" -eq 0 ]; then
+    apt-get update -qq >>"$LOG_DIR/apt.log" 2>&1 || fail "apt-get update failed (see $LOG_DIR/apt.log)"
+    APT_UPDATED=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOG_DIR/apt.log" 2>&1 \
     || fail "apt-get install failed (see $LOG_DIR/apt.log)"
+}
+
+# ---------------------------------------------------------------- Debian packages
+step "Debian packages for Python"
+install_packages PYTHON_APT_PACKAGES
+
+# ---------------------------------------------------------------- Python virtualenv
+step "Python virtualenv ($VENV)"
+req_hash="$(venv_hash)"
+# The virtualenv sees the system's Mininet (Debian's package, or Containernet where a user
+# installed it system-wide) through a path holding only that module; a Containernet
+# installed into the virtualenv itself (docs/testbed.md) comes first. Refreshed on every
+# run, so a Mininet or Containernet installed later is picked up.
+link_mininet() {
+  local mnpath site
+  mnpath="$($SYS_PY -c 'import mininet, os; print(os.path.dirname(mininet.__file__))' 2>/dev/null)" \
+    || fail "the system Python has no mininet module (apt-get install mininet)"
+  mkdir -p "$VENV/mininet-path"
+  ln -sfn "$mnpath" "$VENV/mininet-path/mininet"
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$VENV/mininet-path" > "$site/malb-mininet.pth"
+  echo "$ROOT" > "$site/malb-project.pth"
+}
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$req_hash" ]; then
+  link_mininet
+  skip "requirements.txt and requirements-dev.txt unchanged since the last install"
+else
+  [ -x "$VENV/bin/python" ] || { $SYS_PY -m venv "$VENV" || fail "python3 -m venv failed"; }
+  link_mininet
+  echo "[setup]   pip install -r requirements.txt -r requirements-dev.txt (log: $LOG_DIR/pip.log)"
+  # Ryu 4.x builds only with setuptools < 68 (docs/setup.md).
+  "$VENV/bin/pip" install -q "setuptools<68" wheel >"$LOG_DIR/pip.log" 2>&1 \
+    || fail "pip could not install setuptools (see $LOG_DIR/pip.log)"
+  "$VENV/bin/pip" install -q -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt" \
+    >>"$LOG_DIR/pip.log" 2>&1 || fail "pip install -r requirements*.txt failed (see $LOG_DIR/pip.log)"
+  "$VENV/bin/python" -c 'import ryu, docker, statsmodels, numpy, networkx, pymetis, mininet.net' \
+    || fail "the virtualenv cannot import its packages"
+  echo "$req_hash" > "$VENV/.malb-requirements"
 fi
+
+# ---------------------------------------------------------------- os-ken virtualenv
+step "os-ken virtualenv ($OSKEN_VENV)"
+# the controller under os-ken (ryu_apps/osken_manager.py), beside Ryu's in $VENV
+osken_hash="$(osken_hash)"
+if [ -x "$OSKEN_VENV/bin/python" ] && [ "$(cat "$OSKEN_VENV/.malb-requirements" 2>/dev/null)" = "$osken_hash" ]; then
+  skip "requirements-osken.txt unchanged since the last install"
+else
+  [ -x "$OSKEN_VENV/bin/python" ] || { $SYS_PY -m venv "$OSKEN_VENV" || fail "python3 -m venv failed"; }
+  echo "[setup]   pip install -r requirements-osken.txt (log: $LOG_DIR/pip-osken.log)"
+  "$OSKEN_VENV/bin/pip" install -q -r "$ROOT/requirements-osken.txt" >"$LOG_DIR/pip-osken.log" 2>&1 \
+    || fail "pip install -r requirements-osken.txt failed (see $LOG_DIR/pip-osken.log)"
+  "$OSKEN_VENV/bin/python" -c 'import os_ken.base.app_manager, waitress, yaml' \
+    || fail "the os-ken virtualenv cannot import its packages"
+  echo "$osken_hash" > "$OSKEN_VENV/.malb-requirements"
+fi
+site="$("$OSKEN_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$ROOT" > "$site/malb-project.pth"
+
+if [ "$ONLY_PYTHON" -eq 1 ]; then
+  echo "[setup] done (Python only)"
+  exit 0
+fi
+
+step "Debian packages"
+install_packages APT_PACKAGES
 
 # ---------------------------------------------------------------- Open vSwitch
 step "Open vSwitch"
@@ -94,59 +195,7 @@ else
   $DOCKER info >/dev/null 2>&1 || fail "dockerd does not answer after 60 s (see $LOG_DIR/dockerd.log)"
 fi
 
-# ---------------------------------------------------------------- Python virtualenv
-step "Python virtualenv ($VENV)"
-SYS_PY=/usr/bin/python3
-req_hash="$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16)"
-# The virtualenv sees the system's Mininet (Debian's package, or Containernet where a user
-# installed it system-wide) through a path holding only that module; a Containernet
-# installed into the virtualenv itself (docs/testbed.md) comes first. Refreshed on every
-# run, so a Mininet or Containernet installed later is picked up.
-link_mininet() {
-  local mnpath site
-  mnpath="$($SYS_PY -c 'import mininet, os; print(os.path.dirname(mininet.__file__))' 2>/dev/null)" \
-    || fail "the system Python has no mininet module (apt-get install mininet)"
-  mkdir -p "$VENV/mininet-path"
-  ln -sfn "$mnpath" "$VENV/mininet-path/mininet"
-  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  echo "$VENV/mininet-path" > "$site/malb-mininet.pth"
-  echo "$ROOT" > "$site/malb-project.pth"
-}
-if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$req_hash" ]; then
-  link_mininet
-  skip "requirements.txt unchanged since the last install"
-else
-  [ -x "$VENV/bin/python" ] || { $SYS_PY -m venv "$VENV" || fail "python3 -m venv failed"; }
-  link_mininet
-  echo "[setup]   pip install -r requirements.txt (log: $LOG_DIR/pip.log)"
-  # Ryu 4.x builds only with setuptools < 68 (docs/setup.md).
-  "$VENV/bin/pip" install -q "setuptools<68" wheel >"$LOG_DIR/pip.log" 2>&1 \
-    || fail "pip could not install setuptools (see $LOG_DIR/pip.log)"
-  "$VENV/bin/pip" install -q -r "$ROOT/requirements.txt" >>"$LOG_DIR/pip.log" 2>&1 \
-    || fail "pip install -r requirements.txt failed (see $LOG_DIR/pip.log)"
-  "$VENV/bin/python" -c 'import ryu, docker, statsmodels, numpy, networkx, pymetis, mininet.net' \
-    || fail "the virtualenv cannot import its packages"
-  echo "$req_hash" > "$VENV/.malb-requirements"
-fi
-
 # ---------------------------------------------------------------- images
-step "os-ken virtualenv ($OSKEN_VENV)"
-# the controller under os-ken (ryu_apps/osken_manager.py), beside Ryu's in $VENV
-osken_hash="$(sha256sum < "$ROOT/requirements-osken.txt" | cut -c1-16)"
-if [ -x "$OSKEN_VENV/bin/python" ] && [ "$(cat "$OSKEN_VENV/.malb-requirements" 2>/dev/null)" = "$osken_hash" ]; then
-  skip "requirements-osken.txt unchanged since the last install"
-else
-  [ -x "$OSKEN_VENV/bin/python" ] || { $SYS_PY -m venv "$OSKEN_VENV" || fail "python3 -m venv failed"; }
-  echo "[setup]   pip install -r requirements-osken.txt (log: $LOG_DIR/pip-osken.log)"
-  "$OSKEN_VENV/bin/pip" install -q -r "$ROOT/requirements-osken.txt" >"$LOG_DIR/pip-osken.log" 2>&1 \
-    || fail "pip install -r requirements-osken.txt failed (see $LOG_DIR/pip-osken.log)"
-  "$OSKEN_VENV/bin/python" -c 'import os_ken.base.app_manager, waitress, yaml' \
-    || fail "the os-ken virtualenv cannot import its packages"
-  echo "$osken_hash" > "$OSKEN_VENV/.malb-requirements"
-fi
-site="$("$OSKEN_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-echo "$ROOT" > "$site/malb-project.pth"
-
 step "Docker images"
 "$VENV/bin/python" "$ROOT/scripts/images.py" build || fail "image build failed"
 

@@ -9,22 +9,29 @@ import pytest
 import yaml
 
 from common.procs import ROOT
+from tests.lib import fuzzing
 
 PY = sys.executable
 
 
 def pytest_report_header(config):
-    return f"controller framework: {os.environ.get('MALB_FRAMEWORK') or 'ryu'} " \
-           f"($MALB_FRAMEWORK; common/procs.py's controller_argv)"
+    return [f"controller framework: {os.environ.get('MALB_FRAMEWORK') or 'ryu'} "
+            f"($MALB_FRAMEWORK; common/procs.py's controller_argv)",
+            f"fuzz budget: {fuzzing.PROFILE} ($MALB_FUZZ; tests/lib/fuzzing.py)"]
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.geteuid() == 0:
-        return
-    skip = pytest.mark.skip(reason="integration tests need root (run `make test` as root)")
-    for item in items:
-        if "integration" in item.keywords:
-            item.add_marker(skip)
+    # the e2e tier runs for an hour: only when asked for by name (`make test-e2e`)
+    if "e2e" not in (config.option.markexpr or ""):
+        skip = pytest.mark.skip(reason="an end-to-end run: `make test-e2e` runs it")
+        for item in items:
+            if "e2e" in item.keywords:
+                item.add_marker(skip)
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="integration tests need root (run `make test` as root)")
+        for item in items:
+            if "integration" in item.keywords:
+                item.add_marker(skip)
 
 
 def run_module(*args, timeout=120, user=None, **kwargs) -> subprocess.CompletedProcess:

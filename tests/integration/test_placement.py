@@ -79,6 +79,9 @@ def test_the_graph_of_a_short_run_has_exactly_the_calls_made(stack):
     assert history["series"]
 
 
+# the placement comparison's short run (test_experiments.py) moves live under load in
+# `make test`; this one, with its own plan near the clients' switch, in `make test-e2e`
+@pytest.mark.e2e
 def test_a_live_move_under_traffic_loses_no_request(stack):
     graph = stack.profiler_get("/graph")
     controller = ControllerClient(stack.controller_url(""), token=stack.cfg.security.token)

@@ -14,7 +14,8 @@ from experiments.lb_comparison import read_server_samples
 from tests.conftest import run_module
 from topologies.clean import leftovers
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
+# a minute each: `make test-e2e` (the paper scenario's pipeline runs in `make test`)
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.usefixtures("clean_machine")]
 
 
 

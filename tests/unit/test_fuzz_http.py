@@ -9,9 +9,11 @@ Each must get a 4xx JSON answer whose "error" names the problem (the field, the 
 the header), never a 5xx or a traceback; each server must keep answering and what it held
 before must be unchanged (checked when its module fixture ends, followed by a good request
 that must still work). Hypothesis runs derandomized (a fixed seed) without its example
-database: the same cases on every run, about 12 s in all.
+database: the same cases on every run; a tenth of the counts below unless MALB_FUZZ=thorough
+(tests/lib/fuzzing.py; about 12 s in all when thorough).
 
     .venv/bin/python -m pytest tests/unit/test_fuzz_http.py -q
+    MALB_FUZZ=thorough .venv/bin/python -m pytest tests/unit/test_fuzz_http.py -q
 """
 import json
 import socket
@@ -24,10 +26,11 @@ from common.config import parse_config
 from common.httpjson import JsonServer
 from profiler.service import FLOW_FIELDS, ProfilerService
 from profiler.store import HistoryStore
+from tests.lib.fuzzing import examples
 from tests.lib.http_client import Client
 from tests.lib.rest_app import fake_app, served, state_of
 
-EXAMPLES = 700          # per profiler test: about 2,400 requests
+EXAMPLES = examples(700)   # per profiler test: about 2,400 requests when thorough
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
@@ -284,7 +287,7 @@ def _is_finite(s):
     return v == v and abs(v) != float("inf")
 
 
-@settings(max_examples=300, derandomize=True, deadline=None, database=None,
+@settings(max_examples=examples(300), derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=1, max_size=300))
 def test_garbage_on_the_socket_gets_a_4xx_or_a_hang_up(profiler, garbage):
@@ -308,7 +311,7 @@ def test_garbage_on_the_socket_gets_a_4xx_or_a_hang_up(profiler, garbage):
 # ------------------------------------------------------------------ the host agent
 # Its server as `python -m agents` builds it (agents.agent.http_server), with the SLO loop
 # routes of tests/unit/agents/test_agent_http.py: GET /stats, /health, /metrics, GET and PUT /slo.
-AGENT_EXAMPLES = 400
+AGENT_EXAMPLES = examples(400)
 
 
 @pytest.fixture(scope="module")
@@ -421,7 +424,7 @@ def test_agent_wrong_paths_methods_bodies_and_content_types_are_named(agent, dat
 # ------------------------------------------------------------------ the controller's REST
 # Its server (ryu_apps/rest.py) over a stand-in for the app, as tests/unit/ryu_apps/
 # test_rest.py drives it.
-REST_EXAMPLES = 600
+REST_EXAMPLES = examples(600)
 
 
 @pytest.fixture(scope="module")

@@ -146,6 +146,7 @@ def test_bad_invocations_exit_2_with_one_line_and_start_nothing(tmp_path, args, 
     assert not out.exists(), "a command that refused its input still made its output"
 
 
+@pytest.mark.integration       # root: run with the integration tier
 @root_only
 def test_bad_configuration_names_the_field(config_file):
     path = config_file({"servers": {"count": 2, "cpu": "lots"}})
@@ -157,6 +158,7 @@ def test_bad_configuration_names_the_field(config_file):
     assert res.returncode == 2 and "configuration file not found" in res.stderr
 
 
+@pytest.mark.integration       # root: run with the integration tier
 @root_only
 def test_not_root_is_told_so():
     res = run_module("topologies", "up", user=65534)

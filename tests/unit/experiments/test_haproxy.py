@@ -275,6 +275,7 @@ def test_the_responder_answers_each_servers_weight_from_its_agent():
         agents.close()
 
 
+@pytest.mark.integration       # root: run with the integration tier
 @pytest.mark.skipif(os.geteuid() != 0, reason="setns needs root")
 def test_a_socket_made_in_another_namespace_is_served_from_this_one():
     # a process in a network namespace of its own (unshare), its loopback up

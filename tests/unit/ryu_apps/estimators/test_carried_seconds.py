@@ -5,6 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from ryu_apps.estimators.carried_seconds import CarriedSeconds
 from ryu_apps.estimators.open_flows import CARRIED_KEEP_S, InstanceFlows
+from tests.lib.fuzzing import examples
 
 
 def by_flow(flows: list[tuple[float, float | None]], x: float) -> float:
@@ -74,7 +75,7 @@ def test_a_range_that_wraps_round_the_ring_sums_both_ends():
     assert c.at(1.75) == pytest.approx(0.3 + 0.2 + 0.1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), min_size=1,
                 max_size=40).flatmap(lambda flows: st.permutations(
                     [(a, +1) for a, _ in flows] + [(a + b, -1) for a, b in flows])),
@@ -98,7 +99,7 @@ flows_st = st.lists(st.tuples(st.floats(0, 500), st.floats(0, 20), st.booleans()
                               st.floats(-1, 1.2)), min_size=1, max_size=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(flows_st, st.lists(st.floats(0, 1), min_size=1, max_size=8))
 def test_instance_flows_match_the_integral_flow_by_flow(spec, probes):
     """Flows start in time order and end in time order of their reports, over several

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `unprivileged.sh COMMAND...`: runs the command without root. Run by root, it runs it as
+# the user `nobody` (a home of its own in a scratch folder), so that a unit test that needs
+# root fails rather than passes by accident; where nobody cannot read the checkout (a clone
+# under /root), it says so and runs it as root. Anyone else runs it as themselves.
+set -u
+if [ "$(id -u)" -ne 0 ]; then
+  exec "$@"
+fi
+as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody 2>/dev/null)" --clear-groups)
+if ! id nobody >/dev/null 2>&1 || ! "${as_nobody[@]}" test -r pytest.ini; then
+  echo "[unprivileged] the user nobody cannot read $PWD: running as root" >&2
+  exec "$@"
+fi
+home=$(mktemp -d /tmp/malb-nobody.XXXXXX)
+chown nobody "$home"
+echo "[unprivileged] as the user nobody" >&2
+HOME=$home "${as_nobody[@]}" "$@"
+rc=$?
+rm -rf "$home"
+exit "$rc"
