@@ -51,27 +51,32 @@ lint: setup-python
 types: setup-python
 	@$(TIMED) types $(VENV)/bin/mypy
 
-# the unit tier, two workers per core; as root, it runs as `nobody` (where that user can
+# the unit tier, a worker per core; as root, it runs as `nobody` (where that user can
 # read the checkout) to show that it needs no root
 test-unit: setup-python
 	@$(TIMED) unit bash scripts/unprivileged.sh $(PY) -m pytest -m "not integration" -n auto \
 	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS)
 
+# both parts of the integration tier run, whichever fails
 test: check setup
-	@$(TIMED) integration-os-ken env MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) \
-	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
-	@$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) \
-	  $(addprefix --ignore=,$(CONTROLLER_TESTS)) $(PYTEST_ARGS)
+	@rc=0; \
+	$(TIMED) integration-os-ken env MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) \
+	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
+	$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) \
+	  $(addprefix --ignore=,$(CONTROLLER_TESTS)) $(PYTEST_ARGS) || rc=1; \
+	exit $$rc
 
 test-integration: setup
 	$(PY) -m pytest $(INTEGRATION) $(PYTEST_ARGS)
 
 test-e2e: setup
-	@$(TIMED) unit-thorough env MALB_FUZZ=thorough $(PY) -m pytest -m "not integration" \
-	  -n auto -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS)
-	@$(TIMED) e2e $(PY) -m pytest -m e2e $(DURATIONS) $(PYTEST_ARGS)
-	@$(TIMED) integration-ryu env MALB_FRAMEWORK=ryu $(PY) -m pytest $(INTEGRATION) \
-	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
+	@rc=0; \
+	$(TIMED) unit-thorough env MALB_FUZZ=thorough $(PY) -m pytest -m "not integration" \
+	  -n auto -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
+	$(TIMED) e2e $(PY) -m pytest -m e2e $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
+	$(TIMED) integration-ryu env MALB_FRAMEWORK=ryu $(PY) -m pytest $(INTEGRATION) \
+	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
+	exit $$rc
 
 test-osken: setup
 	MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) $(CONTROLLER_TESTS) $(PYTEST_ARGS)

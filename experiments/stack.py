@@ -99,6 +99,8 @@ class Stack:
                     service.ready()
             if self.controller is not None:
                 self.wait_switches(30)
+                if self.start_services:
+                    self.wait_pools(30)
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)    # what failed stays raised
             raise
@@ -254,6 +256,25 @@ class Stack:
     def profiler_get(self, path: str):
         with urllib.request.urlopen(f"{self.cfg.profiler.url}{path}", timeout=5) as r:
             return json.load(r)
+
+    def wait_pools(self, timeout_s: float) -> None:
+        """Until the controller has every instance the testbed runs healthy in its pool
+        (its switch port seen, its health checks passed): flows sent sooner would all go to
+        the few instances found first."""
+        missing: list[str] = []
+
+        def all_healthy():
+            nonlocal missing
+            healthy = {i for ms in self.controller_get("/malb/status")["microservices"]
+                       .values() for i in ms["healthy_instances"]}
+            missing = sorted(set(self.testbed.deployed) - healthy)
+            return not missing
+        try:
+            self.wait_for(all_healthy, timeout_s, "every instance healthy", interval_s=0.2)
+        except TimeoutError:
+            raise RuntimeError(f"the controller has not found these instances healthy within "
+                               f"{timeout_s:.0f} s: {', '.join(missing)} (its log: "
+                               f"{self.run_dir}/controller.log)") from None
 
     def wait_monitoring(self, timeout_s: float = 30.0) -> None:
         """Until the profiler has a complete, fresh sample of every server, and sees every
