@@ -221,13 +221,22 @@ def test_a_handler_bug_is_a_500_and_the_server_goes_on(caplog):
         srv.server_close()
 
 
-def test_two_hundred_simultaneous_clients_are_all_answered_within_two_seconds(server):
+def listen_queue_drops() -> int:
+    """The kernel's count of connections its listen queues overflowed or dropped (this
+    network namespace): each one a client waiting a second for its SYN to be sent again."""
+    with open("/proc/net/netstat") as fh:
+        head, values = [line.split() for line in fh if line.startswith("TcpExt:")][:2]
+    row = dict(zip(head[1:], map(int, values[1:])))
+    return row["ListenOverflows"] + row["ListenDrops"]
+
+
+def test_two_hundred_simultaneous_clients_are_all_answered_none_dropped_at_the_listen(server):
+    dropped_before = listen_queue_drops()
     n, results = 200, []
     barrier = threading.Barrier(n)
 
     def one():
         barrier.wait()
-        t0 = time.monotonic()
         try:
             c = http.client.HTTPConnection(*server.server_address, timeout=5)
             c.request("GET", "/health")
@@ -235,14 +244,16 @@ def test_two_hundred_simultaneous_clients_are_all_answered_within_two_seconds(se
             c.close()
         except OSError as exc:
             status = repr(exc)
-        results.append((status, time.monotonic() - t0))
+        results.append(status)
     threads = [threading.Thread(target=one) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(15)
-    assert [s for s, _ in results] == [200] * n
-    assert max(d for _, d in results) < 2.0, max(d for _, d in results)
+    assert results == [200] * n
+    # none had to try again: the listen queue took every one (a wall-clock bound on their
+    # times measured this machine's load instead)
+    assert listen_queue_drops() == dropped_before
 
 
 # ------------------------------------------------------------------ the plain functions

@@ -222,7 +222,7 @@ def test_async_refit_never_blocks_and_is_picked_up_later(monkeypatch):
         for v in range(12):   # the first fit is due at 5 and would block for 10 s
             arma.update(float(v))
             assert arma.predict() == pytest.approx(np.mean(list(arma._values)))
-        assert time.perf_counter() - start < 1.0
+        assert time.perf_counter() - start < 5.0    # not held for the fit's 10 s
         assert arma.fit_pending and arma.fits == 0 and arma.params is None
         wait_for(lambda: len(submitted) == 1)
         release.set()
