@@ -13,11 +13,11 @@ import time
 from collections import Counter
 
 from mininet.net import Mininet
-from mininet.node import RemoteController
 
 from common.config import load_config
 from common.httpjson import get_json
 from common.procs import controller_service
+from topologies.backend import remote_controller_class
 from topologies.net import DockerMininet
 from topologies.topo import TestbedTopo
 
@@ -32,7 +32,10 @@ def main(path: str = "configs/paper.yaml") -> int:
     net_cls = DockerMininet if topo.backend == "mininet" else Mininet
     net = net_cls(topo=topo, controller=None, autoSetMacs=False)
     host, port = cfg.testbed.controller.rsplit(":", 1)
-    net.addController("c0", controller=RemoteController, ip=host, port=int(port))
+    # Mininet's RemoteController checks the port with telnet and decodes the answer as
+    # UTF-8: the controller's binary OpenFlow HELLO can fail the start; this one checks
+    # over a socket
+    net.addController("c0", controller=remote_controller_class(), ip=host, port=int(port))
     try:
         net.start()
         status = f"http://127.0.0.1:{cfg.controller.rest_port}/malb/status"

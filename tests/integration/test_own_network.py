@@ -13,7 +13,7 @@ import yaml
 
 from common.httpjson import get_json
 from common.procs import controller_service
-from topologies.backend import resolve_datapath
+from topologies.backend import remote_controller_class, resolve_datapath
 from topologies.clean import clean_testbed
 from topologies.testbed import disable_tx_offload
 
@@ -68,7 +68,7 @@ def wait_for(predicate, timeout_s: float, what: str):
 @pytest.fixture(scope="module")
 def own_network(tmp_path_factory):
     from mininet.net import Mininet           # deferred: integration machines only
-    from mininet.node import OVSSwitch, RemoteController
+    from mininet.node import OVSSwitch
 
     clean_testbed(quiet=True)
     run = tmp_path_factory.mktemp("own-network")
@@ -79,7 +79,8 @@ def own_network(tmp_path_factory):
     net = Mininet(controller=None, autoSetMacs=False, build=False)
     servers = {}
     try:
-        net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=6653)
+        net.addController("c0", controller=remote_controller_class(), ip="127.0.0.1",
+                          port=6653)
         datapath = resolve_datapath("auto")
         for name, dpid in (("ow1", S1), ("ow2", S2)):
             net.addSwitch(name, cls=OVSSwitch, dpid=f"{dpid:016x}", protocols="OpenFlow13",
