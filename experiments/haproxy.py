@@ -10,7 +10,9 @@ The module holds:
   ``roundrobin``, ``leastconn``, and ``agent`` (leastconn whose weights follow each
   server's CPU through HAProxy's agent-check).
 - ``agent_weight(cpu_percent)``: the agent-check rule (pure): a server's weight is its
-  idle CPU share, ``max(1, 100 - cpu%)`` percent of the configured weight.
+  idle CPU share, ``max(1, 100 - cpu%)`` percent of the configured weight;
+  ``host_cpu_percent(totals)``: the cpu% it is fed, the whole server's (the containers'
+  and what runs beside them), as a practitioner's agent reports a host.
 - ``cores_over(readings, t0, t1)``: CPU cores a process used over an interval, from
   cumulative readings (pure).
 - ``listen_in_namespace(pid, host, port)``: a listening TCP socket inside another
@@ -54,6 +56,7 @@ import time
 from common.cli import ArgumentParser
 from common.config import Config, ConfigError, load_config
 from common.httpjson import get_json
+from common.numbers import finite_non_negative
 from common.procs import Service, ServiceError
 from common.state import PID_DIR, STATE_DIR, process_cpu_seconds, process_start_ticks, \
     read_pid_file, same_process
@@ -141,11 +144,23 @@ def capacity_weights(cfg: Config) -> dict[str, int]:
 def agent_weight(cpu_percent: float | None) -> int | None:
     """The weight an agent check reports for a server, in percent of its configured weight:
     its idle CPU share, max(1, 100 - cpu %) (1, not 0: 0 % would drain the server), from
-    its CPU use relative to its own capacity (the host agent's totals.cpu_percent). None
+    its CPU use relative to its own capacity (host_cpu_percent of the host agent's). None
     when the use is unknown: nothing is reported, and HAProxy keeps the weight it has."""
     if cpu_percent is None or not math.isfinite(cpu_percent):
         return None
     return int(max(1, min(100, round(100.0 - cpu_percent))))
+
+
+def host_cpu_percent(totals: dict) -> float | None:
+    """What a practitioner's agent reports of a server: its whole CPU use relative to its
+    capacity, the containers' (totals.cpu_percent) and what runs beside them
+    (totals.outside_cpu_percent, the figure `malb` adds as outside use; 0 when the host
+    agent cannot read the whole server). None when the containers' use is unknown or
+    either figure is not a number >= 0 (nothing unknown is read as idle)."""
+    cpu, outside = totals.get("cpu_percent"), totals.get("outside_cpu_percent")
+    if not finite_non_negative(cpu) or not (outside is None or finite_non_negative(outside)):
+        return None
+    return cpu + (outside or 0.0)
 
 
 def agent_answer(weight: int | None) -> bytes:
@@ -234,7 +249,7 @@ class AgentResponder:
     """HAProxy's agent checks, answered from the host agents.
 
     A poller thread reads every server's ``GET /stats`` (its latest sample) once per agent
-    period and keeps each server's weight (agent_weight of totals.cpu_percent; unknown when
+    period and keeps each server's weight (agent_weight of host_cpu_percent; unknown when
     the agent does not answer, its sample is older than three periods, or its totals are
     partial). The listener thread answers each check at once from those weights: HAProxy
     sends the server's name (agent-send "srv1\\n"), gets "<weight>%\\n"."""
@@ -257,7 +272,7 @@ class AgentResponder:
                 if s.get("age_s") is not None and s["age_s"] > 3 * self.period_s:
                     error = f"sample {s['age_s']:.1f} s old"
                 else:
-                    cpu = (s.get("totals") or {}).get("cpu_percent")
+                    cpu = host_cpu_percent(s.get("totals") or {})
                     error = None if cpu is not None else "partial totals"
             except (OSError, ValueError, RuntimeError) as exc:
                 error = f"{type(exc).__name__}: {exc}"

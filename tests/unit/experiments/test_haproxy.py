@@ -19,7 +19,7 @@ import pytest
 from common.config import DEFAULT_MICROSERVICES, parse_config
 from experiments import haproxy
 from experiments.haproxy import agent_answer, agent_weight, capacity_weights, cores_over, \
-    parse_stat_csv, render_config
+    host_cpu_percent, parse_stat_csv, render_config
 from tests.conftest import PY, ROOT
 
 
@@ -135,6 +135,18 @@ def test_a_servers_weight_is_its_idle_cpu_share_and_never_zero(cpu, weight):
     assert agent_weight(cpu) == weight
 
 
+@pytest.mark.parametrize("totals, cpu", [
+    ({"cpu_percent": 40.0, "outside_cpu_percent": 25.0}, 65.0),   # an antagonist beside
+    ({"cpu_percent": 40.0, "outside_cpu_percent": None}, 40.0),   # the whole is not read
+    ({"cpu_percent": 40.0}, 40.0), ({"cpu_percent": 0.0, "outside_cpu_percent": 0.0}, 0.0),
+    ({"cpu_percent": None, "outside_cpu_percent": 25.0}, None),   # partial totals
+    ({}, None), ({"cpu_percent": "40"}, None), ({"cpu_percent": float("inf")}, None),
+    ({"cpu_percent": 40.0, "outside_cpu_percent": "x"}, None),
+    ({"cpu_percent": 40.0, "outside_cpu_percent": -1.0}, None)])
+def test_the_agent_is_fed_the_whole_servers_cpu(totals, cpu):
+    assert host_cpu_percent(totals) == cpu
+
+
 def test_the_agents_answer_is_a_percentage_line_or_nothing():
     assert agent_answer(63) == b"63%\n"
     assert agent_answer(1) == b"1%\n"
@@ -190,7 +202,7 @@ def test_a_workload_spec_is_sent_to_the_proxy_instead_of_the_vips():
 # ---------------------------------------------------------------- the responder
 class FakeAgents:
     """Host agents' GET /stats on loopback, one port per server: answers[server] is
-    (cpu_percent or None, age_s), or an HTTP status."""
+    (cpu_percent or None, age_s[, outside_cpu_percent]), or an HTTP status."""
 
     def __init__(self, servers):
         self.answers: dict[str, object] = {}
@@ -209,10 +221,12 @@ class FakeAgents:
                     self.send_response(answer)
                     body = b'{"error": "no sample yet"}'
                 else:
-                    cpu, age = answer
+                    cpu, age, *outside = answer
                     self.send_response(200)
                     body = json.dumps({"server": name, "age_s": age,
-                                       "totals": {"cpu_percent": cpu}}).encode()
+                                       "totals": {"cpu_percent": cpu,
+                                                  "outside_cpu_percent": outside[0]
+                                                  if outside else None}}).encode()
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -261,12 +275,14 @@ def test_the_responder_answers_each_servers_weight_from_its_agent():
                                          "srv4": None}
             assert "partial" in report["errors"]["srv2"]
             assert "old" in report["errors"]["srv3"] and "HttpError" in report["errors"]["srv4"]
-            # the next poll (one agent period) follows the agent
-            agents.answers["srv1"] = (70.0, 0.1)
+            # the next poll (one agent period) follows the agent, and counts what runs
+            # beside the containers (a practitioner's agent reports the whole host)
+            agents.answers["srv1"] = (50.0, 0.1, 20.0)
             deadline = time.time() + 5
             while ask(port, b"srv1\n") != b"30%\n" and time.time() < deadline:
                 time.sleep(0.1)
             assert ask(port, b"srv1\n") == b"30%\n"
+            assert responder.report()["cpu_percent"]["srv1"] == 70.0
         finally:
             responder.stop()
         with pytest.raises(OSError):
