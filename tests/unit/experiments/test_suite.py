@@ -101,9 +101,9 @@ def test_a_finished_scenario_is_kept_only_if_it_ran_with_the_suites_options(tmp_
 
 def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
     """A SIGTERM to the suite reaches the comparison, and the suite returns its exit code
-    once it has ended (here a comparison that takes a second to come down, and says when it
-    is down by a file)."""
-    script, down = tmp_path / "comparison.py", tmp_path / "down"
+    once it has ended (here a comparison that takes a second to come down, and says by
+    files when it listens for the signal and when it is down)."""
+    script, ready, down = tmp_path / "comparison.py", tmp_path / "ready", tmp_path / "down"
     script.write_text(
         "import signal, sys, time\n"
         "def down(*_):\n"
@@ -111,6 +111,7 @@ def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
         f"    open({str(down)!r}, 'w').close()\n"
         "    sys.exit(130)\n"
         "signal.signal(signal.SIGTERM, down)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
         "time.sleep(60)\n")
     started, real_popen = [], subprocess.Popen
 
@@ -119,21 +120,33 @@ def test_the_suite_waits_for_its_comparison_to_come_down(tmp_path, monkeypatch):
         return started[-1]
     monkeypatch.setattr(suite.subprocess, "Popen", spawn)
     # a SIGTERM that came when run_comparison's handler is not in place must not end pytest
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    original = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    placeholder = signal.getsignal(signal.SIGTERM)
     main = threading.main_thread().ident     # where the suite waits: the signal goes there
-    timer = threading.Timer(1.0, lambda: signal.pthread_kill(main, signal.SIGTERM))
-    timer.start()
+    stop = threading.Event()
+
+    def terminate_when_both_listen():
+        # the comparison has its handler (however slowly Python starts on a busy machine)
+        # and so has the suite (it sets its own once the comparison is started)
+        while not stop.wait(0.05):
+            if ready.exists() and signal.getsignal(signal.SIGTERM) is not placeholder:
+                signal.pthread_kill(main, signal.SIGTERM)
+                return
+    sender = threading.Thread(target=terminate_when_both_listen, daemon=True)
+    sender.start()
     try:
         code = suite.run_comparison(["--runs", "1"])
         came_down = down.exists()        # read at once: the suite returned after that
+        restored = signal.getsignal(signal.SIGTERM)
     finally:
-        timer.cancel()
-        signal.signal(signal.SIGTERM, previous)
+        stop.set()
+        sender.join(5)
+        signal.signal(signal.SIGTERM, original)
         for child in started:
             if child.poll() is None:
                 child.kill()
     assert code == 130 and came_down
-    assert signal.getsignal(signal.SIGTERM) is previous
+    assert restored is placeholder           # the suite put back the handler it found
 
 
 def test_a_summary_that_is_not_a_comparisons_is_named_not_a_traceback(tmp_path, capsys):
