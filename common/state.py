@@ -52,6 +52,36 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def process_tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds a process and its children used so far: its own utime + stime, what its
+    ended (reaped) children used (cutime + cstime), and, the same way, each child still
+    running (nginx's workers under its master). None when the process is gone."""
+    fields = _stat_fields(pid)
+    try:
+        total = sum(int(fields[k]) for k in (11, 12, 13, 14)) / CLK_TCK   # fields 14-17
+    except (TypeError, IndexError, ValueError):
+        return None
+    for child in process_children(pid):
+        total += process_tree_cpu_seconds(child) or 0.0    # one that just ended: reaped soon
+    return total
+
+
+def process_children(pid: int) -> list[int]:
+    """The process's children (every thread's), [] when it has none or is gone."""
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
 def process_start_ticks(pid: int) -> int | None:
     """When the process started (clock ticks since boot), or None when there is none or it
     has ended (a zombie waiting for its parent)."""

@@ -59,7 +59,7 @@ from common.httpjson import get_json
 from common.numbers import finite_non_negative
 from common.procs import Service, ServiceError
 from common.state import PID_DIR, STATE_DIR, process_cpu_seconds, process_start_ticks, \
-    read_pid_file, same_process
+    process_tree_cpu_seconds, read_pid_file, same_process
 
 MODES = ("roundrobin", "leastconn", "agent")
 HAPROXY = "haproxy"
@@ -338,10 +338,13 @@ def _recorded(name: str) -> tuple[int, int | None]:
 
 
 class CpuMeter:
-    """Cumulative CPU readings of one verified process, every CPU_READ_S."""
+    """Cumulative CPU readings of one verified process, every CPU_READ_S; with tree, of the
+    process and its children (a master process and its workers)."""
 
-    def __init__(self, pid: int, start_ticks: int | None, every_s: float = CPU_READ_S):
+    def __init__(self, pid: int, start_ticks: int | None, every_s: float = CPU_READ_S,
+                 tree: bool = False):
         self.pid, self.start_ticks, self.every_s = pid, start_ticks, every_s
+        self.cpu_seconds = process_tree_cpu_seconds if tree else process_cpu_seconds
         self.readings: list[tuple[float, float]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -351,7 +354,7 @@ class CpuMeter:
         with self._lock:               # readings stay in time order, whoever reads
             if not same_process(self.pid, self.start_ticks):
                 return
-            now, cpu = time.time(), process_cpu_seconds(self.pid)
+            now, cpu = time.time(), self.cpu_seconds(self.pid)
             if cpu is not None:
                 self.readings.append((now, cpu))
 
@@ -376,6 +379,27 @@ class CpuMeter:
             return list(self.readings)
 
 
+def meter_report(meter: CpuMeter | None, period: float, at: list[float] | None) -> dict:
+    """A metered process's CPU over its readings so far (read up to now first; nothing more
+    once it has ended): CPU seconds, wall seconds, mean cores, and one sample per period
+    keyed by its end: at the given times, else at every period from the first reading. A
+    period the readings do not cover is None."""
+    if meter is not None:
+        meter.read()
+    readings = meter.snapshot() if meter else []
+    out: dict = {"period_s": period, "cpu_seconds": None, "wall_s": None, "mean_cores": None,
+                 "samples": []}
+    if len(readings) >= 2:
+        (t0, c0), (t1, c1) = readings[0], readings[-1]
+        out.update(cpu_seconds=round(c1 - c0, 3), wall_s=round(t1 - t0, 3),
+                   mean_cores=round((c1 - c0) / (t1 - t0), 4) if t1 > t0 else None)
+        ends = at if at is not None else [t0 + period * k for k in
+                                          range(1, int((t1 - t0) / period + 1e-9) + 1)]
+        out["samples"] = [{"time": t, "cores": None if (c := cores_over(
+            readings, t - period, t)) is None else round(c, 4)} for t in ends]
+    return out
+
+
 # ---------------------------------------------------------------------------- the balancer
 class OutsideBalancer:
     """HAProxy for one run of a Stack whose testbed has the proxy host.
@@ -388,6 +412,8 @@ class OutsideBalancer:
     The controller keeps running under any policy: it installs the host rules HAProxy's
     traffic to the instances' own addresses goes by (no VIP, no NAT). HAProxy balances
     the instances placed at the start; a placement's moves are not followed."""
+
+    name = "haproxy"
 
     def __init__(self, stack, mode: str, run_dir: str | None = None,
                  stats_socket: str = STATS_SOCKET):
@@ -530,21 +556,8 @@ class OutsideBalancer:
         default) keyed by its end: at the given times (e.g. the profiler's server-sample
         times, each covering the period before it), else at every period from the start.
         A period the readings do not cover is None."""
-        period = period_s or self.cfg.profiler.period_s
-        if self.meter is not None:
-            self.meter.read()          # up to now (nothing once HAProxy has ended)
-        readings = self.meter.snapshot() if self.meter else []
         out = {"mode": self.mode, "pid": self.service.proc.pid if self.service else None,
-               "period_s": period, "cpu_seconds": None, "wall_s": None, "mean_cores": None,
-               "samples": []}
-        if len(readings) >= 2:
-            (t0, c0), (t1, c1) = readings[0], readings[-1]
-            out.update(cpu_seconds=round(c1 - c0, 3), wall_s=round(t1 - t0, 3),
-                       mean_cores=round((c1 - c0) / (t1 - t0), 4) if t1 > t0 else None)
-            ends = at if at is not None else [t0 + period * k for k in
-                                              range(1, int((t1 - t0) / period + 1e-9) + 1)]
-            out["samples"] = [{"time": t, "cores": None if (c := cores_over(
-                readings, t - period, t)) is None else round(c, 4)} for t in ends]
+               **meter_report(self.meter, period_s or self.cfg.profiler.period_s, at)}
         if self.responder is not None:
             out["agent"] = self.responder.report()
         return out

@@ -45,7 +45,7 @@ from common.config import ConfigError, check_testbed_builds, config_path, load_c
     load_config_data, parse_config_file_data
 from common.procs import git_commit
 from common.state import process_start_ticks
-from experiments import antagonist, evaluation, haproxy, loadgen, protocol, report, \
+from experiments import antagonist, evaluation, haproxy, loadgen, nginx, protocol, report, \
     scenarios, significance, workload
 from experiments.stack import Stack
 from experiments.workload import (DEFAULT_PHASE_S, FLAG_OF_FIELD, OUTSIDE_BALANCERS,
@@ -92,6 +92,10 @@ def write_result(path: str, result: dict) -> None:
     os.replace(path + ".part", path)
 
 
+# the outside balancers' classes by proxy (OUTSIDE_BALANCERS names the proxy and its mode)
+OUTSIDE_PROXIES = {"haproxy": haproxy.OutsideBalancer, "nginx": nginx.NginxBalancer}
+
+
 def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dict:
     run_dir = os.path.join(out_dir, policy, f"run{run}")
     tag = f"[{policy} run {run}]"
@@ -102,7 +106,7 @@ def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dic
             contextlib.ExitStack() as balancers:
         st.wait_monitoring(30)
         spec = workload_spec(st.cfg, opts, opts.seed + run)
-        # what balancing costs: the controller's CPU, and HAProxy's where it balances
+        # what balancing costs: the controller's CPU, and the proxy's where one balances
         meters = {}
         for name, pid in (("controller", st.controller.proc.pid),
                           ("profiler", st.profiler.proc.pid), ("switch", ovs_vswitchd_pid())):
@@ -110,8 +114,9 @@ def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dic
                 meters[name] = haproxy.CpuMeter(pid, process_start_ticks(pid)).start()
                 balancers.callback(meters[name].stop)
         if outside:
-            lb = balancers.enter_context(haproxy.OutsideBalancer(st, outside))
-            meters["haproxy"] = lb.meter
+            proxy, mode = outside
+            lb = balancers.enter_context(OUTSIDE_PROXIES[proxy](st, mode))
+            meters[lb.name] = lb.meter
             spec = lb.retarget(spec)
         spec_path = os.path.join(run_dir, "workload.json")
         with open(spec_path, "w") as fh:
@@ -156,7 +161,7 @@ def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dic
         balancer_cpu = {name: haproxy.cores_over(m.snapshot(), t0, t0 + total)
                         for name, m in meters.items()}
         if outside:
-            with open(os.path.join(run_dir, "haproxy-servers.json"), "w") as fh:
+            with open(os.path.join(run_dir, f"{lb.name}-servers.json"), "w") as fh:
                 json.dump(lb.servers(), fh, indent=1)
         with open(os.path.join(run_dir, "decisions.json"), "w") as fh:
             json.dump(st.controller_get("/malb/decisions?limit=100000"), fh)
@@ -364,13 +369,16 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
     beside the servers' (the cores their average CPU stands for), or "" when no run
     measured it."""
     shares = [s["cpu"] for s in server_specs(opts)]
-    columns = ("controller", "profiler", "haproxy", "switch")
+    columns = ("controller", "profiler", "proxy", "switch")
     rows = []
     for p, runs in per_policy.items():
         got = [r["result"].get("balancer_cores") or {} for r in runs]
 
         def mean(key):
-            vals = [g[key] for g in got if g.get(key) is not None]  # noqa: B023 -- at once
+            # an outside balancer's runs meter it under its own name (haproxy, nginx)
+            keys = ("haproxy", "nginx") if key == "proxy" else (key,)
+            vals = [g[k] for g in got for k in keys  # noqa: B023 -- used at once
+                    if g.get(k) is not None]
             return sum(vals) / len(vals) if vals else None
         servers = []
         for r in runs:
@@ -388,12 +396,12 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
     return ("\n## What balancing costs: the processes' own CPU (mean cores over the load "
             "phases)\n\nThe controller (ryu-manager) and the profiler run in every run "
             "(under an outside balancer the controller only installs the switches' host "
-            "rules, and only malb, malb-paper and ln read the profiler); HAProxy, a proxy, "
-            "carries every byte on two TCP connections, and Open vSwitch's userspace "
-            "datapath (switch) forwards every packet, twice through HAProxy. None of them "
+            "rules, and only malb, malb-paper and ln read the profiler); a proxy (HAProxy, "
+            "nginx) carries every byte on two TCP connections, and Open vSwitch's userspace "
+            "datapath (switch) forwards every packet, twice through a proxy. None of them "
             "is in the servers' figures: they run on the testbed machine outside the "
             "servers' CPU shares. The host agents are not metered.\n\n" +
-            table(["policy", "controller", "profiler", "HAProxy", "switch", "servers (all)"],
+            table(["policy", "controller", "profiler", "proxy", "switch", "servers (all)"],
                   rows, "lrrrrr", compact=True))
 
 

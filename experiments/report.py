@@ -37,7 +37,8 @@ RESOURCE_NAMES = {"cpu": "CPU", "mem": "Memory", "net": "Network", "energy": "En
 POLICY_NAMES = {**{p: policies.title(p) for p in policies.names()},
                 "haproxy-roundrobin": "HAProxy roundrobin",
                 "haproxy-leastconn": "HAProxy leastconn",
-                "haproxy-agent": "HAProxy leastconn + agent weights"}
+                "haproxy-agent": "HAProxy leastconn + agent weights",
+                "nginx-leastconn": "nginx least_conn"}
 # The paper's MALB figures are its rule's: they stand beside malb-paper, not beside ours.
 PAPER_TABLE2["malb-paper"] = PAPER_TABLE2.pop("malb")
 PAPER_COLUMN = {"srr": 0, "ln": 1, "malb-paper": 2}    # policy -> its column in PAPER_TABLE3

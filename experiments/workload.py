@@ -21,11 +21,14 @@ from experiments import scenarios
 
 # the default run order: the baselines first, then the paper's MALB rule, then ours
 DEFAULT_POLICIES = ("srr", "ln", "malb-paper", "malb")
-# Balancers outside the controller: HAProxy on the proxy host in front of the same
-# instances (experiments/haproxy.py), by its mode; the controller runs srr meanwhile, for the
-# switches' host rules only (HAProxy talks to the instances' own addresses).
-OUTSIDE_BALANCERS = {"haproxy-roundrobin": "roundrobin", "haproxy-leastconn": "leastconn",
-                     "haproxy-agent": "agent"}
+# Balancers outside the controller: a proxy on the proxy host in front of the same
+# instances, (proxy, its mode): HAProxy (experiments/haproxy.py) or nginx
+# (experiments/nginx.py); the controller runs srr meanwhile, for the switches' host rules
+# only (the proxy talks to the instances' own addresses).
+OUTSIDE_BALANCERS = {"haproxy-roundrobin": ("haproxy", "roundrobin"),
+                     "haproxy-leastconn": ("haproxy", "leastconn"),
+                     "haproxy-agent": ("haproxy", "agent"),
+                     "nginx-leastconn": ("nginx", "leastconn")}
 DEFAULT_PHASE_S = 30.0      # 4 policies x (3 x 30 s + the drain + set-up): about 10 min
 
 

@@ -29,7 +29,7 @@ PYTHON_APT_PACKAGES=(python3 python3-venv python3-dev build-essential ca-certifi
                      haproxy)
 APT_PACKAGES=("${PYTHON_APT_PACKAGES[@]}" openvswitch-switch docker.io debootstrap iperf3
               ethtool iproute2 iputils-ping curl procps psmisc util-linux net-tools tcpdump
-              prometheus chromium chromium-driver)
+              prometheus chromium chromium-driver nginx libnginx-mod-stream)
 SYS_PY=/usr/bin/python3
 REQUIREMENTS=("$ROOT/requirements.txt" "$ROOT/requirements-dev.txt")
 
@@ -84,8 +84,17 @@ install_packages() {     # the named array's packages that are missing
     apt-get update -qq >>"$LOG_DIR/apt.log" 2>&1 || fail "apt-get update failed (see $LOG_DIR/apt.log)"
     APT_UPDATED=1
   fi
+  # the packages' own daemons (nginx on port 80, Prometheus, HAProxy) are not started: the
+  # project starts what it uses, where it uses it. A policy-rc.d already there stays.
+  local guard=0 rc=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# scripts/setup.sh: no daemon starts while it installs\nexit 101\n' \
+      > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && guard=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOG_DIR/apt.log" 2>&1 \
-    || fail "apt-get install failed (see $LOG_DIR/apt.log)"
+    || rc=$?
+  [ "$guard" -eq 0 ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" -eq 0 ] || fail "apt-get install failed (see $LOG_DIR/apt.log)"
 }
 
 # ---------------------------------------------------------------- Debian packages

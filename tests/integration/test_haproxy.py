@@ -1,6 +1,7 @@
-"""HAProxy as the outside balancer (experiments/haproxy.py) with real parts: the paper
-testbed with its proxy host prx1, ryu-manager (its host rules carry HAProxy's traffic),
-the host agents, real haproxy in prx1's namespace, real HTTP from a Mininet client."""
+"""The outside balancers with real parts: HAProxy (experiments/haproxy.py) and nginx
+(experiments/nginx.py) on the paper testbed's proxy host prx1, ryu-manager (its host rules
+carry the proxies' traffic), the host agents, the real proxy in prx1's namespace, real HTTP
+from a Mininet client."""
 from __future__ import annotations
 
 import copy
@@ -10,8 +11,9 @@ from collections import Counter
 
 import pytest
 
-from common.state import PID_DIR
+from common.state import PID_DIR, process_children
 from experiments.haproxy import MODES, STATS_SOCKET, OutsideBalancer
+from experiments.nginx import NginxBalancer
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, served_by
 from topologies.clean import clean_testbed, leftovers, stop_recorded_processes
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.integration
 REQUESTS = {"ui": "/object?size=20000", "backend": "/job?seconds=0.2&cpu=0.1",
             "video": "/stream?rate=200&seconds=0.5"}
 PID_FILE = os.path.join(PID_DIR, "haproxy.pid")
+NGINX_PID_FILE = os.path.join(PID_DIR, "nginx.pid")
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +111,51 @@ def test_a_haproxy_its_run_did_not_stop_is_stopped_by_clean_testbed(stack, tmp_p
     lb.service.proc.wait(timeout=5)
     lb.stop()
     assert haproxy_gone(lb)
+
+
+def nginx_gone(lb, workers) -> bool:
+    return (lb.service.proc.poll() is not None and not os.path.exists(NGINX_PID_FILE)
+            and not any(os.path.exists(f"/proc/{w}") for w in workers))
+
+
+def test_every_microservice_through_nginx_least_conn_and_its_open_connections(stack):
+    cli = stack.testbed.node("cli1")
+    cfg = stack.cfg
+    with NginxBalancer(stack) as lb:
+        assert os.path.exists(NGINX_PID_FILE)
+        workers = process_children(lb.service.proc.pid)
+        assert len(workers) == os.cpu_count(), workers        # worker_processes auto
+        for ms, path in REQUESTS.items():
+            host, port = lb.address(ms)
+            assert (host, port) == ("10.0.201.1", cfg.microservice(ms).port)
+            who = served_by(cli, f"http://{host}:{port}{path}", 8)
+            # one at a time: every server idle, least_conn's ties go round robin, one turn
+            # for all workers (the upstream's shared zone)
+            assert Counter(who) == {i.name: 2 for i in cfg.instances_of(ms)}, who
+        # four back-end jobs at once: least_conn puts one on each instance, and the proxy's
+        # open connections show it
+        for _ in range(4):
+            cli.cmd("curl -s -o /dev/null --max-time 60 "
+                    "'http://10.0.201.1:8003/job?seconds=8&cpu=0.05' &")
+
+        def open_backend():
+            return {s["server"]: s["current"] for s in lb.servers() if s["backend"] == "backend"}
+        open_be = stack.wait_for(lambda: sum((c := open_backend()).values()) == 4 and c, 10,
+                                 "four jobs open through nginx")
+        assert open_be == {i.name: 1 for i in cfg.instances_of("backend")}, open_be
+        report = lb.cpu_report()
+        assert report["cpu_seconds"] is not None and report["cpu_seconds"] > 0
+        assert report["samples"] and report["mean_cores"] < 1.0
+    assert nginx_gone(lb, workers)
+
+
+def test_an_nginx_its_run_did_not_stop_is_stopped_by_clean_testbed(stack, tmp_path):
+    lb = NginxBalancer(stack).start()
+    pid = lb.service.proc.pid
+    workers = process_children(pid)
+    shutil.copy(NGINX_PID_FILE, tmp_path)
+    outcome = stop_recorded_processes(str(tmp_path))
+    assert outcome == {"nginx.pid": f"nginx (pid {pid}): stopped"}, outcome
+    lb.service.proc.wait(timeout=5)
+    lb.stop()
+    assert nginx_gone(lb, workers)
