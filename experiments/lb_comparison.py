@@ -364,21 +364,40 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
 
 
+BALANCING_PARTS = ("controller", "profiler", "proxy", "switch")
+PROXIES = ("haproxy", "nginx")       # an outside balancer's runs meter it under its name
+
+
+def part_cores(cores: dict, part: str) -> float | None:
+    """A run's mean cores of one of BALANCING_PARTS (proxy: whichever proxy it ran)."""
+    keys = PROXIES if part == "proxy" else (part,)
+    return next((cores[k] for k in keys if cores.get(k) is not None), None)
+
+
+def balancing_cpu_per_1000(result: dict, load_s: float) -> float | None:
+    """CPU seconds every balancing part of a run (controller, profiler, its proxy, the
+    switch) used over the load phases per 1,000 requests arriving in them; None when the
+    controller or the switch was not metered or no request was planned."""
+    cores = result.get("balancer_cores") or {}
+    requests = result.get("requests_planned") or 0
+    if requests <= 0 or any(part_cores(cores, p) is None for p in ("controller", "switch")):
+        return None
+    used = sum(part_cores(cores, p) or 0.0 for p in BALANCING_PARTS)
+    return 1000.0 * used * load_s / requests
+
+
 def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
     """The balancing processes' own CPU over the load phases (mean cores over the runs)
-    beside the servers' (the cores their average CPU stands for), or "" when no run
-    measured it."""
+    beside the servers' (the cores their average CPU stands for), and all of them per
+    1,000 requests; or "" when no run measured it."""
     shares = [s["cpu"] for s in server_specs(opts)]
-    columns = ("controller", "profiler", "proxy", "switch")
+    load_s = 3 * opts.phase_seconds
     rows = []
     for p, runs in per_policy.items():
         got = [r["result"].get("balancer_cores") or {} for r in runs]
 
-        def mean(key):
-            # an outside balancer's runs meter it under its own name (haproxy, nginx)
-            keys = ("haproxy", "nginx") if key == "proxy" else (key,)
-            vals = [g[k] for g in got for k in keys  # noqa: B023 -- used at once
-                    if g.get(k) is not None]
+        def mean(vals):
+            vals = [v for v in vals if v is not None]
             return sum(vals) / len(vals) if vals else None
         servers = []
         for r in runs:
@@ -389,8 +408,11 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
         if not any(g for g in got):
             continue
         srv = sum(servers) / len(servers) if servers else None
-        rows.append([report.POLICY_NAMES.get(p, p), *(number(mean(c), 3) for c in columns),
-                     number(srv, 3)])
+        per_1000 = mean([balancing_cpu_per_1000(r["result"], load_s) for r in runs])
+        rows.append([report.POLICY_NAMES.get(p, p),
+                     *(number(mean([part_cores(g, c) for g in got]), 3)
+                       for c in BALANCING_PARTS),
+                     number(srv, 3), number(per_1000, 2)])
     if not rows:
         return ""
     return ("\n## What balancing costs: the processes' own CPU (mean cores over the load "
@@ -400,9 +422,11 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
             "nginx) carries every byte on two TCP connections, and Open vSwitch's userspace "
             "datapath (switch) forwards every packet, twice through a proxy. None of them "
             "is in the servers' figures: they run on the testbed machine outside the "
-            "servers' CPU shares. The host agents are not metered.\n\n" +
-            table(["policy", "controller", "profiler", "proxy", "switch", "servers (all)"],
-                  rows, "lrrrrr", compact=True))
+            "servers' CPU shares. The host agents are not metered. The last column is "
+            "what all four parts used over the load phases, in CPU seconds per 1,000 "
+            "requests arriving in them (mean over the runs).\n\n" +
+            table(["policy", "controller", "profiler", "proxy", "switch", "servers (all)",
+                   "balancing CPU s / 1,000 requests"], rows, "lrrrrrr", compact=True))
 
 
 def long_flows_to(requests: list[dict], antagonist: dict, long_classes: set[str]

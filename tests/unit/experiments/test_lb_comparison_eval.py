@@ -327,3 +327,34 @@ def test_resume_needs_the_directory_it_continues(capsys):
         lb_comparison.main(["--resume"])
     assert exc.value.code == 2
     assert "--resume continues the comparison in --out" in capsys.readouterr().err
+
+
+def test_what_balancing_costs_per_part_and_per_1000_requests(tmp_path):
+    opts = resume_args(tmp_path / "cmp")              # 3 phases of 2 s: 6 s of load
+    def run(cores, planned=600):
+        return {"result": {"balancer_cores": cores, "requests_planned": planned}}
+    per_policy = {
+        "malb": [run({"controller": 0.2, "profiler": 0.05, "switch": 0.5}),
+                 run({"controller": 0.4, "profiler": 0.05, "switch": 0.5})],
+        "haproxy-leastconn": [run({"controller": 0.01, "profiler": 0.05, "switch": 1.0,
+                                   "haproxy": 0.3})],
+        "nginx-leastconn": [run({"controller": 0.01, "profiler": 0.05, "switch": 1.0,
+                                 "nginx": 0.2}, planned=0)],
+        "srr": [run({"controller": 0.1})]}           # the switch not metered
+    # malb: (0.2 + 0.05 + 0.5) x 6 s / 600 requests x 1000 = 7.5, then 9.5
+    assert lb_comparison.balancing_cpu_per_1000(per_policy["malb"][0]["result"], 6) == \
+        pytest.approx(7.5)
+    assert lb_comparison.balancing_cpu_per_1000(
+        per_policy["haproxy-leastconn"][0]["result"], 6) == pytest.approx(13.6)
+    assert lb_comparison.balancing_cpu_per_1000(
+        per_policy["nginx-leastconn"][0]["result"], 6) is None        # nothing planned
+    assert lb_comparison.balancing_cpu_per_1000(per_policy["srr"][0]["result"], 6) is None
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in lb_comparison.balancing_cost_markdown(per_policy, opts).splitlines()
+            if line.startswith("| ") and "policy" not in line}
+    name = {p: lb_comparison.report.POLICY_NAMES.get(p, p) for p in per_policy}
+    assert rows[name["malb"]][:4] == ["0.300", "0.050", "\u2013", "0.500"]   # no proxy
+    assert rows[name["malb"]][-1] == "8.50"
+    assert rows[name["haproxy-leastconn"]][2] == "0.300"           # the proxy column
+    assert rows[name["nginx-leastconn"]][2] == "0.200"
+    assert rows[name["nginx-leastconn"]][-1] == "\u2013" == rows[name["srr"]][-1]
