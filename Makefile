@@ -23,9 +23,9 @@ INTEGRATION := -m "integration and not e2e"
 
 help:
 	@echo "make run             set up what is missing, then compare srr, ln, malb-paper and malb (one run each, about 9 min)"
-	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, ryu-manager and os-ken, HAProxy, Prometheus, Chromium (about 15 min)"
+	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, ryu-manager and os-ken, HAProxy, nginx, Prometheus, Chromium (about 15 min)"
 	@echo "make check           lint (ruff), types (mypy) and the unit tier in parallel, without root (about 3 min)"
-	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing (about an hour)"
+	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing (about 30 min)"
 	@echo "make setup           install packages, start OVS and Docker, virtualenvs, images (idempotent)"
 	@echo "make bench           the registered benchmarks (benchmarks/__main__.py)"
 	@echo "make testbed         bring the paper testbed up with the Mininet CLI"
