@@ -20,6 +20,8 @@ malb-chain,N, a copy of configs/paper.yaml with testbed.switches: N (or use
 malb,config=FILE with that file for both). `mn`'s own
 host, switch and link options do not apply: the nodes are the project's (containers from
 the images `make setup` builds, Open vSwitch on the datapath this machine has).
+`--controller remote` is Mininet's RemoteController with its start-up check made over a
+socket (topologies.backend.remote_controller_class).
 """
 import glob
 import inspect
@@ -36,6 +38,7 @@ for _path in (_ROOT, *glob.glob(os.path.join(_ROOT, ".venv", "lib", "python3*",
         sys.path.append(_path)
 
 from common.config import load_config  # noqa: E402
+from topologies.backend import remote_controller_class  # noqa: E402
 from topologies.topo import TestbedTopo  # noqa: E402
 
 
@@ -65,3 +68,6 @@ def malb_callgraph(config="configs/callgraph-lb.yaml"):
 
 topos = {"malb": malb, "malb-paper": malb_paper, "malb-chain": malb_chain,
          "malb-callgraph": malb_callgraph}
+# `--controller remote` checks the controller's port over a socket: Mininet's own check
+# telnets to it and decodes the binary OpenFlow HELLO as UTF-8, which can end mn at start
+controllers = {"remote": remote_controller_class()}
