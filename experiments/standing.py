@@ -1,0 +1,226 @@
+"""The results tables of README.md and docs/evaluation.md, generated from the evaluations'
+committed summaries (data/eval-N/suite.json, written by `python -m experiments.suite
+--tabulate`), so that no figure in them is typed by hand.
+
+    .venv/bin/python -m experiments.standing            # rewrite the generated blocks
+    .venv/bin/python -m experiments.standing --check    # exit 1 when one is out of date
+
+Holds BLOCKS (each generated block: the file, its name, the evaluation it reads and how it
+renders it), cpu_table (every policy's CPU STDEV per scenario, the lowest in bold),
+standing_table (ours against round robin and against the best practical baseline, on
+balance and on what the clients saw), and the splicing of a block between its markers.
+A unit test runs --check, so `make check` fails on a stale table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+
+from common.markdown import number, table
+from common.procs import ROOT
+from experiments import report, significance
+
+COMMAND = "python -m experiments.standing"
+NAMES = report.POLICY_NAMES
+# shorter column heads where a table names every policy
+SHORT = {"least connections": "LC", "power of two choices": "P2C",
+         "probe-based (Prequal)": "Prequal", "HAProxy leastconn + agent weights":
+         "HAProxy leastconn + CPU agent", "MALB (paper's rule)": "MALB-paper",
+         "MALB (ours)": "MALB"}
+
+
+def load(evaluation: str) -> dict:
+    """data/<evaluation>/suite.json."""
+    with open(os.path.join(ROOT, "data", evaluation, "suite.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _commits(suite: dict) -> str:
+    """Which code the summaries describe: each distinct commit and the scenarios run at it."""
+    by: dict[str, list[str]] = {}
+    for scenario, s in suite["scenarios"].items():
+        by.setdefault(s["commit"], []).append(scenario)
+    if len(by) == 1:
+        return f"code at {next(iter(by))}"
+    return "code at " + "; ".join(f"{c} ({', '.join(sc)})" for c, sc in by.items())
+
+
+def _seeds(suite: dict) -> str:
+    text = "; ".join(sorted({s["seeds"] for s in suite["scenarios"].values()}))
+    return text[:1].upper() + text[1:]
+
+
+def cpu_table(suite: dict, policies: tuple[str, ...] | None = None) -> str:
+    """CPU STDEV across servers (%), mean ± 95 % interval, a row per scenario and a column per
+    policy (policies: these, in this order; default every one that ran), the lowest mean in
+    bold; then the policies left out, and what the figures are from."""
+    scenarios = suite["scenarios"]
+    ran = list(dict.fromkeys(p for s in scenarios.values() for p in s["cpu_stdev"]["policies"]))
+    shown = [p for p in (policies or ran) if p in ran]
+    rows, left_out = [], []
+    for name, s in scenarios.items():
+        stats = s["cpu_stdev"]["policies"]
+        means = {p: v["mean"] for p, v in stats.items() if v["mean"] is not None}
+        lowest = min(means, key=means.get) if means else None
+        cells = []
+        for p in shown:
+            text = significance.mean_ci_text(stats.get(p))
+            cells.append(f"**{text}**" if p == lowest else text)
+        rows.append([name, *cells])
+        extra = [f"{NAMES.get(p, p)} {significance.mean_ci_text(stats[p])}"
+                 for p in stats if p not in shown]
+        if extra:
+            left_out.append(f"{name}: {', '.join(extra)}")
+    heads = [SHORT.get(NAMES.get(p, p), NAMES.get(p, p)) for p in shown]
+    out = [table(["scenario", *heads], rows, "l" + "r" * len(shown)).rstrip("\n"), ""]
+    note = ("CPU STDEV across servers (%) over the load phases, mean ± 95 % interval, "
+            f"the lowest in bold. {_seeds(suite)}; {_commits(suite)}.")
+    if left_out:
+        note += " Also ran: " + "; ".join(left_out) + "."
+    out.append(note)
+    return "\n".join(out) + "\n"
+
+
+def _p_text(v: dict) -> str:
+    """p and its Holm-corrected value; a dagger where p < 0.05 and the correction does not
+    hold it."""
+    p, holm = v.get("p"), v.get("p_holm")
+    if p is None:
+        return "–"
+    mark = "†" if p < significance.ALPHA and (holm is None or holm >= significance.ALPHA) \
+        else ""
+    return f"{_p(p)}{mark} ({_p(holm)})"
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else "< 0.001" if p < 0.001 else number(p, 3)
+
+
+def _vs_text(v: dict | None) -> str:
+    """"-37.7 % (-5.1 ± 1.4)": the ratio and the paired difference with its 95 % interval."""
+    if not v or v.get("ratio") is None:
+        return "–"
+    return f"{100 * v['ratio']:+.1f} % ({v['diff']:+.1f} ± {number(v['ci'])})"
+
+
+def _client_text(s: dict, against: str) -> str:
+    """The classes whose p50 or p99 response time is significantly worse, or better, with
+    ours than with `against` (paired, uncorrected)."""
+    worse, better = [], []
+    for key, e in s["classes"].items():
+        if not key.endswith(("_rt_p50", "_rt_p99")) or against not in e["vs"]:
+            continue
+        label = e["label"].replace(" RT ", " ").replace(" (ms)", "")
+        verdict = e["vs"][against]["verdict"]
+        if verdict == "significantly worse":
+            worse.append(f"{label} {100 * e['vs'][against]['ratio']:+.0f} %")
+        elif verdict == "significantly better":
+            better.append(f"{label} {100 * e['vs'][against]['ratio']:+.0f} %")
+    parts = []
+    if worse:
+        parts.append("worse: " + ", ".join(worse))
+    if better:
+        parts.append("better: " + ", ".join(better))
+    return "; ".join(parts) or "level"
+
+
+# what clients see is set against the balancer practitioners deploy by default, which runs in
+# every scenario (the best baseline on CPU balance need not answer fastest)
+CLIENT_BASELINE = "haproxy-leastconn"
+
+
+def standing_table(suite: dict) -> str:
+    """Per scenario: ours' CPU STDEV, against round robin, against the best practical baseline
+    (the practical policy of lowest mean), and the classes whose response times are
+    significantly different from CLIENT_BASELINE's."""
+    rows = []
+    for name, s in suite["scenarios"].items():
+        best = s["best_practical"]
+        ours = s["cpu_stdev"]["policies"].get(significance.CANDIDATE)
+        vs_srr, vs_best = s["vs"].get("srr"), s["vs"].get(best) if best else None
+        best_text = "–" if not best else \
+            f"{NAMES.get(best, best)} {significance.mean_ci_text(s['cpu_stdev']['policies'][best])}"
+        rows.append([name, significance.mean_ci_text(ours), _vs_text(vs_srr),
+                     _p_text(vs_srr or {}), best_text, _vs_text(vs_best), _p_text(vs_best or {}),
+                     _client_text(s, CLIENT_BASELINE)])
+    heads = ["scenario", "MALB (ours)", "vs round robin", "p (Holm)",
+             "best practical baseline", "vs it", "p (Holm)",
+             f"p50/p99 RT per class vs {NAMES[CLIENT_BASELINE]}"]
+    out = [table(heads, rows, "lrrrlrrl").rstrip("\n"), "",
+           "CPU STDEV across servers (%), mean ± 95 % interval; \"vs\": the paired difference "
+           "as a ratio, then in points ± its 95 % interval; p from the paired t-test, in "
+           "brackets Holm-corrected over the scenario's comparisons, † where p < 0.05 and "
+           "the correction does not hold it. Response times: classes significantly "
+           f"different (p < 0.05, uncorrected). {_seeds(suite)}; {_commits(suite)}."]
+    return "\n".join(out) + "\n"
+
+
+CPU_COLUMNS = ("srr", "lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent",
+               "malb-paper", "malb")
+# (file, block name, evaluation, render)
+BLOCKS: tuple[tuple[str, str, str, Callable[[dict], str]], ...] = (
+    ("README.md", "where MALB stands", "eval-3", standing_table),
+    ("docs/evaluation.md", "evaluation 3, CPU balance", "eval-3",
+     lambda s: cpu_table(s, CPU_COLUMNS)),
+    ("docs/evaluation.md", "evaluation 2, CPU balance", "eval-2", cpu_table),
+)
+
+
+def markers(name: str, evaluation: str) -> tuple[str, str]:
+    return (f"<!-- generated by {COMMAND} from data/{evaluation}/suite.json ({name}): "
+            "do not edit -->", f"<!-- end of the generated {name} -->")
+
+
+def splice(doc: str, begin: str, end: str, body: str) -> str:
+    """doc with the text between its begin and end lines replaced by body; ValueError when
+    the markers are not there once each, in that order."""
+    if doc.count(begin) != 1 or doc.count(end) != 1 or doc.index(begin) > doc.index(end):
+        raise ValueError(f"no single block from {begin!r} to {end!r}")
+    head, rest = doc.split(begin)
+    _, tail = rest.split(end)
+    return f"{head}{begin}\n{body}{end}{tail}"
+
+
+def render(docs: dict[str, str]) -> dict[str, str]:
+    """The docs (path -> text) with every block generated anew."""
+    out = dict(docs)
+    for path, name, evaluation, how in BLOCKS:
+        begin, end = markers(name, evaluation)
+        out[path] = splice(out[path], begin, end, how(load(evaluation)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=COMMAND, description="Write the results tables of README.md and "
+                                  "docs/evaluation.md from the summaries under data/.")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a table is out of date")
+    args = parser.parse_args(argv)
+    docs = {}
+    for path in dict.fromkeys(b[0] for b in BLOCKS):
+        with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+            docs[path] = fh.read()
+    try:
+        wanted = render(docs)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"{COMMAND}: {exc}", file=sys.stderr)
+        return 2
+    stale = [p for p in docs if docs[p] != wanted[p]]
+    if args.check:
+        if stale:
+            print(f"out of date: {', '.join(stale)}; run {COMMAND}", file=sys.stderr)
+            return 1
+        return 0
+    for path in stale:
+        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as fh:
+            fh.write(wanted[path])
+        print(f"[standing] wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
