@@ -107,13 +107,15 @@ def _vs_text(v: dict | None) -> str:
 
 
 def _client_text(s: dict, against: str) -> str:
-    """The classes whose p50 or p99 response time is significantly worse, or better, with
-    ours than with `against` (paired, uncorrected)."""
+    """What clients saw that is significantly worse, or better, with ours than with
+    `against` (paired, uncorrected): each class's p50 and p99 response time, throughput and
+    failed requests."""
     worse, better = [], []
     for key, e in s["classes"].items():
-        if not key.endswith(("_rt_p50", "_rt_p99")) or against not in e["vs"]:
+        if against not in e["vs"] or e["vs"][against].get("ratio") is None:
             continue
-        label = e["label"].replace(" RT ", " ").replace(" (ms)", "")
+        label = e["label"].replace(" RT ", " ").replace(" mean throughput", " throughput")
+        label = label.split(" (")[0]
         verdict = e["vs"][against]["verdict"]
         if verdict == "significantly worse":
             worse.append(f"{label} {100 * e['vs'][against]['ratio']:+.0f} %")
@@ -148,13 +150,14 @@ def standing_table(suite: dict) -> str:
                      _client_text(s, CLIENT_BASELINE)])
     heads = ["scenario", "MALB (ours)", "vs round robin", "p (Holm)",
              "best practical baseline", "vs it", "p (Holm)",
-             f"p50/p99 RT per class vs {NAMES[CLIENT_BASELINE]}"]
+             f"clients vs {NAMES[CLIENT_BASELINE]}"]
     out = [table(heads, rows, "lrrrlrrl").rstrip("\n"), "",
            "CPU STDEV across servers (%), mean ± 95 % interval; \"vs\": the paired difference "
            "as a ratio, then in points ± its 95 % interval; p from the paired t-test, in "
            "brackets Holm-corrected over the scenario's comparisons, † where p < 0.05 and "
-           "the correction does not hold it. Response times: classes significantly "
-           f"different (p < 0.05, uncorrected). {_seeds(suite)}; {_commits(suite)}."]
+           "the correction does not hold it. Clients: each class's p50 and p99 response "
+           "time, throughput and failed requests where ours differs significantly (p < 0.05, "
+           f"uncorrected). {_seeds(suite)}; {_commits(suite)}."]
     return "\n".join(out) + "\n"
 
 
