@@ -197,8 +197,8 @@ def table3(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)) -
     """Per class: requests sent, completed, failed; the metric (RT in ms, or TP in kB/s for
     streams) average and standard deviation over completed requests; Jain's index over
     the completed requests' service rates (1/RT, or TP), so 1 means every request of the
-    class was served equally well; the completed requests' RT median and p99 (ms), for
-    every class (a stream's RT runs to its end)."""
+    class was served equally well; the completed requests' RT median, p95 and p99 (ms),
+    for every class (a stream's RT runs to its end)."""
     out = {}
     classes = sorted({r["class"] for r in requests})
     for c in classes:
@@ -219,8 +219,24 @@ def table3(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)) -
                   "average": _mean(values),
                   "stdev": statistics.stdev(values) if len(values) > 1 else None,
                   "jain": jain(rates),
-                  "rt_p50": percentile(rts, 50), "rt_p99": percentile(rts, 99)}
+                  **rt_percentiles(rts)}
     return out
+
+
+def rt_percentiles(rts: list[float]) -> dict[str, float | None]:
+    return {"rt_p50": percentile(rts, 50), "rt_p95": percentile(rts, 95),
+            "rt_p99": percentile(rts, 99)}
+
+
+def end_to_end(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)) -> dict:
+    """Every request of every class but the streams, as the clients saw them together:
+    requests, completed, failed, and the completed ones' RT p50, p95 and p99 (ms). On a
+    call graph a request's RT is its entry's answer, its calls included."""
+    rows = [r for r in requests
+            if not any(r["class"].startswith(s) for s in stream_classes)]
+    rts = [float(r["latency_s"]) * 1000.0 for r in rows if not r.get("error")]
+    return {"requests": len(rows), "completed": len(rts), "failed": len(rows) - len(rts),
+            **rt_percentiles(rts)}
 
 
 def _mean(values: list[float]) -> float | None:

@@ -227,6 +227,7 @@ def evaluate_run(run_dir: str, history: str, times: tuple[float, float, float], 
         "table2_with_drain": evaluation.table2(whole, servers=server_names),
         "fig3": evaluation.fig3(samples),
         "table3": evaluation.table3(requests),
+        "end_to_end": evaluation.end_to_end(requests),
         "energy": evaluation.energy_per_server(samples, metric_period),
         "server_samples": len(samples),
     }
@@ -784,6 +785,7 @@ def main(argv=None) -> int:
         fail("--resume continues the comparison in --out DIRECTORY: give it", code=2)
     policies = args.policies
     args.runs = args.runs or (10 if args.paper else 1)
+    # a scenario's own default came in with the parse (scenarios.GOVERNED)
     args.phase_seconds = args.phase_seconds or (600.0 if args.paper else DEFAULT_PHASE_S)
     # Everything the runs will use is validated before anything starts.
     try:

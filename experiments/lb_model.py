@@ -61,7 +61,7 @@ from common.cli import fail, flag_config_error, non_negative_float, positive_flo
 from common.procs import git_commit
 from common.config import POLICIES, ConfigError, config_path, parse_config_file_data
 from experiments import decision_audit, evaluation, loadgen, report, sample_noise, \
-    significance, workload
+    scenarios, significance, workload
 from profiler.model import ProfilerModel
 from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
@@ -664,8 +664,8 @@ def main(argv=None) -> int:
     for name, _ in opts.policy_option:
         if not any(policies.takes_option(x, name) for x in opts.policies):
             p.error(f"--policy-option: none of {', '.join(opts.policies)} takes {name!r}")
-    if opts.scenario == "callgraph":
-        p.error("--scenario callgraph: the model has no call graph (services calling "
+    if scenarios.scenario_of(opts).call_graph:
+        p.error(f"--scenario {opts.scenario}: the model has no call graph (services calling "
                 "services); it plays the other scenarios")
     runs = opts.runs or 10
     opts.phase_seconds = opts.phase_seconds or (600.0 if opts.paper else 35.0)

@@ -75,6 +75,7 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
             [f"{POLICY_NAMES.get(p, p)} STDEV" for p in pols] +
             [f"{POLICY_NAMES.get(p, p)} Jain" for p in pols] +
             [f"{POLICY_NAMES.get(p, p)} RT p50" for p in pols] +
+            [f"{POLICY_NAMES.get(p, p)} RT p95" for p in pols] +
             [f"{POLICY_NAMES.get(p, p)} RT p99" for p in pols] + ["failed"])
     body = []
     for c in classes:
@@ -86,6 +87,7 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
             [number(r.get("stdev"), 0) for r in rows] +
             [number(r.get("jain"), 3) for r in rows] +
             [number(r.get("rt_p50"), 0) for r in rows] +
+            [number(r.get("rt_p95"), 0) for r in rows] +
             [number(r.get("rt_p99"), 0) for r in rows] +
             [" / ".join(_count(r.get("failed")) for r in rows)])
         if with_paper and c in PAPER_TABLE3:
@@ -95,7 +97,7 @@ def table3_markdown(results: dict[str, dict], with_paper: bool = True) -> str:
                 [f"paper's {c}", str(n), m] +
                 [str(avg[idx[p]]) if p in idx else "–" for p in pols] +
                 [str(sd[idx[p]]) if p in idx else "–" for p in pols] +
-                ["–" for _ in pols] * 3 + ["–"])
+                ["–" for _ in pols] * 4 + ["–"])
     return table(cols, body, "l".ljust(len(cols), "r"), compact=True)
 
 
@@ -144,12 +146,12 @@ def write_csvs(results: dict[str, dict], out_dir: str) -> list[str]:
     with open(paths[1], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["policy", "class", "requests", "completed", "failed", "metric", "unit",
-                    "average", "stdev", "jain", "rt_p50_ms", "rt_p99_ms"])
+                    "average", "stdev", "jain", "rt_p50_ms", "rt_p95_ms", "rt_p99_ms"])
         for p, res in results.items():
             for c, v in res["table3"].items():
                 w.writerow([p, c, v["requests"], v["completed"], v["failed"], v["metric"],
                             v["unit"], v["average"], v["stdev"], v["jain"], v.get("rt_p50"),
-                            v.get("rt_p99")])
+                            v.get("rt_p95"), v.get("rt_p99")])
     with open(paths[2], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["policy", "resource", "average", "worst_case", "most_loaded_server",

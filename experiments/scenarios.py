@@ -8,14 +8,18 @@ Holds:
 - Antagonist: a busy thread started on a server part-way through the load phases, inside
   one of its containers or beside them (experiments/antagonist.py plays it);
 - Scenario: one preset (classes, servers, antagonists, base configuration, the flags it
-  takes) and SCENARIOS, the five of them: paper, heavy-tail, antagonist, unequal, callgraph;
+  takes) and SCENARIOS: paper, heavy-tail, antagonist, unequal, callgraph, and
+  DeathStarBench's hotel reservation and social network (hotel, social);
 - GOVERNED: the flags whose defaults a scenario sets or that it refuses, and `resolve`,
   which checks a parsed namespace against its scenario and fills those defaults in;
 - request_classes, antagonist_spec, longest_request_s, base_config_path, describe: what
   the comparison, its summary and the fluid model (experiments/lb_model.py) read;
 - bounded_pareto_mean and bounded_pareto_low: the arithmetic of the heavy-tailed draws;
 - callgraph_config_text: configs/callgraph-lb.yaml as the generator writes it
-  (`python -m experiments.scenarios --callgraph-config > configs/callgraph-lb.yaml`).
+  (`python -m experiments.scenarios --callgraph-config > configs/callgraph-lb.yaml`);
+- dsb_config_text: configs/hotel-lb.yaml and social-lb.yaml from the placement
+  configurations of DeathStarBench's applications (`python -m experiments.scenarios
+  --dsb-config hotel > configs/hotel-lb.yaml`).
 
 Pure: no I/O, no testbed; the draws themselves happen in experiments/loadgen.py (schedule),
 from the workload spec and its seed.
@@ -181,6 +185,27 @@ CALLGRAPH_GENERATOR = MappingProxyType(dict(
     heavy_cpu_share=0.25, heavy_cpu_ms=20, cross=2))
 CALLGRAPH_CLASSES = (Entry("svc01", 1), Entry("svc02", 1), Entry("svc03", 1))
 
+# DeathStarBench's hotel reservation and social network for balancing: the call structure
+# and per-call costs of the placement configurations (docs/deathstarbench-graphs.md), only
+# the services the benchmark's mixed workload reaches, each on DSB_REPLICAS servers (round
+# robin from its own offset, so never two on one server), on the configurations' testbed
+# of four switches in a chain and eight servers. The classes are the mix's entries at equal
+# weights, not its shares (hotel: 60/39/0.5/0.5): at the shares, a run would need 200,000
+# requests for its rarest class to reach the 1,000 a p99 needs.
+DSB_APPS = MappingProxyType({
+    "hotel": ("configs/hotelreservation.yaml", "configs/hotel-lb.yaml"),
+    "social": ("configs/socialnetwork.yaml", "configs/social-lb.yaml")})
+DSB_REPLICAS = 2
+DSB_SERVERS, DSB_SERVER_CPU = 8, 0.2
+# a run's requests are 2.25 x phase x peak (rates from a quarter of the peak up, the peak,
+# and down): 60 s phases at these peaks give each class 1,080 requests expected
+DSB_PHASE_S = 60.0
+DSB_PEAK_RATE = MappingProxyType({"hotel": 32.0, "social": 24.0})
+HOTEL_CLASSES = (Entry("hrsearch", 1), Entry("hrrecommend", 1), Entry("hrlogin", 1),
+                 Entry("hrreserve", 1))
+SOCIAL_CLASSES = (Entry("sncomposepost", 1), Entry("snreadhometimeline", 1),
+                  Entry("snreadusertimeline", 1))
+
 # Flags a scenario may set a default for or refuse: dest -> (flag, default of the rest).
 # Their parser default is None, so `resolve` can tell a flag given from one left out.
 GOVERNED: Mapping[str, tuple[str, Any]] = MappingProxyType({
@@ -193,6 +218,8 @@ GOVERNED: Mapping[str, tuple[str, Any]] = MappingProxyType({
     "job_mode": ("--job-mode", "work"),
     "duration_scale": ("--duration-scale", 1.0),
     "config": ("--config", None),
+    # None: the comparison's own default (30 s, or 600 with --paper)
+    "phase_seconds": ("--phase-seconds", None),
 })
 
 
@@ -215,6 +242,11 @@ class Scenario:
     def accepts(self) -> list[str]:
         """The governed flags this scenario takes."""
         return [flag for dest, (flag, _) in GOVERNED.items() if dest not in self.refuses]
+
+    @property
+    def call_graph(self) -> bool:
+        """Its requests enter a call-graph application (services calling services)."""
+        return any(isinstance(c, Entry) for c in self.classes)
 
 
 NO_VIDEO_OR_JOBS = "the call-graph application has no video streams or back-end jobs"
@@ -245,6 +277,21 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType({s.name: s for s in (
                       "duration_scale": NO_VIDEO_OR_JOBS,
                       "config": f"its application is {CALLGRAPH_CONFIG}"},
              config=CALLGRAPH_CONFIG),
+    *(Scenario(name, f"DeathStarBench's {title}: {', '.join(c.name for c in classes)} at "
+                     f"equal weights, every service behind its VIP on {DSB_REPLICAS} of "
+                     f"{DSB_SERVERS} servers of {DSB_SERVER_CPU:g} cores, four switches; "
+                     f"{DSB_PHASE_S:g} s phases, so that each class has 1,000 requests",
+               classes,
+               defaults={"peak_rate": peak, "servers": DSB_SERVERS,
+                         "server_cpu": [DSB_SERVER_CPU], "phase_seconds": DSB_PHASE_S},
+               refuses={**{dest: NO_VIDEO_OR_JOBS for dest in (
+                   "video_rate", "video_seconds", "cpu_scale", "job_mode",
+                   "duration_scale")},
+                   "config": f"its application is {DSB_APPS[name][1]}"},
+               config=DSB_APPS[name][1])
+      for name, title, classes, peak in (
+          ("hotel", "hotel reservation", HOTEL_CLASSES, DSB_PEAK_RATE["hotel"]),
+          ("social", "social network", SOCIAL_CLASSES, DSB_PEAK_RATE["social"]))),
 )})
 
 
@@ -312,9 +359,9 @@ def describe(opts) -> str:
     """The workload in a sentence or two, for summary.md."""
     sc = scenario_of(opts)
     s = opts.duration_scale
-    if sc.name == "callgraph":
+    if sc.call_graph:
         return (f"requests to the entry services {', '.join(c.name for c in sc.classes)} "
-                f"of {CALLGRAPH_CONFIG} (weights "
+                f"of {sc.config} (weights "
                 f"{':'.join(f'{c.weight:g}' for c in sc.classes)}), every call through "
                 f"its VIP")
     text = (f"video streams of {opts.video_rate:g} kB/s for {opts.video_seconds * s:g} s; "
@@ -384,12 +431,56 @@ def callgraph_config_text() -> str:
     return header + yaml.safe_dump(data, sort_keys=False)
 
 
+def dsb_config_text(app: str) -> str:
+    """configs/<app>-lb.yaml: the placement configuration of DeathStarBench's application
+    with the services its benchmark mix reaches, each with DSB_REPLICAS replicas, on
+    DSB_SERVERS servers of DSB_SERVER_CPU cores; a header saying where it comes from."""
+    import yaml   # deferred: PyYAML, only for writing the file
+    from placement.apps import entry_mix, entry_services
+    source = DSB_APPS[app][0]
+    path = os.path.join(ROOT, source)
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    mix = entry_mix(path, entry_services(data))
+    by_name = {m["name"]: m for m in data["microservices"]}
+    reached: set[str] = set()
+
+    def reach(name: str) -> None:
+        if name not in reached:
+            reached.add(name)
+            for c in by_name[name].get("calls", ()):
+                reach(c["service"])
+    for entry in mix:
+        reach(entry)
+    kept = [{**m, "replicas": DSB_REPLICAS} for m in data["microservices"]
+            if m["name"] in reached]
+    for m in kept:
+        m.pop("servers", None)
+    out = {**data, "servers": {**data["servers"], "count": DSB_SERVERS,
+                               "cpu": DSB_SERVER_CPU},
+           "microservices": kept}
+    left = [m["name"] for m in data["microservices"] if m["name"] not in reached]
+    header = (f"{MODELINE}# DeathStarBench's application of `lb_comparison --scenario {app}`, "
+              f"written by\n# `python -m experiments.scenarios --dsb-config {app}` from "
+              f"{source}\n# (its sources, calls and sizes: that file and "
+              f"docs/deathstarbench-graphs.md): the services\n# its benchmark mix "
+              f"({', '.join(mix)}) reaches, {DSB_REPLICAS} replicas each.\n"
+              f"# Left out, not reached by the mix: {', '.join(left) or 'none'}.\n")
+    return header + yaml.safe_dump(out, sort_keys=False)
+
+
+USAGE = "usage: python -m experiments.scenarios --callgraph-config | --dsb-config hotel|social"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv != ["--callgraph-config"]:
-        print("usage: python -m experiments.scenarios --callgraph-config", file=sys.stderr)
+    if argv == ["--callgraph-config"]:
+        sys.stdout.write(callgraph_config_text())
+    elif len(argv) == 2 and argv[0] == "--dsb-config" and argv[1] in DSB_APPS:
+        sys.stdout.write(dsb_config_text(argv[1]))
+    else:
+        print(USAGE, file=sys.stderr)
         return 2
-    sys.stdout.write(callgraph_config_text())
     return 0
 
 

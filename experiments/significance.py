@@ -11,9 +11,10 @@ is compared with each baseline's in run k. For every headline figure:
   t-test's p-value (scipy.stats.ttest_rel). A difference is called significant when
   p < 0.05; with one run there is no interval and no test, and the summary says so.
 
-The headline figures: the servers' spread (Table II) and, for every request class the runs
-had (the paper's five, or a scenario's own), its mean RT, RT STDEV and RT p99 (a stream
-class: its mean throughput).
+The headline figures: the servers' spread (Table II); for every request class the runs
+had (the paper's five, or a scenario's own), its mean RT, RT STDEV and RT p50, p95 and p99
+(a stream class: its mean throughput) and failed requests; and every request but the
+streams together, end to end: RT p50, p95, p99 and failed requests.
 """
 from __future__ import annotations
 
@@ -53,7 +54,15 @@ def class_headlines(cls: str, stream: bool) -> list[tuple[str, str, str]]:
     return [(f"{cls}_rt", f"{cls} mean RT (ms)", "lower"),
             (f"{cls}_rt_stdev", f"{cls} RT STDEV (ms)", "lower"),
             (f"{cls}_rt_p50", f"{cls} RT p50 (ms)", "lower"),
+            (f"{cls}_rt_p95", f"{cls} RT p95 (ms)", "lower"),
             (f"{cls}_rt_p99", f"{cls} RT p99 (ms)", "lower"), failed]
+
+
+END_TO_END = "all"          # the key prefix of the figures over every request but streams
+END_TO_END_HEADLINES = tuple(
+    (f"{END_TO_END}_{k}", f"all requests {label}", "lower")
+    for k, label in (("rt_p50", "RT p50 (ms)"), ("rt_p95", "RT p95 (ms)"),
+                     ("rt_p99", "RT p99 (ms)"), ("failed", "failed")))
 
 
 def headlines(results: list[dict]) -> list[tuple[str, str, str]]:
@@ -62,8 +71,9 @@ def headlines(results: list[dict]) -> list[tuple[str, str, str]]:
     rows = {c: row for r in results for c, row in r.get("table3", {}).items()}
     order = [c for c in PAPER_CLASSES if c in rows] + \
         sorted(c for c in rows if c not in PAPER_CLASSES)
+    e2e = END_TO_END_HEADLINES if any(r.get("end_to_end") for r in results) else ()
     return [*SERVER_HEADLINES, *(h for c in order for h in class_headlines(
-        c, _stream(c, rows[c])))]
+        c, _stream(c, rows[c]))), *e2e]
 
 
 # the paper's workload's headlines, for reference
@@ -85,7 +95,11 @@ def headline_figures(result: dict) -> dict[str, float | None]:
         else:
             out.update({f"{cls}_rt": row.get("average"), f"{cls}_rt_stdev": row.get("stdev"),
                         f"{cls}_rt_p50": row.get("rt_p50"),
+                        f"{cls}_rt_p95": row.get("rt_p95"),
                         f"{cls}_rt_p99": row.get("rt_p99")})
+    e2e = result.get("end_to_end") or {}
+    for k in ("rt_p50", "rt_p95", "rt_p99", "failed"):
+        out[f"{END_TO_END}_{k}"] = e2e.get(k)
     return out
 
 

@@ -111,7 +111,7 @@ def _client_text(s: dict, against: str) -> str:
     `against` (paired, uncorrected): each class's p50 and p99 response time, throughput and
     failed requests."""
     worse, better = [], []
-    for key, e in s["classes"].items():
+    for e in s["classes"].values():
         if against not in e["vs"] or e["vs"][against].get("ratio") is None:
             continue
         label = e["label"].replace(" RT ", " ").replace(" mean throughput", " throughput")

@@ -10,10 +10,10 @@ HELD_OUT_SHARES (the unequal scenario's servers), the runner (comparison_args,
 run_comparison: one lb_comparison per scenario, its runs interleaved and paired by
 schedule; check_finished: a scenario finished with the same options is not run again, and
 the one an interrupted suite was in resumes at its run: lb_comparison --resume), holm, and
-the tabulation: per scenario and policy the CPU STDEV across servers, each class's p50 and
-p99 RT and failed requests, with 95 % intervals, and malb against every other policy
-(paired t-test, Holm-corrected over the scenario's policies for the CPU figure), written to
-suite.md and suite.json.
+the tabulation: per scenario and policy the CPU STDEV across servers, each class's p50, p95
+and p99 RT and failed requests and the same over all requests, with 95 % intervals, and
+malb against every other policy (paired t-test, Holm-corrected over the scenario's
+policies for the CPU figure), written to suite.md and suite.json.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from common.cli import ArgumentParser, choice_list, fail, number_list, positive_
     positive_int, require_testbed
 from common.markdown import number, table
 from common.procs import ROOT, git_commit
-from experiments import lb_comparison, protocol, report, significance, workload
+from experiments import lb_comparison, protocol, report, scenarios, significance, workload
 
 PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent")
 SUITE = {
@@ -37,6 +37,8 @@ SUITE = {
     "antagonist": ("srr", *PRACTICAL, "malb-paper", "malb"),
     "unequal": ("srr", "wrr", "wlc", *PRACTICAL, "malb-paper", "malb"),
     "callgraph": ("srr", *PRACTICAL, "malb-paper", "malb"),
+    "hotel": ("srr", *PRACTICAL, "malb-paper", "malb"),
+    "social": ("srr", *PRACTICAL, "malb-paper", "malb"),
     # the switch balances the short flows of the policies that can hand them to it (MALB's
     # rules); SRR keeps a decision per flow, HAProxy is outside the controller
     "callgraph-dataplane": ("srr", "haproxy-leastconn", "malb-paper", "malb"),
@@ -47,11 +49,18 @@ VARIANTS = {"callgraph-dataplane": ("callgraph", ("--dataplane",))}
 HELD_OUT_SHARES = (0.5, 0.4, 0.3, 0.2)
 
 
+def phase_seconds(cell: str, opts) -> float:
+    """--phase-seconds as given, else the scenario's own default, else the comparison's."""
+    scenario = VARIANTS.get(cell, (cell, ()))[0]
+    return opts.phase_seconds or scenarios.SCENARIOS[scenario].defaults.get(
+        "phase_seconds", workload.DEFAULT_PHASE_S)
+
+
 def comparison_args(cell: str, opts) -> list[str]:
     scenario, flags = VARIANTS.get(cell, (cell, ()))
     args = ["--scenario", scenario, "--policies", ",".join(SUITE[cell]),
             "--runs", str(opts.runs), "--seed", str(opts.seed),
-            "--phase-seconds", f"{opts.phase_seconds:g}",
+            "--phase-seconds", f"{phase_seconds(cell, opts):g}",
             "--out", os.path.join(opts.out, cell), "--resume", *flags]
     if scenario == "unequal":
         args += ["--server-cpu", ",".join(f"{x:g}" for x in opts.unequal_shares)]
@@ -157,8 +166,8 @@ def tabulate(out_dir: str) -> int:
         tables[scenario] = {"cpu_stdev": cpu, "vs": rows, "best_practical": best,
                            "seeds": protocol.describe_seeds(seeds), "commit": d["commit"],
                            "command": d["command"], "accounted": d["accounted"],
-                           "classes": {k: e for k, e in d["statistics"].items()
-                                       if k.endswith(("_rt_p50", "_rt_p99", "_tp", "_failed"))}}
+                           "classes": {k: e for k, e in d["statistics"].items() if k.endswith(
+                           ("_rt_p50", "_rt_p95", "_rt_p99", "_tp", "_failed"))}}
         verdicts.append(_sentence(scenario, srr, best, rows.get(best) if best else None,
                                   d["statistics"], names))
     md = ["# The evaluation suite: CPU STDEV across servers (%), mean ± 95 % interval", "",
@@ -176,8 +185,8 @@ def tabulate(out_dir: str) -> int:
                        f"{number(None if v['ratio'] is None else 100 * v['ratio'])} %",
                        f"± {number(v['ci'])}", number(v["p"], 3), number(v["p_holm"], 3)]
                       for p, v in t["vs"].items()], "lrrrrr", compact=True),
-               "p50 and p99 RT per class (ms; video: mean throughput, kB/s) and failed "
-               "requests, mean ± 95 %:", "",
+               "p50, p95 and p99 RT per class and over all requests (ms; video: mean "
+               "throughput, kB/s) and failed requests, mean ± 95 %:", "",
                table(["class", *(names.get(p, p) for p in shown)],
                      [[entry["label"], *(_cell(entry, p) for p in shown)]
                       for entry in t["classes"].values()],
@@ -226,7 +235,8 @@ def main(argv=None) -> int:
                         "used)")
     p.add_argument("--runs", type=positive_int, default=5)
     p.add_argument("--phase-seconds", type=positive_float,
-                   default=workload.DEFAULT_PHASE_S)
+                   help="each scenario's phases (default: the scenario's own, 60 s for the "
+                        f"DeathStarBench ones, else {workload.DEFAULT_PHASE_S:g})")
     p.add_argument("--scenarios", type=choice_list(tuple(SUITE)), default=list(SUITE))
     p.add_argument("--unequal-shares", type=number_list(float, lo=0.01, hi=64, lo_open=True),
                    default=list(HELD_OUT_SHARES),

@@ -162,15 +162,15 @@ def parser(prog: str = "python -m experiments.lb_comparison",
     p.add_argument("--runs", type=positive_int, help="runs per policy (default 1; --paper 10)")
     p.add_argument("--phase-seconds", type=positive_float,
                    help=f"length of each of the three phases (default {DEFAULT_PHASE_S:g}; "
-                        f"--paper 600)")
+                        f"--paper 600; hotel and social 60)")
     # Flags a scenario may set or refuse (scenarios.GOVERNED) default to None here: the
     # parser fills them in from the scenario once it knows which flags were given.
     p.add_argument("--peak-rate", type=positive_float,
                    help="requests per second in the stable phase, all classes (default 1.5; "
-                        "callgraph 12)")
+                        "callgraph 12, hotel 32, social 24)")
     p.add_argument("--low-fraction", type=bounded(float, 0, 1, lo_open=True), default=0.25,
                    help="start/end rate as a fraction of the peak (default 0.25)")
-    p.add_argument("--servers", type=positive_int, help="default 4")
+    p.add_argument("--servers", type=positive_int, help="default 4; hotel and social 8")
     p.add_argument("--clients", type=positive_int, default=2)
     p.add_argument("--server-cpu", type=number_list(float, 0, lo_open=True),
                    help="CPU share of each server in cores, one for all or one per server "

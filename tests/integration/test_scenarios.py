@@ -9,7 +9,7 @@ import os
 import pytest
 import yaml
 
-from experiments import antagonist
+from experiments import antagonist, scenarios
 from experiments.lb_comparison import read_server_samples
 from tests.conftest import run_module
 from topologies.clean import leftovers
@@ -63,6 +63,17 @@ def test_callgraph_requests_enter_at_the_entry_services(tmp_path):
     assert set(run["table3"]) == {"svc01", "svc02", "svc03"}
     assert sum(c["failed"] for c in run["table3"].values()) == 0
     assert all(c["rt_p99"] is not None for c in run["table3"].values())
+
+
+@pytest.mark.parametrize("app", ["hotel", "social"])
+def test_deathstarbench_requests_enter_at_the_mixs_entries_on_four_switches(tmp_path, app):
+    run, run_dir = smoke(tmp_path, app, "--peak-rate", "8")
+    assert set(run["table3"]) == {c.name for c in scenarios.SCENARIOS[app].classes}
+    e2e = run["end_to_end"]
+    assert e2e["requests"] == run["requests_recorded"] and e2e["failed"] == 0
+    assert None not in (e2e["rt_p50"], e2e["rt_p95"], e2e["rt_p99"])
+    cfg = yaml.safe_load(open(f"{run_dir}/config.yaml"))
+    assert cfg["testbed"]["switches"] == 4 and len(cfg["servers"]) == 8
 
 
 def test_the_antagonists_run_in_their_windows_and_are_gone_afterwards(tmp_path):

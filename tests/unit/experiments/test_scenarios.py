@@ -1,6 +1,7 @@
 """experiments/scenarios.py and the comparison's use of it: the presets, their flags, the
 workload specs they make (the paper's unchanged to the byte), the heavy-tailed draws and the
 antagonists' schedule."""
+import collections
 import hashlib
 import json
 import random
@@ -11,7 +12,7 @@ import yaml
 
 from common.config import config_path, load_config, parse_config_file_data
 from experiments import lb_comparison, lb_model, loadgen, scenarios, workload
-from placement.apps import entry_services, generate
+from placement.apps import entry_mix, entry_services, generate
 from tests.conftest import ROOT
 
 
@@ -189,3 +190,23 @@ def test_the_comparison_and_the_model_take_data_plane_mode_from_one_flag():
         assert opts.dataplane and cfg.controller.dataplane.short_flows == "switch"
     opts = lb_comparison.parser().parse_args(["--scenario", "callgraph"])
     assert workload.config_data(opts)["controller"].get("dataplane") is None
+
+
+@pytest.mark.parametrize("app", sorted(scenarios.DSB_APPS))
+def test_deathstarbench_puts_each_service_on_two_servers_and_1000_requests_in_each_class(app):
+    source, generated = scenarios.DSB_APPS[app]
+    assert open(f"{ROOT}/{generated}").read() == scenarios.dsb_config_text(app)
+    with open(f"{ROOT}/{source}") as fh:
+        entries = entry_services(yaml.safe_load(fh))
+    sc = scenarios.SCENARIOS[app]
+    assert {c.name for c in sc.classes} == set(entry_mix(f"{ROOT}/{source}", entries))
+    opts = lb_comparison.parser().parse_args(["--scenario", app])
+    assert opts.phase_seconds == scenarios.DSB_PHASE_S and opts.servers == 8
+    cfg, spec = spec_for(opts)
+    assert len(cfg.testbed.switches) == 4
+    for ms in cfg.microservices:
+        servers = [i.server for i in cfg.instances if i.microservice == ms.name]
+        assert len(servers) == scenarios.DSB_REPLICAS == len(set(servers)), ms.name
+    counts = collections.Counter(r["class"]["name"] for r in loadgen.schedule(spec, 0, 1))
+    assert set(counts) == {c.name for c in sc.classes}
+    assert min(counts.values()) >= 1000, counts

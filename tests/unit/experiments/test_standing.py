@@ -25,7 +25,8 @@ def _suite(**policies):
 
 
 def test_the_standing_table_marks_a_p_value_that_holm_does_not_hold():
-    md = standing.standing_table(_suite(srr=10.0, lc=8.0, malb=6.0))     # clients: against HAProxy leastconn
+    # what the clients saw is against HAProxy leastconn
+    md = standing.standing_table(_suite(srr=10.0, lc=8.0, malb=6.0))
     row = next(line for line in md.splitlines() if line.startswith("| paper"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "6.0 ± 1.0"
