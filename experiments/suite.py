@@ -30,7 +30,7 @@ from common.markdown import number, table
 from common.procs import ROOT, git_commit
 from experiments import lb_comparison, protocol, report, scenarios, significance, workload
 
-PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent")
+PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent", "nginx-leastconn")
 SUITE = {
     "paper": ("srr", "ln", *PRACTICAL, "haproxy-roundrobin", "malb-paper", "malb"),
     "heavy-tail": ("srr", *PRACTICAL, "malb-paper", "malb"),

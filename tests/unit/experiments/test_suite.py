@@ -19,8 +19,8 @@ def test_every_scenario_runs_known_policies_with_malb_and_its_papers_rule():
         if name in suite.VARIANTS:
             continue
         assert set(policies) <= set(workload.policy_choices()), name
-        assert {"srr", "malb-paper", "malb", "lc", "p2c", "prequal", "haproxy-leastconn"} \
-            <= set(policies), name
+        assert {"srr", "malb-paper", "malb", "lc", "p2c", "prequal", "haproxy-leastconn",
+                "nginx-leastconn"} <= set(policies), name
     assert {"wrr", "wlc"} <= set(suite.SUITE["unequal"])
     assert {"ln", "haproxy-roundrobin"} <= set(suite.SUITE["paper"])
 
@@ -35,6 +35,19 @@ def test_the_data_plane_cell_is_the_callgraph_scenario_with_the_switch_balancing
     assert {"malb", "malb-paper", "haproxy-leastconn"} <= set(args.policies)
     assert not lb_comparison.parser().parse_args(
         suite.comparison_args("callgraph", opts)).dataplane
+
+
+def test_each_scenario_gets_its_own_phase_length_unless_the_suite_is_given_one():
+    opts = argparse.Namespace(runs=5, seed=1000, phase_seconds=None, out="/tmp/x",
+                              unequal_shares=[0.5, 0.4, 0.3, 0.2])
+
+    def phase(cell):
+        return lb_comparison.parser().parse_args(
+            suite.comparison_args(cell, opts)).phase_seconds
+    assert phase("hotel") == phase("social") == scenarios.DSB_PHASE_S
+    assert phase("paper") == phase("callgraph-dataplane") == workload.DEFAULT_PHASE_S
+    opts.phase_seconds = 20.0
+    assert phase("hotel") == phase("paper") == 20.0
 
 
 def test_the_unequal_scenario_runs_on_the_held_out_shares():
