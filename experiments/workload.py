@@ -119,6 +119,8 @@ def config_data(opts, policy: str | None = None) -> dict:
     data.setdefault("controller", {})["monitoring_period_s"] = opts.period
     if getattr(opts, "dataplane", False):
         data["controller"].setdefault("dataplane", {})["short_flows"] = "switch"
+    elif getattr(opts, "tracker", False):
+        data["controller"].setdefault("dataplane", {})["short_flows"] = "tracker"
     data.setdefault("profiler", {})["period_s"] = opts.period
     if opts.agent_window is not None:
         data["profiler"]["agent_window_s"] = opts.agent_window
@@ -132,6 +134,8 @@ class ComparisonParser(ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         opts, rest = super().parse_known_args(args, namespace)
+        if getattr(opts, "dataplane", False) and getattr(opts, "tracker", False):
+            self.error("--dataplane and --tracker are two modes of the short flows: give one")
         try:
             scenarios.resolve(opts)
         except scenarios.ScenarioError as exc:
@@ -218,6 +222,10 @@ def parser(prog: str = "python -m experiments.lb_comparison",
                         "short-flow microservices of the policies that allow it balanced by "
                         "the switch's select group at the shares the controller renders, "
                         "unseen by the controller and the profiler")
+    p.add_argument("--tracker", action="store_true",
+                   help="tracker mode (controller.dataplane.short_flows: tracker): a decision "
+                        "per short-flow connection, its address translation kept by Open "
+                        "vSwitch's connection tracker instead of a rule pair per connection")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--first-run", type=positive_int, default=1, metavar="K",
                    help="number the runs from K (default 1); run k plays schedule seed + k, "

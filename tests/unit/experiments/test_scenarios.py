@@ -192,6 +192,16 @@ def test_the_comparison_and_the_model_take_data_plane_mode_from_one_flag():
     assert workload.config_data(opts)["controller"].get("dataplane") is None
 
 
+def test_tracker_mode_is_a_flag_and_one_mode_at_a_time(capsys):
+    opts = lb_comparison.parser().parse_args(["--scenario", "hotel", "--tracker"])
+    cfg = parse_config_file_data(workload.config_data(opts),
+                                 config_path(scenarios.base_config_path(opts)))
+    assert cfg.controller.dataplane.short_flows == "tracker"
+    with pytest.raises(SystemExit) as exc:
+        lb_comparison.parser().parse_args(["--dataplane", "--tracker"])
+    assert exc.value.code == 2 and "give one" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("app", sorted(scenarios.DSB_APPS))
 def test_deathstarbench_puts_each_service_on_two_servers_and_1000_requests_in_each_class(app):
     source, generated = scenarios.DSB_APPS[app]
