@@ -234,9 +234,16 @@ def end_to_end(requests: list[dict], stream_classes: tuple[str, ...] = ("video",
     call graph a request's RT is its entry's answer, its calls included."""
     rows = [r for r in requests
             if not any(r["class"].startswith(s) for s in stream_classes)]
-    rts = [float(r["latency_s"]) * 1000.0 for r in rows if not r.get("error")]
+    rts = completed_rts(rows, stream_classes)
     return {"requests": len(rows), "completed": len(rts), "failed": len(rows) - len(rts),
             **rt_percentiles(rts)}
+
+
+def completed_rts(requests: list[dict], stream_classes: tuple[str, ...] = ("video",)
+                  ) -> list[float]:
+    """The response times (ms) of the completed requests of every class but the streams."""
+    return [float(r["latency_s"]) * 1000.0 for r in requests if not r.get("error")
+            and not any(r["class"].startswith(s) for s in stream_classes)]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -268,6 +268,7 @@ def summarise(out_dir: str, opts, per_policy: dict[str, list[dict]], command: st
     stats = significance.compare({p: [r["result"] for r in runs]
                                   for p, runs in per_policy.items()})
     stats_md = significance.markdown(stats, names=report.POLICY_NAMES)
+    tails, tails_md = pooled_tails(per_policy)
     ours = report.POLICY_NAMES.get(significance.CANDIDATE, significance.CANDIDATE)
     tests = sum(len(e["vs"]) for e in stats.values())
     if opts.runs < 2:
@@ -340,6 +341,7 @@ Figures below are averages over the runs. {paper_rows}
 {separable}
 
 {stats_md}
+{tails_md}
 ## Table II: load balancing level among the servers (STDEV and range across servers,
 averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 
@@ -359,10 +361,29 @@ Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
         "command": command, "commit": commit, "evaluated_at": evaluated_at or commit,
         "testbed": testbeds, "options": vars(opts),
         "accounted": accounted, "results": results, "statistics": stats,
+        "pooled_tails": tails,
         **({"sources": sources} if sources else {}),
         "runs": {p: [r["result"] for r in runs] for p, runs in per_policy.items()}},
         summary, echo=False)
     return {"table2": t2, "table3": t3, "fig3": f3, "accounted": accounted}
+
+
+def pooled_tails(per_policy: dict[str, list[dict]]) -> tuple[dict, str]:
+    """End-to-end tails over every request of each policy's runs, with intervals from
+    resampling runs (significance.pooled_tails), and their section of summary.md; none
+    where a run's raw requests are not here (a pooled comparison taken as recorded)."""
+    rts = {p: [evaluation.completed_rts(r["requests"]) for r in runs]
+           for p, runs in per_policy.items()}
+    if not rts or not all(all(run) for runs in rts.values() for run in runs):
+        return {}, ""
+    tails = significance.pooled_tails(rts)
+    return tails, (
+        "\nTails of all requests but video, pooled over the runs: a run's own p99 rests on "
+        "its slowest few requests. 95 % intervals by resampling whole runs (a cluster "
+        "bootstrap, the same runs for both policies of a comparison; with few runs the "
+        "resamples are few, so the intervals are coarse); none with fewer than "
+        f"{significance.MIN_RUNS_TO_RESAMPLE} runs.\n\n" +
+        significance.pooled_tails_markdown(tails, names=report.POLICY_NAMES))
 
 
 BALANCING_PARTS = ("controller", "profiler", "proxy", "switch")

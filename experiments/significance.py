@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 
+import numpy as np
 from scipy import stats as sps
 
 from common.markdown import number, table
@@ -170,6 +171,82 @@ def compare(runs: dict[str, list[dict]], candidate: str = CANDIDATE) -> dict:
                     entry["vs"][p] = paired(values[candidate], v, better)
         out[key] = entry
     return out
+
+
+POOLED_QUANTILES = (95, 99)
+BOOTSTRAP_RESAMPLES = 2000
+MIN_RUNS_TO_RESAMPLE = 3
+
+
+def pooled_tails(rts: dict[str, list[list[float]]], candidate: str = CANDIDATE,
+                 quantiles: tuple[int, ...] = POOLED_QUANTILES, seed: int = 0) -> dict:
+    """Tails of every request of a policy's runs pooled, with 95 % intervals where a
+    t-interval over the runs' own tails does not fit (a run's p99 rests on its slowest few
+    requests, and tails are not normal): resampling whole runs (a cluster bootstrap,
+    scipy.stats.bootstrap over run indices, percentile method). The candidate against
+    each other policy: the ratio of the pooled tails minus one, the same runs resampled
+    for both (paired by schedule), significant when its interval leaves out 0.
+
+    rts: policy -> runs (in run order, run k of each policy a pair) -> response times.
+    Returns {"p95": {"policies": {p: {"value", "low", "high"}}, "vs": {p: {"ratio",
+    "low", "high", "verdict"}}}, ...}; no interval with fewer than MIN_RUNS_TO_RESAMPLE
+    runs."""
+    arrays = {p: [np.asarray(r, dtype=float) for r in runs] for p, runs in rts.items()}
+    n = min((len(runs) for runs in arrays.values()), default=0)
+    index = np.arange(n)
+
+    def pooled(p: str, q: int, idx) -> float:
+        values = np.concatenate([arrays[p][int(i)] for i in idx])
+        return float(np.percentile(values, q)) if values.size else float("nan")
+
+    def interval(stat) -> tuple[float | None, float | None]:
+        if n < MIN_RUNS_TO_RESAMPLE:
+            return None, None
+        res = sps.bootstrap((index,), stat, vectorized=False, method="percentile",
+                            n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(seed))
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    out: dict = {}
+    for q in quantiles:
+        entry: dict = {"policies": {}, "vs": {}}
+        for p in arrays:
+            low, high = interval(lambda idx, p=p, q=q: pooled(p, q, idx))
+            entry["policies"][p] = {"value": pooled(p, q, index), "low": low, "high": high}
+        if candidate in arrays:
+            for p in arrays:
+                if p == candidate:
+                    continue
+
+                def ratio(idx, p=p, q=q) -> float:
+                    return pooled(candidate, q, idx) / pooled(p, q, idx) - 1.0
+                low, high = interval(ratio)
+                verdict = "not tested (too few runs)" if low is None else \
+                    "significantly better" if high < 0 else \
+                    "significantly worse" if low > 0 else "not significant"
+                entry["vs"][p] = {"ratio": ratio(index), "low": low, "high": high,
+                                  "verdict": verdict}
+        out[f"p{q}"] = entry
+    return out
+
+
+def pooled_tails_markdown(tails: dict, candidate: str = CANDIDATE,
+                          names: dict | None = None) -> str:
+    """One row per policy and tail: the pooled value, its interval, and the candidate's
+    ratio to it with its interval and verdict."""
+    names = names or {}
+    rows = []
+    for key, entry in tails.items():
+        for p, v in entry["policies"].items():
+            span = "–" if v["low"] is None else f"{_fmt(v['low'])}-{_fmt(v['high'])}"
+            vs = entry["vs"].get(p)
+            against = "–" if vs is None else f"{100 * vs['ratio']:+.1f} %" + (
+                "" if vs["low"] is None else
+                f" ({100 * vs['low']:+.1f} to {100 * vs['high']:+.1f} %)")
+            rows.append([key, names.get(p, p), _fmt(v["value"]), span, against,
+                         "–" if vs is None else vs["verdict"]])
+    return table(["tail", "policy", "pooled RT (ms)", "95 % interval",
+                  f"{names.get(candidate, candidate)} against it", "verdict"],
+                 rows, "llrrrl", compact=True)
 
 
 def _fmt(x, digits=1) -> str:
