@@ -21,8 +21,9 @@ Holds:
   configurations of DeathStarBench's applications (`python -m experiments.scenarios
   --dsb-config hotel > configs/hotel-lb.yaml`).
 
-Pure: no I/O, no testbed; the draws themselves happen in experiments/loadgen.py (schedule),
-from the workload spec and its seed.
+Pure but for the configuration writers (dsb_config_text reads the placement configuration
+it starts from): no testbed; the draws themselves happen in experiments/loadgen.py
+(schedule), from the workload spec and its seed.
 """
 from __future__ import annotations
 
