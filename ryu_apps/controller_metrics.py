@@ -61,6 +61,10 @@ class ControllerMetrics:
         self.dp_slots = Gauge(
             "malb_dataplane_slots", "Maglev slots of an instance in its select group.",
             ("microservice", "instance_name"), registry=r)
+        self.dp_open = Gauge(
+            "malb_dataplane_open_connections", "TCP connections open on an instance as the "
+            "switches last counted them (data-plane mode, connection_poll_s).",
+            ("instance_name",), registry=r)
         self.dp_moved = Counter(
             "malb_dataplane_slots_moved_total", "Select-group slots given to another instance.",
             ("microservice",), registry=r)

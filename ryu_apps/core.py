@@ -264,7 +264,13 @@ class ControllerCore:
 
     def flow_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int = 0,
                    more: bool = False) -> Result:
+        if self.dataplane.answers_poll(xid):
+            return self.dataplane.counter_stats(dpid, entries, now, xid, more)
         return self.statistics.flow_stats(dpid, entries, now, xid, more)
+
+    def poll_connections(self, now: float) -> Result:
+        """Data-plane mode: the switches' connection counters asked for."""
+        return self.dataplane.poll_connections(now)
 
     def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> Result:
         if self.discovering:

@@ -12,6 +12,8 @@ picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-
   connection tracker and sent to the slot's new owner, one the tracker holds for that
   owner to it, anything else (a flow under way) to the controller;
 - vip_match, reverse_rule: the rule sending VIP:port to the group, the stateless reverse NAT;
+- counter_rules, OPENED, CLOSED: copies of a reverse rule that count an instance's SYN-ACKs,
+  FINs and resets (its open connections: estimators/switch_connections.py);
 - disruption: the share of the hash space whose instance changes.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ryu_apps import maglev
 from ryu_apps.ofwire import (CT_NEW, CT_TRACKED, ETH_TYPE_IP, IPPROTO, IPPROTO_TCP, TCP_ACK,
-                             TCP_SYN)
+                             TCP_FIN, TCP_RST, TCP_SYN)
 
 MIN_TABLE_SIZE = 61      # Maglev's balance needs slots well above the instances
 MAX_TABLE_SIZE = 509     # one group mod of 509 buckets stays under OpenFlow's 64 KiB
@@ -64,6 +66,7 @@ class SlotTable:
         # slot -> (old owner, until when its packets go to the controller)
         self.transitions: dict[int, tuple[str, float]] = {}
         self.began: dict[int, float] = {}        # in the switch: slot -> its transition's start
+        self._view: tuple | None = None          # view(), until the table or a transition changes
 
     def update(self, members: Mapping[str, float], now: float = 0.0,
                alive: Collection[str] = (), grace_s: float = 0.0) -> list[int]:
@@ -74,6 +77,7 @@ class SlotTable:
         old, before, self.weights = self.table, self.weights, weights
         if members == self.members and old is not None:
             return []
+        self._view = None
         if not members or not any(members.values()):
             self.table, self.members, self.transitions = None, {}, {}
             return list(range(self.size)) if old is not None else []
@@ -119,6 +123,8 @@ class SlotTable:
         done = [k for k, (_, until) in self.transitions.items() if until <= now]
         for k in done:
             del self.transitions[k]
+        if done:
+            self._view = None
         self.began = {k: t for k, t in self.began.items() if k in self.transitions}
         return bool(done)
 
@@ -127,10 +133,12 @@ class SlotTable:
         or in the switch (old owner, new owner); None without a table."""
         if self.table is None:
             return None
-        tr = self.transitions
-        if self.in_switch:
-            return tuple((tr[k][0], o) if k in tr else o for k, o in enumerate(self.table))
-        return tuple((tr[k][0],) if k in tr else o for k, o in enumerate(self.table))
+        if self._view is None:
+            tr = self.transitions
+            self._view = tuple((tr[k][0], o) if k in tr else o
+                               for k, o in enumerate(self.table)) if self.in_switch else \
+                tuple((tr[k][0],) if k in tr else o for k, o in enumerate(self.table))
+        return self._view
 
 
 def owners(view: Sequence) -> list[str]:
@@ -249,6 +257,19 @@ def reverse_rule(protocol: str, inst_ip: str, inst_port: int, block: str, vip_ma
     if inst_port != vport:
         fields.append((f"{protocol}_src", vport))
     return match, tuple(fields)
+
+
+OPENED, CLOSED = "opened", "closed"
+
+
+def counter_rules(reverse_match: dict) -> list[tuple[str, dict]]:
+    """(what it counts, match) of the rules beside a TCP reverse rule that count the
+    instance's SYN-ACKs (a connection accepted), FINs and resets (one ended), above it and
+    with its actions: their packet counts are the connections the instance opened and
+    ended towards those callers."""
+    return [(OPENED, {**reverse_match, "tcp_flags": (TCP_SYN | TCP_ACK,) * 2}),
+            (CLOSED, {**reverse_match, "tcp_flags": (TCP_FIN, TCP_FIN)}),
+            (CLOSED, {**reverse_match, "tcp_flags": (TCP_RST, TCP_RST)})]
 
 
 def disruption(old: Sequence[str] | None, new: Sequence[str] | None) -> float:

@@ -123,6 +123,8 @@ class MalbController(App):
         self._gc_pauses: collections.deque = collections.deque(maxlen=10000)
         self._gc_started = 0.0
         gc.callbacks.append(self._gc_watch)
+        if self.ctl.dataplane.counting:
+            self.threads.append(hub.spawn(self._connections_loop))
         if c.health.method != "none":
             self.threads.append(hub.spawn(self._health_loop))
         # one per agent, idle while the policy reads no probes: a slow agent delays its own
@@ -267,6 +269,14 @@ class MalbController(App):
             self._apply(result)
             self.m.handler.labels("poll_stats").observe(time.perf_counter() - started)
             delay = result.next_in_s
+
+    def _connections_loop(self):
+        """Data-plane mode: the switches' connection counts, every connection_poll_s (the
+        groups follow each complete reply)."""
+        period = self.cfg.controller.dataplane.connection_poll_s
+        while True:
+            hub.sleep(period)
+            self._apply(self.ctl.poll_connections(time.time()))
 
     def _discovery_loop(self):
         """LLDP out of every switch port each monitoring period (ControllerCore.discover_links)."""

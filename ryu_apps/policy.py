@@ -21,6 +21,7 @@ from ryu_apps.estimators.pending_assignments import DEFAULT_BUCKET_S, PendingFlo
 from ryu_apps.estimators.unexplained_use import UnexplainedUse
 from ryu_apps.estimators.running_flows import RunningFlows
 from ryu_apps.estimators.running_load import RunningLoad
+from ryu_apps.estimators.switch_connections import SwitchConnections
 from ryu_apps.instance_pools import InstancePools
 from ryu_apps.microservice_profiles import MicroserviceProfiles
 from ryu_apps.policies import Backend, Decision, Flow, NoBackend
@@ -100,6 +101,8 @@ class PolicyCore:
         # microservices whose short flows the switch balances (data-plane mode): the
         # controller does not see them, so it cannot tell their instances' use unexplained
         self.switch_balanced: frozenset[str] = frozenset()
+        # and the connections open on their instances, as the switches count them
+        self.switch_connections = SwitchConnections()
         self.loads_version = 0
         self.running_estimate = RunningLoad(self)
 

@@ -385,6 +385,12 @@ class Dataplane:
         "with no packet-in, the old owner's flows under way come to the controller. The "
         "experiments choose `switch` on a userspace testbed "
         "([controller.md](controller.md#data-plane-mode-short-flows-balanced-by-the-switch))"))
+    connection_poll_s: float = setting(0.25, lo=0, hi=60, help=(
+        "data-plane mode: how often the switches' counts of each short-flow instance's open "
+        "TCP connections are read (counter rules beside the reverse NAT: its SYN-ACKs less "
+        "its FINs and resets); `malb` sets the select group's shares from them at each "
+        "count, fewer new connections to an instance with more open. 0: not counted "
+        "([controller.md](controller.md#connection-aware-shares))"))
     tracked_max_s: float = setting(30.0, lo=1, hi=3600, help=(
         "tracker mode: a tracked connection whose end the controller has not seen by then "
         "(a half-open one of a SYN flood, a client gone without a reset) stops counting, "

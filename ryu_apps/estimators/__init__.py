@@ -8,5 +8,7 @@
 - carried_seconds: the seconds of flow an instance carried, ends dated back to a flow's
   last traffic;
 - running_load: a server's load now from its latest sample and the flows it runs (malb);
-- unexplained_use: what a short-flow instance uses beyond what our flows on it explain.
+- unexplained_use: what a short-flow instance uses beyond what our flows on it explain;
+- switch_connections: in data-plane mode, each instance's open TCP connections as the
+  switches count them.
 """

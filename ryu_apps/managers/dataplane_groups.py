@@ -3,11 +3,14 @@ microservice whose short flows the switch may balance, one Maglev slot table sha
 every switch, rendered as an OpenFlow select group with the VIP rule and the stateless
 reverse NAT in front of it, and (controller.dataplane.transitions: switch) the rules that
 keep a moving slot's connections in the switch; kept in step with the pools, health, policy
-and flow classes, only what changed sent. The slot tables, buckets and rules themselves:
-ryu_apps/dataplane.py."""
+and flow classes, only what changed sent. With controller.dataplane.connection_poll_s, the
+rules beside the reverse NAT that count each instance's open TCP connections, and their
+statistics polled that often (estimators/switch_connections.py), the shares set again from
+each complete count. The slot tables, buckets and rules themselves: ryu_apps/dataplane.py."""
 from __future__ import annotations
 
 from ryu_apps import dataplane, maglev, ofwire
+from ryu_apps.managers.flow_statistics import FlowStat
 from ryu_apps.managers.base import TO_CONTROLLER, Manager
 from ryu_apps.managers.switch_rules import HOST_TABLE
 from ryu_apps.result import Result
@@ -20,13 +23,21 @@ PRIO_DP_GROUP, PRIO_DP_REVERSE = 120, 170
 # itself (the group might: the switch cannot send it back out of its own port)
 PRIO_DP_SELF_CALL = PRIO_DP_GROUP + 1
 DP_COOKIE = 0x4D44 << 48   # "MD": data-plane rules, never polled with the NAT rules
-# cookie kinds (bits 32-39), microservice index in the low bits
+# cookie kinds (bits 32-39), microservice index in the low bits, a counter rule's instance
+# index in bits 16-31
 DP_VIP, DP_REVERSE, DP_TRANSITION, DP_TRANSITION_MISS = 1, 2, 3, 4
+DP_OPENED, DP_CLOSED = 8, 9             # the connection counters: one poll asks for both
+COUNTERS = DP_COOKIE | DP_OPENED << 32
+COUNTERS_MASK = 0xFFFFFFFE << 32        # kinds 8 and 9, any instance and microservice
+COUNTER_KIND = {dataplane.OPENED: DP_OPENED, dataplane.CLOSED: DP_CLOSED}
+PRIO_DP_COUNT = PRIO_DP_REVERSE + 1     # above the reverse NAT, below the NAT pairs
 DP_GROUP_BASE = 0x4D000    # select group id = base + microservice index
+# a count older than this many poll periods is not used (a switch that stopped answering)
+COUNT_FRESH_POLLS = 4
 
 
-def dp_cookie(kind: int, ms_index: int) -> int:
-    return DP_COOKIE | kind << 32 | ms_index
+def dp_cookie(kind: int, ms_index: int, inst_index: int = 0) -> int:
+    return DP_COOKIE | kind << 32 | inst_index << 16 | ms_index
 
 
 class DataplaneGroups(Manager):
@@ -48,18 +59,78 @@ class DataplaneGroups(Manager):
         # dpid -> instance -> the target its TRANSITION_TABLE rules were sent for
         self.transition_rules: dict[int, dict[str, dataplane.Target]] = {}
         self.last_change: dict[str, dict] = {}
+        self.poll_s = c.dataplane.connection_poll_s if self.on else 0.0
+        self.counting = self.poll_s > 0
+        if self.counting:
+            policy_core.switch_connections.max_age_s = COUNT_FRESH_POLLS * self.poll_s
+        # dpid -> ms -> the instances whose counters the switch has
+        self.counted: dict[int, dict[str, set[str]]] = {}
+        # a poll's xid -> (its switch, the counter rules' entries of its reply so far)
+        self.polls: dict[int, tuple[int, list[FlowStat]]] = {}
 
     def switch_up(self, dpid: int, now: float) -> list[bytes]:
         if not self.on:
             return []
         # whether the switch has select groups decides per-flow or data-plane mode
         self.installed[dpid] = {}
+        self.counted.pop(dpid, None)
         self.transition_rules.pop(dpid, None)
         self.group_capable.pop(dpid, None)
         return [ofwire.multipart_request(self.xid(dpid), ofwire.OFPMP_GROUP_FEATURES)]
 
+    def switch_down(self, dpid: int, now: float) -> None:
+        self.policy_core.switch_connections.forget(dpid)
+        self.polls = {x: p for x, p in self.polls.items() if p[0] != dpid}
+
     def pools_changed(self, now: float, out: Result) -> None:
         self.sync(now, out)
+
+    # ------------------------------------------------------------ connection counts
+    def poll_connections(self, now: float) -> Result:
+        """The counter rules' statistics, asked of every switch that has groups (a reply
+        still out is superseded: its switch is asked again)."""
+        out = Result()
+        if not self.counting:
+            return out
+        for dpid in sorted(self.switches):
+            if not self.installed.get(dpid):
+                continue
+            self.polls = {x: p for x, p in self.polls.items() if p[0] != dpid}
+            xid = self.xid(dpid)
+            self.polls[xid] = (dpid, [])
+            out.sends.append((dpid, ofwire.flow_stats_request(xid, COUNTERS, COUNTERS_MASK)))
+        return out
+
+    def answers_poll(self, xid: int) -> bool:
+        return xid in self.polls
+
+    def counter_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int,
+                      more: bool = False) -> Result:
+        """One reply (or part of one) to a poll; complete, the switch's counts replace its
+        last ones and the groups follow what the policy makes of them."""
+        poll = self.polls.get(xid)
+        if poll is None or poll[0] != dpid:
+            return Result()
+        poll[1].extend(entries)
+        if more:
+            return Result()
+        del self.polls[xid]
+        counts: dict[str, list[int]] = {}
+        for st in poll[1]:
+            kind = st.cookie >> 32 & 0xFF
+            inst = self.plan.instance_by_index.get(st.cookie >> 16 & 0xFFFF)
+            if inst is None or kind not in (DP_OPENED, DP_CLOSED):
+                continue
+            counts.setdefault(inst.name, [0, 0])[kind == DP_CLOSED] += st.packet_count
+        known = self.policy_core.switch_connections
+        known.update(dpid, {n: (c[0], c[1]) for n, c in counts.items()}, now)
+        if any(d in self.switches for d, _ in self.polls.values()):
+            return Result()             # the round's other replies still to come
+        # the round is in: the groups follow the counts once
+        out = Result()
+        for name, n in known.totals().items():
+            out.metrics.append(("set", "malb_dataplane_open_connections", (name,), n))
+        return self.sync(now, out)
 
     def group_features(self, dpid: int, types: int, max_select_groups: int,
                        now: float) -> Result:
@@ -117,12 +188,14 @@ class DataplaneGroups(Manager):
                     name, len(moved), table.size,
                     ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
                     or "no instance: per-flow control"))
+        views = {m.name: self.slot_tables[m.name].view() for m in self.cfg.microservices}
+        owners = {name: dataplane.owners(v) for name, v in views.items() if v is not None}
         for dpid in sorted(self.switches):
             if not self.group_capable.get(dpid):
                 continue
             installed = self.installed.setdefault(dpid, {})
             for m in self.cfg.microservices:
-                view = self.slot_tables[m.name].view()
+                view = views[m.name]
                 have = installed.get(m.name)
                 try:
                     if view is None:
@@ -131,7 +204,7 @@ class DataplaneGroups(Manager):
                         out.sends.append((dpid, self._remove(dpid, m)))
                         del installed[m.name]
                     else:
-                        targets = {n: self._target(dpid, n) for n in dataplane.owners(view)}
+                        targets = {n: self._target(dpid, n) for n in owners[m.name]}
                         want = (view, tuple(targets.values()))
                         if want == have:
                             continue
@@ -166,6 +239,9 @@ class DataplaneGroups(Manager):
         commands = (ofwire.OFPGC_ADD, ofwire.OFPGC_MODIFY) if first else (ofwire.OFPGC_MODIFY,)
         # the rules a moving slot's packets need in the switch before the buckets that use them
         buf = self._transition_rules(dpid, m, view, target_of)
+        if first:
+            self.counted.setdefault(dpid, {})[m.name] = set()
+        buf += self._counter_rules(dpid, m, dataplane.owners(view))
         # ADD then MODIFY: a group a previous controller left is replaced (ADD fails on it)
         buf += b"".join(ofwire.group_mod(self.xid(dpid), command, ofwire.OFPGT_SELECT, gid,
                                          buckets) for command in commands)
@@ -188,6 +264,30 @@ class DataplaneGroups(Manager):
         buf += ofwire.flow_mod(self.xid(dpid), dp_cookie(DP_VIP, m.index), PRIO_DP_GROUP,
                                dataplane.vip_match(m.protocol, m.vip, m.port),
                                ofwire.action_group(gid))
+        return buf
+
+    def _counter_rules(self, dpid: int, m, names: list[str]) -> bytes:
+        """The connection counters of the instances named that this switch lacks: beside
+        each of their reverse rules, with its actions. Only for instances that took slots:
+        every poll reads them all (an instance that leaves keeps its counters until the
+        group goes, so that its connections still end in the count)."""
+        have = self.counted.get(dpid, {}).get(m.name)
+        if not self.counting or m.protocol != "tcp" or have is None:
+            return b""
+        c, buf = self.cfg.controller, b""
+        for name in names:
+            if name in have:
+                continue
+            inst = self.plan.instances[name]
+            for block in self.plan.local_blocks.get(dpid, ()):
+                match, fields = dataplane.reverse_rule(m.protocol, inst.ip, m.port, block,
+                                                       c.vip_mac, m.vip, m.port)
+                actions = b"".join(ofwire.action_set_field(k, v) for k, v in fields)
+                for what, counted in dataplane.counter_rules(match):
+                    buf += ofwire.flow_mod(
+                        self.xid(dpid), dp_cookie(COUNTER_KIND[what], m.index, inst.slot),
+                        PRIO_DP_COUNT, counted, actions, goto=HOST_TABLE)
+            have.add(name)
         return buf
 
     def _target(self, dpid: int, name: str) -> dataplane.Target:
@@ -230,8 +330,12 @@ class DataplaneGroups(Manager):
         then the reverse rules, the transition rules and the group."""
         buf = b"".join(ofwire.flow_delete(self.xid(dpid), dp_cookie(kind, m.index),
                                           0xFFFFFFFFFFFFFFFF) for kind in (DP_VIP, DP_REVERSE))
+        # the counters, of every instance of the microservice
+        buf += ofwire.flow_delete(self.xid(dpid), dp_cookie(DP_OPENED, m.index),
+                                  COUNTERS_MASK | 0xFFFF)
         buf += ofwire.flow_delete(self.xid(dpid), dp_cookie(DP_TRANSITION, m.index),
                                   0xFFFFFFFFFFFFFFFF, table=dataplane.TRANSITION_TABLE)
+        self.counted.get(dpid, {}).pop(m.name, None)
         sent = self.transition_rules.get(dpid, {})
         for inst in self.cfg.slots:
             if inst.microservice == m.name:
@@ -241,9 +345,13 @@ class DataplaneGroups(Manager):
 
     def status(self) -> dict:
         c = self.cfg.controller.dataplane
-        out = {"short_flows": c.short_flows, "table_size": c.table_size, "microservices": {}}
+        out = {"short_flows": c.short_flows, "table_size": c.table_size,
+               "connection_poll_s": c.connection_poll_s, "microservices": {}}
         if not self.on:
             return out
+        if self.counting:
+            out["open_connections"] = self.policy_core.switch_connections.status(
+                self.policy_core.clock())
         for name, table in self.slot_tables.items():
             out["microservices"][name] = {
                 "slots": maglev.slot_counts(table.table or ()),

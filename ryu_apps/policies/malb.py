@@ -6,10 +6,12 @@ III.C's rule) and with this project's additions (``malb``), each an option of it
 - Malb: the policy, registered under both names with their presets;
 - MalbOptions: the options beyond the paper's rule, each off in ``malb-paper``;
 - LOOKAHEAD_S: how far ahead a measured long flow counts (5 s);
-- HEADROOM_FLOOR, SHARE_SMOOTHING: the data-plane shares' floor and step (load_shares).
+- HEADROOM_FLOOR, BALANCE_GAIN: the data-plane shares' floor and step (load_shares);
+- connection_factor: the data-plane shares set by the switches' counts of open connections.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ryu_apps.policies import register
@@ -18,12 +20,14 @@ from ryu_apps.policies.rules import capacity_shares, least_in_turn, least_load, 
     weighted_turn
 
 LOOKAHEAD_S = 5.0
-# Data-plane shares by load (load_shares): a server at 90 % or more still gets this part of
-# its capacity share, so that it is never starved of flows whose measurements would show it
-# recovering; each new sample moves the shares this far towards their target, so that
-# shares driven by loads they change do not swing from period to period.
+# Data-plane shares by load (load_shares): an instance keeps at least this part of its
+# capacity share, so that it is never starved of flows whose measurements would show its
+# server recovering; at each new sample a share is multiplied by exp(-BALANCE_GAIN x its
+# server's load above the mean / 100): a server 20 points above the others' mean loses
+# about 18 % of its share per sample, a step the loads follow within a period or two
+# without swinging past (design runs: docs/journal/2026-12-06-connections-in-the-switch.md).
 HEADROOM_FLOOR = 0.1
-SHARE_SMOOTHING = 0.5
+BALANCE_GAIN = 1.0
 SHORT_RULES = ("round-robin", "least-remaining")
 LONG_RULES = ("predicted-load", "running-load")
 
@@ -48,7 +52,11 @@ class MalbOptions(Options):
       measured loads (capacity x headroom, smoothed), not their capacities alone;
     - outside_use: CPU used on a server beside its containers (a process the containers'
       docker stats do not show, which starves them so that they measure as idle) counts
-      as that server's load, when its agent reads the whole server."""
+      as that server's load, when its agent reads the whole server;
+    - connection_shares: in data-plane mode, each instance's share is divided by 1 + its
+      open connections as the switches count them (controller.dataplane.connection_poll_s)
+      over its part of the shares, so that an instance holding more connections than its
+      part gets fewer new ones until its count falls (connection_factor)."""
     short_flows: str = "least-remaining"
     capacity_weighted: bool = True
     long_flows: str = "running-load"
@@ -56,6 +64,7 @@ class MalbOptions(Options):
     spread: bool = True
     load_shares: bool = True
     outside_use: bool = True
+    connection_shares: bool = True
     lookahead_s: float = LOOKAHEAD_S
 
     def __post_init__(self):
@@ -69,9 +78,43 @@ class MalbOptions(Options):
             raise ValueError(f"lookahead_s: a number of seconds >= 0, got {self.lookahead_s!r}")
 
 
+def _floored(shares: dict[str, float], floor: dict[str, float]) -> dict[str, float]:
+    """The shares normalised, each raised to its floor (the floors sum to less than 1),
+    the others scaled down to make room."""
+    total = sum(shares.values())
+    shares = {n: v / total for n, v in shares.items()}
+    low: set[str] = set()
+    while True:
+        low |= {n for n, v in shares.items() if v < floor[n]}
+        room = 1.0 - sum(floor[n] for n in low)
+        rest = sum(v for n, v in shares.items() if n not in low)
+        out = {n: floor[n] if n in low else v * room / rest for n, v in shares.items()}
+        if all(out[n] >= floor[n] - 1e-12 for n in out) or rest <= 0:
+            return out
+        shares = out
+
+
+def connection_factor(shares: dict[str, float], open_now: dict[str, int]) -> dict[str, float]:
+    """The shares, each divided by 1 + the instance's open connections over its part of
+    the shares (its share times the number of instances: 1 when the shares are equal), and
+    normalised. Equal counts on equal parts leave the shares as they are; an instance with
+    n connections more than its part gets about 1/(1 + n) of its share while the others
+    take the rest. The switch cannot send each new connection to the least busy instance,
+    as least connections does: the shares hold until the next count, so the factor moves
+    them only as far as the counts differ (no herd onto the instance that was idle at the
+    last count)."""
+    total, k = sum(shares.values()), len(shares)
+    if total <= 0:
+        return dict(shares)
+    out = {n: s / (1.0 + open_now.get(n, 0) / (s / total * k)) if s > 0 else 0.0
+           for n, s in shares.items()}
+    norm = sum(out.values())
+    return {n: v / norm for n, v in out.items()}
+
+
 @register("malb-paper", rank=3, title="MALB (paper's rule)", short_flows="round-robin",
           capacity_weighted=False, long_flows="predicted-load", per_flow_weights=False,
-          spread=False, load_shares=False, outside_use=False)
+          spread=False, load_shares=False, outside_use=False, connection_shares=False)
 @register("malb", rank=4, title="MALB (ours)")
 class Malb(Policy):
     title = "MALB"
@@ -113,21 +156,32 @@ class Malb(Policy):
         return self.options.short_flows == "least-remaining" or super().watches(view, ms)
 
     def short_flow_shares(self, view, ms, candidates, now):
-        if self.options.load_shares:
-            shares = self._load_shares(view, ms, candidates, now)
-            if shares is not None:
-                return shares
-        if self.options.capacity_weighted and view.unequal_servers(candidates):
-            return capacity_shares(view, candidates, view.profiles.weights(ms, now)[0])
-        return super().short_flow_shares(view, ms, candidates, now)
+        shares = self._load_shares(view, ms, candidates, now) \
+            if self.options.load_shares else None
+        if shares is None and self.options.capacity_weighted and \
+                view.unequal_servers(candidates):
+            shares = capacity_shares(view, candidates, view.profiles.weights(ms, now)[0])
+        if shares is None:
+            shares = super().short_flow_shares(view, ms, candidates, now)
+        if self.options.connection_shares:
+            counts = view.switch_connections.fresh_counts(shares, now)
+            if counts is not None:
+                return connection_factor(shares, counts)
+        return shares
 
     def _load_shares(self, view, ms, candidates, now) -> dict[str, float] | None:
         """What the switch can do with what MALB knows: in data-plane mode the controller
         sees no short flow, so no remaining flow time; it sees each server's measured load
-        every period. Each instance's share is its capacity share times its server's
-        headroom (1 - the latest measured load in the microservice's per-flow weights,
-        at least HEADROOM_FLOOR), and moves SHARE_SMOOTHING of the way there at each new
-        sample. None when no candidate's server has fresh data (capacity shares then)."""
+        every period (the latest measured load in the microservice's per-flow weights, with
+        the use beside the containers). At each new sample every instance's share is
+        multiplied by exp(-BALANCE_GAIN x (its server's load - the mean of the
+        candidates' servers' loads) / 100) and normalised, each kept at HEADROOM_FLOOR of
+        its capacity share at least: the shares move until the servers that the
+        microservice's instances share are loaded alike, or an instance is at its floor.
+        Replicas placed on overlapping servers (a chain of servers, each sharing
+        microservices with the next) so pass load along the chain. Starts from the
+        capacity shares; a server without fresh data counts at the mean. None when no
+        candidate's server has fresh data (capacity shares then)."""
         weights = view.profiles.flow_weights(ms, now)[0]
         loads, times = {}, []
         for b in candidates:
@@ -147,27 +201,28 @@ class Malb(Policy):
             return None
         capacity = capacity_shares(view, candidates, weights) \
             if view.unequal_servers(candidates) else {b.name: 1.0 for b in candidates}
-        mean = sum(loads.values()) / len(loads)    # a server without data: the mean's
-        target = {b.name: capacity[b.name] * max(HEADROOM_FLOOR,
-                                                 1.0 - loads.get(b.name, mean) / 100.0)
-                  for b in candidates}
-        total = sum(target.values())
-        target = {n: v / total for n, v in target.items()}
+        total = sum(capacity.values())
+        capacity = {n: v / total for n, v in capacity.items()}
         key = tuple(sorted(times))
         last = self._shares.get(ms)
-        if last is not None and set(target) <= set(last[1]):
+        if last is not None and set(capacity) <= set(last[1]):
             # the same instances, or some left (drained, failed): the others keep their
             # proportions, so only the slots of those that left move (Maglev's minimal
-            # disruption), and a new sample moves them SHARE_SMOOTHING of the way as ever
-            kept = {n: last[1][n] for n in target}
+            # disruption)
+            kept = {n: last[1][n] for n in capacity}
             kept_total = sum(kept.values())
-            kept = {n: v / kept_total for n, v in kept.items()}
-            if tuple(t for t in last[0] if t[0] in target) == key:
-                self._shares[ms] = (key, kept)
-                return dict(kept)         # no new sample: the shares stand
-            target = {n: kept[n] + SHARE_SMOOTHING * (target[n] - kept[n]) for n in target}
-        self._shares[ms] = (key, target)
-        return dict(target)
+            shares = {n: v / kept_total for n, v in kept.items()}
+            if tuple(t for t in last[0] if t[0] in capacity) == key:
+                self._shares[ms] = (key, shares)
+                return dict(shares)         # no new sample: the shares stand
+        else:
+            shares = dict(capacity)
+        mean = sum(loads.values()) / len(loads)
+        shares = {n: v * math.exp(-BALANCE_GAIN * (loads.get(n, mean) - mean) / 100.0)
+                  for n, v in shares.items()}
+        shares = _floored(shares, {n: HEADROOM_FLOOR * c for n, c in capacity.items()})
+        self._shares[ms] = (key, shares)
+        return dict(shares)
 
     # ------------------------------------------------------------ short flows
     def _least_remaining(self, view, ms, candidates, now, weights):

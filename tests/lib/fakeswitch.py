@@ -176,6 +176,7 @@ class FakeSwitch:
         self.packet_outs: list[PacketOut] = []
         self.echoes: list[EchoRequest] = []      # not answered yet
         self.conntrack: dict[tuple, int] = {}      # (zone, 5-tuple) -> mark
+        self.packets: dict[int, int] = {}          # id(rule) -> packets it matched
 
     def apply(self, buf: bytes) -> list:
         msgs = decode(buf)
@@ -235,6 +236,12 @@ class FakeSwitch:
             self.rules.remove(rule)
         return rule
 
+    def rules_of(self, cookie: int, mask: int) -> list[tuple[Rule, int]]:
+        """The rules whose cookie matches, with the packets each matched (a statistics
+        request's answer)."""
+        return [(r, self.packets.get(id(r), 0)) for r in self.rules
+                if r.cookie & mask == cookie & mask]
+
     def nat_rules(self) -> list[Rule]:
         return [r for r in self.rules if r.cookie >> 48 == 0x4D4C]
 
@@ -246,6 +253,7 @@ class FakeSwitch:
             rule = self.lookup(pkt, table)
             if rule is None:
                 return outs
+            self.packets[id(rule)] = self.packets.get(id(rule), 0) + 1
             outs += self.run(rule.actions, pkt, rule)
             if rule.goto is None:
                 return outs

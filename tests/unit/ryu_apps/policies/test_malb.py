@@ -1,9 +1,10 @@
 """MALB, the paper's rule (malb-paper) and ours (malb): ryu_apps/policies/malb.py."""
+import math
 from collections import Counter
 
 import pytest
 
-from ryu_apps.policies.malb import LOOKAHEAD_S
+from ryu_apps.policies.malb import BALANCE_GAIN, HEADROOM_FLOOR, LOOKAHEAD_S, connection_factor
 from tests.lib.policy_core import SERVERS, loads, make_core, measured, running_core
 
 
@@ -404,22 +405,27 @@ def test_malb_keeps_what_a_short_flow_instance_uses_beyond_what_our_flows_explai
 
 
 # ---------------------------------------------------------------- data-plane shares
-def test_malb_data_plane_shares_follow_the_servers_headroom_and_move_half_way_per_sample():
+def test_malb_data_plane_shares_move_away_from_the_busier_servers_at_each_sample():
     core = make_core()
     core.profiles.set_manual_weights("ui", (0.0, 0.0, 1.0))          # network-bound objects
     # no data: equal (equal servers), as before
     assert core.short_flow_shares("ui", now=100.0) == {f"{s}-ui": 1.0 for s in SERVERS}
     loads(core, srv1=(10, 10, 80), srv2=(10, 10, 20), srv3=(10, 10, 20), srv4=(10, 10, 20))
     first = core.short_flow_shares("ui", now=100.0)
-    # headroom 0.2 against 0.8: a quarter of the others' share
-    assert first["srv1-ui"] == pytest.approx(0.2 / 2.6)
-    assert first["srv2-ui"] == pytest.approx(0.8 / 2.6)
+    # srv1 45 points above the mean (35), the others 15 below
+    raw = {"srv1-ui": math.exp(-BALANCE_GAIN * 0.45),
+           **{f"srv{k}-ui": math.exp(BALANCE_GAIN * 0.15) for k in (2, 3, 4)}}
+    assert first == pytest.approx({n: v / sum(raw.values()) for n, v in raw.items()})
     # asked again without a new sample: the same shares
     assert core.short_flow_shares("ui", now=101.0) == first
-    # srv1 recovers: half way to the equal target at the next sample
-    loads(core, t=102.0, **{s: (10, 10, 20) for s in SERVERS})
+    # the same loads at the next sample: the shares move on (they integrate the imbalance)
+    loads(core, t=102.0, srv1=(10, 10, 80), srv2=(10, 10, 20), srv3=(10, 10, 20),
+          srv4=(10, 10, 20))
     second = core.short_flow_shares("ui", now=103.0)
-    assert second["srv1-ui"] == pytest.approx(first["srv1-ui"] + 0.5 * (0.25 - first["srv1-ui"]))
+    assert second["srv1-ui"] < first["srv1-ui"]
+    # the servers loaded alike: the shares stand where they are
+    loads(core, t=104.0, **{s: (10, 10, 20) for s in SERVERS})
+    assert core.short_flow_shares("ui", now=105.0) == pytest.approx(second)
     assert sum(second.values()) == pytest.approx(1.0)
 
 
@@ -431,7 +437,7 @@ def test_malb_data_plane_shares_of_those_that_stay_keep_their_proportions_when_o
     core.short_flow_shares("ui", now=100.0)
     loads(core, t=102.0, srv1=(10, 10, 20), srv2=(10, 10, 50), srv3=(10, 10, 5),
           srv4=(10, 10, 30))
-    before = core.short_flow_shares("ui", now=103.0)       # smoothed: not the latest target
+    before = core.short_flow_shares("ui", now=103.0)
     table = SlotTable(257)
     table.update(before)
     old = table.table
@@ -441,10 +447,13 @@ def test_malb_data_plane_shares_of_those_that_stay_keep_their_proportions_when_o
     assert after == pytest.approx({n: v / sum(stay.values()) for n, v in stay.items()})
     moved = table.update(after)
     assert {old[k] for k in moved} == {"srv3-ui"}          # Maglev's minimal disruption
-    # the next sample moves the shares on, half way, from where they stood
-    loads(core, t=105.0, **{s: (10, 10, 20) for s in SERVERS})
+    # the next sample moves the shares on from where they stood
+    loads(core, t=105.0, srv1=(10, 10, 40), srv2=(10, 10, 20), srv3=(10, 10, 20),
+          srv4=(10, 10, 30))
     nxt = core.short_flow_shares("ui", now=106.0)
-    assert nxt["srv1-ui"] == pytest.approx(after["srv1-ui"] + 0.5 * (1 / 3 - after["srv1-ui"]))
+    raw = {n: after[n] * math.exp(-BALANCE_GAIN * (x - 30) / 100)
+           for n, x in (("srv1-ui", 40), ("srv2-ui", 20), ("srv4-ui", 30))}
+    assert nxt == pytest.approx({n: v / sum(raw.values()) for n, v in raw.items()})
 
 
 def test_malb_data_plane_shares_keep_a_floor_and_weigh_capacity_on_unequal_servers():
@@ -454,13 +463,35 @@ def test_malb_data_plane_shares_keep_a_floor_and_weigh_capacity_on_unequal_serve
     core.profiles.set_manual_weights("ui", (1.0, 0.0, 0.0))
     loads(core, srv1=(100, 10, 10), srv2=(50, 10, 10), srv3=(50, 10, 10), srv4=(0, 10, 10))
     shares = core.short_flow_shares("ui", now=100.0)
-    # capacity share (1.714, 0.857, 0.857, 0.571) x headroom (0.1 floor, 0.5, 0.5, 1)
-    raw = {"srv1-ui": 0.6 / 0.35 * 0.1, "srv2-ui": 0.3 / 0.35 * 0.5,
-           "srv3-ui": 0.3 / 0.35 * 0.5, "srv4-ui": 0.2 / 0.35 * 1.0}
+    # from the capacity shares, srv1 50 points above the mean, srv4 50 below
+    raw = {"srv1-ui": 0.6 * math.exp(-BALANCE_GAIN * 0.5), "srv2-ui": 0.3, "srv3-ui": 0.3,
+           "srv4-ui": 0.2 * math.exp(BALANCE_GAIN * 0.5)}
     assert shares == pytest.approx({n: v / sum(raw.values()) for n, v in raw.items()})
+    # srv1 stays full: its share falls to its floor, a tenth of its capacity share, no lower
+    for k in range(1, 30):
+        loads(core, t=100.0 + 2 * k, srv1=(100, 10, 10), srv2=(50, 10, 10),
+              srv3=(50, 10, 10), srv4=(0, 10, 10))
+        shares = core.short_flow_shares("ui", now=101.0 + 2 * k)
+    assert shares["srv1-ui"] == pytest.approx(HEADROOM_FLOOR * 0.6 / 1.4)
+    assert sum(shares.values()) == pytest.approx(1.0)
 
 
 def test_malb_paper_data_plane_shares_stay_equal_whatever_the_loads():
     core = make_core("malb-paper")
     loads(core, srv1=(90, 90, 90))
     assert core.short_flow_shares("ui", now=100.0) == {f"{s}-ui": 1.0 for s in SERVERS}
+
+
+def test_connection_factor_leaves_equal_counts_alone_and_divides_by_one_plus_the_excess():
+    equal = {"a": 0.5, "b": 0.5}
+    assert connection_factor(equal, {"a": 3, "b": 3}) == pytest.approx({"a": 0.5, "b": 0.5})
+    assert connection_factor(equal, {}) == pytest.approx(equal)
+    # 2 open on a part of 1 against none: a third of the other's share
+    assert connection_factor(equal, {"a": 2, "b": 0}) == pytest.approx({"a": 0.25, "b": 0.75})
+    # counts over each instance's part of the shares: twice the share holding twice the
+    # connections keeps its proportion
+    got = connection_factor({"big": 2.0, "small": 1.0}, {"big": 4, "small": 2})
+    assert got == pytest.approx({"big": 2 / 3, "small": 1 / 3})
+    # an instance without a share keeps none, and no shares at all stay as they are
+    assert connection_factor({"a": 1.0, "b": 0.0}, {"a": 5, "b": 0}) == {"a": 1.0, "b": 0.0}
+    assert connection_factor({"a": 0.0}, {"a": 1}) == {"a": 0.0}
