@@ -408,12 +408,24 @@ def balancing_cpu_per_1000(result: dict, load_s: float) -> float | None:
     return 1000.0 * used * load_s / requests
 
 
+def controller_ms_per_1000_connections(result: dict, load_s: float,
+                                       per_request: float) -> float | None:
+    """The controller's CPU milliseconds over the load phases per 1,000 TCP connections
+    the requests arriving in them open (per_request each); None when not metered."""
+    cores = part_cores(result.get("balancer_cores") or {}, "controller")
+    connections = (result.get("requests_planned") or 0) * per_request
+    if cores is None or connections <= 0:
+        return None
+    return 1e6 * cores * load_s / connections
+
+
 def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
     """The balancing processes' own CPU over the load phases (mean cores over the runs)
     beside the servers' (the cores their average CPU stands for), and all of them per
     1,000 requests; or "" when no run measured it."""
     shares = [s["cpu"] for s in server_specs(opts)]
     load_s = 3 * opts.phase_seconds
+    per_request = scenarios.connections_per_request(opts)
     rows = []
     for p, runs in per_policy.items():
         got = [r["result"].get("balancer_cores") or {} for r in runs]
@@ -435,6 +447,9 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
                      *(number(mean([part_cores(g, c) for g in got]), 3)
                        for c in BALANCING_PARTS),
                      number(srv, 3), number(per_1000, 2)])
+        if per_request:
+            rows[-1].append(number(mean([controller_ms_per_1000_connections(
+                r["result"], load_s, per_request) for r in runs]), 1))
     if not rows:
         return ""
     return ("\n## What balancing costs: the processes' own CPU (mean cores over the load "
@@ -446,9 +461,14 @@ def balancing_cost_markdown(per_policy: dict[str, list[dict]], opts) -> str:
             "is in the servers' figures: they run on the testbed machine outside the "
             "servers' CPU shares. The host agents are not metered. The last column is "
             "what all four parts used over the load phases, in CPU seconds per 1,000 "
-            "requests arriving in them (mean over the runs).\n\n" +
+            "requests arriving in them (mean over the runs)." +
+            (f" Every request opens {per_request:.2f} TCP connections on average (one to "
+             "the entry service and one per call down the graph); the controller's column "
+             "is per 1,000 of them." if per_request else "") + "\n\n" +
             table(["policy", "controller", "profiler", "proxy", "switch", "servers (all)",
-                   "balancing CPU s / 1,000 requests"], rows, "lrrrrrr", compact=True))
+                   "balancing CPU s / 1,000 requests",
+                   *(["controller CPU ms / 1,000 connections"] if per_request else [])],
+                  rows, "lrrrrrr" + ("r" if per_request else ""), compact=True))
 
 
 def long_flows_to(requests: list[dict], antagonist: dict, long_classes: set[str]

@@ -12,7 +12,8 @@ Holds:
   DeathStarBench's hotel reservation and social network (hotel, social);
 - GOVERNED: the flags whose defaults a scenario sets or that it refuses, and `resolve`,
   which checks a parsed namespace against its scenario and fills those defaults in;
-- request_classes, antagonist_spec, longest_request_s, base_config_path, describe: what
+- request_classes, antagonist_spec, longest_request_s, base_config_path,
+  connections_per_request, describe: what
   the comparison, its summary and the fluid model (experiments/lb_model.py) read;
 - bounded_pareto_mean and bounded_pareto_low: the arithmetic of the heavy-tailed draws;
 - callgraph_config_text: configs/callgraph-lb.yaml as the generator writes it
@@ -354,6 +355,26 @@ def base_config_path(opts) -> str | None:
     """The base configuration: the scenario's own, else --config (None: the default)."""
     own = scenario_of(opts).config
     return os.path.join(ROOT, own) if own else opts.config
+
+
+def connections_per_request(opts) -> float | None:
+    """A call-graph scenario's TCP connections per request, weighted over its classes: the
+    client's to the entry service and one per call down the graph (services/callgraph.py
+    opens a connection per call); None for the other scenarios."""
+    from common.config import load_config     # deferred: the configuration's parser
+    sc = scenario_of(opts)
+    if not sc.call_graph:
+        return None
+    cfg = load_config(base_config_path(opts))
+    memo: dict[str, float] = {}
+
+    def below(name: str) -> float:
+        if name not in memo:
+            memo[name] = sum(c.count * (1 + below(c.service))
+                             for c in cfg.microservice(name).calls)
+        return memo[name]
+    total = sum(c.weight for c in sc.classes)
+    return sum(c.weight * (1 + below(c.name)) for c in sc.classes) / total
 
 
 def describe(opts) -> str:

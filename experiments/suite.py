@@ -5,7 +5,8 @@ docs/evaluation.md names for it, then one table over all of them.
     .venv/bin/python -m experiments.suite --tabulate results/eval     # the tables again
 
 Holds SUITE (cell -> the policies it runs; a cell is a scenario, or one of VARIANTS: a
-scenario with flags of its own), PRACTICAL (the practitioners' baselines),
+scenario with flags of its own), PRACTICAL (the practitioners' baselines; PROXIES, those
+outside the controller),
 HELD_OUT_SHARES (the unequal scenario's servers), the runner (comparison_args,
 run_comparison: one lb_comparison per scenario, its runs interleaved and paired by
 schedule; check_finished: a scenario finished with the same options is not run again, and
@@ -30,7 +31,8 @@ from common.markdown import number, table
 from common.procs import ROOT, git_commit
 from experiments import lb_comparison, protocol, report, scenarios, significance, workload
 
-PRACTICAL = ("lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent", "nginx-leastconn")
+PROXIES = ("haproxy-leastconn", "haproxy-agent", "nginx-leastconn")
+PRACTICAL = ("lc", "p2c", "prequal", *PROXIES)
 SUITE = {
     "paper": ("srr", "ln", *PRACTICAL, "haproxy-roundrobin", "malb-paper", "malb"),
     "heavy-tail": ("srr", *PRACTICAL, "malb-paper", "malb"),
@@ -42,9 +44,20 @@ SUITE = {
     # the switch balances the short flows of the policies that can hand them to it (MALB's
     # rules); SRR keeps a decision per flow, HAProxy is outside the controller
     "callgraph-dataplane": ("srr", "haproxy-leastconn", "malb-paper", "malb"),
+    # DeathStarBench with the switch balancing MALB's short flows: the proxies beside them
+    # (the controller's own baselines would keep a decision per flow here; they run in the
+    # tracker cells)
+    "hotel-dataplane": (*PROXIES, "malb-paper", "malb"),
+    "social-dataplane": (*PROXIES, "malb-paper", "malb"),
+    # a decision per connection, translated by the switch's connection tracker: every
+    # policy of the controller at its cheapest, beside the proxies
+    "hotel-tracker": ("srr", *PRACTICAL, "malb-paper", "malb"),
+    "social-tracker": ("srr", *PRACTICAL, "malb-paper", "malb"),
 }
 # cells that are a scenario with flags of their own: cell -> (scenario, flags)
-VARIANTS = {"callgraph-dataplane": ("callgraph", ("--dataplane",))}
+VARIANTS = {"callgraph-dataplane": ("callgraph", ("--dataplane",)),
+            **{f"{s}-{mode}": (s, (f"--{mode}",)) for s in ("hotel", "social")
+               for mode in ("dataplane", "tracker")}}
 # the shares the unequal scenario is evaluated on: none of its design runs used them
 HELD_OUT_SHARES = (0.5, 0.4, 0.3, 0.2)
 

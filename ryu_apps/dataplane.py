@@ -1,6 +1,6 @@
 """Data-plane mode as plain Python (no Ryu, no I/O): a short-flow microservice's Maglev slot
 table rendered as one select-group bucket per slot, the rules around the group, and the slots
-in transition while their old owner still runs. Why at least 257 slots, how Open vSwitch
+in transition while their old owner still runs. Why 127 slots by default, how Open vSwitch
 picks a bucket, and what moves when the pool changes: docs/controller.md, "Data-plane mode".
 
 - SlotTable: one microservice's slots, changed with minimal moves, and their transitions;
@@ -27,7 +27,7 @@ from ryu_apps.ofwire import (CT_NEW, CT_TRACKED, ETH_TYPE_IP, IPPROTO, IPPROTO_T
 
 MIN_TABLE_SIZE = 61      # Maglev's balance needs slots well above the instances
 MAX_TABLE_SIZE = 509     # one group mod of 509 buckets stays under OpenFlow's 64 KiB
-DEFAULT_TABLE_SIZE = 257 # above OVS's 256 dp_hash values: its even default method
+DEFAULT_TABLE_SIZE = 127 # within OVS's 256 dp_hash values: no upcall per connection
 WEIGHT_STEP = 0.05       # weights are rounded to this share of the largest: a small drift
                          # of the profiler's figures does not rebuild the table
 # in-switch transitions: a moving slot's bucket sends its packets through the connection

@@ -369,12 +369,12 @@ class Dataplane:
         "TCP connection's address translation is kept by Open vSwitch's connection tracker, "
         "with no rule per connection, under every policy ([controller.md](controller.md#"
         "tracker-mode-short-flows-translated-by-the-connection-tracker))"))
-    table_size: int = setting(257, type="integer", lo=61, hi=509, check=_prime, help=(
+    table_size: int = setting(127, type="integer", lo=61, hi=509, check=_prime, help=(
         "Maglev slots = select-group buckets: a prime below OpenFlow's 64 KiB message; "
-        "above 256, Open vSwitch's even default selection (an upcall per new connection), "
-        "at most 256 its datapath hash (no upcall per connection, shares uneven by up to "
-        "1/256 per bucket) ([controller.md](controller.md#data-plane-mode-short-flows-"
-        "balanced-by-the-switch))"))
+        "at most 256, Open vSwitch's datapath hash (no upcall per connection, shares uneven "
+        "by up to 1/256 per bucket; 127 spreads the 256 hash values most evenly), above "
+        "256 its even default selection (an upcall per new connection) "
+        "([controller.md](controller.md#data-plane-mode-short-flows-balanced-by-the-switch))"))
     transitions: str = setting("controller", type="choice", choices=("controller", "switch"),
                                help=(
         "data-plane mode: where a moving slot's connections are kept while its old owner "

@@ -1,6 +1,7 @@
 """experiments/scenarios.py and the comparison's use of it: the presets, their flags, the
 workload specs they make (the paper's unchanged to the byte), the heavy-tailed draws and the
 antagonists' schedule."""
+import argparse
 import collections
 import hashlib
 import json
@@ -220,3 +221,14 @@ def test_deathstarbench_puts_each_service_on_two_servers_and_1000_requests_in_ea
     counts = collections.Counter(r["class"]["name"] for r in loadgen.schedule(spec, 0, 1))
     assert set(counts) == {c.name for c in sc.classes}
     assert min(counts.values()) >= 1000, counts
+
+
+def test_connections_per_request_count_the_clients_and_every_call_down_the_graph():
+    def per_request(name):
+        return scenarios.connections_per_request(argparse.Namespace(scenario=name,
+                                                                    config=None))
+    # configs/callgraph-lb.yaml: svc01 -> svc09; svc02 -> svc06 -> svc10; svc03 -> svc04
+    # (-> svc05 -> svc08, -> svc07 -> svc08) and svc09: 2, 3 and 7 connections
+    assert per_request("callgraph") == pytest.approx((2 + 3 + 7) / 3)
+    assert per_request("hotel") > per_request("callgraph")
+    assert per_request("paper") is None

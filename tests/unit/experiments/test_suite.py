@@ -37,6 +37,21 @@ def test_the_data_plane_cell_is_the_callgraph_scenario_with_the_switch_balancing
         suite.comparison_args("callgraph", opts)).dataplane
 
 
+@pytest.mark.parametrize("scenario", ["hotel", "social"])
+def test_the_deathstarbench_cells_run_malb_in_the_switch_and_in_the_tracker(scenario):
+    opts = argparse.Namespace(runs=5, seed=1015, phase_seconds=None, out="/tmp/x",
+                              unequal_shares=[0.5, 0.4, 0.3, 0.2])
+    dp = lb_comparison.parser().parse_args(
+        suite.comparison_args(f"{scenario}-dataplane", opts))
+    assert dp.scenario == scenario and dp.dataplane and not dp.tracker
+    assert dp.phase_seconds == scenarios.DSB_PHASE_S
+    # every proxy beside malb: the baselines that decide outside the controller
+    assert set(dp.policies) == {*suite.PROXIES, "malb-paper", "malb"}
+    tr = lb_comparison.parser().parse_args(suite.comparison_args(f"{scenario}-tracker", opts))
+    assert tr.tracker and not tr.dataplane
+    assert {*suite.PRACTICAL, "srr", "malb-paper", "malb"} <= set(tr.policies)
+
+
 def test_each_scenario_gets_its_own_phase_length_unless_the_suite_is_given_one():
     opts = argparse.Namespace(runs=5, seed=1000, phase_seconds=None, out="/tmp/x",
                               unequal_shares=[0.5, 0.4, 0.3, 0.2])
