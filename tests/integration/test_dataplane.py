@@ -45,7 +45,8 @@ def test_short_flows_are_balanced_by_the_switch_without_packet_ins(stack):
     dpst = stack.controller_get("/malb/status")["dataplane"]
     assert dpst["short_flows"] == "switch"
     assert _in_switch(stack) == (stack.testbed.datapath == "user")
-    assert sorted(dpst["microservices"]["ui"]["slots"].values()) == [64, 64, 64, 65]
+    slots = sorted(dpst["microservices"]["ui"]["slots"].values())
+    assert sum(slots) == dpst["table_size"] and slots[-1] - slots[0] <= 1, slots
     assert not dpst["microservices"]["backend"]["slots"]      # long flows: per flow
     before = packet_in_count(stack, "new_flow")
     who = served_by(cli, UI, 80)
