@@ -17,6 +17,8 @@ experiments/loadgen.py). Outputs are dicts ready for JSON, tables and plots.
   memory and network models, each component between a baseline of 40 % of its busy power and
   its busy power (the paper's figures: CPU 160 W, memory 36 W, disk 12 W, PCI slots 25 W,
   motherboard 25 W, fan 10 W).
+- What balancing costs: part_cores, balancing_cpu_per_1000 (a run's controller, profiler,
+  proxy and switch CPU per 1,000 requests).
 """
 from __future__ import annotations
 
@@ -280,3 +282,25 @@ def mean_of_runs(results: list[dict]) -> dict:
     if numbers and len(numbers) == len([r for r in results if r is not None]):
         return sum(numbers) / len(numbers)
     return first
+
+
+BALANCING_PARTS = ("controller", "profiler", "proxy", "switch")
+PROXIES = ("haproxy", "nginx")       # an outside balancer's runs meter it under its name
+
+
+def part_cores(cores: dict, part: str) -> float | None:
+    """A run's mean cores of one of BALANCING_PARTS (proxy: whichever proxy it ran)."""
+    keys = PROXIES if part == "proxy" else (part,)
+    return next((cores[k] for k in keys if cores.get(k) is not None), None)
+
+
+def balancing_cpu_per_1000(result: dict, load_s: float) -> float | None:
+    """CPU seconds every balancing part of a run (controller, profiler, its proxy, the
+    switch) used over the load phases per 1,000 requests arriving in them; None when the
+    controller or the switch was not metered or no request was planned."""
+    cores = result.get("balancer_cores") or {}
+    requests = result.get("requests_planned") or 0
+    if requests <= 0 or any(part_cores(cores, p) is None for p in ("controller", "switch")):
+        return None
+    used = sum(part_cores(cores, p) or 0.0 for p in BALANCING_PARTS)
+    return 1000.0 * used * load_s / requests

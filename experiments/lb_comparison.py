@@ -47,6 +47,7 @@ from common.procs import git_commit
 from common.state import process_start_ticks
 from experiments import antagonist, evaluation, haproxy, loadgen, nginx, protocol, report, \
     scenarios, significance, workload
+from experiments.evaluation import BALANCING_PARTS, balancing_cpu_per_1000, part_cores
 from experiments.stack import Stack
 from experiments.workload import (DEFAULT_PHASE_S, FLAG_OF_FIELD, OUTSIDE_BALANCERS,
                                   config_data, heterogeneous, request_classes, server_specs,
@@ -384,28 +385,6 @@ def pooled_tails(per_policy: dict[str, list[dict]]) -> tuple[dict, str]:
         "resamples are few, so the intervals are coarse); none with fewer than "
         f"{significance.MIN_RUNS_TO_RESAMPLE} runs.\n\n" +
         significance.pooled_tails_markdown(tails, names=report.POLICY_NAMES))
-
-
-BALANCING_PARTS = ("controller", "profiler", "proxy", "switch")
-PROXIES = ("haproxy", "nginx")       # an outside balancer's runs meter it under its name
-
-
-def part_cores(cores: dict, part: str) -> float | None:
-    """A run's mean cores of one of BALANCING_PARTS (proxy: whichever proxy it ran)."""
-    keys = PROXIES if part == "proxy" else (part,)
-    return next((cores[k] for k in keys if cores.get(k) is not None), None)
-
-
-def balancing_cpu_per_1000(result: dict, load_s: float) -> float | None:
-    """CPU seconds every balancing part of a run (controller, profiler, its proxy, the
-    switch) used over the load phases per 1,000 requests arriving in them; None when the
-    controller or the switch was not metered or no request was planned."""
-    cores = result.get("balancer_cores") or {}
-    requests = result.get("requests_planned") or 0
-    if requests <= 0 or any(part_cores(cores, p) is None for p in ("controller", "switch")):
-        return None
-    used = sum(part_cores(cores, p) or 0.0 for p in BALANCING_PARTS)
-    return 1000.0 * used * load_s / requests
 
 
 def controller_ms_per_1000_connections(result: dict, load_s: float,

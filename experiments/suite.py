@@ -180,7 +180,8 @@ def tabulate(out_dir: str) -> int:
                            "seeds": protocol.describe_seeds(seeds), "commit": d["commit"],
                            "command": d["command"], "accounted": d["accounted"],
                            "classes": {k: e for k, e in d["statistics"].items() if k.endswith(
-                           ("_rt_p50", "_rt_p95", "_rt_p99", "_tp", "_failed"))}}
+                           ("_rt_p50", "_rt_p95", "_rt_p99", "_tp", "_failed"))
+                               or k == "balancing_cpu"}}
         verdicts.append(_sentence(scenario, srr, best, rows.get(best) if best else None,
                                   d["statistics"], names))
     md = ["# The evaluation suite: CPU STDEV across servers (%), mean ± 95 % interval", "",
@@ -199,7 +200,8 @@ def tabulate(out_dir: str) -> int:
                        f"± {number(v['ci'])}", number(v["p"], 3), number(v["p_holm"], 3)]
                       for p, v in t["vs"].items()], "lrrrrr", compact=True),
                "p50, p95 and p99 RT per class and over all requests (ms; video: mean "
-               "throughput, kB/s) and failed requests, mean ± 95 %:", "",
+               "throughput, kB/s), failed requests and balancing CPU (s per 1,000 "
+               "requests), mean ± 95 %:", "",
                table(["class", *(names.get(p, p) for p in shown)],
                      [[entry["label"], *(_cell(entry, p) for p in shown)]
                       for entry in t["classes"].values()],

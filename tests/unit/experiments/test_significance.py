@@ -122,3 +122,14 @@ def test_pooled_tails_give_no_interval_below_three_runs():
     assert tails["p99"]["vs"]["lc"]["verdict"] == "not tested (too few runs)"
     md = sig.pooled_tails_markdown(tails)
     assert "not tested (too few runs)" in md and md.count("\n") == 6
+
+
+def test_each_runs_balancing_cpu_per_1000_requests_is_a_headline_figure():
+    result = {"t0": 100.0, "load_end": 280.0, "requests_planned": 4000,
+              "balancer_cores": {"controller": 0.05, "profiler": 0.01, "haproxy": 0.06,
+                                 "switch": 0.40}}
+    # 0.52 cores over 180 s for 4,000 requests
+    assert sig.headline_figures(result)["balancing_cpu"] == pytest.approx(
+        1000 * 0.52 * 180 / 4000)
+    assert sig.headline_figures({"requests_planned": 4000})["balancing_cpu"] is None
+    assert "balancing_cpu" in [k for k, _label, _better in sig.SERVER_HEADLINES]
