@@ -7,6 +7,7 @@ committed summaries (data/eval-N/suite.json, written by `python -m experiments.s
 
 Holds BLOCKS (each generated block: the file, its name, the evaluation it reads and how it
 renders it), cpu_table (every policy's CPU STDEV per scenario, the lowest in bold),
+aims_table (evaluation 4's pre-registered aims, each judged by its rule),
 standing_table (ours against round robin and against the best practical baseline, on
 balance and on what the clients saw), and the splicing of a block between its markers.
 A unit test runs --check, so `make check` fails on a stale table.
@@ -161,11 +162,110 @@ def standing_table(suite: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+# Evaluation 4's aims, as its ledger row in docs/evaluation.md set them before the run: in the
+# DeathStarBench data-plane cells, ours' end-to-end p50 and p99 within WITHIN of HAProxy
+# leastconn's (the upper end of the paired difference's 95 % interval at most WITHIN of its
+# mean), CPU STDEV significantly below the best practical baseline's (Holm) and balancing CPU
+# per 1,000 requests significantly below HAProxy leastconn's; in paper and unequal, the CPU
+# STDEV aim and no class's p95 significantly worse than that baseline's (uncorrected).
+WITHIN = 0.10
+EVAL4_CELLS = ("hotel-dataplane", "social-dataplane", "paper", "unequal", "hotel-tracker",
+               "social-tracker", "antagonist", "heavy-tail")
+CLIENT_AIM_CELLS = ("hotel-dataplane", "social-dataplane")
+P95_AIM_CELLS = ("paper", "unequal")
+
+
+def _verdict(met: bool | None) -> str:
+    return "no data" if met is None else "**met**" if met else "not met"
+
+
+def _within_aim(entry: dict, against: str) -> tuple[str, bool | None]:
+    """Ours' figure within WITHIN of `against`'s or better: (what the data shows, met)."""
+    v, base = entry["vs"].get(against), entry["policies"].get(against)
+    ours = entry["policies"].get(significance.CANDIDATE)
+    if not v or v.get("ci") is None or not base or base["mean"] is None:
+        return "–", None
+    upper, allowed = v["diff"] + v["ci"], WITHIN * base["mean"]
+    return (f"{significance.mean_ci_text(ours, 0)} against "
+            f"{significance.mean_ci_text(base, 0)}; difference {v['diff']:+,.0f} "
+            f"({v['diff'] - v['ci']:+,.0f} to {upper:+,.0f}), at most {allowed:+,.0f} allowed",
+            upper <= allowed)
+
+
+def _below_aim(entry: dict, against: str, p_key: str) -> tuple[str, bool | None]:
+    """Ours' figure significantly below `against`'s (paired t-test's p under `p_key`)."""
+    v, base = entry["vs"].get(against), entry["policies"].get(against)
+    ours = entry["policies"].get(significance.CANDIDATE)
+    if not v or v.get(p_key) is None or not base:
+        return "–", None
+    return (f"{significance.mean_ci_text(ours, 2)} against "
+            f"{significance.mean_ci_text(base, 2)}; {_vs_text(v)}, p "
+            f"{'(Holm) ' if p_key == 'p_holm' else ''}{_p(v[p_key])}",
+            v["diff"] < 0 and v[p_key] < significance.ALPHA)
+
+
+def _p95_aim(s: dict, against: str) -> tuple[str, bool | None]:
+    """No class's p95 significantly worse than `against`'s (paired, uncorrected)."""
+    worse, tested = [], 0
+    for key, e in s["classes"].items():
+        if not key.endswith("_rt_p95") or key.startswith("all_"):
+            continue
+        v = e["vs"].get(against) or {}
+        if v.get("p") is None:
+            continue
+        tested += 1
+        if v["verdict"] == "significantly worse":
+            worse.append(f"{e['label'].split(' RT ')[0]} {100 * v['ratio']:+.0f} %")
+    if not tested:
+        return "–", None
+    return ("worse: " + ", ".join(worse) if worse else f"none of {tested} worse"), not worse
+
+
+def aims_table(suite: dict) -> str:
+    """Evaluation 4's pre-registered aims, a row each, with what the data shows and whether
+    it is met; the cells still to run named below."""
+    rows = []
+    scenarios = suite["scenarios"]
+    for cell in EVAL4_CELLS:
+        s = scenarios.get(cell)
+        if s is None or cell not in CLIENT_AIM_CELLS + P95_AIM_CELLS:
+            continue
+        best = s["best_practical"]
+        best_name = NAMES.get(best, best)
+        cpu = {"policies": s["cpu_stdev"]["policies"], "vs": s["vs"]}
+        aims = []
+        if cell in CLIENT_AIM_CELLS:
+            for q in ("p50", "p99"):
+                aims.append((f"end-to-end {q} (ms) within {100 * WITHIN:.0f} % of "
+                             f"{NAMES[CLIENT_BASELINE]}'s or better",
+                             *_within_aim(s["classes"][f"all_rt_{q}"], CLIENT_BASELINE)))
+        aims.append((f"CPU STDEV (%) below the best practical baseline's ({best_name})",
+                     *_below_aim(cpu, best, "p_holm")))
+        if cell in CLIENT_AIM_CELLS:
+            aims.append((f"balancing CPU (s per 1,000 requests) below "
+                         f"{NAMES[CLIENT_BASELINE]}'s",
+                         *_below_aim(s["classes"]["balancing_cpu"], CLIENT_BASELINE, "p")))
+        else:
+            aims.append((f"no class's p95 significantly worse than the best practical "
+                         f"baseline's ({best_name})",
+                         *_p95_aim(s, best)))
+        rows += [[cell, aim, text, _verdict(met)] for aim, text, met in aims]
+    to_run = [c for c in EVAL4_CELLS if c not in scenarios]
+    out = [table(["cell", "aim", "MALB (ours) against it: mean ± 95 % interval; paired "
+                  "difference (its 95 % interval)", "verdict"], rows, "llll").rstrip("\n"),
+           "", "Aims as the ledger row set them before the run; p from the paired t-test "
+           "(Holm-corrected over the cell's policies for CPU STDEV). "
+           f"{_seeds(suite)}; {_commits(suite)}."
+           + (f" Still to run: {', '.join(to_run)}." if to_run else "")]
+    return "\n".join(out) + "\n"
+
+
 CPU_COLUMNS = ("srr", "lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent",
                "malb-paper", "malb")
 # (file, block name, evaluation, render)
 BLOCKS: tuple[tuple[str, str, str, Callable[[dict], str]], ...] = (
     ("README.md", "where MALB stands", "eval-3", standing_table),
+    ("docs/evaluation.md", "evaluation 4, aims", "eval-4", aims_table),
     ("docs/evaluation.md", "evaluation 3, CPU balance", "eval-3",
      lambda s: cpu_table(s, CPU_COLUMNS)),
     ("docs/evaluation.md", "evaluation 2, CPU balance", "eval-2", cpu_table),

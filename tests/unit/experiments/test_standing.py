@@ -52,3 +52,52 @@ def test_a_block_is_spliced_between_its_markers_and_nothing_else_moves():
         standing.splice("no markers", begin, end, "new\n")
     with pytest.raises(ValueError):
         standing.splice(f"{end}\n{begin}\n", begin, end, "new\n")
+
+
+def _entry(label, means, diff, ci, p, verdict=None):
+    """A suite.json figure: each policy's mean, ours against HAProxy leastconn."""
+    return {"label": label, "policies": {k: {"n": 5, "mean": m, "ci": 1.0}
+                                         for k, m in means.items()},
+            "vs": {"haproxy-leastconn": {"n": 5, "diff": diff, "ratio": diff / means[
+                "haproxy-leastconn"], "ci": ci, "p": p, "verdict": verdict or "x"}}}
+
+
+def test_the_aims_table_judges_each_aim_by_its_registered_rule():
+    cpu = {p: {"n": 5, "mean": m, "ci": 1.0} for p, m in (("haproxy-leastconn", 9.0),
+                                                              ("malb", 6.0))}
+    # significantly below the best practical baseline's, Holm-corrected: met
+    vs = {"haproxy-leastconn": {"n": 5, "diff": -3.0, "ratio": -1 / 3, "ci": 1.0, "p": 0.004,
+                                "p_holm": 0.012, "verdict": "significantly better"}}
+    cell = {"cpu_stdev": {"policies": cpu, "vs": vs}, "vs": vs,
+            "best_practical": "haproxy-leastconn", "commit": "abc1234",
+            "seeds": "schedule seeds 1016-1020 (evaluation range)"}
+    both = {"haproxy-leastconn": 100.0, "malb": 95.0}
+    cell["classes"] = {
+        # the interval's upper end, +9, is within a tenth of 100: met
+        "all_rt_p50": _entry("all RT p50 (ms)", both, -5.0, 14.0, 0.4),
+        # +11 is not, though the mean difference is below zero
+        "all_rt_p99": _entry("all RT p99 (ms)", both, -5.0, 16.0, 0.5),
+        # lower but not significantly: not met
+        "balancing_cpu": _entry("balancing CPU", {"haproxy-leastconn": 20.0, "malb": 19.0},
+                                -1.0, 2.0, 0.2)}
+    md = standing.aims_table({"scenarios": {"hotel-dataplane": cell}})
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()
+            if line.startswith("| hotel-dataplane")]
+    assert [r[3] for r in rows] == ["**met**", "not met", "**met**", "not met"]
+    assert "at most +10 allowed" in rows[0][2] and "(-19 to +9)" in rows[0][2]
+    assert "Still to run: social-dataplane, paper" in md
+
+
+def test_the_p95_aim_fails_on_one_class_significantly_worse():
+    suite = _suite(srr=10.0, lc=8.0, malb=6.0)
+    classes = suite["scenarios"]["paper"]["classes"]
+    classes["ui_rt_p95"] = _entry("ui RT p95 (ms)", {"haproxy-leastconn": 1.0, "malb": 1.0},
+                                  0.0, 0.1, 0.9)
+    classes["ui_rt_p95"]["vs"]["lc"] = {"n": 5, "diff": 9.0, "ratio": 0.3, "ci": 2.0,
+                                        "p": 0.01, "verdict": "significantly worse"}
+    classes["all_rt_p95"] = {"label": "all", "vs": {"lc": {"p": 0.01, "ratio": 0.1,
+                                                           "verdict": "significantly worse"}}}
+    rows = [line for line in standing.aims_table(suite).splitlines()
+            if line.startswith("| paper")]
+    assert "baseline's (least connections)" in rows[0] and rows[0].endswith("| **met** |")
+    assert "worse: ui +30 %" in rows[1] and rows[1].endswith("| not met |")
