@@ -5,7 +5,7 @@
 - Datapath: the kernel datapath when Open vSwitch can create a bridge with it, else the
   userspace (netdev) datapath; either can be forced.
 - network_class, docker_node_class, remote_controller_class: the classes a testbed is built
-  with on the chosen backend.
+  with on the chosen backend; container_link_options, what a link to a container takes.
 """
 from __future__ import annotations
 
@@ -89,6 +89,15 @@ def docker_node_class(backend: str):
         return ContainernetDocker
     from topologies.dockerhost import DockerHost   # deferred: as above
     return DockerHost
+
+
+def container_link_options(backend: str) -> dict:
+    """addLink's options for a link to a container node on a backend. Mininet's fast path
+    makes the veth pair inside node1's shell, where the project's DockerHost sees neither
+    that PID nor the root namespace: it takes the slow path (`mn --custom` builds with
+    plain Mininet, so the topology says it). Containernet's Docker node needs the fast
+    path: its Link with fast=False moves an end of the pair to no node at all."""
+    return {} if backend == "containernet" else {"fast": False}
 
 
 @cache

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,6 +75,9 @@ class Testbed:
             topo = TestbedTopo(self.cfg, backend=self.options.backend,
                                datapath=self.options.datapath, controller=controller is not None)
             self.backend, self.datapath = topo.backend, topo.datapath
+            # every entry point builds its network here: which emulator ran, said at start
+            print(f"[testbed] {self.backend}, {self.datapath} datapath", file=sys.stderr,
+                  flush=True)
             self._server_params = topo.server_params
             net_cls = backends.network_class(self.backend)
             self.net = net_cls(topo=topo, controller=None, switch=OVSSwitch, link=TCLink,

@@ -93,9 +93,8 @@ class TestbedTopo(Topo):
                      "malb_service": service_command(cfg, inst)} if self_start else {}
             self.addHost(inst.name, **docker_params(cfg, inst, docker_cls, server_params),
                          **extra)
-            # fast=False: Mininet's fast path makes the veth pair inside node1's shell,
-            # where a container sees neither that PID nor the root namespace
-            self.addLink(inst.name, inst.switch, port2=inst.switch_port, fast=False,
+            self.addLink(inst.name, inst.switch, port2=inst.switch_port,
+                         **backends.container_link_options(self.backend),
                          **shaped(cfg.server(inst.server).link_mbit))
         hosts = [*tb.clients, *((tb.proxy,) if tb.proxy else ())]
         for h in hosts:

@@ -163,8 +163,6 @@ def test_up_tears_down_on_ctrl_c_and_sigterm(sig):
 
 
 @pytest.mark.containernet
-@pytest.mark.skipif(not backends.containernet_available(),
-                    reason="real Containernet is not importable here (Debian's Mininet only)")
 def test_same_topology_on_real_containernet():
     cfg = load_config(overrides={"testbed": {"controller": "none", "clients": 1},
                                  "servers": {"count": 2}})

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from topologies import backend
 
 
@@ -16,3 +18,19 @@ def test_the_controllers_start_up_check_reads_no_bytes_from_it():
         port = srv.getsockname()[1]
         assert check(None, "127.0.0.1", port) is True
     assert check(None, "127.0.0.1", port) is False
+
+
+@pytest.mark.parametrize("chosen, fast", [("mininet", False), ("containernet", None)])
+def test_a_containers_link_carries_only_options_its_backend_takes(monkeypatch, chosen, fast):
+    # Containernet's Link with fast=False moves an end of the pair to no node (its
+    # moveIntf with dstNode None); the project's DockerHost needs the slow path
+    from mininet.node import Host
+
+    from common.config import load_config
+    from topologies.topo import TestbedTopo
+    monkeypatch.setattr(backend, "resolve_backend", lambda requested: chosen)
+    monkeypatch.setattr(backend, "docker_node_class", lambda name: Host)
+    topo = TestbedTopo(load_config(None), backend=chosen, datapath="user")
+    cfg = topo.cfg
+    links = [topo.linkInfo(inst.name, inst.switch) for inst in cfg.instances]
+    assert links and all(info.get("fast") is fast for info in links)
