@@ -11,11 +11,11 @@
 #
 # Without --tier: `topologies check`, the whole integration suite (the Containernet-only
 # tests included) and a short comparison (results/containernet-check/).
-# --tier, the Containernet tier of CI (.ci/run, a few minutes): `topologies check`; the tests
-# that need Containernet, which fail here instead of skipping; the examples/ scripts;
-# `mn --custom` with each of the project's topologies; and a short comparison of malb in
-# per-flow mode beside HAProxy leastconn through the proxy host, then in tracker and in
-# data-plane mode (results/containernet-check/).
+# --tier, the Containernet tier of CI (.ci/run, a few minutes): `topologies check`; the
+# integration tests of the testbed (those that need Containernet fail here instead of
+# skipping), of the examples/ scripts and of `mn --custom` (Containernet's own `mn`); and a
+# short comparison of malb in per-flow mode beside HAProxy leastconn through the proxy
+# host, then in tracker and in data-plane mode (results/containernet-check/).
 #
 # Everything it made is removed at the end, results apart. Exit status: 0 when every step
 # passed, else that of the first that failed; 2 for a bad argument.
@@ -50,11 +50,19 @@ bash "$ROOT/scripts/setup.sh" || exit $?
 # link to Debian's Mininet stays out and Containernet's source, first, is `mininet`.
 say "scratch virtualenv $SCRATCH: Containernet from $SRC, then the project's packages"
 rm -rf "$SCRATCH"
-/usr/bin/python3 -m venv --without-pip "$SCRATCH" || exit 1
+/usr/bin/python3 -m venv "$SCRATCH" || exit 1
 PY="$SCRATCH/bin/python"
 site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 project_site="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 printf '%s\n' "$SRC" "$project_site" "$ROOT" > "$site/malb-containernet.pth"
+# Containernet's one requirement the project does not have (its `mn` cleans with it)
+"$PY" -m pip install -q --disable-pip-version-check python-iptables || exit 1
+# the project's commands beside this interpreter, as the stack finds them (ryu-manager:
+# the controller, which imports no Mininet, runs on the project's interpreter)
+for cmd in "$ROOT"/.venv/bin/*; do
+  case "$(basename "$cmd")" in python*|pip*|activate*|Activate*) continue ;; esac
+  [ -e "$SCRATCH/bin/$(basename "$cmd")" ] || ln -s "$cmd" "$SCRATCH/bin/"
+done
 "$PY" -c 'from mininet.net import Containernet' || { say "Containernet does not import"; exit 1; }
 backend="$(cd "$ROOT" && "$PY" -c 'from topologies.backend import resolve_backend; print(resolve_backend())')"
 [ "$backend" = "containernet" ] || { say "the topologies would use $backend, not containernet"; exit 1; }
@@ -84,15 +92,11 @@ rm -rf "$RESULTS"
 
 step "topologies check (12 instances)" "$PY" -m topologies check
 if [ $tier -eq 1 ]; then
-  step "the tests that need Containernet" env MALB_REQUIRE_CONTAINERNET=1 \
-    "$PY" -m pytest -m containernet -p no:cacheprovider -q "$@"
-  for example in "$ROOT"/examples/*.py; do
-    step "example $(basename "$example")" "$PY" "$example"
-  done
-  for topo in malb-paper malb-chain,2 malb-callgraph; do
-    step "mn --custom --topo $topo" "$PY" "$SRC/bin/mn" --custom topologies/mn_topos.py \
-      --topo "$topo" --controller remote,ip=127.0.0.1,port=6653 --test build
-  done
+  # the testbed's, the examples' and `mn --custom`'s integration tests, on Containernet
+  step "the tests of the testbed, the examples and mn --custom" \
+    env MALB_REQUIRE_CONTAINERNET=1 "$PY" -m pytest -m "integration and not e2e" \
+    -p no:cacheprovider -q tests/integration/test_testbed.py \
+    tests/integration/test_examples.py "$@"
   step "comparison: malb per flow beside HAProxy leastconn" compare per-flow \
     --policies malb,haproxy-leastconn
   step "comparison: malb in tracker mode" compare tracker --policies malb --tracker

@@ -13,6 +13,7 @@ import yaml
 
 from common.config import load_config
 from common.procs import ROOT, controller_service
+from topologies import backend as backends
 from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
@@ -32,6 +33,18 @@ def services_left() -> list[int]:
                 any(a.startswith(b"services.") for a in argv):
             left.append(int(pid))
     return left
+
+
+def mn_command() -> list[str]:
+    """`mn` of the backend the topologies use: Debian's, or Containernet's (its bin/mn beside
+    its source, or the script a pip install put beside this interpreter), run by this
+    interpreter so that it imports the same Mininet."""
+    if backends.resolve_backend() != "containernet":
+        return ["mn"]
+    import mininet       # deferred: whichever Mininet this interpreter has is Containernet
+    source = os.path.join(os.path.dirname(os.path.dirname(mininet.__file__)), "bin", "mn")
+    installed = os.path.join(os.path.dirname(sys.executable), "mn")
+    return [sys.executable, source if os.path.exists(source) else installed]
 
 
 def run_example(name: str, *args: str, timeout_s: float = 300) -> str:
@@ -103,7 +116,8 @@ def test_mn_custom_brings_a_testbed_up_under_the_controller(clean_machine, tmp_p
         f"/bytes?n=100 | grep -i x-served-by\n" for _ in range(4)))
     with controller_service(config, "srr", str(tmp_path / "controller.log"),
                             cfg.controller.rest_port):
-        res = subprocess.run(["mn", "--custom", os.path.join(ROOT, "topologies", "mn_topos.py"),
+        res = subprocess.run([*mn_command(), "--custom",
+                              os.path.join(ROOT, "topologies", "mn_topos.py"),
                               "--topo", topo, "--controller",
                               "remote,ip=127.0.0.1,port=6653", "--post", str(post),
                               "--test", "none"], capture_output=True, text=True, timeout=300)
