@@ -27,9 +27,13 @@ def test_a_containers_link_carries_only_options_its_backend_takes(monkeypatch, c
     from mininet.node import Host
 
     from common.config import load_config
+    from topologies import topo as topo_module
     from topologies.topo import TestbedTopo
     monkeypatch.setattr(backend, "resolve_backend", lambda requested: chosen)
     monkeypatch.setattr(backend, "docker_node_class", lambda name: Host)
+    # the servers' cgroup parents ask the Docker engine and write cgroups: not here
+    monkeypatch.setattr(topo_module, "server_docker_params",
+                        lambda cfg, name: {s.name: {} for s in cfg.servers})
     topo = TestbedTopo(load_config(None), backend=chosen, datapath="user")
     cfg = topo.cfg
     links = [topo.linkInfo(inst.name, inst.switch) for inst in cfg.instances]
