@@ -162,15 +162,23 @@ def paired(candidate: list[float], baseline: list[float], better: str = "lower")
 def compare(runs: dict[str, list[dict]], candidate: str = CANDIDATE) -> dict:
     """{figure: {"label", "better", "policies": {p: mean_ci}, "vs": {other: paired}}} from
     each policy's list of run results (in run order; run k of each policy is a pair): the
-    candidate against every other policy. A figure some run lacks is left out."""
+    candidate against every other policy. A figure some policy's run k lacks (a process
+    not metered, say) is compared over the other runs, all policies alike, and the entry
+    names the runs left out (`runs_left_out`, numbered from 1); a figure fewer than two
+    runs have for every policy is left out."""
     figures = {p: [headline_figures(r) for r in rs] for p, rs in runs.items()}
     out = {}
     for key, label, better in headlines([r for rs in runs.values() for r in rs]):
         values = {p: [f.get(key) for f in fs] for p, fs in figures.items()}
-        if any(v is None for vs in values.values() for v in vs):
+        count = min((len(v) for v in values.values()), default=0)
+        whole = [k for k in range(count) if all(v[k] is not None for v in values.values())]
+        if len(whole) < 2 and len(whole) < count or not whole:
             continue
+        values = {p: [v[k] for k in whole] for p, v in values.items()}
         entry = {"label": label, "better": better,
                  "policies": {p: mean_ci(v) for p, v in values.items()}, "vs": {}}
+        if len(whole) < count:
+            entry["runs_left_out"] = [k + 1 for k in range(count) if k not in whole]
         if candidate in values:
             for p, v in values.items():
                 if p != candidate:
@@ -268,20 +276,25 @@ def markdown(comparison: dict, candidate: str = CANDIDATE, names: dict | None = 
     if not comparison:
         return "(no headline figure in every run)\n"
     policies = list(next(iter(comparison.values()))["policies"])
+
+    def label(e: dict) -> str:
+        gone = e.get("runs_left_out")
+        return e["label"] if not gone else \
+            f"{e['label']} (run {', '.join(map(str, gone))} left out: not measured in all)"
     means = []
     for e in comparison.values():
         cells = []
         for p in policies:
             m = e["policies"][p]
             cells.append(_fmt(m["mean"]) + ("" if m["ci"] is None else f" ± {_fmt(m['ci'])}"))
-        means.append([e["label"], *cells])
+        means.append([label(e), *cells])
     vs = []
     for e in comparison.values():
         for p, d in e["vs"].items():
             ratio = "–" if d["ratio"] is None else f"{100 * d['ratio']:+.1f} %"
             ci = "–" if d["ci"] is None else f"± {_fmt(d['ci'])}"
             pv = "–" if d["p"] is None else f"{d['p']:.3f}"
-            vs.append([e["label"], names.get(p, p), _fmt(d["diff"]), ratio, ci, pv,
+            vs.append([label(e), names.get(p, p), _fmt(d["diff"]), ratio, ci, pv,
                        d["verdict"]])
     return (table(["figure", *(names.get(p, p) for p in policies)], means,
                   "l".ljust(len(policies) + 1, "r"), compact=True) + "\n" +

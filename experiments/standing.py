@@ -198,9 +198,12 @@ def _below_aim(entry: dict, against: str, p_key: str) -> tuple[str, bool | None]
     ours = entry["policies"].get(significance.CANDIDATE)
     if not v or v.get(p_key) is None or not base:
         return "–", None
+    gone = entry.get("runs_left_out")
     return (f"{significance.mean_ci_text(ours, 2)} against "
             f"{significance.mean_ci_text(base, 2)}; {_vs_text(v)}, p "
-            f"{'(Holm) ' if p_key == 'p_holm' else ''}{_p(v[p_key])}",
+            f"{'(Holm) ' if p_key == 'p_holm' else ''}{_p(v[p_key])}"
+            + (f"; over {v['n']} runs (run {', '.join(map(str, gone))} not measured in "
+               f"every policy)" if gone else ""),
             v["diff"] < 0 and v[p_key] < significance.ALPHA)
 
 

@@ -57,8 +57,16 @@ def test_compare_pairs_runs_and_renders_every_headline():
     md = sig.markdown(c, names={"srr": "SRR", "ln": "LN", "malb": "MALB"})
     assert "| CPU STDEV across servers (%) | 12.0 ± " in md
     assert "| CPU STDEV across servers (%) | SRR |" in md and "significantly better" in md
-    # a figure missing in some run is left out, not filled in
+    # a figure one policy's run lacks is compared over the other runs, every policy alike,
+    # and says which run it left out; never filled in
     runs["ln"][0]["table3"].pop("video")
+    video = sig.compare(runs)["video_tp"]
+    assert video["runs_left_out"] == [1]
+    assert video["policies"]["malb"]["mean"] == pytest.approx((1610.0 + 1590.0) / 2)
+    assert video["vs"]["ln"]["n"] == 2
+    assert "(run 1 left out: not measured in all)" in sig.markdown(sig.compare(runs))
+    # with fewer than two runs left it is left out
+    runs["srr"][1]["table3"].pop("video")
     assert "video_tp" not in sig.compare(runs)
 
 
