@@ -21,6 +21,7 @@ from slo.predictive import PredictiveSettings, PredictiveState, QueueReading, co
 log = logging.getLogger("malb.slo")
 HISTORY = 300
 MIN_WINDOW_S = 0.5
+MAX_WINDOW_S = 60.0         # the longest window the services' /latency keeps
 
 
 class ServiceLoop:
@@ -114,7 +115,7 @@ class ServiceLoop:
             return None
         seconds = self.window_s if self._last is None else now - self._last[0]
         try:
-            got = self.queue_fn(max(MIN_WINDOW_S, seconds))
+            got = self.queue_fn(min(MAX_WINDOW_S, max(MIN_WINDOW_S, seconds)))
         except Exception as exc:      # noqa: BLE001 -- any failure of the source is "no signal"
             log.warning("%s: queue unreadable: %s", self.service, exc)
             return None
@@ -128,7 +129,8 @@ class ServiceLoop:
             emulated = self.actuator is None or getattr(self.actuator, "emulated", True)
             self.model = observe(self.predictive, self.model, QueueReading(
                 in_flight=int(queue.get("in_flight") or 0),
-                completed=int(queue.get("count") or 0), seconds=now - previous,
+                completed=int(queue.get("count") or 0),
+                seconds=min(MAX_WINDOW_S, now - previous),          # what _queue read
                 cpu_s=self.last_cpu_s), self.state.freq_mhz, self.settings.f_max_mhz,
                 emulated)
         self.model = correct(self.predictive, self.model, sli, count,
