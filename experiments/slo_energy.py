@@ -37,6 +37,7 @@ the loops are compared two ways:
   slowed alike;
 - slo-priced: the same with the priced split (the MHz where a millisecond at the entry
   costs the fewest watts);
+- predictive-priced: the priced split's budgets held by the predictive rule on every loop;
 - slo-whole: one loop per service with the whole target each (the profiler's split paused).
 
 The entry's loop reads its configured SLI (the clients' latency with `sli: client`) under
@@ -87,8 +88,10 @@ GOVERNORS = ("max", "min", "ondemand", "schedutil")
 ONE_LOOP = ("slo", "slo-client", "slo-paper", "slo-predictive")   # one loop
 CLIENT_SLI = ("slo-client", "slo-predictive")         # the loops read the clients' latency
 SHORT_FLOWS = ("controller", "tracker", "switch")     # controller.dataplane.short_flows
-CALL_GRAPH = ("slo-split", "slo-priced", "slo-whole")  # one with an end-to-end objective
-SPLIT_BY = {"slo-split": "uniform", "slo-priced": "priced"}   # the profiler's split
+# a configuration with an end-to-end objective
+CALL_GRAPH = ("slo-split", "slo-priced", "predictive-priced", "slo-whole")
+SPLIT_BY = {"slo-split": "uniform", "slo-priced": "priced",   # the profiler's split
+            "predictive-priced": "priced"}
 COMPARED_POLICIES = (*GOVERNORS, *ONE_LOOP, *CALL_GRAPH)
 FAILED_MS = 10_000.0        # a failed request counts as this slow (the clients' timeout)
 RELAY_EVERY_S = 0.5
@@ -383,7 +386,9 @@ def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
                     "band_mode": "paper" if policy == "slo-paper" else "safe",
                     "margin": PAPER_BAND if policy == "slo-paper" else slo.margin}
         else:
-            body = {"service": name, "policy": "slo" if policy in CALL_GRAPH else policy,
+            rule = "predictive" if policy == "predictive-priced" else \
+                "slo" if policy in CALL_GRAPH else policy
+            body = {"service": name, "policy": rule,
                     "sli": slo.sli, "band_mode": "safe", "margin": slo.margin}
             # the entry holds the whole target; under slo-whole every loop does, under
             # slo-split and slo-priced the profiler sets the others' (their budgets)
@@ -634,7 +639,7 @@ def _loops_table(res: dict) -> list[str]:
             got = [r["result"]["loops"][name] for r in runs if name in r["result"].get(
                 "loops", {})]
             # a governor reads no target: the loop keeps whichever the last policy set
-            target = (over_runs(got, "mean_target_ms", 1, 1) if policy.startswith("slo")
+            target = (over_runs(got, "mean_target_ms", 1, 1) if policy in LOOPS
                       else "–")
             rows.append([policy, name.split("@")[0], target,
                          *(over_runs(got, key, digits, 1) for key, digits in (
@@ -736,7 +741,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", type=choice_list(COMPARED_POLICIES), help=(
         "default: the governors and the loops the configuration runs (one loop: slo, "
         "slo-client, slo-paper, slo-predictive; an end-to-end objective: slo-split, "
-        "slo-priced, slo-whole)"))
+        "slo-priced, predictive-priced, slo-whole)"))
     p.add_argument("--short-flows", choices=SHORT_FLOWS, default="controller", help=(
         "how the switch carries the clients' connections (controller.dataplane.short_flows):"
         " controller (a rule pair per connection from the controller; the default), "

@@ -103,7 +103,7 @@ BAD_INVOCATIONS = [
     (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
     (["experiments.slo_energy", "--policies", "max,turbo", "--out", "{out}"],
      "choose from max, min, ondemand, schedutil, slo, slo-client, slo-paper, "
-     "slo-predictive, slo-split, slo-whole, got 'turbo'"),
+     "slo-predictive, slo-split, slo-priced, predictive-priced, slo-whole, got 'turbo'"),
     (["experiments.slo_energy", "--policies", "max,slo-split", "--out", "{out}"],
      "--policies: slo-split runs on a call graph with an end-to-end objective"),
     (["experiments.slo_energy", "--config", "configs/slo-callgraph.yaml", "--policies", "slo",

@@ -172,7 +172,8 @@ def test_on_a_call_graph_the_governors_act_on_every_loop_and_the_loops_two_ways(
     assert slo_energy.slo_service(cfg).name == "front"
     assert [n for n, _a in slo_energy.loops_of(cfg)] == ["front", "auth", "data", "store"]
     assert slo_energy.default_policies(cfg) == [*slo_energy.GOVERNORS, "slo-split",
-                                                "slo-priced", "slo-whole"]
+                                                "slo-priced", "predictive-priced",
+                                                "slo-whole"]
     ondemand = slo_energy.policy_bodies(cfg, "ondemand")
     assert [b["policy"] for _a, b in ondemand] == ["ondemand"] * 4
     whole = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-whole")}
@@ -184,6 +185,9 @@ def test_on_a_call_graph_the_governors_act_on_every_loop_and_the_loops_two_ways(
     assert split["front"]["sli"] == "client" and split["store"]["sli"] == "service"
     priced = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-priced")}
     assert priced == split                 # the loops alike; the profiler splits otherwise
+    ahead = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "predictive-priced")}
+    assert {b["policy"] for b in ahead.values()} == {"predictive"}
+    assert ahead["front"]["sli"] == "client" and ahead["store"]["sli"] == "service"
 
 
 def test_the_split_policies_tell_the_profiler_how_to_split():
@@ -213,6 +217,7 @@ def test_the_split_policies_tell_the_profiler_how_to_split():
         stack = type("St", (), {"cfg": parse_config(data)})()
         for policy, want in (("slo-split", {"active": True, "split": "uniform"}),
                              ("slo-priced", {"active": True, "split": "priced"}),
+                             ("predictive-priced", {"active": True, "split": "priced"}),
                              ("slo-whole", {"active": False})):
             sent.clear()
             slo_energy.apply_policy(stack, policy)
