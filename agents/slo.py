@@ -1,7 +1,8 @@
 """The host SLO loop inside the agent (SLO-AEEM, Song et al.): for each microservice with an
 SLO that runs on this server, a slo.loop.ServiceLoop whose SLI is the service's GET /latency
 (read in the container's network namespace) or what its clients report (`slo.sli: client`,
-slo/client_sli.py), whose CPU time is its cgroup's and whose actuator is cpufreq on the
+slo/client_sli.py), whose queue (for the predictive rule) is the same GET /latency's
+in_flight and count, whose CPU time is its cgroup's and whose actuator is cpufreq on the
 server's pinned cores where the machine has it, else the container's CPU quota (emulated).
 REST: GET /slo, PUT /slo, POST /slo/observations; Prometheus metrics in the agent's
 /metrics."""
@@ -25,6 +26,7 @@ from slo.actuators import SYSFS_CPU, ActuatorError, QuotaFrequency, SysfsFrequen
     cgroup_cpu_dir
 from slo.client_sli import ClientLatencies, parse_observations
 from slo.frequency_controller import LoopSettings
+from slo.predictive import PredictiveSettings
 from slo.energy import CorePowerModel, Rapl
 from slo.loop import ServiceLoop
 
@@ -115,7 +117,10 @@ class SloRunner:
                 self._sli_function(ms.name, probe),
                 probe.cpu_seconds, cores=max(1, len(srv.cores)),
                 capacity_cores=self._base_cores(srv), window_s=lc.window_s,
-                power=CorePowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl)
+                power=CorePowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl,
+                policy=lc.policy, queue_fn=probe.latency, predictive=PredictiveSettings(
+                    work_scv=lc.predictive.work_scv, offset_gain=lc.predictive.offset_gain,
+                    max_down_steps=lc.predictive.max_down_steps))
         self._stop = threading.Event()
         self._thread = None
         self._metrics(registry)

@@ -358,7 +358,7 @@ averaged over timestamps; CPU, memory, network in % of capacity, energy in W)
 p99 of RT over each run's completed requests, averaged over the runs; failed per policy)
 
 {t3}{balancing_cost_markdown(per_policy, opts)}
-Plots: fig3.png, cpu_timeline.png (CPU per server over time, first run{
+Plots: fig3.png (and .svg), cpu_timeline.png (CPU per server over time, first run{
     " with its raw data here" if sources else ""}), response_times.png
 (response-time CDFs{", of the runs with their raw data here" if sources else ""}). Raw data: {raw}.
 """
@@ -841,15 +841,25 @@ def main(argv=None) -> int:
         commit = f"{started}, resumed at {commit}"
     # a termination signal unwinds like ^C: the stack and any antagonist come down
     signal.signal(signal.SIGTERM, _interrupt)
+    took: list[float] = []              # wall seconds of each run played here
+    total, count = len(policies) * args.runs, 0
     try:
         for run in range(args.first_run, args.first_run + args.runs):
             order = protocol.run_order(policies, run)
             for position, policy in enumerate(order):
+                count += 1
                 done = finished_run(out_dir, policy, run, args) if args.resume else None
                 if done is not None:
                     print(f"[{policy} run {run}] finished before; read back", flush=True)
+                else:
+                    print(f"[comparison] {count} of {total}: {policy} run {run}; "
+                          f"{protocol.eta_text(took, total - count + 1, per_run_s)}",
+                          flush=True)
+                    began = time.time()
                 per_policy[policy].append(done or run_one(policy, run, args, out_dir,
                                                           position))
+                if done is None:
+                    took.append(time.time() - began)
     except KeyboardInterrupt:
         # the stack of the run under way came down on its way out (Stack.__exit__)
         print(f"\n[comparison] interrupted; the runs that finished are in {out_dir}",

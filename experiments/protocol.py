@@ -3,11 +3,14 @@
 Holds DESIGN and EVALUATION (the two seed ranges, docs/evaluation.md defines their use;
 RANGES names them), range_of (the range a seed is in), spans (1, 2, 3, 7 -> "1-3, 7"),
 describe_seeds (one phrase for a summary, e.g. "schedule seeds 1001-1005 (evaluation
-range)") and run_order (the order the contestants play run k in, rotated run by run). A
+range)"), run_order (the order the contestants play run k in, rotated run by run) and
+eta_text (what is left of a series of runs, by the runs so far). A
 policy is tuned on design seeds only; figures that claim how well it does come from
 evaluation seeds it was never run on while it was being changed.
 """
 from __future__ import annotations
+
+import time
 
 DESIGN = range(1, 1000)              # seeds 1-999: try, tune, debug
 EVALUATION = range(1000, 10000)      # seeds 1000-9999: report
@@ -54,3 +57,14 @@ def run_order(contestants: list[str], run: int) -> list[str]:
     warmer machine) falls on every one of them alike instead of always on the last."""
     k = (run - 1) % len(contestants)
     return list(contestants[k:]) + list(contestants[:k])
+
+
+def eta_text(took_s: list[float], remaining: int, guess_s: float) -> str:
+    """What is left of a series of runs, `remaining` of them including the one starting:
+    by the mean of the runs played so far (`took_s`), else by `guess_s` a run; with the
+    clock time it should end."""
+    per_run = sum(took_s) / len(took_s) if took_s else guess_s
+    left = max(0, remaining) * per_run
+    end = time.strftime("%H:%M", time.localtime(time.time() + left))
+    how = f"{len(took_s)} run(s) so far" if took_s else "the estimate"
+    return f"about {left / 60:.0f} min left by {how}, ending about {end}"

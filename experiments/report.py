@@ -12,6 +12,7 @@ CPU), the CSV files and the plots.
 from __future__ import annotations
 
 import csv
+import math
 import os
 
 from common.markdown import number, table
@@ -166,33 +167,43 @@ def write_csvs(results: dict[str, dict], out_dir: str) -> list[str]:
 
 
 def plot_fig3(results: dict[str, dict], path: str) -> None:
+    """Fig. 3 as horizontal bars, a row per policy (readable for ten and more), each
+    resource on its own scale (network use goes well past 100 %), the legend below the
+    panels; written as PNG at `path` and as SVG beside it."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     pols = list(results)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     bars = (("average", "average (all servers)", "#8da0cb"),
             ("worst_case", "worst case, all servers", "#66c2a5"),
             ("most_loaded_worst_case", "worst case, most loaded server", "#a56cc1"))
-    width = 0.26
+    height = 0.26
+    inches = 1.6 + 0.62 * len(pols)
+    fig, axes = plt.subplots(1, 2, figsize=(12, inches), sharey=True)
     for ax, r in zip(axes, ("cpu", "net")):
+        top = 0.0
         for k, (key, label, colour) in enumerate(bars):
             vals = [(results[p]["fig3"].get(r) or {}).get(key) or 0 for p in pols]
-            xs = [i + (k - 1) * width for i in range(len(pols))]
-            ax.bar(xs, vals, width, label=label, color=colour)
-            for x, v in zip(xs, vals):
-                ax.text(x, v + 0.8, f"{v:.0f}", ha="center", fontsize=8)
-        ax.axhline(70, color="#d62728", linestyle="--", linewidth=1, label="elasticity threshold")
-        ax.set_xticks(range(len(pols)), [POLICY_NAMES.get(p, p) for p in pols])
-        ax.set_title(f"{RESOURCE_NAMES[r]} use (% of server capacity)")
-        ax.set_ylim(0, max(100, ax.get_ylim()[1]))
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("percent")
-    axes[1].legend(fontsize=8, loc="upper right")
+            ys = [i + (k - 1) * height for i in range(len(pols))]
+            ax.barh(ys, vals, height, label=label, color=colour)
+            for y, v in zip(ys, vals):
+                ax.text(v, y, f" {v:.0f}", va="center", fontsize=7)
+            top = max([top, *vals])
+        ax.axvline(70, color="#d62728", linestyle="--", linewidth=1,
+                   label="elasticity threshold (70 %)")
+        ax.set_yticks(range(len(pols)), [POLICY_NAMES.get(p, p) for p in pols], fontsize=9)
+        ax.set_title(f"{RESOURCE_NAMES[r]} use (% of server capacity)", fontsize=10)
+        ax.set_xlim(0, max(100.0, top * 1.12))       # room for the values at the bars' ends
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_xlabel("percent")
+    axes[0].invert_yaxis()                           # the first policy on top (shared axis)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle("Provider side: average and worst-case (top 3 % of samples) use")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.35 / inches, 1, 1))   # the legend's strip at the bottom
     fig.savefig(path, dpi=120)
+    fig.savefig(os.path.splitext(path)[0] + ".svg")
     plt.close(fig)
 
 
@@ -242,7 +253,12 @@ def plot_response_times(requests: dict[str, list[dict]], path: str) -> None:
         ax.set_xlabel("response time (ms)")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("fraction of requests")
-    axes[0, -1].legend(fontsize=8)
-    fig.tight_layout()
+    # the legend below the panels, not over the curves (ten policies fill a panel)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    rows = math.ceil(len(labels) / 5)
+    fig.set_size_inches(3.6 * len(classes), 3.4 + 0.25 * rows)
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, (0.3 + 0.25 * rows) / (3.4 + 0.25 * rows), 1, 1))
     fig.savefig(path, dpi=110)
+    fig.savefig(os.path.splitext(path)[0] + ".svg")
     plt.close(fig)

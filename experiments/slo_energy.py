@@ -19,14 +19,25 @@ the profile is played:
   a relay here reads the load generators' records as they are written and reports each
   finished request to the agent, POST /slo/observations; a failed one as FAILED_MS);
 - slo-paper: the SLO loop with the paper's literal band (10 % of the SLI around the SLO,
-  whatever the configured margin).
+  whatever the configured margin);
+- slo-predictive: the predictive loop (slo/predictive.py: the frequency from the service's
+  queue, arrival rate and work per request, before the tail shows), corrected by the
+  clients' latency as slo-client reads it.
+
+`--short-flows` says how the switch carries the clients' connections to the service:
+`controller` (a rule pair per connection from the controller, the default), `tracker` or
+`switch` (data-plane mode: no packet to the controller), as controller.dataplane.short_flows.
 
 On a call graph (a configuration whose entry has `slo.scope: end-to-end`, e.g.
 configs/slo-callgraph.yaml: a loop on every service), the governors act on every loop and
 the loops are compared two ways:
 
 - slo-split: the profiler splits the entry's end-to-end target into budgets, the targets of
-  the loops below it (slo/budgets.py, profiler/budget_feeder.py);
+  the loops below it (slo/budgets.py, profiler/budget_feeder.py), every service's own part
+  slowed alike;
+- slo-priced: the same with the priced split (the MHz where a millisecond at the entry
+  costs the fewest watts);
+- predictive-priced: the priced split's budgets held by the predictive rule on every loop;
 - slo-whole: one loop per service with the whole target each (the profiler's split paused).
 
 The entry's loop reads its configured SLI (the clients' latency with `sli: client`) under
@@ -37,7 +48,11 @@ and energy per request; the share of control intervals over the SLO, at the serv
 loop's own SLI) and at the client (the same percentile over the same window of the
 requests the clients saw end in it), over all intervals and at the stable load (outside
 the settling window after each change of load); p50/p95/p99 at the client, frequency
-changes per minute, settling time after the step up. With --runs N the policies are played
+changes per minute, settling time after the step up; and where the clients' time goes: the
+handshake (the switch, the controller for a new flow, the server's kernel), the time at the
+server (from the connection made to the answer's first byte: the listen queue, the
+service's threads, its work, the network both ways) and the service's own time (its
+histogram, read each period through the agent's GET /probes). With --runs N the policies are played
 N times, interleaved (run k of every policy before run k + 1 of any, the order rotated by
 one place per run, run k's load on seed + k): each figure is a mean with its 95 % interval,
 and each SLO loop is tested against max, ondemand and schedutil paired by run (energy,
@@ -51,6 +66,7 @@ import csv
 import glob
 import io
 import json
+import math
 import os
 import sys
 import threading
@@ -69,14 +85,21 @@ from experiments.stack import Stack
 
 DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
 GOVERNORS = ("max", "min", "ondemand", "schedutil")
-ONE_LOOP = ("slo", "slo-client", "slo-paper")          # a configuration with one loop
-CALL_GRAPH = ("slo-split", "slo-whole")                # one with an end-to-end objective
+ONE_LOOP = ("slo", "slo-client", "slo-paper", "slo-predictive")   # one loop
+CLIENT_SLI = ("slo-client", "slo-predictive")         # the loops read the clients' latency
+SHORT_FLOWS = ("controller", "tracker", "switch")     # controller.dataplane.short_flows
+# a configuration with an end-to-end objective
+CALL_GRAPH = ("slo-split", "slo-priced", "predictive-priced", "slo-whole")
+SPLIT_BY = {"slo-split": "uniform", "slo-priced": "priced",   # the profiler's split
+            "predictive-priced": "priced"}
 COMPARED_POLICIES = (*GOVERNORS, *ONE_LOOP, *CALL_GRAPH)
 FAILED_MS = 10_000.0        # a failed request counts as this slow (the clients' timeout)
 RELAY_EVERY_S = 0.5
 MAX_REPORT = 5_000          # requests per report (slo/client_sli.py takes up to 10,000)
 PROFILES = ("step", "ramp")
 STABLE_AFTER_S = 15.0       # intervals this soon after a change of load are settling
+CALIBRATION_FACTOR = 1.2    # a target: the maximum's worst stable client tail x this,
+CALIBRATION_STEP_MS = 5.0   # rounded up to a multiple of this
 PAPER_BAND = 0.10            # SLO-AEEM's Band_T = 10 % of TL_T
 PAPER = ("SLO-AEEM (Song et al.), Table 2: 1.6 GHz against 2.1 GHz fixed, p90 86 vs 63 ms, "
          "12.6 % less CPU power (the paper: \"~15 %\"), 18.6 % less throughput (closed-loop "
@@ -222,9 +245,29 @@ def client_sli(requests: list[dict], t0: float, t: float, window_s: float,
     return quantile(values, percentile / 100, is_sorted=True)
 
 
+def time_split(requests: list[dict], service_rows: list[dict]) -> dict:
+    """Where the clients' time went: the handshake's p95 (connection made), the p95 at the
+    server (connection made to the answer's first byte), each over the requests that got
+    that far; and the service's own p50 and p99, the median over the periods that had
+    requests of its histogram's per-period values (service_rows: GET /probes readings)."""
+    def p95(values):
+        values = sorted(values)
+        return round(quantile(values, 0.95, is_sorted=True), 2) if values else None
+
+    def median(key):
+        values = sorted(r[key] for r in service_rows if r.get(key) is not None)
+        return round(quantile(values, 0.5, is_sorted=True), 2) if values else None
+    return {
+        "connect_p95_ms": p95(1000 * (float(q["connected"]) - float(q["started"]))
+                              for q in requests if q.get("connected")),
+        "server_p95_ms": p95(1000 * (float(q["first_byte"]) - float(q["connected"]))
+                             for q in requests if q.get("connected") and q.get("first_byte")),
+        "service_p50_ms": median("p50_ms"), "service_p99_ms": median("p99_ms")}
+
+
 def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: list[dict],
             ramp: bool, t0: float = 0.0, window_s: float = 5.0,
-            percentile: float = 95.0) -> dict:
+            percentile: float = 95.0, service_rows: list[dict] | None = None) -> dict:
     """Per-policy figures from the loop's per-period rows (t from the profile's start at
     t0, sli_ms, samples, freq_mhz, energy_j) and the clients' requests; each row judged at
     the service (its sli_ms) and at the client (client_sli over the loop's window)."""
@@ -243,10 +286,6 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
     steady_client = [r for r in at_client if stable(r)]
     over = [r for r in judged if r["sli_ms"] > target_ms]
     ok = sorted(float(q["latency_s"]) * 1000 for q in requests if not q["error"])
-    # the TCP handshake alone (the switch, the controller for a new flow, the server's
-    # kernel): the part of the clients' latency that no frequency of the service changes
-    connects = sorted(1000 * (float(q["connected"]) - float(q["started"]))
-                      for q in requests if q.get("connected"))
     energy = rows[-1]["energy_j"] - rows[0]["energy_j"] if len(rows) > 1 else None
     freq_changes = sum(1 for a, b in zip(rows, rows[1:]) if a["freq_mhz"] != b["freq_mhz"])
     settle = None
@@ -263,7 +302,7 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
         "p50_ms": quantile(ok, 0.5, is_sorted=True), "p95_ms": quantile(ok, 0.95,
                                                                          is_sorted=True),
         "p99_ms": quantile(ok, 0.99, is_sorted=True),
-        "connect_p95_ms": quantile(connects, 0.95, is_sorted=True) if connects else None,
+        **time_split(requests, service_rows or []),
         "energy_j": None if energy is None else round(energy, 2),
         "energy_per_request_mj": None if energy is None or not ok else
         round(1000 * energy / len(ok), 3),
@@ -305,6 +344,32 @@ class LoopWatcher:
         return doc
 
 
+class ServiceWatcher:
+    """The judged service's own latency as its histogram has it: each of its instances'
+    reading through its agent's GET /probes over the last period (count, p50, p99 and the
+    requests in flight), kept with the time it was read (Unix seconds)."""
+
+    def __init__(self, cfg, service: str, period_s: float):
+        self.period_s = min(60.0, max(0.1, period_s))
+        self.targets = [(cfg.server(i.server).agent_url, i.container)
+                        for i in cfg.instances_of(service)]
+        self.rows: list[dict] = []
+
+    def poll(self) -> None:
+        for agent, container in self.targets:
+            try:
+                doc = get_json(f"{agent}/probes?window_s={self.period_s:g}", 5.0)
+            except HttpError:
+                continue        # a reading missed: the medians are over the others
+            for entry in (doc.get("instances") or {}).values():
+                if entry.get("container") == container and entry.get("error") is None \
+                        and entry.get("count"):
+                    self.rows.append({"time": entry.get("time"), "count": entry["count"],
+                                      "p50_ms": entry.get("p50_ms"),
+                                      "p99_ms": entry.get("p99_ms"),
+                                      "in_flight": entry.get("in_flight")})
+
+
 def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
     """(agent URL, PUT /slo body) for every loop under `policy`."""
     entry = slo_service(cfg)
@@ -314,15 +379,19 @@ def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
         if entry.slo.scope != "end-to-end":
             # slo-paper is the paper's rule as written: its band is 10 % of the SLI,
             # whatever margin the configuration gives the safe rule
-            body = {"service": name, "policy": "slo" if policy.startswith("slo") else policy,
-                    "sli": "client" if policy == "slo-client" else "service",
+            rule = "predictive" if policy == "slo-predictive" else \
+                "slo" if policy.startswith("slo") else policy
+            body = {"service": name, "policy": rule,
+                    "sli": "client" if policy in CLIENT_SLI else "service",
                     "band_mode": "paper" if policy == "slo-paper" else "safe",
                     "margin": PAPER_BAND if policy == "slo-paper" else slo.margin}
         else:
-            body = {"service": name, "policy": "slo" if policy in CALL_GRAPH else policy,
+            rule = "predictive" if policy == "predictive-priced" else \
+                "slo" if policy in CALL_GRAPH else policy
+            body = {"service": name, "policy": rule,
                     "sli": slo.sli, "band_mode": "safe", "margin": slo.margin}
             # the entry holds the whole target; under slo-whole every loop does, under
-            # slo-split the profiler sets the others' (their budgets)
+            # slo-split and slo-priced the profiler sets the others' (their budgets)
             if name == entry.name or policy == "slo-whole":
                 body["target_ms"] = entry.slo.target_ms
         out.append((agent, body))
@@ -332,9 +401,10 @@ def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
 def apply_policy(st: Stack, policy: str) -> None:
     entry, token = slo_service(st.cfg), st.cfg.security.token
     if entry.slo.scope == "end-to-end":
-        put_json(f"{st.cfg.profiler.url}/budgets", {"entry": entry.name,
-                                                     "active": policy == "slo-split"},
-                 5.0, token=token)
+        body = {"entry": entry.name, "active": policy in SPLIT_BY}
+        if policy in SPLIT_BY:
+            body["split"] = SPLIT_BY[policy]
+        put_json(f"{st.cfg.profiler.url}/budgets", body, 5.0, token=token)
     for agent, body in policy_bodies(st.cfg, policy):
         put_json(f"{agent}/slo", body, 5.0, token=token)
 
@@ -380,6 +450,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     with open(path, "w") as fh:
         json.dump(spec, fh)
     watchers = [LoopWatcher(url, name) for name, url in loops_of(st.cfg)]   # svc's first
+    own_time = ServiceWatcher(st.cfg, svc.name, opts.period)
     seconds = sum(p["seconds"] for p in phases)
     start = time.time() + 2
     # the clients' files of this tag only ("slo" is a prefix of "slo-client")
@@ -394,6 +465,8 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
                 doc = [w.poll() for w in watchers][0]
             except (HttpError, KeyError) as exc:
                 raise RuntimeError(f"an agent's SLO loop does not answer: {exc}") from None
+            if time.time() >= t0:
+                own_time.poll()
             time.sleep(min(2.0, opts.period))
             if opts.progress:
                 print(f"\r[slo] {tag}: {time.time() - t0:5.0f}/{seconds:.0f} s, "
@@ -417,8 +490,10 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["t"])
         w.writeheader()
         w.writerows(rows)
+    measured = [r for r in own_time.rows if r["time"] is not None
+                and t0 <= r["time"] <= t0 + seconds]
     result = analyse(rows, requests, svc.slo.target_ms, phases, profile == "ramp", t0,
-                     st.cfg.agents.slo.window_s, svc.slo.percentile)
+                     st.cfg.agents.slo.window_s, svc.slo.percentile, measured)
     result["client_reports"] = {"requests": relay.sent, "failed_posts": relay.errors}
     if len(watchers) > 1:
         result["loops"] = {f"{w.service}@{w.url}": loop_figures(w.rows, mono0, mono0 + seconds)
@@ -432,6 +507,9 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
 
 def run(opts, data: dict, out_dir: str, log=print) -> dict:
     out: dict = {}
+    data = {**data, "controller": {**data.get("controller", {}), "dataplane": {
+        **(data.get("controller") or {}).get("dataplane", {}),
+        "short_flows": opts.short_flows}}}
     cfg = parse_config_file_data(data, config_path(opts.config))
     # a call graph's objective is split by the profiler
     call_graph = slo_service(cfg).slo.scope == "end-to-end"
@@ -462,7 +540,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
             "service": svc.name, "loops": [name for name, _a in loops],
             "slo": {"target_ms": svc.slo.target_ms, "percentile": svc.slo.percentile,
                     "margin": svc.slo.margin, "scope": svc.slo.scope, "sli": svc.slo.sli},
-            "testbed": backend}
+            "testbed": backend, "short_flows": opts.short_flows}
 
 
 # the summary's columns: (result key, label, digits, scale: 100 for shares shown in %);
@@ -474,13 +552,29 @@ TABLE = (("energy_j", "energy J", 1, 1), ("energy_per_request_mj", "mJ/request",
          ("client_stable_within_slo_share", "% within SLO at the client (stable)", 1, 100),
          ("client_stable_max_ms", "worst stable client p ms", 1, 1),
          ("p50_ms", "p50 ms", 1, 1), ("p95_ms", "p95 ms", 1, 1), ("p99_ms", "p99 ms", 1, 1),
-         ("connect_p95_ms", "connect p95 ms", 1, 1),
+         ("connect_p95_ms", "handshake p95 ms", 1, 1),
+         ("server_p95_ms", "at the server p95 ms", 1, 1),
+         ("service_p50_ms", "service's own p50 ms", 1, 1),
+         ("service_p99_ms", "service's own p99 ms", 1, 1),
          ("mean_freq_mhz", "mean MHz", 0, 1), ("freq_changes_per_min", "changes/min", 1, 1),
          ("settling_s", "settling s", 1, 1), ("failed", "failed", 0, 1))
 # the loop's figures tested against each governor, paired by run: (figure, better)
 TESTED = (("energy_j", "lower"), ("energy_per_request_mj", "lower"),
           ("client_stable_within_slo_share", "higher"))
 LOOPS = (*ONE_LOOP, *CALL_GRAPH)
+
+
+def calibrated_target(res: dict) -> tuple[float, float] | None:
+    """(the fixed maximum's worst stable client percentile over all its runs, the target
+    the calibration rule takes from it), or None without such a run: a target the maximum
+    meets on every load it was calibrated on, with room (docs/slo.md, the protocols)."""
+    worst = [r["result"].get("client_stable_max_ms") for r in res.get("max", [])]
+    worst = [w for w in worst if w is not None]
+    if not worst:
+        return None
+    top = max(worst)
+    step = CALIBRATION_STEP_MS
+    return top, step * math.ceil(CALIBRATION_FACTOR * top / step - 1e-9)
 
 
 def over_runs(results: list[dict], key: str, digits: int, scale: float) -> str:
@@ -506,8 +600,9 @@ def paired_tests(res: dict) -> list[list]:
     split budgets against the whole target on every loop."""
     rows = []
     for loop in (p for p in LOOPS if p in res):
-        against = ("max", "ondemand", "schedutil", *(("slo-whole",) if loop == "slo-split"
-                                                     else ()))
+        against = ("max", "ondemand", "schedutil",
+                   *(("slo-whole",) if loop in SPLIT_BY else ()),
+                   *(("slo-split",) if loop == "slo-priced" else ()))
         for base in (p for p in against if p in res):
             n = min(len(res[loop]), len(res[base]))
             if n < 2:
@@ -544,12 +639,13 @@ def _loops_table(res: dict) -> list[str]:
             got = [r["result"]["loops"][name] for r in runs if name in r["result"].get(
                 "loops", {})]
             # a governor reads no target: the loop keeps whichever the last policy set
-            target = (over_runs(got, "mean_target_ms", 1, 1) if policy.startswith("slo")
+            target = (over_runs(got, "mean_target_ms", 1, 1) if policy in LOOPS
                       else "–")
             rows.append([policy, name.split("@")[0], target,
                          *(over_runs(got, key, digits, 1) for key, digits in (
                              ("mean_freq_mhz", 0), ("energy_j", 1)))])
-    return ["Per loop (its mean target: the budget under slo-split; the governors use none):",
+    return ["Per loop (its mean target: the budget under slo-split and slo-priced; the "
+            "governors use none):",
             "",
             table(["policy", "service", "mean target ms", "mean MHz", "energy J"], rows,
                   "llrrr", compact=True)]
@@ -561,7 +657,8 @@ def summary_markdown(doc: dict, opts) -> str:
     act = doc["loop"]["actuator"]
     lines = ["# SLO-driven frequency against fixed and ondemand (SLO-AEEM, Song et al.)", "",
              f"Command: `{doc['command']}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
-             f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
+             f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath, "
+             f"short flows: {doc.get('short_flows', 'controller')}; "
              f"service {doc['service']}, SLO p{doc['slo']['percentile']:g} <= "
              f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %"
              f"{_scope_text(doc)}); "
@@ -589,6 +686,13 @@ def summary_markdown(doc: dict, opts) -> str:
                       table(["policy", "figure", "against", "difference", "ratio",
                              "95 % interval", "p", "verdict"], tests, "lllrrrrl",
                             compact=True)]
+        target = calibrated_target(res)
+        if target is not None:
+            lines += [f"Calibration: the fixed maximum's worst stable p"
+                      f"{doc['slo']['percentile']:g} at the client over its "
+                      f"{len(res['max'])} run(s) was {target[0]:g} ms; the rule "
+                      f"({CALIBRATION_FACTOR:g} x that, rounded up to "
+                      f"{CALIBRATION_STEP_MS:g} ms) gives a target of {target[1]:g} ms.", ""]
     lines += [f"{PAPER}.", "",
               "Control intervals are the loop's periods with an SLI (enough requests in its "
               "window); at the client, the same percentile over the same window of the "
@@ -636,7 +740,12 @@ def parser() -> argparse.ArgumentParser:
                    help="service with an SLO and its pinned server (default configs/slo.yaml)")
     p.add_argument("--policies", type=choice_list(COMPARED_POLICIES), help=(
         "default: the governors and the loops the configuration runs (one loop: slo, "
-        "slo-client, slo-paper; an end-to-end objective: slo-split, slo-whole)"))
+        "slo-client, slo-paper, slo-predictive; an end-to-end objective: slo-split, "
+        "slo-priced, predictive-priced, slo-whole)"))
+    p.add_argument("--short-flows", choices=SHORT_FLOWS, default="controller", help=(
+        "how the switch carries the clients' connections (controller.dataplane.short_flows):"
+        " controller (a rule pair per connection from the controller; the default), "
+        "tracker, or switch (data-plane mode: no packet to the controller)"))
     p.add_argument("--profiles", type=choice_list(PROFILES), default=list(PROFILES))
     p.add_argument("--low", type=positive_float, default=30.0,
                    help="requests per second at low load (default 30)")

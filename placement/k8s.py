@@ -3,17 +3,21 @@ affinity in the manifests): per microservice a Deployment and a Service, with re
 nodeAffinity on the plan's servers, required podAntiAffinity (one replica per node) and
 preferred podAffinity towards its heaviest peers; pods that run: the image (with a registry
 prefix), the service's command, its environment, resources from its servers' shares, probes
-on /health, and the annotations Prometheus scrapes pods by (docs/placement.md, "Kubernetes
-export").
+on /health, the annotations Prometheus scrapes pods by, and the restricted Pod Security
+Standard's settings (no root, no privilege escalation, no capabilities, a read-only root
+filesystem, the runtime's seccomp profile) (docs/placement.md, "Kubernetes export").
 
 - manifests: plain data in, plain dicts out;
 - container_spec: one microservice's container, as the Deployment holds it;
 - resources: its requests and limits from the configuration;
 - scrape_annotations: the pod annotations by which Prometheus finds its metrics;
-- to_yaml: them as one multi-document YAML stream for ``kubectl apply -f``.
+- POD_SECURITY, CONTAINER_SECURITY: the securityContexts every pod and container gets;
+- to_yaml: them as one multi-document YAML stream for ``kubectl apply -f``, without
+  anchors or aliases.
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
@@ -25,6 +29,13 @@ SERVER_LABEL = "malb/server"         # which server a node is: kubectl label nod
 MAX_AFFINITY_TERMS = 5       # the heaviest peers of each microservice
 WORKDIR = "/opt/malb"        # where the image has the services (images/service)
 MIN_MILLICORES, MIN_MEMORY_MB = 10, 16
+# Kubernetes' "restricted" Pod Security Standard: the services need no root (they listen
+# on ports above 1024), no capability and write no file
+NOBODY = 65534
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "capabilities": {"drop": ["ALL"]}}
 
 
 # a registry host (with its port) and an optional path, as in an image reference
@@ -84,7 +95,8 @@ def container_spec(cfg: Config, layout: dict[str, list[str]], m,
     container = {"name": m.name, "image": image_ref(m.image, registry),
                  "imagePullPolicy": "IfNotPresent", "workingDir": WORKDIR, "command": command,
                  "ports": [{"containerPort": m.port, "protocol": m.protocol.upper()}],
-                 "env": env, "resources": resources(cfg, layout, m.name)}
+                 "env": env, "resources": resources(cfg, layout, m.name),
+                 "securityContext": copy.deepcopy(CONTAINER_SECURITY)}
     if m.protocol == "tcp":       # our services answer GET /health over HTTP
         probe = {"httpGet": {"path": "/health", "port": m.port}, "timeoutSeconds": 2}
         container["readinessProbe"] = {**probe, "periodSeconds": 2, "failureThreshold": 2}
@@ -137,6 +149,7 @@ def manifests(cfg: Config, layout: dict[str, list[str]], graph: dict,
                      "template": {"metadata": {"labels": labels,
                                                "annotations": scrape_annotations(m.port)},
                                   "spec": {"affinity": affinity,
+                                           "securityContext": copy.deepcopy(POD_SECURITY),
                                            "containers": [container]}}}})
         out.append({
             "apiVersion": "v1", "kind": "Service",
@@ -155,5 +168,12 @@ def scrape_annotations(port: int) -> dict:
 
 
 def to_yaml(docs: list[dict]) -> str:
+    """The documents as one YAML stream; an object used twice (a Deployment's labels, for
+    one) written out twice, not as an anchor and an alias (&id001, *id001), which some
+    tools that read manifests do not follow."""
     import yaml   # deferred: PyYAML, only for the export
-    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data) -> bool:
+            return True
+    return "".join("---\n" + yaml.dump(d, Dumper=Plain, sort_keys=False) for d in docs)

@@ -6,9 +6,11 @@ For every microservice whose `slo.scope` is `end-to-end` (the configuration chec
 service it calls has a loop), each period:
 
 1. GET /slo of every agent: each loop's latency reading (its SLI; for a service with
-   replicas, the slowest of them) and its current target;
+   replicas, the slowest of them, with that replica's frequency and busy share) and its
+   current target;
 2. the planner smooths the readings, takes each call's latency from the profiler's graph
-   (its callers' p95) and splits the objective (slo.budgets.split);
+   (its callers' p95) and splits the objective (slo.budgets.split, or priced_split with
+   `slo.split: priced`);
 3. PUT /slo {"service", "target_ms"} to every agent running a loop of a service whose budget
    moved by slo.budgets.RESEND_SHARE or whose loop holds another target (a new replica, a
    restarted agent, a hand-made change), and to the entry's when it holds another than the
@@ -16,19 +18,21 @@ service it calls has a loop), each period:
 
 - objectives(cfg): the configuration's end-to-end objectives;
 - BudgetFeeder: the loop above; status() is GET /budgets, change() is PUT /budgets (an
-  objective's target, or whether the profiler sets its loops' targets at all).
+  objective's target, its split, or whether the profiler sets its loops' targets at all).
 """
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 from prometheus_client import Counter, Gauge
 
 from common.config.checks import reachable
 from common.httpjson import BadRequest, HttpError, get_json, put_json, quote
 from common.numbers import is_finite
-from slo.budgets import BudgetPlanner, Objective
+from slo.budgets import SPLITS, BudgetPlanner, Objective
+from slo.energy import CorePowerModel
 
 log = logging.getLogger("malb.profiler.budgets")
 # a target an agent reports within this of what was sent is the one sent (JSON rounding)
@@ -43,7 +47,11 @@ def objectives(cfg) -> list[Objective]:
         names = [m.name, *reachable(cfg.microservices, m.name)]
         calls = {n: [(c.service, c.count) for c in cfg.microservice(n).calls]
                  for n in names}
-        out.append(Objective(m.name, m.slo.target_ms, calls))
+        # the priced split's watts: the entry's server's frequency range (the model sets
+        # the scale; what it compares is V(f) and f)
+        freq = cfg.server(cfg.instances_of(m.name)[0].server).frequency
+        out.append(Objective(m.name, m.slo.target_ms, calls, m.slo.split,
+                             CorePowerModel(freq.min_mhz, freq.max_mhz), freq.step_mhz))
     return out
 
 
@@ -73,10 +81,11 @@ class BudgetFeeder:
                               registry=registry)
 
     def read_loops(self, errors: list[str]) -> tuple[dict[str, float],
-                                                      dict[str, dict[str, float]]]:
+                                                      dict[str, dict[str, float]],
+                                                      dict[str, tuple]]:
         """(latency ms per service: the slowest replica's reading, {service: {agent URL:
-        its loop's target}}) from every agent's GET /slo; an agent that does not answer is
-        in errors."""
+        its loop's target}}, {service: (frequency MHz, busy share) of that replica}) from
+        every agent's GET /slo; an agent that does not answer is in errors."""
         timeout = self.cfg.profiler.agent_timeout_s
 
         def fetch(server):
@@ -86,15 +95,18 @@ class BudgetFeeder:
                 return server, None, f"{server.name}: GET /slo: {exc}"
         latency: dict[str, float] = {}
         targets: dict[str, dict[str, float]] = {}
+        ran_at: dict[str, tuple] = {}
         for server, answer, err in self.fetcher.map(fetch, self.cfg.servers):
             if err:
                 errors.append(err)
                 continue
             for name, loop in ((answer or {}).get("services") or {}).items():
                 targets.setdefault(name, {})[server.agent_url] = loop["slo"]["target_ms"]
-                if loop.get("sli_ms") is not None:
-                    latency[name] = max(latency.get(name, 0.0), float(loop["sli_ms"]))
-        return latency, targets
+                if loop.get("sli_ms") is not None and \
+                        float(loop["sli_ms"]) >= latency.get(name, 0.0):
+                    latency[name] = float(loop["sli_ms"])
+                    ran_at[name] = (loop.get("frequency_mhz"), loop.get("load"))
+        return latency, targets, ran_at
 
     def step(self, now: float, graph: dict) -> None:
         """One period: graph is the profiler's GET /graph answer. The agents are read
@@ -103,13 +115,13 @@ class BudgetFeeder:
         if not self.planners:
             return
         errors: list[str] = []
-        latency, targets = self.read_loops(errors)
+        latency, targets, ran_at = self.read_loops(errors)
         with self.lock:
             self.errors, self.time = errors, now
-            self._step(now, graph, latency, targets)
+            self._step(now, graph, latency, targets, ran_at)
 
     def _step(self, now: float, graph: dict, latency: dict[str, float],
-              targets: dict[str, dict[str, float]]) -> None:
+              targets: dict[str, dict[str, float]], ran_at: dict[str, tuple]) -> None:
         edges = {(e["caller"], e["callee"]): e["rt_p95_ms"] for e in graph.get("edges", ())
                  if e.get("rt_p95_ms") is not None}
         for planner in self.planners:
@@ -126,9 +138,10 @@ class BudgetFeeder:
                 if sent is not None and any(abs(t - sent) > SAME_TARGET_MS
                                             for t in targets.get(service, {}).values()):
                     planner.forget(service)
-            planner.observe(now, {s: latency[s] for s in
-                                  [planner.objective.entry, *planner.objective.services]
-                                  if s in latency})
+            mine = [s for s in [o.entry, *o.services] if s in latency]
+            planner.observe(now, {s: latency[s] for s in mine},
+                            {s: ran_at[s][0] for s in mine if ran_at[s][0] is not None},
+                            {s: ran_at[s][1] for s in mine if ran_at[s][1] is not None})
             plan = planner.plan(edges)
             if plan.split is not None:
                 self.m_factor.labels(planner.objective.entry).set(plan.split.factor)
@@ -170,6 +183,8 @@ class BudgetFeeder:
             s = plan.split if plan else None
             out.append({
                 "entry": o.entry, "target_ms": o.target_ms, "services": o.services,
+                "split": o.split,
+                "freq_mhz": None if s is None else s.freq_mhz,
                 "latency_ms": {k: round(v, 3) for k, v in p.latency_ms.items()},
                 "waiting_for": plan.waiting_for if plan else None,
                 "factor": None if s is None else round(s.factor, 4),
@@ -191,16 +206,17 @@ class BudgetFeeder:
     def _change(self, body) -> dict:
         if not isinstance(body, dict):
             raise BadRequest('body: expected {"entry": ..., "target_ms": ..., "active": ...}')
-        unknown = sorted(set(body) - {"entry", "target_ms", "active"})
+        unknown = sorted(set(body) - {"entry", "target_ms", "active", "split"})
         if unknown:
-            raise BadRequest(f"{quote(unknown[0])}: unknown field (entry, target_ms, active)")
+            raise BadRequest(f"{quote(unknown[0])}: unknown field (entry, target_ms, active, "
+                             f"split)")
         by_entry = {p.objective.entry: p for p in self.planners}
         entry = body.get("entry")
         if not isinstance(entry, str) or entry not in by_entry:
             raise BadRequest(f"entry: {quote(entry)} has no end-to-end objective (have: "
                              f"{', '.join(sorted(by_entry)) or 'none'})")
         if len(body) == 1:
-            raise BadRequest("body: nothing to change (target_ms, active)")
+            raise BadRequest("body: nothing to change (target_ms, active, split)")
         target = body.get("target_ms", by_entry[entry].objective.target_ms)
         if isinstance(target, bool) or not isinstance(target, (int, float)) or \
                 not is_finite(target) or not 0.1 <= target <= 600_000:
@@ -209,9 +225,11 @@ class BudgetFeeder:
         active = body.get("active", entry not in self.paused)
         if not isinstance(active, bool):
             raise BadRequest(f"active: expected true or false, got {quote(active)}")
+        how = body.get("split", by_entry[entry].objective.split)
+        if not isinstance(how, str) or how not in SPLITS:
+            raise BadRequest(f"split: expected one of {', '.join(SPLITS)}, got {quote(how)}")
         planner = by_entry[entry]
-        o = planner.objective
-        planner.objective = Objective(o.entry, float(target), o.calls)
+        planner.objective = replace(planner.objective, target_ms=float(target), split=how)
         if active and entry in self.paused:
             planner.sent.clear()
         (self.paused.discard if active else self.paused.add)(entry)

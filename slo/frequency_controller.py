@@ -6,8 +6,9 @@ and the paper's literal band: docs/slo.md, "The loop".
 - decide, initial_state: one control period (the new state and why), and the start;
 - LoopSettings, LoopState, FrequencyDecision, BAND_MODES: its settings, state and output;
 - predicted_sli, quantise: the SLI one step down; a frequency clamped to whole steps;
-- baseline, ondemand, schedutil, FREQUENCY_POLICIES: the policies that ignore the SLI
-  (fixed maximum, fixed minimum, Linux's ondemand and schedutil), for comparison.
+- baseline, ondemand, schedutil, GOVERNORS: the policies that ignore the SLI (fixed
+  maximum, fixed minimum, Linux's ondemand and schedutil), for comparison;
+- FREQUENCY_POLICIES: every rule a loop can run, by name.
 """
 from __future__ import annotations
 
@@ -175,7 +176,10 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
     return result("hold", state.freq_mhz, "inside the band", error)
 
 
-FREQUENCY_POLICIES = ("slo", "max", "min", "ondemand", "schedutil")
+# every rule a loop can run, chosen by name (agents.slo.policy, PUT /slo): the windowed SLI
+# (decide), the predictive loop (slo/predictive.py) and the governors (baseline)
+FREQUENCY_POLICIES = ("slo", "predictive", "max", "min", "ondemand", "schedutil")
+GOVERNORS = ("max", "min", "ondemand", "schedutil")
 # schedutil's headroom: the frequency asked is 1.25 x the maximum x the utilization
 # (kernel/sched/cpufreq_schedutil.c, map_util_freq: freq + freq / 4)
 SCHEDUTIL_HEADROOM = 1.25
@@ -213,7 +217,7 @@ def baseline(s: LoopSettings, state: LoopState, policy: str, load: float | None,
     elif policy == "schedutil":
         f = state.freq_mhz if load is None else schedutil(s, load, state.freq_mhz)
     else:
-        raise ValueError(f"policy: expected one of {', '.join(FREQUENCY_POLICIES)}, got {policy!r}")
+        raise ValueError(f"policy: expected one of {', '.join(GOVERNORS)}, got {policy!r}")
     changed = f != state.freq_mhz
     new = replace(state, freq_mhz=f, decision=policy,
                   last_change=now if changed else state.last_change)

@@ -58,6 +58,10 @@ def check_end_to_end(microservices) -> None:
     by_name = {m.name: m for m in microservices}
     owner: dict[str, str] = {}
     for m in microservices:
+        if m.slo is not None and m.slo.scope != "end-to-end" and m.slo.split != "uniform":
+            raise ConfigError(f"microservices[{m.index - 1}].slo.split: only an end-to-end "
+                              f"objective is split into budgets; {m.name}'s scope is "
+                              f"{m.slo.scope}")
         if m.slo is None or m.slo.scope != "end-to-end":
             continue
         where = f"microservices[{m.index - 1}].slo.scope"

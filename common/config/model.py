@@ -20,6 +20,7 @@ from common.config import fields as F
 from common.config.fields import ConfigError, setting
 # the policy registry: a pure leaf package (no import of this one), read for the names
 from ryu_apps.policies import names as policy_names
+from slo.frequency_controller import FREQUENCY_POLICIES as LOOP_POLICIES
 
 POLICIES = policy_names()
 FLOW_CLASSES = ("short", "long", "auto")
@@ -251,6 +252,7 @@ class Call:
 
 SLI_SOURCES = ("service", "client")
 SLO_SCOPES = ("service", "end-to-end")
+BUDGET_SPLITS = ("uniform", "priced")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,6 +272,10 @@ class Slo:
         "whole request's objective, which the profiler splits into budgets, the targets of "
         "the loops of the services it calls (each needs an `slo`; its `target_ms` is the "
         "start) ([slo.md](slo.md#budgets-on-a-call-graph-slobudgetspy))"))
+    split: str = setting("uniform", type="choice", choices=BUDGET_SPLITS, help=(
+        "an end-to-end objective's split into budgets: `uniform` (every service's own part "
+        "slowed alike) or `priced` (the MHz go where a millisecond at the entry costs the "
+        "fewest watts); `PUT /budgets` changes it"))
 
 
 def _default_command(v: dict, ctx) -> str:
@@ -512,8 +518,24 @@ class ProfilerCfg:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SloPredictiveCfg:
+    """The predictive loop's model (slo/predictive.py; [slo.md](slo.md#the-predictive-loop))."""
+    work_scv: float = setting(1.0, lo=0, hi=100, help=(
+        "squared coefficient of variation of a request's CPU work (1: as varied as an "
+        "exponential, 0: every request the same)"))
+    offset_gain: float = setting(0.3, lo=0.01, hi=1, help=(
+        "share of each windowed residual (SLI minus prediction) the offset takes"))
+    max_down_steps: int = setting(2, type="integer", lo=1, hi=100,
+                                  help="frequency steps down in one period at most")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SloLoopCfg:
     """The host agents' SLO frequency loop (slo/frequency_controller.py has the rule)."""
+    policy: str = setting("slo", type="choice", choices=LOOP_POLICIES, help=(
+        "the rule each loop starts with: `slo` (the windowed SLI), `predictive` (the queue "
+        "and the work, corrected by the SLI), or a governor (`max`, `min`, `ondemand`, "
+        "`schedutil`); `PUT /slo` changes it"))
     period_s: float = setting(1.0, lo=0.1, hi=600, help="how often the loop decides")
     window_s: float = setting(5.0, lo=0.5, hi=60,
                               help="the seconds of requests whose latency it reads")
@@ -532,6 +554,9 @@ class SloLoopCfg:
                              help="no step down sooner than this after any change")
     guard: float = setting(0.4, lo=0, hi=0.99,
                            help="top share of the band that steps up early; 0: off")
+    predictive: SloPredictiveCfg = setting(SloPredictiveCfg(), type="section",
+                                           section=SloPredictiveCfg,
+                                           help="the predictive loop's model (below)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -114,18 +114,27 @@ def test_a_short_placement_comparison_moves_live_and_loses_no_request(tmp_path):
 
 def test_a_short_slo_run_measures_energy_and_what_the_clients_saw(tmp_path):
     out = tmp_path / "slo"
-    res = run_module("experiments.slo_energy", "--profiles", "step", "--policies", "slo",
-                     "--seconds", "30", "--warmup", "0", "--no-progress", "--out", str(out),
-                     timeout=600)
+    res = run_module("experiments.slo_energy", "--profiles", "step", "--policies",
+                     "slo,slo-predictive", "--short-flows", "switch", "--seconds", "30",
+                     "--warmup", "0", "--no-progress", "--out", str(out), timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     doc = json.loads((out / "summary.json").read_text())
-    (run,) = doc["profiles"]["step"]["slo"]
-    assert run["requests"] > 0 and run["failed"] == 0
-    assert run["energy_j"] > 0 and run["energy_per_request_mj"] > 0
-    assert run["p95_ms"] is not None and run["intervals"] > 0
-    # the loop acted on the frequency (the emulated one: the container's CPU quota)
-    assert run["freq_changes_per_min"] > 0 and 0 < run["mean_freq_mhz"] <= 2100
-    assert doc["energy_model"] and "| slo |" in (out / "summary.md").read_text()
+    assert doc["short_flows"] == "switch"
+    for policy in ("slo", "slo-predictive"):
+        (run,) = doc["profiles"]["step"][policy]
+        assert run["requests"] > 0 and run["failed"] == 0
+        assert run["energy_j"] > 0 and run["energy_per_request_mj"] > 0
+        assert run["p95_ms"] is not None and run["intervals"] > 0
+        # where the clients' time went: each part measured
+        assert None not in (run["connect_p95_ms"], run["server_p95_ms"],
+                            run["service_p50_ms"], run["service_p99_ms"])
+        # the loop acted on the frequency (the emulated one: the container's CPU quota)
+        assert run["freq_changes_per_min"] > 0 and 0 < run["mean_freq_mhz"] <= 2100
+    # the predictive rule read the service's queue and decided from it every period
+    with open(out / "run" / "loop-step-slo-predictive.csv") as fh:
+        actions = {r["action"] for r in csv.DictReader(fh)}
+    assert actions & {"predict-up", "predict-down", "hold"} and "no-signal" not in actions
+    assert doc["energy_model"] and "| slo-predictive |" in (out / "summary.md").read_text()
     assert (out / "slo-step.png").stat().st_size > 0
     assert leftovers()["containers"] == []
 

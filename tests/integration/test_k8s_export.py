@@ -1,6 +1,7 @@
 """The Kubernetes export runs, checked without a cluster: every exported container started in
 the local Docker engine with exactly the manifest's image, command, working directory,
-environment and resource limits, on a network where each container answers to its
+environment, resource limits and securityContexts (its user, a read-only root filesystem,
+no capability, no privilege escalation), on a network where each container answers to its
 Service's name (as cluster DNS would resolve it); each answers its readiness probe, and a
 request to each front service (one nobody calls) reaches every service below it."""
 from __future__ import annotations
@@ -71,12 +72,18 @@ def exported_pods():
             c, = d["spec"]["template"]["spec"]["containers"]
             env = kubelet_env(c, name)
             lim = c["resources"]["limits"]
+            pod = d["spec"]["template"]["spec"]["securityContext"]
+            sc = c["securityContext"]
             started.append((name, c, client.containers.run(
                 c["image"], entrypoint=expand(c["command"], env),
                 command=expand(c.get("args", []), env), working_dir=c["workingDir"],
                 environment=env, name=f"malb-k8s-{tag}-{name}", hostname=f"{name}-0",
                 network=network.name, detach=True, labels={"malb": "1"},
-                nano_cpus=cpu_nanos(lim["cpu"]), mem_limit=lim["memory"].replace("Mi", "m"))))
+                nano_cpus=cpu_nanos(lim["cpu"]), mem_limit=lim["memory"].replace("Mi", "m"),
+                # the securityContexts, as a kubelet applies them
+                user=f"{pod['runAsUser']}:{pod['runAsGroup']}",
+                read_only=sc["readOnlyRootFilesystem"], cap_drop=sc["capabilities"]["drop"],
+                security_opt=[] if sc["allowPrivilegeEscalation"] else ["no-new-privileges"])))
             # the Service's name resolves to the pod, as the cluster's DNS would
             network.disconnect(started[-1][2])
             network.connect(started[-1][2], aliases=[name])

@@ -146,6 +146,24 @@ def test_the_profilers_routes_are_its_description():
         service.stop()
 
 
+@pytest.mark.parametrize("name", ["controller", "profiler", "agent", "testbed"])
+def test_every_operation_is_named_and_every_write_says_it_takes_the_token(name):
+    spec = openapi.load(name)
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearerToken"] == {**schemes["bearerToken"], "type": "http",
+                                      "scheme": "bearer"}
+    assert schemes["malbToken"] == {**schemes["malbToken"], "type": "apiKey",
+                                    "in": "header", "name": "X-MALB-Token"}
+    ids = []
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            ids.append(op["operationId"])
+            # the token when one is set (security.token, MALB_TOKEN); none needed without
+            want = [{"bearerToken": []}, {"malbToken": []}, {}] if method != "get" else None
+            assert op.get("security") == want, (method, path)
+    assert len(ids) == len(set(ids))
+
+
 def test_the_description_lists_every_policy():
     spec = openapi.load("controller")
     put = openapi.body_schema(spec, "/malb/policy", "put")

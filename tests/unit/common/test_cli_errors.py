@@ -102,8 +102,8 @@ BAD_INVOCATIONS = [
     (["benchmarks.profiler_period", "--predictors", "fast", "--out", "{out}"], "choose from"),
     (["benchmarks", "--quick"], "unrecognized arguments: --quick"),
     (["experiments.slo_energy", "--policies", "max,turbo", "--out", "{out}"],
-     "choose from max, min, ondemand, schedutil, slo, slo-client, slo-paper, slo-split, "
-     "slo-whole, got 'turbo'"),
+     "choose from max, min, ondemand, schedutil, slo, slo-client, slo-paper, "
+     "slo-predictive, slo-split, slo-priced, predictive-priced, slo-whole, got 'turbo'"),
     (["experiments.slo_energy", "--policies", "max,slo-split", "--out", "{out}"],
      "--policies: slo-split runs on a call graph with an end-to-end objective"),
     (["experiments.slo_energy", "--config", "configs/slo-callgraph.yaml", "--policies", "slo",

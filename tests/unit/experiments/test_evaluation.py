@@ -96,6 +96,13 @@ def test_report_tables_have_every_row_and_the_papers_beside(tmp_path):
     assert all(open(p).read().count("\n") > 1 for p in paths)
     report.plot_fig3(res, str(tmp_path / "fig3.png"))
     assert (tmp_path / "fig3.png").stat().st_size > 10_000
+    assert "<svg" in (tmp_path / "fig3.svg").read_text()[:500]
+    # a row per policy: ten policies get a taller figure, not narrower bars
+    ten = {f"p{k}": res["malb"] for k in range(10)}
+    report.plot_fig3(ten, str(tmp_path / "ten.png"))
+    from PIL import Image
+    small, tall = Image.open(tmp_path / "fig3.png").size, Image.open(tmp_path / "ten.png").size
+    assert small[0] == tall[0] and tall[1] > 2 * small[1]
     # each server's average CPU, per policy; none when no policy recorded it
     assert "| SRR | 2.0 | 12.0 |" in report.per_server_markdown(res, "means")
     assert report.per_server_markdown({"srr": {"fig3": {"cpu": {"average": 1.0}}}},

@@ -27,3 +27,10 @@ def test_each_run_rotates_the_contestants_by_one_place():
         ["srr", "lc", "malb"]]
     methods = ("spread", "random", "greedy", "ours", "exact")
     assert all(sorted(protocol.run_order(methods, k)) == sorted(methods) for k in range(1, 8))
+
+
+def test_the_time_left_is_the_runs_so_far_times_what_remains():
+    text = protocol.eta_text([120.0, 180.0], 10, 999.0)
+    assert text.startswith("about 25 min left by 2 run(s) so far, ending about ")
+    assert protocol.eta_text([], 3, 600.0).startswith("about 30 min left by the estimate")
+    assert protocol.eta_text([60.0], 0, 1.0).startswith("about 0 min left")

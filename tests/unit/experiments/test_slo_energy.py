@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from common.config import load_config_data, parse_config
 from experiments import loadgen, slo_energy
 
 
@@ -99,6 +100,34 @@ def test_the_handshake_is_told_apart_from_the_rest_of_the_clients_latency():
     assert r["connect_p95_ms"] == pytest.approx(50.0, abs=0.01)
 
 
+def test_the_time_at_the_server_and_the_services_own_are_told_apart():
+    # 2 ms handshakes; the answer's first byte 40 ms after the connection (30 ms of it the
+    # service's own, the rest its listen queue and threads)
+    requests = [{"started": str(1000.0 + k / 10), "connected": str(1000.002 + k / 10),
+                 "first_byte": str(1000.042 + k / 10), "ended": str(1000.043 + k / 10),
+                 "latency_s": "0.043", "error": ""} for k in range(100)]
+    requests.append({"started": "1011", "connected": "1011.002", "first_byte": "",
+                     "ended": "1021", "latency_s": "10", "error": "timeout"})
+    own = [{"p50_ms": 20.0 + k, "p99_ms": 30.0 + k} for k in range(5)] + [
+        {"p50_ms": None, "p99_ms": None}]
+    got = slo_energy.time_split(requests, own)
+    assert got["connect_p95_ms"] == pytest.approx(2.0, abs=0.01)
+    assert got["server_p95_ms"] == pytest.approx(40.0, abs=0.01)   # the timeout left out
+    assert (got["service_p50_ms"], got["service_p99_ms"]) == (22.0, 32.0)
+    assert slo_energy.time_split([], [])["server_p95_ms"] is None
+
+
+def test_the_predictive_loop_reads_the_clients_latency_and_short_flows_reach_the_config():
+    cfg = parse_config(load_config_data(slo_energy.DEFAULT_CONFIG))
+    (_agent, body), = slo_energy.policy_bodies(cfg, "slo-predictive")
+    assert (body["policy"], body["sli"], body["band_mode"]) == ("predictive", "client", "safe")
+    (_agent, body), = slo_energy.policy_bodies(cfg, "slo")
+    assert (body["policy"], body["sli"]) == ("slo", "service")
+    opts = slo_energy.parser().parse_args(["--short-flows", "switch"])
+    assert opts.short_flows == "switch"
+    assert slo_energy.parser().parse_args([]).short_flows == "controller"
+
+
 def fake_result(energy, within):
     return {"energy_j": energy, "energy_per_request_mj": energy / 10, "over_slo_share": 0.0,
             "stable_within_slo_share": 1.0, "client_over_slo_share": 1 - within,
@@ -143,6 +172,7 @@ def test_on_a_call_graph_the_governors_act_on_every_loop_and_the_loops_two_ways(
     assert slo_energy.slo_service(cfg).name == "front"
     assert [n for n, _a in slo_energy.loops_of(cfg)] == ["front", "auth", "data", "store"]
     assert slo_energy.default_policies(cfg) == [*slo_energy.GOVERNORS, "slo-split",
+                                                "slo-priced", "predictive-priced",
                                                 "slo-whole"]
     ondemand = slo_energy.policy_bodies(cfg, "ondemand")
     assert [b["policy"] for _a, b in ondemand] == ["ondemand"] * 4
@@ -153,6 +183,49 @@ def test_on_a_call_graph_the_governors_act_on_every_loop_and_the_loops_two_ways(
     # under the split only the entry's target is the experiment's; the profiler sets the rest
     assert split["front"]["target_ms"] == target and "target_ms" not in split["store"]
     assert split["front"]["sli"] == "client" and split["store"]["sli"] == "service"
+    priced = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-priced")}
+    assert priced == split                 # the loops alike; the profiler splits otherwise
+    ahead = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "predictive-priced")}
+    assert {b["policy"] for b in ahead.values()} == {"predictive"}
+    assert ahead["front"]["sli"] == "client" and ahead["store"]["sli"] == "service"
+
+
+def test_the_split_policies_tell_the_profiler_how_to_split():
+    sent = []
+
+    class Capture(BaseHTTPRequestHandler):
+        def do_PUT(self):
+            sent.append((self.path, json.loads(self.rfile.read(
+                int(self.headers["Content-Length"])))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a):
+            pass
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), Capture) for _k in range(5)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        urls = [f"http://127.0.0.1:{server.server_port}" for server in servers]
+        data = load_config_data(f"{slo_energy.ROOT}/configs/slo-callgraph.yaml")
+        shape = {k: v for k, v in data["servers"].items() if k != "count"}
+        data["servers"] = [{"name": f"srv{k + 1}", **shape, "agent_url": urls[k]}
+                           for k in range(data["servers"]["count"])]
+        data.setdefault("profiler", {})["url"] = urls[4]
+        stack = type("St", (), {"cfg": parse_config(data)})()
+        for policy, want in (("slo-split", {"active": True, "split": "uniform"}),
+                             ("slo-priced", {"active": True, "split": "priced"}),
+                             ("predictive-priced", {"active": True, "split": "priced"}),
+                             ("slo-whole", {"active": False})):
+            sent.clear()
+            slo_energy.apply_policy(stack, policy)
+            assert sent[0] == ("/budgets", {"entry": "front", **want})
+            assert [path for path, _b in sent[1:]] == ["/slo"] * 4
+    finally:
+        for server in servers:
+            server.shutdown()
 
 
 @pytest.mark.parametrize("policies, message", [
@@ -206,3 +279,12 @@ def test_the_call_graph_summary_shows_each_loops_budget_and_the_split_against_th
     assert "| slo-split | store | 21.5 ± 0.0 | 1,800 ± 0 | 7.0 ± 0.0 |" in md
     assert "| max | store | – | 1,800 ± 0 | 7.0 ± 0.0 |" in md
     assert "| slo-split | energy_j | slo-whole | 10.000 |" in md
+
+
+def test_the_calibration_takes_the_worst_stable_tail_of_the_maximum_over_every_load():
+    res = {"max": [{"result": {"client_stable_max_ms": v}} for v in (61.0, 74.2, None)],
+           "ondemand": [{"result": {"client_stable_max_ms": 500.0}}]}
+    assert slo_energy.calibrated_target(res) == (74.2, 90.0)     # 89.04 up to 90
+    assert slo_energy.calibrated_target({"max": [{"result": {"client_stable_max_ms":
+                                                             75.0}}]}) == (75.0, 90.0)
+    assert slo_energy.calibrated_target({"ondemand": res["ondemand"]}) is None

@@ -16,7 +16,7 @@ from placement.apply import ApplyError, InProcessTestbed, MoveResult, RemoteTest
     apply_moves
 from placement.apps import generate
 from placement.partitioner import PlacementError, plan
-from placement.k8s import manifests
+from placement.k8s import manifests, to_yaml
 from placement.problem import Move, build_problem, current_assignment, moves_between
 from tests.conftest import ROOT, run_module
 from topologies.__main__ import start_control
@@ -129,6 +129,18 @@ def test_kubernetes_manifests_pass_the_kubernetes_schema():
                               registry="registry.example.org:5000/lab/")
     assert with_registry[0]["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "registry.example.org:5000/lab/malb/service:latest"
+    # the restricted Pod Security Standard: no root, no escalation, no capability, a
+    # read-only root filesystem, the runtime's seccomp profile
+    pod = docs[0]["spec"]["template"]["spec"]["securityContext"]
+    assert pod["runAsNonRoot"] and pod["runAsUser"] != 0
+    assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    # YAML without anchors and aliases (the labels are one object in two places)
+    text = to_yaml(docs)
+    assert "&id" not in text and "*id" not in text
+    assert [d["kind"] for d in yaml.safe_load_all(text)] == [d["kind"] for d in docs]
     # a manifest the schema refuses is refused (the check can fail)
     bad = json.loads(json.dumps(docs[0]))
     bad["spec"]["replicas"] = "one"

@@ -154,6 +154,32 @@ def test_paused_the_loops_keep_their_targets_and_active_again_they_get_the_budge
             pytest.approx(status["budgets_ms"]["leaf"], abs=0.01)
 
 
+def test_the_priced_split_waits_for_the_loops_frequencies_and_sends_its_budgets(agents):
+    runners, urls = agents
+    cfg = parse_config(config_data(urls))
+    assert objectives(cfg)[0].split == "uniform"
+    with ThreadPoolExecutor(4) as pool:
+        feeder = BudgetFeeder(cfg, pool, new_registry("profiler"))
+        # 49 ms measured at the maximum frequency: the priced split, which never asks for
+        # more than the maximum, needs a target above it
+        answer = feeder.change({"entry": "front", "split": "priced", "target_ms": 60})
+        assert answer["split"] == "priced"
+        for r, (name, _c) in zip(runners, NAMES):
+            report(r, name, LATENCY[name])
+        feeder.step(0.0, GRAPH)           # no load measured yet: no busy share
+        (status,) = feeder.status()["objectives"]
+        assert status["waiting_for"] == ["leaf frequency", "mid frequency", "front frequency"]
+        for r, (name, _c) in zip(runners, NAMES):
+            r.loops[name].load = {"front": 0.2, "mid": 0.3, "leaf": 0.6}[name]
+        feeder.step(1.0, GRAPH)
+        (status,) = feeder.status()["objectives"]
+        assert status["feasible"] and 49 < status["budgets_ms"]["front"] <= 60
+        freq = status["freq_mhz"]
+        assert set(freq) == {"front", "mid", "leaf"} and freq["leaf"] >= freq["front"]
+        assert runners[2].loops["leaf"].settings.target_ms == \
+            pytest.approx(status["budgets_ms"]["leaf"], abs=0.01)
+
+
 @pytest.mark.parametrize("body, message", [
     ([], "body: expected"),
     ({"entry": "mid", "active": False}, "entry: 'mid' has no end-to-end objective "
@@ -165,6 +191,8 @@ def test_paused_the_loops_keep_their_targets_and_active_again_they_get_the_budge
     ({"entry": "front", "active": "no"}, "active: expected true or false"),
     ({"entry": "front", "active": False, "colour": 1}, "'colour': unknown field"),
     ({"entry": "front", "target_ms": 45, "active": "no"}, "active: expected true or false"),
+    ({"entry": "front", "split": "even"}, "split: expected one of uniform, priced"),
+    ({"entry": "front", "split": ["priced"]}, "split: expected one of"),
 ])
 def test_a_bad_change_is_refused_naming_the_field_and_changes_nothing(body, message):
     from common.httpjson import BadRequest

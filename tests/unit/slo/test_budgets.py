@@ -103,3 +103,47 @@ def test_an_out_of_reach_target_sends_the_smallest_budgets():
     assert not plan.split.feasible
     assert all(v >= MIN_BUDGET_MS for v in plan.send.values())
     assert plan.send["d"] == MIN_BUDGET_MS          # a leaf's own part at factor 0
+
+
+def _watts(power, freqs, measured_at, busy):
+    return sum(power.leakage_w(f) + min(1.0, busy[s] * measured_at[s] / f) * power.dynamic_w(f)
+               for s, f in freqs.items())
+
+
+def test_the_priced_split_gives_the_mhz_where_a_millisecond_is_cheapest():
+    from slo.budgets import priced_split
+    from slo.energy import CorePowerModel
+    power = CorePowerModel(1000, 2100)
+    calls = {"a": [("b", 1)]}
+    # a: 4 ms of its own, b: 40 ms, both measured at 2,100 MHz, 1 ms of network
+    lat = {"b": 40.0, "a": 4.0 + 41.0}
+    edge = {("a", "b"): 41.0}
+    at, busy = {"a": 2100, "b": 2100}, {"a": 0.2, "b": 0.6}
+    s = priced_split(60.0, "a", calls, lat, edge, at, busy, power)
+    assert s.feasible and s.budgets_ms["a"] <= 60.0
+    assert s.freq_mhz["b"] > s.freq_mhz["a"]          # b's milliseconds are the cheap ones
+    assert s.budgets_ms["b"] == pytest.approx(40.0 * 2100 / s.freq_mhz["b"])
+    # the uniform factor at the same target slows a and b alike and spends more watts
+    k = split(60.0, "a", calls, lat, edge).factor
+    uniform = {x: min(2100, max(1000, at[x] / k)) for x in at}
+    assert _watts(power, s.freq_mhz, at, busy) < _watts(power, uniform, at, busy)
+
+
+def test_the_priced_split_meets_parallel_branches_and_says_when_it_cannot():
+    from slo.budgets import priced_split
+    from slo.energy import CorePowerModel
+    power = CorePowerModel(1000, 2100)
+    calls = {"a": [("b", 1), ("c", 1)]}            # b and c in parallel, alike
+    lat = {"b": 20.0, "c": 20.0, "a": 5.0 + 21.0}
+    edge = {("a", "b"): 21.0, ("a", "c"): 21.0}
+    at, busy = dict.fromkeys("abc", 2100), dict.fromkeys("abc", 0.5)
+    s = priced_split(30.0, "a", calls, lat, edge, at, busy, power)
+    assert s.feasible and s.budgets_ms["a"] <= 30.0
+    assert s.freq_mhz["b"] == s.freq_mhz["c"]
+    out = priced_split(20.0, "a", calls, lat, edge, at, busy, power)   # 26 ms at the max
+    assert not out.feasible and set(out.freq_mhz.values()) == {2100}
+    assert "no frequency meets 20 ms" in out.reason
+    with pytest.raises(ValueError, match=r"freq_mhz\['c'\]"):
+        priced_split(30.0, "a", calls, lat, edge, {"a": 2100, "b": 2100}, busy, power)
+    with pytest.raises(ValueError, match=r"busy\['a'\]"):
+        priced_split(30.0, "a", calls, lat, edge, at, {**busy, "a": 2.0}, power)

@@ -93,6 +93,43 @@ def test_a_frequency_is_judged_only_on_requests_served_at_it():
     assert windows == [5.0, 1.0, 2.0, 3.0, 5.0]
 
 
+def test_the_predictive_rule_learns_from_the_queue_and_goes_up_before_the_sli_does():
+    # half a core at the maximum; 5 ms of CPU per request; the SLI stays low throughout:
+    # only the queue's arrivals and work move the frequency
+    queue = iter([{"in_flight": 0, "count": 0}, {"in_flight": 0, "count": 10},
+                  {"in_flight": 0, "count": 10}, {"in_flight": 0, "count": 10},
+                  {"in_flight": 0, "count": 10}, {"in_flight": 30, "count": 60}])
+    cpu = iter([0.0, 0.05, 0.10, 0.15, 0.20, 0.50])
+    log, seconds = [], []
+
+    def queue_fn(window):
+        seconds.append(window)
+        return next(queue)
+    loop = ServiceLoop("ui", LoopSettings(target_ms=80.0, min_samples=10),
+                       lambda: FakeActuator(log), lambda _w: {"count": 50, "p95_ms": 20.0},
+                       lambda: next(cpu), capacity_cores=0.5, policy="predictive",
+                       queue_fn=queue_fn)
+    actions = [loop.step(float(t)).action for t in range(6)]
+    assert actions[0] == "learning"                  # no period measured yet
+    assert actions[1] == "predict-down" and actions[4] == "predict-down"
+    assert actions[5] == "predict-up" and log[-1] == 2100    # 90 arrivals in a second
+    assert seconds[1:] == [1.0] * 5                  # each period's own answers
+    st = loop.status()["model"]
+    assert st["work_ms"] == pytest.approx(5.0, rel=0.05) and st["in_flight"] == 30
+
+
+def test_the_predictive_rule_without_a_queue_runs_at_the_maximum():
+    log = []
+    loop = ServiceLoop("ui", LoopSettings(target_ms=80.0, min_samples=10),
+                       lambda: FakeActuator(log), lambda _w: {"count": 50, "p95_ms": 20.0},
+                       lambda: 0.0, policy="predictive")
+    loop.state = loop.state.__class__(freq_mhz=1200)
+    assert loop.step(0.0).action == "no-signal" and log == [2100]
+    with pytest.raises(ValueError, match="policy"):
+        ServiceLoop("ui", LoopSettings(target_ms=80.0), lambda: None, lambda _w: None,
+                    lambda: None, policy="turbo")
+
+
 def test_an_unreachable_source_raising_is_no_signal_too():
     def boom(_window):
         raise OSError("connection refused")
@@ -158,7 +195,7 @@ def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
     ({"service": "ui", "percentile": float("inf")}, "percentile: expected a finite"),
     ({"service": "ui", "band_mode": "wide"}, "band_mode: expected one of"),
     ({"service": "ui", "policy": "turbo"},
-     "policy: expected one of slo, max, min, ondemand, schedutil"),
+     "policy: expected one of slo, predictive, max, min, ondemand, schedutil"),
     ({"service": "ui", "policy": 3}, "policy: expected a string"),
     ({"service": "ui", "sli": "browser"}, "sli: expected one of service, client"),
     ({"service": "ui", "sli": "client", "margin": 2}, "margin: expected"),

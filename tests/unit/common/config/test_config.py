@@ -252,6 +252,12 @@ def test_an_end_to_end_objective_needs_a_loop_under_it_on_every_service_it_calls
         parse_config(_chain(front=e2e, mid=e2e, leaf=own))
     with pytest.raises(ConfigError, match=r"slo.scope: must be one of service, end-to-end"):
         parse_config(_chain(front={"target_ms": 50, "scope": "e2e"}))
+    priced = parse_config(_chain(front={**e2e, "split": "priced"}, mid=own, leaf=own))
+    assert priced.microservice("front").slo.split == "priced"
+    assert cfg.microservice("front").slo.split == "uniform"
+    with pytest.raises(ConfigError, match=r"microservices\[1\].slo.split: only an end-to-end "
+                                          r"objective is split"):
+        parse_config(_chain(front=e2e, mid={**own, "split": "priced"}, leaf=own))
 
 
 def test_a_service_under_two_end_to_end_objectives_is_refused():
