@@ -17,6 +17,12 @@ switches') capacity, at least k of its edges cut (or trunk hops): trees along th
 edges, then, for a few rounds before the search, those that the switch-level relaxation (one
 server per switch with all its capacity; its optimum is a bound too) breaks.
 
+With a price on queueing (Problem.queue_price), a column per server z_h >= the price times
+the tangents of its queue length at TANGENT_LOADS (the queue length is convex in the
+load, so the largest tangent is below it, exact at the points): the program's cost is then
+at most the real one, so its bound stays a bound, and a placement is called optimal only
+when its real cost is within HiGHS's gap of that bound.
+
 - solve(problem, time_limit_s, current, max_moves, start): Solution (assignment or None,
   lower bound, whether proven optimal, status text, seconds), optionally within a budget of
   moves and from a starting placement;
@@ -31,11 +37,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from placement.queueing import queue_length, queue_slope
+
 if TYPE_CHECKING:
     from placement.partitioner import Problem
 
 TREE_LEVELS = 3           # tree inequalities for up to this many servers' worth of units
 SEPARATION_ROUNDS = 30    # relaxations solved to find the tree inequalities they break
+# utilisations where the queue length's tangents are taken (denser where it bends)
+TANGENT_LOADS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85,
+                 0.9, 0.95)
+RELATIVE_GAP = 1e-4       # HiGHS's default mip_rel_gap: what "proven optimal" allows
 
 
 @dataclass
@@ -49,7 +61,7 @@ class Solution:
 
 class _Model:
     """The program's rows and columns; columns: x (units x hosts), then per edge s and one t
-    per link of the switch chain."""
+    per link of the switch chain, then (with a price on queueing) one z per host."""
 
     def __init__(self, problem: Problem, current: dict[str, str] | None = None,
                  max_moves: int | None = None, trees: bool = True,
@@ -65,7 +77,9 @@ class _Model:
         self.pos = [p.switch_position[h.switch] for h in p.hosts]
         self.links = max(p.switch_position.values(), default=0)
         self.per_edge = 1 + self.links
-        n = self.nx + self.per_edge * ne
+        self.nz = self.nx + self.per_edge * ne          # the first z column
+        priced = p.queue_price > 0
+        n = self.nz + (nh if priced else 0)
         ui = {name: k for k, name in enumerate(self.units)}
         on_switch: dict[int, list[int]] = {}
         for h, q in enumerate(self.pos):
@@ -120,6 +134,18 @@ class _Model:
                         for sign in (1.0, -1.0):
                             row([(s, 1.0)] + [(x(ka, h), -sign) for h in hs]
                                 + [(x(kb, h), sign) for h in hs], 0.0, np.inf)
+        if priced:                                           # z_h >= price x tangent
+            for h, server in enumerate(p.hosts):
+                c[self.nz + h] = 1.0
+                speed = server.speed
+                if speed <= 0:
+                    continue
+                for rho in TANGENT_LOADS:
+                    at = p.queue_price * queue_length(rho)
+                    slope = p.queue_price * queue_slope(rho) / speed
+                    row([(self.nz + h, 1.0)] +
+                        [(x(k, h), -slope * p.unit[n_].cpu) for k, n_ in enumerate(self.units)],
+                        at - slope * rho * speed, np.inf)
         self.row = row
         self.index = {key: e for e, key in enumerate(p.edges)}
         if trees:
@@ -132,6 +158,7 @@ class _Model:
         for e in range(ne):                                  # t: unbounded above
             start = self.nx + self.per_edge * e + 1
             upper[start:start + self.links] = np.inf
+        upper[self.nz:] = np.inf                             # z: likewise
         lower = np.zeros(n)
         for name, host in p.pinned.items():
             k, h0 = ui[name], self.hosts.index(host)
@@ -203,6 +230,10 @@ class _Model:
             pa, pb = self.pos[hi[ha]], self.pos[hi[hb]]
             for link in range(min(pa, pb), max(pa, pb)):
                 v[s + 1 + link] = 1.0
+        if len(v) > self.nz:                                 # z: the real priced queueing
+            p = self.problem
+            for h, (cpu, _mem) in enumerate(p.load(assignment).values()):
+                v[self.nz + h] = p.queue_price * p.requests_at(self.hosts[h], cpu)
         return v
 
     def assignment(self, xs) -> dict[str, str]:
@@ -282,17 +313,21 @@ def _by_switch(problem: Problem) -> tuple[Problem, dict[str, int]]:
     from placement.partitioner import Host, Problem as Plain
     total: dict[str, list[float]] = {}
     for h in problem.hosts:
-        total.setdefault(h.switch, [0.0, 0.0, 0])
+        total.setdefault(h.switch, [0.0, 0.0, 0, 0.0])
         total[h.switch][0] += h.cpu
         total[h.switch][1] += h.memory_mb
         total[h.switch][2] += 1
+        total[h.switch][3] += h.speed
     name = {s: f"all of {s}" for s in total}
-    relaxed = Plain(list(problem.units), [Host(name[s], c, m, s) for s, (c, m, _k) in
-                                          total.items()],
+    # one queue as fast as the switch's servers together holds fewer requests than they do
+    # (queue_length is convex and 0 at 0), so the priced relaxation is still below
+    relaxed = Plain(list(problem.units), [Host(name[s], c, m, s, share=v)
+                                          for s, (c, m, _k, v) in total.items()],
                     edges=dict(problem.edges), anchors=dict(problem.anchors),
                     switch_position=dict(problem.switch_position),
-                    pinned={n: name[problem.host[h].switch] for n, h in problem.pinned.items()})
-    return relaxed, {name[s]: int(k) for s, (_c, _m, k) in total.items()}
+                    pinned={n: name[problem.host[h].switch] for n, h in problem.pinned.items()},
+                    queue_price=problem.queue_price)
+    return relaxed, {name[s]: int(k) for s, (_c, _m, k, _v) in total.items()}
 
 
 def _servers_needed(need: float, capacity: float) -> int:
@@ -353,8 +388,12 @@ def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] 
         placed = model.assignment(np.asarray(h.getSolution().col_value))
         if not problem.violations(placed):
             assignment = placed
-    # optimal: to HiGHS's relative gap (1e-4 by default), the bound then within it
-    optimal = status_code == highspy.HighsModelStatus.kOptimal and assignment is not None
+    # optimal: to HiGHS's relative gap (1e-4 by default), the bound then within it; with
+    # priced queueing the program's tangents are below the real cost, so the real cost of
+    # its answer must be within that gap of the bound as well
+    optimal = status_code == highspy.HighsModelStatus.kOptimal and assignment is not None \
+        and (problem.queue_price <= 0 or problem.cost(assignment) <=
+             max(0.0, bound) + RELATIVE_GAP * max(1.0, abs(bound)))
     return Solution(assignment, max(0.0, bound), optimal, status, seconds)
 
 

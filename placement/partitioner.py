@@ -24,6 +24,8 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from placement.queueing import queue_length
+
 EXACT_MAX_UNITS = 400      # the exact program's size grows with units x servers x edges
 EXACT_TIME_LIMIT_S = 10.0
 REPLACE_SHARE = 0.3       # of the exact step's time: servers' units placed again, few at once
@@ -40,9 +42,14 @@ class PlacementError(ValueError):
 class Host:
     """A server that can hold units."""
     name: str
-    cpu: float               # cores (its CPU share)
+    cpu: float               # cores a plan may fill (its CPU share, or the capped part of it)
     memory_mb: float
     switch: str
+    share: float | None = None   # its whole CPU share, what queueing sees (None: cpu)
+
+    @property
+    def speed(self) -> float:
+        return self.cpu if self.share is None else self.share
 
 
 @dataclass(frozen=True)
@@ -58,13 +65,18 @@ class Unit:
 class Problem:
     """units; edges {(u, v): weight} between unit names (either order; both directions
     are added up); anchors {(unit, switch): weight}; hosts; the switch chain (switch ->
-    position, for distances); pinned {unit: host} units that must stay."""
+    position, for distances); pinned {unit: host} units that must stay; queue_price: what
+    a request waiting or in service on a server costs, in the traffic's units (bytes/s x
+    hops): 0 prices traffic alone (the paper's objective), above 0 the cost adds
+    queue_price x sum over servers of queue_length(CPU used / the server's share)
+    (docs/placement.md, "The latency objective")."""
     units: list[Unit]
     hosts: list[Host]
     edges: dict[tuple[str, str], float] = field(default_factory=dict)
     anchors: dict[tuple[str, str], float] = field(default_factory=dict)
     switch_position: dict[str, int] = field(default_factory=dict)
     pinned: dict[str, str] = field(default_factory=dict)
+    queue_price: float = 0.0
 
     def __post_init__(self):
         self.unit = {u.name: u for u in self.units}
@@ -73,6 +85,9 @@ class Problem:
             raise PlacementError("units: a unit name appears twice")
         if len(self.host) != len(self.hosts):
             raise PlacementError("servers: a server name appears twice")
+        if not (self.queue_price >= 0) or self.queue_price == math.inf:
+            raise PlacementError(f"queue_price: expected a finite number >= 0, got "
+                                 f"{self.queue_price!r}")
         if not self.switch_position:
             self.switch_position = {s: k for k, s in
                                     enumerate(dict.fromkeys(h.switch for h in self.hosts))}
@@ -82,6 +97,8 @@ class Problem:
                                      f"topology")
             if not (h.cpu >= 0 and h.memory_mb >= 0) or math.inf in (h.cpu, h.memory_mb):
                 raise PlacementError(f"servers: {h.name}: capacities must be finite and >= 0")
+            if not (h.speed >= 0) or h.speed == math.inf:
+                raise PlacementError(f"servers: {h.name}: share must be finite and >= 0")
         for u in self.units:
             if not (u.cpu >= 0 and u.memory_mb >= 0) or math.inf in (u.cpu, u.memory_mb):
                 raise PlacementError(f"units: {u.name}: demands must be finite and >= 0")
@@ -138,10 +155,40 @@ class Problem:
         return 1 + self.switch_distance(self.host[host].switch, switch)
 
     def cost(self, assignment: dict[str, str]) -> float:
+        """The objective: traffic x distance, plus the priced queueing when queue_price > 0."""
+        total = self.traffic_cost(assignment)
+        if self.queue_price > 0:
+            total += self.queue_price * self.queueing(assignment)
+        return total
+
+    def traffic_cost(self, assignment: dict[str, str]) -> float:
+        """Traffic x distance over edges and anchors (the paper's cost)."""
         total = sum(w * self.distance(assignment[a], assignment[b])
                     for (a, b), w in self.edges.items())
         return total + sum(w * self.anchor_distance(assignment[n], s)
                            for n, links in self.anchored.items() for s, w in links)
+
+    def queueing(self, assignment: dict[str, str]) -> float:
+        """Requests waiting or in service on all servers, as queue_length models them (by
+        Little's law the sum is proportional to the mean time a request spends at servers)."""
+        return sum(self.requests_at(h, cpu) for h, (cpu, _mem) in self.load(assignment).items())
+
+    def requests_at(self, host: str, cpu: float) -> float:
+        """queue_length on host with cpu cores of units on it (a server of no share holds
+        nothing: the capacity rows keep units off it)."""
+        speed = self.host[host].speed
+        if cpu <= 0:
+            return 0.0
+        return queue_length(cpu / speed) if speed > 0 else queue_length(1.0)
+
+    def added_queueing_cost(self, name: str, host: str, used: dict[str, list[float]]) -> float:
+        """What placing unit name on host adds to the priced queueing, given the servers'
+        load `used` without it (0 when queueing has no price)."""
+        if self.queue_price <= 0:
+            return 0.0
+        cpu = used[host][0]
+        return self.queue_price * (self.requests_at(host, cpu + self.unit[name].cpu) -
+                                   self.requests_at(host, cpu))
 
     def trunk_traffic(self, assignment: dict[str, str]) -> float:
         """Traffic times trunk hops: what crosses the inter-switch links."""
@@ -232,6 +279,8 @@ class Plan:
     optimal: bool = False             # the exact program proved this the optimum
     bound: float | None = None        # every placement costs at least this (None: unknown)
     attempts: list[dict] = field(default_factory=list)   # each method tried, and its outcome
+    traffic_cost: float | None = None   # its traffic x distance alone
+    queueing: float | None = None       # requests at its servers, as the objective models them
 
     @property
     def gap(self) -> float | None:
@@ -244,6 +293,7 @@ class Plan:
     def as_dict(self) -> dict:
         return {"assignment": dict(sorted(self.assignment.items())), "cost": self.cost,
                 "trunk_traffic": self.trunk_traffic, "servers_used": self.hosts_used,
+                "traffic_cost": self.traffic_cost, "queueing": self.queueing,
                 "method": self.method, "optimal": self.optimal, "bound": self.bound,
                 "gap": self.gap, "attempts": self.attempts}
 
@@ -251,7 +301,9 @@ class Plan:
 def _plan(problem: Problem, assignment: dict[str, str], method: str,
           optimal: bool = False) -> Plan:
     return Plan(dict(assignment), problem.cost(assignment), problem.trunk_traffic(assignment),
-                len(set(assignment.values())), method, optimal)
+                len(set(assignment.values())), method, optimal,
+                traffic_cost=problem.traffic_cost(assignment),
+                queueing=problem.queueing(assignment))
 
 
 # ------------------------------------------------------------------ baselines
@@ -460,9 +512,10 @@ def repair(problem: Problem, assignment: dict[str, str]) -> dict[str, str]:
             here = problem.unit_cost(n, a[n], a)
             origin = a[n]
             _unplace(a, used, problem, n)
+            here += problem.added_queueing_cost(n, origin, used)
             for h in problem.hosts:
                 if h.name != origin and problem.fits(n, h.name, a, used):
-                    key = (problem.unit_cost(n, h.name, a) - here, n, h.name)
+                    key = (_cost_on(problem, n, h.name, a, used) - here, n, h.name)
                     if best is None or key < best:
                         best = key
             _place(a, used, problem, n, origin)
@@ -491,9 +544,10 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
             origin = a[n]
             here = problem.unit_cost(n, origin, a)
             _unplace(a, used, problem, n)
+            here += problem.added_queueing_cost(n, origin, used)
             target, gain = origin, 1e-9
             for h in _move_targets(problem, n, origin, a, used):
-                g = here - problem.unit_cost(n, h, a)
+                g = here - _cost_on(problem, n, h, a, used)
                 if g > gain:
                     target, gain = h, g
             _place(a, used, problem, n, target)
@@ -543,7 +597,11 @@ def _swap_contents(problem: Problem, a: dict[str, str], used) -> bool:
             if used[h1][0] > c2.cpu + 1e-9 or used[h1][1] > c2.memory_mb + 1e-9 or \
                     used[h2][0] > c1.cpu + 1e-9 or used[h2][1] > c1.memory_mb + 1e-9:
                 continue
-            if outside(g1, h1, h2, h2) + outside(g2, h2, h1, h1) > 1e-9:
+            gain = outside(g1, h1, h2, h2) + outside(g2, h2, h1, h1)
+            if problem.queue_price > 0:     # each server's load onto the other's share
+                gain += _pair_queueing_cost(problem, used, h1, h2) - problem.queue_price * (
+                    problem.requests_at(h1, used[h2][0]) + problem.requests_at(h2, used[h1][0]))
+            if gain > 1e-9:
                 for n in g1:
                     a[n] = h2
                 for n in g2:
@@ -554,20 +612,41 @@ def _swap_contents(problem: Problem, a: dict[str, str], used) -> bool:
     return improved
 
 
+def _cost_on(problem: Problem, n: str, host: str, a, used) -> float:
+    """What unit n (not placed) costs on host: its traffic to placed peers and anchors, and
+    what it adds to the priced queueing there."""
+    return problem.unit_cost(n, host, a) + problem.added_queueing_cost(n, host, used)
+
+
 def _move_targets(problem: Problem, n: str, origin: str, a, used) -> list:
     """The servers worth trying for unit n, in the servers' order: those of its peers, and on
-    each switch the first other one with room. A unit's cost on a server holding none of its
-    peers depends on the server's switch alone, so the rest of a switch's servers cannot do
-    better than that first one (the same move as trying every server, at a fraction of the
-    work on hundreds of servers)."""
+    each switch the other one with room where it adds least queueing (the first, when
+    queueing has no price). A unit's traffic cost on a server holding none of its peers
+    depends on the server's switch alone, so the rest of a switch's servers cannot do
+    better than that one (the same move as trying every server, at a fraction of the work
+    on hundreds of servers)."""
     peers = {a[p] for p in problem.neighbours[n] if p in a}
     out = [h for h in peers if h != origin and problem.fits(n, h, a, used)]
     for hosts in problem.on_switch.values():
+        best: tuple[float, str] | None = None
         for h in hosts:
             if h != origin and h not in peers and problem.fits(n, h, a, used):
-                out.append(h)
-                break
+                added = problem.added_queueing_cost(n, h, used)
+                if best is None or added < best[0]:
+                    best = (added, h)
+                if problem.queue_price <= 0:
+                    break
+        if best is not None:
+            out.append(best[1])
     return sorted(out, key=problem.host_index.__getitem__)
+
+
+def _pair_queueing_cost(problem: Problem, used, h1: str, h2: str) -> float:
+    """The priced queueing on two servers at their load `used` (0 without a price)."""
+    if problem.queue_price <= 0:
+        return 0.0
+    return problem.queue_price * (problem.requests_at(h1, used[h1][0]) +
+                                  problem.requests_at(h2, used[h2][0]))
 
 
 def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
@@ -575,14 +654,16 @@ def _try_swap(problem: Problem, a, used, u: str, v: str) -> bool:
     if hu == hv:
         return False
     shared = problem.neighbours[u].get(v, 0.0) * problem.distance(hu, hv)
-    before = problem.unit_cost(u, hu, a) + problem.unit_cost(v, hv, a) - shared
+    before = problem.unit_cost(u, hu, a) + problem.unit_cost(v, hv, a) - shared \
+        + _pair_queueing_cost(problem, used, hu, hv)
     _unplace(a, used, problem, u)
     _unplace(a, used, problem, v)
     if problem.fits(u, hv, a, used):
         _place(a, used, problem, u, hv)
         if problem.fits(v, hu, a, used):
             _place(a, used, problem, v, hu)
-            after = problem.unit_cost(u, hv, a) + problem.unit_cost(v, hu, a) - shared
+            after = problem.unit_cost(u, hv, a) + problem.unit_cost(v, hu, a) - shared \
+                + _pair_queueing_cost(problem, used, hu, hv)
             if after < before - 1e-9:
                 return True
             _unplace(a, used, problem, v)
@@ -665,7 +746,8 @@ def _sub_problem(problem: Problem, a: dict[str, str], group: tuple[str, ...]) ->
                    edges={(x, y): w for (x, y), w in problem.edges.items()
                           if x in inside and y in inside},
                    anchors=anchors, switch_position=problem.switch_position,
-                   pinned={n: h for n, h in problem.pinned.items() if n in inside})
+                   pinned={n: h for n, h in problem.pinned.items() if n in inside},
+                   queue_price=problem.queue_price)
 
 
 def _exact_attempt(problem: Problem, time_limit_s: float, attempts: list[dict], label: str,
@@ -730,7 +812,11 @@ def plan(problem: Problem, near: str | None = None, current: dict[str, str] | No
     # traffic), METIS with a few seeds; fewer on large graphs, where each costs more.
     small = len(problem.units) <= 300
     extra = [h.name for h in problem.hosts if h.name not in hosts]
-    for more in range(min(3 if small else 2, len(extra) + 1)):
+    counts = list(range(min(3 if small else 2, len(extra) + 1)))
+    if problem.queue_price > 0:
+        # a priced queue favours spreading the load: starts on every server and halfway
+        counts += [m for m in (len(extra) // 2, len(extra)) if m not in counts]
+    for more in counts:
         chosen = hosts + extra[:more]
         for seed in (METIS_SEED, METIS_SEED + 1, METIS_SEED + 2)[:3 if small else 1]:
             if len(chosen) == 1:
@@ -806,8 +892,9 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
                 continue
             here = problem.unit_cost(n, origin, a)
             _unplace(a, used, problem, n)
+            here += problem.added_queueing_cost(n, origin, used)
             for h in _move_targets(problem, n, origin, a, used):
-                gain = here - problem.unit_cost(n, h, a)
+                gain = here - _cost_on(problem, n, h, a, used)
                 if gain > 1e-9 and (best is None or gain > best[0]):
                     best = (gain, n, h)
             _place(a, used, problem, n, origin)

@@ -90,10 +90,12 @@ def check_layout(cfg: Config, layout: dict[str, list[str]]) -> None:
 def build_problem(cfg: Config, graph: dict, layout: dict[str, list[str]],
                   cpu_floor: float = CPU_FLOOR_CORES,
                   memory_floor: float = MEMORY_FLOOR_MB,
-                  max_utilization: float = MAX_UTILIZATION) -> Problem:
+                  max_utilization: float = MAX_UTILIZATION,
+                  queue_price: float = 0.0) -> Problem:
     """The placement problem for the current layout {microservice: [servers]} (its
     replica counts) and the profiler's graph; each server offers `max_utilization` of its
-    CPU share."""
+    CPU share, and its whole share is what the priced queueing sees (queue_price: 0 for
+    traffic alone)."""
     if not 0 < max_utilization <= 1:
         raise PlacementError(f"max_utilization: expected a share in (0, 1], got "
                              f"{max_utilization!r}")
@@ -126,10 +128,11 @@ def build_problem(cfg: Config, graph: dict, layout: dict[str, list[str]],
                 if a != b:
                     key = (a, b)
                     edges[key] = edges.get(key, 0.0) + share
-    hosts = [Host(s.name, s.cpu * max_utilization, float(s.memory_mb), s.switch)
+    hosts = [Host(s.name, s.cpu * max_utilization, float(s.memory_mb), s.switch, share=s.cpu)
              for s in cfg.servers]
     position = {s.name: k for k, s in enumerate(cfg.testbed.switches)}
-    return Problem(units, hosts, edges=edges, anchors=anchors, switch_position=position)
+    return Problem(units, hosts, edges=edges, anchors=anchors, switch_position=position,
+                   queue_price=queue_price)
 
 
 def current_assignment(problem: Problem, layout: dict[str, list[str]]) -> dict[str, str]:
