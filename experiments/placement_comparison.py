@@ -1,6 +1,8 @@
 """Placement comparison (Ahmed et al., PLOS ONE): spread, random, a greedy network-aware score,
-ours and the exact program alone, in the same run on the multi-switch testbed, under the
-same open-loop load, repeated with the methods' order rotated.
+ours (traffic x distance, the paper's objective), latency (ours under the latency
+objective: that plus the priced queueing at each server) and the exact program alone, in
+the same run on the multi-switch testbed, under the same open-loop load, repeated with the
+methods' order rotated.
 
     sudo .venv/bin/python -m experiments.placement_comparison                 # Bookinfo-like
     sudo .venv/bin/python -m experiments.placement_comparison --rate 30 --phase 90
@@ -26,9 +28,9 @@ counted), the layout settles, and the load is measured:
 
 There is no netem on this platform: trunks are limited in bandwidth (`testbed.trunk_bw_mbit`),
 so what a placement relieves is trunk congestion, not added delay. Results: summary.md
-(per method the mean and 95 % interval over the runs, ours against each other method
-paired by run), summary.json, placement.png, and run<k>/ with each run's own tables,
-graph and plans.
+(per method the mean and 95 % interval over the runs, the candidate (--candidate, default
+ours) against each other method paired by run), summary.json, placement.png, and run<k>/
+with each run's own tables, graph and plans.
 """
 from __future__ import annotations
 
@@ -56,11 +58,11 @@ from placement.apps import entry_mix
 from placement.partitioner import PlacementError, exact, greedy_network_aware, plan, \
     random_placement, spread
 from placement.problem import MAX_UTILIZATION, build_problem, current_assignment, layout_of, \
-    moves_between
+    moves_between, queue_price
 from profiler.store import HistoryStore
 
-METHODS = ("spread", "random", "greedy", "ours", "exact")
-CANDIDATE = "ours"
+METHODS = ("spread", "random", "greedy", "ours", "latency", "exact")
+CANDIDATE = "ours"        # the method the others are compared with, unless --candidate
 EXACT_TIME_LIMIT_S = 60.0
 # the figures compared across runs: (key, label); lower is better for each
 FIGURES = (("trunk_mbit_s", "trunk Mbit/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"),
@@ -93,11 +95,14 @@ def plans(cfg, graph: dict, layout: dict, seed: int,
     """Each method's plan from one graph; `exact` when it cannot plan (too large, nothing
     found in time), or plans ours' layout, has `skipped` saying so."""
     problem = build_problem(cfg, graph, layout, max_utilization=max_utilization)
+    priced = build_problem(cfg, graph, layout, max_utilization=max_utilization,
+                           queue_price=queue_price("latency"))
     near = cfg.testbed.clients[0].switch
     makers = {"spread": lambda: spread(problem),
               "random": lambda: random_placement(problem, seed),
               "greedy": lambda: greedy_network_aware(problem),
               "ours": lambda: plan(problem, near=near),
+              "latency": lambda: plan(priced, near=near),
               "exact": lambda: exact(problem, exact_time_limit_s)}
     made = {}
     for m in methods:
@@ -108,7 +113,10 @@ def plans(cfg, graph: dict, layout: dict, seed: int,
                 raise
             made[m] = {"layout": None, "skipped": str(exc)}
             continue
+        # every plan's traffic cost and modelled queueing, whatever its objective
         made[m] = {"layout": layout_of(p.assignment, problem), "cost": p.cost,
+                   "traffic_cost": problem.traffic_cost(p.assignment),
+                   "queueing": priced.queueing(p.assignment),
                    "trunk_traffic": p.trunk_traffic, "servers_used": p.hosts_used,
                    "method": p.method, "optimal": p.optimal, "bound": p.bound}
     if made.get("exact", {}).get("layout") is not None and "ours" in made and \
@@ -312,9 +320,10 @@ def figure(result: dict, key: str) -> float | None:
     return result["trunk_mbit_s"] if key == "trunk_mbit_s" else result["end_to_end"].get(key)
 
 
-def statistics(runs: list[dict], methods: list[str]) -> dict:
+def statistics(runs: list[dict], methods: list[str], candidate: str = CANDIDATE) -> dict:
     """Per figure and method, the mean and 95 % interval over the runs that measured it,
-    and ours against each other method, paired by run (runs where both were measured)."""
+    and the candidate against each other method, paired by run (runs where both were
+    measured)."""
     out = {}
     for key, label in FIGURES:
         per = {m: {k: figure(r["results"][m], key) for k, r in enumerate(runs)
@@ -324,10 +333,10 @@ def statistics(runs: list[dict], methods: list[str]) -> dict:
         for m, by_run in per.items():
             entry["methods"][m] = significance.mean_ci(list(by_run.values())) \
                 if by_run else {"mean": None, "ci": None}
-        ours = per.get(CANDIDATE, {})
+        ours = per.get(candidate, {})
         for m, by_run in per.items():
             both = sorted(set(ours) & set(by_run))
-            if m != CANDIDATE and both:
+            if m != candidate and both:
                 entry["vs"][m] = significance.paired([ours[k] for k in both],
                                                      [by_run[k] for k in both])
         out[key] = entry
@@ -354,7 +363,7 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
         table(["figure", *methods],
               [[e["label"], *(significance.mean_ci_text(e["methods"].get(m)) for m in methods)]
                for e in stats.values()], "l".ljust(len(methods) + 1, "r"), compact=True),
-        "## Ours against each, paired by run", "",
+        f"## {getattr(opts, 'candidate', CANDIDATE)} against each, paired by run", "",
         table(["figure", "against", "difference", "ratio", "95 % interval", "p", "verdict"],
               [[e["label"], m, number(v["diff"]),
                 "–" if v["ratio"] is None else f"{100 * v['ratio']:+.1f} %",
@@ -451,6 +460,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=DEFAULT_CONFIG,
                    help="application and testbed (default configs/bookinfo.yaml)")
     p.add_argument("--methods", type=choice_list(METHODS), default=list(METHODS))
+    p.add_argument("--candidate", choices=METHODS, default=CANDIDATE,
+                   help=f"the method compared with each other one (default {CANDIDATE}; "
+                        "latency: ours under the latency objective)")
     p.add_argument("--rate", type=positive_float, default=20.0,
                    help="requests per second to the entry service (default 20)")
     p.add_argument("--warmup", type=bounded(float, 10), default=90.0,
@@ -482,7 +494,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
+    if args.candidate not in args.methods:
+        ap.error(f"--candidate: {args.candidate} is not among --methods")
     try:
         data = load_config_data(args.config)
         if args.trunk_bw:
@@ -504,7 +519,8 @@ def main(argv=None) -> int:
         measured = run(args, data, out_dir, shares, log=lambda m: print(m, flush=True))
     except PlacementError as exc:
         fail(f"placement: {exc}", code=1)
-    doc = {**measured, **stamp, "statistics": statistics(measured["runs"], args.methods),
+    doc = {**measured, **stamp,
+           "statistics": statistics(measured["runs"], args.methods, args.candidate),
            "entry_shares": shares, "config": os.path.relpath(config_path(args.config), ROOT),
            "trunk_bw_mbit": cfg.testbed.trunk_bw_mbit, "options": vars(args)}
     text = lab.write_results(out_dir, "summary", doc,

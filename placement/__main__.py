@@ -11,7 +11,9 @@
 
 Methods: ours (METIS partition, mapping by distance, local search, and the exact program
 solved by HiGHS within --time-limit, which bounds the optimum; the plan says its gap to that
-bound), greedy (network-aware greedy score), spread (round robin), random. docs/placement.md.
+bound), greedy (network-aware greedy score), spread (round robin), random. Objectives for
+ours: traffic (traffic x distance, the paper's) or latency (plus a price on each server's
+queue, --queue-price). docs/placement.md.
 """
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ from placement.apps import generate
 from placement.k8s import check_registry, manifests, to_yaml
 from placement.partitioner import EXACT_TIME_LIMIT_S, PlacementError, greedy_network_aware, \
     plan, random_placement, replan, should_replace, spread
-from placement.problem import Move, build_problem, check_layout, current_assignment, \
-    layout_of, moves_between
+from placement.problem import OBJECTIVES, QUEUE_PRICE, Move, build_problem, check_layout, \
+    current_assignment, layout_of, moves_between, queue_price
 
 METHODS = ("ours", "greedy", "spread", "random")
 
@@ -64,6 +66,12 @@ def parser() -> argparse.ArgumentParser:
                         help="capacity kept free when choosing servers (default 0.2)")
         sp.add_argument("--max-utilization", type=bounded(float, 0.05, 1.0), default=0.6,
                         help="share of each server's CPU a plan may fill (default 0.6)")
+        sp.add_argument("--objective", choices=OBJECTIVES, default="traffic",
+                        help="for --method ours: traffic x distance (traffic, the default) or "
+                             "that plus the priced queueing at each server (latency)")
+        sp.add_argument("--queue-price", type=non_negative_float, metavar="BYTES_PER_S",
+                        help="for --objective latency: what a request queued at a server "
+                             f"costs, in bytes/s x hops (default {QUEUE_PRICE:g})")
         sp.add_argument("--max-moved", type=bounded(float, 0.0, 1.0), metavar="SHARE",
                         help="for --method ours: move at most this share of the instances "
                              "from the current layout (a re-plan; default: a fresh plan)")
@@ -136,7 +144,9 @@ def controller_url(args, cfg) -> str:
 
 def compute(args, cfg, graph: dict, layout: dict) -> dict:
     """The plan: the chosen method's layout, its cost and the current one's, the moves."""
-    problem = build_problem(cfg, graph, layout, max_utilization=args.max_utilization)
+    problem = build_problem(cfg, graph, layout, max_utilization=args.max_utilization,
+                            queue_price=queue_price(args.objective, args.queue_price)
+                            if args.method == "ours" else 0.0)
     before = current_assignment(problem, layout)
     near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
     if args.method == "ours" and args.max_moved is not None:
@@ -154,12 +164,16 @@ def compute(args, cfg, graph: dict, layout: dict) -> dict:
     after = layout_of(result.assignment, problem)
     return {"method": result.method, "optimal": result.optimal, "bound": result.bound,
             "gap": result.gap, "attempts": result.attempts,
-            "before": {"cost": problem.cost(before),
+            "objective": "latency" if problem.queue_price > 0 else "traffic",
+            "queue_price": problem.queue_price,
+            "before": {"cost": problem.cost(before), "traffic_cost": problem.traffic_cost(before),
+                       "queueing": problem.queueing(before),
                        "trunk_traffic": problem.trunk_traffic(before), "layout": layout,
                        # the current layout is not checked against the cap when it was
                        # made (the testbed spreads every service): say where it is over
                        "violations": problem.violations(before)},
-            "after": {"cost": result.cost, "trunk_traffic": result.trunk_traffic,
+            "after": {"cost": result.cost, "traffic_cost": result.traffic_cost,
+                      "queueing": result.queueing, "trunk_traffic": result.trunk_traffic,
                       "servers_used": result.hosts_used, "layout": after},
             "moves": [m.as_dict() for m in moves_between(layout, after)],
             "edges": graph.get("edges", [])}
@@ -178,8 +192,12 @@ def show(doc: dict) -> None:
         outcome = f"cost {tried['cost']:,.0f}" if tried["cost"] is not None else \
             tried["error"]
         print(f"  tried {tried['method']}: {outcome}")
-    print(f"cost (traffic x distance, bytes/s): {b['cost']:,.0f} -> {a['cost']:,.0f}; over "
-          f"trunks {b['trunk_traffic']:,.0f} -> {a['trunk_traffic']:,.0f} bytes/s; "
+    if doc.get("queue_price"):
+        print(f"cost (traffic x distance + {doc['queue_price']:g} x requests queued at the "
+              f"servers): {b['cost']:,.0f} -> {a['cost']:,.0f}; requests queued (modelled) "
+              f"{b['queueing']:.2f} -> {a['queueing']:.2f}")
+    print(f"traffic x distance, bytes/s: {b['traffic_cost']:,.0f} -> {a['traffic_cost']:,.0f}; "
+          f"over trunks {b['trunk_traffic']:,.0f} -> {a['trunk_traffic']:,.0f} bytes/s; "
           f"{a['servers_used']} servers")
     for ms in sorted(a["layout"]):
         was, now = b["layout"].get(ms, []), a["layout"][ms]
@@ -189,7 +207,10 @@ def show(doc: dict) -> None:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
+    if getattr(args, "queue_price", None) is not None and args.objective != "latency":
+        ap.error("--queue-price: only with --objective latency")
     if args.command == "generate":
         text = yaml.safe_dump(generate(args.services, args.seed), sort_keys=False)
         if args.out:

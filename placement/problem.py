@@ -5,6 +5,7 @@ in, plain data out; docs/placement.md, "The placement": units, edges, the CPU ca
 - build_problem: units (a microservice's instances, its measured CPU and memory split among
   them, with floors), edges (the graph's traffic split over replica pairs; the clients'
   anchor a unit to their switch), servers (MAX_UTILIZATION of their CPU may be filled);
+- OBJECTIVES, queue_price: the objectives by name and the queue price each sets;
 - check_graph, check_layout: input that does not fit the configuration, named;
 - current_assignment, layout_of, unit_names: layouts and assignments;
 - moves_between, Move: the instance moves that turn one layout into another.
@@ -21,6 +22,25 @@ CPU_FLOOR_CORES = 0.02
 MEMORY_FLOOR_MB = 20.0
 MAX_UTILIZATION = 0.6
 CLIENTS_PREFIX = "clients@"
+# what a request waiting or in service at a server costs under the latency objective, in
+# bytes/s x hops: chosen on design seeds by the queueing model (docs/placement.md, "The
+# latency objective"; experiments/placement_model.py)
+QUEUE_PRICE = 1e6
+# traffic: traffic x distance alone (the paper's); latency: plus the priced queueing
+OBJECTIVES = ("traffic", "latency")
+
+
+def queue_price(objective: str, price: float | None = None) -> float:
+    """The queue price an objective sets: 0 for traffic; for latency `price`, by default
+    QUEUE_PRICE. PlacementError for an unknown objective or a price with traffic."""
+    if objective not in OBJECTIVES:
+        raise PlacementError(f"objective: expected one of {', '.join(OBJECTIVES)}, got "
+                             f"{objective!r}")
+    if objective == "traffic":
+        if price:
+            raise PlacementError("queue price: only the latency objective has one")
+        return 0.0
+    return QUEUE_PRICE if price is None else price
 
 
 @dataclass(frozen=True)

@@ -379,6 +379,10 @@ def test_the_generated_application_is_a_valid_dag_of_20_to_50_services():
      {"g": json.dumps({**GRAPH, "vertices": {"details": {"cpu_cores": 5.0}}})},
      "capacity: the units need 5.06 cores, the servers have 1.2 (each filled to at most "
      "--max-utilization 0.6)"),
+    (["plan", "--graph", "{g}", "--layout", "{l}", "--queue-price", "5"], {},
+     "--queue-price: only with --objective latency"),
+    (["plan", "--graph", "{g}", "--layout", "{l}", "--objective", "latency", "--queue-price",
+      "-1"], {}, "--queue-price"),
     (["export", "--format", "k8s", "--plan", "{g}"], {"g": "[]"}, "--plan: expected a plan"),
     (["export", "--format", "k8s", "--registry", "https://x y"], {},
      "--registry: expected a registry host[:port][/path], got 'https://x y'"),
@@ -552,3 +556,24 @@ def test_a_start_the_control_api_did_not_answer_in_time_is_stopped_again():
         with pytest.raises(ApplyError, match="srv1-ui: the testbed did not start it"):
             RemoteTestbed(url, timeout_s=0.4).start(cfg.slot("srv1", "ui"))
         assert deployed == set()
+
+
+def test_the_latency_objective_from_the_command_line_spreads_the_queue(tmp_path):
+    (tmp_path / "g.json").write_text(json.dumps(GRAPH))
+    (tmp_path / "l.json").write_text(json.dumps(SPREAD))
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--graph", str(tmp_path / "g.json"), "--layout", str(tmp_path / "l.json"),
+            "--config", BOOKINFO, "--out", str(out), "--time-limit", "2"]
+    assert run_module("placement", *argv, timeout=120).returncode == 0
+    traffic = json.loads(out.read_text())
+    res = run_module("placement", *argv, "--objective", "latency", "--queue-price", "1e7",
+                     timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "requests queued (modelled)" in res.stdout
+    latency = json.loads(out.read_text())
+    assert traffic["objective"] == "traffic" and latency["objective"] == "latency"
+    assert latency["queue_price"] == 1e7
+    # the priced plan holds fewer requests at its servers, for more traffic x distance
+    assert latency["after"]["queueing"] < traffic["after"]["queueing"]
+    assert latency["after"]["traffic_cost"] >= traffic["after"]["traffic_cost"]
+    assert latency["after"]["servers_used"] > traffic["after"]["servers_used"]
