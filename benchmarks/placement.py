@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.placement [--sizes 10,100,1000] [--servers 4,16,64]
                                              [--small 24] [--apps configs/bookinfo.yaml,...]
+                                             [--planted-sizes 200,1000,5000,20000]
                                              [--caps 0.5,0.6,0.8,1.0] [--out results/bench]
 
 1. Plan time and cost for generated graphs of 10, 100 and 1000 services on 4, 16 and 64
@@ -12,7 +13,9 @@
    and the optimum the exact program (placement/milp.py, HiGHS) proves, and plan()'s own
    answer (which adds that program). Graphs of up to 400 units in part 1 get plan()'s bound
    and gap too.
-3. Applications: each --apps configuration's call graph under a request rate at its entry
+3. Planted instances of --planted-sizes units (planted()): a placement close to a proven
+   bound built in, where the bound holds at any size; plan()'s gap to it and its time.
+4. Applications: each --apps configuration's call graph under a request rate at its entry
    services that makes its CPU demand APP_DEMAND_SHARE of its servers' CPU
    (placement/apps.py expected_graph; a configuration's `# benchmark-mix:` line, if any,
    weighs its entries), at each --caps share of the servers' CPU: plan() (as `python -m
@@ -46,13 +49,15 @@ from placement.partitioner import Host, PlacementError, Problem, Unit, greedy_ne
 
 DEFAULT_OUT = os.path.join("results", "bench")
 SWITCHES = 4
-PARTS = ("scale", "small", "apps")
+PARTS = ("scale", "small", "apps", "planted")
 DEFAULT_APPS = ("configs/bookinfo.yaml", "configs/callgraph30.yaml", "configs/socialnetwork.yaml",
                 "configs/hotelreservation.yaml")
 DEFAULT_CAPS = (0.5, 0.6, 0.8, 1.0)
 # the application's CPU demand as a share of its servers' CPU: at the default cap (0.6)
 # two thirds of what the cap allows, at 0.5 four fifths
 APP_DEMAND_SHARE = 0.4
+PLANTED_PER_SERVER = 10        # units per cluster (and server) of a planted instance
+PLANTED_SIZES = (200, 1000, 5000, 20000)
 
 
 def generated(services: int, servers: int, seed: int = 1) -> Problem:
@@ -72,6 +77,84 @@ def generated(services: int, servers: int, seed: int = 1) -> Problem:
     hosts = [Host(f"srv{k + 1}", round(cpu, 4), 100000.0, switch[k]) for k in range(servers)]
     return Problem(units, hosts, edges=edges, anchors={(names[0], "s1"): 20000.0},
                    switch_position={f"s{k + 1}": k for k in range(SWITCHES)})
+
+
+def planted(units: int, seed: int = 1) -> tuple[Problem, dict[str, str]]:
+    """A generated instance with a planted placement close to a proven bound: one cluster
+    of units per server (servers = units / PLANTED_PER_SERVER, 4 to 256, over 4 switches),
+    each cluster 90 % of its server's CPU and held together by heavy edges; each unit
+    anchored to its server's switch and, half of them, less heavily to another switch; and
+    light edges between clusters (one per cluster, to a unit of another). Any placement
+    costs at least what every unit's anchors cost on its best switch (edges cost >= 0:
+    planted_bound); the planted one, every cluster whole on its own server, costs that
+    plus its light edges. (problem, the planted placement)."""
+    rng = random.Random(seed * 7919 + units)
+    servers = max(4, min(256, units // PLANTED_PER_SERVER))
+    switch = [f"s{1 + k * SWITCHES // servers}" for k in range(servers)]
+    position = {f"s{k + 1}": k for k in range(SWITCHES)}
+    hosts = [Host(f"srv{k + 1}", 1.0, 100000.0, switch[k]) for k in range(servers)]
+    members: list[list[str]] = [[] for _ in range(servers)]
+    for k in range(units):
+        members[rng.randrange(servers) if k >= servers else k].append(f"u{k}")
+    out_units, edges, anchors, optimum = [], {}, {}, {}
+    for k, names in enumerate(members):
+        weights = [rng.uniform(0.5, 1.5) for _ in names]
+        total = sum(weights)
+        out_units += [Unit(n, n, 0.9 * w / total, 20.0) for n, w in zip(names, weights)]
+        for j in range(1, len(names)):                 # a random tree and a few more edges
+            edges[(names[rng.randrange(j)], names[j])] = rng.uniform(1000, 5000)
+        for _ in range(len(names) // 3):
+            a, b = rng.sample(names, 2) if len(names) > 1 else (names[0], names[0])
+            if a != b:
+                edges[(a, b)] = edges.get((a, b), 0.0) + rng.uniform(1000, 5000)
+        other_cluster = members[rng.randrange(servers)]
+        if other_cluster is not names and other_cluster:
+            edges[(rng.choice(names), rng.choice(other_cluster))] = rng.uniform(50, 300)
+        for n in names:
+            optimum[n] = hosts[k].name
+            home = rng.uniform(200, 2000)
+            anchors[(n, switch[k])] = home
+            if rng.random() < 0.5:
+                other = rng.choice([s for s in position if s != switch[k]])
+                anchors[(n, other)] = rng.uniform(0, 0.8) * home
+    problem = Problem(out_units, hosts, edges=edges, anchors=anchors, switch_position=position)
+    return problem, optimum
+
+
+def planted_bound(problem: Problem) -> float:
+    """Every placement's cost is at least this: each unit's anchors at the switch where
+    they cost least (edges ignored, as they cost >= 0; capacities ignored)."""
+    return sum(min(sum(w * (1 + problem.switch_distance(s, t)) for t, w in links)
+                   for s in problem.switch_position)
+               for links in problem.anchored.values() if links)
+
+
+def planted_run(sizes, exact_time_limit_s: float = 10.0) -> list[dict]:
+    """plan() on planted instances: its gap to the proven bound (the solvers' convention,
+    (cost - bound) / cost), the planted placement's, greedy's, and plan()'s time."""
+    rows = []
+    for n in sizes:
+        problem, planted_at = planted(n)
+        bound = max(planted_bound(problem), 0.0)
+        started = time.perf_counter()
+        result = plan(problem, near="s1", exact_time_limit_s=exact_time_limit_s)
+        took = time.perf_counter() - started
+        assert not problem.violations(result.assignment) and not problem.violations(planted_at)
+        bound = max(bound, result.bound or 0.0)
+
+        def gap(cost: float) -> float:
+            return 0.0 if cost <= 0 else max(0.0, (cost - bound) / cost)
+        greedy = greedy_network_aware(problem).cost
+        rows.append({"units": n, "servers": len(problem.hosts), "bound": round(bound, 1),
+                     "planted_cost": round(problem.cost(planted_at), 1),
+                     "planted_gap": gap(problem.cost(planted_at)),
+                     "cost": round(result.cost, 1), "gap": gap(result.cost),
+                     "plan_s": round(took, 3), "method": result.method,
+                     "greedy_cost": round(greedy, 1), "greedy_gap": gap(greedy)})
+        r = rows[-1]
+        print(f"[placement] planted {n} units: gap {100 * r['gap']:.2f} % (the planted "
+              f"placement's {100 * r['planted_gap']:.2f} %) in {took:.1f} s", file=sys.stderr)
+    return rows
 
 
 def scale_run(sizes, servers, repeats: int = 3) -> list[dict]:
@@ -226,6 +309,17 @@ def markdown(doc: dict) -> str:
                           *("none fits" if c is None else number(c, 0)
                             for c in (r["greedy_cost"], r["spread_cost"]))] for r in apps],
                         "lrrrrlrrrrrrr", compact=True)]
+    planted_rows = doc.get("planted") or []
+    if planted_rows:
+        lines += ["", "Planted instances (a placement near a proven bound built in; "
+                  "`planted()`): plan()'s gap to the bound, the planted placement's and "
+                  "greedy's, (cost - bound) / cost:", "",
+                  table(["units", "servers", "bound", "plan() cost", "plan() gap",
+                         "planted gap", "greedy gap", "plan() s"],
+                        [[r["units"], r["servers"], number(r["bound"], 0), number(r["cost"], 0),
+                          f"{100 * r['gap']:.2f} %", f"{100 * r['planted_gap']:.2f} %",
+                          f"{100 * r['greedy_gap']:.1f} %", r["plan_s"]]
+                         for r in planted_rows], "r" * 8, compact=True)]
     small = doc["small"]
     if not small:
         return "\n".join(lines + [""])
@@ -252,6 +346,10 @@ def main(argv=None) -> int:
     ap.add_argument("--caps", type=number_list(float, 0.05, 1.0), default=list(DEFAULT_CAPS))
     ap.add_argument("--exact-time-limit", type=bounded(float, 0.1, 3600), default=60.0,
                     help="seconds the exact program gets per application (default 60)")
+    ap.add_argument("--planted-sizes", type=number_list(int, 8, 50000),
+                    default=list(PLANTED_SIZES),
+                    help="units of the planted instances (default "
+                         + ",".join(map(str, PLANTED_SIZES)) + ")")
     ap.add_argument("--parts", type=choice_list(PARTS), default=list(PARTS),
                     help=f"which parts to run (default all: {','.join(PARTS)})")
     ap.add_argument("--out", default=DEFAULT_OUT)
@@ -265,7 +363,8 @@ def main(argv=None) -> int:
            "small": small_graphs(args.small) if "small" in args.parts else [],
            "exact_time_limit_s": args.exact_time_limit,
            "apps": apps_run(args.apps, args.caps, args.exact_time_limit)
-           if "apps" in args.parts else []}
+           if "apps" in args.parts else [],
+           "planted": planted_run(args.planted_sizes) if "planted" in args.parts else []}
     os.makedirs(args.out, exist_ok=True)
     lab.write_results(args.out, "placement", doc, lambda: markdown(doc), default=None)
     return 0

@@ -8,7 +8,7 @@ The model is not the objective: it sees what the objective leaves out or lineari
 - A server is one processor-sharing queue of its CPU share (Docker's CPU quota): a visit
   to a service on it takes cpu_ms / share / (1 - rho) (M/G/1-PS), rho its units' CPU over
   its share; at rho >= 1 the plan is unstable (infinite time).
-- A message between two instances crosses their switch (HOP_MS per switch, also between
+- A message between two instances crosses their switch (hop_ms per switch, also between
   two on one server: each instance is a host of its own on the switch) and, per trunk link
   on the way, its bytes at the trunk's bandwidth stretched by 1 / (1 - u) (M/M/1), u the
   link's load in that direction; at u >= 1 unstable.
@@ -49,7 +49,10 @@ from placement.partitioner import PlacementError, greedy_network_aware, plan, sp
 from placement.problem import build_problem
 
 APPS = ("configs/hotelreservation.yaml", "configs/socialnetwork.yaml")
-HOP_MS = 0.2                   # one switch crossing on the userspace datapath (assumption)
+# ms per switch crossed: a packet through the userspace datapath takes a fraction of a
+# millisecond, a connection's first packet through the controller several; the design
+# draws span the range, so that the price does not rest on one guess
+HOP_MS = (0.2, 2.0)
 CLIENT_REQUEST_BYTES = 300     # a client's HTTP request (the configuration gives answers)
 # the hotel reservation run on the testbed (data/placement-hotel, 20 requests/s): the
 # services used 0.38 cores, 2.4 times what the configuration's cpu_ms make, 9.5 % of the
@@ -59,17 +62,22 @@ CLIENT_REQUEST_BYTES = 300     # a client's HTTP request (the configuration give
 CPU_SCALES = (1.5, 3.0)
 DEMAND_SHARES = (0.05, 0.15)
 MIX_TILT = 0.3                 # sd of the log-normal tilt of each entry's share
-PRICES = (0.0, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7)   # bytes/s x hops per request queued
+PRICES = (0.0, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8)   # bytes/s x hops per request
+# the price chosen: the smallest whose geometric mean ratio to spread, over both
+# applications, is within CHOICE_MARGIN of the best price's (a price at the grid's edge
+# would say the grid is too narrow)
+CHOICE_MARGIN = 0.01
 CAPS = (0.6, 0.9)
 DEFAULT_SEEDS = 60              # design seeds 1..n
 DEFAULT_OUT = os.path.join("results", "placement-model")
 
 
 def model_time(cfg, rates: dict[str, float], assignment: dict[str, str],
-               cpu_scale: float = 1.0) -> dict:
+               cpu_scale: float = 1.0, hop_ms: float = HOP_MS[0]) -> dict:
     """The model's mean end-to-end time (ms) of a request under `rates` (requests/s per
     entry service) with units (placement/problem.py's names) on servers as `assignment`
-    says, each service using cpu_scale x its cpu_ms per request; also its parts at servers
+    says, each service using cpu_scale x its cpu_ms per request, hop_ms per switch crossed;
+    also its parts at servers
     and on the network, and the busiest server's and trunk direction's utilisation.
     Unstable plans: mean_ms inf."""
     by_name = {m.name: m for m in cfg.microservices}
@@ -119,7 +127,7 @@ def model_time(cfg, rates: dict[str, float], assignment: dict[str, str],
 
     def net_ms(a: int, b: int, nbytes: float) -> float:
         step = 1 if b > a else -1
-        t = HOP_MS * (1 + abs(a - b))
+        t = hop_ms * (1 + abs(a - b))
         for k in range(min(a, b), max(a, b)):
             if bw:
                 t += nbytes * 8 / (bw * 1e6) * 1000.0 / (1 - util.get((k, step), 0.0))
@@ -207,7 +215,10 @@ def methods(prices, caps) -> list[tuple[str, float, float | None]]:
     return out
 
 
-def design_run(seeds, prices=PRICES, caps=CAPS, apps=APPS, progress=None) -> list[dict]:
+def design_run(seeds, prices=PRICES, caps=CAPS, apps=APPS, hop_ms: float | None = None,
+               progress=None) -> list[dict]:
+    """Every method on each seed's draw of each application (hop_ms: fixed, or None: drawn
+    from HOP_MS per draw); one row per seed, application and method."""
     rows = []
     todo = methods(prices, caps)
     for seed in seeds:
@@ -215,6 +226,7 @@ def design_run(seeds, prices=PRICES, caps=CAPS, apps=APPS, progress=None) -> lis
             cfg = load_config(path)
             rng = random.Random(f"{seed}:{os.path.basename(path)}")
             rates, share, cpu_scale = design_rates(cfg, path, rng)
+            hop = rng.uniform(*HOP_MS) if hop_ms is None else hop_ms
             graph = expected_graph(cfg, rates)
             for v in graph["vertices"].values():
                 v["cpu_cores"] *= cpu_scale
@@ -235,9 +247,10 @@ def design_run(seeds, prices=PRICES, caps=CAPS, apps=APPS, progress=None) -> lis
                     rows.append({"seed": seed, "app": os.path.basename(path), "method": label,
                                  "demand_share": round(share, 3), "error": str(exc)})
                     continue
-                times = model_time(cfg, rates, assignment, cpu_scale)
+                times = model_time(cfg, rates, assignment, cpu_scale, hop)
                 rows.append({"seed": seed, "app": os.path.basename(path), "method": label,
                              "demand_share": round(share, 3), "cpu_scale": round(cpu_scale, 2),
+                             "hop_ms": round(hop, 3),
                              "rate": round(sum(rates.values()), 1),
                              "servers": len(set(assignment.values())),
                              "traffic_cost": round(problem.traffic_cost(assignment), 1),
@@ -280,12 +293,34 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
+def choose(summary: list[dict]) -> dict | None:
+    """Per cap, the price CHOICE_MARGIN picks over both applications: {cap: price}."""
+    out = {}
+    for s in summary:
+        if s["app"] != "both" or not s["method"].startswith("ours") or \
+                s["ratio_to_spread"] is None or s["unstable"] or s["failed"]:
+            continue
+        _ours, cap, price = s["method"].split(", ")
+        out.setdefault(cap, []).append((float(price.split()[1]), s["ratio_to_spread"]))
+    chosen = {}
+    for cap, tried in out.items():
+        best = min(r for _p, r in tried)
+        chosen[cap] = min(p for p, r in tried if r <= best * (1 + CHOICE_MARGIN))
+    return chosen or None
+
+
 def markdown(summary: list[dict], meta: dict) -> str:
     lines = [f"# The latency objective's price on the queueing model ({meta['seeds']} "
              f"design seeds)", "",
              f"Commit {meta['commit']}; `{meta['command']}`. The model's mean end-to-end time "
              "against spread's per draw (geometric mean of the ratio; lower is better), how "
-             "many draws it beat spread, plans the model finds unstable or no plan found.", ""]
+             "many draws it beat spread, plans the model finds unstable or no plan found; "
+             + (f"{meta['hop_ms']:g} ms per switch crossed." if meta.get("hop_ms") is not None
+                else f"{HOP_MS[0]:g}-{HOP_MS[1]:g} ms per switch crossed (drawn)."), "",
+             "Price chosen (the smallest within "
+             f"{100 * CHOICE_MARGIN:g} % of the best, over both applications): " +
+             ("; ".join(f"{cap}: {price:g}" for cap, price in meta["chosen"].items())
+              if meta.get("chosen") else "none"), ""]
     for app in dict.fromkeys(s["app"] for s in summary):
         lines += [f"## {app}", ""]
         lines.append(table(["method", "draws", "mean ms", "x spread", "below spread", "unstable",
@@ -308,6 +343,9 @@ def parser() -> ArgumentParser:
                    help="queue prices to try, bytes/s x hops per request (0: traffic alone)")
     p.add_argument("--caps", type=number_list(float, 0.05, 1.0), default=CAPS,
                    help="shares of a server's CPU a plan may fill")
+    p.add_argument("--hop-ms", type=bounded(float, 0.0, 1000.0),
+                   help="ms per switch a message crosses (default: drawn from "
+                        f"{HOP_MS[0]:g}-{HOP_MS[1]:g} per draw)")
     p.add_argument("--out", default=DEFAULT_OUT)
     return p
 
@@ -318,8 +356,11 @@ def main(argv=None) -> int:
     meta = lab.stamp(lab.invocation("experiments.placement_model", argv, sudo=False)) | \
         {"seeds": args.seeds}
     rows = design_run(range(1, args.seeds + 1), tuple(args.prices), tuple(args.caps),
+                      hop_ms=args.hop_ms,
                       progress=lambda m: print(f"[placement-model] {m}", flush=True))
     summary = summarise(rows)
+    meta["hop_ms"] = args.hop_ms
+    meta["chosen"] = choose(summary)
     out = lab.results_dir(args.out)
     with open(os.path.join(out, "model.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
