@@ -142,7 +142,7 @@ def planted_run(sizes, exact_time_limit_s: float = 10.0) -> list[dict]:
         assert not problem.violations(result.assignment) and not problem.violations(planted_at)
         bound = max(bound, result.bound or 0.0)
 
-        def gap(cost: float) -> float:
+        def gap(cost: float, bound: float = bound) -> float:
             return 0.0 if cost <= 0 else max(0.0, (cost - bound) / cost)
         greedy = greedy_network_aware(problem).cost
         rows.append({"units": n, "servers": len(problem.hosts), "bound": round(bound, 1),
