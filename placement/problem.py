@@ -25,7 +25,7 @@ CLIENTS_PREFIX = "clients@"
 # what a request waiting or in service at a server costs under the latency objective, in
 # bytes/s x hops: chosen on design seeds by the queueing model (docs/placement.md, "The
 # latency objective"; experiments/placement_model.py)
-QUEUE_PRICE = 1e6
+QUEUE_PRICE = 3e5
 # traffic: traffic x distance alone (the paper's); latency: plus the priced queueing
 OBJECTIVES = ("traffic", "latency")
 
