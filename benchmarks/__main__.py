@@ -1,25 +1,36 @@
-"""All benchmarks: `make bench` (root). Results in results/bench/ (JSON and Markdown);
-the figures quoted in docs/controller.md and docs/profiler.md come from these runs.
+"""The benchmarks (common/registry.py lists them, with what each measures, needs and where
+its figures are written up).
 
-    sudo .venv/bin/python -m benchmarks      # every benchmark at its default settings
+    .venv/bin/python -m benchmarks --list    # every benchmark
+    sudo .venv/bin/python -m benchmarks      # `make bench`: those marked for it, at their
+                                             # default settings; results in results/bench/
 
-Each benchmark has its own flags: python -m benchmarks.controller --help,
-python -m benchmarks.profiler_period --help, python -m benchmarks.decision_cost --help.
+Each benchmark has its own flags: python -m benchmarks.<name> --help. The figures the docs
+quote name the command, commit and data of their own runs (data/bench/).
 """
-from argparse import RawDescriptionHelpFormatter
-import sys
+from __future__ import annotations
 
-from benchmarks import controller, decision_cost, profiler_period
+import importlib
+import sys
+from argparse import RawDescriptionHelpFormatter
+
 from common.cli import ArgumentParser
+from common.registry import listing, of_kind
 
 
 def main(argv=None) -> int:
-    ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                            formatter_class=RawDescriptionHelpFormatter
-                            ).parse_args(argv)
-    status = profiler_period.main([])
-    status |= decision_cost.main([])
-    status |= controller.main([])
+    ap = ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                        formatter_class=RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    args = ap.parse_args(argv)
+    if args.list:
+        print(listing(("benchmark",)))
+        return 0
+    status = 0
+    for entry in of_kind("benchmark"):
+        if entry.in_make_bench:
+            print(f"[bench] python -m {entry.module}", flush=True)
+            status |= importlib.import_module(entry.module).main([])
     return status
 
 
