@@ -134,19 +134,11 @@ class _Model:
                         for sign in (1.0, -1.0):
                             row([(s, 1.0)] + [(x(ka, h), -sign) for h in hs]
                                 + [(x(kb, h), sign) for h in hs], 0.0, np.inf)
-        if priced:                                           # z_h >= price x tangent
-            for h, server in enumerate(p.hosts):
-                c[self.nz + h] = 1.0
-                speed = server.speed
-                if speed <= 0:
-                    continue
-                for rho in TANGENT_LOADS:
-                    at = p.queue_price * queue_length(rho)
-                    slope = p.queue_price * queue_slope(rho) / speed
-                    row([(self.nz + h, 1.0)] +
-                        [(x(k, h), -slope * p.unit[n_].cpu) for k, n_ in enumerate(self.units)],
-                        at - slope * rho * speed, np.inf)
         self.row = row
+        if priced:                                           # z_h >= price x tangent
+            for h in range(nh):
+                c[self.nz + h] = 1.0
+                self.add_tangents(h, TANGENT_LOADS)
         self.index = {key: e for e, key in enumerate(p.edges)}
         if trees:
             self.add_trees(_tree_cuts(self.cuts, lambda e, w, name: (-w, name)))
@@ -167,6 +159,21 @@ class _Model:
                 lower[x(k, h)] = 1.0 if h == h0 else 0.0
         self.c, self.lower, self.upper = c, lower, upper
         self.rows, self.cols, self.vals, self.lo, self.hi = rows, cols, vals, lo, hi
+
+    def add_tangents(self, h: int, loads) -> None:
+        """Rows z_h >= the price times queue_length's tangent at each utilisation in loads
+        (below the curve, exact at the point: convex)."""
+        p = self.problem
+        speed = p.hosts[h].speed
+        if speed <= 0:
+            return
+        nh = len(self.hosts)
+        for rho in loads:
+            at = p.queue_price * queue_length(rho)
+            slope = p.queue_price * queue_slope(rho) / speed
+            self.row([(self.nz + h, 1.0)] +
+                     [(k * nh + h, -slope * p.unit[n_].cpu) for k, n_ in enumerate(self.units)],
+                     at - slope * rho * speed, np.inf)
 
     def add_trees(self, trees) -> int:
         """Rows for tree inequalities (_tree_cuts' answers); how many."""
@@ -367,9 +374,17 @@ def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] 
             model.add_trees(found)
             if not found or time.perf_counter() - started > time_limit_s / 4:
                 break
+    start_ok = start is not None and not problem.violations(start)
+    if start_ok and problem.queue_price > 0:
+        # tangents at the start's own loads: the start costs the program what it really
+        # costs, and the bound is tightest where good placements are
+        for k, (cpu, _mem) in enumerate(problem.load(start).values()):
+            speed = problem.hosts[k].speed
+            if speed > 0 and cpu > 0:
+                model.add_tangents(k, (cpu / speed,))
     h = model.highs()
     h.setOptionValue("time_limit", max(0.1, time_limit_s - (time.perf_counter() - started)))
-    if start is not None and not problem.violations(start):
+    if start_ok:
         values = model.values(start)
         h.setSolution(len(values), np.arange(len(values), dtype=np.int32), values)
     h.run()
