@@ -374,18 +374,18 @@ def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] 
             model.add_trees(found)
             if not found or time.perf_counter() - started > time_limit_s / 4:
                 break
-    start_ok = start is not None and not problem.violations(start)
-    if start_ok and problem.queue_price > 0:
+    begin = start if start is not None and not problem.violations(start) else None
+    if begin is not None and problem.queue_price > 0:
         # tangents at the start's own loads: the start costs the program what it really
         # costs, and the bound is tightest where good placements are
-        for k, (cpu, _mem) in enumerate(problem.load(start).values()):
+        for k, (cpu, _mem) in enumerate(problem.load(begin).values()):
             speed = problem.hosts[k].speed
             if speed > 0 and cpu > 0:
                 model.add_tangents(k, (cpu / speed,))
     h = model.highs()
     h.setOptionValue("time_limit", max(0.1, time_limit_s - (time.perf_counter() - started)))
-    if start_ok:
-        values = model.values(start)
+    if begin is not None:
+        values = model.values(begin)
         h.setSolution(len(values), np.arange(len(values), dtype=np.int32), values)
     h.run()
     seconds = time.perf_counter() - started
