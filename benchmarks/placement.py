@@ -210,7 +210,8 @@ def small_graphs(count: int) -> list[dict]:
     return rows
 
 
-def app_problem(path: str, cap: float) -> tuple[Problem, str | None, float]:
+def app_problem(path: str, cap: float, queue_price: float = 0.0
+                ) -> tuple[Problem, str | None, float]:
     """The placement problem of a configuration's application at the benchmark's load:
     (problem, the clients' switch, requests/s in all)."""
     cfg = load_config(path)
@@ -227,7 +228,8 @@ def app_problem(path: str, cap: float) -> tuple[Problem, str | None, float]:
     layout = {m.name: sorted({i.server for i in cfg.instances_of(m.name)})
               for m in cfg.microservices}
     near = cfg.testbed.clients[0].switch if cfg.testbed.clients else None
-    return build_problem(cfg, graph, layout, max_utilization=cap), near, rate
+    return build_problem(cfg, graph, layout, max_utilization=cap,
+                         queue_price=queue_price), near, rate
 
 
 def baseline_cost(method, problem: Problem) -> float | None:
@@ -238,11 +240,11 @@ def baseline_cost(method, problem: Problem) -> float | None:
         return None
 
 
-def apps_run(paths, caps, exact_time_limit_s: float) -> list[dict]:
+def apps_run(paths, caps, exact_time_limit_s: float, queue_price: float = 0.0) -> list[dict]:
     rows = []
     for path in paths:
         for cap in caps:
-            problem, near, rate = app_problem(path, cap)
+            problem, near, rate = app_problem(path, cap, queue_price)
             started = time.perf_counter()
             try:
                 ours = plan(problem, near=near)
@@ -291,8 +293,11 @@ def markdown(doc: dict) -> str:
              for r in doc["scale"]], "r" * 9, compact=True)]
     apps = doc.get("apps") or []
     if apps:
+        objective = (f"the latency objective at queue price {doc['queue_price']:g}"
+                     if doc.get("queue_price") else "the traffic objective")
         lines += ["", f"Applications (their CPU demand {100 * APP_DEMAND_SHARE:.0f} % of their "
-                  f"servers' CPU; the exact program given {doc['exact_time_limit_s']:g} s):", "",
+                  f"servers' CPU; {objective}; the exact program given "
+                  f"{doc['exact_time_limit_s']:g} s):", "",
                   table(["configuration", "cap", "units", "servers", "ours", "its method",
                          "plan time s",
                          "exact program", "best bound", "ours above the best found",
@@ -350,6 +355,9 @@ def main(argv=None) -> int:
                     default=list(PLANTED_SIZES),
                     help="units of the planted instances (default "
                          + ",".join(map(str, PLANTED_SIZES)) + ")")
+    ap.add_argument("--queue-price", type=bounded(float, 0.0), default=0.0,
+                    help="the applications part under the latency objective at this queue "
+                         "price (default 0: the traffic objective)")
     ap.add_argument("--parts", type=choice_list(PARTS), default=list(PARTS),
                     help=f"which parts to run (default all: {','.join(PARTS)})")
     ap.add_argument("--out", default=DEFAULT_OUT)
@@ -362,7 +370,8 @@ def main(argv=None) -> int:
            "scale": scale_run(args.sizes, args.servers) if "scale" in args.parts else [],
            "small": small_graphs(args.small) if "small" in args.parts else [],
            "exact_time_limit_s": args.exact_time_limit,
-           "apps": apps_run(args.apps, args.caps, args.exact_time_limit)
+           "queue_price": args.queue_price,
+           "apps": apps_run(args.apps, args.caps, args.exact_time_limit, args.queue_price)
            if "apps" in args.parts else [],
            "planted": planted_run(args.planted_sizes) if "planted" in args.parts else []}
     os.makedirs(args.out, exist_ok=True)
