@@ -44,6 +44,7 @@ from common.procs import git_commit
 from placement import milp
 from placement.apps import entry_mix, expected_graph
 from placement.problem import build_problem
+from placement.queueing import queue_length
 from placement.partitioner import Host, PlacementError, Problem, Unit, greedy_network_aware, \
     plan, random_placement, spread
 
@@ -79,7 +80,8 @@ def generated(services: int, servers: int, seed: int = 1) -> Problem:
                    switch_position={f"s{k + 1}": k for k in range(SWITCHES)})
 
 
-def planted(units: int, seed: int = 1) -> tuple[Problem, dict[str, str]]:
+def planted(units: int, seed: int = 1, queue_price: float = 0.0
+            ) -> tuple[Problem, dict[str, str]]:
     """A generated instance with a planted placement close to a proven bound: one cluster
     of units per server (servers = units / PLANTED_PER_SERVER, 4 to 256, over 4 switches),
     each cluster 90 % of its server's CPU and held together by heavy edges; each unit
@@ -87,7 +89,9 @@ def planted(units: int, seed: int = 1) -> tuple[Problem, dict[str, str]]:
     light edges between clusters (one per cluster, to a unit of another). Any placement
     costs at least what every unit's anchors cost on its best switch (edges cost >= 0:
     planted_bound); the planted one, every cluster whole on its own server, costs that
-    plus its light edges. (problem, the planted placement)."""
+    plus its light edges. Under a queue price (the latency objective) every server of the
+    planted placement is equally loaded, which the bound's queueing part also is.
+    (problem, the planted placement)."""
     rng = random.Random(seed * 7919 + units)
     servers = max(4, min(256, units // PLANTED_PER_SERVER))
     switch = [f"s{1 + k * SWITCHES // servers}" for k in range(servers)]
@@ -117,24 +121,34 @@ def planted(units: int, seed: int = 1) -> tuple[Problem, dict[str, str]]:
             if rng.random() < 0.5:
                 other = rng.choice([s for s in position if s != switch[k]])
                 anchors[(n, other)] = rng.uniform(0, 0.8) * home
-    problem = Problem(out_units, hosts, edges=edges, anchors=anchors, switch_position=position)
+    problem = Problem(out_units, hosts, edges=edges, anchors=anchors, switch_position=position,
+                      queue_price=queue_price)
     return problem, optimum
 
 
 def planted_bound(problem: Problem) -> float:
     """Every placement's cost is at least this: each unit's anchors at the switch where
-    they cost least (edges ignored, as they cost >= 0; capacities ignored)."""
-    return sum(min(sum(w * (1 + problem.switch_distance(s, t)) for t, w in links)
-                   for s in problem.switch_position)
-               for links in problem.anchored.values() if links)
+    they cost least (edges ignored, as they cost >= 0; capacities ignored), plus, under a
+    queue price, the queueing of the whole load spread evenly: the sum over H servers of
+    queue_length(rho_h) is at least H x queue_length(mean rho) (convex), and the mean of
+    rho_h is at least the load over H x the fastest share."""
+    anchors = sum(min(sum(w * (1 + problem.switch_distance(s, t)) for t, w in links)
+                      for s in problem.switch_position)
+                  for links in problem.anchored.values() if links)
+    if problem.queue_price <= 0 or not problem.hosts:
+        return anchors
+    count, fastest = len(problem.hosts), max(h.speed for h in problem.hosts)
+    load = sum(u.cpu for u in problem.units)
+    return anchors + problem.queue_price * count * queue_length(load / (count * fastest))
 
 
-def planted_run(sizes, exact_time_limit_s: float = 10.0) -> list[dict]:
+def planted_run(sizes, exact_time_limit_s: float = 10.0, queue_price: float = 0.0
+                ) -> list[dict]:
     """plan() on planted instances: its gap to the proven bound (the solvers' convention,
     (cost - bound) / cost), the planted placement's, greedy's, and plan()'s time."""
     rows = []
     for n in sizes:
-        problem, planted_at = planted(n)
+        problem, planted_at = planted(n, queue_price=queue_price)
         bound = max(planted_bound(problem), 0.0)
         started = time.perf_counter()
         result = plan(problem, near="s1", exact_time_limit_s=exact_time_limit_s)
@@ -356,8 +370,8 @@ def main(argv=None) -> int:
                     help="units of the planted instances (default "
                          + ",".join(map(str, PLANTED_SIZES)) + ")")
     ap.add_argument("--queue-price", type=bounded(float, 0.0), default=0.0,
-                    help="the applications part under the latency objective at this queue "
-                         "price (default 0: the traffic objective)")
+                    help="the applications and planted parts under the latency objective at "
+                         "this queue price (default 0: the traffic objective)")
     ap.add_argument("--parts", type=choice_list(PARTS), default=list(PARTS),
                     help=f"which parts to run (default all: {','.join(PARTS)})")
     ap.add_argument("--out", default=DEFAULT_OUT)
@@ -373,7 +387,8 @@ def main(argv=None) -> int:
            "queue_price": args.queue_price,
            "apps": apps_run(args.apps, args.caps, args.exact_time_limit, args.queue_price)
            if "apps" in args.parts else [],
-           "planted": planted_run(args.planted_sizes) if "planted" in args.parts else []}
+           "planted": planted_run(args.planted_sizes, queue_price=args.queue_price)
+           if "planted" in args.parts else []}
     os.makedirs(args.out, exist_ok=True)
     lab.write_results(args.out, "placement", doc, lambda: markdown(doc), default=None)
     return 0

@@ -403,6 +403,11 @@ def solve(problem: Problem, time_limit_s: float = 10.0, current: dict[str, str] 
         placed = model.assignment(np.asarray(h.getSolution().col_value))
         if not problem.violations(placed):
             assignment = placed
+    if begin is not None and (assignment is None or
+                              problem.cost(assignment) > problem.cost(begin)):
+        # with priced queueing the program weighs the tangents, below the real cost: its
+        # answer may cost more than its start; the start then stands
+        assignment = begin
     # optimal: to HiGHS's relative gap (1e-4 by default), the bound then within it; with
     # priced queueing the program's tangents are below the real cost, so the real cost of
     # its answer must be within that gap of the bound as well

@@ -99,6 +99,9 @@ class Problem:
                 raise PlacementError(f"servers: {h.name}: capacities must be finite and >= 0")
             if not (h.speed >= 0) or h.speed == math.inf:
                 raise PlacementError(f"servers: {h.name}: share must be finite and >= 0")
+            if h.speed == 0 and h.cpu > 0:
+                raise PlacementError(f"servers: {h.name}: a share of 0 cannot offer "
+                                     f"{h.cpu:g} cores")
         for u in self.units:
             if not (u.cpu >= 0 and u.memory_mb >= 0) or math.inf in (u.cpu, u.memory_mb):
                 raise PlacementError(f"units: {u.name}: demands must be finite and >= 0")

@@ -37,3 +37,17 @@ def test_the_planted_run_reports_the_gap_to_the_bound():
     row, = planted_run([200], exact_time_limit_s=0)
     assert 0 <= row["gap"] <= 1 and row["cost"] >= row["bound"]
     assert row["gap"] <= row["greedy_gap"] + 1e-9   # plan() refines greedy's answer too
+
+
+def test_under_a_queue_price_the_bound_holds_and_the_planted_placement_meets_its_queue_part():
+    problem, at = planted(8, seed=5, queue_price=50.0)
+    bound = planted_bound(problem)
+    names = [u.name for u in problem.units]
+    best = min(problem.cost(dict(zip(names, combo)))
+               for combo in itertools.product([h.name for h in problem.hosts],
+                                              repeat=len(names))
+               if not problem.violations(dict(zip(names, combo))))
+    assert bound <= best + 1e-6
+    # every server of the planted placement is at 90 %: its queueing is the bound's
+    assert problem.queue_price * problem.queueing(at) == pytest.approx(
+        bound - planted_bound(planted(8, seed=5)[0]))
