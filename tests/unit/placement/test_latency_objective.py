@@ -142,3 +142,18 @@ def test_the_model_times_a_chain_by_hand():
     assert light["busiest_trunk"] == 0.0               # srv1 is on the clients' switch
     spread_out = model_time(cfg, {"hrsearch": 1000.0}, one)
     assert spread_out["mean_ms"] == math.inf          # over the server's share: unstable
+
+
+def test_a_server_with_no_share_cannot_offer_cores():
+    with pytest.raises(PlacementError, match="a share of 0 cannot offer"):
+        Problem([Unit("a", "a", 0.1)], [Host("srv1", 1.0, 100.0, "s1", share=0.0)])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_exact_program_never_answers_worse_than_its_start(seed):
+    # the program weighs the queue's tangents, below the real cost: its own answer may
+    # cost more in reality than the start it was given; the start then stands
+    p = random_problem(seed, n_units=6, n_hosts=3, price=3.0)
+    start = spread(p).assignment
+    sol = milp.solve(p, 5.0, start=start)
+    assert sol.assignment is not None and p.cost(sol.assignment) <= p.cost(start) + 1e-9
