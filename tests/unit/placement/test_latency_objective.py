@@ -154,6 +154,6 @@ def test_the_exact_program_never_answers_worse_than_its_start(seed):
     # the program weighs the queue's tangents, below the real cost: its own answer may
     # cost more in reality than the start it was given; the start then stands
     p = random_problem(seed, n_units=6, n_hosts=3, price=3.0)
-    start = spread(p).assignment
+    start = plan(p, exact_time_limit_s=0).assignment       # the heuristics' placement
     sol = milp.solve(p, 5.0, start=start)
     assert sol.assignment is not None and p.cost(sol.assignment) <= p.cost(start) + 1e-9
