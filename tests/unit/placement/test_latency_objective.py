@@ -11,8 +11,8 @@ import pytest
 from common.config import load_config
 from experiments.placement_model import model_time
 from placement import milp
-from placement.partitioner import Host, PlacementError, Problem, Unit, plan, refine, replan, \
-    spread
+from placement.partitioner import Host, PlacementError, Problem, Unit, plan, random_placement, \
+    refine, replan, spread
 from placement.problem import build_problem
 from placement.queueing import RHO_KNEE, queue_length, queue_slope
 
@@ -149,11 +149,13 @@ def test_a_server_with_no_share_cannot_offer_cores():
         Problem([Unit("a", "a", 0.1)], [Host("srv1", 1.0, 100.0, "s1", share=0.0)])
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_the_exact_program_never_answers_worse_than_its_start(seed):
-    # the program weighs the queue's tangents, below the real cost: its own answer may
-    # cost more in reality than the start it was given; the start then stands
-    p = random_problem(seed, n_units=6, n_hosts=3, price=3.0)
-    start = plan(p, exact_time_limit_s=0).assignment       # the heuristics' placement
+@pytest.mark.parametrize("seed, n_units, n_hosts",
+                         [(84, 6, 3), (108, 6, 3), (114, 8, 4), (121, 8, 4), (181, 6, 3)])
+def test_the_exact_program_never_answers_worse_than_its_start(seed, n_units, n_hosts):
+    # the program weighs the queue's tangents, below the real cost: on these draws its own
+    # answer costs more in reality than the start it was given (found by trying 400
+    # draws); the start then stands
+    p = random_problem(seed, n_units=n_units, n_hosts=n_hosts, price=3.0)
+    start = refine(p, random_placement(p, seed=seed).assignment)
     sol = milp.solve(p, 5.0, start=start)
     assert sol.assignment is not None and p.cost(sol.assignment) <= p.cost(start) + 1e-9
