@@ -142,6 +142,11 @@ class Problem:
         self.on_switch: dict[str, list[str]] = {}
         for h in self.hosts:
             self.on_switch.setdefault(h.switch, []).append(h.name)
+        # a switch's one CPU share when all its servers have the same (None otherwise)
+        self.switch_share: dict[str, float | None] = {}
+        for switch, names in self.on_switch.items():
+            speeds = {self.host[h].speed for h in names}
+            self.switch_share[switch] = speeds.pop() if len(speeds) == 1 else None
 
     # -------------------------------------------------------------- distances and cost
     def switch_distance(self, a: str, b: str) -> int:
@@ -630,15 +635,23 @@ def _move_targets(problem: Problem, n: str, origin: str, a, used) -> list:
     on hundreds of servers)."""
     peers = {a[p] for p in problem.neighbours[n] if p in a}
     out = [h for h in peers if h != origin and problem.fits(n, h, a, used)]
-    for hosts in problem.on_switch.values():
+    priced = problem.queue_price > 0
+    for switch, hosts in problem.on_switch.items():
         best: tuple[float, str] | None = None
+        same_share = problem.switch_share[switch] is not None
         for h in hosts:
-            if h != origin and h not in peers and problem.fits(n, h, a, used):
-                added = problem.added_queueing_cost(n, h, used)
-                if best is None or added < best[0]:
-                    best = (added, h)
-                if problem.queue_price <= 0:
+            if h == origin or h in peers:
+                continue
+            if not priced:
+                if problem.fits(n, h, a, used):
+                    best = (0.0, h)
                     break
+                continue
+            # equal shares: the least used server adds the least queue; else its price.
+            # The limits are checked only for a server better than the best so far.
+            key = used[h][0] if same_share else problem.added_queueing_cost(n, h, used)
+            if (best is None or key < best[0]) and problem.fits(n, h, a, used):
+                best = (key, h)
         if best is not None:
             out.append(best[1])
     return sorted(out, key=problem.host_index.__getitem__)
