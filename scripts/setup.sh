@@ -70,6 +70,12 @@ for fd in /proc/$$/fd/*; do
 done
 
 APT_UPDATED=0
+apt_update_once() {
+  if [ "$APT_UPDATED" -eq 0 ]; then
+    apt-get update -qq >>"$LOG_DIR/apt.log" 2>&1 || fail "apt-get update failed (see $LOG_DIR/apt.log)"
+    APT_UPDATED=1
+  fi
+}
 install_packages() {     # the named array's packages that are missing
   local missing
   mapfile -t missing < <(missing_packages "$1")
@@ -80,10 +86,7 @@ install_packages() {     # the named array's packages that are missing
   fi
   echo "[setup]   installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if [ "$APT_UPDATED" -eq 0 ]; then
-    apt-get update -qq >>"$LOG_DIR/apt.log" 2>&1 || fail "apt-get update failed (see $LOG_DIR/apt.log)"
-    APT_UPDATED=1
-  fi
+  apt_update_once
   # the packages' own daemons (nginx on port 80, Prometheus, HAProxy) are not started: the
   # project starts what it uses, where it uses it. A policy-rc.d already there stays.
   local guard=0 rc=0
@@ -159,6 +162,13 @@ if [ "$ONLY_PYTHON" -eq 1 ]; then
 fi
 
 step "Debian packages"
+# the distribution's names, chosen by what apt knows (Ubuntu ships Chromium only as a snap:
+# left out there, and the browser test says so); its package lists first, if any is missing
+[ -z "$(missing_packages APT_PACKAGES)" ] || apt_update_once
+mkdir -p /var/lib/malb
+chosen="$($SYS_PY "$ROOT/scripts/apt_packages.py" --skipped /var/lib/malb/skipped-packages \
+          "${APT_PACKAGES[@]}")" || fail "scripts/apt_packages.py could not choose the packages"
+mapfile -t APT_PACKAGES <<< "$chosen"
 install_packages APT_PACKAGES
 
 # ---------------------------------------------------------------- Open vSwitch
