@@ -1,4 +1,4 @@
-"""The benchmarks (common/registry.py lists them, with what each measures, needs and where
+"""The benchmarks (experiments/registry.py lists them, with what each measures, needs and where
 its figures are written up).
 
     .venv/bin/python -m benchmarks --list    # every benchmark
@@ -15,7 +15,7 @@ import sys
 from argparse import RawDescriptionHelpFormatter
 
 from common.cli import ArgumentParser
-from common.registry import listing, of_kind
+from experiments.registry import listing, of_kind
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,5 @@
 """The experiments and analyses, with what each measures, needs and where it is written up
-(common/registry.py). Run one: `python -m experiments.<name> --help`.
+(experiments/registry.py). Run one: `python -m experiments.<name> --help`.
 
     .venv/bin/python -m experiments
 """
@@ -9,7 +9,7 @@ import sys
 from argparse import RawDescriptionHelpFormatter
 
 from common.cli import ArgumentParser
-from common.registry import listing
+from experiments.registry import listing
 
 
 def main(argv=None) -> int:

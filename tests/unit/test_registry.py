@@ -1,4 +1,4 @@
-"""The registry of experiments and benchmarks (common/registry.py) lists every runnable
+"""The registry of experiments and benchmarks (experiments/registry.py) lists every runnable
 module, each importable, with a page that exists."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from common.registry import ENTRIES, HELPERS, KINDS
+from experiments.registry import ENTRIES, HELPERS, KINDS
 from tests.conftest import ROOT, run_module
 from tests.unit.test_docs_links import anchors
 
