@@ -22,6 +22,7 @@ import itertools
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from placement.queueing import queue_length
@@ -211,6 +212,33 @@ class Problem:
         c = sum(w * self.distance(host, assignment[p])
                 for p, w in self.neighbours[name].items() if p in assignment)
         return c + sum(w * self.anchor_distance(host, s) for s, w in self.anchored[name])
+
+    def unit_costs(self, name: str, assignment: dict[str, str]) -> Callable[[str], float]:
+        """unit_cost(name, host, assignment) as a function of host, for weighing many
+        servers at once: a server's distance to a peer or an anchor is 1 plus the switches'
+        distance (less 1 on the peer's own server), so the peers' and anchors' weights are
+        summed by switch once and each switch's cost computed once."""
+        by_switch: dict[str, float] = {}
+        on_host: dict[str, float] = {}
+        for p, w in self.neighbours[name].items():
+            h = assignment.get(p)
+            if h is not None:
+                s = self.host[h].switch
+                by_switch[s] = by_switch.get(s, 0.0) + w
+                on_host[h] = on_host.get(h, 0.0) + w
+        for s, w in self.anchored[name]:
+            by_switch[s] = by_switch.get(s, 0.0) + w
+        pos = self.switch_position
+        at_switch: dict[str, float] = {}
+
+        def cost(host: str) -> float:
+            s = self.host[host].switch
+            c = at_switch.get(s)
+            if c is None:
+                c = at_switch[s] = sum(w * (1 + abs(pos[s] - pos[t]))
+                                       for t, w in by_switch.items())
+            return c - on_host.get(host, 0.0)
+        return cost
 
     # -------------------------------------------------------------- feasibility
     def load(self, assignment: dict[str, str]) -> dict[str, list[float]]:
@@ -517,13 +545,14 @@ def repair(problem: Problem, assignment: dict[str, str]) -> dict[str, str]:
             return a
         best = None
         for n in movable:
-            here = problem.unit_cost(n, a[n], a)
             origin = a[n]
+            traffic = problem.unit_costs(n, a)
             _unplace(a, used, problem, n)
-            here += problem.added_queueing_cost(n, origin, used)
+            here = traffic(origin) + problem.added_queueing_cost(n, origin, used)
             for h in problem.hosts:
                 if h.name != origin and problem.fits(n, h.name, a, used):
-                    key = (_cost_on(problem, n, h.name, a, used) - here, n, h.name)
+                    key = (traffic(h.name) + problem.added_queueing_cost(n, h.name, used) - here,
+                           n, h.name)
                     if best is None or key < best:
                         best = key
             _place(a, used, problem, n, origin)
@@ -546,19 +575,21 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
     used = problem.load(a)
     names = [u.name for u in problem.units if u.name not in problem.pinned]
     swaps = len(names) <= 300 if swaps is None else swaps
+    by_load = _ServersByLoad(problem, used)
     for _ in range(max_passes):
         improved = False
         for n in names:
             origin = a[n]
-            here = problem.unit_cost(n, origin, a)
+            traffic = problem.unit_costs(n, a)
             _unplace(a, used, problem, n)
-            here += problem.added_queueing_cost(n, origin, used)
+            here = traffic(origin) + problem.added_queueing_cost(n, origin, used)
             target, gain = origin, 1e-9
-            for h in _move_targets(problem, n, origin, a, used):
-                g = here - _cost_on(problem, n, h, a, used)
+            for h in _move_targets(problem, n, origin, a, used, by_load):
+                g = here - traffic(h) - problem.added_queueing_cost(n, h, used)
                 if g > gain:
                     target, gain = h, g
             _place(a, used, problem, n, target)
+            by_load.changed(origin, target)
             improved |= target != origin
         if swaps:
             for u in names:
@@ -570,6 +601,7 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
             # single moves cannot carry, e.g. toward the clients' switch)
             if not improved:
                 improved = _swap_contents(problem, a, used)
+            by_load = _ServersByLoad(problem, used)
         if not improved:
             break
     return a
@@ -620,23 +652,56 @@ def _swap_contents(problem: Problem, a: dict[str, str], used) -> bool:
     return improved
 
 
-def _cost_on(problem: Problem, n: str, host: str, a, used) -> float:
-    """What unit n (not placed) costs on host: its traffic to placed peers and anchors, and
-    what it adds to the priced queueing there."""
-    return problem.unit_cost(n, host, a) + problem.added_queueing_cost(n, host, used)
+class _ServersByLoad:
+    """On each switch whose servers have one CPU share, its servers ordered by the CPU in
+    use (then by the servers' order): under a queue price the first of them with room is
+    where a unit adds least queueing on that switch (_move_targets). Built from the loads
+    `used`; whoever changes a server's load says so (changed), except the server a unit is
+    taken from while its moves are weighed, which the moves skip."""
+
+    def __init__(self, problem: Problem, used: dict[str, list[float]]):
+        self.problem, self.used = problem, used
+        self.order: dict[str, list[tuple[float, int, str]]] = {}
+        self.entry: dict[str, tuple[float, int, str]] = {}
+        if problem.queue_price <= 0:
+            return
+        for switch, hosts in problem.on_switch.items():
+            if problem.switch_share[switch] is not None:
+                self.order[switch] = sorted(self._entry(h) for h in hosts)
+                self.entry.update((e[2], e) for e in self.order[switch])
+
+    def _entry(self, host: str) -> tuple[float, int, str]:
+        return self.used[host][0], self.problem.host_index[host], host
+
+    def changed(self, *hosts: str) -> None:
+        for h in hosts:
+            old = self.entry.get(h)
+            if old is None or old[0] == self.used[h][0]:
+                continue
+            entries = self.order[self.problem.host[h].switch]
+            del entries[bisect.bisect_left(entries, old)]
+            self.entry[h] = self._entry(h)
+            bisect.insort(entries, self.entry[h])
 
 
-def _move_targets(problem: Problem, n: str, origin: str, a, used) -> list:
+def _move_targets(problem: Problem, n: str, origin: str, a, used,
+                  by_load: _ServersByLoad | None = None) -> list:
     """The servers worth trying for unit n, in the servers' order: those of its peers, and on
     each switch the other one with room where it adds least queueing (the first, when
     queueing has no price). A unit's traffic cost on a server holding none of its peers
     depends on the server's switch alone, so the rest of a switch's servers cannot do
     better than that one (the same move as trying every server, at a fraction of the work
-    on hundreds of servers)."""
+    on hundreds of servers). by_load, when given, must hold `used` but for origin's load."""
     peers = {a[p] for p in problem.neighbours[n] if p in a}
     out = [h for h in peers if h != origin and problem.fits(n, h, a, used)]
     priced = problem.queue_price > 0
     for switch, hosts in problem.on_switch.items():
+        if by_load is not None and switch in by_load.order:
+            h = next((h for _, _, h in by_load.order[switch] if h != origin and
+                      h not in peers and problem.fits(n, h, a, used)), None)
+            if h is not None:
+                out.append(h)
+            continue
         best: tuple[float, str] | None = None
         same_share = problem.switch_share[switch] is not None
         for h in hosts:
@@ -897,6 +962,7 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
     a = repair(problem, {n: current[n] for n in problem.unit if n in current} |
                {n: h for n, h in fresh.assignment.items() if n not in current})
     used = problem.load(a)
+    by_load = _ServersByLoad(problem, used)
     movable = [u.name for u in problem.units if u.name not in problem.pinned]
     while True:
         spent = moved(current, a)
@@ -906,19 +972,22 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
             # a unit already moved may move again (or home) without spending budget
             if current.get(n) == origin and spent >= budget:
                 continue
-            here = problem.unit_cost(n, origin, a)
+            traffic = problem.unit_costs(n, a)
             _unplace(a, used, problem, n)
-            here += problem.added_queueing_cost(n, origin, used)
-            for h in _move_targets(problem, n, origin, a, used):
-                gain = here - _cost_on(problem, n, h, a, used)
+            here = traffic(origin) + problem.added_queueing_cost(n, origin, used)
+            for h in _move_targets(problem, n, origin, a, used, by_load):
+                gain = here - traffic(h) - problem.added_queueing_cost(n, h, used)
                 if gain > 1e-9 and (best is None or gain > best[0]):
                     best = (gain, n, h)
             _place(a, used, problem, n, origin)
+            by_load.changed(origin)
         if best is None:
             break
         _, n, h = best
+        origin = a[n]
         _unplace(a, used, problem, n)
         _place(a, used, problem, n, h)
+        by_load.changed(origin, h)
     method = f"single moves within {budget} from the current placement"
     attempts = [{"method": method, "cost": problem.cost(a), "error": None}]
     name = f"exact program within {budget} moves"

@@ -98,16 +98,20 @@ def test_the_exact_program_bounds_and_nearly_reaches_the_priced_optimum(seed):
         assert result.cost <= optimum * (1 + milp.RELATIVE_GAP) + 1e-9
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_refinement_leaves_no_single_move_that_lowers_the_priced_cost(seed):
-    p = random_problem(seed, n_units=8, n_hosts=4, price=1.5)
-    a = refine(p, spread(p).assignment)
+def assert_no_single_move_helps(p, a):
     cost = p.cost(a)
     for name in a:
         for h in p.host:
             b = dict(a, **{name: h})
             if not p.violations(b):
                 assert p.cost(b) >= cost - 1e-9, (name, h)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_refinement_leaves_no_single_move_that_lowers_the_priced_cost(seed):
+    p = random_problem(seed, n_units=8, n_hosts=4, price=1.5)
+    a = refine(p, spread(p).assignment)
+    assert_no_single_move_helps(p, a)
 
 
 def test_a_re_plan_under_the_price_keeps_its_move_budget():
@@ -159,3 +163,18 @@ def test_the_exact_program_never_answers_worse_than_its_start(seed, n_units, n_h
     start = refine(p, random_placement(p, seed=seed).assignment)
     sol = milp.solve(p, 5.0, start=start)
     assert sol.assignment is not None and p.cost(sol.assignment) <= p.cost(start) + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_refinement_without_swaps_on_many_servers_per_switch_leaves_no_better_move(seed):
+    """The moves weigh one server per switch besides the peers' (the least used with room,
+    kept in order of load as units move): no single move to any server lowers the cost."""
+    rng = random.Random(seed)
+    us = [Unit(f"u{k}", f"u{k // 2}", rng.uniform(0.02, 0.2)) for k in range(40)]
+    hs = [Host(f"h{k}", 0.9, 100.0, f"s{1 + k % 3}", share=1.0) for k in range(12)]
+    edges = {(f"u{i}", f"u{j}"): rng.choice([0.5, 1, 3])
+             for i, j in itertools.combinations(range(40), 2) if rng.random() < 0.08}
+    p = Problem(us, hs, edges=edges, anchors={("u0", "s1"): 5.0},
+                switch_position={"s1": 0, "s2": 1, "s3": 2}, queue_price=2.0)
+    a = refine(p, random_placement(p, seed=seed).assignment, max_passes=200, swaps=False)
+    assert_no_single_move_helps(p, a)

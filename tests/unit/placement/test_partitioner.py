@@ -331,3 +331,22 @@ def test_a_plan_lists_the_re_placement_by_groups_among_its_attempts():
     methods = [a["method"] for a in result.attempts]
     assert any(m.startswith("cheapest so far + servers re-placed") for m in methods)
     assert methods[-1].startswith("exact program")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_unit_s_costs_weighed_at_once_equal_its_cost_on_each_server(seed):
+    """unit_costs (peers and anchors summed by switch) against unit_cost, server by server,
+    with peers unplaced, on the unit's own server and on other switches."""
+    rng = random.Random(seed)
+    switches = [f"s{1 + k % 3}" for k in range(9)]
+    names = [f"u{k}" for k in range(12)]
+    edges = {(a, b): rng.choice([0.0, 1.0, 2.5, 40.0])
+             for a, b in itertools.combinations(names, 2) if rng.random() < 0.4}
+    anchors = {(n, rng.choice(["s1", "s2", "s3"])): rng.uniform(0, 9) for n in names[:5]}
+    p = Problem(units(names), hosts(9, switches=switches), edges=edges, anchors=anchors,
+                switch_position={"s1": 0, "s2": 1, "s3": 2})
+    a = {n: rng.choice(list(p.host)) for n in names[2:]}      # two peers not placed
+    for n in names:
+        weighed = p.unit_costs(n, a)
+        for h in p.host:
+            assert weighed(h) == pytest.approx(p.unit_cost(n, h, a), rel=1e-12, abs=1e-12)
