@@ -45,8 +45,8 @@ from placement import milp
 from placement.apps import entry_mix, expected_graph
 from placement.problem import build_problem
 from placement.queueing import queue_length
-from placement.partitioner import Host, PlacementError, Problem, Unit, greedy_network_aware, \
-    plan, random_placement, spread
+from placement.model import Host, PlacementError, Problem, Unit
+from placement.partitioner import greedy_network_aware, plan, random_placement, spread
 
 DEFAULT_OUT = os.path.join("results", "bench")
 SWITCHES = 4

@@ -25,7 +25,8 @@ from common.cli import ArgumentParser, bounded, number_list, non_negative_float
 from common.markdown import table
 from common.procs import git_commit
 from benchmarks.placement import generated
-from placement.partitioner import Problem, moved, plan, replan
+from placement.model import Problem
+from placement.partitioner import moved, plan, replan
 
 DEFAULT_OUT = os.path.join("results", "bench")
 

@@ -55,8 +55,8 @@ from experiments import protocol, significance
 from experiments.stack import Stack
 from placement.apply import ControllerClient, InProcessTestbed, apply_moves
 from placement.apps import entry_mix
-from placement.partitioner import PlacementError, exact, greedy_network_aware, plan, \
-    random_placement, spread
+from placement.model import PlacementError
+from placement.partitioner import exact, greedy_network_aware, plan, random_placement, spread
 from placement.problem import MAX_UTILIZATION, build_problem, current_assignment, layout_of, \
     moves_between, queue_price
 from profiler.store import HistoryStore

@@ -45,7 +45,8 @@ from common.cli import ArgumentParser, bounded, number_list
 from common.config import load_config
 from common.markdown import number, table
 from placement.apps import entry_mix, expected_graph
-from placement.partitioner import PlacementError, greedy_network_aware, plan, spread
+from placement.model import PlacementError
+from placement.partitioner import greedy_network_aware, plan, spread
 from placement.problem import build_problem
 
 APPS = ("configs/hotelreservation.yaml", "configs/socialnetwork.yaml")

@@ -30,8 +30,9 @@ from common.httpjson import HttpError, get_json
 from placement.apply import ApplyError, ControllerClient, RemoteTestbed, apply_moves
 from placement.apps import generate
 from placement.k8s import check_registry, manifests, to_yaml
-from placement.partitioner import EXACT_TIME_LIMIT_S, PlacementError, greedy_network_aware, \
-    plan, random_placement, replan, should_replace, spread
+from placement.model import PlacementError
+from placement.partitioner import EXACT_TIME_LIMIT_S, greedy_network_aware, plan, \
+    random_placement, replan, should_replace, spread
 from placement.problem import OBJECTIVES, QUEUE_PRICE, Move, build_problem, check_layout, \
     current_assignment, layout_of, moves_between, queue_price
 

@@ -30,17 +30,15 @@ when its real cost is within HiGHS's gap of that bound.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from placement.model import Host, Problem
 from placement.queueing import queue_length, queue_slope
-
-if TYPE_CHECKING:
-    from placement.partitioner import Problem
 
 TREE_LEVELS = 3           # tree inequalities for up to this many servers' worth of units
 SEPARATION_ROUNDS = 30    # relaxations solved to find the tree inequalities they break
@@ -259,7 +257,6 @@ def _tree_cuts(problem: Problem, priority, only: bool | None = None
     different servers; likewise once they need more than k switches' worth, at least k of
     its edges cross a trunk (up to TREE_LEVELS, and for the tree of the unit's whole
     component). only: just one of the two kinds."""
-    import heapq
     caps = [(max((h.cpu for h in problem.hosts), default=0.0),
              max((h.memory_mb for h in problem.hosts), default=0.0))]
     switch: dict[str, list[float]] = {}
@@ -317,7 +314,6 @@ def _tree_cuts(problem: Problem, priority, only: bool | None = None
 def _by_switch(problem: Problem) -> tuple[Problem, dict[str, int]]:
     """The switch-level relaxation: one server per switch with all of its servers' CPU and
     memory (pins moved to it), and how many replicas of a service each may hold."""
-    from placement.partitioner import Host, Problem as Plain
     total: dict[str, list[float]] = {}
     for h in problem.hosts:
         total.setdefault(h.switch, [0.0, 0.0, 0, 0.0])
@@ -328,7 +324,7 @@ def _by_switch(problem: Problem) -> tuple[Problem, dict[str, int]]:
     name = {s: f"all of {s}" for s in total}
     # one queue as fast as the switch's servers together holds fewer requests than they do
     # (queue_length is convex and 0 at 0), so the priced relaxation is still below
-    relaxed = Plain(list(problem.units), [Host(name[s], c, m, s, share=v)
+    relaxed = Problem(list(problem.units), [Host(name[s], c, m, s, share=v)
                                           for s, (c, m, _k, v) in total.items()],
                     edges=dict(problem.edges), anchors=dict(problem.anchors),
                     switch_position=dict(problem.switch_position),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from common.config import Config
 from common.numbers import finite_non_negative
-from placement.partitioner import Host, PlacementError, Problem, Unit
+from placement.model import Host, PlacementError, Problem, Unit
 
 CPU_FLOOR_CORES = 0.02
 MEMORY_FLOOR_MB = 20.0

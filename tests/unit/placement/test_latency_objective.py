@@ -11,8 +11,8 @@ import pytest
 from common.config import load_config
 from experiments.placement_model import model_time
 from placement import milp
-from placement.partitioner import Host, PlacementError, Problem, Unit, plan, random_placement, \
-    refine, replan, spread
+from placement.model import Host, PlacementError, Problem, Unit
+from placement.partitioner import plan, random_placement, refine, replan, spread
 from placement.problem import build_problem
 from placement.queueing import RHO_KNEE, queue_length, queue_slope
 

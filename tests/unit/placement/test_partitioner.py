@@ -7,9 +7,10 @@ import random
 import pytest
 
 from placement import milp
-from placement.partitioner import EXACT_MAX_UNITS, Host, PlacementError, Problem, Unit, \
-    _sub_problem, choose_hosts, exact, greedy_network_aware, moved, plan, random_placement, \
-    refine, replace_groups, replan, should_replace, spread
+from placement.model import Host, PlacementError, Problem, Unit
+from placement.partitioner import EXACT_MAX_UNITS, _sub_problem, choose_hosts, exact, \
+    greedy_network_aware, moved, plan, random_placement, refine, replace_groups, replan, \
+    should_replace, spread
 
 
 def hosts(n, cpu=1.0, mem=1000.0, switches=None):

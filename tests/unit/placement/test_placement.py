@@ -15,7 +15,8 @@ from common.config import load_config, parse_config
 from placement.apply import ApplyError, InProcessTestbed, MoveResult, RemoteTestbed, \
     apply_moves
 from placement.apps import generate
-from placement.partitioner import PlacementError, plan
+from placement.model import PlacementError
+from placement.partitioner import plan
 from placement.k8s import manifests, to_yaml
 from placement.problem import Move, build_problem, current_assignment, moves_between
 from tests.conftest import ROOT, run_module
