@@ -61,7 +61,7 @@ from common.config import POLICIES, ConfigError, check_testbed_builds, config_pa
 from common.procs import ROOT
 from experiments.faults.analysis import (GRACE_HEALTH_INTERVALS, RECOVERY_TARGET_PERIODS,
                                              analyse, read_requests, summary_markdown)
-from experiments.faults.injection import LEAD_S, VIDEO_SECONDS, Suite
+from experiments.faults.suite import LEAD_S, VIDEO_SECONDS, Suite
 from experiments.faults.probing import WORKLOAD_MICROSERVICES
 
 FAULTS = ("agent", "profiler", "controller", "container", "hung", "starved", "switch", "docker")
