@@ -23,6 +23,7 @@ KNOWN_PACKAGE_CYCLES = {frozenset({"common", "profiler", "ryu_apps", "slo"})}
 
 
 def module_name(path: pathlib.Path) -> str:
+    """The dotted name of one of our source files."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
