@@ -325,11 +325,12 @@ def _by_switch(problem: Problem) -> tuple[Problem, dict[str, int]]:
     # one queue as fast as the switch's servers together holds fewer requests than they do
     # (queue_length is convex and 0 at 0), so the priced relaxation is still below
     relaxed = Problem(list(problem.units), [Host(name[s], c, m, s, share=v)
-                                          for s, (c, m, _k, v) in total.items()],
-                    edges=dict(problem.edges), anchors=dict(problem.anchors),
-                    switch_position=dict(problem.switch_position),
-                    pinned={n: name[problem.host[h].switch] for n, h in problem.pinned.items()},
-                    queue_price=problem.queue_price)
+                                            for s, (c, m, _k, v) in total.items()],
+                      edges=dict(problem.edges), anchors=dict(problem.anchors),
+                      switch_position=dict(problem.switch_position),
+                      pinned={n: name[problem.host[h].switch]
+                              for n, h in problem.pinned.items()},
+                      queue_price=problem.queue_price)
     return relaxed, {name[s]: int(k) for s, (_c, _m, k, _v) in total.items()}
 
 

@@ -197,10 +197,10 @@ class Problem:
         return c + sum(w * self.anchor_distance(host, s) for s, w in self.anchored[name])
 
     def unit_costs(self, name: str, assignment: dict[str, str]) -> Callable[[str], float]:
-        """unit_cost(name, host, assignment) as a function of host, for weighing many
-        servers at once: a server's distance to a peer or an anchor is 1 plus the switches'
-        distance (less 1 on the peer's own server), so the peers' and anchors' weights are
-        summed by switch once and each switch's cost computed once."""
+        """unit_cost(name, host, assignment) as a function of host (equal up to rounding),
+        for weighing many servers at once: a server's distance to a peer or an anchor is 1
+        plus the switches' distance (less 1 on the peer's own server), so the peers' and
+        anchors' weights are summed by switch once and each switch's cost computed once."""
         by_switch: dict[str, float] = {}
         on_host: dict[str, float] = {}
         for p, w in self.neighbours[name].items():

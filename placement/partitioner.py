@@ -316,7 +316,7 @@ def refine(problem: Problem, assignment: dict[str, str], max_passes: int = 20,
             here = traffic(origin) + problem.added_queueing_cost(n, origin, used)
             target, gain = origin, 1e-9
             for h in _move_targets(problem, n, origin, a, used, by_load):
-                g = here - traffic(h) - problem.added_queueing_cost(n, h, used)
+                g = here - (traffic(h) + problem.added_queueing_cost(n, h, used))
                 if g > gain:
                     target, gain = h, g
             _place(a, used, problem, n, target)
@@ -705,7 +705,7 @@ def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0
             _unplace(a, used, problem, n)
             here = traffic(origin) + problem.added_queueing_cost(n, origin, used)
             for h in _move_targets(problem, n, origin, a, used, by_load):
-                gain = here - traffic(h) - problem.added_queueing_cost(n, h, used)
+                gain = here - (traffic(h) + problem.added_queueing_cost(n, h, used))
                 if gain > 1e-9 and (best is None or gain > best[0]):
                     best = (gain, n, h)
             _place(a, used, problem, n, origin)

@@ -10,7 +10,7 @@ import pytest
 
 from common.config import load_config
 from experiments.placement_model import model_time
-from placement import milp
+from placement import milp, partitioner
 from placement.model import Host, PlacementError, Problem, Unit
 from placement.partitioner import plan, random_placement, refine, replan, spread
 from placement.problem import build_problem
@@ -178,3 +178,27 @@ def test_refinement_without_swaps_on_many_servers_per_switch_leaves_no_better_mo
                 switch_position={"s1": 0, "s2": 1, "s3": 2}, queue_price=2.0)
     a = refine(p, random_placement(p, seed=seed).assignment, max_passes=200, swaps=False)
     assert_no_single_move_helps(p, a)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_servers_kept_in_order_of_load_give_the_moves_a_scan_would(seed, monkeypatch):
+    """refine (swaps on) and replan with the servers kept in order of load, against the
+    same with every switch's servers scanned at each move: the same assignments."""
+    rng = random.Random(seed)
+    us = [Unit(f"u{k}", f"u{k // 2}", rng.uniform(0.02, 0.2)) for k in range(30)]
+    hs = [Host(f"h{k}", 0.9, 100.0, f"s{1 + k % 3}", share=1.0) for k in range(12)]
+    edges = {(f"u{i}", f"u{j}"): rng.choice([1e5, 1e6, 3e6])
+             for i, j in itertools.combinations(range(30), 2) if rng.random() < 0.1}
+    p = Problem(us, hs, edges=edges, anchors={("u0", "s1"): 5e6},
+                switch_position={"s1": 0, "s2": 1, "s3": 2}, queue_price=3e5)
+    start = random_placement(p, seed=seed).assignment
+
+    def results():
+        return (refine(p, start, swaps=True),
+                replan(p, start, max_moved_share=0.3, exact_time_limit_s=0).assignment)
+    ordered = results()
+    scan = partitioner._move_targets
+    monkeypatch.setattr(partitioner, "_move_targets",
+                        lambda problem, n, origin, a, used, by_load=None:
+                        scan(problem, n, origin, a, used))
+    assert results() == ordered

@@ -1,4 +1,4 @@
-"""Every case of FlowPath.vip_packet (ryu_apps/flowpath.py) in one table: the state the
+"""The cases of FlowPath.vip_packet (ryu_apps/flowpath.py) in one table: the state the
 controller is in, the packet that reaches it, and what it answers: the packet-in kinds it
 counts, the OpenFlow messages it sends (in order, barriers included), whether it warns, and
 the flows it then holds. The details of each case (where the rules send a packet, what the
@@ -45,7 +45,8 @@ class Case:
     flags: int = SYN
     port: int = 8002                         # the VIP port the client sends to
     dpid: int | None = None                  # the switch it comes from (None: the client's)
-    udp: bool = False                        # a datagram to the dns service (port 5353)
+    udp: bool = False                        # a datagram to the dns service (its port;
+                                             # flags and port then unused)
     options: dict | None = None              # make()'s: the controller's settings
     before: Callable | None = None           # the state: (cfg, path, switches) -> eth_dst
 
@@ -98,6 +99,26 @@ def tracked_twice(cfg, path, sw):
     first_flow()(cfg, path, sw)
 
 
+def from_foreign_switch(cfg, path, sw):
+    frame = client_frame(cfg, 39998)
+    path.vip_packet(99, 1, frame, ofwire.parse_frame(frame), NOW)
+
+
+def expired_then_unreachable(cfg, path, sw):
+    expired(cfg, path, sw)
+    unreachable(cfg, path, sw)
+
+
+def moving_slot_owner_down(cfg, path, sw):
+    path.policy_core.set_health(cfg.instances_of("ui")[2].name, False)
+    return moving_slot(cfg, path, sw)
+
+
+def moving_slot_unreachable(cfg, path, sw):
+    unreachable(cfg, path, sw)
+    return moving_slot(cfg, path, sw)
+
+
 def first_datagram(cfg, path, sw):
     packet_in(cfg, path, sw, client_frame(cfg, 40000, port=5353, proto="udp"))
 
@@ -109,6 +130,8 @@ CASES = [
     Case("no service on that VIP port", [], [], 0, port=9999),
     Case("a switch outside the configuration", ["foreign_switch"], [], 0, warns=True,
          dpid=99),
+    Case("that switch again: said once", ["foreign_switch"], [], 0, dpid=99,
+         before=from_foreign_switch),
     Case("a SYN: a decision and the rule pair", ["new_flow"], NEW_PAIR, 1),
     Case("a segment of a flow whose rules are there", ["repeat"], ["packet"], 1, flags=ACK,
          before=first_flow()),
@@ -120,12 +143,20 @@ CASES = [
          udp=True, options=WITH_UDP),
     Case("a datagram of a flow whose rules are there", ["repeat"], ["packet"], 1, udp=True,
          options=WITH_UDP, before=first_datagram),
+    Case("a segment of an idled-out flow no path leads to: dropped", ["no_path"], [], 0,
+         warns=True, flags=ACK, before=expired_then_unreachable),
     Case("a segment nobody owns: a reset from the VIP", ["tcp_not_syn"], ["packet"], 0,
          flags=ACK),
     Case("a reset nobody owns: nothing", ["tcp_not_syn"], [], 0, flags=RST | ACK),
     Case("a SYN-ACK towards a VIP: nothing", ["tcp_not_syn"], [], 0, flags=SYN | ACK),
     Case("a segment from a moving slot stays with its old owner", ["dp_transition"],
          NEW_PAIR, 1, flags=ACK, before=moving_slot),
+    Case("a segment from a moving slot whose old owner is down: a reset",
+         ["dp_transition", "tcp_not_syn"], ["packet"], 0, flags=ACK,
+         before=moving_slot_owner_down),
+    Case("a segment from a moving slot with no path to its old owner: dropped",
+         ["dp_transition", "no_path"], [], 0, warns=True, flags=ACK,
+         before=moving_slot_unreachable),
     Case("a SYN from a moving slot gets a decision", ["dp_transition", "new_flow"], NEW_PAIR,
          1, before=moving_slot),
     Case("a SYN towards instances no path leads to: dropped", ["new_flow", "no_path"], [], 0,
@@ -147,6 +178,8 @@ CASES = [
          options=TRACKER, before=first_flow()),
     Case("tracker: a third time, on a rule pair", ["repeat"], NEW_PAIR, 1, options=TRACKER,
          before=tracked_twice),
+    Case("tracker: a segment of a connection the tracker let go, on a rule pair",
+         ["resumed"], NEW_PAIR, 1, flags=ACK, options=TRACKER, before=expired),
 ]
 
 
