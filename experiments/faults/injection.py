@@ -43,7 +43,6 @@ class Faults:
         self.probe = Probe(st)
         self.recorder = DecisionRecorder(st)
         self.dead: dict[str, float] = {}
-        self.period = max(self.cfg.controller.monitoring_period_s, self.cfg.profiler.period_s)
         self.agent_server = self.cfg.servers[0].name
         # the ui instance of the second server (of the first when it is alone); the hung one
         # of the third (of the last when there are fewer)

@@ -26,6 +26,8 @@ class Suite:
         self.cfg = st.cfg
         self.faults = Faults(st, opts, log)
         self.probe, self.recorder = self.faults.probe, self.faults.recorder
+        # the stack's sampling period: the report's unit of recovery time
+        self.period = max(self.cfg.controller.monitoring_period_s, self.cfg.profiler.period_s)
 
     # ------------------------------------------------------------ the steady state
     def steady_checks(self) -> list:
