@@ -68,12 +68,18 @@ def test_draining_an_instance_breaks_no_connection_and_new_flows_avoid_it(stack)
     while time.time() < deadline and '"ready"' not in (_read(out) or ""):
         time.sleep(0.2)
     time.sleep(1.0)
+    dpst = stack.controller_get("/malb/status")["dataplane"]
+    # its share of the table (malb's shares follow the servers' loads: not always a quarter)
+    drained = dpst["microservices"]["ui"]["slots"]["srv3-ui"] / dpst["table_size"]
     code, _ = stack.controller_put("/malb/instances/srv3-ui", {"draining": True})
     assert code == 200
     try:
         ui = stack.controller_get("/malb/status")["dataplane"]["microservices"]["ui"]
         assert "srv3-ui" not in ui["slots"] and ui["slots_in_transition"] > 0
-        assert ui["last_change"]["share_moved"] <= 1 / 4 + 0.02
+        # its slots move, and the rest of the table barely (the others' shares may move
+        # a little in the same update): not a reshuffle
+        moved = ui["last_change"]["share_moved"]
+        assert drained - 0.02 <= moved <= drained + 0.1, (moved, drained)
         new_flows = packet_in_count(stack, "new_flow")
         who = served_by(stack.testbed.node("cli1"), UI, 40)
         assert not [w for w in who if w.startswith("FAIL") or w == "srv3-ui"], who
