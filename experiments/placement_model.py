@@ -55,7 +55,7 @@ APPS = ("configs/hotelreservation.yaml", "configs/socialnetwork.yaml")
 # draws span the range, so that the price does not rest on one guess
 HOP_MS = (0.2, 2.0)
 CLIENT_REQUEST_BYTES = 300     # a client's HTTP request (the configuration gives answers)
-# the hotel reservation run on the testbed (data/placement-hotel, 20 requests/s): the
+# the hotel reservation run on the testbed (data/placement/hotel, 20 requests/s): the
 # services used 0.38 cores, 2.4 times what the configuration's cpu_ms make, 9.5 % of the
 # servers' CPU; its spread layout filled the 10 Mbit/s trunk to 93 %. Design draws stay
 # around that regime: the CPU per request scaled by a factor from CPU_SCALES, the rate set
