@@ -27,7 +27,7 @@ help:
 	@echo "make check           lint (ruff), types (mypy) and the unit tier in parallel, without root (about 3 min)"
 	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing (about 30 min)"
 	@echo "make setup           install packages, start OVS and Docker, virtualenvs, images (idempotent)"
-	@echo "make bench           the benchmarks experiments/registry.py marks for it (python -m benchmarks --list: all)"
+	@echo "make bench           the benchmarks experiments/registry.py marks for it (python -m benchmarks list: all)"
 	@echo "make testbed         bring the paper testbed up with the Mininet CLI"
 	@echo "make check-testbed   bring the paper testbed up, check connectivity, tear it down"
 	@echo "make clean-testbed   remove leftovers: containers labelled malb, our bridges, namespaces"

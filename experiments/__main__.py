@@ -1,21 +1,25 @@
 """The experiments and analyses, with what each measures, needs and where it is written up
-(experiments/registry.py). Run one: `python -m experiments.<name> --help`.
+(experiments/registry.py).
 
-    .venv/bin/python -m experiments
+    .venv/bin/python -m experiments list              # (or with no arguments)
+    .venv/bin/python -m experiments run <name> ...    # one, with its own flags (--help)
+
+`run <name>` is `python -m experiments.<name>`.
 """
 from __future__ import annotations
 
 import sys
-from argparse import RawDescriptionHelpFormatter
+from experiments.registry import command_line, listing
 
-from common.cli import ArgumentParser
-from experiments.registry import listing
+KINDS = ("experiment", "analysis")
 
 
 def main(argv=None) -> int:
-    ArgumentParser(prog="python -m experiments", description=__doc__,
-                   formatter_class=RawDescriptionHelpFormatter).parse_args(argv)
-    print(listing(("experiment", "analysis")))
+    return command_line("python -m experiments", __doc__, KINDS, list_them, argv)
+
+
+def list_them() -> int:
+    print(listing(KINDS))
     return 0
 
 

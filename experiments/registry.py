@@ -1,20 +1,29 @@
 """Every experiment, benchmark and analysis the project runs, listed once: what each
 measures, what it needs, where its method and figures are written up.
 
-    .venv/bin/python -m experiments          # the experiments and analyses
-    .venv/bin/python -m benchmarks --list    # the benchmarks
+    .venv/bin/python -m experiments list              # the experiments and analyses
+    .venv/bin/python -m experiments run suite --help  # one of them, by name
+    .venv/bin/python -m benchmarks list               # the benchmarks
+    .venv/bin/python -m benchmarks run placement ...
 
 - Entry: one runnable module (`python -m <module>`);
 - ENTRIES: all of them; HELPERS: modules with a command line that other runs start
   (inside a testbed host, or as a step of a run), not run by hand;
-- of_kind, listing: the entries of a kind, and as text.
+- of_kind, listing, find: the entries of a kind, as text, and one by name;
+- command_line: `list` and `run <name> [its arguments]`, the command line of
+  `python -m experiments` and `python -m benchmarks`.
 
 tests/unit/test_registry.py fails when a module under experiments/ or benchmarks/ has a
 command line and is in neither list, so a new one cannot go unlisted.
 """
 from __future__ import annotations
 
+import argparse
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from common.cli import ArgumentParser
 
 KINDS = ("experiment", "analysis", "benchmark")
 TESTBED = "root and the testbed (OVS, Docker, Mininet)"
@@ -144,3 +153,43 @@ def listing(kinds: tuple[str, ...]) -> str:
                   f"    needs: {e.needs}; written up in {e.doc}"
                   + ("; run by `make bench`" if e.in_make_bench else ""), ""]
     return "\n".join(lines)
+
+
+def find(name: str, kinds: tuple[str, ...]) -> Entry | None:
+    """The entry of those kinds named by its module (`experiments.suite`) or by the
+    module's last part (`suite`)."""
+    for e in of_kind(*kinds):
+        if name in (e.module, e.module.rsplit(".", 1)[-1]):
+            return e
+    return None
+
+
+def command_line(prog: str, description: str, kinds: tuple[str, ...],
+                 bare: Callable[[], int], argv: list[str] | None = None) -> int:
+    """`prog list` prints the entries of those kinds; `prog run <name> [arguments]` runs
+    one in this process (its own command line gets the arguments, as with `python -m
+    <module>`); `prog` alone calls bare()."""
+    ap = ArgumentParser(prog=prog, description=description,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="the same as `list`")
+    sub = ap.add_subparsers(dest="action", metavar="{list,run}")
+    sub.add_parser("list", help="name each one: what it measures, needs, where written up")
+    run = sub.add_parser("run", help="run one by name; the arguments after it are its own "
+                                     "(`run <name> --help` shows them)")
+    names = [e.module.rsplit(".", 1)[-1] for e in of_kind(*kinds)]
+    run.add_argument("name", help="one of: " + ", ".join(names))
+    run.add_argument("arguments", nargs=argparse.REMAINDER,
+                     help="passed to its command line")
+    args = ap.parse_args(argv)
+    if args.list or args.action == "list":
+        print(listing(kinds))
+        return 0
+    if args.action != "run":
+        return bare()
+    entry = find(args.name, kinds)
+    if entry is None:
+        run.error(f"no {' or '.join(kinds)} named {args.name!r}; one of: {', '.join(names)}")
+    module = importlib.import_module(entry.module)
+    if not hasattr(module, "main"):                 # a package: its __main__ runs it
+        module = importlib.import_module(entry.module + ".__main__")
+    return module.main(args.arguments)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from experiments.registry import ENTRIES, HELPERS, KINDS
+from experiments.registry import ENTRIES, HELPERS, KINDS, find
 from tests.conftest import ROOT, run_module
 from tests.unit.test_docs_links import anchors
 
@@ -54,10 +54,37 @@ def test_each_entry_imports_has_a_main_and_a_page(entry):
         assert anchor in anchors(os.path.join(ROOT, page)), entry.doc
 
 
-def test_the_listings_name_every_entry():
-    experiments = run_module("experiments", timeout=60)
-    benchmarks = run_module("benchmarks", "--list", timeout=60)
+@pytest.mark.parametrize("how", [(), ("list",), ("--list",)], ids=["bare", "list", "--list"])
+def test_the_listings_name_every_entry(how):
+    experiments = run_module("experiments", *how, timeout=60)
+    benchmarks = run_module("benchmarks", *(how or ("list",)), timeout=60)
     assert experiments.returncode == 0 and benchmarks.returncode == 0
     for e in ENTRIES:
         shown = benchmarks.stdout if e.kind == "benchmark" else experiments.stdout
         assert f"python -m {e.module}  ({e.kind})" in shown
+
+
+@pytest.mark.parametrize("package, name, module", [
+    ("experiments", "lb_model", "experiments.lb_model"),
+    ("experiments", "experiments.placement_model", "experiments.placement_model"),
+    ("experiments", "faults", "experiments.faults"),
+    ("benchmarks", "placement", "benchmarks.placement")])
+def test_run_hands_the_rest_of_the_line_to_the_named_one(package, name, module):
+    res = run_module(package, "run", name, "--help", timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert f"usage: python -m {module}" in " ".join(res.stdout.split())
+
+
+@pytest.mark.parametrize("package, name", [("experiments", "placement"),   # a benchmark
+                                           ("benchmarks", "suite"),        # an experiment
+                                           ("experiments", "loadgen")])    # a helper
+def test_run_of_what_the_package_does_not_list_is_a_usage_error(package, name):
+    res = run_module(package, "run", name, timeout=60)
+    assert res.returncode == 2
+    assert f"named {name!r}; one of: " in res.stderr and "Traceback" not in res.stderr
+
+
+def test_find_takes_the_module_or_its_last_part():
+    assert find("suite", ("experiment",)).module == "experiments.suite"
+    assert find("experiments.suite", ("experiment",)).module == "experiments.suite"
+    assert find("suite", ("benchmark",)) is None
