@@ -45,7 +45,7 @@ def test_the_cpu_table_bolds_the_lowest_and_lists_the_policies_left_out():
 
 
 def test_a_block_is_spliced_between_its_markers_and_nothing_else_moves():
-    begin, end = standing.markers("x", "eval-9")
+    begin, end = standing.markers("x", ("eval-9/suite.json",))
     doc = f"head\n{begin}\nold\n{end}\ntail\n"
     assert standing.splice(doc, begin, end, "new\n") == f"head\n{begin}\nnew\n{end}\ntail\n"
     with pytest.raises(ValueError):
