@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -177,7 +178,7 @@ def command_line(prog: str, description: str, kinds: tuple[str, ...],
     run = sub.add_parser("run", help="run one by name; the arguments after it are its own "
                                      "(`run <name> --help` shows them)")
     names = [e.module.rsplit(".", 1)[-1] for e in of_kind(*kinds)]
-    run.add_argument("name", help="one of: " + ", ".join(names))
+    run.add_argument("name", nargs="?", help="one of: " + ", ".join(names))
     run.add_argument("arguments", nargs=argparse.REMAINDER,
                      help="passed to its command line")
     args = ap.parse_args(argv)
@@ -186,10 +187,14 @@ def command_line(prog: str, description: str, kinds: tuple[str, ...],
         return 0
     if args.action != "run":
         return bare()
-    entry = find(args.name, kinds)
+    entry = find(args.name, kinds) if args.name else None
     if entry is None:
-        run.error(f"no {' or '.join(kinds)} named {args.name!r}; one of: {', '.join(names)}")
-    module = importlib.import_module(entry.module)
-    if not hasattr(module, "main"):                 # a package: its __main__ runs it
-        module = importlib.import_module(entry.module + ".__main__")
-    return module.main(args.arguments)
+        said = f"no {' or '.join(kinds)} named {args.name!r}" if args.name else "name one"
+        run.error(f"{said}; one of: {', '.join(names)}")
+    # as `python -m <module> <arguments>` would: a module that reads sys.argv (to record
+    # the command that made its results) must see its own line, not `run <name>`
+    saved, sys.argv = sys.argv, [entry.module, *args.arguments]
+    try:
+        return importlib.import_module(entry.module).main(args.arguments)
+    finally:
+        sys.argv = saved

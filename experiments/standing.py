@@ -1,6 +1,7 @@
 """The results tables of README.md and docs/, generated from the summaries committed under
 data/ (the evaluations' data/eval-N/suite.json, written by `python -m experiments.suite
---tabulate`; each part's own summaries), so that no figure in them is typed by hand.
+--tabulate`; each part's own summaries), so that no figure in a generated block is typed
+by hand.
 
     .venv/bin/python -m experiments.standing            # rewrite the generated blocks
     .venv/bin/python -m experiments.standing --check    # exit 1 when one is out of date
@@ -299,8 +300,13 @@ def render(docs: dict[str, str]) -> dict[str, str]:
     for block in BLOCKS:
         if block.doc in out:
             begin, end = markers(block.name, block.sources)
-            out[block.doc] = splice(out[block.doc], begin, end,
-                                    block.render(*(load(s) for s in block.sources)))
+            try:
+                body = block.render(*(load(s) for s in block.sources))
+            except (OSError, ValueError, LookupError, TypeError, ZeroDivisionError) as exc:
+                where = ", ".join(f"data/{s}" for s in block.sources)
+                raise ValueError(f"{block.doc} ({block.name}) from {where}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+            out[block.doc] = splice(out[block.doc], begin, end, body)
     return out
 
 

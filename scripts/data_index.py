@@ -1,6 +1,7 @@
 """data/README.md, the index of what data/ holds, made from each folder's own README.md.
 
-    .venv/bin/python scripts/data_index.py            # write data/README.md
+    .venv/bin/python scripts/data_index.py            # write data/README.md and each
+                                                      # subject's README.md
     .venv/bin/python scripts/data_index.py --check    # exit 1 if it is stale or a folder
                                                       # says not what made it
 
@@ -26,7 +27,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
 INDEX = os.path.join(DATA, "README.md")
-COMMAND = re.compile(r"^(?:    |\t)(\S.*(?:python -m|scripts/).*?)\s*$|"
+COMMAND = re.compile(r"^(?:    |\t)((?=\S).*(?:python -m|scripts/).*?)\s*$|"
                      r"`([^`]*(?:python -m|scripts/)[^`]*)`", re.M)
 HEX = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 TITLE = re.compile(r"^# (.+)$", re.M)
@@ -183,8 +184,21 @@ def problems() -> list[str]:
     if len(top_level()) > MAX_TOP_LEVEL:
         out.append(f"data/ has {len(top_level())} top-level folders (at most {MAX_TOP_LEVEL}): "
                    "put runs in the folder of their subject (SUBJECTS in scripts/data_index.py)")
+    for subject in (d for d in top_level() if d in SUBJECTS):
+        if not runs(subject):
+            out.append(f"data/{subject}: a subject folder with no runs")
+        out += [f"data/{subject}/{f}: a file beside the runs (put it in a run's folder)"
+                for f in sorted(os.listdir(os.path.join(DATA, subject)))
+                if f != "README.md" and not os.path.isdir(os.path.join(DATA, subject, f))]
+    out += [f"data/{f}: a file at the top of data/ (put it in a run's folder)"
+            for f in sorted(os.listdir(DATA))
+            if f != "README.md" and not os.path.isdir(os.path.join(DATA, f))]
     for folder in folders():
-        out += [f"data/{folder}: {p}" for p in describe(folder)["problems"]]
+        found = describe(folder)["problems"]
+        if "/" not in folder and "no README.md" in found:
+            found = [p + " (a run's README.md, or a subject: add it to SUBJECTS in "
+                     "scripts/data_index.py)" if p == "no README.md" else p for p in found]
+        out += [f"data/{folder}: {p}" for p in found]
     for path, text in pages().items():
         current = open(path, encoding="utf-8").read() if os.path.isfile(path) else ""
         if current != text:

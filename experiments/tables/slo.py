@@ -1,6 +1,6 @@
 """docs/slo.md's results tables: the SLO loops against the fixed maximum and the kernel's
 governors, one service and the call graph, from the runs' summary.json (written by
-`python -m experiments.slo_energy`, copied to data/slo/).
+`python -m experiments.slo_energy`, copied to data/slo/eval-one and data/slo/eval-callgraph).
 
 - one_service_table, call_graph_table: the two tables, each figure the mean ± 95 % interval
   over the runs (significance.mean_ci), energy against the fixed maximum's in the same run;
@@ -40,8 +40,14 @@ def energy_vs_max(runs: list[dict], maximum: list[dict]) -> str:
 
 
 def _profile(summary: dict) -> dict[str, list[dict]]:
-    """The step profile's runs per policy (the published comparisons play only it)."""
-    return summary["profiles"]["step"]
+    """The step profile's runs per policy (the published comparisons play only it);
+    ValueError unless every policy played as many runs as the fixed maximum, against
+    which each is paired."""
+    res = summary["profiles"]["step"]
+    counts = {p: len(runs) for p, runs in res.items()}
+    if "max" not in res or not res["max"] or set(counts.values()) != {counts["max"]}:
+        raise ValueError(f"runs per policy {counts}: each as many as the fixed maximum's")
+    return res
 
 
 def _ordered(res: dict[str, list[dict]], order: tuple[str, ...]) -> list[str]:
@@ -71,13 +77,16 @@ def one_service_table(summary: dict) -> str:
 
 
 def _per_run(runs: list[dict]) -> str:
-    return " / ".join(f"{100 * r['client_stable_within_slo_share']:.1f}" for r in runs)
+    """Each run's share of stable intervals within the SLO at the client (– for a run
+    without one)."""
+    return " / ".join("–" if r.get("client_stable_within_slo_share") is None
+                      else f"{100 * r['client_stable_within_slo_share']:.1f}" for r in runs)
 
 
 def _loop_mhz(runs: list[dict], service: str) -> str:
     """A loop's mean frequency over the runs (the loops are keyed service@agent)."""
     values = [v["mean_freq_mhz"] for r in runs for k, v in r.get("loops", {}).items()
-              if k.split("@")[0] == service]
+              if k.split("@")[0] == service and v.get("mean_freq_mhz") is not None]
     return number(sum(values) / len(values), 0) if values else "–"
 
 

@@ -88,3 +88,33 @@ def test_find_takes_the_module_or_its_last_part():
     assert find("suite", ("experiment",)).module == "experiments.suite"
     assert find("experiments.suite", ("experiment",)).module == "experiments.suite"
     assert find("suite", ("benchmark",)) is None
+
+
+def test_run_gives_the_module_its_own_command_line(monkeypatch):
+    """A module that records the command of its results from sys.argv (as the benchmarks
+    do with no flags) sees `python -m <module> <its flags>`, not `run <name>`."""
+    import sys
+    import types
+
+    from experiments import registry
+    seen = {}
+    module = types.ModuleType("fake_entry_module")
+
+    def main(argv=None):
+        seen["argv"], seen["sys.argv"] = argv, list(sys.argv)
+        return 0
+    module.main = main
+    monkeypatch.setitem(sys.modules, "fake_entry_module", module)
+    entry = registry.Entry("fake_entry_module", "benchmark", "w", "n", "docs/tests.md")
+    monkeypatch.setattr(registry, "ENTRIES", (entry,))
+    before = list(sys.argv)
+    for flags in ([], ["--seconds", "5"]):
+        assert registry.command_line("p", "d", ("benchmark",), lambda: 1,
+                                     ["run", "fake_entry_module", *flags]) == 0
+        assert seen == {"argv": flags, "sys.argv": ["fake_entry_module", *flags]}
+    assert sys.argv == before
+
+
+def test_run_without_a_name_names_them():
+    res = run_module("benchmarks", "run", timeout=60)
+    assert res.returncode == 2 and "name one; one of: controller" in res.stderr

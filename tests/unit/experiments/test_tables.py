@@ -2,8 +2,10 @@
 names, and every block's markers present in its page."""
 import os
 
+import pytest
+
 from experiments import standing
-from experiments.tables import BLOCKS, slo
+from experiments.tables import BLOCKS, Block, slo
 from tests.conftest import ROOT
 
 
@@ -46,3 +48,24 @@ def test_every_block_has_its_markers_in_its_page():
         with open(os.path.join(ROOT, block.doc), encoding="utf-8") as fh:
             text = fh.read()
         assert text.count(begin) == 1 and text.count(end) == 1, (block.doc, block.name)
+
+
+def test_a_run_without_a_figure_is_a_dash_and_unpaired_runs_are_refused():
+    loops = {"front@a": {"mean_freq_mhz": None}, "data@b": {"mean_freq_mhz": 1500}}
+    gap = _run(80.0, 600.0, None, 170.0, None, loops=loops)
+    md = slo.call_graph_table(_summary({"max": [_run(100.0, 700.0, 1.0, 100.0, 2100)],
+                                        "slo-split": [gap]}))
+    row = next(line for line in md.splitlines() if line.startswith("| split budgets"))
+    assert "| – | 170.0 | – / 1,500 |" in row
+    with pytest.raises(ValueError, match="runs per policy"):
+        slo.one_service_table(_summary({"max": [_run(1, 1, 1, 1, 1)],
+                                        "slo": [_run(1, 1, 1, 1, 1)] * 2}))
+
+
+def test_a_block_that_cannot_render_is_named_with_its_data(monkeypatch):
+    broken = Block("docs/slo.md", "x", ("slo/eval-one/summary.json",),
+                   lambda summary: summary["no such key"])
+    monkeypatch.setattr(standing, "BLOCKS", (broken,))
+    with pytest.raises(ValueError, match=r"docs/slo.md \(x\) from data/slo/eval-one/"
+                                         r"summary.json: KeyError"):
+        standing.render({"docs/slo.md": ""})
