@@ -3,13 +3,18 @@ evaluations' own are in experiments/standing.py, which writes and checks them al
 `python -m experiments.standing [--doc PATH] [--check]`).
 
 - block: Block, what a generated table is;
-- slo: docs/slo.md's comparisons of the SLO loops against the governors.
+- slo: docs/slo.md's comparisons of the SLO loops against the governors;
+- placement: docs/placement.md's;
+- reliability: docs/reliability.md's;
+- experiments_page: docs/experiments.md's;
+- bench_pages: docs/profiler.md's and docs/haproxy.md's.
 """
 from __future__ import annotations
 
-from experiments.tables import slo
+from experiments.tables import bench_pages, experiments_page, placement, reliability, slo
 from experiments.tables.block import Block
 
-BLOCKS: tuple[Block, ...] = (*slo.BLOCKS,)
+BLOCKS: tuple[Block, ...] = (*slo.BLOCKS, *placement.BLOCKS, *reliability.BLOCKS,
+                             *experiments_page.BLOCKS, *bench_pages.BLOCKS)
 
 __all__ = ["Block", "BLOCKS"]
