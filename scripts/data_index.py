@@ -28,7 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
 INDEX = os.path.join(DATA, "README.md")
 COMMAND = re.compile(r"^(?:    |\t)((?=\S).*(?:python -m|scripts/).*?)\s*$|"
-                     r"`([^`]*(?:python -m|scripts/)[^`]*)`", re.M)
+                     # a code span: it may wrap, but not across a blank line
+                     r"`((?:[^`\n]|\n(?!\n))*(?:python -m|scripts/)(?:[^`\n]|\n(?!\n))*)`",
+                     re.M)
 HEX = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 TITLE = re.compile(r"^# (.+)$", re.M)
 NOT_KEPT = "is not in this repository"
