@@ -108,7 +108,6 @@ def haproxy_table(run: dict) -> str:
 
 # ------------------------------------------------------------------------ GET /probes
 
-PROBES_SOURCES = ("bench/probes.json",)
 SIGNIFICANT = 2
 
 

@@ -7,8 +7,8 @@
 - accuracy_table: Scenario 1, the MSE of RM's and ARMA's one-step predictions of each
   microservice type's CPU and network use per phase, from data/profiler/scenario1/mse.csv:
   what experiments.profiling_accuracy.analyse computed from the series the live run
-  recorded (beside it; its README.md names the commits; a test marked e2e computes it
-  again and compares, as the ARMA fits take minutes);
+  recorded (beside it), with mse-settings.json: its settings and commits (a test marked
+  e2e computes it again and compares, as the ARMA fits take minutes);
 - BLOCKS: where they go.
 """
 from __future__ import annotations
@@ -49,7 +49,12 @@ def scenario_of(run: dict) -> str:
     """The scenario a model.json was run on, as its command line names it (none named: the
     workload's default, paper)."""
     words = shlex.split(run["command"])
-    return words[words.index("--scenario") + 1] if "--scenario" in words else "paper"
+    for k, word in enumerate(words):
+        if word == "--scenario" and k + 1 < len(words):
+            return words[k + 1]
+        if word.startswith("--scenario="):
+            return word.split("=", 1)[1]
+    return "paper"
 
 
 def server_cpus(summary: str) -> list[str]:
@@ -103,16 +108,16 @@ def model_table(*loaded) -> str:
     setup = _same_or_each({scenario_of(r): _setup(r, s) for r, s in pairs})
     code = _same_or_each({scenario_of(r): r["commit"] for r in runs})
     return table(["scenario", *heads], rows, "l" + "r" * len(shown)) + "\n" + \
-        (f"{label}, mean ± 95 % interval over the load phases of the fluid model; {setup}; "
+        (f"{label} over the load phases of the fluid model, mean ± 95 % interval over the "
+         f"runs; {setup}; "
          f"code at {code}.") + "\n"
 
 
 # ---------------------------------------------------------- Scenario 1, profiling accuracy
 
-ACCURACY_SOURCES = ("profiler/scenario1/mse.csv", "profiler/scenario1/README.md")
+ACCURACY_SOURCES = ("profiler/scenario1/mse.csv", "profiler/scenario1/mse-settings.json")
 # the resources the page shows: memory hardly moves (its MSEs are all below 0.001)
 SHOWN_RESOURCES = ("cpu", "net")
-COMMIT = re.compile(r"\b[0-9a-f]{7,40}\b")
 PREDICTOR_NAMES = {"rm": "RM", "arma": "ARMA"}
 
 
@@ -156,18 +161,20 @@ def _head(column: tuple[str, int]) -> str:
 def _cells(found: list[dict | None]) -> list[str]:
     """A row's MSEs as mse.md writes them, the lowest (and any equal to it) in bold."""
     values = [r["mse"] for r in found if r is not None and r["mse"] is not None]
-    best = min(values) if values else None
+    # the best as written: two MSEs that print alike are both bold
+    best = profiling_accuracy.fmt_mse(min(values)) if values else None
     cells = []
     for r in found:
         mse = None if r is None else r["mse"]
         text = profiling_accuracy.fmt_mse(mse)
-        cells.append(f"**{text}**" if mse is not None and mse == best else text)
+        cells.append(f"**{text}**" if mse is not None and text == best else text)
     return cells
 
 
-def accuracy_markdown(rows: list[dict], commit: str) -> str:
+def accuracy_markdown(rows: list[dict], settings: dict) -> str:
     """The table of analyse's rows: a row per microservice type, resource and phase, a
-    column per predictor and window."""
+    column per predictor and window; settings: what the rows were computed with, where and
+    from which recording (mse-settings.json)."""
     order = {"rm": 0, "arma": 1}
     columns = sorted({_column(r) for r in rows}, key=lambda c: (order.get(c[0], 2), c[1]))
     cell = {(r["microservice"], r["resource"], r["phase"], *_column(r)): r for r in rows}
@@ -178,14 +185,14 @@ def accuracy_markdown(rows: list[dict], commit: str) -> str:
         mean = next(r["mean"] for r in found if r is not None)
         body.append([ms, profiling_accuracy.RESOURCE_LABELS.get(resource, resource), phase,
                      "–" if mean is None else f"{mean:#.3g}", *_cells(found)])
-    p, q = profiling_accuracy.ARMA_ORDER
+    p, q = settings["arma_order"]
     return table(["type", "resource", "phase", "mean (%)", *map(_head, columns)], body,
                  "lll" + "r" * (len(columns) + 1)) + "\n" + (
         "MSE of one-step predictions per phase, each phase with a fresh predictor and only "
         f"predictions made with a full window scored (ARMA({p},{q}) refitted every "
-        f"{profiling_accuracy.ARMA_REFIT_EVERY} samples); the best of each row in bold; "
-        "computed by experiments.profiling_accuracy.analyse from the series the live run "
-        f"recorded (committed with {commit}).") + "\n"
+        f"{settings['refit_every']} samples); the best of each row in bold; computed by "
+        f"experiments.profiling_accuracy.analyse at {settings['computed_at']} from the "
+        f"series the live run recorded (committed with {settings['recorded_with']}).") + "\n"
 
 
 def _sorted_rows(rows: list[dict]) -> list[dict]:
@@ -208,12 +215,9 @@ def mse_rows(text: str, resources: tuple[str, ...] = SHOWN_RESOURCES) -> list[di
     return rows
 
 
-def accuracy_table(mse_csv: str, readme: str) -> str:
-    """Scenario 1's MSEs (the README's first commit hash is the commit the recording came
-    with: the recording itself names none)."""
-    found = COMMIT.search(readme)
-    return accuracy_markdown(_sorted_rows(mse_rows(mse_csv)),
-                             found[0] if found else "(not named)")
+def accuracy_table(mse_csv: str, settings: dict) -> str:
+    """Scenario 1's MSEs, with the settings they were computed with."""
+    return accuracy_markdown(_sorted_rows(mse_rows(mse_csv)), settings)
 
 
 BLOCKS: tuple[Block, ...] = (

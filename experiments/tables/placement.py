@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from common.markdown import number, table
-from experiments import significance
+from experiments import placement_comparison, significance
 from experiments.tables.block import Block
 
 DOC = "docs/placement.md"
@@ -244,6 +244,8 @@ def _optimum_text(apps: dict) -> tuple[str, str]:
     cases = [a for a in apps["apps"] if a.get("error") is None]
     if not cases:
         return "–", "no data"
+    caps = [a["cap"] for a in apps["apps"]]
+    covered = min(caps) <= OPTIMUM_CAPS[0] and max(caps) >= OPTIMUM_CAPS[1]
     proven = [a for a in cases if a["exact_optimal"]]
     at_optimum = [a for a in proven if _same_cost(a["cost"], a["exact_cost"])]
     worst = max(a["cost"] / a["exact_cost"] - 1 for a in proven) if proven else None
@@ -251,28 +253,31 @@ def _optimum_text(apps: dict) -> tuple[str, str]:
     text = (f"plan() the proven optimum in {len(at_optimum)} of the {len(cases)} cases that "
             f"fit ({len({a['config'] for a in cases})} applications, caps "
             f"{_span([a['cap'] for a in apps['apps']], 1)}"
-            + (f"; {misfits} where nothing fits" if misfits else "") + ")")
+            + (f"; {misfits} without a placement, the reason in the data" if misfits
+               else "") + ")")
     if len(proven) < len(cases):
         text += f"; the optimum not proven in {len(cases) - len(proven)}"
     elif worst and worst > 0:
         text += f"; at most {_percent(worst, 1)} above it"
     if worst is not None and worst > OPTIMUM_WITHIN:
         return text, "not met"
-    return text, "met" if len(proven) == len(cases) else "not shown"
+    return text, "met" if len(proven) == len(cases) and covered else "not shown"
 
 
 def _generated_text(generated: dict) -> tuple[str, str]:
     """plan() against the best bound on generated graphs: the gap is an upper limit on its
     distance from the optimum, so a wide one shows nothing unless the optimum is proven."""
-    rows = [r for r in generated["scale"] if r["services"] <= GENERATED_UP_TO and
-            r["gap"] is not None]
+    in_range = [r for r in generated["scale"] if r["services"] <= GENERATED_UP_TO]
+    rows = [r for r in in_range if r["gap"] is not None]
     if not rows:
         return "–", "no data"
     gaps = [r["gap"] for r in rows]
     text = (f"the gap between plan() and the best bound {_span(gaps, 1, 100)} % of the "
             f"plan's cost ({_span([r['services'] for r in rows], 0)} services on "
             f"{_span([r['servers'] for r in rows], 0)} servers)")
-    if all(g <= OPTIMUM_WITHIN for g in gaps):
+    if len(rows) < len(in_range):
+        text += f"; no bound on {len(in_range) - len(rows)}"
+    if all(g <= OPTIMUM_WITHIN for g in gaps) and len(rows) == len(in_range):
         return text, "met"
     proven_far = any(r["optimal"] and r["gap"] > OPTIMUM_WITHIN for r in rows)
     return text, "not met" if proven_far else "not shown"
@@ -297,9 +302,12 @@ def _drift_text(drift: dict) -> tuple[str, bool]:
     rows = drift["rows"]
     moved = [r["moved_share"] for r in rows]
     over = [r["over_fresh"] for r in rows]
+    capped = sum(1 for r in rows if r.get("capped"))
     return (f"{_percent(sum(moved) / len(moved))} per re-plan on average (at most "
-            f"{_percent(max(moved))}), {_percent(sum(over) / len(over))} above a fresh "
-            f"plan's cost on average ({len(rows)} re-plans)", max(moved) <= REPLAN_MOVED)
+            f"{_percent(max(moved))}: replan()'s budget, "
+            f"{_percent(drift['args']['max_moved'], 0)} of the units, held {capped} of the "
+            f"{len(rows)} re-plans to it), {_percent(sum(over) / len(over))} above a fresh "
+            f"plan's cost on average", max(moved) <= REPLAN_MOVED)
 
 
 def _runs(summary: dict) -> list[dict]:
@@ -308,34 +316,37 @@ def _runs(summary: dict) -> list[dict]:
         [summary["results"]]
 
 
-def _figure(runs: list[dict], method: str, key: str) -> list[float]:
-    """One figure of a method over the runs: the trunk's Mbit/s, or end to end (p50_ms,
-    p95_ms, p99_ms, failed)."""
-    return [r[method]["trunk_mbit_s"] if key == "trunk_mbit_s" else
-            r[method]["end_to_end"][key] for r in runs]
+def _statistics(summary: dict) -> dict:
+    """Per figure, each method over the runs that measured it and ours against each other
+    method paired by the runs both have (placement_comparison.statistics, as the
+    comparison's own summary computes it)."""
+    return placement_comparison.statistics([{"results": r} for r in _runs(summary)],
+                                           _methods(summary), CANDIDATE)
 
 
-def _versus(summary: dict, key: str, against: str) -> dict:
-    """Ours against another method on one figure, paired by run (significance.paired)."""
-    runs = _runs(summary)
-    return significance.paired(_figure(runs, CANDIDATE, key), _figure(runs, against, key))
+def _versus(summary: dict, key: str, against: str) -> dict | None:
+    """Ours against another method on one figure, paired by run (None: never both)."""
+    return _statistics(summary)[key]["vs"].get(against)
 
 
 def _below_aim(summary: dict, key: str, unit: str, digits: int,
-               share: float) -> tuple[str, bool]:
-    """Ours at least `share` below spread's, significantly: (what the data shows, met)."""
+               share: float) -> tuple[str, str]:
+    """Ours at least `share` below spread's, significantly: (what the data shows, the
+    verdict)."""
     v = _versus(summary, key, "spread")
-    if v["ratio"] is None:
-        return "–", False
+    if v is None or v["ratio"] is None:
+        return "–", "no data"
     text = (f"{100 * v['ratio']:+.1f} % ({v['diff']:+,.{digits}f} ± "
             f"{number(v['ci'], digits)} {unit}, {_p(v['p'])})")
-    return text, v["ratio"] <= -share and v["p"] is not None and v["p"] < significance.ALPHA
+    if v["p"] is None:
+        return text, "not tested (one run)"
+    return text, _met(v["ratio"] <= -share and v["p"] < significance.ALPHA)
 
 
 def _tested_text(summary: dict) -> tuple[str, str]:
     """Ours' p95 against greedy's, tested: the ratio, p and what it says."""
     v = _versus(summary, "p95_ms", "greedy")
-    if v["ratio"] is None:
+    if v is None or v["ratio"] is None:
         return "–", "not done"
     if v["p"] is None:
         return f"p95 {100 * v['ratio']:+.1f} %, not tested (one run)", "not done"
@@ -373,9 +384,9 @@ def traffic_targets_table(apps: dict, generated: dict, scale: dict, drift: dict,
         [f"re-planning moves at most {100 * REPLAN_MOVED:.0f} % of instances", drifted,
          _met(drift_met)],
         [f"end to end: trunk traffic >= {100 * TRUNK_BELOW:.0f} % below spread, "
-         "significant", f"{trunk}, {where}", _met(trunk_met)],
+         "significant", f"{trunk}, {where}", trunk_met],
         [f"end to end: p95 >= {100 * P95_BELOW:.0f} % below spread, significant", p95,
-         _met(p95_met)],
+         p95_met],
         ["end to end: the difference to greedy tested", tested, tested_verdict],
     ]
     caption = ("Data: " + "; ".join(_provenance(s, b) for s, b in (
@@ -389,8 +400,8 @@ def traffic_targets_table(apps: dict, generated: dict, scale: dict, drift: dict,
 # --- end to end: every method on a testbed ------------------------------------------------
 
 def _methods(summary: dict) -> list[str]:
-    """The methods that ran, in the order the command named them."""
-    return [m for m in summary["options"]["methods"] if m in _runs(summary)[0]]
+    """The methods that ran in any run, in the order the command named them."""
+    return [m for m in summary["options"]["methods"] if any(m in r for r in _runs(summary))]
 
 
 def _label(summary: dict, method: str) -> str:
@@ -399,32 +410,45 @@ def _label(summary: dict, method: str) -> str:
     return METHOD_LABELS.get(method, method).format(limit=limit or 0)
 
 
+def _results(runs: list[dict], method: str) -> list[dict]:
+    """The method's result in each run that played it."""
+    return [r[method] for r in runs if method in r]
+
+
 def _servers(runs: list[dict], method: str) -> str:
     """Servers the plans used, as a range over the runs."""
-    return _span([r[method]["plan"]["servers_used"] for r in runs], 0)
+    return _span([r["plan"]["servers_used"] for r in _results(runs, method)], 0)
 
 
-def _over_runs(runs: list[dict], method: str, key: str, digits: int) -> str:
-    """A figure over the runs: mean ± 95 % interval (the value alone for one run)."""
-    return significance.mean_ci_text(significance.mean_ci(_figure(runs, method, key)),
-                                     digits)
+def _over_runs(stats: dict, method: str, key: str, digits: int) -> str:
+    """A figure over the runs that measured it: mean ± 95 % interval (the value alone for
+    one run)."""
+    return significance.mean_ci_text(stats[key]["methods"].get(method), digits)
 
 
 def _during_moves(runs: list[dict], method: str) -> str:
     """Requests failed while the method's moves ran, of those sent then, over the runs."""
-    failed = sum(r[method]["failed_during_moves"] for r in runs)
-    sent = sum(r[method]["requests_during_moves"] for r in runs)
+    results = _results(runs, method)
+    failed = sum(r["failed_during_moves"] for r in results)
+    sent = sum(r["requests_during_moves"] for r in results)
     return f"{number(failed, 0)} of {number(sent, 0)}"
 
 
 def _failed(runs: list[dict], method: str) -> str:
-    """Requests failed in the measured phases, summed over the runs."""
-    return number(sum(_figure(runs, method, "failed")), 0)
+    """Requests failed in the measured phases, summed over the runs that measured them."""
+    counts = [placement_comparison.figure(r, "failed") for r in _results(runs, method)]
+    return number(sum(c for c in counts if c is not None), 0)
 
 
-def _latencies(runs: list[dict], method: str) -> list[str]:
+def _latencies(stats: dict, method: str) -> list[str]:
     """End-to-end p50, p95 and p99 in whole ms, each over the runs."""
-    return [_over_runs(runs, method, k, 0) for k in ("p50_ms", "p95_ms", "p99_ms")]
+    return [_over_runs(stats, method, k, 0) for k in ("p50_ms", "p95_ms", "p99_ms")]
+
+
+def _played(runs: list[dict], method: str) -> str:
+    """The runs a method played, when not all (a method skipped in a run)."""
+    n = len(_results(runs, method))
+    return "" if n == len(runs) else f" ({n} of {len(runs)} runs)"
 
 
 def _count(n: int, noun: str) -> str:
@@ -439,11 +463,13 @@ def _when(summary: dict) -> str:
 def hotel_table(summary: dict) -> str:
     """Each method over the runs: the plans' servers, the trunk's traffic, end-to-end
     latencies (mean ± 95 % interval) and failed requests (summed, and during the moves)."""
-    runs = _runs(summary)
-    rows = [[_label(summary, m), _servers(runs, m),
-             _over_runs(runs, m, "trunk_mbit_s", 1), *_latencies(runs, m),
+    runs, stats = _runs(summary), _statistics(summary)
+    rows = [[_label(summary, m) + _played(runs, m), _servers(runs, m),
+             _over_runs(stats, m, "trunk_mbit_s", 1), *_latencies(stats, m),
              f"{_failed(runs, m)} ({_during_moves(runs, m)})"] for m in _methods(summary)]
-    caption = (f"Mean ± 95 % interval over the {len(runs)} runs, each placement measured "
+    over = "the value of the one run" if len(runs) == 1 else \
+        f"mean ± 95 % interval over the {len(runs)} runs"
+    caption = (f"{over[0].upper()}{over[1:]}, each placement measured "
                f"{summary['options']['phase']:g} s after its moves; servers: the plans' "
                f"range over the runs; failed: summed over the runs, in brackets during the "
                f"moves; {_when(summary)}.")
@@ -455,11 +481,12 @@ def hotel_table(summary: dict) -> str:
 def bookinfo_table(summary: dict) -> str:
     """Each method of one run: the plan's servers, the trunk's traffic, end-to-end
     latencies and failed requests (in the phase, and during the moves)."""
-    runs = _runs(summary)
-    rows = [[_label(summary, m), _servers(runs, m), _over_runs(runs, m, "trunk_mbit_s", 2),
-             *_latencies(runs, m), _failed(runs, m), _during_moves(runs, m)]
-            for m in _methods(summary)]
-    caption = (f"{_count(len(runs), 'run')}: every method in turn on the same testbed, "
+    runs, stats = _runs(summary), _statistics(summary)
+    rows = [[_label(summary, m) + _played(runs, m), _servers(runs, m),
+             _over_runs(stats, m, "trunk_mbit_s", 2), *_latencies(stats, m),
+             _failed(runs, m), _during_moves(runs, m)] for m in _methods(summary)]
+    over = "" if len(runs) == 1 else " (mean ± 95 % interval; failures summed)"
+    caption = (f"{_count(len(runs), 'run')}{over}: every method in turn on the same testbed, "
                f"each measured {summary['options']['phase']:g} s after its moves; trunks "
                f"{summary['trunk_bw_mbit']:g} Mbit/s; {_when(summary)}.")
     return table(["placement", "servers", "trunk Mbit/s", "p50 ms", "p95 ms", "p99 ms",

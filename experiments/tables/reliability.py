@@ -226,9 +226,13 @@ def _soak_code(summary: dict, readme: str) -> str:
 
 def soak_table(summary: dict, readme: str) -> str:
     """The soak's figures, gathered as the page shows them, with the run's verdict."""
-    grows = [f["figure"] for f in summary["figures"] if f["verdict"] != "levels off"]
-    verdict = "every figure levels off" if not grows else \
-        f"not levelling off: {', '.join(grows)}"
+    # soak.verdict's words: "levels off", "grows", or "too few samples" to judge
+    by = {v: [f["figure"] for f in summary["figures"] if f["verdict"] == v]
+          for v in dict.fromkeys(f["verdict"] for f in summary["figures"])}
+    judged_not = {v: names for v, names in by.items() if v != "levels off"}
+    verdict = "every figure levels off" if not judged_not else "; ".join(
+        f"{'not levelling off' if v == 'grows' else v}: {', '.join(names)}"
+        for v, names in judged_not.items())
     caption = (f"{summary['minutes']:g} minutes at {summary['rate']:g} requests/s, policy "
                f"{summary['policy']}; growth per hour: the least-squares "
                f"slope over the second half; a figure levels off when that is at most "

@@ -72,7 +72,9 @@ def test_the_accuracy_table_scores_each_predictor_on_the_recording(tmp_path):
         _recording(cpu, [5.0] * 12)), phases, resources=("cpu", "net"))
     path = tmp_path / "mse.csv"
     profiling_accuracy.write_csv(rows, str(path))
-    md = experiments_page.accuracy_table(path.read_text(), "recorded with deadbee1 on a day\n")
+    settings = {"arma_order": [2, 1], "refit_every": 10, "computed_at": "c0ffee1",
+                "recorded_with": "deadbee1"}
+    md = experiments_page.accuracy_table(path.read_text(), settings)
     assert md.splitlines()[0].startswith("| type | resource | phase | mean (%) | RM w=2 | "
                                          "RM w=5 | RM w=10 | ARMA w=20 |")
     # the lowest of a row in bold, ties too; ARMA's windows longer than the phase: no MSE
@@ -80,7 +82,8 @@ def test_the_accuracy_table_scores_each_predictor_on_the_recording(tmp_path):
                                        "1.44", "**1**"]
     assert _cells(md, "video")[7:] == ["–", "–", "–"]
     assert "| video | network | increasing | 5.00 | **0** | **0** | **0** |" in md
-    assert "(committed with deadbee1)." in md
+    assert "analyse at c0ffee1 from the series the live run recorded (committed with " \
+        "deadbee1)." in md and "(ARMA(2,1) refitted every 10 samples)" in md
 
 
 def test_an_unreadable_sample_is_a_gap_not_a_zero():
@@ -177,22 +180,49 @@ def test_a_figure_keeps_two_significant_digits():
 
 @pytest.mark.e2e
 def test_the_committed_mse_csv_is_what_analyse_computes_from_the_recording():
-    """data/profiler/scenario1/mse.csv, which the page's table reads, against analyse run
-    again on the recording beside it (minutes of ARMA fits: `make test-e2e` only)."""
+    """data/profiler/scenario1/mse.csv, which the page's table reads, against the analysis
+    its README names run again on the recording beside it, with the settings of
+    mse-settings.json (minutes of ARMA fits: `make test-e2e` only)."""
     import math
+    import os
 
     from experiments.standing import load
-    where = "profiler/scenario1/"
-    phases = experiments_page._phase_list(load(where + "phases.json"))
-    fresh = profiling_accuracy.analyse(experiments_page.series_from_csv(
-        load(where + "microservice_samples.csv"), ("cpu", "mem", "net")), phases)
-    committed = experiments_page.mse_rows(load(where + "mse.csv"), ("cpu", "mem", "net"))
+    from tests.conftest import ROOT
+    where = os.path.join(ROOT, "data", "profiler", "scenario1")
+    settings = load("profiler/scenario1/mse-settings.json")
+    fresh = profiling_accuracy.analyse(
+        profiling_accuracy.load_history(os.path.join(where, "microservice_samples.csv")),
+        profiling_accuracy.load_phases(os.path.join(where, "phases.json")),
+        rm_windows=settings["rm_windows"], arma_windows=settings["arma_windows"],
+        arma_order=tuple(settings["arma_order"]), refit_every=settings["refit_every"],
+        score=settings["score"])
+    committed = experiments_page.mse_rows(load("profiler/scenario1/mse.csv"),
+                                          ("cpu", "mem", "net"))
     key = ("microservice", "resource", "phase", "predictor", "window")
+
+    def order(r):
+        return tuple(str(r[k]) for k in key)
     assert len(fresh) == len(committed)
-    for new, old in zip(sorted(fresh, key=lambda r: tuple(map(str, (r[k] for k in key)))),
-                        sorted(committed, key=lambda r: tuple(map(str, (r[k] for k in key))))):
-        assert [new[k] for k in key] == [old[k] for k in key]
+    for new, old in zip(sorted(fresh, key=order), sorted(committed, key=order)):
+        assert order(new) == order(old)
         if new["mse"] is None or old["mse"] is None:
             assert new["mse"] is old["mse"] is None, new
         else:
             assert math.isclose(new["mse"], old["mse"], rel_tol=1e-9, abs_tol=1e-12), new
+
+
+def test_two_mses_that_print_alike_are_both_bold():
+    rows = [{"microservice": "video", "resource": "net", "phase": "stable", "predictor": k,
+             "window": w, "mse": m, "mean": 7.0}
+            for k, w, m in (("rm", 2, 0.711509), ("arma", 100, 0.711461), ("rm", 5, 1.2))]
+    md = experiments_page.accuracy_markdown(rows, {"arma_order": [2, 1], "refit_every": 10,
+                                                   "computed_at": "a", "recorded_with": "b"})
+    assert _cells(md, "video")[4:] == ["**0.7115**", "1.2", "**0.7115**"]
+
+
+def test_the_scenario_is_read_from_either_spelling_of_the_flag():
+    for command in ("python -m experiments.lb_model --scenario unequal --runs 20",
+                    "python -m experiments.lb_model --scenario=unequal"):
+        assert experiments_page.scenario_of({"command": command}) == "unequal"
+    assert experiments_page.scenario_of({"command": "python -m experiments.lb_model"}) == \
+        "paper"

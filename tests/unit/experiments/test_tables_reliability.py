@@ -99,3 +99,17 @@ def test_the_soak_caption_names_what_grows_and_prefers_the_summarys_stamp():
          "commit": "fff9999", "when": "2026-12-01T08:00:00"}, "Commit 1234abc, 2026-11-27")
     assert "not levelling off: profiler.history_mb" in md
     assert "code at fff9999 (2026-12-01)" in md and "1234abc" not in md
+
+
+def test_a_soak_figure_with_too_few_samples_is_not_called_growing():
+    from experiments.tables.reliability import soak_table
+    figures = [{"figure": "controller.rss_mb", "kind": "rss_mb", "verdict": "grows", "first": 1,
+                "last": 2,
+                "mean_second_half": 1.5, "growth_per_hour": 1.0},
+               {"figure": "profiler.rss_mb", "kind": "rss_mb", "verdict": "too few samples",
+                "first": 1,
+                "last": 1, "mean_second_half": 1.0, "growth_per_hour": None}]
+    md = soak_table({"figures": figures, "minutes": 3, "rate": 20, "policy": "malb",
+                     "level_share": 0.05, "commit": "abc1234", "when": "2026-12-01T00:00"},
+                    "")
+    assert "not levelling off: controller.rss_mb; too few samples: profiler.rss_mb" in md
