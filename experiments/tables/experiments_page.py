@@ -122,29 +122,12 @@ PREDICTOR_NAMES = {"rm": "RM", "arma": "ARMA"}
 
 
 def _value(text: str | None) -> float | None:
-    """A sample as the profiler's history holds it: a number, or None for an unreadable
-    one (empty or not finite)."""
+    """A figure as write_csv wrote it: a number, or None for an empty or not finite
+    cell."""
     if text is None or not text.strip():
         return None
     value = float(text)
     return value if math.isfinite(value) else None
-
-
-def series_from_csv(text: str, resources: tuple[str, ...] = SHOWN_RESOURCES) -> dict:
-    """{(microservice, resource): [(t, value or None), ...]} from the profiler's
-    microservice_samples.csv, as profiling_accuracy.analyse takes it."""
-    out: dict = {}
-    for row in csv.DictReader(io.StringIO(text)):
-        t = float(row["t"])
-        for resource in resources:
-            out.setdefault((row["microservice"], resource), []).append(
-                (t, _value(row[resource])))
-    return out
-
-
-def _phase_list(phases) -> list[dict]:
-    """phases.json holds a list, or {"phases": [...]}: profiling_accuracy reads either."""
-    return phases["phases"] if isinstance(phases, dict) else phases
 
 
 def _column(row: dict) -> tuple[str, int]:

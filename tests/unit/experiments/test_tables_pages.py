@@ -68,8 +68,10 @@ def test_the_accuracy_table_scores_each_predictor_on_the_recording(tmp_path):
     cpu = [1.0, 3.0] * 6            # a rolling mean of 2 or 10 misses by 1, of 5 by 1.2
     phases = [{"microservice": "video", "phase": "increasing", "start": 0, "end": 12}]
     # as the committed mse.csv was made: analyse on the recording, written by write_csv
-    rows = profiling_accuracy.analyse(experiments_page.series_from_csv(
-        _recording(cpu, [5.0] * 12)), phases, resources=("cpu", "net"))
+    recording = tmp_path / "microservice_samples.csv"
+    recording.write_text(_recording(cpu, [5.0] * 12))
+    rows = profiling_accuracy.analyse(profiling_accuracy.load_history(str(recording)),
+                                      phases, resources=("cpu", "net"))
     path = tmp_path / "mse.csv"
     profiling_accuracy.write_csv(rows, str(path))
     settings = {"arma_order": [2, 1], "refit_every": 10, "computed_at": "c0ffee1",
@@ -84,13 +86,6 @@ def test_the_accuracy_table_scores_each_predictor_on_the_recording(tmp_path):
     assert "| video | network | increasing | 5.00 | **0** | **0** | **0** |" in md
     assert "analyse at c0ffee1 from the series the live run recorded (committed with " \
         "deadbee1)." in md and "(ARMA(2,1) refitted every 10 samples)" in md
-
-
-def test_an_unreadable_sample_is_a_gap_not_a_zero():
-    series = experiments_page.series_from_csv("t,microservice,cpu,mem,net\n1,ui,,4,nan\n"
-                                              "2,ui,2.5,4,1\n")
-    assert series[("ui", "cpu")] == [(1.0, None), (2.0, 2.5)]
-    assert series[("ui", "net")] == [(1.0, None), (2.0, 1.0)]
 
 
 # ------------------------------------------------------------ the profiler's period
