@@ -78,7 +78,7 @@ ENTRIES: tuple[Entry, ...] = (
           "how right the least-load decisions of a comparison's run were", NOTHING,
           "docs/experiments.md"),
     Entry("experiments.standing", "analysis",
-          "the results tables of README.md and docs/evaluation.md, from data/eval-N",
+          "every results table of README.md and docs/, from the summaries under data/",
           NOTHING, "docs/evaluation.md"),
     Entry("experiments.haproxy", "analysis",
           "HAProxy as the outside balancer: the configuration a run gives it, rendered",
