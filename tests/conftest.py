@@ -45,6 +45,16 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "integration" in item.keywords:
                 item.add_marker(skip)
+    # integration tests start controllers, bridges, containers and load beside whatever runs
+    # here, and not all of them need the testbed lock: none starts while another process
+    # holds it (an experiment, an evaluation's cell: docs/evaluation.md, "Comparisons")
+    from common import testbed_lock
+    running = [i for i in items if "integration" in i.keywords
+               and not any(m.name == "skip" for m in i.iter_markers())]
+    holder = testbed_lock.holder() if running else None
+    if holder:
+        pytest.exit(f"a testbed runs here ({holder}): the integration tier starts nothing "
+                    f"beside it; run it when that has ended", returncode=2)
 
 
 def run_module(*args, timeout=120, user=None, **kwargs) -> subprocess.CompletedProcess:
