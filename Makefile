@@ -9,9 +9,10 @@ PYTEST_ARGS ?=
 # each tier's wall time is printed when it ends, and kept in $(MALB_TIMES) when that is set
 TIMED := bash scripts/timed.sh
 DURATIONS := --durations=25
-# The controller's own integration modules run under os-ken in `make test` and under Ryu in
-# `make test-e2e`; every other module runs the controller under Ryu (docs/setup.md,
-# "Frameworks"), so both frameworks are exercised by every `make test`.
+# The controller runs under os-ken (docs/setup.md, "Frameworks"); its own integration modules
+# run under Ryu too in `make test-e2e` (`make test-ryu`: those alone), and on each newer Python
+# `make setup` found a virtualenv for in `make test`, with the unit tier.
+NEWER := 3.12 3.13
 CONTROLLER_TESTS := tests/integration/test_controller.py \
                     tests/integration/test_controller_process.py \
                     tests/integration/test_controller_multiswitch.py \
@@ -19,14 +20,15 @@ CONTROLLER_TESTS := tests/integration/test_controller.py \
 INTEGRATION := -m "integration and not e2e"
 
 .PHONY: help setup setup-python run check lint types test-unit test test-integration \
-        test-e2e test-osken bench testbed check-testbed clean-testbed clean
+        test-newer test-e2e test-ryu locks bench testbed check-testbed clean-testbed clean
 
 help:
 	@echo "make run             set up what is missing, then compare srr, ln, malb-paper and malb (one run each, about 9 min)"
-	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, ryu-manager and os-ken, HAProxy, nginx, Prometheus, Chromium (about 15 min)"
+	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, the controller, HAProxy, nginx, Prometheus, Chromium; then the unit tier and the controller's tests on Python 3.12 and 3.13 (about 20 min)"
 	@echo "make check           lint (ruff), types (mypy) and the unit tier in parallel, without root (about 3 min)"
 	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing (about 30 min)"
-	@echo "make setup           install packages, start OVS and Docker, virtualenvs, images (idempotent)"
+	@echo "make setup           install packages, start OVS and Docker, virtualenvs from locks/, images (idempotent)"
+	@echo "make locks           write locks/ again from pyproject.toml (uv), keeping the versions it can"
 	@echo "make bench           the benchmarks experiments/registry.py marks for it (python -m benchmarks list: all)"
 	@echo "make testbed         bring the paper testbed up with the Mininet CLI"
 	@echo "make check-testbed   bring the paper testbed up, check connectivity, tear it down"
@@ -57,13 +59,24 @@ test-unit: setup-python
 	@$(TIMED) unit bash scripts/unprivileged.sh $(PY) -m pytest -m "not integration" -n auto \
 	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS)
 
-# both parts of the integration tier run, whichever fails
+# every part runs, whichever fails
 test: check setup
 	@rc=0; \
-	$(TIMED) integration-os-ken env MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) \
-	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
-	$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) \
-	  $(addprefix --ignore=,$(CONTROLLER_TESTS)) $(PYTEST_ARGS) || rc=1; \
+	$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
+	$(MAKE) --no-print-directory test-newer || rc=1; \
+	exit $$rc
+
+# on each newer Python with a virtualenv (scripts/setup.sh): the unit tier, then the
+# controller's integration tests; a Python this machine lacks is named and skipped
+test-newer: setup
+	@rc=0; \
+	for v in $(NEWER); do \
+	  if [ ! -x .venv-$$v/bin/python ]; then echo "[test] Python $$v: skipped (no interpreter here; scripts/setup.sh)"; continue; fi; \
+	  $(TIMED) unit-$$v bash scripts/unprivileged.sh .venv-$$v/bin/python -m pytest -m "not integration" \
+	    -n auto -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
+	  $(TIMED) controller-$$v .venv-$$v/bin/python -m pytest $(INTEGRATION) $(DURATIONS) \
+	    $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
+	done; \
 	exit $$rc
 
 test-integration: setup
@@ -78,8 +91,17 @@ test-e2e: setup
 	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
 	exit $$rc
 
-test-osken: setup
-	MALB_FRAMEWORK=os-ken $(PY) -m pytest $(INTEGRATION) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
+test-ryu: setup
+	MALB_FRAMEWORK=ryu $(PY) -m pytest $(INTEGRATION) $(CONTROLLER_TESTS) $(PYTEST_ARGS)
+
+# the locks setup installs, from pyproject.toml; versions already locked stay where they can
+locks: setup-python
+	$(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
+	  --generate-hashes -o locks/runtime.txt
+	$(VENV)/bin/uv pip compile pyproject.toml --extra plots --extra test --extra dev \
+	  --universal --python-version 3.11 --generate-hashes -o locks/main.txt
+	$(VENV)/bin/uv pip compile pyproject.toml --extra ryu --universal --python-version 3.11 \
+	  --generate-hashes -o locks/ryu.txt
 
 bench: setup
 	$(PY) -m benchmarks

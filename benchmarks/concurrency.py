@@ -25,7 +25,8 @@ import yaml
 from common import lab
 from common.cli import ArgumentParser, bounded, positive_int
 from common.markdown import table
-from common.procs import ROOT, controller_service, git_commit, python_service
+from common.paths import WORK, shipped
+from common.procs import controller_service, git_commit, python_service
 
 REST, OFP, PROFILER, AGENT = 18280, 16753, 19280, 19281
 TARGETS = {"controller REST": (REST, "/malb/status"), "profiler": (PROFILER, "/health"),
@@ -33,7 +34,7 @@ TARGETS = {"controller REST": (REST, "/malb/status"), "profiler": (PROFILER, "/h
 
 
 def config_file(directory: str) -> str:
-    with open(os.path.join(ROOT, "configs", "paper.yaml")) as fh:
+    with open(shipped("configs", "paper.yaml")) as fh:
         data = yaml.safe_load(fh)
     data.setdefault("controller", {}).update(rest_port=REST, ofp_port=OFP)
     data.setdefault("testbed", {})["controller"] = f"127.0.0.1:{OFP}"
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=positive_int, default=3)
     p.add_argument("--timeout", type=bounded(float, 0, lo_open=True), default=20.0,
                    help="seconds a client waits for its answer (default 20)")
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     rows = []

@@ -20,6 +20,7 @@ import http.client
 import json
 import logging
 import math
+import os
 import re
 import select
 import sys
@@ -510,7 +511,24 @@ class _HubPoller:
         self._epoll = real_select.epoll()
         self._trampoline = eventlet.hubs.trampoline
         self._yield = eventlet.sleep
+        self._real_write = eventlet.patcher.original("os").write
         self._held: dict[int, tuple[object, int]] = {}    # fd -> (dispatcher, event mask)
+
+    def wake_without_waiting(self, trigger) -> None:
+        """waitress wakes its loop by writing a byte to a pipe from whichever handler thread
+        finished. eventlet 0.35 and later's green os.write first waits until the pipe is
+        writable, and two green threads waiting on one descriptor is an error there (a
+        handler's answer then never leaves): the write end is made non-blocking and
+        written with the real os.write; a full pipe already holds a wake-up."""
+        fd, write = trigger.trigger, self._real_write
+        os.set_blocking(fd, False)
+
+        def pull() -> None:
+            try:
+                write(fd, b"x")
+            except BlockingIOError:
+                pass
+        trigger._physical_pull = pull
 
     def _sync(self, map: dict) -> None:
         ep, held = self._epoll, self._held
@@ -613,6 +631,8 @@ class JsonServer:
         self._map: dict = {}
         self._server = _Server(self._app, map=self._map, adj=adj)
         self._hub_poller = None if self._use_poll else _HubPoller()   # once bound: no leak
+        if self._hub_poller is not None:
+            self._hub_poller.wake_without_waiting(self._server.trigger)
         self._server.request_timeout_s = request_timeout_s
         self.server_address = (self._server.effective_host, int(self._server.effective_port))
         self._stop = threading.Event()

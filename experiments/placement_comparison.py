@@ -49,6 +49,7 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
 from common.config import ConfigError, check_testbed_builds, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number, table
+from common.paths import shipped
 from common.procs import ROOT
 from common.stats import histogram_quantile, quantile
 from experiments import protocol, significance
@@ -67,7 +68,7 @@ EXACT_TIME_LIMIT_S = 60.0
 # the figures compared across runs: (key, label); lower is better for each
 FIGURES = (("trunk_mbit_s", "trunk Mbit/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"),
            ("p99_ms", "p99 ms"), ("failed", "failed requests"))
-DEFAULT_CONFIG = os.path.join(ROOT, "configs", "bookinfo.yaml")
+DEFAULT_CONFIG = shipped("configs", "bookinfo.yaml")
 REQUEST_METRIC = "callgraph_request_duration_seconds"
 # the paper (000, section 4.1): response time 10-15 % below the default in normal network
 # conditions, 15 % with added latency

@@ -29,7 +29,6 @@ it starts from): no testbed; the draws themselves happen in experiments/loadgen.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -37,7 +36,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from common.config.schema import MODELINE
-from common.procs import ROOT
+from common.paths import shipped
 
 
 class ScenarioError(ValueError):
@@ -354,7 +353,7 @@ def antagonist_spec(opts, container_of) -> list[dict]:
 def base_config_path(opts) -> str | None:
     """The base configuration: the scenario's own, else --config (None: the default)."""
     own = scenario_of(opts).config
-    return os.path.join(ROOT, own) if own else opts.config
+    return shipped(own) if own else opts.config
 
 
 def connections_per_request(opts) -> float | None:
@@ -460,7 +459,7 @@ def dsb_config_text(app: str) -> str:
     import yaml   # deferred: PyYAML, only for writing the file
     from placement.apps import entry_mix, entry_services
     source = DSB_APPS[app][0]
-    path = os.path.join(ROOT, source)
+    path = shipped(source)
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     mix = entry_mix(path, entry_services(data))

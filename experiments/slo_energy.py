@@ -78,12 +78,13 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, post_json, put_json
 from common.markdown import number, table
+from common.paths import shipped
 from common.procs import ROOT
 from common.stats import quantile
 from experiments import protocol, significance
 from experiments.stack import Stack
 
-DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
+DEFAULT_CONFIG = shipped("configs", "slo.yaml")
 GOVERNORS = ("max", "min", "ondemand", "schedutil")
 ONE_LOOP = ("slo", "slo-client", "slo-paper", "slo-predictive")   # one loop
 CLIENT_SLI = ("slo-client", "slo-predictive")         # the loops read the clients' latency

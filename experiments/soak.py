@@ -38,7 +38,7 @@ from common import lab
 from common.cli import ArgumentParser, bounded, fail, require_testbed
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
 from common.markdown import number, table
-from common.procs import ROOT
+from common.paths import WORK
 
 LEVEL_SHARE = 0.05            # growth per hour at most 5 % of the mean: levels off
 # kinds of figures: the growth per hour below which a change is noise
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
                    help="the profiler's history retention for the run, so that its pruning "
                         "runs within it")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "soak"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "soak"))
     args = p.parse_args(argv)
     require_testbed("the soak")
     # the code and time the run starts with (a commit landing during the hour is not it)

@@ -1,9 +1,9 @@
 """MALB: microservice-aware load balancing, as a Ryu or os-ken application (OpenFlow 1.3).
 
-    ryu-manager ryu_apps/malb.py                       # configs/paper.yaml or $MALB_CONFIG
-    MALB_POLICY=srr ryu-manager ryu_apps/malb.py
-    ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py --malb-config my.yaml
-    .venv-osken/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py    # os-ken
+    .venv/bin/malb-controller                          # configs/paper.yaml or $MALB_CONFIG
+    MALB_POLICY=srr .venv/bin/malb-controller
+    .venv/bin/malb-controller --malb-config my.yaml    # os-ken (ryu_apps/launcher.py)
+    .venv-ryu/bin/ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py    # Ryu
 
 The thin shell around the controller core (ryu_apps/core.py): events decoded into plain
 arguments, the clock read, the core's timer loops stepped, HTTP to the profiler and the

@@ -2,12 +2,12 @@
 (osken-manager is gone since os-ken 3): what ryu-manager does, on os-ken's modules, with
 ryu-manager's command line.
 
-    .venv-osken/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py
-    .venv-osken/bin/python -m ryu_apps.osken_manager --user-flags ryu_apps/flags.py \\
+    .venv/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py
+    .venv/bin/python -m ryu_apps.osken_manager --user-flags ryu_apps/flags.py \\
         ryu_apps/malb.py --malb-config my.yaml --ofp-tcp-listen-port 6653 --wsapi-port 8080
 
-`make setup` builds .venv-osken (requirements-osken.txt); docs/setup.md, "Frameworks", says
-which versions are tested. os-ken runs its eventlet hub here (OSKEN_HUB_TYPE=eventlet,
+`malb-controller` (ryu_apps/launcher.py) runs it with MALB's app and flags; docs/setup.md,
+"Frameworks", says which versions are tested. os-ken runs its eventlet hub here (OSKEN_HUB_TYPE=eventlet,
 unless set otherwise): the app's handlers and loops share the controller's state as
 cooperative green threads, as under Ryu; os-ken's default native hub would run them as OS
 threads in parallel, which the app is not written for.

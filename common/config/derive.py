@@ -201,17 +201,22 @@ def active_flow_refresh_s(cfg: Config) -> float:
     return active_flow_ttl_s(cfg) / 5
 
 
-def callgraph_spec(cfg: Config, ms: Microservice) -> dict:
+def callgraph_spec(cfg: Config, ms: Microservice, callee_host=None) -> dict:
     """What a call-graph instance needs to know (services/callgraph.py reads it from
-    $MALB_SPEC): its own work and answer, and where each downstream service answers (its
-    VIP and port, so every call is a flow the controller balances; with testbed.calls_via
-    proxy, the proxy's address and the callee's port, where an outside balancer is)."""
+    $MALB_SPEC): its own work and answer, the services that call it (its metrics' caller
+    labels), and where each downstream service answers: its VIP and port, so every call is a
+    flow the controller balances; with testbed.calls_via proxy, the proxy's address and the
+    callee's port, where an outside balancer is; callee_host(call) in their place (a
+    Kubernetes Service's name)."""
     proxy = None
     if cfg.testbed.calls_via == "proxy":
         assert cfg.testbed.proxy is not None    # calls_via proxy needs testbed.proxy (validated)
         proxy = cfg.testbed.proxy.ip
+    host = callee_host or (lambda c: proxy or cfg.microservice(c.service).vip)
     return {"service": ms.name, "cpu_ms": ms.cpu_ms, "response_bytes": ms.response_bytes,
-            "calls": [{"service": c.service, "host": proxy or cfg.microservice(c.service).vip,
+            "callers": sorted(m.name for m in cfg.microservices
+                              if any(c.service == ms.name for c in m.calls)),
+            "calls": [{"service": c.service, "host": host(c),
                        "port": cfg.microservice(c.service).port, "count": c.count,
                        "request_bytes": c.request_bytes, "response_bytes": c.response_bytes}
                       for c in ms.calls]}

@@ -13,9 +13,10 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
-
 from ryu_apps import ofwire
+from ryu_apps.framework import module, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+ofproto_parser = module("ofproto.ofproto_parser")
 
 CONTROLLER = ofp.OFPP_CONTROLLER
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import struct
 
-from ryu.ofproto import nicira_ext, ofproto_v1_3_parser as parser
-
 from ryu_apps import ofwire, tracker
+from ryu_apps.framework import module, ofproto_v1_3_parser as parser
 from ryu_apps.managers.flow_statistics import FlowStatistics
 from ryu_apps.managers.switch_rules import SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from tests.lib.fakeswitch import PacketOut, Request, decode
 from tests.lib.controller import make as make_controller
 from tests.unit.ryu_apps.test_flowpath import NOW, VIP, client_frame, make, packet_in
+
+nicira_ext = module("ofproto.nicira_ext")
 
 
 def tracked(policy="srr"):
