@@ -9,9 +9,9 @@ PYTEST_ARGS ?=
 # each tier's wall time is printed when it ends, and kept in $(MALB_TIMES) when that is set
 TIMED := bash scripts/timed.sh
 DURATIONS := --durations=25
-# The controller runs under os-ken (docs/setup.md, "Frameworks"); its own integration modules
-# run under Ryu too in `make test-e2e` (`make test-ryu`: those alone), and on each newer Python
-# `make setup` found a virtualenv for in `make test`, with the unit tier.
+# The controller runs under os-ken (docs/setup.md, "Frameworks"). On each newer Python that
+# `make setup` found, `make test` runs the unit tier and `make test-e2e` the controller's own
+# integration modules, which it also runs under Ryu (`make test-ryu`: those alone).
 NEWER := 3.12 3.13
 CONTROLLER_TESTS := tests/integration/test_controller.py \
                     tests/integration/test_controller_process.py \
@@ -20,11 +20,12 @@ CONTROLLER_TESTS := tests/integration/test_controller.py \
 INTEGRATION := -m "integration and not e2e"
 
 .PHONY: help setup setup-python run check lint types test-unit test test-integration \
-        test-newer test-e2e test-ryu locks bench testbed check-testbed clean-testbed clean
+        test-newer-unit test-newer-controller test-e2e test-ryu locks bench testbed \
+        check-testbed clean-testbed clean
 
 help:
 	@echo "make run             set up what is missing, then compare srr, ln, malb-paper and malb (one run each, about 9 min)"
-	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, the controller, HAProxy, nginx, Prometheus, Chromium; then the unit tier and the controller's tests on Python 3.12 and 3.13 (about 20 min)"
+	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, the controller, HAProxy, nginx, Prometheus, Chromium; the unit tier on Python 3.12 and 3.13 (about 20 min)"
 	@echo "make check           lint (ruff), types (mypy) and the unit tier in parallel, without root (about 3 min)"
 	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing (about 30 min)"
 	@echo "make setup           install packages, start OVS and Docker, virtualenvs from locks/, images (idempotent)"
@@ -63,21 +64,24 @@ test-unit: setup-python
 test: check setup
 	@rc=0; \
 	$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
-	$(MAKE) --no-print-directory test-newer || rc=1; \
+	$(MAKE) --no-print-directory test-newer-unit || rc=1; \
 	exit $$rc
 
-# on each newer Python with a virtualenv (scripts/setup.sh): the unit tier, then the
+# on each newer Python with a virtualenv (scripts/setup.sh) the unit tier, or the
 # controller's integration tests; a Python this machine lacks is named and skipped
-test-newer: setup
-	@rc=0; \
-	for v in $(NEWER); do \
-	  if [ ! -x .venv-$$v/bin/python ]; then echo "[test] Python $$v: skipped (no interpreter here; scripts/setup.sh)"; continue; fi; \
-	  $(TIMED) unit-$$v bash scripts/unprivileged.sh .venv-$$v/bin/python -m pytest -m "not integration" \
-	    -n auto -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
-	  $(TIMED) controller-$$v .venv-$$v/bin/python -m pytest $(INTEGRATION) $(DURATIONS) \
-	    $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
-	done; \
-	exit $$rc
+test-newer-unit: setup-python
+	@$(call each_newer,unit,bash scripts/unprivileged.sh .venv-$$v/bin/python -m pytest \
+	  -m "not integration" -n auto -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS))
+
+test-newer-controller: setup
+	@$(call each_newer,controller,.venv-$$v/bin/python -m pytest $(INTEGRATION) $(DURATIONS) \
+	  $(CONTROLLER_TESTS) $(PYTEST_ARGS))
+
+each_newer = rc=0; for v in $(NEWER); do \
+	  if [ ! -x .venv-$$v/bin/python ]; then \
+	    echo "[test] Python $$v: skipped (no interpreter here; scripts/setup.sh)"; continue; fi; \
+	  $(TIMED) $(1)-$$v $(2) || rc=1; \
+	done; exit $$rc
 
 test-integration: setup
 	$(PY) -m pytest $(INTEGRATION) $(PYTEST_ARGS)
@@ -89,6 +93,7 @@ test-e2e: setup
 	$(TIMED) e2e $(PY) -m pytest -m e2e $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
 	$(TIMED) integration-ryu env MALB_FRAMEWORK=ryu $(PY) -m pytest $(INTEGRATION) \
 	  $(DURATIONS) $(CONTROLLER_TESTS) $(PYTEST_ARGS) || rc=1; \
+	$(MAKE) --no-print-directory test-newer-controller || rc=1; \
 	exit $$rc
 
 test-ryu: setup

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from importlib import import_module
 from importlib.util import find_spec
 from importlib.metadata import PackageNotFoundError, version
@@ -57,8 +58,10 @@ VERSION = _version(NAME)
 _pkg = PACKAGES[NAME]
 if NAME == "os-ken":
     # its eventlet hub, as the launcher (ryu_apps/osken_manager.py) runs it: the same hub
-    # in any process that loads the app, tests included
+    # in any process that loads the app, tests included; eventlet 0.40 and later say at
+    # import that they are in bugfix-only mode, which would open every command's output
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
 cfg = import_module(f"{_pkg}.cfg")
 app_manager = import_module(f"{_pkg}.base.app_manager")

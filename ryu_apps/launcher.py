@@ -26,7 +26,7 @@ def main(args: list[str] | None = None) -> int:
     command = controller_argv(framework, python=sys.executable) + args
     if framework == "os-ken":
         from ryu_apps import osken_manager   # deferred: it starts os-ken's hub at import
-        return osken_manager.main(command[3:])
+        return osken_manager.main(command[3:], prog="malb-controller")
     if not os.path.exists(command[0]):
         print(f"MALB_FRAMEWORK=ryu: no ryu-manager beside {sys.executable} (Ryu runs on "
               "Python 3.11 only: `pip install 'malb[ryu]'`, or `make setup`'s .venv-ryu)",
