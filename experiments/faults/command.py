@@ -12,7 +12,7 @@ long video streams), and a few seconds into it the fault is injected:
 - agent:      the host agent of the first server killed with SIGKILL, restarted --hold s later;
 - profiler:   the profiler killed with SIGKILL as soon as its history file is being written,
               restarted --hold s later on the same history;
-- controller: ryu-manager stopped (SIGTERM), started again --hold s later; the switches
+- controller: the controller process stopped (SIGTERM), started again --hold s later; the switches
               reconnect on their own;
 - container:  the ui instance of the second server killed (`docker kill`); it stays dead and
               the health probes must take it out of its pool;
