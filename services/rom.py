@@ -52,7 +52,7 @@ class Metrics:
         self.registry = r = new_registry("service")
         self.requests = Counter("rom_requests_total",
                                 "Requests served, by work endpoint (other: any other path) "
-                                "and status; /health, /metrics and /latency not counted.",
+                                "and status; the probes' requests not counted.",
                                 ("service", "instance_name", "endpoint", "status"), registry=r)
         self.latency = Histogram("rom_request_duration_seconds", "Request latency.",
                                  ("service", "instance_name", "endpoint"), buckets=LATENCY_BUCKETS,
