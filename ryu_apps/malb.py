@@ -7,8 +7,9 @@
 
 The thin shell around the controller core (ryu_apps/core.py): events decoded into plain
 arguments, the clock read, the core's timer loops stepped, HTTP to the profiler and the
-agents, the REST server (ryu_apps/rest.py) run; what the core returns is sent, counted and
-logged here (docs/controller.md). The framework's objects come from ryu_apps/framework.py.
+agents (ryu_apps/peers.py), the REST server (ryu_apps/rest.py) run; what the core returns is
+sent, counted and logged here (docs/controller.md). The framework's objects come from
+ryu_apps/framework.py.
 
 - MalbController: the app: its event handlers, hub threads and the REST API's actions.
 """
@@ -24,20 +25,16 @@ from typing import NoReturn
 from oslo_config.cfg import NoSuchOptError
 
 from common.config import POLICIES, ConfigError, check_deployable, load_config
-from common.httpjson import HttpError, get_json, post_json
 from common.metrics import series
 from ryu_apps import framework, lazy_parse, listeners, rest
 from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
 from ryu_apps.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, cfg, \
     hub, ofp_event, ofproto_v1_3, set_ev_cls
+from ryu_apps.peers import PeerExchanges
 from ryu_apps.result import Result
 
 CONF = cfg.CONF
-# an agent answers GET /probes within its per-instance timeout (agents.probe_timeout_s); this
-# much more for its own work and the way here, then the poll counts as failed
-PROBE_HTTP_SLACK_S = 0.5
-PROBE_BUG_LOG_EVERY_S = 60.0   # an exception in the probe loop: logged this often at most
 LAG_TIMER_S = 0.01             # the event-loop lag timer's period
 
 
@@ -110,8 +107,11 @@ class MalbController(App):
                          framework.VERSION, len(self.cfg.microservices), len(self.instances),
                          len(self.cfg.servers), policy, self.cfg.source,
                          *self.rest.server_address)
+        # the HTTP exchanges with the profiler and the agents (ryu_apps/peers.py)
+        self.peers = PeerExchanges(self.ctl, self.cfg, self.m, self._apply, self.token,
+                                   self.logger)
         self.threads = [hub.spawn(self.rest.serve_forever), hub.spawn(self._monitor_loop),
-                        hub.spawn(self._profiler_loop), hub.spawn(self._lag_loop)]
+                        hub.spawn(self.peers.profiler_loop), hub.spawn(self._lag_loop)]
         if self.ctl.discovering:     # the user's own network: links between switches found
             self.threads.append(hub.spawn(self._discovery_loop))
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
@@ -129,7 +129,7 @@ class MalbController(App):
             self.threads.append(hub.spawn(self._health_loop))
         # one per agent, idle while the policy reads no probes: a slow agent delays its own
         # readings only
-        self.threads += [hub.spawn(self._probe_loop, srv.name) for srv in self.cfg.servers]
+        self.threads += [hub.spawn(self.peers.probe_loop, srv.name) for srv in self.cfg.servers]
 
     def _listen_defaults(self) -> tuple[str, int]:
         """The REST address: the configured one (loopback by default) unless --wsapi-host/
@@ -313,94 +313,6 @@ class MalbController(App):
             self._apply(self.ctl.probe_health(time.time()))
             hub.sleep(interval)
             self._apply(self.ctl.health_marker(time.time()))
-
-    def _profiler_loop(self):
-        """Every period, in step with the profiler's own (core.next_exchange_in)."""
-        period = self.cfg.controller.monitoring_period_s
-        delay = period
-        while True:
-            hub.sleep(delay)
-            delay = period
-            try:
-                delay = self._profiler_exchange(time.time(),
-                                                timeout=min(2.0, period / 2)) or period
-            except Exception:   # the loop must outlive any one bad answer
-                self.logger.exception("profiler exchange failed; trying again next period")
-            # flow classes or weights may have changed, transitions may be over
-            self._apply(self.ctl.sync_dataplane(time.time()))
-
-    def _profiler_exchange(self, now: float, timeout: float) -> float | None:
-        """Report flows and ports to the profiler; hand its weights, classes and loads to
-        the core (which checks them). Returns when the next exchange is due (None: in a
-        period)."""
-        base = self.cfg.profiler.url
-        try:
-            sent = 0
-            started = time.perf_counter()
-            for body in self.ctl.profiler_report(now):
-                self.m.handler.labels("profiler_report").observe(time.perf_counter() - started)
-                if body is None:        # the core paused its scan of the flow records
-                    hub.sleep(0)
-                else:
-                    post_json(f"{base}/flows", body, timeout, token=self.token)
-                    if sent == 0:       # the pairs arrived: they count from now on
-                        self.ctl.profiler_pairs_sent(now)
-                    sent += 1
-                started = time.perf_counter()
-            self.m.profiler.labels("flows", "ok").inc()
-            profiles = get_json(f"{base}/profiles", timeout)
-            self.m.profiler.labels("profiles", "ok").inc()
-            servers = get_json(f"{base}/servers", timeout)
-            self.m.profiler.labels("servers", "ok").inc()
-        except HttpError as exc:
-            self.m.profiler.labels("any", "error").inc()
-            self._apply(self.ctl.profiler_failed(str(exc), now))
-            return None
-        started = time.perf_counter()
-        result = self.ctl.profiler_answer(profiles, servers, now)
-        if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
-            self.m.profiler.labels("any", "error").inc()
-        self._apply(result)
-        self.m.handler.labels("profiler_answer").observe(time.perf_counter() - started)
-        return result.next_in_s
-
-    def _probe_loop(self, server: str):
-        """The agent's GET /probes as the controller core's poll plan says: every probe
-        period while the current policy reads probes, and twice per health interval within
-        the health timeout while the services' answers judge their health (asked every
-        round: a policy set over REST changes the pace)."""
-        url = self.ctl.probes.agents[server]["url"]
-        logged, last_health = None, float("-inf")
-        while True:
-            started = time.monotonic()
-            plan = self.ctl.probe_poll_plan()
-            period = plan.period_s if plan else self.cfg.controller.probe_period_s
-            if plan:
-                health = plan.health_every_s is not None and \
-                    started - last_health >= plan.health_every_s - period / 2
-                if health:
-                    last_health = started
-                timeout = plan.health_timeout_s if health else self.cfg.agents.probe_timeout_s
-                query = f"?timeout_s={timeout:g}" if health else ""
-                try:
-                    self._probe_poll(server, url + query, timeout + PROBE_HTTP_SLACK_S)
-                except Exception:   # the loop must outlive any one bad answer
-                    # a bug would repeat at every poll: logged once a minute at most
-                    if logged is None or started - logged >= PROBE_BUG_LOG_EVERY_S:
-                        self.logger.exception("probes of %s failed; polling goes on", server)
-                        logged = started
-            hub.sleep(max(0.0, period - (time.monotonic() - started)))
-
-    def _probe_poll(self, server: str, url: str, timeout: float) -> None:
-        started = time.perf_counter()
-        try:
-            body = get_json(url, timeout)
-        except HttpError as exc:
-            result = self.ctl.probe_failed(server, str(exc), time.time())
-        else:
-            result = self.ctl.probe_answer(server, body, time.time())
-        self.m.probe_poll.labels(server).observe(time.perf_counter() - started)
-        self._apply(result)
 
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:

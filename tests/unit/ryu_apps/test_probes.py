@@ -173,7 +173,7 @@ def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
 # ---------------------------------------------------------------- the Ryu shell
 def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypatch):
     # deferred: the controller's shell (the framework, eventlet); the rest of this file needs none
-    from ryu_apps import malb
+    from ryu_apps import peers
     reads_probes(app.policy_core)
     asked = []
 
@@ -182,10 +182,10 @@ def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypat
         if len(asked) == 2:
             raise HttpError(f"{url}: timed out")
         return {"instances": {"srv1-ui": entry(in_flight=3)}}
-    monkeypatch.setattr(malb, "get_json", agent)
+    monkeypatch.setattr(peers, "get_json", agent)
     url = app.ctl.probes.agents["srv1"]["url"]
-    app._probe_poll("srv1", url, 0.75)
-    app._probe_poll("srv1", url, 0.75)
+    app.peers.probe_poll("srv1", url, 0.75)
+    app.peers.probe_poll("srv1", url, 0.75)
     assert asked == [("http://127.0.0.1:9101/probes", 0.75)] * 2
     assert app.policy_core.probes["srv1-ui"].in_flight == 3.0
     text = render(app.metrics)
