@@ -18,11 +18,14 @@ from typing import Any
 
 from common.config import fields as F
 from common.config.fields import ConfigError, setting
-# the policy registry: a pure leaf package (no import of this one), read for the names
-from ryu_apps.policies import names as policy_names
-from slo.frequency_controller import FREQUENCY_POLICIES as LOOP_POLICIES
-
-POLICIES = policy_names()
+# every load-balancing policy by name, in the order reports list them: ryu_apps/policies/
+# registers a class under each, and refuses a name not here (the configuration is read by
+# every part; the policies' package, which imports it, is not)
+POLICIES = ("srr", "ln", "malb-paper", "malb", "maglev", "lc", "wlc", "lc-cpu", "wrr", "p2c",
+            "prequal")
+# every rule an SLO loop can run, by name (agents.slo.policy, PUT /slo), which
+# slo/frequency_controller.py implements: the windowed SLI, the predictive loop, the governors
+LOOP_POLICIES = ("slo", "predictive", "max", "min", "ondemand", "schedutil")
 FLOW_CLASSES = ("short", "long", "auto")
 PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")

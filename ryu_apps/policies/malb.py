@@ -112,10 +112,10 @@ def connection_factor(shares: dict[str, float], open_now: dict[str, int]) -> dic
     return {n: v / norm for n, v in out.items()}
 
 
-@register("malb-paper", rank=3, title="MALB (paper's rule)", short_flows="round-robin",
+@register("malb-paper", title="MALB (paper's rule)", short_flows="round-robin",
           capacity_weighted=False, long_flows="predicted-load", per_flow_weights=False,
           spread=False, load_shares=False, outside_use=False, connection_shares=False)
-@register("malb", rank=4, title="MALB (ours)")
+@register("malb", title="MALB (ours)")
 class Malb(Policy):
     title = "MALB"
     Options = MalbOptions

@@ -11,7 +11,7 @@ from ryu_apps.policies.rules import cores_of, weighted_turn
 CPU_ONLY = (1.0, 0.0, 0.0)
 
 
-@register("wrr", rank=12)
+@register("wrr")
 class WeightedRoundRobin(Policy):
     title = "weighted round robin"
 

@@ -16,10 +16,7 @@ PACKAGES = ("agents", "benchmarks", "common", "deploy", "examples", "experiments
             "placement", "profiler", "ryu_apps", "scripts", "services", "slo", "topologies")
 # each a set of modules (or packages) that import each other round a cycle
 KNOWN_CYCLES: set[frozenset[str]] = set()
-# the configuration (common) reads the names of the policies (ryu_apps) and of the
-# frequency policies (slo), whose packages import common (ryu_apps also through profiler,
-# whose answer it applies)
-KNOWN_PACKAGE_CYCLES = {frozenset({"common", "profiler", "ryu_apps", "slo"})}
+KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: pathlib.Path) -> str:
