@@ -96,7 +96,7 @@ class FlowPath:
         self._flow_cap_logged = float("-inf")
         self._no_path_logged = float("-inf")
         # tracker mode: short-flow TCP connections NATed by the switch's connection tracker
-        self.tracker = Tracker(cfg.controller.vip_mac, self.switch_dpids) \
+        self.tracker = Tracker.of(cfg) \
             if cfg.controller.dataplane.short_flows == "tracker" else None
         # the messages of a flow on a switch (ryu_apps/flow_messages.py), called on the path
         # by the managers as well

@@ -137,8 +137,17 @@ def declared_topology(tb: TestbedSection, network: NetworkSection, servers: tupl
         if sw.dpid in dpids:
             raise ConfigError(f"network.switches[{k}].dpid: duplicate datapath id "
                               f"{sw.dpid:016x}")
-        switches[sw.name] = Switch(sw.name, sw.dpid)
+        switches[sw.name] = Switch(sw.name, sw.dpid, sw.tracker_zone or 0)
         dpids.add(sw.dpid)
+    zones: dict[int, str] = {}
+    for k, declared in enumerate(switches.values()):
+        if declared.tracker_zone in zones:
+            raise ConfigError(
+                f"network.switches[{k}]: switches {zones[declared.tracker_zone]!r} and "
+                f"{declared.name!r} have the same connection-tracker zone "
+                f"{declared.tracker_zone} (from their datapath ids unless set): give one "
+                f"another tracker_zone (1-65535)")
+        zones[declared.tracker_zone] = declared.name
     by_name = {m.name: m for m in microservices}
     server_names = [s.name for s in servers]
     instances: list[Instance] = []

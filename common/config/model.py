@@ -42,6 +42,7 @@ MAX_SWITCH_TRANSITION_S = 25.0
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
+TRACKER_ZONES = 0xFFFF     # the connection tracker's zones are 16 bits; zone 0 is shared
 CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as container mn.srv1-vid
 
 
@@ -617,6 +618,12 @@ class NetworkSwitch:
                         schema={"type": ["integer", "string"]},
                         help="its OpenFlow datapath id: an integer, or hex digits as a string "
                              "(`\"0000000000000001\"`)")
+    tracker_zone: int | None = setting(
+        None, type="integer", lo=1, hi=TRACKER_ZONES, nullable=True,
+        default_doc="`(dpid - 1) mod 65535 + 1`", help=(
+            "its connection-tracker zone in tracker mode: by default from its datapath id "
+            "alone, so it does not change when switches are added or removed; set it only "
+            "where two datapath ids give the same zone"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -707,10 +714,22 @@ class Proxy(Client):
     block."""
 
 
+def tracker_zone(dpid: int) -> int:
+    """A switch's connection-tracker zone when the configuration names none: from its
+    datapath id alone, so a switch keeps its zone whatever other switches are configured
+    (connections tracked before a restart with a changed configuration stay known)."""
+    return (dpid - 1) % TRACKER_ZONES + 1
+
+
 @dataclass(frozen=True)
 class Switch:
     name: str
     dpid: int
+    tracker_zone: int = 0          # 0: tracker_zone(dpid)
+
+    def __post_init__(self):
+        if not self.tracker_zone:
+            object.__setattr__(self, "tracker_zone", tracker_zone(self.dpid))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from collections import Counter
 import pytest
 
 from experiments.stack import Stack
-from ryu_apps.tracker import Tracker
 from tests.integration.helpers import FAST_CONFIG, download, packet_in_count, served_by
 from topologies.clean import clean_testbed
 
@@ -75,9 +74,7 @@ def test_an_instance_calling_across_the_trunk_never_goes_through_the_controller(
     assert after["repeat"] - before["repeat"] <= 3 * downloads, (before, after)
     if stack.cfg.controller.dataplane.short_flows == "tracker":
         # the caller's connections in s2's zone of the tracker, none in s1's
-        zones = Tracker(stack.cfg.controller.vip_mac,
-                        [s.dpid for s in stack.cfg.testbed.switches])
-        s1, s2 = (zones.zone(s.dpid) for s in stack.cfg.testbed.switches)
+        s1, s2 = (s.tracker_zone for s in stack.cfg.testbed.switches)
         caller_ip = stack.testbed.node("srv2-ui").IP()
         mine = f"orig=(src={caller_ip},"
         assert mine in _conntrack(s2) and mine not in _conntrack(s1)
