@@ -464,24 +464,137 @@ class _Channel(HTTPChannel):
     parser_class = _Parser
     request_started = 0.0
 
+    def __init__(self, server, sock, addr, adj, map=None):
+        super().__init__(server, sock, addr, adj, map=map)
+        server.admit(self)
+
+    def del_channel(self, map=None):
+        fileno = self._fileno
+        super().del_channel(map)
+        self.server.forget(self, fileno)
+
     def received(self, data):
         if self.request is None and data:
             self.request_started = time.monotonic()   # the first bytes of a request
         return super().received(data)
+
+    def send_continue(self):
+        """No 100 Continue for a request already whole (no body, as a GET's): RFC 9110
+        lets a server omit it there, and waitress (3.0.2) marks the request incomplete
+        after sending it, so such a request was never answered (it waited for the
+        connection's timeout)."""
+        if self.request.completed:
+            self.request.expect_continue = False
+            return
+        super().send_continue()
+
+
+def _host(addr) -> str:
+    return addr[0] if isinstance(addr, tuple) else str(addr)
+
+
+def _too_many(host: str, limit: int) -> bytes:
+    body = json.dumps({"error": f"too many connections from {host} (at most {limit} open, "
+                                f"none idle to close): use fewer, or keep them busy"}).encode()
+    return (f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n"
+            f"\r\n").encode() + body
 
 
 class _Server(TcpWSGIServer):
     channel_class = _Channel
     request_timeout_s = 30.0
     accept_batch = 64
+    per_address_limit: int | None = 64
+    shed_after_s = 1.0          # idle (or its request arriving) this long: may be closed
+    SHED_LOG_EVERY_S = 60.0
+
+    def __init__(self, *args, **kwargs):
+        self._by_address: dict = {}     # address -> {fileno: channel}, oldest first
+        self.shed = self.refused = 0    # connections closed for others; turned away
+        self._logged = float("-inf")
+        super().__init__(*args, **kwargs)
+
+    def _sheddable(self, channels, now: float):
+        """The oldest of `channels` (oldest first) that no handler serves and that has been
+        idle, or its request arriving, for shed_after_s; None if none has."""
+        for c in channels:
+            if not (c.requests or c.will_close or c.close_when_flushed) and \
+                    now - c.last_activity >= self.shed_after_s:
+                return c
+        return None
+
+    def _shed(self, channel, why: str) -> None:
+        channel.will_close = True        # closed by the loop at its next turn
+        self.shed += 1
+        self._log(why)
+
+    def _log(self, why: str) -> None:
+        now = time.monotonic()
+        if now - self._logged >= self.SHED_LOG_EVERY_S:
+            self._logged = now
+            log.warning("%s: %s (so far: %d connections closed for others, %d turned away; "
+                        "logged once a minute)", self.adj.ident, why, self.shed, self.refused)
+
+    def admit(self, channel) -> None:
+        """A new connection, from an address that may already hold per_address_limit: the
+        address's oldest connection that no handler serves and that has been idle (or its
+        request arriving) for shed_after_s is closed to make room; if it has none, the new
+        one is answered 429 and closed. So idle or half-sent connections from one address
+        cannot fill the server, and a client that connects to send its request at once
+        gets in past its own address's idle ones (the controller's clients share
+        127.0.0.1)."""
+        host = _host(channel.addr)
+        mine = self._by_address.setdefault(host, {})
+        mine[channel._fileno] = channel
+        if self.per_address_limit is None:
+            return
+        open_ = [c for c in mine.values() if not (c.will_close or c.close_when_flushed)]
+        if len(open_) <= self.per_address_limit:
+            return
+        victim = self._sheddable((c for c in open_ if c is not channel), time.time())
+        if victim is not None:
+            self._shed(victim, f"{host} over its {self.per_address_limit} connections: its "
+                               f"oldest idle one closed")
+            return
+        self.refused += 1
+        channel.write_soon(_too_many(host, self.per_address_limit))
+        channel.close_when_flushed = True
+        self._log(f"{host} over its {self.per_address_limit} connections, all busy or new: "
+                  f"a new one answered 429")
+
+    def forget(self, channel, fileno) -> None:
+        host = _host(channel.addr)
+        mine = self._by_address.get(host)
+        if mine is not None and mine.get(fileno) is channel:
+            del mine[fileno]
+            if not mine:
+                del self._by_address[host]
+
+    def readable(self):
+        """waitress stops listening while the connection limit is reached; ours listens on
+        while a connection idle for shed_after_s could make room (handle_accept)."""
+        listening = super().readable()
+        if listening or not self.accepting:
+            return listening
+        return self._sheddable(self.active_channels.values(), time.time()) is not None
 
     def handle_accept(self):
         """Take up to accept_batch queued connections per wake-up, within the connection
         limit. waitress takes one, and every wake-up of its loop waits on every open
         connection, so a queue of N costs N wake-ups of O(N) each."""
-        for _ in range(self.accept_batch):
+        for k in range(self.accept_batch):
             if len(self._map) >= self.adj.connection_limit:
-                return
+                # full: the oldest connection idle (or half-sent) for shed_after_s makes
+                # room for the first waiting, else they wait in the listen backlog (once a
+                # wake-up: a queue that turns out empty then costs one connection at most)
+                if k:
+                    return
+                victim = self._sheddable(self.active_channels.values(), time.time())
+                if victim is None:
+                    return
+                self._shed(victim, f"{self.adj.connection_limit} connections open: the "
+                                   f"oldest idle one closed")
             before = len(self._map)
             super().handle_accept()
             if len(self._map) == before:     # the queue is empty (or accept failed)
@@ -608,13 +721,16 @@ class JsonServer:
 
     Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
     idle_timeout_s for a kept-alive connection, connection_limit open connections
-    (more wait in the listen backlog), threads running handlers. token: when given, every
+    (more wait in the listen backlog), per_address_limit open connections from one address
+    (beyond it the address's oldest connection that no handler serves is closed; None: no
+    limit), threads running handlers. token: when given, every
     POST, PUT and DELETE must carry it (401 otherwise); reads stay open."""
 
     def __init__(self, address, routes: dict, name: str = "malb", *, threads: int = 8,
                  max_body_bytes: int = MAX_BODY_BYTES, request_timeout_s: float = 30.0,
                  idle_timeout_s: int = 60, connection_limit: int = 1000,
-                 backlog: int = 1024, token: str | None = None):
+                 per_address_limit: int | None = 64, backlog: int = 1024,
+                 token: str | None = None):
         self.routes = routes
         self.name = name
         self.token = token
@@ -630,6 +746,7 @@ class JsonServer:
                           expose_tracebacks=False)
         self._map: dict = {}
         self._server = _Server(self._app, map=self._map, adj=adj)
+        self._server.per_address_limit = per_address_limit
         self._hub_poller = None if self._use_poll else _HubPoller()   # once bound: no leak
         if self._hub_poller is not None:
             self._hub_poller.wake_without_waiting(self._server.trigger)

@@ -123,6 +123,17 @@ def test_expect_100_continue_is_answered_at_once(server):
     assert b"200 OK" in first + rest
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
+def test_expect_100_continue_on_a_request_without_a_body_is_answered_not_left_waiting(
+        server, method):
+    # waitress sends 100 Continue and then takes the request as unfinished: no answer
+    with socket.create_connection(server.server_address, timeout=5) as s:
+        s.sendall(f"{method} /x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                  f"\r\n".encode())
+        first = s.recv(4096)
+    assert first.startswith(b"HTTP/1.1 200 OK" if method != "DELETE" else b"HTTP/1.1 405")
+
+
 def test_a_kept_alive_connection_stays_in_sync_after_a_404_or_405_with_a_body(server):
     # the body of each rejected request is itself a request: it must be read, not parsed
     smuggled = request("POST", "/x", b'{"smuggled": true}')
@@ -207,6 +218,88 @@ def test_slow_and_idle_clients_are_disconnected(server):
     assert 2 <= idle < 5, idle
 
 
+def idle_connections(srv, n: int, source: str = "127.0.0.1") -> list[socket.socket]:
+    return [socket.create_connection(srv.server_address, timeout=5, source_address=(source, 0))
+            for _ in range(n)]
+
+
+def closed_by_server(sock: socket.socket, wait_s: float = 2.0) -> bool:
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def get_status(srv, source: str = "127.0.0.1") -> int:
+    c = http.client.HTTPConnection(*srv.server_address, timeout=5, source_address=(source, 0))
+    try:
+        c.request("GET", "/health")
+        return c.getresponse().status
+    finally:
+        c.close()
+
+
+def test_one_address_idle_connections_make_room_for_its_next_and_are_capped():
+    srv = JsonServer(("127.0.0.1", 0), routes([]), name="cap", per_address_limit=8)
+    srv._server.shed_after_s = 0.3
+    srv.start_background()
+    try:
+        idle = idle_connections(srv, 8)
+        time.sleep(0.5)                           # idle longer than shed_after_s
+        assert get_status(srv) == 200             # past its own address's idle ones
+        assert closed_by_server(idle[0]) and not closed_by_server(idle[1], 0.2)
+        # a ninth, tenth... idle one each close the oldest: never more than 8 from one address
+        more = idle_connections(srv, 8)
+        time.sleep(0.5)
+        assert sum(closed_by_server(s, 0.5) for s in idle[1:] + more) >= 7
+        # another address is not touched by this one's limit
+        assert get_status(srv, "127.0.0.2") == 200
+        for s in idle + more:
+            s.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_an_address_whose_connections_are_all_new_is_answered_429_naming_the_limit():
+    srv = JsonServer(("127.0.0.1", 0), routes([]), name="cap", per_address_limit=4)
+    srv.start_background()
+    try:
+        fresh = idle_connections(srv, 4)          # none idle for shed_after_s (1 s) yet
+        with socket.create_connection(srv.server_address, timeout=5) as s:
+            answer = s.makefile("rb").read()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 429") and b"Retry-After: 1" in head
+        assert "too many connections from 127.0.0.1 (at most 4 open" in json.loads(body)["error"]
+        assert not any(closed_by_server(s, 0.1) for s in fresh)
+        assert srv._server.refused == 1
+        for s in fresh:
+            s.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_full_server_closes_its_oldest_idle_connection_for_a_new_client():
+    srv = JsonServer(("127.0.0.1", 0), routes([]), name="full", connection_limit=12,
+                     per_address_limit=None)
+    srv._server.shed_after_s = 0.3
+    srv.start_background()
+    try:
+        idle = [s for k in range(4) for s in idle_connections(srv, 3, f"127.0.0.{10 + k}")]
+        time.sleep(0.5)
+        assert get_status(srv, "127.0.0.99") == 200     # not left in the listen backlog
+        assert closed_by_server(idle[0])
+        for s in idle:
+            s.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_a_handler_bug_is_a_500_and_the_server_goes_on(caplog):
     srv = JsonServer(("127.0.0.1", 0), {("GET", "/x"): lambda q, b: 1 / 0}, name="bug")
     srv.start_background()
@@ -235,17 +328,18 @@ def test_two_hundred_simultaneous_clients_are_all_answered_none_dropped_at_the_l
     n, results = 200, []
     barrier = threading.Barrier(n)
 
-    def one():
+    def one(k):
         barrier.wait()
-        try:
-            c = http.client.HTTPConnection(*server.server_address, timeout=5)
+        try:      # from four addresses: 50 each, within the per-address limit
+            c = http.client.HTTPConnection(*server.server_address, timeout=5,
+                                           source_address=(f"127.0.0.{1 + k % 4}", 0))
             c.request("GET", "/health")
             status = c.getresponse().status
             c.close()
         except OSError as exc:
             status = repr(exc)
         results.append(status)
-    threads = [threading.Thread(target=one) for _ in range(n)]
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
     for t in threads:
