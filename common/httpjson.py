@@ -493,14 +493,6 @@ def _host(addr) -> str:
     return addr[0] if isinstance(addr, tuple) else str(addr)
 
 
-def _too_many(host: str, limit: int) -> bytes:
-    body = json.dumps({"error": f"too many connections from {host} (at most {limit} open, "
-                                f"none idle to close): use fewer, or keep them busy"}).encode()
-    return (f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n"
-            f"\r\n").encode() + body
-
-
 class _Server(TcpWSGIServer):
     channel_class = _Channel
     request_timeout_s = 30.0
@@ -511,18 +503,19 @@ class _Server(TcpWSGIServer):
 
     def __init__(self, *args, **kwargs):
         self._by_address: dict = {}     # address -> {fileno: channel}, oldest first
-        self.shed = self.refused = 0    # connections closed for others; turned away
+        self.shed = 0                   # idle connections closed for others
         self._logged = float("-inf")
         super().__init__(*args, **kwargs)
 
+    def _idle(self, c, now: float) -> bool:
+        """No handler serves it, and it has been idle, or its request arriving, for
+        shed_after_s."""
+        return not (c.requests or c.will_close or c.close_when_flushed) and \
+            now - c.last_activity >= self.shed_after_s
+
     def _sheddable(self, channels, now: float):
-        """The oldest of `channels` (oldest first) that no handler serves and that has been
-        idle, or its request arriving, for shed_after_s; None if none has."""
-        for c in channels:
-            if not (c.requests or c.will_close or c.close_when_flushed) and \
-                    now - c.last_activity >= self.shed_after_s:
-                return c
-        return None
+        """The oldest idle one of `channels` (oldest first); None if none is."""
+        return next((c for c in channels if self._idle(c, now)), None)
 
     def _shed(self, channel, why: str) -> None:
         channel.will_close = True        # closed by the loop at its next turn
@@ -533,35 +526,29 @@ class _Server(TcpWSGIServer):
         now = time.monotonic()
         if now - self._logged >= self.SHED_LOG_EVERY_S:
             self._logged = now
-            log.warning("%s: %s (so far: %d connections closed for others, %d turned away; "
-                        "logged once a minute)", self.adj.ident, why, self.shed, self.refused)
+            log.warning("%s: %s (%d idle connections closed so far; logged once a minute)",
+                        self.adj.ident, why, self.shed)
 
     def admit(self, channel) -> None:
         """A new connection, from an address that may already hold per_address_limit: the
         address's oldest connection that no handler serves and that has been idle (or its
-        request arriving) for shed_after_s is closed to make room; if it has none, the new
-        one is answered 429 and closed. So idle or half-sent connections from one address
-        cannot fill the server, and a client that connects to send its request at once
-        gets in past its own address's idle ones (the controller's clients share
-        127.0.0.1)."""
-        host = _host(channel.addr)
-        mine = self._by_address.setdefault(host, {})
+        request arriving) for shed_after_s is closed to make room. New connections are never
+        refused for it (a burst of clients behind one address sends its requests at once);
+        those that then idle are trimmed by maintenance."""
+        mine = self._by_address.setdefault(_host(channel.addr), {})
         mine[channel._fileno] = channel
-        if self.per_address_limit is None:
-            return
+        if self.per_address_limit is not None and len(mine) > self.per_address_limit:
+            self._trim(_host(channel.addr), mine, time.time(), most=1)
+
+    def _trim(self, host: str, mine: dict, now: float, most: int) -> None:
+        """Close up to `most` of the address's oldest idle connections while it holds more
+        than per_address_limit open."""
         open_ = [c for c in mine.values() if not (c.will_close or c.close_when_flushed)]
-        if len(open_) <= self.per_address_limit:
-            return
-        victim = self._sheddable((c for c in open_ if c is not channel), time.time())
-        if victim is not None:
-            self._shed(victim, f"{host} over its {self.per_address_limit} connections: its "
-                               f"oldest idle one closed")
-            return
-        self.refused += 1
-        channel.write_soon(_too_many(host, self.per_address_limit))
-        channel.close_when_flushed = True
-        self._log(f"{host} over its {self.per_address_limit} connections, all busy or new: "
-                  f"a new one answered 429")
+        excess = min(most, len(open_) - (self.per_address_limit or 0))
+        victims = [c for c in open_ if self._idle(c, now)][:max(0, excess)]
+        for victim in victims:
+            self._shed(victim, f"{host} holds more than {self.per_address_limit} "
+                               f"connections: its oldest idle ones closed")
 
     def forget(self, channel, fileno) -> None:
         host = _host(channel.addr)
@@ -602,8 +589,13 @@ class _Server(TcpWSGIServer):
 
     def maintenance(self, now):
         """waitress closes connections idle for channel_timeout; also close those whose
-        request (headers or body) is still incomplete after request_timeout_s."""
+        request (headers or body) is still incomplete after request_timeout_s, and an
+        address's idle ones beyond per_address_limit (`now`: waitress' time.time())."""
         super().maintenance(now)
+        if self.per_address_limit is not None:
+            for host, mine in list(self._by_address.items()):
+                if len(mine) > self.per_address_limit:
+                    self._trim(host, mine, now, most=len(mine))
         cutoff = time.monotonic() - self.request_timeout_s
         for channel in self.active_channels.values():
             if channel.request is not None and channel.request_started < cutoff:
@@ -721,9 +713,9 @@ class JsonServer:
 
     Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
     idle_timeout_s for a kept-alive connection, connection_limit open connections
-    (more wait in the listen backlog), per_address_limit open connections from one address
-    (beyond it the address's oldest connection that no handler serves is closed; None: no
-    limit), threads running handlers. token: when given, every
+    (beyond it, the oldest idle one is closed for a waiting client), per_address_limit open
+    connections from one address that idle or trickle (beyond it, its oldest idle ones are
+    closed; None: no limit), threads running handlers. token: when given, every
     POST, PUT and DELETE must carry it (401 otherwise); reads stay open."""
 
     def __init__(self, address, routes: dict, name: str = "malb", *, threads: int = 8,
