@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import re
+import resource
 import select
 import sys
 import threading
@@ -489,6 +490,24 @@ class _Channel(HTTPChannel):
         super().send_continue()
 
 
+FILES_BESIDE_CONNECTIONS = 256   # the process's other descriptors: logs, databases, peers
+
+
+def room_for_connections(limit: int) -> int:
+    """Raise this process's soft limit of open files so that `limit` connections fit beside
+    its other files, up to the hard limit (Linux's usual soft limit, 1,024, is below the
+    controller's 4,096 connections: past it accept fails and the listener spins). Returns
+    the connections that fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = limit + FILES_BESIDE_CONNECTIONS
+    if soft != resource.RLIM_INFINITY and soft < want:
+        soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft == resource.RLIM_INFINITY:
+        return limit
+    return max(1, min(limit, soft - FILES_BESIDE_CONNECTIONS))
+
+
 def _host(addr) -> str:
     return addr[0] if isinstance(addr, tuple) else str(addr)
 
@@ -727,6 +746,11 @@ class JsonServer:
         self.name = name
         self.token = token
         host, port = address
+        fits = room_for_connections(connection_limit)
+        if fits < connection_limit:
+            log.warning("%s: %d connections at most, not %d: the hard limit of open files "
+                        "(ulimit -Hn) leaves room for no more", name, fits, connection_limit)
+            connection_limit = fits
         # eventlet's monkey-patching (the controller's hub) takes select.poll away
         self._use_poll = hasattr(select, "poll")
         adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,

@@ -3,7 +3,11 @@ errors are JSON and name the field, limits hold, a kept-alive connection stays i
 and idle clients are timed out, and hundreds of simultaneous clients are all answered."""
 import http.client
 import json
+import resource
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -11,6 +15,7 @@ import pytest
 
 from common.httpjson import (JsonServer, decode_body, dispatch, HttpProblem, quote,
                              too_deep)
+from tests.conftest import ROOT
 
 J = "application/json"
 
@@ -378,3 +383,31 @@ def test_errors_quote_a_short_prefix_only():
                                   J,
                                   b'{"k": "' + b"x" * 100_000 + b'\\ud800"}')
     assert status == 400 and len(payload["error"]) < 200
+
+
+def test_the_open_files_limit_is_raised_for_the_connections_or_the_limit_lowered_saying_so():
+    child = textwrap.dedent("""
+        import json, logging, resource, sys
+        logging.basicConfig(stream=sys.stderr)
+        soft, hard = (int(x) for x in sys.argv[1:3])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        from common.httpjson import JsonServer
+        srv = JsonServer(("127.0.0.1", 0), {}, name="files", connection_limit=4096)
+        print(json.dumps({"soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                          "limit": srv._server.adj.connection_limit}))
+        srv.server_close()
+    """)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def run(soft: int, hard: int):
+        res = subprocess.run([sys.executable, "-c", child, str(soft), str(hard)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads(res.stdout.strip().splitlines()[-1]), res.stderr
+
+    if hard == resource.RLIM_INFINITY or hard >= 4096 + 256:
+        out, _ = run(1024, hard)      # Linux's usual soft limit, below 4,096 connections
+        assert out == {"soft": 4096 + 256, "limit": 4096}
+    out, err = run(600, 1000)          # a hard limit below: fewer connections, said
+    assert out == {"soft": 1000, "limit": 1000 - 256}
+    assert "files: 744 connections at most, not 4096" in err
