@@ -47,6 +47,22 @@ def config_file(directory: str) -> str:
     return path
 
 
+def services(directory: str) -> list:
+    """The controller, the profiler and one host agent on this module's ports, configured in
+    `directory`, as a user starts them (each with .start() and .stop())."""
+    cfg = config_file(directory)
+    env = {"MALB_CONFIG": cfg}
+    return [
+        controller_service(cfg, log_path=os.path.join(directory, "controller.log"),
+                           rest_port=REST, name="bench-controller"),
+        python_service("bench-profiler", ["profiler"], f"http://127.0.0.1:{PROFILER}/health",
+                       os.path.join(directory, "profiler.log"), env),
+        python_service("bench-agent", ["agents", "--server", "srv1"],
+                       f"http://127.0.0.1:{AGENT}/health", os.path.join(directory, "agent.log"),
+                       env),
+    ]
+
+
 def burst(port: int, path: str, clients: int, timeout_s: float) -> dict:
     """N connections, one GET each, all sent at once: answered, statuses, slowest."""
     barrier = threading.Barrier(clients)
@@ -90,20 +106,9 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config_file(tmp)
-        env = {"MALB_CONFIG": cfg}
-        services = [
-            controller_service(cfg, log_path=os.path.join(tmp, "controller.log"),
-                               rest_port=REST, name="bench-controller"),
-            python_service("bench-profiler", ["profiler"], f"http://127.0.0.1:{PROFILER}/health",
-                           os.path.join(tmp, "profiler.log"), env),
-            python_service("bench-agent", ["agents", "--server", "srv1"],
-                           f"http://127.0.0.1:{AGENT}/health", os.path.join(tmp, "agent.log"),
-                           env),
-        ]
         started = []
         try:
-            for s in services:
+            for s in services(tmp):
                 started.append(s.start())
             for name, (port, path) in TARGETS.items():
                 for rnd in range(1, args.rounds + 1):
