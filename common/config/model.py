@@ -353,7 +353,7 @@ class Health:
     service: bool = setting(True, type="bool", help=(
         "also judge each instance by its service's own answer, as its host agent reads it "
         "(`GET /probes` twice per `interval_s`, within `timeout_s`): a process not answering "
-        "is out after `unhealthy_after` rounds, a stopped one at once, though its kernel "
+        "is out after `unhealthy_after` such readings in a row, a stopped one at once, though its kernel "
         "still answers the SYN probes ([reliability.md](reliability.md))"))
 
     def validate(self, path: str) -> None:

@@ -258,6 +258,26 @@ def test_a_service_that_stops_answering_is_out_though_its_kernel_answers_the_syn
     assert ctl.policy_core.healthy["srv1-ui"]
 
 
+def test_a_service_that_stops_answering_is_out_after_two_readings_not_two_rounds():
+    # readings come twice per health interval: two in a row that waited out the health
+    # timeout take it out within the interval, not after two rounds
+    cfg, ctl, _ = make("srr", health="tcp")
+    ctl.probe_health(NOW)
+    hung = {"srv1-ui": entry(in_flight=None, error="no answer within 1 s",
+                             error_kind="timeout")}
+    ctl.probe_answer("srv1", {"instances": hung, "timeout_s": 1.0}, NOW + 0.5)
+    assert ctl.policy_core.healthy["srv1-ui"]
+    r = ctl.probe_answer("srv1", {"instances": hung, "timeout_s": 1.0}, NOW + 1.5)
+    assert not ctl.policy_core.healthy["srv1-ui"] and any("srv1-ui is DOWN" in w
+                                                          for w in r.warnings)
+    # an answer between two failures starts the count again
+    ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW + 2.5)
+    assert ctl.policy_core.healthy["srv1-ui"]
+    for k, reading in enumerate((hung, {"srv1-ui": entry()}, hung)):
+        ctl.probe_answer("srv1", {"instances": reading, "timeout_s": 1.0}, NOW + 3.5 + k)
+    assert ctl.policy_core.healthy["srv1-ui"]
+
+
 def test_a_stopped_process_is_out_at_once_and_a_bad_answer_still_counts_as_alive():
     cfg, ctl, _ = make("srr", health="tcp")
     ctl.probe_health(NOW)
