@@ -15,7 +15,7 @@ ryu_apps/framework.py.
 """
 from __future__ import annotations
 
-import collections
+import functools
 import gc
 import os
 import sys
@@ -29,13 +29,15 @@ from common.metrics import series
 from ryu_apps import framework, lazy_parse, listeners, rest
 from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
+from ryu_apps.loop_stalls import LoopStalls
 from ryu_apps.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, cfg, \
     hub, ofp_event, ofproto_v1_3, set_ev_cls
 from ryu_apps.peers import PeerExchanges
 from ryu_apps.result import Result
+from ryu_apps.roles import SUPERSEDED
+from ryu_apps.standby import Standby, roles_of
 
 CONF = cfg.CONF
-LAG_TIMER_S = 0.01             # the event-loop lag timer's period
 
 
 def _conf(name: str):
@@ -50,6 +52,30 @@ def _exit(message: str) -> NoReturn:
     point does), not a traceback from inside ryu-manager."""
     print(message, file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def _listen_defaults(config) -> tuple[str, int]:
+    """The REST address: the configured one (loopback by default) unless --wsapi-host/
+    -port say otherwise (ryu-manager's options, which ryu_apps/osken_manager.py has
+    too); OpenFlow on the configured port unless --ofp-tcp-listen-port says otherwise."""
+    c = config.controller
+    given = " ".join(sys.argv)
+    if "--ofp-tcp-listen-port" not in given:
+        CONF.set_override("ofp_tcp_listen_port", c.ofp_port)
+    host = _conf("wsapi_host") if "--wsapi-host" in given else c.rest_host
+    port = _conf("wsapi_port") if "--wsapi-port" in given else c.rest_port
+    return host or c.rest_host, c.rest_port if port is None else port
+
+
+def _when_master(handler):
+    """A switch event a standby ignores: the master's to act on (the switches send a slave
+    little beyond port changes, and what comes before its role request is the master's)."""
+    @functools.wraps(handler)
+    def gated(self, ev):
+        if self.roles.active:
+            return handler(self, ev)
+        return None
+    return gated
 
 
 class MalbController(App):
@@ -70,7 +96,10 @@ class MalbController(App):
         if policy not in POLICIES:
             _exit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
                   f"controller.policy) is not one of {', '.join(POLICIES)}")
-        rest_host, rest_port = self._listen_defaults()
+        self.roles = roles_of(_conf("malb_role") or os.environ.get("MALB_ROLE") or None,
+                              _conf("malb_peer") or os.environ.get("MALB_PEER") or None,
+                              c.failover.takeover_after_s, time.time(), _exit)
+        rest_host, rest_port = _listen_defaults(self.cfg)
         # a second controller on the same ports stops here instead of sharing the switches
         # (ryu_apps/listeners.py); the REST socket is bound below, without SO_REUSEPORT
         if not (_conf("ctl_privkey") and _conf("ctl_cert")):    # TLS listens elsewhere
@@ -86,16 +115,12 @@ class MalbController(App):
 
         # ---- the pure controller core (ryu_apps/core.py); the shell keeps the datapaths
         self.datapaths = {}
-        self.ctl = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
-                                  timer=time.perf_counter)
-        # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
-        self.policy_core, self.flows = self.ctl.policy_core, self.ctl.flows
-        self.decisions = self.ctl.decisions
-        self.instances = self.ctl.plan.instances
+        self._start_core(policy)
 
         # ---- metrics (ryu_apps/controller_metrics.py); REST renders the registry
         self.m = ControllerMetrics()
         self.metrics = self.m.registry
+        self.m.role.set(1 if self.roles.active else 0)
 
         try:
             self.rest = rest.server(self, rest_host, rest_port)
@@ -109,20 +134,16 @@ class MalbController(App):
                          *self.rest.server_address)
         # the HTTP exchanges with the profiler and the agents (ryu_apps/peers.py)
         self.peers = PeerExchanges(self.ctl, self.cfg, self.m, self._apply, self.token,
-                                   self.logger)
+                                   self.logger, active=lambda: self.roles.active)
+        self.stalls = LoopStalls(self.m)
         self.threads = [hub.spawn(self.rest.serve_forever), hub.spawn(self._monitor_loop),
-                        hub.spawn(self.peers.profiler_loop), hub.spawn(self._lag_loop)]
+                        hub.spawn(self.peers.profiler_loop), hub.spawn(self.stalls.lag_loop)]
         if self.ctl.discovering:     # the user's own network: links between switches found
             self.threads.append(hub.spawn(self._discovery_loop))
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
         # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
         gc.freeze()
-        # the collector's pauses, as long as it runs: kept here, observed by the lag loop (a
-        # callback that took the metric's lock could meet it held by the code the collection
-        # interrupted)
-        self._gc_pauses: collections.deque = collections.deque(maxlen=10000)
-        self._gc_started = 0.0
-        gc.callbacks.append(self._gc_watch)
+        gc.callbacks.append(self.stalls.gc_watch)     # its pauses, as long as it runs
         if self.ctl.dataplane.counting:
             self.threads.append(hub.spawn(self._connections_loop))
         if c.health.method != "none":
@@ -130,18 +151,22 @@ class MalbController(App):
         # one per agent, idle while the policy reads no probes: a slow agent delays its own
         # readings only
         self.threads += [hub.spawn(self.peers.probe_loop, srv.name) for srv in self.cfg.servers]
+        # a standby pair: the peer's role polled, takeovers and step-downs (ryu_apps/standby.py)
+        self.standby = Standby(self)
+        if self.roles.asks_roles:
+            self.threads.append(hub.spawn(self.standby.peer_loop))
 
-    def _listen_defaults(self) -> tuple[str, int]:
-        """The REST address: the configured one (loopback by default) unless --wsapi-host/
-        -port say otherwise (ryu-manager's options, which ryu_apps/osken_manager.py has
-        too); OpenFlow on the configured port unless --ofp-tcp-listen-port says otherwise."""
-        c = self.cfg.controller
-        given = " ".join(sys.argv)
-        if "--ofp-tcp-listen-port" not in given:
-            CONF.set_override("ofp_tcp_listen_port", c.ofp_port)
-        host = _conf("wsapi_host") if "--wsapi-host" in given else c.rest_host
-        port = _conf("wsapi_port") if "--wsapi-port" in given else c.rest_port
-        return host or c.rest_host, c.rest_port if port is None else port
+    def _start_core(self, policy: str) -> None:
+        """A controller core as at a start: at the start, and again when this controller
+        steps down to standby (what it knew is the new master's to know)."""
+        self.ctl = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
+                                  timer=time.perf_counter)
+        # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
+        self.policy_core, self.flows = self.ctl.policy_core, self.ctl.flows
+        self.decisions = self.ctl.decisions
+        self.instances = self.ctl.plan.instances
+        if hasattr(self, "peers"):
+            self.peers.ctl = self.ctl
 
     # ================================================================ sending
     def _xid(self, dpid: int) -> int:
@@ -186,7 +211,8 @@ class MalbController(App):
             self.datapaths[dp.id] = dp
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
             del self.datapaths[dp.id]
-            self._apply(self.ctl.switch_gone(dp.id, time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.switch_gone(dp.id, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
@@ -194,21 +220,30 @@ class MalbController(App):
         # known from now on, not only from MAIN_DISPATCHER: the rules sent now (NAT rules
         # restored on reconnection among them) take their transaction ids from it
         self.datapaths[dp.id] = dp
-        self._apply(self.ctl.switch_connected(dp.id, time.time()))
+        # with a peer, the role first (a new connection is EQUAL): a standby's slave
+        # request, or the master's claim again ahead of its rules
+        ask = self.roles.on_connect(self._xid(dp.id))
+        if ask:
+            dp.send(ask)
+        if self.roles.active:
+            self._apply(self.ctl.switch_connected(dp.id, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPMeterFeaturesStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _meter_features(self, ev):
         f = ev.msg.body[0] if isinstance(ev.msg.body, list) else ev.msg.body
         self._apply(self.ctl.meter_features(ev.msg.datapath.id, f.max_meter, f.band_types,
                                             f.capabilities, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _group_features(self, ev):
         body, ofp = ev.msg.body, ev.msg.datapath.ofproto
         self._apply(self.ctl.group_features(ev.msg.datapath.id, body.types,
                                             body.max_groups[ofp.OFPGT_SELECT], time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @_when_master
     def _packet_in(self, ev):
         started = time.perf_counter()
         msg = ev.msg
@@ -221,6 +256,7 @@ class MalbController(App):
         self.m.handler.labels("packet_in").observe(took)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+    @_when_master
     def _flow_removed(self, ev):
         started = time.perf_counter()
         m = ev.msg
@@ -230,6 +266,7 @@ class MalbController(App):
         self.m.handler.labels("flow_removed").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _flow_stats(self, ev):
         started = time.perf_counter()
         # match and output ports parsed only if the core reads them (lazy_parse.py)
@@ -242,21 +279,33 @@ class MalbController(App):
         self.m.handler.labels("flow_stats").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)
+    @_when_master
     def _echo_reply(self, ev):
         self._apply(self.ctl.echo_reply(ev.msg.datapath.id, ev.msg.xid, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @_when_master
     def _port_status(self, ev):
         m = ev.msg
         self._apply(self.ctl.port_status(m.datapath.id, m.desc.port_no, m.reason, m.desc.state,
                                          time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _port_stats(self, ev):
         started = time.perf_counter()
         entries = [PortStat(st.port_no, st.rx_bytes, st.tx_bytes) for st in ev.msg.body]
         self._apply(self.ctl.port_stats(ev.msg.datapath.id, entries, time.time()))
         self.m.handler.labels("port_stats").observe(time.perf_counter() - started)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev):
+        """A switch's error saying another controller is master: this one steps down (with a
+        peer)."""
+        m = ev.msg
+        why = SUPERSEDED.get((m.type, m.code))
+        if why is not None:          # the framework logs every error at debug level
+            self.standby.step_down(f"switch {m.datapath.id:016x}: {why}")
 
     # ================================================================ loops
     def _monitor_loop(self):
@@ -264,6 +313,9 @@ class MalbController(App):
         delay = self.cfg.controller.monitoring_period_s
         while True:
             hub.sleep(delay)
+            if not self.roles.active:
+                delay = self.cfg.controller.monitoring_period_s
+                continue
             started = time.perf_counter()
             result = self.ctl.poll_stats(time.time())
             self._apply(result)
@@ -276,43 +328,24 @@ class MalbController(App):
         period = self.cfg.controller.dataplane.connection_poll_s
         while True:
             hub.sleep(period)
-            self._apply(self.ctl.poll_connections(time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.poll_connections(time.time()))
 
     def _discovery_loop(self):
         """LLDP out of every switch port each monitoring period (ControllerCore.discover_links)."""
         while True:
             hub.sleep(self.cfg.controller.monitoring_period_s)
-            self._apply(self.ctl.discover_links(time.time()))
-
-    def _lag_loop(self):
-        """A timer every LAG_TIMER_S: how late it fires is how long the event loop was busy
-        with something else (an event, Ryu's parsing, a REST call) before it; the garbage
-        collector's pauses since the last tick are counted here too."""
-        while True:
-            started = time.perf_counter()
-            hub.sleep(LAG_TIMER_S)
-            self.m.loop_lag.observe(max(0.0, time.perf_counter() - started - LAG_TIMER_S))
-            self._count_gc_pauses()
-
-    def _count_gc_pauses(self) -> None:
-        while self._gc_pauses:
-            generation, took = self._gc_pauses.popleft()
-            self.m.gc_pause.labels(generation).observe(took)
-
-    def _gc_watch(self, phase: str, info: dict) -> None:
-        """gc.callbacks: a collection's start and stop."""
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        else:
-            self._gc_pauses.append((str(info["generation"]),
-                                    time.perf_counter() - self._gc_started))
+            if self.roles.active:
+                self._apply(self.ctl.discover_links(time.time()))
 
     def _health_loop(self):
         interval = self.cfg.controller.health.interval_s
         while True:
-            self._apply(self.ctl.probe_health(time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.probe_health(time.time()))
             hub.sleep(interval)
-            self._apply(self.ctl.health_marker(time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.health_marker(time.time()))
 
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:
@@ -337,4 +370,7 @@ class MalbController(App):
         return self.ctl.instances_view()
 
     def status(self) -> dict:
-        return self.ctl.status()
+        return {**self.ctl.status(), "role": self.role_status()}
+
+    def role_status(self) -> dict:
+        return {**self.roles.status(time.time()), "policy": self.policy_core.policy}

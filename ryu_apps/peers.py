@@ -21,11 +21,14 @@ PROBE_BUG_LOG_EVERY_S = 60.0   # an exception in the probe loop: logged this oft
 
 class PeerExchanges:
     """ctl: the controller core; metrics: its ControllerMetrics; apply(result): the shell's
-    sending of what the core returns; token: the shared token the flow reports carry."""
+    sending of what the core returns; token: the shared token the flow reports carry;
+    active(): whether this controller is master (a standby reports nothing and polls no
+    agent)."""
 
-    def __init__(self, ctl, cfg, metrics, apply, token, logger):
+    def __init__(self, ctl, cfg, metrics, apply, token, logger, active=lambda: True):
         self.ctl, self.cfg, self.metrics = ctl, cfg, metrics
         self.apply, self.token, self.logger = apply, token, logger
+        self.active = active
 
     def profiler_loop(self):
         """Every period, in step with the profiler's own (core.next_exchange_in)."""
@@ -34,6 +37,8 @@ class PeerExchanges:
         while True:
             hub.sleep(delay)
             delay = period
+            if not self.active():
+                continue
             try:
                 delay = self.profiler_exchange(time.time(),
                                                timeout=min(2.0, period / 2)) or period
@@ -87,7 +92,7 @@ class PeerExchanges:
         logged, last_health = None, float("-inf")
         while True:
             started = time.monotonic()
-            plan = self.ctl.probe_poll_plan()
+            plan = self.ctl.probe_poll_plan() if self.active() else None
             period = plan.period_s if plan else self.cfg.controller.probe_period_s
             if plan:
                 health = plan.health_every_s is not None and \

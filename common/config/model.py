@@ -409,6 +409,22 @@ class Dataplane:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Failover:
+    """A standby controller's timing (its peer and preferred role are per process:
+    `--malb-peer`, `--malb-role`; [controller.md](controller.md#a-standby-controller))."""
+    peer_poll_s: float = setting(0.25, lo=0.05, hi=10, help=(
+        "how often a controller with a peer asks it for its role (`GET /malb/role`)"))
+    takeover_after_s: float = setting(1.0, lo=0.1, hi=60, help=(
+        "a standby takes the master role when no master peer has answered for this long"))
+
+    def validate(self, path: str) -> None:
+        if self.takeover_after_s <= self.peer_poll_s:
+            raise ConfigError(f"{path}.takeover_after_s: must be longer than peer_poll_s "
+                              f"({self.peer_poll_s:g}), got {self.takeover_after_s:g}: one "
+                              f"missed answer would hand the switches over")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ControllerCfg:
     policy: str = setting("malb", type="choice", choices=POLICIES,
                           help="the balancing policy ([controller.md](controller.md#policies))")
@@ -441,6 +457,8 @@ class ControllerCfg:
                              help="health probes of the instances")
     dataplane: Dataplane = setting(Dataplane(), type="section", section=Dataplane,
                                    help="who balances short flows")
+    failover: Failover = setting(Failover(), type="section", section=Failover,
+                                 help="a standby controller's timing")
     packet_in_limit_per_s: int = setting(2000, type="integer", lo=0, hi=1_000_000, help=(
         "per switch, an OpenFlow meter on the rules that send new flows to the VIPs and "
         "table misses to the controller (about 2 metered packets per new connection on the "

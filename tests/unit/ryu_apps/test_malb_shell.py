@@ -9,7 +9,7 @@ import types
 import pytest
 
 from common.metrics import render
-from ryu_apps import malb, ofwire, peers
+from ryu_apps import loop_stalls, malb, ofwire, peers
 from ryu_apps.framework import DEAD_DISPATCHER, ofproto_v1_3 as ofp, \
     ofproto_v1_3_parser as parser
 from tests.lib.fakeswitch import CONTROLLER, fields_of
@@ -116,9 +116,9 @@ def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monk
 def test_garbage_collections_are_timed_outside_the_collector(app, monkeypatch):
     # registered with the collector; what a collection's callback records is observed later,
     # by the lag loop, so the callback never takes a metric's lock
-    assert app._gc_watch in malb.gc.callbacks
-    app._gc_watch("start", {"generation": 2, "collected": 0, "uncollectable": 0})
-    app._gc_watch("stop", {"generation": 2, "collected": 5, "uncollectable": 0})
+    assert app.stalls.gc_watch in malb.gc.callbacks
+    app.stalls.gc_watch("start", {"generation": 2, "collected": 0, "uncollectable": 0})
+    app.stalls.gc_watch("stop", {"generation": 2, "collected": 5, "uncollectable": 0})
     assert value(render(app.metrics), "malb_gc_pause_seconds_count", generation="2") is None
     # the lag loop counts them after each tick
     ticks = []
@@ -130,9 +130,9 @@ def test_garbage_collections_are_timed_outside_the_collector(app, monkeypatch):
         ticks.append(seconds)
         if len(ticks) > 1:
             raise Stop
-    monkeypatch.setattr(malb.hub, "sleep", sleep)
+    monkeypatch.setattr(loop_stalls.hub, "sleep", sleep)
     with pytest.raises(Stop):
-        app._lag_loop()
+        app.stalls.lag_loop()
     metrics = render(app.metrics)
     assert value(metrics, "malb_gc_pause_seconds_count", generation="2") == 1
     assert value(metrics, "malb_event_loop_lag_seconds_count") == 1
