@@ -171,14 +171,23 @@ def controller_argv(framework: str | None = None, apps: list[str] | None = None,
 
 
 def controller_service(config_path: str, policy: str | None = None, log_path: str = "",
-                       rest_port: int = 8080, name: str = "controller") -> Service:
+                       rest_port: int = 8080, name: str = "controller", *,
+                       ofp_port: int | None = None, peer: str | None = None,
+                       role: str | None = None) -> Service:
+    """The controller on the configuration's ports, or on ofp_port and rest_port when
+    ofp_port is given (a second controller beside the first); peer and role: one of a
+    standby pair (docs/controller.md, "A standby controller")."""
     # ryu-manager puts no working directory on its path: without this the controller
     # would import whichever checkout the virtualenv's .pth names (another worktree's)
     env = {"MALB_CONFIG": config_path,
            "PYTHONPATH": os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))}
-    if policy:
-        env["MALB_POLICY"] = policy
-    return Service(name, controller_argv(), f"http://127.0.0.1:{rest_port}/malb/status",
+    for key, value in (("MALB_POLICY", policy), ("MALB_PEER", peer), ("MALB_ROLE", role)):
+        if value:
+            env[key] = value
+    ports = [] if ofp_port is None else ["--ofp-tcp-listen-port", str(ofp_port),
+                                         "--wsapi-port", str(rest_port)]
+    return Service(name, controller_argv() + ports,
+                   f"http://127.0.0.1:{rest_port}/malb/status",
                    log_path or f"/var/log/malb/{name}.log", env)
 
 

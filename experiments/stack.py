@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.request
@@ -40,7 +41,8 @@ def transitions_for(datapath: str) -> str:
 class Stack:
     def __init__(self, config_data: dict, run_dir: str, policy: str | None = None,
                  controller: bool = True, agents: bool = True, profiler: bool = True,
-                 start_services: bool = True, history_path: str | None = None):
+                 start_services: bool = True, history_path: str | None = None,
+                 standby: bool = False):
         self.data = copy.deepcopy(config_data)
         self.run_dir = os.path.abspath(run_dir)
         self.history_path = os.path.abspath(
@@ -52,6 +54,10 @@ class Stack:
         self.cfg = None
         self.testbed: Testbed | None = None
         self.controller: Service | None = None
+        # a standby pair (docs/controller.md, "A standby controller"): the controller above
+        # is master, this one standby, on the next OpenFlow and REST ports
+        self.want_standby = standby and controller
+        self.standby: Service | None = None
         self.agents: dict[str, Service] = {}
         self.profiler: Service | None = None
         self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
@@ -81,8 +87,12 @@ class Stack:
             self.cfg = load_config(self.config_path)
             if self.want["controller"]:
                 self.start_controller()
+            if self.want_standby:
+                self.start_standby()
             self.testbed = Testbed(self.cfg, TestbedOptions(
                 start_services=self.start_services)).start()
+            if self.want_standby:
+                self.connect_both()
             if self.start_services:
                 missing = self.testbed.wait_services()
                 if missing:
@@ -110,6 +120,26 @@ class Stack:
         self.controller = self._controller_service().start()
         return self.controller
 
+    def standby_ports(self) -> tuple[int, int]:
+        """The standby's OpenFlow and REST ports: the master's next ones."""
+        return self.cfg.controller.ofp_port + 1, self.cfg.controller.rest_port + 1
+
+    def start_standby(self) -> Service:
+        ofp, rest = self.standby_ports()
+        self.standby = controller_service(
+            self.config_path, self.policy, os.path.join(self.run_dir, "standby.log"), rest,
+            "controller-standby", ofp_port=ofp, role="standby",
+            peer=f"http://127.0.0.1:{self.cfg.controller.rest_port}").start()
+        return self.standby
+
+    def connect_both(self) -> None:
+        """Every switch given both controllers, the master's first."""
+        host = (self.cfg.testbed.controller or "127.0.0.1:0").rsplit(":", 1)[0]
+        ofp = self.cfg.controller.ofp_port
+        for sw in self.cfg.testbed.switches:
+            subprocess.run(["ovs-vsctl", "set-controller", sw.name, f"tcp:{host}:{ofp}",
+                            f"tcp:{host}:{ofp + 1}"], check=True, timeout=30)
+
     def start_agent(self, server: str) -> Service:
         self.agents[server] = self._agent_service(server).start()
         return self.agents[server]
@@ -119,9 +149,11 @@ class Stack:
         return self.profiler
 
     def _controller_service(self) -> Service:
+        peer = f"http://127.0.0.1:{self.standby_ports()[1]}" if self.want_standby else None
         return controller_service(self.config_path, self.policy,
                                   os.path.join(self.run_dir, "controller.log"),
-                                  self.cfg.controller.rest_port)
+                                  self.cfg.controller.rest_port, peer=peer,
+                                  role="master" if peer else None)
 
     def _agent_service(self, server: str) -> Service:
         return python_service(
@@ -150,7 +182,7 @@ class Stack:
         # whose shell a SIGTERM or ^C caught mid-command); the first failure is raised after
         failures = []
         testbed, self.testbed = self.testbed, None
-        parts = [self.profiler, *self.agents.values(), testbed, self.controller]
+        parts = [self.profiler, *self.agents.values(), testbed, self.controller, self.standby]
         try:
             for service in [self.profiler, *self.agents.values()]:
                 if service is not None:
