@@ -41,6 +41,7 @@ class Standby:
     def __init__(self, app):
         self.app = app
         self.told_shared = False     # a master without a peer superseded: said once
+        self.slave_at = 0            # the master's generation the switches' slave requests had
 
     def step_down(self, why: str) -> None:
         """Another controller is master: standby from now on, with a fresh core (what this
@@ -95,3 +96,17 @@ class Standby:
             elif decision == "step_down":
                 self.step_down(f"the peer claimed the master role with a newer generation "
                                f"({roles.peer_generation})")
+            else:
+                self.follow_master()
+
+    def follow_master(self) -> None:
+        """While standby, every switch asked for the slave role again at the master's
+        generation once it is known or changes: a request sent before was stale to a switch
+        the master had claimed, which then keeps the connection EQUAL and sends this
+        controller everything."""
+        app, roles = self.app, self.app.roles
+        if roles.active or roles.peer_role != MASTER or roles.peer_generation == self.slave_at:
+            return
+        self.slave_at = roles.peer_generation
+        for dpid, dp in list(app.datapaths.items()):
+            dp.send(roles.on_connect(app._xid(dpid)))

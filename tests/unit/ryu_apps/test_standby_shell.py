@@ -106,6 +106,30 @@ def test_the_peer_loop_claims_when_the_peer_is_standby_and_the_role_is_preferred
     assert app.roles.active and dp.switch.roles[-1].role == ofp.OFPCR_ROLE_MASTER
 
 
+def test_a_standby_asks_the_slave_role_again_once_the_masters_generation_is_known(
+        standby, monkeypatch):
+    dp = connect(standby)                      # before any answer: at generation 0, stale
+    assert dp.switch.roles == [RoleRequest(ofp.OFPCR_ROLE_SLAVE, 0)]
+    answers = iter([{"role": MASTER, "generation": 42}, {"role": MASTER, "generation": 42},
+                    {"role": MASTER, "generation": 43}])
+
+    class Stop(BaseException):      # past the loop's own catch-all
+        pass
+
+    def get_json(url, timeout):
+        try:
+            return next(answers)
+        except StopIteration:
+            raise Stop from None
+    monkeypatch.setattr(standby_shell.hub, "sleep", lambda s: None)
+    monkeypatch.setattr(standby_shell, "get_json", get_json)
+    with pytest.raises(Stop):
+        standby.standby.peer_loop()
+    assert dp.switch.roles[1:] == [RoleRequest(ofp.OFPCR_ROLE_SLAVE, 42),
+                                   RoleRequest(ofp.OFPCR_ROLE_SLAVE, 43)]
+    assert not standby.roles.active
+
+
 def test_a_standby_refuses_changes_over_rest_naming_the_master():
     app = fake_app()
     app.roles = Roles(STANDBY, PEER, 1.0, NOW)
