@@ -54,10 +54,13 @@ class Stack:
         self.cfg = None
         self.testbed: Testbed | None = None
         self.controller: Service | None = None
-        # a standby pair (docs/controller.md, "A standby controller"): the controller above
-        # is master, this one standby, on the next OpenFlow and REST ports
+        # a standby pair (docs/controller.md, "A standby controller"): two controllers, one
+        # on the configuration's OpenFlow and REST ports, one on the next ones; `controller`
+        # is the master the stack asks (on master_ports), `standby` the other; they swap
+        # when the standby takes over (promote_standby)
         self.want_standby = standby and controller
         self.standby: Service | None = None
+        self.master_ports: tuple[int, int] | None = None
         self.agents: dict[str, Service] = {}
         self.profiler: Service | None = None
         self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
@@ -85,6 +88,8 @@ class Stack:
             with open(self.config_path, "w") as fh:
                 yaml.safe_dump(self.data, fh, sort_keys=False)
             self.cfg = load_config(self.config_path)
+            if self.want_standby:
+                self.master_ports = (self.cfg.controller.ofp_port, self.cfg.controller.rest_port)
             if self.want["controller"]:
                 self.start_controller()
             if self.want_standby:
@@ -121,19 +126,34 @@ class Stack:
         return self.controller
 
     def standby_ports(self) -> tuple[int, int]:
-        """The standby's OpenFlow and REST ports: the master's next ones."""
-        return self.cfg.controller.ofp_port + 1, self.cfg.controller.rest_port + 1
+        """The standby's OpenFlow and REST ports: those of the pair's other slot."""
+        c = self.cfg.controller
+        first = (c.ofp_port, c.rest_port)
+        return (c.ofp_port + 1, c.rest_port + 1) if self.master_ports == first else first
+
+    def _pair_service(self, ports: tuple[int, int], peer_rest: int, role: str) -> Service:
+        slot = "" if ports == (self.cfg.controller.ofp_port, self.cfg.controller.rest_port) \
+            else "-b"          # named by slot: a PID file per process, whichever its role
+        return controller_service(
+            self.config_path, self.policy, os.path.join(self.run_dir, f"controller{slot}.log"),
+            ports[1], f"controller{slot}", ofp_port=ports[0], role=role,
+            peer=f"http://127.0.0.1:{peer_rest}")
 
     def start_standby(self) -> Service:
-        ofp, rest = self.standby_ports()
-        self.standby = controller_service(
-            self.config_path, self.policy, os.path.join(self.run_dir, "standby.log"), rest,
-            "controller-standby", ofp_port=ofp, role="standby",
-            peer=f"http://127.0.0.1:{self.cfg.controller.rest_port}").start()
+        assert self.master_ports is not None, "a standby pair only (Stack(standby=True))"
+        self.standby = self._pair_service(self.standby_ports(), self.master_ports[1],
+                                          "standby").start()
         return self.standby
 
+    def promote_standby(self) -> None:
+        """The standby took over: the stack asks it from now on; the old master's slot is
+        the standby's, to be started again by start_standby."""
+        assert self.master_ports is not None, "a standby pair only (Stack(standby=True))"
+        self.master_ports = self.standby_ports()
+        self.controller, self.standby = self.standby, self.controller
+
     def connect_both(self) -> None:
-        """Every switch given both controllers, the master's first."""
+        """Every switch given both controllers."""
         host = (self.cfg.testbed.controller or "127.0.0.1:0").rsplit(":", 1)[0]
         ofp = self.cfg.controller.ofp_port
         for sw in self.cfg.testbed.switches:
@@ -149,11 +169,11 @@ class Stack:
         return self.profiler
 
     def _controller_service(self) -> Service:
-        peer = f"http://127.0.0.1:{self.standby_ports()[1]}" if self.want_standby else None
+        if self.master_ports is not None:
+            return self._pair_service(self.master_ports, self.standby_ports()[1], "master")
         return controller_service(self.config_path, self.policy,
                                   os.path.join(self.run_dir, "controller.log"),
-                                  self.cfg.controller.rest_port, peer=peer,
-                                  role="master" if peer else None)
+                                  self.cfg.controller.rest_port)
 
     def _agent_service(self, server: str) -> Service:
         return python_service(
@@ -268,7 +288,9 @@ class Stack:
 
     # ---------------------------------------------------------------- helpers
     def controller_url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.cfg.controller.rest_port}{path}"
+        """On the master's REST port (the standby's, once it has taken over)."""
+        port = self.master_ports[1] if self.master_ports else self.cfg.controller.rest_port
+        return f"http://127.0.0.1:{port}{path}"
 
     def controller_get(self, path: str):
         with urllib.request.urlopen(self.controller_url(path), timeout=5) as r:

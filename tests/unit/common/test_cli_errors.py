@@ -118,8 +118,14 @@ BAD_INVOCATIONS = [
      "must be at least 0.05"),
     (["agents", "--server", "srv1", "--slo-actuator", "magic"], "invalid choice: 'magic'"),
     (["experiments.faults", "--faults", "agent,meteor", "--out", "{out}"],
-     "choose from agent, profiler, controller, container, hung, starved, switch, docker, "
-     "got 'meteor'"),
+     "choose from agent, profiler, controller, takeover, container, hung, starved, switch, "
+     "ovs, docker, got 'meteor'"),
+    (["experiments.faults", "--standby", "--faults", "controller", "--out", "{out}"],
+     "--faults: controller with --standby would hand the switches over; name takeover"),
+    (["experiments.faults", "--faults", "takeover", "--out", "{out}"],
+     "--faults: takeover needs a standby controller (--standby)"),
+    (["experiments.faults", "--tracker", "--dataplane", "--out", "{out}"],
+     "argument --dataplane: not allowed with argument --tracker"),
     (["experiments.faults", "--seconds", "5", "--out", "{out}"], "must be at least 20"),
     (["experiments.faults", "--seconds", "20", "--docker-pause", "30", "--out", "{out}"],
      "--seconds: too short for the fault's hold and pause"),

@@ -311,10 +311,36 @@ def test_data_plane_mode_and_the_hung_fault_are_options_of_the_suite():
     assert "starved" not in args.faults
     args = faults.parser().parse_args(["--faults", "switch,starved,hung"])
     assert [f for f in faults.FAULTS if f in args.faults] == ["hung", "starved", "switch"]
+    # tracker mode; the restart of Open vSwitch and the standby's takeover when asked for
+    args = faults.parser().parse_args(["--tracker", "--standby", "--faults", "ovs,takeover"])
+    cfg = parse_config_file_data(faults.config_data(args), config_path(None))
+    assert cfg.controller.dataplane.short_flows == "tracker" and args.standby
+    assert [f for f in faults.FAULTS if f in args.faults] == ["takeover", "ovs"]
+    assert not {"ovs", "takeover"} & set(faults.parser().parse_args([]).faults)
+
+
+def test_the_report_says_when_the_standby_claimed_and_how_open_vswitch_came_back():
+    records = [record("takeover", 0.0, 10.0, 10.0, 12.0, milestones={"the standby is master": 1.3},
+                      details={"takeover_s": 1.21, "restart_error": None}),
+               record("ovs", 100.0, 110.0, 113.0, 116.0,
+                      details={"pid_before": 40, "pid_after": 41, "restart_s": 3.1})]
+    results = analyse(records, [], [], grace_s=4.0, target_s=15.0)
+    doc = {"command": "c", "commit": "abc1234", "when": "2026-01-01T00:00:00",
+           "testbed": {"backend": "mininet", "datapath": "user"},
+           "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
+           "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
+           "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
+           "requests": {"planned": 0, "recorded": 0, "failed": 0},
+           "decisions": {"recorded": 0, "possible_gaps": 0}, "faults": results}
+    text = faults.summary_markdown(doc)
+    assert "The standby claimed the master role 1.21 s after the kill; the old master back " \
+        "as standby: yes." in text
+    assert "ovs-vswitchd pid 40 -> 41, restarted in 3.1 s." in text
 
 
 def test_the_workload_of_a_segment_is_a_valid_load_generator_spec():
-    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0, dataplane=False)
+    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0, dataplane=False,
+                              tracker=False)
     cfg = parse_config_file_data(faults.config_data(opts), config_path(None))
     assert cfg.controller.monitoring_period_s == cfg.profiler.period_s == 3.0
     spec = faults.workload_spec(cfg, opts, seed=3, phase="agent")
