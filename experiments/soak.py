@@ -2,7 +2,8 @@
 load for a long while, sampling everything that could grow without bound.
 
     sudo .venv/bin/python -m experiments.soak [--minutes 60] [--rate 20] [--policy malb]
-                                              [--sample-s 10] [--out results/soak]
+                                              [--short-flows tracker] [--sample-s 10]
+                                              [--out results/soak]
 
 Sampled every --sample-s seconds (samples.csv): each platform process's resident memory,
 open file descriptors and threads (the controller, every agent, the profiler); the
@@ -37,6 +38,7 @@ import urllib.request
 from common import lab
 from common.cli import ArgumentParser, bounded, fail, require_testbed
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
+from common.config.model import DATAPLANE_MODES
 from common.markdown import number, table
 from common.paths import WORK
 
@@ -144,7 +146,8 @@ def run(args) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     data = {"testbed": {"clients": 2}, "microservices": DEFAULT_MICROSERVICES,
-            "controller": {"idle_timeout_s": 10},
+            "controller": {"idle_timeout_s": 10,
+                           "dataplane": {"short_flows": args.short_flows}},
             "profiler": {"retention_s": args.history_retention_min * 60.0}}
     seconds = args.minutes * 60.0
     with Stack(data, os.path.join(args.out, "run"), policy=args.policy) as st:
@@ -250,6 +253,10 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=bounded(float, 0.5, 500), default=20.0,
                    help="requests per second, all clients together")
     p.add_argument("--policy", choices=POLICIES, default="malb")
+    p.add_argument("--short-flows", choices=DATAPLANE_MODES, default="controller",
+                   help="who handles short flows (controller.dataplane.short_flows): "
+                        "controller (per-flow rule pairs, the default), switch (data-plane "
+                        "mode) or tracker (the switch's connection tracker)")
     p.add_argument("--sample-s", type=bounded(float, 1, 600), default=10.0)
     p.add_argument("--history-retention-min", type=bounded(float, 1, 10080), default=15.0,
                    help="the profiler's history retention for the run, so that its pruning "
