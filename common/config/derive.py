@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from common.config.fields import ConfigError
-from common.config.model import (MAX_INSTANCES, Client, Config, Instance, Microservice,
-                                 NetworkSection, Proxy, Server, Switch, TestbedCfg,
-                                 TestbedSection, Trunk, mac_for)
+from common.config.model import (MAX_INSTANCES, TRACKER_ZONES, Client, Config, Instance,
+                                 Microservice, NetworkSection, Proxy, Server, Switch,
+                                 TestbedCfg, TestbedSection, Trunk, mac_for)
 
 LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
 # The outside balancer's host (testbed.proxy), outside the clients' 10.0.200.0/24: the
@@ -146,7 +146,7 @@ def declared_topology(tb: TestbedSection, network: NetworkSection, servers: tupl
                 f"network.switches[{k}]: switches {zones[declared.tracker_zone]!r} and "
                 f"{declared.name!r} have the same connection-tracker zone "
                 f"{declared.tracker_zone} (from their datapath ids unless set): give one "
-                f"another tracker_zone (1-65535)")
+                f"another tracker_zone (1-{TRACKER_ZONES})")
         zones[declared.tracker_zone] = declared.name
     by_name = {m.name: m for m in microservices}
     server_names = [s.name for s in servers]

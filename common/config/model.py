@@ -42,7 +42,8 @@ MAX_SWITCH_TRANSITION_S = 25.0
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
-TRACKER_ZONES = 0xFFFF     # the connection tracker's zones are 16 bits; zone 0 is shared
+# tracker mode's zones: 16 bits, but 0 (shared) and 0xFFFF (data-plane mode's transitions)
+TRACKER_ZONES = 0xFFFE
 CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as container mn.srv1-vid
 
 
@@ -353,8 +354,8 @@ class Health:
     service: bool = setting(True, type="bool", help=(
         "also judge each instance by its service's own answer, as its host agent reads it "
         "(`GET /probes` twice per `interval_s`, within `timeout_s`): a process not answering "
-        "is out after `unhealthy_after` such readings in a row, a stopped one at once, though its kernel "
-        "still answers the SYN probes ([reliability.md](reliability.md))"))
+        "is out after `unhealthy_after` such readings in a row, a stopped one at once, "
+        "though its kernel still answers the SYN probes ([reliability.md](reliability.md))"))
 
     def validate(self, path: str) -> None:
         if self.method != "none" and self.timeout_s >= self.interval_s:
@@ -638,7 +639,7 @@ class NetworkSwitch:
                              "(`\"0000000000000001\"`)")
     tracker_zone: int | None = setting(
         None, type="integer", lo=1, hi=TRACKER_ZONES, nullable=True,
-        default_doc="`(dpid - 1) mod 65535 + 1`", help=(
+        default_doc="`(dpid - 1) mod 65534 + 1`", help=(
             "its connection-tracker zone in tracker mode: by default from its datapath id "
             "alone, so it does not change when switches are added or removed; set it only "
             "where two datapath ids give the same zone"))

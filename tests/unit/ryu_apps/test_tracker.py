@@ -346,9 +346,11 @@ def test_a_switch_keeps_its_zone_when_switches_are_added_to_the_configuration():
 
 
 @pytest.mark.parametrize("dpids, zone_of, message", [
-    ((1, 1 + 0xFFFF), {}, r"switches 's1' and 's65536' have the same connection-tracker zone 1"),
+    ((1, 1 + tracker.ZONES), {}, r"switches 's1' and 's65535' have the same connection-tracker "
+                                  r"zone 1"),
     ((1, 2), {"s2": 1}, r"same connection-tracker zone 1 .* give one another tracker_zone"),
-    ((1,), {"s1": 0x10000}, r"network.switches\[0\].tracker_zone: "),
+    ((1,), {"s1": 0xFFFF}, r"network.switches\[0\].tracker_zone: "),   # the transitions'
+
 ])
 def test_a_zone_two_switches_would_share_is_refused(dpids, zone_of, message):
     data = own_network([{"name": f"s{d}", "dpid": d, **({"tracker_zone": zone_of[f"s{d}"]}
