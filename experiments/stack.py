@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -24,6 +23,7 @@ from common import lab, testbed_lock
 from common.config import load_config
 from common.httpjson import auth_headers
 from common.procs import Service, controller_service, python_service
+from experiments.controller_pair import ControllerPair
 from common.state import process_start_ticks, same_process
 from topologies.backend import resolve_datapath
 from topologies.testbed import Testbed, TestbedOptions
@@ -54,13 +54,11 @@ class Stack:
         self.cfg = None
         self.testbed: Testbed | None = None
         self.controller: Service | None = None
-        # a standby pair (docs/controller.md, "A standby controller"): two controllers, one
-        # on the configuration's OpenFlow and REST ports, one on the next ones; `controller`
-        # is the master the stack asks (on master_ports), `standby` the other; they swap
-        # when the standby takes over (promote_standby)
+        # a standby pair (experiments/controller_pair.py): `controller` is the master the
+        # stack asks, `standby` the other; they swap when the standby takes over
         self.want_standby = standby and controller
+        self.pair: ControllerPair | None = None
         self.standby: Service | None = None
-        self.master_ports: tuple[int, int] | None = None
         self.agents: dict[str, Service] = {}
         self.profiler: Service | None = None
         self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
@@ -89,15 +87,15 @@ class Stack:
                 yaml.safe_dump(self.data, fh, sort_keys=False)
             self.cfg = load_config(self.config_path)
             if self.want_standby:
-                self.master_ports = (self.cfg.controller.ofp_port, self.cfg.controller.rest_port)
+                self.pair = ControllerPair(self.cfg, self.config_path, self.policy, self.run_dir)
             if self.want["controller"]:
                 self.start_controller()
             if self.want_standby:
                 self.start_standby()
             self.testbed = Testbed(self.cfg, TestbedOptions(
                 start_services=self.start_services)).start()
-            if self.want_standby:
-                self.connect_both()
+            if self.pair is not None:
+                self.pair.connect_both()
             if self.start_services:
                 missing = self.testbed.wait_services()
                 if missing:
@@ -125,40 +123,17 @@ class Stack:
         self.controller = self._controller_service().start()
         return self.controller
 
-    def standby_ports(self) -> tuple[int, int]:
-        """The standby's OpenFlow and REST ports: those of the pair's other slot."""
-        c = self.cfg.controller
-        first = (c.ofp_port, c.rest_port)
-        return (c.ofp_port + 1, c.rest_port + 1) if self.master_ports == first else first
-
-    def _pair_service(self, ports: tuple[int, int], peer_rest: int, role: str) -> Service:
-        slot = "" if ports == (self.cfg.controller.ofp_port, self.cfg.controller.rest_port) \
-            else "-b"          # named by slot: a PID file per process, whichever its role
-        return controller_service(
-            self.config_path, self.policy, os.path.join(self.run_dir, f"controller{slot}.log"),
-            ports[1], f"controller{slot}", ofp_port=ports[0], role=role,
-            peer=f"http://127.0.0.1:{peer_rest}")
-
     def start_standby(self) -> Service:
-        assert self.master_ports is not None, "a standby pair only (Stack(standby=True))"
-        self.standby = self._pair_service(self.standby_ports(), self.master_ports[1],
-                                          "standby").start()
+        assert self.pair is not None, "a standby pair only (Stack(standby=True))"
+        self.standby = self.pair.service("standby").start()
         return self.standby
 
     def promote_standby(self) -> None:
         """The standby took over: the stack asks it from now on; the old master's slot is
         the standby's, to be started again by start_standby."""
-        assert self.master_ports is not None, "a standby pair only (Stack(standby=True))"
-        self.master_ports = self.standby_ports()
+        assert self.pair is not None, "a standby pair only (Stack(standby=True))"
+        self.pair.promote()
         self.controller, self.standby = self.standby, self.controller
-
-    def connect_both(self) -> None:
-        """Every switch given both controllers."""
-        host = (self.cfg.testbed.controller or "127.0.0.1:0").rsplit(":", 1)[0]
-        ofp = self.cfg.controller.ofp_port
-        for sw in self.cfg.testbed.switches:
-            subprocess.run(["ovs-vsctl", "set-controller", sw.name, f"tcp:{host}:{ofp}",
-                            f"tcp:{host}:{ofp + 1}"], check=True, timeout=30)
 
     def start_agent(self, server: str) -> Service:
         self.agents[server] = self._agent_service(server).start()
@@ -169,8 +144,8 @@ class Stack:
         return self.profiler
 
     def _controller_service(self) -> Service:
-        if self.master_ports is not None:
-            return self._pair_service(self.master_ports, self.standby_ports()[1], "master")
+        if self.pair is not None:
+            return self.pair.service("master")
         return controller_service(self.config_path, self.policy,
                                   os.path.join(self.run_dir, "controller.log"),
                                   self.cfg.controller.rest_port)
@@ -289,7 +264,7 @@ class Stack:
     # ---------------------------------------------------------------- helpers
     def controller_url(self, path: str) -> str:
         """On the master's REST port (the standby's, once it has taken over)."""
-        port = self.master_ports[1] if self.master_ports else self.cfg.controller.rest_port
+        port = self.pair.master_ports[1] if self.pair else self.cfg.controller.rest_port
         return f"http://127.0.0.1:{port}{path}"
 
     def controller_get(self, path: str):

@@ -154,7 +154,7 @@ class Faults:
         svc, pid = st.controller, verified_pid(st.controller)
         verified_pid(st.standby)
         self.recorder.poll()      # the decisions it is about to take with it
-        standby_role = f"http://127.0.0.1:{st.standby_ports()[1]}/malb/role"
+        standby_role = f"http://127.0.0.1:{st.pair.standby_ports()[1]}/malb/role"
         start = time.time()
         svc.kill(signal.SIGKILL)
         claimed = None

@@ -48,7 +48,7 @@ def switch_roles(switch: str) -> dict[str, str]:
 
 
 def test_the_switches_see_one_master_and_one_slave_and_the_master_serves(pair):
-    rest, standby_rest = pair.cfg.controller.rest_port, pair.standby_ports()[1]
+    rest, standby_rest = pair.cfg.controller.rest_port, pair.pair.standby_ports()[1]
     pair.wait_for(lambda: role(rest)["role"] == "master" and
                   role(standby_rest)["role"] == "standby", 15, "one master, one standby")
     for sw in pair.cfg.testbed.switches:
@@ -59,7 +59,7 @@ def test_the_switches_see_one_master_and_one_slave_and_the_master_serves(pair):
 
 
 def test_the_standby_takes_over_within_2_s_and_running_connections_go_on(pair):
-    standby_rest = pair.standby_ports()[1]
+    standby_rest = pair.pair.standby_ports()[1]
     pair.wait_for(lambda: role(standby_rest)["role"] == "standby", 15, "a standby")
     cli = pair.testbed.node("cli1")
     start_download(cli, f"http://{VIP}:8001/stream?rate=200&seconds=8", "stream")
