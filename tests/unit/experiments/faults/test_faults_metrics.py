@@ -268,6 +268,17 @@ def test_a_service_is_signalled_only_when_its_pid_file_names_it(tmp_path, monkey
         faults.verified_pid(svc)
 
 
+def report_doc(results: list, **overrides) -> dict:
+    """A faults.json as the suite writes it, around these faults' results."""
+    return {"command": "sudo .venv/bin/python -m experiments.faults", "commit": "abc1234",
+            "when": "2026-01-01T00:00:00", "testbed": {"backend": "mininet", "datapath": "user"},
+            "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
+            "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
+            "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
+            "requests": {"planned": 0, "recorded": 0, "failed": 0},
+            "decisions": {"recorded": 0, "possible_gaps": 0}, "faults": results, **overrides}
+
+
 def test_the_report_names_every_fault_its_checks_and_its_evidence():
     records = [record("profiler", 0.0, 10.0, 15.0, 19.0, milestones={"profiler answers": 1.2},
                       details={"killed_while_writing": True}, history_rows_checked=120),
@@ -282,14 +293,9 @@ def test_the_report_names_every_fault_its_checks_and_its_evidence():
                 "error": "FaultError: bridge s1 is not tagged"}]
     results = analyse(records, [req(112.0, "timeout after 10 s")],
                       [decision(116.0, "srv2-ui")], grace_s=4.0, target_s=15.0)
-    doc = {"command": "sudo .venv/bin/python -m experiments.faults", "commit": "abc1234",
-           "when": "2026-01-01T00:00:00", "testbed": {"backend": "mininet", "datapath": "user"},
-           "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
-           "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
-           "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
-           "requests": {"planned": 10, "recorded": 10, "failed": 1},
-           "decisions": {"recorded": 1, "possible_gaps": 0}, "faults": results}
-    text = faults.summary_markdown(doc)
+    text = faults.summary_markdown(report_doc(
+        results, requests={"planned": 10, "recorded": 10, "failed": 1},
+        decisions={"recorded": 1, "possible_gaps": 0}))
     assert text.startswith("# Fault suite\n")
     assert "| profiler | profiler fault | 5.0 |" in text and "not tagged" in text
     assert "profiler answers at 1.2 s" in text and "rows checked: 120" in text
@@ -325,14 +331,7 @@ def test_the_report_says_when_the_standby_claimed_and_how_open_vswitch_came_back
                record("ovs", 100.0, 110.0, 113.0, 116.0,
                       details={"pid_before": 40, "pid_after": 41, "restart_s": 3.1})]
     results = analyse(records, [], [], grace_s=4.0, target_s=15.0)
-    doc = {"command": "c", "commit": "abc1234", "when": "2026-01-01T00:00:00",
-           "testbed": {"backend": "mininet", "datapath": "user"},
-           "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
-           "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
-           "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
-           "requests": {"planned": 0, "recorded": 0, "failed": 0},
-           "decisions": {"recorded": 0, "possible_gaps": 0}, "faults": results}
-    text = faults.summary_markdown(doc)
+    text = faults.summary_markdown(report_doc(results))
     assert "The standby claimed the master role 1.21 s after the kill; the old master back " \
         "as standby: yes." in text
     assert "ovs-vswitchd pid 40 -> 41, restarted in 3.1 s." in text
