@@ -126,6 +126,9 @@ BAD_INVOCATIONS = [
      "--faults: takeover needs a standby controller (--standby)"),
     (["experiments.faults", "--tracker", "--dataplane", "--out", "{out}"],
      "argument --dataplane: not allowed with argument --tracker"),
+    (["experiments.scenarios"], "one of the arguments --callgraph-config --dsb-config is "
+                                "required"),
+    (["experiments.scenarios", "--dsb-config", "nope"], "invalid choice: 'nope'"),
     (["experiments.faults", "--seconds", "5", "--out", "{out}"], "must be at least 20"),
     (["experiments.faults", "--seconds", "20", "--docker-pause", "30", "--out", "{out}"],
      "--seconds: too short for the fault's hold and pause"),
