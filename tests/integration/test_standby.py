@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from common.httpjson import get_json
+from common.httpjson import HttpError, get_json
 from experiments.stack import Stack
 from tests.integration.helpers import FAST_CONFIG, finish_download, served_by, start_download
 from topologies.clean import clean_testbed
@@ -33,7 +33,11 @@ def pair(tmp_path_factory):
 
 
 def role(port: int) -> dict:
-    return get_json(f"http://127.0.0.1:{port}/malb/role", timeout=2)
+    """A controller's GET /malb/role ({"role": None} while it does not answer)."""
+    try:
+        return get_json(f"http://127.0.0.1:{port}/malb/role", timeout=2)
+    except HttpError:
+        return {"role": None}
 
 
 def switch_roles(switch: str) -> dict[str, str]:
