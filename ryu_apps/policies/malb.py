@@ -136,7 +136,8 @@ class Malb(Policy):
                 return self._least_remaining(view, ms, candidates, now, weights)
             if o.capacity_weighted and view.unequal_servers(candidates):
                 share = capacity_shares(view, candidates, weights)
-                best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates)
+                best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates,
+                                     view.pools.get(ms))
                 return self.decision(best, "weighted-round-robin",
                                      "short flows: round robin weighted by server capacity",
                                      now, {b.server: round(share[b.name], 3)
