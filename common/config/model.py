@@ -21,8 +21,8 @@ from common.config.fields import ConfigError, setting
 # every load-balancing policy by name, in the order reports list them: ryu_apps/policies/
 # registers a class under each, and refuses a name not here (the configuration is read by
 # every part; the policies' package, which imports it, is not)
-POLICIES = ("srr", "ln", "malb-paper", "malb", "maglev", "lc", "wlc", "lc-cpu", "wrr", "p2c",
-            "prequal")
+POLICIES = ("srr", "ln", "malb-paper", "malb", "malb-near", "maglev", "lc", "wlc", "lc-cpu",
+            "wrr", "p2c", "prequal")
 # every rule an SLO loop can run, by name (agents.slo.policy, PUT /slo), which
 # slo/frequency_controller.py implements: the windowed SLI, the predictive loop, the governors
 LOOP_POLICIES = ("slo", "predictive", "max", "min", "ondemand", "schedutil")
