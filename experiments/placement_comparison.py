@@ -319,7 +319,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
         if "ours" in results and made.get("exact", {}).get("same_as") == "ours":
             # the same placement: its figures are ours', so that every run pairs
             results["exact"] = {**results["ours"], "same_as": "ours"}
-        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+        backend = st.testbed.describe()
     return {"results": results, "plans": made, "testbed": backend, "order": order,
             "seed": seed}
 

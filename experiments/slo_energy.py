@@ -534,7 +534,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                         log(f"[slo] run {run + 1} of {opts.runs}: {profile}, {policy}")
                     runs = out.setdefault(profile, {}).setdefault(policy, [])
                     runs.append(play(st, svc, policy, profile, phases, opts, log, run))
-        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+        backend = st.testbed.describe()
     return {"profiles": out, "loop": {k: slo_doc[k] for k in ("actuator", "energy_source",
                                                               "period_s")},
             "energy_model": slo_doc["services"][svc.name]["energy"]["model"],

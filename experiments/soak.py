@@ -151,6 +151,7 @@ def run(args) -> int:
             "profiler": {"retention_s": args.history_retention_min * 60.0}}
     seconds = args.minutes * 60.0
     with Stack(data, os.path.join(args.out, "run"), policy=args.policy) as st:
+        args.testbed = st.testbed.describe()
         st.wait_monitoring(60)
         spec_path = os.path.join(args.out, "spec.json")
         with open(spec_path, "w") as fh:
@@ -210,7 +211,7 @@ def run(args) -> int:
 def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump({**getattr(args, "stamp", {}), "minutes": args.minutes, "rate": args.rate,
-                   "policy": args.policy,
+                   "policy": args.policy, "testbed": getattr(args, "testbed", None),
                    "level_share": LEVEL_SHARE, "floors": FLOORS, "figures": lines}, fh,
                   indent=2)
     body = table(["figure", "first", "last", "mean (2nd half)", "growth / h", "verdict"],
@@ -220,6 +221,8 @@ def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.md"), "w") as fh:
         stamp = getattr(args, "stamp", None)
         ran = f"\n\nCommit {stamp['commit']}, started {stamp['when']}." if stamp else ""
+        tb = getattr(args, "testbed", None)
+        ran += f"\n\nTestbed: {tb['backend']}, {tb['datapath']} datapath." if tb else ""
         fh.write(f"# Soak: {args.minutes:g} min at {args.rate:g} requests/s, policy "
                  f"{args.policy}\n\n    sudo .venv/bin/python -m experiments.soak "
                  f"{' '.join(sys.argv[1:])}{ran}\n\nGrowth per hour: the least-squares slope over "

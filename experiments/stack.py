@@ -94,6 +94,8 @@ class Stack:
                 self.start_standby()
             self.testbed = Testbed(self.cfg, TestbedOptions(
                 start_services=self.start_services)).start()
+            # beside the run's configuration and logs, whichever entry point made it
+            lab.write_results(self.run_dir, "testbed", self.testbed.describe(), echo=False)
             if self.pair is not None:
                 self.pair.connect_both()
             if self.start_services:

@@ -160,6 +160,10 @@ class Testbed:
             self.wait_connected(self.options.wait_controller_s)
 
     # ---------------------------------------------------------------- helpers
+    def describe(self) -> dict[str, str]:
+        """Which emulator and datapath this testbed runs on: every result records it."""
+        return {"backend": self.backend, "datapath": self.datapath}
+
     def node(self, name: str):
         return self.net[name]
 

@@ -100,7 +100,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         records = suite.run(opts.faults)
         decisions = suite.recorder.decisions()
         h = st.cfg.controller.health
-        info = {"testbed": {"backend": st.testbed.backend, "datapath": st.testbed.datapath},
+        info = {"testbed": st.testbed.describe(),
                 "health": {"method": h.method, "interval_s": h.interval_s,
                            "timeout_s": h.timeout_s, "unhealthy_after": h.unhealthy_after},
                 "period_s": suite.period,
