@@ -110,6 +110,11 @@ BAD_INVOCATIONS = [
       "--out", "{out}"], "--policies: slo runs on one loop; this configuration has an "
                          "end-to-end objective"),
     (["experiments.slo_energy", "--seconds", "5", "--out", "{out}"], "must be at least 30"),
+    (["experiments.slo_energy", "--loads", "20-50,70", "--out", "{out}"],
+     "expected low-high pairs of requests per second above 0, separated by commas "
+     "(20-50,30-70), got '70'"),
+    (["experiments.slo_energy", "--loads", "20-50", "--low", "10", "--out", "{out}"],
+     "--loads replaces --low and --high"),
     (["experiments.slo_energy", "--config", "configs/paper.yaml", "--out", "{out}"],
      "configuration: microservices: no microservice has an slo"),
     (["experiments.placement_comparison", "--max-utilization", "1.5", "--out", "{out}"],
