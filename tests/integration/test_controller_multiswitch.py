@@ -1,6 +1,7 @@
 """The controller on the multi-switch topology: NAT at the caller's edge switch, answers of
-live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched;
-with rule pairs, and in tracker mode (each switch its own zone of the shared tracker)."""
+live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched,
+malb-near keeping an instance's calls on its switch; with rule pairs, and in tracker mode
+(each switch its own zone of the shared tracker)."""
 from __future__ import annotations
 
 import copy
@@ -80,6 +81,23 @@ def test_an_instance_calling_across_the_trunk_never_goes_through_the_controller(
         assert mine in _conntrack(s2) and mine not in _conntrack(s1)
     else:
         assert _rules("s2", 200) > 0        # the caller's NAT rules are on its own switch
+
+
+def test_malb_near_keeps_an_instances_calls_on_its_own_switch(stack):
+    """malb-near, the balancing half of placement's joint rule: an instance's calls go to the
+    instances on its own switch (no load data here: nothing says they cannot take them),
+    never to itself; a client host is no instance, and its requests cross the trunk."""
+    code, body = stack.controller_put("/malb/policy", {"policy": "malb-near"})
+    assert code == 200, body
+    try:
+        url = f"http://{VIP}:8002/object?size=20000"
+        for caller, near in (("srv2-ui", {"srv4"}), ("srv1-ui", {"srv3"})):
+            who = served_by(stack.testbed.node(caller), url, 4)
+            assert {w.split("-")[0] for w in who} == near, (caller, who)
+        who = {w.split("-")[0] for w in served_by(stack.testbed.node("cli1"), url, 8)}
+        assert who & {"srv1", "srv3"} and who & {"srv2", "srv4"}, who
+    finally:
+        stack.controller_put("/malb/policy", {"policy": "srr"})
 
 
 def _conntrack(zone: int) -> str:
