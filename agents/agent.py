@@ -7,7 +7,9 @@ GET /stats and its window, unreadable containers and partial totals, GET /probes
   services' call latencies, and the probes (agents/probes.py);
 - SampleCollector: its readings on /metrics, from the latest sample when scraped;
 - Selector: which containers belong to this server;
-- served_routes: all its server answers (with the SLO runner's, and /openapi.json);
+- agent_routes: its own routes; served_routes: all its server answers (with the SLO
+  runner's, and /openapi.json); sample_over_window: a sample over a window, from the kept
+  raw counters;
 - http_server: its JSON server; host_capacity: a real machine's CPUs and memory;
   host_cpu_seconds: a real machine's CPU time so far (the whole server's counter).
 """
@@ -87,6 +89,34 @@ class Selector:
             parts.append(f"name ~ /{self.name_re.pattern}/")
         return ", ".join(parts) or "all containers"
 
+
+
+def sample_over_window(s: dict, raws: dict[str, list[RawSample]], whole: list[CpuReading],
+                       window_s: float) -> dict:
+    """A sample measured over the last window_s seconds: each container's CPU and traffic
+    from its kept raw sample nearest window_s back (`raws`, oldest first; memory is the
+    sample's), the whole server's CPU from `whole` likewise; period_s the window measured,
+    on average over the containers."""
+    containers, spans = [], []
+    for c in s["containers"]:
+        kept = raws.get(c["name"])
+        base = window_base(kept, window_s) if c["readable"] and kept else None
+        if base is None:
+            containers.append(c)
+            continue
+        cur = kept[-1]
+        cpu, (rx, tx) = cpu_percent(base, cur), rates(base, cur)
+        containers.append({**c, "cpu_percent": None if cpu is None else round(cpu, 3),
+                           "rx_bytes_per_s": None if rx is None else round(rx, 1),
+                           "tx_bytes_per_s": None if tx is None else round(tx, 1)})
+        spans.append(cur.time - base.time)
+    cap = Capacity(**{k: s["capacity"][k] for k in
+                      ("cpu_cores", "memory_bytes", "network_bytes_per_s", "source")})
+    whole_base = window_base(whole, window_s)
+    cores = whole_cores(whole_base, whole[-1]) if whole_base is not None else None
+    return {**s, "containers": containers, "totals": server_totals(containers, cap, cores),
+            "period_s": round(sum(spans) / len(spans), 3) if spans else s["period_s"],
+            "window_s": window_s}
 
 
 def window_query(query: dict, lo: float, hi: float, lo_open: bool = False,
@@ -489,64 +519,47 @@ class Agent:
             whole = list(self._whole)
         if s is None or s["error"]:
             return s
-        containers, spans = [], []
-        for c in s["containers"]:
-            kept = raws.get(c["name"])
-            base = window_base(kept, window_s) if c["readable"] and kept else None
-            if base is None:
-                containers.append(c)
-                continue
-            cur = kept[-1]
-            cpu, (rx, tx) = cpu_percent(base, cur), rates(base, cur)
-            containers.append({**c, "cpu_percent": None if cpu is None else round(cpu, 3),
-                               "rx_bytes_per_s": None if rx is None else round(rx, 1),
-                               "tx_bytes_per_s": None if tx is None else round(tx, 1)})
-            spans.append(cur.time - base.time)
-        cap = Capacity(**{k: s["capacity"][k] for k in
-                          ("cpu_cores", "memory_bytes", "network_bytes_per_s", "source")})
-        whole_base = window_base(whole, window_s)
-        cores = whole_cores(whole_base, whole[-1]) if whole_base is not None else None
-        return {**s, "containers": containers, "totals": server_totals(containers, cap, cores),
-                "period_s": round(sum(spans) / len(spans), 3) if spans else s["period_s"],
-                "window_s": window_s}
+        return sample_over_window(s, raws, whole, window_s)
 
-    # ---------------------------------------------------------------- HTTP
-    def routes(self) -> dict:
-        def stats(query, _b):
-            window = window_query(query, 0.0, MAX_WINDOW_S, lo_open=True)
-            s = self.latest() if window is None else self.over_window(window)
-            if s is None:
-                return 503, {"error": "no sample yet", "server": self.server}
-            return 200, {**s, "age_s": round(time.time() - s["time"], 3)}
 
-        def probes(query, _b):
-            known = ("window_s", "timeout_s")
-            window = window_query(query, MIN_PROBE_WINDOW_S, MAX_PROBE_WINDOW_S, known=known)
-            timeout = window_query(query, MIN_PROBE_TIMEOUT_S, MAX_PROBE_TIMEOUT_S,
-                                   name="timeout_s", known=known)
-            answer = self.probes(window, timeout)
-            if answer is None:
-                return 503, {"error": "no sample yet: the instance containers are not known",
-                             "server": self.server}
-            return 200, answer
+def agent_routes(agent: Agent) -> dict:
+    """The agent's own routes: /stats (the latest sample, or one over ?window_s), /probes,
+    /health, /metrics."""
+    def stats(query, _b):
+        window = window_query(query, 0.0, MAX_WINDOW_S, lo_open=True)
+        s = agent.latest() if window is None else agent.over_window(window)
+        if s is None:
+            return 503, {"error": "no sample yet", "server": agent.server}
+        return 200, {**s, "age_s": round(time.time() - s["time"], 3)}
 
-        def health(_q, _b):
-            s = self.latest()
-            age = None if s is None else round(time.time() - s["time"], 3)
-            ok = age is not None and age < 5 * self.period_s
-            return (200 if ok else 503), {"status": "ok" if ok else "stale",
-                                          "server": self.server, "last_sample_age_s": age,
-                                          "errors": self.errors}
+    def probes(query, _b):
+        known = ("window_s", "timeout_s")
+        window = window_query(query, MIN_PROBE_WINDOW_S, MAX_PROBE_WINDOW_S, known=known)
+        timeout = window_query(query, MIN_PROBE_TIMEOUT_S, MAX_PROBE_TIMEOUT_S,
+                               name="timeout_s", known=known)
+        answer = agent.probes(window, timeout)
+        if answer is None:
+            return 503, {"error": "no sample yet: the instance containers are not known",
+                         "server": agent.server}
+        return 200, answer
 
-        return {("GET", "/stats"): stats, ("GET", "/health"): health, ("GET", "/probes"): probes,
-                ("GET", "/metrics"): lambda _q, _b: (200, render(self.metrics))}
+    def health(_q, _b):
+        s = agent.latest()
+        age = None if s is None else round(time.time() - s["time"], 3)
+        ok = age is not None and age < 5 * agent.period_s
+        return (200 if ok else 503), {"status": "ok" if ok else "stale",
+                                      "server": agent.server, "last_sample_age_s": age,
+                                      "errors": agent.errors}
+
+    return {("GET", "/stats"): stats, ("GET", "/health"): health, ("GET", "/probes"): probes,
+            ("GET", "/metrics"): lambda _q, _b: (200, render(agent.metrics))}
 
 
 def served_routes(agent: Agent, slo=None) -> dict:
     """Everything the agent's server answers: the agent's routes, its SLO runner's when it
     has one, and /openapi.json describing those (docs/api/agent.yaml), the services named
     in its SLO bodies being those it runs loops for."""
-    routes = agent.routes()
+    routes = agent_routes(agent)
     if slo is not None:
         routes.update(slo.routes())
 

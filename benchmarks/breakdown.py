@@ -42,6 +42,7 @@ from common import lab
 from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import POLICIES
 from common.markdown import table
+from common.paths import WORK
 from common.procs import ROOT, git_commit
 from common.stats import quantile
 from experiments.stack import Stack
@@ -229,7 +230,7 @@ def parser() -> ArgumentParser:
     p.add_argument("--tracker", action="store_true",
                    help="short flows in tracker mode (controller.dataplane.short_flows)")
     p.add_argument("--keep-pcaps", action="store_true")
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     return p
 
 

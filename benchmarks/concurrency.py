@@ -25,7 +25,8 @@ import yaml
 from common import lab
 from common.cli import ArgumentParser, bounded, positive_int
 from common.markdown import table
-from common.procs import ROOT, controller_service, git_commit, python_service
+from common.paths import WORK, shipped
+from common.procs import controller_service, git_commit, python_service
 
 REST, OFP, PROFILER, AGENT = 18280, 16753, 19280, 19281
 TARGETS = {"controller REST": (REST, "/malb/status"), "profiler": (PROFILER, "/health"),
@@ -33,7 +34,7 @@ TARGETS = {"controller REST": (REST, "/malb/status"), "profiler": (PROFILER, "/h
 
 
 def config_file(directory: str) -> str:
-    with open(os.path.join(ROOT, "configs", "paper.yaml")) as fh:
+    with open(shipped("configs", "paper.yaml")) as fh:
         data = yaml.safe_load(fh)
     data.setdefault("controller", {}).update(rest_port=REST, ofp_port=OFP)
     data.setdefault("testbed", {})["controller"] = f"127.0.0.1:{OFP}"
@@ -44,6 +45,22 @@ def config_file(directory: str) -> str:
     with open(path, "w") as fh:
         yaml.safe_dump(data, fh)
     return path
+
+
+def services(directory: str) -> list:
+    """The controller, the profiler and one host agent on this module's ports, configured in
+    `directory`, as a user starts them (each with .start() and .stop())."""
+    cfg = config_file(directory)
+    env = {"MALB_CONFIG": cfg}
+    return [
+        controller_service(cfg, log_path=os.path.join(directory, "controller.log"),
+                           rest_port=REST, name="bench-controller"),
+        python_service("bench-profiler", ["profiler"], f"http://127.0.0.1:{PROFILER}/health",
+                       os.path.join(directory, "profiler.log"), env),
+        python_service("bench-agent", ["agents", "--server", "srv1"],
+                       f"http://127.0.0.1:{AGENT}/health", os.path.join(directory, "agent.log"),
+                       env),
+    ]
 
 
 def burst(port: int, path: str, clients: int, timeout_s: float) -> dict:
@@ -84,25 +101,14 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=positive_int, default=3)
     p.add_argument("--timeout", type=bounded(float, 0, lo_open=True), default=20.0,
                    help="seconds a client waits for its answer (default 20)")
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config_file(tmp)
-        env = {"MALB_CONFIG": cfg}
-        services = [
-            controller_service(cfg, log_path=os.path.join(tmp, "controller.log"),
-                               rest_port=REST, name="bench-controller"),
-            python_service("bench-profiler", ["profiler"], f"http://127.0.0.1:{PROFILER}/health",
-                           os.path.join(tmp, "profiler.log"), env),
-            python_service("bench-agent", ["agents", "--server", "srv1"],
-                           f"http://127.0.0.1:{AGENT}/health", os.path.join(tmp, "agent.log"),
-                           env),
-        ]
         started = []
         try:
-            for s in services:
+            for s in services(tmp):
                 started.append(s.start())
             for name, (port, path) in TARGETS.items():
                 for rnd in range(1, args.rounds + 1):

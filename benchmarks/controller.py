@@ -35,7 +35,9 @@ from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.config import load_config
 from common.markdown import table
-from common.procs import ROOT, Service, controller_service, git_commit
+from common.paths import WORK
+from common.procs import ROOT, Service, controller_argv, controller_service, framework_app, \
+    git_commit
 from topologies.clean import clean_testbed
 from topologies.testbed import Testbed, TestbedOptions
 
@@ -50,8 +52,8 @@ def run_app(app: str, rates: list[float], seconds: float, connect_s: float, work
     if app == "malb":
         ctl = controller_service(cfg.source, "malb", log)
     else:
-        ctl = Service("bench-ryu", [os.path.join(os.path.dirname(sys.executable), "ryu-manager"),
-                                    "ryu.app.simple_switch_13"], None, log)
+        ctl = Service("bench-simple-switch",
+                      controller_argv(apps=[framework_app("app.simple_switch_13")]), None, log)
     ctl.start()
     time.sleep(2)
     result = {"app": app, "rates": []}
@@ -133,7 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--connect-seconds", type=bounded(float, 0, 3600, lo_open=True),
                    default=5.0)
     p.add_argument("--workers", type=bounded(int, 1, 256), default=8)
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     p.add_argument("--apps", type=choice_list(APPS), default=list(APPS))
     p.add_argument("--keep-pcap", action="store_true", help="keep the captures in --out")
     p.add_argument("--parts", type=choice_list(PARTS), default=list(PARTS))

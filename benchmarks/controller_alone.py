@@ -48,18 +48,19 @@ from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, port_number
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from common.markdown import table
-from common.procs import ROOT, Service, ServiceError, git_commit, python_service
+from common.paths import WORK
+from common.procs import ROOT, Service, ServiceError, controller_argv, framework_app, git_commit, \
+    python_service
 from common.state import process_cpu_seconds
 from ryu_apps import ofwire
 
 VIP_VIDEO, VIP_UI, VIP_BACKEND = 8001, 8002, 8003
-RYU = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
 # name -> (what ryu-manager loads, MALB policy)
 APPS = {
     "malb-srr": ("ryu_apps/malb.py", "srr"),
     "malb": ("ryu_apps/malb.py", "malb"),
     "naive_nat": ("benchmarks/naive_nat.py", None),
-    "simple_switch_13": ("ryu.app.simple_switch_13", None),
+    "simple_switch_13": ("app.simple_switch_13", None),     # the framework's own
 }
 BASELINE = "naive_nat"
 
@@ -82,17 +83,19 @@ def app_service(name: str, config_path: str, ofp_port: int, rest_port: int,
     app, _, at = name.partition("@")
     root = base_tree if at else ROOT
     target, policy = APPS[app]
-    argv = [RYU, "--ofp-tcp-listen-port", str(ofp_port), "--wsapi-port", str(rest_port)]
+    argv = ["--ofp-tcp-listen-port", str(ofp_port), "--wsapi-port", str(rest_port)]
     if target.endswith(".py"):
         if "malb" in target:
             argv += ["--user-flags", os.path.join(root, "ryu_apps", "flags.py")]
         target = os.path.join(root, target)
+    else:
+        target = framework_app(target)
     env = {"MALB_CONFIG": config_path,
            "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
     if policy:
         env["MALB_POLICY"] = policy
     ready = f"http://127.0.0.1:{rest_port}/malb/status" if policy else None
-    return Service(f"alone-{name}", argv + [target], ready, log, env)
+    return Service(f"alone-{name}", controller_argv(apps=argv + [target]), ready, log, env)
 
 
 async def measure_app(name: str, cfg, pid: int, args) -> dict:
@@ -311,7 +314,7 @@ def parser() -> ArgumentParser:
     p.add_argument("--fins", type=bounded(float, 0.1, 9.5), default=None, metavar="S",
                    help="each watched flow ends S s after its FIN watch is installed "
                         "(below the 10 s idle timeout; default: none ends)")
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     return p
 
 

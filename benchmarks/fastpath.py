@@ -46,14 +46,14 @@ from benchmarks.modes import COVERAGE, VIP_UI, base_config, counted, direct_rule
 from common import lab
 from common.cli import ArgumentParser, bounded, choice_list, number_list, require_testbed
 from common.markdown import table
-from common.procs import ROOT, Service, controller_service, git_commit
+from common.paths import WORK
+from common.procs import ROOT, Service, controller_argv, controller_service, git_commit
 from experiments.stack import Stack, transitions_for
 from ryu_apps.maglev import is_prime
 from topologies.clean import clean_testbed
 
 VARIANTS = ("direct", "naive_nat", "naive_ct", "malb-srr", "malb", "malb-srr-tracker",
             "malb-tracker", "malb-dataplane")
-RYU = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
 
 
 def clear_switches(cfg) -> None:
@@ -81,8 +81,8 @@ def controller_for(variant: str, stack: Stack, log: str) -> Service:
         env = {"MALB_CONFIG": stack.config_path,
                "PYTHONPATH": os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))}
         return Service(f"bench-{variant.replace('_', '-')}",
-                       [RYU, "--ofp-tcp-listen-port", str(c.ofp_port),
-                        os.path.join(ROOT, "benchmarks", f"{variant}.py")],
+                       controller_argv(apps=["--ofp-tcp-listen-port", str(c.ofp_port),
+                                             os.path.join(ROOT, "benchmarks", f"{variant}.py")]),
                        None, log, env).start()
     config = stack.config_path
     if variant.startswith("malb-dataplane"):
@@ -294,7 +294,7 @@ def parser() -> ArgumentParser:
     p.add_argument("--rate", type=bounded(float, 1, 5000), default=500.0)
     p.add_argument("--seconds", type=bounded(float, 1, 120), default=10.0)
     p.add_argument("--workers", type=bounded(int, 1, 64), default=8)
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     return p
 
 

@@ -56,6 +56,7 @@ from common import lab
 from common.cli import ArgumentParser, bounded, require_testbed
 from common.config import DEFAULT_MICROSERVICES
 from common.markdown import table
+from common.paths import WORK
 from common.procs import ROOT, controller_service, git_commit
 from experiments.stack import Stack, transitions_for
 from topologies.clean import clean_testbed
@@ -614,7 +615,7 @@ def main(argv=None) -> int:
                    help="SYNs to the backend VIP at --syn-rate for this long: with the held "
                         "long flows, about 10,000 active flows by the end")
     p.add_argument("--flood-seconds", type=bounded(float, 3, 600), default=10.0)
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "bench"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "bench"))
     args = p.parse_args(argv)
     require_testbed("the modes benchmark")
     os.makedirs(args.out, exist_ok=True)

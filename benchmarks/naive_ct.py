@@ -20,12 +20,11 @@ by its own timeouts. One switch, one zone.
 
 - NaiveCt: the Ryu app.
 """
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, set_ev_cls
-from ryu.lib.packet import tcp
-from ryu.ofproto import nicira_ext
-
 from benchmarks.naive_nat import NaiveNat
+from ryu_apps.framework import CONFIG_DISPATCHER, module, ofp_event, set_ev_cls
+
+tcp = module("lib.packet.tcp")
+nicira_ext = module("ofproto.nicira_ext")
 
 ZONE = 7
 CT_TABLE = 1

@@ -18,18 +18,17 @@ barrier or flow records beyond that map. One switch.
 
 - NaiveNat: the Ryu app.
 """
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp, udp
-from ryu.ofproto import ofproto_v1_3
-
 from common.config import load_config
+from ryu_apps.framework import CONFIG_DISPATCHER, MAIN_DISPATCHER, App, module, ofp_event, \
+    ofproto_v1_3, set_ev_cls
+
+arp, ethernet, ipv4, packet, tcp, udp = (
+    module(f"lib.packet.{name}") for name in ("arp", "ethernet", "ipv4", "packet", "tcp", "udp"))
 
 IDLE_S = 10
 
 
-class NaiveNat(app_manager.RyuApp):
+class NaiveNat(App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
     def __init__(self, *args, **kwargs):

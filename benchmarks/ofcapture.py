@@ -22,12 +22,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-from ryu.lib.packet import ethernet, packet, tcp
-from ryu.ofproto import ofproto_v1_3 as ofp
-from ryu.ofproto import ofproto_v1_3_parser as parser
-
 from common.procs import ROOT
 from common.stats import quantile
+from ryu_apps.framework import module, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+ethernet, packet, tcp = (module(f"lib.packet.{name}") for name in ("ethernet", "packet", "tcp"))
 
 
 class _Datapath:

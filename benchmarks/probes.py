@@ -255,7 +255,7 @@ def markdown(r: dict) -> str:
 
 
 def controller_side(polls: int) -> dict:
-    from ryu.lib import hub
+    from ryu_apps.framework import hub
     hub.patch(thread=False)          # as ryu-manager does before loading the app
     from common.config import parse_config
     from common.httpjson import get_json

@@ -16,10 +16,24 @@ from common.config import CONFIG_ENV_VAR, ConfigError, load_config
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line: what is wrong, and where the usage is;
-    exit code 2. Subcommands inherit it."""
+    exit code 2. Subcommands inherit it. Run as a console script (malb-agent, ...), a
+    `python -m <module>` program is named as that script."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["prog"] = as_invoked(kwargs.get("prog"))
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def as_invoked(prog: str | None, argv0: str | None = None) -> str | None:
+    """`python -m agents ...` as the user typed it: `malb-agent ...` when that console
+    script is what runs (pyproject.toml's [project.scripts])."""
+    script = os.path.basename(sys.argv[0] if argv0 is None else argv0)
+    if prog and script.startswith("malb-") and prog.startswith("python -m "):
+        return " ".join([script, *prog.split()[3:]])
+    return prog
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

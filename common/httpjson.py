@@ -20,7 +20,9 @@ import http.client
 import json
 import logging
 import math
+import os
 import re
+import resource
 import select
 import sys
 import threading
@@ -463,24 +465,142 @@ class _Channel(HTTPChannel):
     parser_class = _Parser
     request_started = 0.0
 
+    def __init__(self, server, sock, addr, adj, map=None):
+        super().__init__(server, sock, addr, adj, map=map)
+        server.admit(self)
+
+    def del_channel(self, map=None):
+        fileno = self._fileno
+        super().del_channel(map)
+        self.server.forget(self, fileno)
+
     def received(self, data):
         if self.request is None and data:
             self.request_started = time.monotonic()   # the first bytes of a request
         return super().received(data)
+
+    def send_continue(self):
+        """No 100 Continue for a request already whole (no body, as a GET's): RFC 9110
+        lets a server omit it there, and waitress (3.0.2) marks the request incomplete
+        after sending it, so such a request was never answered (it waited for the
+        connection's timeout)."""
+        if self.request.completed:
+            self.request.expect_continue = False
+            return
+        super().send_continue()
+
+
+FILES_BESIDE_CONNECTIONS = 256   # the process's other descriptors: logs, databases, peers
+
+
+def room_for_connections(limit: int) -> int:
+    """Raise this process's soft limit of open files so that `limit` connections fit beside
+    its other files, up to the hard limit (Linux's usual soft limit, 1,024, is below the
+    controller's 4,096 connections: past it accept fails and the listener spins). Returns
+    the connections that fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = limit + FILES_BESIDE_CONNECTIONS
+    if soft != resource.RLIM_INFINITY and soft < want:
+        soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft == resource.RLIM_INFINITY:
+        return limit
+    return max(1, min(limit, soft - FILES_BESIDE_CONNECTIONS))
+
+
+def _host(addr) -> str:
+    return addr[0] if isinstance(addr, tuple) else str(addr)
 
 
 class _Server(TcpWSGIServer):
     channel_class = _Channel
     request_timeout_s = 30.0
     accept_batch = 64
+    per_address_limit: int | None = 64
+    shed_after_s = 1.0          # idle (or its request arriving) this long: may be closed
+    SHED_LOG_EVERY_S = 60.0
+
+    def __init__(self, *args, **kwargs):
+        self._by_address: dict = {}     # address -> {fileno: channel}, oldest first
+        self.shed = 0                   # idle connections closed for others
+        self._logged = float("-inf")
+        super().__init__(*args, **kwargs)
+
+    def _idle(self, c, now: float) -> bool:
+        """No handler serves it, and it has been idle, or its request arriving, for
+        shed_after_s."""
+        return not (c.requests or c.will_close or c.close_when_flushed) and \
+            now - c.last_activity >= self.shed_after_s
+
+    def _sheddable(self, channels, now: float):
+        """The oldest idle one of `channels` (oldest first); None if none is."""
+        return next((c for c in channels if self._idle(c, now)), None)
+
+    def _shed(self, channel, why: str) -> None:
+        channel.will_close = True        # closed by the loop at its next turn
+        self.shed += 1
+        self._log(why)
+
+    def _log(self, why: str) -> None:
+        now = time.monotonic()
+        if now - self._logged >= self.SHED_LOG_EVERY_S:
+            self._logged = now
+            log.warning("%s: %s (%d idle connections closed so far; logged once a minute)",
+                        self.adj.ident, why, self.shed)
+
+    def admit(self, channel) -> None:
+        """A new connection, from an address that may already hold per_address_limit: the
+        address's oldest connection that no handler serves and that has been idle (or its
+        request arriving) for shed_after_s is closed to make room. New connections are never
+        refused for it (a burst of clients behind one address sends its requests at once);
+        those that then idle are trimmed by maintenance."""
+        mine = self._by_address.setdefault(_host(channel.addr), {})
+        mine[channel._fileno] = channel
+        if self.per_address_limit is not None and len(mine) > self.per_address_limit:
+            self._trim(_host(channel.addr), mine, time.time(), most=1)
+
+    def _trim(self, host: str, mine: dict, now: float, most: int) -> None:
+        """Close up to `most` of the address's oldest idle connections while it holds more
+        than per_address_limit open."""
+        open_ = [c for c in mine.values() if not (c.will_close or c.close_when_flushed)]
+        excess = min(most, len(open_) - (self.per_address_limit or 0))
+        victims = [c for c in open_ if self._idle(c, now)][:max(0, excess)]
+        for victim in victims:
+            self._shed(victim, f"{host} holds more than {self.per_address_limit} "
+                               f"connections: its oldest idle ones closed")
+
+    def forget(self, channel, fileno) -> None:
+        host = _host(channel.addr)
+        mine = self._by_address.get(host)
+        if mine is not None and mine.get(fileno) is channel:
+            del mine[fileno]
+            if not mine:
+                del self._by_address[host]
+
+    def readable(self):
+        """waitress stops listening while the connection limit is reached; ours listens on
+        while a connection idle for shed_after_s could make room (handle_accept)."""
+        listening = super().readable()
+        if listening or not self.accepting:
+            return listening
+        return self._sheddable(self.active_channels.values(), time.time()) is not None
 
     def handle_accept(self):
         """Take up to accept_batch queued connections per wake-up, within the connection
         limit. waitress takes one, and every wake-up of its loop waits on every open
         connection, so a queue of N costs N wake-ups of O(N) each."""
-        for _ in range(self.accept_batch):
+        for k in range(self.accept_batch):
             if len(self._map) >= self.adj.connection_limit:
-                return
+                # full: the oldest connection idle (or half-sent) for shed_after_s makes
+                # room for the first waiting, else they wait in the listen backlog (once a
+                # wake-up: a queue that turns out empty then costs one connection at most)
+                if k:
+                    return
+                victim = self._sheddable(self.active_channels.values(), time.time())
+                if victim is None:
+                    return
+                self._shed(victim, f"{self.adj.connection_limit} connections open: the "
+                                   f"oldest idle one closed")
             before = len(self._map)
             super().handle_accept()
             if len(self._map) == before:     # the queue is empty (or accept failed)
@@ -488,8 +608,13 @@ class _Server(TcpWSGIServer):
 
     def maintenance(self, now):
         """waitress closes connections idle for channel_timeout; also close those whose
-        request (headers or body) is still incomplete after request_timeout_s."""
+        request (headers or body) is still incomplete after request_timeout_s, and an
+        address's idle ones beyond per_address_limit (`now`: waitress' time.time())."""
         super().maintenance(now)
+        if self.per_address_limit is not None:
+            for host, mine in list(self._by_address.items()):
+                if len(mine) > self.per_address_limit:
+                    self._trim(host, mine, now, most=len(mine))
         cutoff = time.monotonic() - self.request_timeout_s
         for channel in self.active_channels.values():
             if channel.request is not None and channel.request_started < cutoff:
@@ -510,7 +635,24 @@ class _HubPoller:
         self._epoll = real_select.epoll()
         self._trampoline = eventlet.hubs.trampoline
         self._yield = eventlet.sleep
+        self._real_write = eventlet.patcher.original("os").write
         self._held: dict[int, tuple[object, int]] = {}    # fd -> (dispatcher, event mask)
+
+    def wake_without_waiting(self, trigger) -> None:
+        """waitress wakes its loop by writing a byte to a pipe from whichever handler thread
+        finished. eventlet 0.35 and later's green os.write first waits until the pipe is
+        writable, and two green threads waiting on one descriptor is an error there (a
+        handler's answer then never leaves): the write end is made non-blocking and
+        written with the real os.write; a full pipe already holds a wake-up."""
+        fd, write = trigger.trigger, self._real_write
+        os.set_blocking(fd, False)
+
+        def pull() -> None:
+            try:
+                write(fd, b"x")
+            except BlockingIOError:
+                pass
+        trigger._physical_pull = pull
 
     def _sync(self, map: dict) -> None:
         ep, held = self._epoll, self._held
@@ -590,17 +732,25 @@ class JsonServer:
 
     Limits: max_body_bytes (413 over that), request_timeout_s for a whole request to arrive,
     idle_timeout_s for a kept-alive connection, connection_limit open connections
-    (more wait in the listen backlog), threads running handlers. token: when given, every
+    (beyond it, the oldest idle one is closed for a waiting client), per_address_limit open
+    connections from one address that idle or trickle (beyond it, its oldest idle ones are
+    closed; None: no limit), threads running handlers. token: when given, every
     POST, PUT and DELETE must carry it (401 otherwise); reads stay open."""
 
     def __init__(self, address, routes: dict, name: str = "malb", *, threads: int = 8,
                  max_body_bytes: int = MAX_BODY_BYTES, request_timeout_s: float = 30.0,
                  idle_timeout_s: int = 60, connection_limit: int = 1000,
-                 backlog: int = 1024, token: str | None = None):
+                 per_address_limit: int | None = 64, backlog: int = 1024,
+                 token: str | None = None):
         self.routes = routes
         self.name = name
         self.token = token
         host, port = address
+        fits = room_for_connections(connection_limit)
+        if fits < connection_limit:
+            log.warning("%s: %d connections at most, not %d: the hard limit of open files "
+                        "(ulimit -Hn) leaves room for no more", name, fits, connection_limit)
+            connection_limit = fits
         # eventlet's monkey-patching (the controller's hub) takes select.poll away
         self._use_poll = hasattr(select, "poll")
         adj = Adjustments(host=host, port=port, ipv6=False, threads=threads,
@@ -612,7 +762,10 @@ class JsonServer:
                           expose_tracebacks=False)
         self._map: dict = {}
         self._server = _Server(self._app, map=self._map, adj=adj)
+        self._server.per_address_limit = per_address_limit
         self._hub_poller = None if self._use_poll else _HubPoller()   # once bound: no leak
+        if self._hub_poller is not None:
+            self._hub_poller.wake_without_waiting(self._server.trigger)
         self._server.request_timeout_s = request_timeout_s
         self.server_address = (self._server.effective_host, int(self._server.effective_port))
         self._stop = threading.Event()

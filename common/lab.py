@@ -19,14 +19,15 @@ import sys
 import threading
 from collections.abc import Callable
 
-from common.procs import ROOT, git_commit
+from common.paths import ROOT, WORK
+from common.procs import git_commit
 
 
 def results_dir(out: str | None, prefix: str = "", root: str | None = None) -> str:
-    """`out` (the --out flag), or results/<prefix><YYYYmmdd-HHMMSS> under the repository
-    (under `root` if given: "" for a path relative to the working directory); created if
-    missing."""
-    path = out or os.path.join(ROOT if root is None else root, "results",
+    """`out` (the --out flag), or results/<prefix><YYYYmmdd-HHMMSS> under the checkout (an
+    installed package's: the working directory; `root` if given, "" for a path relative to
+    the working directory); created if missing."""
+    path = out or os.path.join(WORK if root is None else root, "results",
                                prefix + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(path, exist_ok=True)
     return path

@@ -17,8 +17,9 @@ import os
 
 import yaml
 
-API_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
-                       "api")
+from common.paths import shipped
+
+API_DIR = shipped("api")
 METHODS = ("get", "put", "post", "delete", "patch")
 
 

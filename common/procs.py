@@ -12,9 +12,9 @@ import sys
 import time
 import urllib.request
 
+from common.paths import ROOT
 from common.state import PID_DIR, write_pid_file
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
 
 
@@ -137,32 +137,57 @@ class Service:
 
 
 FRAMEWORKS = ("ryu", "os-ken")
-OSKEN_PYTHON = os.path.join(ROOT, ".venv-osken", "bin", "python")
+RYU_PYTHON = os.path.join(ROOT, ".venv-ryu", "bin", "python")
+MALB_APP = [os.path.join(ROOT, "ryu_apps", "flags.py"), os.path.join(ROOT, "ryu_apps", "malb.py")]
 
 
-def controller_argv(framework: str | None = None) -> list[str]:
-    """The controller's command line: ryu-manager, or under os-ken (framework, else
-    $MALB_FRAMEWORK) the os-ken launcher in the virtualenv `make setup` builds for it
-    (docs/setup.md, "Frameworks"); the same options either way."""
-    framework = framework or os.environ.get("MALB_FRAMEWORK") or "ryu"
+def framework_name(framework: str | None = None) -> str:
+    """The controller's framework: the one given, else $MALB_FRAMEWORK, else os-ken."""
+    framework = framework or os.environ.get("MALB_FRAMEWORK") or "os-ken"
     if framework not in FRAMEWORKS:
         raise ValueError(f"MALB_FRAMEWORK: expected one of {', '.join(FRAMEWORKS)}, "
                          f"got {framework!r}")
-    head = [OSKEN_PYTHON, "-m", "ryu_apps.osken_manager"] if framework == "os-ken" else \
-        [os.path.join(VENV_BIN, "ryu-manager")]
-    return head + ["--user-flags", os.path.join(ROOT, "ryu_apps", "flags.py"),
-                   os.path.join(ROOT, "ryu_apps", "malb.py")]
+    return framework
+
+
+def framework_app(name: str, framework: str | None = None) -> str:
+    """One of the framework's own apps by module ("app.simple_switch_13"), as the
+    framework's launcher names it."""
+    package = {"ryu": "ryu", "os-ken": "os_ken"}[framework_name(framework)]
+    return f"{package}.{name}"
+
+
+def controller_argv(framework: str | None = None, apps: list[str] | None = None,
+                    python: str | None = None) -> list[str]:
+    """The controller's command line under the framework (framework_name): os-ken's launcher
+    on this interpreter (or `python`), or ryu-manager from the virtualenv `make setup`
+    builds for Ryu (docs/setup.md, "Frameworks"); the same options either way. `apps`: the
+    app files in place of MALB's (a benchmark's baseline app)."""
+    framework = framework_name(framework)
+    apps = ["--user-flags", *MALB_APP] if apps is None else apps
+    if framework == "os-ken":
+        return [python or sys.executable, "-m", "ryu_apps.osken_manager", *apps]
+    return [os.path.join(os.path.dirname(python or RYU_PYTHON), "ryu-manager"), *apps]
 
 
 def controller_service(config_path: str, policy: str | None = None, log_path: str = "",
-                       rest_port: int = 8080, name: str = "controller") -> Service:
+                       rest_port: int = 8080, name: str = "controller", *,
+                       ofp_port: int | None = None, peer: str | None = None,
+                       role: str | None = None) -> Service:
+    """The controller on the configuration's ports, or on ofp_port and rest_port when
+    ofp_port is given (a second controller beside the first); peer and role: one of a
+    standby pair (docs/controller.md, "A standby controller")."""
     # ryu-manager puts no working directory on its path: without this the controller
     # would import whichever checkout the virtualenv's .pth names (another worktree's)
     env = {"MALB_CONFIG": config_path,
            "PYTHONPATH": os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH"))))}
-    if policy:
-        env["MALB_POLICY"] = policy
-    return Service(name, controller_argv(), f"http://127.0.0.1:{rest_port}/malb/status",
+    for key, value in (("MALB_POLICY", policy), ("MALB_PEER", peer), ("MALB_ROLE", role)):
+        if value:
+            env[key] = value
+    ports = [] if ofp_port is None else ["--ofp-tcp-listen-port", str(ofp_port),
+                                         "--wsapi-port", str(rest_port)]
+    return Service(name, controller_argv() + ports,
+                   f"http://127.0.0.1:{rest_port}/malb/status",
                    log_path or f"/var/log/malb/{name}.log", env)
 
 

@@ -21,7 +21,7 @@ from mininet.topo import LinearTopo
 from common.httpjson import get_json
 from common.procs import ROOT, controller_service
 from topologies.backend import remote_controller_class, resolve_datapath
-from topologies.testbed import disable_tx_offload
+from topologies.params import disable_tx_offload
 
 VIP, PORT = "10.0.0.100", 8002
 

@@ -177,7 +177,7 @@ def run_one(policy: str, run: int, opts, out_dir: str, position: int = 0) -> dic
         history = st.cfg.profiler.history_path
         period = st.cfg.profiler.period_s
         server_names = [s.name for s in st.cfg.servers]
-        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+        backend = st.testbed.describe()
     load_end = t0 + total
     evaluated = evaluate_run(run_dir, history, (t0, load_end, t_end), period,
                              max(period, opts.metric_period), server_names, len(clients), tag)

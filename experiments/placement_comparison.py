@@ -1,8 +1,10 @@
 """Placement comparison (Ahmed et al., PLOS ONE): spread, random, a greedy network-aware score,
 ours (traffic x distance, the paper's objective), latency (ours under the latency
-objective: that plus the priced queueing at each server) and the exact program alone, in
-the same run on the multi-switch testbed, under the same open-loop load, repeated with the
-methods' order rotated.
+objective: that plus the priced queueing at each server), latency-near (the same plan, its
+calls balanced by `malb-near`, which keeps a caller's flows on its switch while load allows:
+the joint rule) and the exact program alone, in the same run on the multi-switch testbed,
+under the same open-loop load, repeated with the methods' order rotated. Every method but
+latency-near is balanced by `malb`.
 
     sudo .venv/bin/python -m experiments.placement_comparison                 # Bookinfo-like
     sudo .venv/bin/python -m experiments.placement_comparison --rate 30 --phase 90
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import glob
 import json
 import os
@@ -49,6 +52,7 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
 from common.config import ConfigError, check_testbed_builds, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number, table
+from common.paths import shipped
 from common.procs import ROOT
 from common.stats import histogram_quantile, quantile
 from experiments import protocol, significance
@@ -61,13 +65,15 @@ from placement.problem import MAX_UTILIZATION, build_problem, current_assignment
     moves_between, queue_price
 from profiler.store import HistoryStore
 
-METHODS = ("spread", "random", "greedy", "ours", "latency", "exact")
+METHODS = ("spread", "random", "greedy", "ours", "latency", "latency-near", "exact")
+# the controller's policy while a method is measured: malb, unless named here
+BALANCING = {"latency-near": "malb-near"}
 CANDIDATE = "ours"        # the method the others are compared with, unless --candidate
 EXACT_TIME_LIMIT_S = 60.0
 # the figures compared across runs: (key, label); lower is better for each
 FIGURES = (("trunk_mbit_s", "trunk Mbit/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"),
            ("p99_ms", "p99 ms"), ("failed", "failed requests"))
-DEFAULT_CONFIG = os.path.join(ROOT, "configs", "bookinfo.yaml")
+DEFAULT_CONFIG = shipped("configs", "bookinfo.yaml")
 REQUEST_METRIC = "callgraph_request_duration_seconds"
 # the paper (000, section 4.1): response time 10-15 % below the default in normal network
 # conditions, 15 % with added latency
@@ -98,11 +104,12 @@ def plans(cfg, graph: dict, layout: dict, seed: int,
     priced = build_problem(cfg, graph, layout, max_utilization=max_utilization,
                            queue_price=queue_price("latency"))
     near = cfg.testbed.clients[0].switch
+    latency = functools.cache(lambda: plan(priced, near=near))     # latency-near's too
     makers = {"spread": lambda: spread(problem),
               "random": lambda: random_placement(problem, seed),
               "greedy": lambda: greedy_network_aware(problem),
               "ours": lambda: plan(problem, near=near),
-              "latency": lambda: plan(priced, near=near),
+              "latency": latency, "latency-near": latency,
               "exact": lambda: exact(problem, exact_time_limit_s)}
     made = {}
     for m in methods:
@@ -257,6 +264,8 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                 log(f"[placement] {method}: not measured: {made[method]['skipped']}")
                 continue
             target = made[method]["layout"]
+            policy = BALANCING.get(method, "malb")
+            controller.set_policy(policy)
             moves = moves_between(controller.layout(), target)
             log(f"[placement] {method}: {len(moves)} move(s), predicted cost "
                 f"{made[method]['cost']:,.0f}, over trunks "
@@ -291,7 +300,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                                 for q, x in (("p50_ms", 0.5), ("p95_ms", 0.95),
                                              ("p99_ms", 0.99))}
             results[method] = {
-                "layout": target, "plan": {k: made[method][k] for k in
+                "layout": target, "policy": policy, "plan": {k: made[method][k] for k in
                                            ("cost", "trunk_traffic", "servers_used", "method",
                                             "optimal", "bound")},
                 "moves": [r.as_dict() for r in done],
@@ -310,7 +319,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
         if "ours" in results and made.get("exact", {}).get("same_as") == "ours":
             # the same placement: its figures are ours', so that every run pairs
             results["exact"] = {**results["ours"], "same_as": "ours"}
-        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+        backend = st.testbed.describe()
     return {"results": results, "plans": made, "testbed": backend, "order": order,
             "seed": seed}
 

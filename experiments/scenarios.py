@@ -29,7 +29,6 @@ it starts from): no testbed; the draws themselves happen in experiments/loadgen.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -37,7 +36,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from common.config.schema import MODELINE
-from common.procs import ROOT
+from common.paths import shipped
 
 
 class ScenarioError(ValueError):
@@ -354,7 +353,7 @@ def antagonist_spec(opts, container_of) -> list[dict]:
 def base_config_path(opts) -> str | None:
     """The base configuration: the scenario's own, else --config (None: the default)."""
     own = scenario_of(opts).config
-    return os.path.join(ROOT, own) if own else opts.config
+    return shipped(own) if own else opts.config
 
 
 def connections_per_request(opts) -> float | None:
@@ -460,7 +459,7 @@ def dsb_config_text(app: str) -> str:
     import yaml   # deferred: PyYAML, only for writing the file
     from placement.apps import entry_mix, entry_services
     source = DSB_APPS[app][0]
-    path = os.path.join(ROOT, source)
+    path = shipped(source)
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     mix = entry_mix(path, entry_services(data))
@@ -491,18 +490,24 @@ def dsb_config_text(app: str) -> str:
     return header + yaml.safe_dump(out, sort_keys=False)
 
 
-USAGE = "usage: python -m experiments.scenarios --callgraph-config | --dsb-config hotel|social"
+def parser():
+    from common.cli import ArgumentParser     # deferred: the command line only
+    p = ArgumentParser(prog="python -m experiments.scenarios", description=(
+        "Write a comparison configuration the scenarios use to standard output: "
+        "configs/callgraph-lb.yaml (--callgraph-config), or configs/hotel-lb.yaml and "
+        "social-lb.yaml from DeathStarBench's placement configurations (--dsb-config)."))
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--callgraph-config", action="store_true",
+                       help="the four-service call graph's (configs/callgraph-lb.yaml)")
+    which.add_argument("--dsb-config", choices=sorted(DSB_APPS),
+                       help="a DeathStarBench application's (configs/<app>-lb.yaml)")
+    return p
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--callgraph-config"]:
-        sys.stdout.write(callgraph_config_text())
-    elif len(argv) == 2 and argv[0] == "--dsb-config" and argv[1] in DSB_APPS:
-        sys.stdout.write(dsb_config_text(argv[1]))
-    else:
-        print(USAGE, file=sys.stderr)
-        return 2
+    args = parser().parse_args(argv)
+    sys.stdout.write(callgraph_config_text() if args.callgraph_config
+                     else dsb_config_text(args.dsb_config))
     return 0
 
 

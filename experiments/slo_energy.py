@@ -3,6 +3,7 @@ testbed.
 
     sudo .venv/bin/python -m experiments.slo_energy                  # configs/slo.yaml
     sudo .venv/bin/python -m experiments.slo_energy --low 30 --high 70 --profiles step
+    sudo .venv/bin/python -m experiments.slo_energy --policies max --loads 20-50,30-70,40-90
 
 A latency-sensitive service pinned to a core with an SLO (configs/slo.yaml) under the
 open-loop generator (Poisson). For each load profile (step: low, high, low; ramp: low to
@@ -56,8 +57,11 @@ histogram, read each period through the agent's GET /probes). With --runs N the 
 N times, interleaved (run k of every policy before run k + 1 of any, the order rotated by
 one place per run, run k's load on seed + k): each figure is a mean with its 95 % interval,
 and each SLO loop is tested against max, ondemand and schedutil paired by run (energy,
-energy per request, the share of stable intervals within the SLO at the client). Results:
-summary.md (beside the paper's Table 2), summary.json, per-policy CSVs, slo-<profile>.png.
+energy per request, the share of stable intervals within the SLO at the client). With
+--loads each profile is played at each load (low-high pairs) and reported as its own
+profile (`step 20-50`); the calibration line then also takes the worst over them all: a
+target the fixed maximum meets on every load. Results: summary.md (beside the paper's
+Table 2), summary.json, per-policy CSVs, slo-<profile>.png.
 """
 from __future__ import annotations
 
@@ -78,12 +82,13 @@ from common.cli import ArgumentParser, bounded, choice_list, fail, positive_floa
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, post_json, put_json
 from common.markdown import number, table
+from common.paths import shipped
 from common.procs import ROOT
 from common.stats import quantile
 from experiments import protocol, significance
 from experiments.stack import Stack
 
-DEFAULT_CONFIG = os.path.join(ROOT, "configs", "slo.yaml")
+DEFAULT_CONFIG = shipped("configs", "slo.yaml")
 GOVERNORS = ("max", "min", "ondemand", "schedutil")
 ONE_LOOP = ("slo", "slo-client", "slo-paper", "slo-predictive")   # one loop
 CLIENT_SLI = ("slo-client", "slo-predictive")         # the loops read the clients' latency
@@ -97,6 +102,7 @@ FAILED_MS = 10_000.0        # a failed request counts as this slow (the clients'
 RELAY_EVERY_S = 0.5
 MAX_REPORT = 5_000          # requests per report (slo/client_sli.py takes up to 10,000)
 PROFILES = ("step", "ramp")
+DEFAULT_LOW, DEFAULT_HIGH = 30.0, 70.0      # requests per second
 STABLE_AFTER_S = 15.0       # intervals this soon after a change of load are settling
 CALIBRATION_FACTOR = 1.2    # a target: the maximum's worst stable client tail x this,
 CALIBRATION_STEP_MS = 5.0   # rounded up to a multiple of this
@@ -434,10 +440,13 @@ def loop_figures(rows: list[dict], t_from: float, t_to: float) -> dict:
             "mean_target_ms": round(sum(r["target_ms"] for r in rows) / len(rows), 2)}
 
 
-def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int = 0) -> dict:
+def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int = 0,
+         label: str | None = None) -> dict:
+    """One policy through one profile's phases; `label`: the profile and load in file
+    names (default the profile)."""
     apply_policy(st, policy)
     agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
-    tag = f"{profile}-{policy}" + (f"-r{run + 1}" if opts.runs > 1 else "")
+    tag = f"{label or profile}-{policy}" + (f"-r{run + 1}" if opts.runs > 1 else "")
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
     # from where the one before it left the frequency (none asked for: none played, as the
     # load generator takes no phase of 0 s)
@@ -526,14 +535,18 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
             # interleaved: run k of every policy before run k + 1 of any, the order
             # rotated by one place per run, each run's load on its own seed
             order = protocol.run_order(opts.policies, run + 1)
+            loads = loads_of(opts)
             for profile in opts.profiles:
-                phases = profile_phases(profile, opts.low, opts.high, opts.seconds)
-                for policy in order:
-                    if opts.runs > 1:
-                        log(f"[slo] run {run + 1} of {opts.runs}: {profile}, {policy}")
-                    runs = out.setdefault(profile, {}).setdefault(policy, [])
-                    runs.append(play(st, svc, policy, profile, phases, opts, log, run))
-        backend = {"backend": st.testbed.backend, "datapath": st.testbed.datapath}
+                for low, high in loads:
+                    phases = profile_phases(profile, low, high, opts.seconds)
+                    key = profile if len(loads) == 1 else f"{profile} {low:g}-{high:g}"
+                    for policy in order:
+                        if opts.runs > 1:
+                            log(f"[slo] run {run + 1} of {opts.runs}: {key}, {policy}")
+                        runs = out.setdefault(key, {}).setdefault(policy, [])
+                        runs.append(play(st, svc, policy, profile, phases, opts, log, run,
+                                         key.replace(" ", "-")))
+        backend = st.testbed.describe()
     return {"profiles": out, "loop": {k: slo_doc[k] for k in ("actuator", "energy_source",
                                                               "period_s")},
             "energy_model": slo_doc["services"][svc.name]["energy"]["model"],
@@ -564,6 +577,33 @@ TESTED = (("energy_j", "lower"), ("energy_per_request_mj", "lower"),
 LOOPS = (*ONE_LOOP, *CALL_GRAPH)
 
 
+def loads_of(opts) -> list[tuple[float, float]]:
+    """The (low, high) loads the options ask for: --loads, else --low and --high."""
+    return opts.loads or [(opts.low or DEFAULT_LOW, opts.high or DEFAULT_HIGH)]
+
+
+def loads_text(loads) -> str:
+    return ", ".join(f"{low:g} -> {high:g}" for low, high in loads)
+
+
+def load_pairs(text: str) -> list[tuple[float, float]]:
+    """An argparse type: comma-separated `low-high` pairs of requests per second, each
+    above 0, at least one."""
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        low, sep, high = item.partition("-")
+        try:
+            pair = (float(low), float(high)) if sep else None
+        except ValueError:
+            pair = None
+        if pair is None or not all(math.isfinite(v) and v > 0 for v in pair):
+            raise argparse.ArgumentTypeError(
+                f"expected low-high pairs of requests per second above 0, separated by "
+                f"commas (20-50,30-70), got {item[:40]!r}")
+        out.append(pair)
+    return out
+
+
 def calibrated_target(res: dict) -> tuple[float, float] | None:
     """(the fixed maximum's worst stable client percentile over all its runs, the target
     the calibration rule takes from it), or None without such a run: a target the maximum
@@ -575,6 +615,17 @@ def calibrated_target(res: dict) -> tuple[float, float] | None:
     top = max(worst)
     step = CALIBRATION_STEP_MS
     return top, step * math.ceil(CALIBRATION_FACTOR * top / step - 1e-9)
+
+
+def _calibration_lines(doc: dict, res: dict, lead: str) -> list[str]:
+    """The calibration rule's target from the fixed maximum's runs in `res`, if any."""
+    target = calibrated_target(res)
+    if target is None:
+        return []
+    return [f"{lead}Calibration: the fixed maximum's worst stable p"
+            f"{doc['slo']['percentile']:g} at the client over its {len(res['max'])} run(s) "
+            f"was {target[0]:g} ms; the rule ({CALIBRATION_FACTOR:g} x that, rounded up to "
+            f"{CALIBRATION_STEP_MS:g} ms) gives a target of {target[1]:g} ms.", ""]
 
 
 def over_runs(results: list[dict], key: str, digits: int, scale: float) -> str:
@@ -664,7 +715,7 @@ def summary_markdown(doc: dict, opts) -> str:
              f"{_scope_text(doc)}); "
              f"frequency: {act}"
              f"{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
-             f"energy: {energy_src}; load {opts.low:g} -> {opts.high:g} requests/s, "
+             f"energy: {energy_src}; load {loads_text(loads_of(opts))} requests/s, "
              f"{opts.seconds:g} s per profile and policy, each after {opts.warmup:g} s of "
              f"unmeasured warm-up at the first rate.", ""]
     for profile, res in doc["profiles"].items():
@@ -686,13 +737,10 @@ def summary_markdown(doc: dict, opts) -> str:
                       table(["policy", "figure", "against", "difference", "ratio",
                              "95 % interval", "p", "verdict"], tests, "lllrrrrl",
                             compact=True)]
-        target = calibrated_target(res)
-        if target is not None:
-            lines += [f"Calibration: the fixed maximum's worst stable p"
-                      f"{doc['slo']['percentile']:g} at the client over its "
-                      f"{len(res['max'])} run(s) was {target[0]:g} ms; the rule "
-                      f"({CALIBRATION_FACTOR:g} x that, rounded up to "
-                      f"{CALIBRATION_STEP_MS:g} ms) gives a target of {target[1]:g} ms.", ""]
+        lines += _calibration_lines(doc, res, "")
+    if len(doc["profiles"]) > 1:
+        every = {"max": [r for res in doc["profiles"].values() for r in res.get("max", [])]}
+        lines += _calibration_lines(doc, every, "Over every profile and load: ")
     lines += [f"{PAPER}.", "",
               "Control intervals are the loop's periods with an SLI (enough requests in its "
               "window); at the client, the same percentile over the same window of the "
@@ -729,7 +777,7 @@ def plot(doc: dict, out_dir: str) -> None:
                      + (f" (run {len(next(iter(res.values())))})" if len(next(iter(
                          res.values()))) > 1 else ""))
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, f"slo-{profile}.png"), dpi=110)
+        fig.savefig(os.path.join(out_dir, f"slo-{profile.replace(' ', '-')}.png"), dpi=110)
         plt.close(fig)
 
 
@@ -747,10 +795,13 @@ def parser() -> argparse.ArgumentParser:
         " controller (a rule pair per connection from the controller; the default), "
         "tracker, or switch (data-plane mode: no packet to the controller)"))
     p.add_argument("--profiles", type=choice_list(PROFILES), default=list(PROFILES))
-    p.add_argument("--low", type=positive_float, default=30.0,
+    p.add_argument("--low", type=positive_float,
                    help="requests per second at low load (default 30)")
-    p.add_argument("--high", type=positive_float, default=70.0,
+    p.add_argument("--high", type=positive_float,
                    help="requests per second at high load (default 70)")
+    p.add_argument("--loads", type=load_pairs, help=(
+        "instead of --low and --high, several loads as low-high pairs (20-50,30-70): each "
+        "profile played at each, and the calibration taken over them all"))
     p.add_argument("--seconds", type=bounded(float, 30, 3600), default=90.0,
                    help="seconds per profile and policy (default 90)")
     p.add_argument("--margin", type=bounded(float, 0.01, 0.9),
@@ -772,6 +823,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.loads and (args.low is not None or args.high is not None):
+        fail("--loads replaces --low and --high: give one or the other", code=2)
+    args.loads = loads_of(args)
     try:
         data = load_config_data(args.config)
         cfg = parse_config_file_data(data, config_path(args.config))

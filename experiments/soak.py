@@ -2,7 +2,8 @@
 load for a long while, sampling everything that could grow without bound.
 
     sudo .venv/bin/python -m experiments.soak [--minutes 60] [--rate 20] [--policy malb]
-                                              [--sample-s 10] [--out results/soak]
+                                              [--short-flows tracker] [--sample-s 10]
+                                              [--out results/soak]
 
 Sampled every --sample-s seconds (samples.csv): each platform process's resident memory,
 open file descriptors and threads (the controller, every agent, the profiler); the
@@ -37,8 +38,9 @@ import urllib.request
 from common import lab
 from common.cli import ArgumentParser, bounded, fail, require_testbed
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
+from common.config.model import DATAPLANE_MODES
 from common.markdown import number, table
-from common.procs import ROOT
+from common.paths import WORK
 
 LEVEL_SHARE = 0.05            # growth per hour at most 5 % of the mean: levels off
 # kinds of figures: the growth per hour below which a change is noise
@@ -144,10 +146,12 @@ def run(args) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     data = {"testbed": {"clients": 2}, "microservices": DEFAULT_MICROSERVICES,
-            "controller": {"idle_timeout_s": 10},
+            "controller": {"idle_timeout_s": 10,
+                           "dataplane": {"short_flows": args.short_flows}},
             "profiler": {"retention_s": args.history_retention_min * 60.0}}
     seconds = args.minutes * 60.0
     with Stack(data, os.path.join(args.out, "run"), policy=args.policy) as st:
+        args.testbed = st.testbed.describe()
         st.wait_monitoring(60)
         spec_path = os.path.join(args.out, "spec.json")
         with open(spec_path, "w") as fh:
@@ -207,7 +211,7 @@ def run(args) -> int:
 def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump({**getattr(args, "stamp", {}), "minutes": args.minutes, "rate": args.rate,
-                   "policy": args.policy,
+                   "policy": args.policy, "testbed": getattr(args, "testbed", None),
                    "level_share": LEVEL_SHARE, "floors": FLOORS, "figures": lines}, fh,
                   indent=2)
     body = table(["figure", "first", "last", "mean (2nd half)", "growth / h", "verdict"],
@@ -217,6 +221,8 @@ def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.md"), "w") as fh:
         stamp = getattr(args, "stamp", None)
         ran = f"\n\nCommit {stamp['commit']}, started {stamp['when']}." if stamp else ""
+        tb = getattr(args, "testbed", None)
+        ran += f"\n\nTestbed: {tb['backend']}, {tb['datapath']} datapath." if tb else ""
         fh.write(f"# Soak: {args.minutes:g} min at {args.rate:g} requests/s, policy "
                  f"{args.policy}\n\n    sudo .venv/bin/python -m experiments.soak "
                  f"{' '.join(sys.argv[1:])}{ran}\n\nGrowth per hour: the least-squares slope over "
@@ -250,12 +256,16 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=bounded(float, 0.5, 500), default=20.0,
                    help="requests per second, all clients together")
     p.add_argument("--policy", choices=POLICIES, default="malb")
+    p.add_argument("--short-flows", choices=DATAPLANE_MODES, default="controller",
+                   help="who handles short flows (controller.dataplane.short_flows): "
+                        "controller (per-flow rule pairs, the default), switch (data-plane "
+                        "mode) or tracker (the switch's connection tracker)")
     p.add_argument("--sample-s", type=bounded(float, 1, 600), default=10.0)
     p.add_argument("--history-retention-min", type=bounded(float, 1, 10080), default=15.0,
                    help="the profiler's history retention for the run, so that its pruning "
                         "runs within it")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", default=os.path.join(ROOT, "results", "soak"))
+    p.add_argument("--out", default=os.path.join(WORK, "results", "soak"))
     args = p.parse_args(argv)
     require_testbed("the soak")
     # the code and time the run starts with (a commit landing during the hour is not it)

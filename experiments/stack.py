@@ -23,6 +23,7 @@ from common import lab, testbed_lock
 from common.config import load_config
 from common.httpjson import auth_headers
 from common.procs import Service, controller_service, python_service
+from experiments.controller_pair import ControllerPair
 from common.state import process_start_ticks, same_process
 from topologies.backend import resolve_datapath
 from topologies.testbed import Testbed, TestbedOptions
@@ -40,7 +41,8 @@ def transitions_for(datapath: str) -> str:
 class Stack:
     def __init__(self, config_data: dict, run_dir: str, policy: str | None = None,
                  controller: bool = True, agents: bool = True, profiler: bool = True,
-                 start_services: bool = True, history_path: str | None = None):
+                 start_services: bool = True, history_path: str | None = None,
+                 standby: bool = False):
         self.data = copy.deepcopy(config_data)
         self.run_dir = os.path.abspath(run_dir)
         self.history_path = os.path.abspath(
@@ -52,6 +54,11 @@ class Stack:
         self.cfg = None
         self.testbed: Testbed | None = None
         self.controller: Service | None = None
+        # a standby pair (experiments/controller_pair.py): `controller` is the master the
+        # stack asks, `standby` the other; they swap when the standby takes over
+        self.want_standby = standby and controller
+        self.pair: ControllerPair | None = None
+        self.standby: Service | None = None
         self.agents: dict[str, Service] = {}
         self.profiler: Service | None = None
         self.loadgens: dict[str, tuple[int, int | None]] = {}   # name -> (pid, start ticks)
@@ -79,10 +86,18 @@ class Stack:
             with open(self.config_path, "w") as fh:
                 yaml.safe_dump(self.data, fh, sort_keys=False)
             self.cfg = load_config(self.config_path)
+            if self.want_standby:
+                self.pair = ControllerPair(self.cfg, self.config_path, self.policy, self.run_dir)
             if self.want["controller"]:
                 self.start_controller()
+            if self.want_standby:
+                self.start_standby()
             self.testbed = Testbed(self.cfg, TestbedOptions(
                 start_services=self.start_services)).start()
+            # beside the run's configuration and logs, whichever entry point made it
+            lab.write_results(self.run_dir, "testbed", self.testbed.describe(), echo=False)
+            if self.pair is not None:
+                self.pair.connect_both()
             if self.start_services:
                 missing = self.testbed.wait_services()
                 if missing:
@@ -110,6 +125,18 @@ class Stack:
         self.controller = self._controller_service().start()
         return self.controller
 
+    def start_standby(self) -> Service:
+        assert self.pair is not None, "a standby pair only (Stack(standby=True))"
+        self.standby = self.pair.service("standby").start()
+        return self.standby
+
+    def promote_standby(self) -> None:
+        """The standby took over: the stack asks it from now on; the old master's slot is
+        the standby's, to be started again by start_standby."""
+        assert self.pair is not None, "a standby pair only (Stack(standby=True))"
+        self.pair.promote()
+        self.controller, self.standby = self.standby, self.controller
+
     def start_agent(self, server: str) -> Service:
         self.agents[server] = self._agent_service(server).start()
         return self.agents[server]
@@ -119,6 +146,8 @@ class Stack:
         return self.profiler
 
     def _controller_service(self) -> Service:
+        if self.pair is not None:
+            return self.pair.service("master")
         return controller_service(self.config_path, self.policy,
                                   os.path.join(self.run_dir, "controller.log"),
                                   self.cfg.controller.rest_port)
@@ -150,7 +179,7 @@ class Stack:
         # whose shell a SIGTERM or ^C caught mid-command); the first failure is raised after
         failures = []
         testbed, self.testbed = self.testbed, None
-        parts = [self.profiler, *self.agents.values(), testbed, self.controller]
+        parts = [self.profiler, *self.agents.values(), testbed, self.controller, self.standby]
         try:
             for service in [self.profiler, *self.agents.values()]:
                 if service is not None:
@@ -236,7 +265,9 @@ class Stack:
 
     # ---------------------------------------------------------------- helpers
     def controller_url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.cfg.controller.rest_port}{path}"
+        """On the master's REST port (the standby's, once it has taken over)."""
+        port = self.pair.master_ports[1] if self.pair else self.cfg.controller.rest_port
+        return f"http://127.0.0.1:{port}{path}"
 
     def controller_get(self, path: str):
         with urllib.request.urlopen(self.controller_url(path), timeout=5) as r:

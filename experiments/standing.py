@@ -109,26 +109,33 @@ def _vs_text(v: dict | None) -> str:
     return f"{100 * v['ratio']:+.1f} % ({v['diff']:+.1f} ± {number(v['ci'])})"
 
 
-def _client_text(s: dict, against: str) -> str:
+CLIENT_ITEMS = 4      # figures named per side in a cell; the others counted
+FIRST = ("all requests", "balancing CPU")       # named before the classes
+
+
+def _client_text(s: dict, against: str, most: int = CLIENT_ITEMS) -> str:
     """What clients saw that is significantly worse, or better, with ours than with
-    `against` (paired, uncorrected): each class's p50 and p99 response time, throughput and
-    failed requests."""
-    worse, better = [], []
+    `against` (paired, uncorrected): each class's and all requests' p50, p95 and p99
+    response time, throughput and failed requests, and the balancing parts' CPU. At most
+    `most` named a side, end to end and the balancing CPU first, the others counted."""
+    sides: dict[str, list[str]] = {"significantly worse": [], "significantly better": []}
     for e in s["classes"].values():
         if against not in e["vs"] or e["vs"][against].get("ratio") is None:
             continue
         label = e["label"].replace(" RT ", " ").replace(" mean throughput", " throughput")
         label = label.split(" (")[0]
-        verdict = e["vs"][against]["verdict"]
-        if verdict == "significantly worse":
-            worse.append(f"{label} {100 * e['vs'][against]['ratio']:+.0f} %")
-        elif verdict == "significantly better":
-            better.append(f"{label} {100 * e['vs'][against]['ratio']:+.0f} %")
+        if label.startswith("balancing CPU"):
+            label = "balancing CPU"
+        if e["vs"][against]["verdict"] in sides:
+            sides[e["vs"][against]["verdict"]].append(
+                f"{label} {100 * e['vs'][against]['ratio']:+.0f} %")
     parts = []
-    if worse:
-        parts.append("worse: " + ", ".join(worse))
-    if better:
-        parts.append("better: " + ", ".join(better))
+    for name, verdict in (("worse", "significantly worse"), ("better", "significantly better")):
+        items = sorted(sides[verdict], key=lambda text: not text.startswith(FIRST))
+        if items:
+            more = len(items) - most
+            parts.append(f"{name}: " + ", ".join(items[:most])
+                         + (f" and {more} more" if more > 0 else ""))
     return "; ".join(parts) or "level"
 
 
@@ -158,9 +165,11 @@ def standing_table(suite: dict) -> str:
            "CPU STDEV across servers (%), mean ± 95 % interval; \"vs\": the paired difference "
            "as a ratio, then in points ± its 95 % interval; p from the paired t-test, in "
            "brackets Holm-corrected over the scenario's comparisons, † where p < 0.05 and "
-           "the correction does not hold it. Clients: each class's p50 and p99 response "
-           "time, throughput and failed requests where ours differs significantly (p < 0.05, "
-           f"uncorrected). {_seeds(suite)}; {_commits(suite)}."]
+           "the correction does not hold it. Clients: each class's and all requests' p50, p95 "
+           "and p99 response time, throughput and failed requests, and the balancing parts' "
+           "CPU per 1,000 requests, where ours differs significantly (p < 0.05, uncorrected); "
+           f"at most {CLIENT_ITEMS} named a side, end to end first, the others counted (each "
+           f"in its cell's summary). {_seeds(suite)}; {_commits(suite)}."]
     return "\n".join(out) + "\n"
 
 

@@ -28,6 +28,7 @@ from common import lab
 from common.cli import ArgumentParser, choice_list, fail, number_list, positive_float, \
     positive_int, require_testbed
 from common.markdown import number, table
+from common.paths import WORK
 from common.procs import ROOT, git_commit
 from experiments import lb_comparison, protocol, report, scenarios, significance, workload
 
@@ -263,7 +264,7 @@ def main(argv=None) -> int:
     opts = p.parse_args(argv)
     if opts.tabulate:
         return tabulate(opts.tabulate)
-    opts.out = opts.out or os.path.join(ROOT, "results", f"suite-{opts.seed}")
+    opts.out = opts.out or os.path.join(WORK, "results", f"suite-{opts.seed}")
     # before a comparison is started and refused; each comparison takes the lock itself
     require_testbed("the evaluation suite", hold=False)
     os.makedirs(opts.out, exist_ok=True)

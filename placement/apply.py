@@ -47,6 +47,10 @@ class ControllerClient:
         delete_json(f"{self.url}/malb/instances/{name}" + ("?force=1" if force else ""),
                     self.timeout_s, token=self.token)
 
+    def set_policy(self, name: str) -> None:
+        """The controller decides by this policy from now on (PUT /malb/policy)."""
+        put_json(f"{self.url}/malb/policy", {"policy": name}, self.timeout_s, token=self.token)
+
     def layout(self) -> dict[str, list[str]]:
         """Where each microservice runs: its instances in the pools, not draining."""
         out: dict[str, list[str]] = {}

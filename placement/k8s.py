@@ -22,7 +22,7 @@ import json
 import re
 import shlex
 
-from common.config import Config
+from common.config import Config, callgraph_spec
 
 HOSTNAME = "kubernetes.io/hostname"  # one replica per node
 SERVER_LABEL = "malb/server"         # which server a node is: kubectl label node N malb/server=srv1
@@ -70,16 +70,6 @@ def resources(cfg: Config, layout: dict[str, list[str]], microservice: str) -> d
     return {"requests": dict(amount), "limits": dict(amount)}
 
 
-def k8s_callgraph_spec(cfg: Config, m) -> dict:
-    """What a call-graph pod is told ($MALB_SPEC): as on the testbed, but each callee
-    reached by its Service's name (cluster DNS) instead of its VIP."""
-    return {"service": m.name, "cpu_ms": m.cpu_ms, "response_bytes": m.response_bytes,
-            "calls": [{"service": c.service, "host": c.service,
-                       "port": cfg.microservice(c.service).port, "count": c.count,
-                       "request_bytes": c.request_bytes, "response_bytes": c.response_bytes}
-                      for c in m.calls]}
-
-
 def container_spec(cfg: Config, layout: dict[str, list[str]], m,
                    registry: str | None = None) -> dict:
     """The microservice's container: its configured command as an argument list (`{instance}`
@@ -91,7 +81,9 @@ def container_spec(cfg: Config, layout: dict[str, list[str]], m,
            {"name": "MALB_INSTANCE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
            {"name": "MALB_SERVER", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     if m.kind == "callgraph":
-        env.append({"name": "MALB_SPEC", "value": json.dumps(k8s_callgraph_spec(cfg, m))})
+        # as on the testbed, but each callee reached by its Service's name (cluster DNS)
+        spec = callgraph_spec(cfg, m, callee_host=lambda c: c.service)
+        env.append({"name": "MALB_SPEC", "value": json.dumps(spec)})
     container = {"name": m.name, "image": image_ref(m.image, registry),
                  "imagePullPolicy": "IfNotPresent", "workingDir": WORKDIR, "command": command,
                  "ports": [{"containerPort": m.port, "protocol": m.protocol.upper()}],

@@ -85,6 +85,12 @@ class ControllerMetrics:
             "malb_probe_failures_total", "GET /probes problems: poll (no answer), instance "
             "(the agent could not read one), malformed (a part of an answer refused).",
             ("server", "kind"), registry=r)
+        self.role = Gauge("malb_controller_master",
+                          "1 while this controller is master (or has no standby peer), 0 while "
+                          "it is standby.", registry=r)
+        self.takeovers = Counter("malb_takeovers_total",
+                                 "Times this controller took the master role from its peer.",
+                                 registry=r)
         # `instance_name`, not `instance`: Prometheus gives every scraped series its target's
         # address as `instance` (and would rename ours to `exported_instance`)
         # the ones the core names in its results (Result.metrics), by their exposed names

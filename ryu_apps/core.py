@@ -7,9 +7,10 @@ updates and logs its lines. tests/unit/ryu_apps/test_core.py runs it against a f
 ControllerCore holds the managers (ryu_apps/managers/, one concern each) and passes each
 event to them: a switch up or gone to all in turn, any other event to the one it concerns;
 it handles packet-ins itself (ARP for the VIPs, probe answers, the new-flow path of
-ryu_apps/flowpath.py, plain L2), the pools changed over REST, and the views of its state.
-In the user's own network (`network:`) it also finds the links between switches
-(ryu_apps/links.py) and where instances are (ryu_apps/locations.py).
+ryu_apps/flowpath.py, plain L2) and the pools changed over REST; the views of its state
+are ryu_apps/views.py's. In the user's own network (`network:`) its link_discovery manager
+finds the links between switches (ryu_apps/links.py), and probe answers where instances
+are (ryu_apps/locations.py).
 """
 from __future__ import annotations
 
@@ -19,17 +20,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from common.config import active_flow_refresh_s
-from ryu_apps import ofwire
-from ryu_apps.flowpath import FlowPath, next_hops
+from ryu_apps import ofwire, views
+from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import FIN_TAG, FlowTable
 from ryu_apps.tracker import MISS_COOKIE
 from ryu_apps.health import HealthTracker
-from ryu_apps.links import Links
 from ryu_apps.managers.agent_probes import AgentProbes, PollPlan
 from ryu_apps.managers.base import controller_packet_out
 from ryu_apps.managers.dataplane_groups import DataplaneGroups
 from ryu_apps.managers.flow_statistics import FlowStat, FlowStatistics
 from ryu_apps.managers.health_checks import HealthChecks
+from ryu_apps.managers.link_discovery import LinkDiscovery
 from ryu_apps.managers.port_rates import PortRates, PortStat
 from ryu_apps.managers.profiler_exchange import ProfilerExchange
 from ryu_apps.managers.switch_rules import PRIO_L2, SwitchRules
@@ -67,7 +68,9 @@ class ControllerCore:
                              locations=self.plan.locations)
         # the user's network: links between switches found by LLDP, not configured
         self.discovering = cfg.declared_network
-        self.links = Links(c.monitoring_period_s)
+        self.discovery = LinkDiscovery(cfg, self.discovering, xid, self.path.next_hop, set(),
+                                       self._pools_changed)
+        self.links = self.discovery.links
         for name in self.plan.locations.unlocated():
             # probed out of every edge port until an answer says where it is
             self.health.add(name)
@@ -91,9 +94,10 @@ class ControllerCore:
                                   self.health_checks.service_reading)
         self.profiler = ProfilerExchange(cfg, self.plan, self.policy_core, self.flows,
                                          self.ports.rates, started)
+        self.discovery.switches = switches
         # in the order a (re)connected switch gets their messages
         self.managers = (self.switch_rules, self.dataplane, self.statistics, self.ports,
-                         self.health_checks, self.probes, self.profiler)
+                         self.health_checks, self.probes, self.profiler, self.discovery)
         self.switches = switches
 
     def _pools_changed(self, now: float, out: Result) -> Result:
@@ -124,7 +128,6 @@ class ControllerCore:
         (discover_links): a reconnection restores their rules."""
         for m in self.managers:
             m.switch_down(dpid, now)
-        self.links.switch_gone(dpid)
         return Result(warnings=[f"switch {dpid:016x} disconnected"])
 
     def meter_features(self, dpid: int, max_meter: int, band_types: int, capabilities: int,
@@ -147,13 +150,7 @@ class ControllerCore:
         if f is None:
             return Result()
         if f.eth_type == ofwire.ETH_TYPE_LLDP:
-            out = Result(kinds=["lldp"])
-            if self.discovering and self.links.heard(dpid, in_port, data, now):
-                out.infos.append(f"link found: switch {dpid:016x} port {in_port} - "
-                                 f"{self.links.links[(dpid, in_port)][0][0]:016x} port "
-                                 f"{self.links.links[(dpid, in_port)][0][1]}")
-                self._links_changed(out, now)
-            return out
+            return self.discovery.heard(dpid, in_port, data, now)
         if cookie >> 48 == FIN_TAG and f.eth_type == ofwire.ETH_TYPE_IP:
             return self.path.fin(dpid, f, now)     # already sent on by the switch
         if cookie == MISS_COOKIE and f.ip_proto == ofwire.IPPROTO_TCP:
@@ -214,32 +211,9 @@ class ControllerCore:
             line, warning = said
             (out.warnings if warning else out.infos).append(line)
 
-    def _links_changed(self, out: Result, now: float) -> None:
-        """Next hops over the links found (the dict every manager holds, updated in place);
-        the data-plane groups' buckets may point elsewhere now."""
-        hops = next_hops(self.cfg, self.links.adjacency())
-        self.path.next_hop.clear()
-        self.path.next_hop.update(hops)
-        self._pools_changed(now, out)
-
     def discover_links(self, now: float) -> Result:
-        """The user's network: a discovery frame out of every port of every switch, and
-        links not heard for a while forgotten."""
-        out = Result()
-        if not self.discovering:
-            return out
-        gone = self.links.expire(now)
-        for (a, ap), (b, bp) in gone:
-            if a < b:
-                out.warnings.append(f"link gone: switch {a:016x} port {ap} - {b:016x} port {bp}")
-        if gone:
-            self._links_changed(out, now)
-        for dpid in sorted(self.switches):
-            frames = self.links.frames(dpid)
-            if frames:
-                out.sends.append((dpid, b"".join(
-                    controller_packet_out(self.xid(dpid), frame, port) for port, frame in frames)))
-        return out
+        """The user's network: discovery frames out, links not heard forgotten."""
+        return self.discovery.discover(now)
 
     def _l2_forward(self, out: Result, dpid: int, in_port: int, data: bytes, f) -> None:
         out_port = self.path.mac_to_port.get(dpid, {}).get(f.eth_dst)
@@ -273,8 +247,7 @@ class ControllerCore:
         return self.dataplane.poll_connections(now)
 
     def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> Result:
-        if self.discovering:
-            self.links.ports_seen(dpid, [e.port_no for e in entries])
+        self.discovery.ports_seen(dpid, [e.port_no for e in entries])
         return self.ports.port_stats(dpid, entries, now)
 
     def port_status(self, dpid: int, port_no: int, reason: int, state: int,
@@ -363,51 +336,12 @@ class ControllerCore:
             self.policy_core.profiles.set_manual_weights(ms, w)
         return self._pools_changed(now, Result())
 
-    # ---------------------------------------------------------------- views
+    # ---------------------------------------------------------------- views (ryu_apps/views.py)
     def active_flows_of(self) -> dict[str, int]:
         return self.flows.active_per_instance()
 
     def instances_view(self) -> dict:
-        counts = self.active_flows_of()
-        out = {}
-        for pool in self.policy_core.pools.values():
-            for b in pool:
-                out[b.name] = {"microservice": b.microservice, "server": b.server,
-                               "healthy": self.policy_core.healthy[b.name],
-                               "draining": b.name in self.policy_core.draining,
-                               "active_flows": counts.get(b.name, 0),
-                               "health": self.health.state[b.name].last_result
-                               if b.name in self.health.state else None}
-        # instances out of every pool that still carry flows (removed while draining)
-        instances = self.plan.instances
-        for name, n in counts.items():
-            out.setdefault(name, {"microservice": instances[name].microservice,
-                                  "server": instances[name].server, "healthy": None,
-                                  "draining": None, "active_flows": n, "health": None,
-                                  "in_pool": False})
-        return out
+        return views.instances_view(self)
 
     def status(self) -> dict:
-        st = self.policy_core.status()
-        health = self.health.status()
-        for s in st["servers"].values():
-            for name, inst in s["instances"].items():
-                inst["health"] = health[name]["last_result"]
-                inst["service_check"] = health[name]["service"]
-        for m in self.cfg.microservices:
-            if m.name in st["microservices"]:
-                st["microservices"][m.name].update(vip=m.vip, port=m.port, protocol=m.protocol)
-        st["profiler"] = dict(self.profiler.state)
-        st["probes"] = self.probes.status(self.policy_core.clock())
-        st["switches"] = sorted(f"{d:016x}" for d in self.switches)
-        st["active_flows"] = self.flows.active_count()
-        st["flow_records"] = len(self.flows.flows)     # active and ended ones kept
-        st["monitoring_period_s"] = self.cfg.controller.monitoring_period_s
-        st["dataplane"] = self.dataplane.status()
-        st["channel_lag_s"] = {f"{d:016x}": round(lag, 4)
-                               for d, lag in sorted(self.health_checks.channel_lag.items())}
-        st["packet_in_limit_per_s"] = self.switch_rules.meter_status()
-        st["instances_unlocated"] = self.plan.locations.unlocated()
-        st["instance_locations"] = self.plan.locations.view()
-        st["links"] = self.links.view()
-        return st
+        return views.status(self)

@@ -31,7 +31,7 @@ DEFAULT_TABLE_SIZE = 127 # within OVS's 256 dp_hash values: no upcall per connec
 WEIGHT_STEP = 0.05       # weights are rounded to this share of the largest: a small drift
                          # of the profiler's figures does not rebuild the table
 # in-switch transitions: a moving slot's bucket sends its packets through the connection
-# tracker in this zone (its own: the tracker mode's per-switch zones count up from 1), on
+# tracker in this zone (its own: tracker mode's per-switch zones stay below it), on
 # into this table (table 1 holds the reverse NAT's host rules)
 TRANSITION_ZONE = 0xFFFF
 TRACKER_HOLDS_S = 25.0    # a transition's length at most: Open vSwitch's userspace tracker

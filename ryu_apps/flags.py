@@ -17,4 +17,10 @@ cfg.CONF.register_cli_opts([
     cfg.StrOpt("malb-policy", default=None,
                help="load-balancing policy for this run: malb, srr, ln or maglev "
                     "(default: $MALB_POLICY, else controller.policy in the configuration)"),
+    cfg.StrOpt("malb-peer", default=None,
+               help="the other controller's REST URL, for a standby pair (default: $MALB_PEER; "
+                    "none: no standby, and no role is asked of the switches)"),
+    cfg.StrOpt("malb-role", default=None,
+               help="the role this controller starts for beside its peer: master or standby "
+                    "(default: $MALB_ROLE, else master)"),
 ])

@@ -6,29 +6,27 @@ any warning come out, in the Result the controller core (ryu_apps/core.py) retur
 
 - FlowPath: vip_packet (repeat, transition, resume, reset, decision, caps), orphan (resumed
   by the instance's side), fin (a watched flow's end), tracked_miss (a tracked segment
-  ahead of its rule); the rules and packets they send (tracker mode's through
-  ryu_apps/tracker.py);
-- next_hops: output ports over the configured trunks and the links found;
-- PRIO_NAT, PRIO_FIN_WATCH, FIN_WATCH_HARD_S, ...: the rules' priorities and timeouts.
+  ahead of its rule); the rules and packets they send are ryu_apps/flow_messages.py's
+  (tracker mode's through ryu_apps/tracker.py);
+- next_hops: output ports over the configured trunks and the links found; new_record: a
+  new flow's record from its first packet;
+- RULES_RESEND_AFTER_S, ...: when rules are sent again, warnings logged (the rules'
+  priorities and timeouts: ryu_apps/flow_messages.py).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ryu_apps import ofwire
+from ryu_apps.flow_messages import FlowMessages
 from ryu_apps.locations import InstanceLocations
 from ryu_apps.managers.switch_rules import orphan_rules
-from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, fin_cookie
+from ryu_apps.flows import FlowRecord, FlowTable
 from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy import PolicyCore
 from ryu_apps.result import Result
 from ryu_apps.tracker import Tracker, towards_actions
 
-PRIO_NAT = 200
-PRIO_FIN_WATCH = PRIO_NAT + 1
-# a FIN watch whose flow never sends one goes after this (the policy core forgets the flow
-# at the same age: estimators/open_flows.OpenFlows)
-FIN_WATCH_HARD_S = 600
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
 FLOW_CAP_LOG_EVERY_S = 10
 NO_PATH_LOG_EVERY_S = 10      # a flow's packets dropped for want of a path: logged this often
@@ -60,6 +58,18 @@ def next_hops(cfg, links=()) -> dict[tuple[int, int], int]:
     return hops
 
 
+def new_record(flow_id: int, dpid: int, in_port: int, f: ofwire.Frame, proto: str, ms,
+               backend: Backend, now: float, fin_watch: bool, tracked: bool) -> FlowRecord:
+    """The record of a new flow, from its first packet (a tracked connection's FIN and
+    reset come by the tracker's static watch: watched)."""
+    return FlowRecord(flow_id=flow_id, dpid=dpid, protocol=proto, client_ip=f.ip_src,
+                      client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
+                      vport=f.dst_port, microservice=ms.name, instance=backend.name,
+                      server=backend.server, created=now, last_active=now,
+                      backend_ip=backend.ip, backend_port=backend.port,
+                      fin_watch=fin_watch or tracked, tracked=tracked)
+
+
 class FlowPath:
     """The state the new-flow path needs, and the path itself."""
 
@@ -86,8 +96,15 @@ class FlowPath:
         self._flow_cap_logged = float("-inf")
         self._no_path_logged = float("-inf")
         # tracker mode: short-flow TCP connections NATed by the switch's connection tracker
-        self.tracker = Tracker(cfg.controller.vip_mac, self.switch_dpids) \
+        self.tracker = Tracker.of(cfg) \
             if cfg.controller.dataplane.short_flows == "tracker" else None
+        # the messages of a flow on a switch (ryu_apps/flow_messages.py), called on the path
+        # by the managers as well
+        m = self.messages = FlowMessages(cfg, backends, xid, self.instances, self.locations,
+                                         self.next_hop, self.mac_to_port, self.tracker)
+        self.nat_rules, self.tracker_rules, self.first_packet = \
+            m.nat_rules, m.tracker_rules, m.first_packet
+        self.tcp_reset, self.port_towards = m.tcp_reset, m.port_towards
 
     # ------------------------------------------------------------------ packet-ins
     def vip_packet(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
@@ -349,23 +366,11 @@ class FlowPath:
     def _start_flow(self, out: Result, dpid: int, in_port: int, data: bytes, f, proto: str,
                     ms, backend: Backend, now: float, fin_watch: bool = False,
                     tracked: bool = False) -> None:
-        cookie = self.flows.new_flow_id(ms.index, backend.order)
-        # a tracked connection's FIN and reset come by the tracker's static watch
-        rec = FlowRecord(flow_id=cookie, dpid=dpid, protocol=proto, client_ip=f.ip_src,
-                         client_port=f.src_port, client_in_port=in_port, vip=f.ip_dst,
-                         vport=f.dst_port, microservice=ms.name, instance=backend.name,
-                         server=backend.server, created=now, last_active=now,
-                         backend_ip=backend.ip, backend_port=backend.port,
-                         fin_watch=fin_watch or tracked, tracked=tracked)
-        # rules, barrier and the first packet in one write: the switch applies the rules
-        # before it sends the packet on (tracked: the packet-out that commits it, after any
-        # rule of the tracker's table the switch lacks). Built before the record is kept, so
-        # nothing is recorded for a flow whose rules could not be made.
-        if tracked:
-            messages = self.first_packet(dpid, in_port, data, rec)
-        else:
-            messages = self.nat_rules(dpid, rec, now) + \
-                self.first_packet(dpid, in_port, data, rec)
+        rec = new_record(self.flows.new_flow_id(ms.index, backend.order), dpid, in_port, f,
+                         proto, ms, backend, now, fin_watch, tracked)
+        # built before the record is kept: nothing is recorded for a flow whose rules could
+        # not be made
+        messages = self.messages.for_new_flow(dpid, in_port, data, rec, now)
         if self.cfg.declared_network and (f.ip_src, ms.name) not in \
                 self.client_orphans.get(dpid, ()):
             # first flow of this client here: its answers outliving their rules come back
@@ -376,73 +381,9 @@ class FlowPath:
         self.flows.add(rec)
         out.sends.append((dpid, messages))
 
-    def nat_rules(self, dpid: int, rec: FlowRecord, now: float) -> bytes:
-        """The flow's rule pair and a barrier; reverse rule first, so the instance's answer
-        is rewritten as soon as it comes. A watched flow's FIN watch goes first."""
-        backend = self.backends[rec.instance]
-        c = self.cfg.controller
-        watch = b""
-        if rec.fin_watch:
-            watch = ofwire.fin_watch(
-                self.xid(dpid), fin_cookie(rec.flow_id), PRIO_FIN_WATCH, FIN_WATCH_HARD_S,
-                backend.ip, backend.port, rec.client_ip, rec.client_port,
-                ofwire.reverse_actions("tcp", c.vip_mac, rec.vip, rec.vport, backend.port,
-                                       rec.client_in_port))
-        pair = ofwire.nat_messages(
-            lambda: self.xid(dpid), rec.protocol, rec.flow_id | (DIR_FORWARD << 44),
-            rec.flow_id | (DIR_REVERSE << 44), PRIO_NAT, c.idle_timeout_s, c.hard_timeout_s,
-            rec.client_ip, rec.client_port, rec.client_in_port, rec.vip, rec.vport, c.vip_mac,
-            backend.mac, backend.ip, backend.port,
-            self.port_towards(dpid, self.instances[backend.name]))
-        rec.rules_sent = now        # built: no path to the instance raised no LookupError
-        return watch + pair
-
     def _off_tracker(self, rec: FlowRecord) -> None:
         """A tracked flow goes on a rule pair: its FIN watched only if the policy watches
         its microservice (tracked, every end was copied; unwatched, an idled-out rule pair
         is its end, not a dormant flow)."""
         self.flows.untrack(rec)
         rec.fin_watch = self.policy_core.watches(rec.microservice)
-
-    def tracker_rules(self, dpid: int, rec: FlowRecord) -> bytes:
-        """The tracker's rules a tracked flow needs that the switch lacks."""
-        backend = self.backends[rec.instance]
-        assert self.tracker is not None         # a tracked flow: tracker mode
-        return self.tracker.rules(self.xid, dpid, rec.client_in_port, backend.name,
-                                  backend.mac, backend.ip, backend.port,
-                                  self.port_towards(dpid, self.instances[backend.name]))
-
-    def first_packet(self, dpid: int, in_port: int, data: bytes, rec: FlowRecord) -> bytes:
-        backend = self.backends[rec.instance]
-        if rec.tracked:
-            assert self.tracker is not None     # a tracked flow: tracker mode
-            return self.tracker_rules(dpid, rec) + self.tracker.commit(
-                self.xid, dpid, in_port, data, backend.ip, backend.port, rec.vport)
-        actions = ofwire.forward_actions(rec.protocol, backend.mac, backend.ip, backend.port,
-                                         rec.vport,
-                                         self.port_towards(dpid, self.instances[backend.name]))
-        return ofwire.packet_out(self.xid(dpid), in_port, actions, data)
-
-    def tcp_reset(self, dpid: int, in_port: int, f: ofwire.Frame) -> bytes:
-        """A RST answering segment f (which carries an ACK), from where f was sent to, out of
-        the port f came in on (RFC 9293: seq = the segment's acknowledgment number)."""
-        frame = ofwire.tcp_frame(f.eth_src, self.cfg.controller.vip_mac, f.ip_dst, f.ip_src,
-                                 f.dst_port, f.src_port, f.tcp_ack, flags=ofwire.TCP_RST,
-                                 window=0)
-        return ofwire.packet_out(self.xid(dpid), ofwire.OFPP_CONTROLLER,
-                                 ofwire.action_output(in_port), frame)
-
-    def port_towards(self, dpid: int, inst) -> int:
-        """The instance's own port on its switch; elsewhere the trunk towards its switch
-        (configured or found), else where its MAC was learned."""
-        at = self.locations.where(inst.name)
-        if at is None:
-            raise LookupError(f"{inst.name} is not located yet")
-        if at[0] == dpid:
-            return at[1]
-        port = self.next_hop.get((dpid, at[0]))
-        if port is None:
-            port = self.mac_to_port.get(dpid, {}).get(inst.mac)
-        if port is None:
-            raise LookupError(f"no path from switch {dpid} to {inst.name}")
-        return port

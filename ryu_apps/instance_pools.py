@@ -2,7 +2,8 @@
 a fixed order, which instances are healthy and which draining, where round robin goes next,
 and each instance's latest probe.
 
-- InstancePools: membership (add, remove), health, draining, in_service, probes;
+- InstancePools: membership (add, remove), health, draining, in_service, probes, the
+  instance with an address (by_address);
 - Probe: an instance's latest probe reading.
 """
 from __future__ import annotations
@@ -105,8 +106,9 @@ class InstancePools:
         return self.healthy[b.name] and b.name not in self.draining
 
     def backend(self, instance: str) -> Backend | None:
-        for pool in self.pools.values():
-            for b in pool:
-                if b.name == instance:
-                    return b
-        return None
+        return next((b for pool in self.pools.values() for b in pool if b.name == instance),
+                    None)
+
+    def by_address(self, address: str) -> Backend | None:
+        """The instance in a pool with this IP address, None if none has it."""
+        return next((b for pool in self.pools.values() for b in pool if b.ip == address), None)

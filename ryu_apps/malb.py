@@ -1,20 +1,21 @@
 """MALB: microservice-aware load balancing, as a Ryu or os-ken application (OpenFlow 1.3).
 
-    ryu-manager ryu_apps/malb.py                       # configs/paper.yaml or $MALB_CONFIG
-    MALB_POLICY=srr ryu-manager ryu_apps/malb.py
-    ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py --malb-config my.yaml
-    .venv-osken/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py    # os-ken
+    .venv/bin/malb-controller                          # configs/paper.yaml or $MALB_CONFIG
+    MALB_POLICY=srr .venv/bin/malb-controller
+    .venv/bin/malb-controller --malb-config my.yaml    # os-ken (ryu_apps/launcher.py)
+    .venv-ryu/bin/ryu-manager --user-flags ryu_apps/flags.py ryu_apps/malb.py    # Ryu
 
 The thin shell around the controller core (ryu_apps/core.py): events decoded into plain
 arguments, the clock read, the core's timer loops stepped, HTTP to the profiler and the
-agents, the REST server (ryu_apps/rest.py) run; what the core returns is sent, counted and
-logged here (docs/controller.md). The framework's objects come from ryu_apps/framework.py.
+agents (ryu_apps/peers.py), the REST server (ryu_apps/rest.py) run; what the core returns is
+sent, counted and logged here (docs/controller.md). The framework's objects come from
+ryu_apps/framework.py.
 
 - MalbController: the app: its event handlers, hub threads and the REST API's actions.
 """
 from __future__ import annotations
 
-import collections
+import functools
 import gc
 import os
 import sys
@@ -24,21 +25,19 @@ from typing import NoReturn
 from oslo_config.cfg import NoSuchOptError
 
 from common.config import POLICIES, ConfigError, check_deployable, load_config
-from common.httpjson import HttpError, get_json, post_json
 from common.metrics import series
 from ryu_apps import framework, lazy_parse, listeners, rest
 from ryu_apps.controller_metrics import ControllerMetrics
 from ryu_apps.core import ControllerCore, FlowStat, PortStat
+from ryu_apps.loop_stalls import LoopStalls
 from ryu_apps.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, cfg, \
     hub, ofp_event, ofproto_v1_3, set_ev_cls
+from ryu_apps.peers import PeerExchanges
 from ryu_apps.result import Result
+from ryu_apps.roles import SUPERSEDED
+from ryu_apps.standby import Standby, roles_of
 
 CONF = cfg.CONF
-# an agent answers GET /probes within its per-instance timeout (agents.probe_timeout_s); this
-# much more for its own work and the way here, then the poll counts as failed
-PROBE_HTTP_SLACK_S = 0.5
-PROBE_BUG_LOG_EVERY_S = 60.0   # an exception in the probe loop: logged this often at most
-LAG_TIMER_S = 0.01             # the event-loop lag timer's period
 
 
 def _conf(name: str):
@@ -53,6 +52,30 @@ def _exit(message: str) -> NoReturn:
     point does), not a traceback from inside ryu-manager."""
     print(message, file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def _listen_defaults(config) -> tuple[str, int]:
+    """The REST address: the configured one (loopback by default) unless --wsapi-host/
+    -port say otherwise (ryu-manager's options, which ryu_apps/osken_manager.py has
+    too); OpenFlow on the configured port unless --ofp-tcp-listen-port says otherwise."""
+    c = config.controller
+    given = " ".join(sys.argv)
+    if "--ofp-tcp-listen-port" not in given:
+        CONF.set_override("ofp_tcp_listen_port", c.ofp_port)
+    host = _conf("wsapi_host") if "--wsapi-host" in given else c.rest_host
+    port = _conf("wsapi_port") if "--wsapi-port" in given else c.rest_port
+    return host or c.rest_host, c.rest_port if port is None else port
+
+
+def _when_master(handler):
+    """A switch event a standby ignores: the master's to act on (the switches send a slave
+    little beyond port changes, and what comes before its role request is the master's)."""
+    @functools.wraps(handler)
+    def gated(self, ev):
+        if self.roles.active:
+            return handler(self, ev)
+        return None
+    return gated
 
 
 class MalbController(App):
@@ -73,7 +96,10 @@ class MalbController(App):
         if policy not in POLICIES:
             _exit(f"malb: policy {policy!r} (from --malb-policy, MALB_POLICY or "
                   f"controller.policy) is not one of {', '.join(POLICIES)}")
-        rest_host, rest_port = self._listen_defaults()
+        self.roles = roles_of(_conf("malb_role") or os.environ.get("MALB_ROLE") or None,
+                              _conf("malb_peer") or os.environ.get("MALB_PEER") or None,
+                              c.failover.takeover_after_s, time.time(), _exit)
+        rest_host, rest_port = _listen_defaults(self.cfg)
         # a second controller on the same ports stops here instead of sharing the switches
         # (ryu_apps/listeners.py); the REST socket is bound below, without SO_REUSEPORT
         if not (_conf("ctl_privkey") and _conf("ctl_cert")):    # TLS listens elsewhere
@@ -89,16 +115,12 @@ class MalbController(App):
 
         # ---- the pure controller core (ryu_apps/core.py); the shell keeps the datapaths
         self.datapaths = {}
-        self.ctl = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
-                                  timer=time.perf_counter)
-        # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
-        self.policy_core, self.flows = self.ctl.policy_core, self.ctl.flows
-        self.decisions = self.ctl.decisions
-        self.instances = self.ctl.plan.instances
+        self._start_core(policy)
 
         # ---- metrics (ryu_apps/controller_metrics.py); REST renders the registry
         self.m = ControllerMetrics()
         self.metrics = self.m.registry
+        self.m.role.set(1 if self.roles.active else 0)
 
         try:
             self.rest = rest.server(self, rest_host, rest_port)
@@ -110,38 +132,41 @@ class MalbController(App):
                          framework.VERSION, len(self.cfg.microservices), len(self.instances),
                          len(self.cfg.servers), policy, self.cfg.source,
                          *self.rest.server_address)
+        # the HTTP exchanges with the profiler and the agents (ryu_apps/peers.py)
+        self.peers = PeerExchanges(self.ctl, self.cfg, self.m, self._apply, self.token,
+                                   self.logger, active=lambda: self.roles.active)
+        self.stalls = LoopStalls(self.m)
         self.threads = [hub.spawn(self.rest.serve_forever), hub.spawn(self._monitor_loop),
-                        hub.spawn(self._profiler_loop), hub.spawn(self._lag_loop)]
+                        hub.spawn(self.peers.profiler_loop), hub.spawn(self.stalls.lag_loop)]
         if self.ctl.discovering:     # the user's own network: links between switches found
             self.threads.append(hub.spawn(self._discovery_loop))
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
         # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
         gc.freeze()
-        # the collector's pauses, as long as it runs: kept here, observed by the lag loop (a
-        # callback that took the metric's lock could meet it held by the code the collection
-        # interrupted)
-        self._gc_pauses: collections.deque = collections.deque(maxlen=10000)
-        self._gc_started = 0.0
-        gc.callbacks.append(self._gc_watch)
+        gc.callbacks.append(self.stalls.gc_watch)     # its pauses, as long as it runs
         if self.ctl.dataplane.counting:
             self.threads.append(hub.spawn(self._connections_loop))
         if c.health.method != "none":
             self.threads.append(hub.spawn(self._health_loop))
         # one per agent, idle while the policy reads no probes: a slow agent delays its own
         # readings only
-        self.threads += [hub.spawn(self._probe_loop, srv.name) for srv in self.cfg.servers]
+        self.threads += [hub.spawn(self.peers.probe_loop, srv.name) for srv in self.cfg.servers]
+        # a standby pair: the peer's role polled, takeovers and step-downs (ryu_apps/standby.py)
+        self.standby = Standby(self)
+        if self.roles.asks_roles:
+            self.threads.append(hub.spawn(self.standby.peer_loop))
 
-    def _listen_defaults(self) -> tuple[str, int]:
-        """The REST address: the configured one (loopback by default) unless --wsapi-host/
-        -port say otherwise (ryu-manager's options, which ryu_apps/osken_manager.py has
-        too); OpenFlow on the configured port unless --ofp-tcp-listen-port says otherwise."""
-        c = self.cfg.controller
-        given = " ".join(sys.argv)
-        if "--ofp-tcp-listen-port" not in given:
-            CONF.set_override("ofp_tcp_listen_port", c.ofp_port)
-        host = _conf("wsapi_host") if "--wsapi-host" in given else c.rest_host
-        port = _conf("wsapi_port") if "--wsapi-port" in given else c.rest_port
-        return host or c.rest_host, c.rest_port if port is None else port
+    def _start_core(self, policy: str) -> None:
+        """A controller core as at a start: at the start, and again when this controller
+        steps down to standby (what it knew is the new master's to know)."""
+        self.ctl = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
+                                  timer=time.perf_counter)
+        # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
+        self.policy_core, self.flows = self.ctl.policy_core, self.ctl.flows
+        self.decisions = self.ctl.decisions
+        self.instances = self.ctl.plan.instances
+        if hasattr(self, "peers"):
+            self.peers.ctl = self.ctl
 
     # ================================================================ sending
     def _xid(self, dpid: int) -> int:
@@ -186,7 +211,8 @@ class MalbController(App):
             self.datapaths[dp.id] = dp
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
             del self.datapaths[dp.id]
-            self._apply(self.ctl.switch_gone(dp.id, time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.switch_gone(dp.id, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
@@ -194,21 +220,30 @@ class MalbController(App):
         # known from now on, not only from MAIN_DISPATCHER: the rules sent now (NAT rules
         # restored on reconnection among them) take their transaction ids from it
         self.datapaths[dp.id] = dp
-        self._apply(self.ctl.switch_connected(dp.id, time.time()))
+        # with a peer, the role first (a new connection is EQUAL): a standby's slave
+        # request, or the master's claim again ahead of its rules
+        ask = self.roles.on_connect(self._xid(dp.id))
+        if ask:
+            dp.send(ask)
+        if self.roles.active:
+            self._apply(self.ctl.switch_connected(dp.id, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPMeterFeaturesStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _meter_features(self, ev):
         f = ev.msg.body[0] if isinstance(ev.msg.body, list) else ev.msg.body
         self._apply(self.ctl.meter_features(ev.msg.datapath.id, f.max_meter, f.band_types,
                                             f.capabilities, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _group_features(self, ev):
         body, ofp = ev.msg.body, ev.msg.datapath.ofproto
         self._apply(self.ctl.group_features(ev.msg.datapath.id, body.types,
                                             body.max_groups[ofp.OFPGT_SELECT], time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @_when_master
     def _packet_in(self, ev):
         started = time.perf_counter()
         msg = ev.msg
@@ -221,6 +256,7 @@ class MalbController(App):
         self.m.handler.labels("packet_in").observe(took)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+    @_when_master
     def _flow_removed(self, ev):
         started = time.perf_counter()
         m = ev.msg
@@ -230,6 +266,7 @@ class MalbController(App):
         self.m.handler.labels("flow_removed").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _flow_stats(self, ev):
         started = time.perf_counter()
         # match and output ports parsed only if the core reads them (lazy_parse.py)
@@ -242,21 +279,33 @@ class MalbController(App):
         self.m.handler.labels("flow_stats").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)
+    @_when_master
     def _echo_reply(self, ev):
         self._apply(self.ctl.echo_reply(ev.msg.datapath.id, ev.msg.xid, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @_when_master
     def _port_status(self, ev):
         m = ev.msg
         self._apply(self.ctl.port_status(m.datapath.id, m.desc.port_no, m.reason, m.desc.state,
                                          time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    @_when_master
     def _port_stats(self, ev):
         started = time.perf_counter()
         entries = [PortStat(st.port_no, st.rx_bytes, st.tx_bytes) for st in ev.msg.body]
         self._apply(self.ctl.port_stats(ev.msg.datapath.id, entries, time.time()))
         self.m.handler.labels("port_stats").observe(time.perf_counter() - started)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev):
+        """A switch's error saying another controller is master: this one steps down (with a
+        peer)."""
+        m = ev.msg
+        why = SUPERSEDED.get((m.type, m.code))
+        if why is not None:          # the framework logs every error at debug level
+            self.standby.step_down(f"switch {m.datapath.id:016x}: {why}")
 
     # ================================================================ loops
     def _monitor_loop(self):
@@ -264,6 +313,9 @@ class MalbController(App):
         delay = self.cfg.controller.monitoring_period_s
         while True:
             hub.sleep(delay)
+            if not self.roles.active:
+                delay = self.cfg.controller.monitoring_period_s
+                continue
             started = time.perf_counter()
             result = self.ctl.poll_stats(time.time())
             self._apply(result)
@@ -276,131 +328,24 @@ class MalbController(App):
         period = self.cfg.controller.dataplane.connection_poll_s
         while True:
             hub.sleep(period)
-            self._apply(self.ctl.poll_connections(time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.poll_connections(time.time()))
 
     def _discovery_loop(self):
         """LLDP out of every switch port each monitoring period (ControllerCore.discover_links)."""
         while True:
             hub.sleep(self.cfg.controller.monitoring_period_s)
-            self._apply(self.ctl.discover_links(time.time()))
-
-    def _lag_loop(self):
-        """A timer every LAG_TIMER_S: how late it fires is how long the event loop was busy
-        with something else (an event, Ryu's parsing, a REST call) before it; the garbage
-        collector's pauses since the last tick are counted here too."""
-        while True:
-            started = time.perf_counter()
-            hub.sleep(LAG_TIMER_S)
-            self.m.loop_lag.observe(max(0.0, time.perf_counter() - started - LAG_TIMER_S))
-            self._count_gc_pauses()
-
-    def _count_gc_pauses(self) -> None:
-        while self._gc_pauses:
-            generation, took = self._gc_pauses.popleft()
-            self.m.gc_pause.labels(generation).observe(took)
-
-    def _gc_watch(self, phase: str, info: dict) -> None:
-        """gc.callbacks: a collection's start and stop."""
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        else:
-            self._gc_pauses.append((str(info["generation"]),
-                                    time.perf_counter() - self._gc_started))
+            if self.roles.active:
+                self._apply(self.ctl.discover_links(time.time()))
 
     def _health_loop(self):
         interval = self.cfg.controller.health.interval_s
         while True:
-            self._apply(self.ctl.probe_health(time.time()))
+            if self.roles.active:
+                self._apply(self.ctl.probe_health(time.time()))
             hub.sleep(interval)
-            self._apply(self.ctl.health_marker(time.time()))
-
-    def _profiler_loop(self):
-        """Every period, in step with the profiler's own (core.next_exchange_in)."""
-        period = self.cfg.controller.monitoring_period_s
-        delay = period
-        while True:
-            hub.sleep(delay)
-            delay = period
-            try:
-                delay = self._profiler_exchange(time.time(),
-                                                timeout=min(2.0, period / 2)) or period
-            except Exception:   # the loop must outlive any one bad answer
-                self.logger.exception("profiler exchange failed; trying again next period")
-            # flow classes or weights may have changed, transitions may be over
-            self._apply(self.ctl.sync_dataplane(time.time()))
-
-    def _profiler_exchange(self, now: float, timeout: float) -> float | None:
-        """Report flows and ports to the profiler; hand its weights, classes and loads to
-        the core (which checks them). Returns when the next exchange is due (None: in a
-        period)."""
-        base = self.cfg.profiler.url
-        try:
-            sent = 0
-            started = time.perf_counter()
-            for body in self.ctl.profiler_report(now):
-                self.m.handler.labels("profiler_report").observe(time.perf_counter() - started)
-                if body is None:        # the core paused its scan of the flow records
-                    hub.sleep(0)
-                else:
-                    post_json(f"{base}/flows", body, timeout, token=self.token)
-                    if sent == 0:       # the pairs arrived: they count from now on
-                        self.ctl.profiler_pairs_sent(now)
-                    sent += 1
-                started = time.perf_counter()
-            self.m.profiler.labels("flows", "ok").inc()
-            profiles = get_json(f"{base}/profiles", timeout)
-            self.m.profiler.labels("profiles", "ok").inc()
-            servers = get_json(f"{base}/servers", timeout)
-            self.m.profiler.labels("servers", "ok").inc()
-        except HttpError as exc:
-            self.m.profiler.labels("any", "error").inc()
-            self._apply(self.ctl.profiler_failed(str(exc), now))
-            return None
-        started = time.perf_counter()
-        result = self.ctl.profiler_answer(profiles, servers, now)
-        if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
-            self.m.profiler.labels("any", "error").inc()
-        self._apply(result)
-        self.m.handler.labels("profiler_answer").observe(time.perf_counter() - started)
-        return result.next_in_s
-
-    def _probe_loop(self, server: str):
-        """The agent's GET /probes as the controller core's poll plan says: every probe
-        period while the current policy reads probes, and twice per health interval within
-        the health timeout while the services' answers judge their health (asked every
-        round: a policy set over REST changes the pace)."""
-        url = self.ctl.probes.agents[server]["url"]
-        logged, last_health = None, float("-inf")
-        while True:
-            started = time.monotonic()
-            plan = self.ctl.probe_poll_plan()
-            period = plan.period_s if plan else self.cfg.controller.probe_period_s
-            if plan:
-                health = plan.health_every_s is not None and \
-                    started - last_health >= plan.health_every_s - period / 2
-                if health:
-                    last_health = started
-                timeout = plan.health_timeout_s if health else self.cfg.agents.probe_timeout_s
-                query = f"?timeout_s={timeout:g}" if health else ""
-                try:
-                    self._probe_poll(server, url + query, timeout + PROBE_HTTP_SLACK_S)
-                except Exception:   # the loop must outlive any one bad answer
-                    # a bug would repeat at every poll: logged once a minute at most
-                    if logged is None or started - logged >= PROBE_BUG_LOG_EVERY_S:
-                        self.logger.exception("probes of %s failed; polling goes on", server)
-                        logged = started
-            hub.sleep(max(0.0, period - (time.monotonic() - started)))
-
-    def _probe_poll(self, server: str, url: str, timeout: float) -> None:
-        started = time.perf_counter()
-        try:
-            body = get_json(url, timeout)
-        except HttpError as exc:
-            result = self.ctl.probe_failed(server, str(exc), time.time())
-        else:
-            result = self.ctl.probe_answer(server, body, time.time())
-        self.m.probe_poll.labels(server).observe(time.perf_counter() - started)
-        self._apply(result)
+            if self.roles.active:
+                self._apply(self.ctl.health_marker(time.time()))
 
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:
@@ -425,4 +370,7 @@ class MalbController(App):
         return self.ctl.instances_view()
 
     def status(self) -> dict:
-        return self.ctl.status()
+        return {**self.ctl.status(), "role": self.role_status()}
+
+    def role_status(self) -> dict:
+        return {**self.roles.status(time.time()), "policy": self.policy_core.policy}

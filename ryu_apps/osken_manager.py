@@ -2,17 +2,17 @@
 (osken-manager is gone since os-ken 3): what ryu-manager does, on os-ken's modules, with
 ryu-manager's command line.
 
-    .venv-osken/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py
-    .venv-osken/bin/python -m ryu_apps.osken_manager --user-flags ryu_apps/flags.py \\
+    .venv/bin/python -m ryu_apps.osken_manager ryu_apps/malb.py
+    .venv/bin/python -m ryu_apps.osken_manager --user-flags ryu_apps/flags.py \\
         ryu_apps/malb.py --malb-config my.yaml --ofp-tcp-listen-port 6653 --wsapi-port 8080
 
-`make setup` builds .venv-osken (requirements-osken.txt); docs/setup.md, "Frameworks", says
-which versions are tested. os-ken runs its eventlet hub here (OSKEN_HUB_TYPE=eventlet,
-unless set otherwise): the app's handlers and loops share the controller's state as
-cooperative green threads, as under Ryu; os-ken's default native hub would run them as OS
-threads in parallel, which the app is not written for.
+`malb-controller` (ryu_apps/launcher.py) runs it with MALB's app and flags; docs/setup.md,
+"Frameworks", says which versions are tested. os-ken runs its eventlet hub here
+(OSKEN_HUB_TYPE=eventlet, unless set otherwise): the app's handlers and loops share the
+controller's state as cooperative green threads, as under Ryu; os-ken's default native hub
+would run them as OS threads in parallel, which the app is not written for.
 
-- main(argv): parse the options, load the apps, run them until they stop or ^C.
+- main(argv, prog): parse the options, load the apps, run them until they stop or ^C.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")     # before os-ken's hub is
 # eventlet 0.40+ warns at import that it is in bugfix-only mode; os-ken's eventlet hub needs
 # it all the same (docs/setup.md, "Frameworks"), and the warning would open every log
 warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+# cryptography 51 and later warn that DSA is going, at eventlet's import of dnspython
+warnings.filterwarnings("ignore", message=r"DSA is deprecated", module=r"dns\.")
 
 from os_ken.lib import hub  # noqa: E402 -- after the hub type is chosen
 
@@ -68,14 +70,14 @@ def _user_flags(argv: list[str]) -> None:
         _import_module_file(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m ryu_apps.osken_manager") -> int:
     argv = sys.argv[1:] if argv is None else argv
     _user_flags(argv)
     try:
-        CONF(args=argv, prog="python -m ryu_apps.osken_manager", project="os_ken",
+        CONF(args=argv, prog=prog, project="os_ken",
              version=f"os-ken {framework.VERSION}")
     except ConfigError as exc:        # e.g. a --config-file that is not there: one line, exit 2
-        print(f"ryu_apps.osken_manager: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     log.init_log()
     hub.patch(thread=True)           # ryu-manager's second step: threads green too

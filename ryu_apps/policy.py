@@ -62,7 +62,7 @@ class PolicyCore:
                  period_s: float, clock=time.time, servers: list[str] | None = None,
                  pending_bucket_s: float = DEFAULT_BUCKET_S,
                  capacities: dict[str, tuple[float, float, float]] | None = None,
-                 options: dict | None = None):
+                 options: dict | None = None, sites: dict[str, str] | None = None):
         self._policies: dict[str, policies.Policy] = {}
         self.set_policy(policy, **(options or {}))
         # every server that may hold an instance (a placement can move one anywhere)
@@ -90,6 +90,8 @@ class PolicyCore:
         # choices; unknown: every server alike
         self.capacities = {s: tuple(float(x) for x in c)
                            for s, c in (capacities or {}).items()}
+        # server -> the switch its containers attach to (unknown: no server is near another)
+        self.sites = dict(sites or {})
         self.running = RunningFlows()
         # long flows whose end the controller sees
         self.open_flows = OpenFlows(cores={s: c[0] for s, c in self.capacities.items()})
@@ -290,6 +292,11 @@ class PolicyCore:
         pct = self.profiles.per_flow.get(ms)
         return None if pct is None else (pct[0], pct[2])
 
+    def site_of_address(self, address: str | None) -> str | None:
+        """The switch of the instance with this address (None: no instance, or unknown)."""
+        backend = self.instances.by_address(address) if address is not None else None
+        return self.sites.get(backend.server) if backend is not None else None
+
     def running_load(self, server: str, at: float, skip: frozenset = frozenset(),
                      ahead_s: float = 0.0) -> tuple[float, float, float]:
         """(CPU %, network %, expected flows) of the flows still running on the server
@@ -319,7 +326,7 @@ class PolicyCore:
                 raise NoBackend(f"no healthy instance of {microservice} but the caller "
                                 f"itself")
         decision = self.strategy.choose(self, microservice, candidates, now,
-                                        Flow(flow_key, watched))
+                                        Flow(flow_key, watched, caller))
         return self._record(decision, watched)
 
     def flow_ended(self, watched: Hashable, t: float, quiet_since: float | None = None
@@ -396,4 +403,4 @@ def core_from_config(cfg, policy: str, backends: dict[str, Backend] | None = Non
         pools, {m.name: m.flow_class for m in cfg.microservices}, policy=policy,
         **controller_settings(cfg.controller), servers=[s.name for s in cfg.servers], clock=clock,
         capacities={s.name: (s.cpu, s.memory_mb, s.network_mbit) for s in cfg.servers},
-        options=options)
+        options=options, sites={s.name: s.switch for s in cfg.servers})

@@ -240,11 +240,15 @@ def routes(app) -> dict:
         return 200, Page(LIVE_VIEW, "text/html; charset=utf-8", LIVE_VIEW_HEADERS)
 
     @_only()
+    def get_role(query, body):
+        return 200, app.role_status()
+
+    @_only()
     def get_metrics(query, body):
         return 200, render(app.metrics)    # a str: sent as Prometheus text
 
     table = {
-        ("GET", "/malb/status"): get_status,
+        ("GET", "/malb/status"): get_status, ("GET", "/malb/role"): get_role,
         ("GET", "/malb/policy"): get_policy, ("PUT", "/malb/policy"): put_policy,
         ("GET", "/malb/weights"): get_weights, ("PUT", "/malb/weights"): put_weights,
         ("GET", "/malb/decisions"): get_decisions,
@@ -255,8 +259,23 @@ def routes(app) -> dict:
         ("GET", "/metrics"): get_metrics,
         ("GET", "/malb/view"): get_view,
     }
+    for key in [k for k in table if k[0] != "GET"]:
+        table[key] = _on_master(app, table[key])
     table[("GET", "/openapi.json")] = _only()(openapi.served("controller", table, deployment))
     return table
+
+
+def _on_master(app, handler):
+    """A change a standby refuses (409 naming the master): the master's state is the one
+    that counts, and the standby's is dropped when it takes over."""
+    def checked(query, body, **params):
+        roles = getattr(app, "roles", None)
+        if roles is not None and not roles.active:
+            return 409, {"error": f"this controller is the standby: make changes on the "
+                                  f"master ({roles.peer})", "master": roles.peer}
+        return handler(query, body, **params)
+    checked.__name__ = handler.__name__
+    return checked
 
 
 def server(app, host: str, port: int) -> JsonServer:

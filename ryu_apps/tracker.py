@@ -29,6 +29,8 @@ switch's own zone) into CT_TABLE. There:
 """
 from __future__ import annotations
 
+from common.config.model import TRACKER_ZONES as ZONES
+from common.config.model import tracker_zone
 from ryu_apps import ofwire
 from ryu_apps.flows import FIN_TAG
 from ryu_apps.managers.base import TO_CONTROLLER
@@ -41,7 +43,6 @@ PRIO_CT_ORPHAN = 1                        # CT_TABLE: above the metered catch-al
 WATCH_COOKIE = FIN_TAG << 48              # a watched end, with no flow id: by its 5-tuple
 MISS_COOKIE = 0x4D54 << 48                # CT_TABLE's catch-all: a header maybe translated
 TRACKED, REPLY = ofwire.CT_TRACKED, ofwire.CT_REPLY
-ZONES = 0xFFFF                            # the tracker's zones are 16 bits; zone 0 is shared
 
 
 def table_rules(xid, dpid: int, zone: int, vips: list[tuple[str, int]],
@@ -81,21 +82,32 @@ class Tracker:
     """Each switch's tracker zone, what each switch has been sent beyond the static rules,
     and the messages of a connection's start."""
 
-    def __init__(self, vip_mac: str, dpids):
+    def __init__(self, vip_mac: str, zones: dict[int, int]):
         self.vip_mac = vip_mac
         # Open vSwitch's userspace bridges share one tracker, and an answer must be
         # translated back only at the switch that translated its connection, not again at
-        # each switch on its way: a zone per configured switch, in datapath id order (a
-        # switch added to the configuration renumbers them: connections tracked before a
-        # restart with the new configuration are then unknown to the tracker and reset); other
-        # switches get no tracked connection, and zones above those
-        self.zones = {dpid: k % ZONES + 1 for k, dpid in enumerate(sorted(dpids))}
+        # each switch on its way: a zone per configured switch (`zones`, datapath id ->
+        # zone: from the configuration, by default from the datapath id alone, so adding a
+        # switch renumbers none and connections tracked before a restart stay known).
+        # Other switches get no tracked connection; their zone is the same function of
+        # their id, moved past the configured ones it would share
+        self.zones = dict(zones)
+        self._taken = set(self.zones.values())
         self.client_ports: dict[int, set[int]] = {}           # per switch
         self.instance_ports: dict[int, dict[str, int]] = {}   # per switch: instance -> port
 
+    @classmethod
+    def of(cls, cfg) -> Tracker:
+        """The configuration's: its VIP MAC, and each configured switch's zone."""
+        return cls(cfg.controller.vip_mac, {s.dpid: s.tracker_zone for s in cfg.testbed.switches})
+
     def zone(self, dpid: int) -> int:
-        n = len(self.zones)
-        return self.zones.get(dpid, n + 1 + (dpid - 1) % max(1, ZONES - n))
+        if dpid in self.zones:
+            return self.zones[dpid]
+        zone = tracker_zone(dpid)
+        while zone in self._taken and len(self._taken) < ZONES:
+            zone = zone % ZONES + 1
+        return zone
 
     def forget(self, dpid: int) -> None:
         """The switch (re)connected: what it had been sent may be gone."""

@@ -57,8 +57,8 @@ project_site="$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.g
 printf '%s\n' "$SRC" "$project_site" "$ROOT" > "$site/malb-containernet.pth"
 # Containernet's one requirement the project does not have (its `mn` cleans with it)
 "$PY" -m pip install -q --disable-pip-version-check python-iptables || exit 1
-# the project's commands beside this interpreter, as the stack finds them (ryu-manager:
-# the controller, which imports no Mininet, runs on the project's interpreter)
+# the project's commands beside this interpreter, as the stack finds them (the controller
+# runs on this interpreter: it imports no Mininet)
 for cmd in "$ROOT"/.venv/bin/*; do
   case "$(basename "$cmd")" in python*|pip*|activate*|Activate*) continue ;; esac
   [ -e "$SCRATCH/bin/$(basename "$cmd")" ] || ln -s "$cmd" "$SCRATCH/bin/"

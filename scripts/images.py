@@ -58,7 +58,11 @@ def client():
 
 
 def find_image(c, label: str, value: str):
-    images = c.images.list(filters={"label": f"{label}={value}"})
+    """The image carrying label=value. An image built FROM another inherits its labels, so
+    a base is looked for among images without a context label: a service image is no base
+    (taken for one, it was tagged malb/base:latest and the next service built on it)."""
+    images = [i for i in c.images.list(filters={"label": f"{label}={value}"})
+              if label == "malb.context" or "malb.context" not in i.labels]
     return images[0] if images else None
 
 

@@ -5,13 +5,16 @@
 #
 #   setup.sh                       everything
 #   setup.sh --python              only what `make check` needs: the Debian packages the
-#                                  unit tier uses and the two virtualenvs
+#                                  unit tier uses and the virtualenvs
 #   setup.sh --python --is-current exit 0 when that has nothing to do (no root needed)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-OSKEN_VENV="$ROOT/.venv-osken"
+RYU_VENV="$ROOT/.venv-ryu"
+UV="$VENV/bin/uv"
+# the Pythons beside the system one whose virtualenvs `make test` uses where they exist
+NEWER_PYTHONS=(3.12 3.13)
 LOG_DIR=/var/log/malb
 STEP=""
 ONLY_PYTHON=0
@@ -31,7 +34,6 @@ APT_PACKAGES=("${PYTHON_APT_PACKAGES[@]}" openvswitch-switch docker.io debootstr
               ethtool iproute2 iputils-ping curl procps psmisc util-linux net-tools tcpdump
               prometheus chromium chromium-driver nginx libnginx-mod-stream)
 SYS_PY=/usr/bin/python3
-REQUIREMENTS=("$ROOT/requirements.txt" "$ROOT/requirements-dev.txt")
 
 step() { STEP="$1"; echo "[setup] $1"; }
 skip() { echo "[setup]   ok: $1"; }
@@ -48,14 +50,31 @@ missing_packages() {     # those of the named array not installed, one per line
       || echo debian-archive-keyring
   fi
 }
-venv_hash() { cat "${REQUIREMENTS[@]}" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16; }
-osken_hash() { sha256sum < "$ROOT/requirements-osken.txt" | cut -c1-16; }
+# a virtualenv is current when its lock, pyproject.toml and this script are as it was built from
+venv_hash() { cat "$ROOT/locks/$1.txt" "$ROOT/pyproject.toml" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16; }
+# an interpreter of that version: on the PATH, else pyenv's build (its shims refuse until a
+# version is chosen, so each is asked for its version)
+find_python() {
+  local candidate root
+  root="$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")"
+  for candidate in "$(command -v "python$1" 2>/dev/null)" "$root"/versions/"$1".*/bin/python"$1"; do
+    [ -x "$candidate" ] || continue
+    [ "$("$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$1" ] \
+      && { echo "$candidate"; return; }
+  done
+}
 
 if [ "$IS_CURRENT" -eq 1 ]; then
   [ -z "$(missing_packages PYTHON_APT_PACKAGES)" ] \
-    && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$(venv_hash)" ] \
-    && [ "$(cat "$OSKEN_VENV/.malb-requirements" 2>/dev/null)" = "$(osken_hash)" ]
-  exit $?
+    && [ "$(cat "$VENV/.malb-lock" 2>/dev/null)" = "$(venv_hash main)" ] || exit 1
+  if [ "$($SYS_PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ]; then
+    [ "$(cat "$RYU_VENV/.malb-lock" 2>/dev/null)" = "$(venv_hash ryu)" ] || exit 1
+  fi
+  for version in "${NEWER_PYTHONS[@]}"; do
+    [ -z "$(find_python "$version")" ] \
+      || [ "$(cat "$ROOT/.venv-$version/.malb-lock" 2>/dev/null)" = "$(venv_hash main)" ] || exit 1
+  done
+  exit 0
 fi
 
 [ "$(id -u)" -eq 0 ] || { echo "[setup] needs root (Open vSwitch, Docker, network namespaces): sudo make setup" >&2; exit 1; }
@@ -104,57 +123,93 @@ install_packages() {     # the named array's packages that are missing
 step "Debian packages for Python"
 install_packages PYTHON_APT_PACKAGES
 
-# ---------------------------------------------------------------- Python virtualenv
-step "Python virtualenv ($VENV)"
-req_hash="$(venv_hash)"
+# ---------------------------------------------------------------- Python virtualenvs
+# Every virtualenv installs a lock of locks/ (exact versions with hashes, written by uv from
+# pyproject.toml: `make locks`), then this checkout, editable, without dependencies (its
+# console scripts; the checkout on the path). uv installs, from .venv, where the lock puts it.
+install_lock() {     # install_lock VENV LOCK LOG: the lock, then the checkout
+  local venv=$1 lock=$2 log=$3
+  echo "[setup]   uv pip sync $(basename "$lock") (log: $log)"
+  "$UV" pip sync --quiet --require-hashes --python "$venv/bin/python" "$lock" >"$log" 2>&1 \
+    || fail "uv pip sync $lock failed (see $log)"
+  "$UV" pip install --quiet --no-deps --python "$venv/bin/python" \
+    --config-settings editable_mode=compat -e "$ROOT" >>"$log" 2>&1 \
+    || fail "the checkout does not install into $venv (see $log)"
+}
 # The virtualenv sees the system's Mininet (Debian's package, or Containernet where a user
 # installed it system-wide) through a path holding only that module; a Containernet
 # installed into the virtualenv itself (docs/testbed.md) comes first. Refreshed on every
 # run, so a Mininet or Containernet installed later is picked up.
-link_mininet() {
+link_mininet() {     # link_mininet VENV
   local mnpath site
   mnpath="$($SYS_PY -c 'import mininet, os; print(os.path.dirname(mininet.__file__))' 2>/dev/null)" \
     || fail "the system Python has no mininet module (apt-get install mininet)"
-  mkdir -p "$VENV/mininet-path"
-  ln -sfn "$mnpath" "$VENV/mininet-path/mininet"
-  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  echo "$VENV/mininet-path" > "$site/malb-mininet.pth"
-  echo "$ROOT" > "$site/malb-project.pth"
+  mkdir -p "$1/mininet-path"
+  ln -sfn "$mnpath" "$1/mininet-path/mininet"
+  site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$1/mininet-path" > "$site/malb-mininet.pth"
 }
-if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-requirements" 2>/dev/null)" = "$req_hash" ]; then
-  link_mininet
-  skip "requirements.txt and requirements-dev.txt unchanged since the last install"
+# the controller's imports started for real: the launcher's, with its framework's app manager
+controller_imports() {     # controller_imports PYTHON MODULE
+  "$1" -c "import $2, ryu_apps.malb" 2>/dev/null
+}
+
+step "Python virtualenv ($VENV, os-ken)"
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.malb-lock" 2>/dev/null)" = "$(venv_hash main)" ]; then
+  skip "locks/main.txt unchanged since the last install"
 else
   [ -x "$VENV/bin/python" ] || { $SYS_PY -m venv "$VENV" || fail "python3 -m venv failed"; }
-  link_mininet
-  echo "[setup]   pip install -r requirements.txt -r requirements-dev.txt (log: $LOG_DIR/pip.log)"
-  # Ryu 4.x builds only with setuptools < 68 (docs/setup.md).
-  "$VENV/bin/pip" install -q "setuptools<68" wheel >"$LOG_DIR/pip.log" 2>&1 \
-    || fail "pip could not install setuptools (see $LOG_DIR/pip.log)"
-  "$VENV/bin/pip" install -q -r "$ROOT/requirements.txt" -r "$ROOT/requirements-dev.txt" \
-    >>"$LOG_DIR/pip.log" 2>&1 || fail "pip install -r requirements*.txt failed (see $LOG_DIR/pip.log)"
-  "$VENV/bin/python" -c 'import ryu, docker, statsmodels, numpy, networkx, pymetis, mininet.net' \
+  # uv itself, at the lock's version and hashes, by pip
+  echo "[setup]   pip install uv (log: $LOG_DIR/pip.log)"
+  awk '/^uv==/{on=1} on{print} on && !/\\$/{exit}' "$ROOT/locks/main.txt" > "$VENV/uv-lock.txt"
+  "$VENV/bin/pip" install -q --require-hashes -r "$VENV/uv-lock.txt" >"$LOG_DIR/pip.log" 2>&1 \
+    || fail "pip could not install uv (see $LOG_DIR/pip.log)"
+  install_lock "$VENV" "$ROOT/locks/main.txt" "$LOG_DIR/uv.log"
+  controller_imports "$VENV/bin/python" ryu_apps.osken_manager \
+    || fail "the virtualenv cannot start the controller's imports under os-ken"
+  "$VENV/bin/python" -c 'import docker, statsmodels, numpy, pymetis, highspy, matplotlib, pytest' \
     || fail "the virtualenv cannot import its packages"
-  echo "$req_hash" > "$VENV/.malb-requirements"
+  venv_hash main > "$VENV/.malb-lock"
+fi
+link_mininet "$VENV"
+
+step "Ryu virtualenv ($RYU_VENV)"
+rm -rf "$ROOT/.venv-osken"      # os-ken's own virtualenv before os-ken became the default
+# the controller under Ryu (ryu-manager), beside os-ken's in $VENV: Python 3.11 only
+if [ "$($SYS_PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" != True ]; then
+  skip "left out: Ryu runs on Python 3.11 only and $SYS_PY is $($SYS_PY -V 2>&1) (docs/setup.md, \"Frameworks\")"
+elif [ -x "$RYU_VENV/bin/python" ] && [ "$(cat "$RYU_VENV/.malb-lock" 2>/dev/null)" = "$(venv_hash ryu)" ]; then
+  skip "locks/ryu.txt unchanged since the last install"
+else
+  [ -x "$RYU_VENV/bin/python" ] || { $SYS_PY -m venv "$RYU_VENV" || fail "python3 -m venv failed"; }
+  install_lock "$RYU_VENV" "$ROOT/locks/ryu.txt" "$LOG_DIR/uv-ryu.log"
+  controller_imports "$RYU_VENV/bin/python" ryu.cmd.manager \
+    || fail "the Ryu virtualenv cannot start the controller's imports under Ryu"
+  venv_hash ryu > "$RYU_VENV/.malb-lock"
 fi
 
-# ---------------------------------------------------------------- os-ken virtualenv
-step "os-ken virtualenv ($OSKEN_VENV)"
-# the controller under os-ken (ryu_apps/osken_manager.py), beside Ryu's in $VENV
-osken_hash="$(osken_hash)"
-if [ -x "$OSKEN_VENV/bin/python" ] && [ "$(cat "$OSKEN_VENV/.malb-requirements" 2>/dev/null)" = "$osken_hash" ]; then
-  skip "requirements-osken.txt unchanged since the last install"
-else
-  [ -x "$OSKEN_VENV/bin/python" ] || { $SYS_PY -m venv "$OSKEN_VENV" || fail "python3 -m venv failed"; }
-  echo "[setup]   pip install -r requirements-osken.txt (log: $LOG_DIR/pip-osken.log)"
-  "$OSKEN_VENV/bin/pip" install -q -r "$ROOT/requirements-osken.txt" >"$LOG_DIR/pip-osken.log" 2>&1 \
-    || fail "pip install -r requirements-osken.txt failed (see $LOG_DIR/pip-osken.log)"
-  "$OSKEN_VENV/bin/python" -c 'import os_ken.base.app_manager, waitress, yaml' \
-    || fail "the os-ken virtualenv cannot import its packages"
-  echo "$osken_hash" > "$OSKEN_VENV/.malb-requirements"
-fi
-site="$("$OSKEN_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-echo "$ROOT" > "$site/malb-project.pth"
+# Newer Pythons: the lock is universal; the unit tier and the controller's tests run on each
+# found here (`make test`), and are skipped, saying so, where one is not
+for version in "${NEWER_PYTHONS[@]}"; do
+  step "Python $version virtualenv ($ROOT/.venv-$version)"
+  venv="$ROOT/.venv-$version"
+  interpreter="$(find_python "$version")"
+  if [ -z "$interpreter" ]; then
+    rm -rf "$venv"
+    skip "left out: no Python $version on this machine (PATH, pyenv)"
+    continue
+  fi
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.malb-lock" 2>/dev/null)" = "$(venv_hash main)" ]; then
+    skip "locks/main.txt unchanged since the last install"
+  else
+    [ -x "$venv/bin/python" ] || { "$interpreter" -m venv "$venv" || fail "$interpreter -m venv failed"; }
+    install_lock "$venv" "$ROOT/locks/main.txt" "$LOG_DIR/uv-$version.log"
+    controller_imports "$venv/bin/python" ryu_apps.osken_manager \
+      || fail "the Python $version virtualenv cannot start the controller's imports"
+    venv_hash main > "$venv/.malb-lock"
+  fi
+  link_mininet "$venv"
+done
 
 if [ "$ONLY_PYTHON" -eq 1 ]; then
   echo "[setup] done (Python only)"

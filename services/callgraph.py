@@ -56,6 +56,9 @@ def load_spec(text: str) -> dict:
         v = spec.get(key, 0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_BYTES:
             raise SpecError(f"spec.{key}: expected a number >= 0, got {v!r}")
+    callers = spec.get("callers", [])
+    if not isinstance(callers, list) or not all(isinstance(c, str) for c in callers):
+        raise SpecError("spec.callers: expected a list of service names")
     calls = spec.get("calls", [])
     if not isinstance(calls, list):
         raise SpecError("spec.calls: expected a list")
@@ -87,7 +90,8 @@ class Metrics:
         self.service = service
         self.registry = r = new_registry("service")
         self.requests = Counter(
-            "callgraph_requests_total", "Requests served, by caller and status.",
+            "callgraph_requests_total",
+            "Requests served, by caller (client, a caller the spec names, or other) and status.",
             ("service", "instance_name", "caller", "status"), registry=r)
         self.latency = Histogram(
             "callgraph_request_duration_seconds", "Latency of the requests served, by caller.",
@@ -146,7 +150,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/latency":
             return self.latency_summary()
         started = time.monotonic()
-        caller = self.headers.get("X-Caller") or "client"
+        caller = self.caller_label(self.headers.get("X-Caller"))
         status = 500
         IN_FLIGHT.add(1)
         try:
@@ -177,6 +181,13 @@ class Handler(BaseHTTPRequestHandler):
             self.metrics.latency.labels(self.spec["service"], INSTANCE, caller).observe(took)
             if status == 200:
                 self.metrics.recent.add(took)
+
+    def caller_label(self, header: str | None) -> str:
+        """The caller as a metric label: "client" without X-Caller, a caller the spec names
+        ("callers"), else "other": not one series per header value a client makes up."""
+        if not header:
+            return "client"
+        return header if header in self.spec.get("callers", ()) else "other"
 
     def latency_summary(self) -> None:
         query = self.path.partition("?")[2]

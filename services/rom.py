@@ -36,6 +36,10 @@ MAX_DEBT_S = 0.1
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60,
                    120, 300)
 WORK_ENDPOINTS = ("/object", "/job", "/stream", "/bytes")
+# the label of a path that is no work endpoint (a 404): one series for them all, not one per
+# path a client makes up; /health, /metrics and /latency are probes, not traffic: not counted
+OTHER = "other"
+PROBES = ("/health", "/metrics", "/latency")
 MAX_OBJECT = 1 << 30
 MAX_SECONDS = 3600.0
 
@@ -46,31 +50,38 @@ class Metrics:
     def __init__(self, kind: str):
         self.labels = (kind, INSTANCE)
         self.registry = r = new_registry("service")
-        self.requests = Counter("rom_requests_total", "Requests served, by endpoint and status.",
+        self.requests = Counter("rom_requests_total",
+                                "Requests served, by work endpoint (other: any other path) "
+                                "and status; the probes' requests not counted.",
                                 ("service", "instance_name", "endpoint", "status"), registry=r)
         self.latency = Histogram("rom_request_duration_seconds", "Request latency.",
                                  ("service", "instance_name", "endpoint"), buckets=LATENCY_BUCKETS,
                                  registry=r)
         self.bytes_sent = Counter("rom_bytes_sent_total", "Body bytes sent.",
                                   ("service", "instance_name"), registry=r).labels(*self.labels)
-        self.in_flight = Gauge("rom_in_flight", "Requests being served.",
+        self.in_flight = Gauge("rom_in_flight", "Requests being served (probes not counted).",
                                ("service", "instance_name"), registry=r).labels(*self.labels)
         self.recent = LatencyWindow()      # raw latencies of the work endpoints: GET /latency
         # the work endpoints' requests being served (GET /latency's in_flight): the gauge
-        # above also counts /health, /metrics and the probe's own /latency
+        # above also counts requests for paths the service does not have
         self.working = InFlight()
 
     def begin(self, endpoint: str):
+        if endpoint in PROBES:
+            return
         self.in_flight.inc()
         if endpoint in WORK_ENDPOINTS:
             self.working.add(1)
 
     def end(self, endpoint: str, status: int, seconds: float, nbytes: int):
+        if endpoint in PROBES:
+            return
         self.in_flight.dec()
+        label = endpoint if endpoint in WORK_ENDPOINTS else OTHER
         if endpoint in WORK_ENDPOINTS:
             self.working.add(-1)
-        self.requests.labels(*self.labels, endpoint, status).inc()
-        self.latency.labels(*self.labels, endpoint).observe(seconds)
+        self.requests.labels(*self.labels, label, status).inc()
+        self.latency.labels(*self.labels, label).observe(seconds)
         self.bytes_sent.inc(nbytes)
         if endpoint in WORK_ENDPOINTS and status == 200:
             self.recent.add(seconds)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from common.config.model import LOOP_POLICIES
+
 BAND_MODES = ("safe", "paper")
 
 
@@ -176,9 +178,9 @@ def decide(s: LoopSettings, state: LoopState, sli_ms: float | None, samples: int
     return result("hold", state.freq_mhz, "inside the band", error)
 
 
-# every rule a loop can run, chosen by name (agents.slo.policy, PUT /slo): the windowed SLI
-# (decide), the predictive loop (slo/predictive.py) and the governors (baseline)
-FREQUENCY_POLICIES = ("slo", "predictive", "max", "min", "ondemand", "schedutil")
+# every rule a loop can run, chosen by name: the windowed SLI (decide), the predictive loop
+# (slo/predictive.py) and the governors (baseline); the configuration declares the names
+FREQUENCY_POLICIES = LOOP_POLICIES
 GOVERNORS = ("max", "min", "ondemand", "schedutil")
 # schedutil's headroom: the frequency asked is 1.25 x the maximum x the utilization
 # (kernel/sched/cpufreq_schedutil.c, map_util_freq: freq + freq / 4)

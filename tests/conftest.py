@@ -25,6 +25,9 @@ def pytest_report_header(config):
             f"(${REQUIRE_CONTAINERNET})"]
 
 
+# last, after `-m` and `-k` have deselected: a unit tier run as root with `-m "not integration"`
+# beside a testbed must not be stopped by the integration tests it leaves out
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     # the e2e tier runs for an hour: only when asked for by name (`make test-e2e`)
     if "e2e" not in (config.option.markexpr or ""):

@@ -1,5 +1,5 @@
 """The project's testbeds for Mininet's own command line (`mn --custom`). Start the
-controller first (`ryu-manager ryu_apps/malb.py`, or `MALB_CONFIG=... ryu-manager ...`), then:
+controller first (`.venv/bin/malb-controller`, or `MALB_CONFIG=... malb-controller`), then:
 
     sudo mn --custom topologies/mn_topos.py --topo malb-paper \\
         --controller remote,ip=127.0.0.1,port=6653

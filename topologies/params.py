@@ -4,11 +4,13 @@ the Mininet Topo in topologies/topo.py share it):
 - service_command(): the shell line that starts an instance's service;
 - server_docker_params(), docker_params(): an instance's container, with its server's
   share of CPU and memory;
-- link_shaping(): a bandwidth-limited link's parameters.
+- link_shaping(): a bandwidth-limited link's parameters;
+- disable_tx_offload(): TX checksum offload off on a node's link (the userspace datapath).
 """
 from __future__ import annotations
 
 import json
+import subprocess
 
 from common.cgroups import CFS_PERIOD_US, apply_server_limits, detect_layout
 from common.config import Config, Instance, callgraph_spec
@@ -66,3 +68,13 @@ def link_shaping(bw: float | None) -> dict:
     Mininet's default HTB: HTB at tens of Mbit/s logs a quantum warning per link (as an
     error) and shapes no better."""
     return {"bw": bw, "use_tbf": True} if bw else {}
+
+
+def disable_tx_offload(pid: int, intf: str) -> None:
+    """`ethtool -K <intf> tx off` inside a namespace, run from outside (no ethtool needed in
+    the container image)."""
+    res = subprocess.run(["nsenter", "-t", str(pid), "-n", "ethtool", "-K", intf, "tx", "off"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"could not switch TX offload off on {intf} (pid {pid}): "
+                           f"{res.stderr.strip()}")

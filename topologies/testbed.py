@@ -24,8 +24,8 @@ from common.httpjson import BadRequest, field_name, quote
 from common.state import STATE_DIR, TESTBED_STATE_FILE
 from common import testbed_lock
 from topologies import backend as backends
-from topologies.params import docker_params, link_shaping, server_docker_params, \
-    service_command
+from topologies.params import disable_tx_offload, docker_params, link_shaping, \
+    server_docker_params, service_command
 
 
 @dataclass
@@ -160,6 +160,10 @@ class Testbed:
             self.wait_connected(self.options.wait_controller_s)
 
     # ---------------------------------------------------------------- helpers
+    def describe(self) -> dict[str, str]:
+        """Which emulator and datapath this testbed runs on: every result records it."""
+        return {"backend": self.backend, "datapath": self.datapath}
+
     def node(self, name: str):
         return self.net[name]
 
@@ -322,13 +326,3 @@ class Testbed:
         with open(tmp, "w") as fh:
             json.dump(state, fh, indent=2)
         os.replace(tmp, TESTBED_STATE_FILE)
-
-
-def disable_tx_offload(pid: int, intf: str) -> None:
-    """`ethtool -K <intf> tx off` inside a namespace, run from outside (no ethtool needed in
-    the container image)."""
-    res = subprocess.run(["nsenter", "-t", str(pid), "-n", "ethtool", "-K", intf, "tx", "off"],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"could not switch TX offload off on {intf} (pid {pid}): "
-                           f"{res.stderr.strip()}")

@@ -23,8 +23,8 @@ from mininet.topo import Topo
 
 from common.config import Config, check_testbed_builds
 from topologies import backend as backends
-from topologies.params import (docker_params, link_shaping, server_docker_params,
-                               service_command)
+from topologies.params import (disable_tx_offload, docker_params, link_shaping,
+                               server_docker_params, service_command)
 
 def shaped(bw: float | None) -> dict:
     """A shaped link's parameters, with its class (`mn` defaults to an unshaped one)."""
@@ -40,7 +40,6 @@ class SelfStarting:
     def config(self, malb_tx_off: bool = False, malb_service: str | None = None, **params):
         result = super().config(**params)
         if malb_tx_off:
-            from topologies.testbed import disable_tx_offload   # deferred: a cycle
             for intf in self.intfNames():
                 if intf != "lo":
                     disable_tx_offload(self.pid, intf)

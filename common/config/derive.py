@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from common.config.fields import ConfigError
-from common.config.model import (MAX_INSTANCES, Client, Config, Instance, Microservice,
-                                 NetworkSection, Proxy, Server, Switch, TestbedCfg,
-                                 TestbedSection, Trunk, mac_for)
+from common.config.model import (MAX_INSTANCES, TRACKER_ZONES, Client, Config, Instance,
+                                 Microservice, NetworkSection, Proxy, Server, Switch,
+                                 TestbedCfg, TestbedSection, Trunk, mac_for)
 
 LINUX_IFNAME_MAX = 15  # IFNAMSIZ - 1; Mininet names interfaces "<node>-eth<n>"
 # The outside balancer's host (testbed.proxy), outside the clients' 10.0.200.0/24: the
@@ -137,8 +137,17 @@ def declared_topology(tb: TestbedSection, network: NetworkSection, servers: tupl
         if sw.dpid in dpids:
             raise ConfigError(f"network.switches[{k}].dpid: duplicate datapath id "
                               f"{sw.dpid:016x}")
-        switches[sw.name] = Switch(sw.name, sw.dpid)
+        switches[sw.name] = Switch(sw.name, sw.dpid, sw.tracker_zone or 0)
         dpids.add(sw.dpid)
+    zones: dict[int, str] = {}
+    for k, declared in enumerate(switches.values()):
+        if declared.tracker_zone in zones:
+            raise ConfigError(
+                f"network.switches[{k}]: switches {zones[declared.tracker_zone]!r} and "
+                f"{declared.name!r} have the same connection-tracker zone "
+                f"{declared.tracker_zone} (from their datapath ids unless set): give one "
+                f"another tracker_zone (1-{TRACKER_ZONES})")
+        zones[declared.tracker_zone] = declared.name
     by_name = {m.name: m for m in microservices}
     server_names = [s.name for s in servers]
     instances: list[Instance] = []
@@ -201,17 +210,22 @@ def active_flow_refresh_s(cfg: Config) -> float:
     return active_flow_ttl_s(cfg) / 5
 
 
-def callgraph_spec(cfg: Config, ms: Microservice) -> dict:
+def callgraph_spec(cfg: Config, ms: Microservice, callee_host=None) -> dict:
     """What a call-graph instance needs to know (services/callgraph.py reads it from
-    $MALB_SPEC): its own work and answer, and where each downstream service answers (its
-    VIP and port, so every call is a flow the controller balances; with testbed.calls_via
-    proxy, the proxy's address and the callee's port, where an outside balancer is)."""
+    $MALB_SPEC): its own work and answer, the services that call it (its metrics' caller
+    labels), and where each downstream service answers: its VIP and port, so every call is a
+    flow the controller balances; with testbed.calls_via proxy, the proxy's address and the
+    callee's port, where an outside balancer is; callee_host(call) in their place (a
+    Kubernetes Service's name)."""
     proxy = None
     if cfg.testbed.calls_via == "proxy":
         assert cfg.testbed.proxy is not None    # calls_via proxy needs testbed.proxy (validated)
         proxy = cfg.testbed.proxy.ip
+    host = callee_host or (lambda c: proxy or cfg.microservice(c.service).vip)
     return {"service": ms.name, "cpu_ms": ms.cpu_ms, "response_bytes": ms.response_bytes,
-            "calls": [{"service": c.service, "host": proxy or cfg.microservice(c.service).vip,
+            "callers": sorted(m.name for m in cfg.microservices
+                              if any(c.service == ms.name for c in m.calls)),
+            "calls": [{"service": c.service, "host": host(c),
                        "port": cfg.microservice(c.service).port, "count": c.count,
                        "request_bytes": c.request_bytes, "response_bytes": c.response_bytes}
                       for c in ms.calls]}

@@ -13,9 +13,9 @@ import os
 from common.config.fields import ConfigError, token
 from common.config.model import Config, SecurityCfg
 from common.config.parse import parse_config
-from common.procs import ROOT
+from common.paths import WORK, shipped
 
-DEFAULT_CONFIG_PATH = os.path.join(ROOT, "configs", "paper.yaml")
+DEFAULT_CONFIG_PATH = shipped("configs", "paper.yaml")
 CONFIG_ENV_VAR = "MALB_CONFIG"
 TOKEN_ENV_VAR = "MALB_TOKEN"      # overrides security.token (configuration files only)
 
@@ -50,9 +50,9 @@ def load_config_data(path: str | None = None) -> dict:
 
 def parse_config_file_data(data: dict, path: str) -> Config:
     """Validate a mapping read from ``path`` (relative paths in it, such as the history,
-    are relative to the repository root)."""
+    are relative to the checkout, or to the working directory of an installed package)."""
     try:
-        cfg = parse_config(data, source=os.path.abspath(path), base_dir=ROOT,
+        cfg = parse_config(data, source=os.path.abspath(path), base_dir=WORK,
                            microservices_required=True)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

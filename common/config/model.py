@@ -18,11 +18,14 @@ from typing import Any
 
 from common.config import fields as F
 from common.config.fields import ConfigError, setting
-# the policy registry: a pure leaf package (no import of this one), read for the names
-from ryu_apps.policies import names as policy_names
-from slo.frequency_controller import FREQUENCY_POLICIES as LOOP_POLICIES
-
-POLICIES = policy_names()
+# every load-balancing policy by name, in the order reports list them: ryu_apps/policies/
+# registers a class under each, and refuses a name not here (the configuration is read by
+# every part; the policies' package, which imports it, is not)
+POLICIES = ("srr", "ln", "malb-paper", "malb", "malb-near", "maglev", "lc", "wlc", "lc-cpu",
+            "wrr", "p2c", "prequal")
+# every rule an SLO loop can run, by name (agents.slo.policy, PUT /slo), which
+# slo/frequency_controller.py implements: the windowed SLI, the predictive loop, the governors
+LOOP_POLICIES = ("slo", "predictive", "max", "min", "ondemand", "schedutil")
 FLOW_CLASSES = ("short", "long", "auto")
 PROTOCOLS = ("tcp", "udp")
 DATAPATHS = ("auto", "user", "kernel")
@@ -39,6 +42,8 @@ MAX_SWITCH_TRANSITION_S = 25.0
 MAX_SERVERS = 99           # 10.0.<server>.x stays below the clients' 10.0.200.x
 MAX_MICROSERVICES = 254    # 10.0.x.<microservice>; 8 bits in the flow cookie
 MAX_INSTANCES = 4095       # 12 bits in the flow cookie
+# tracker mode's zones: 16 bits, but 0 (shared) and 0xFFFF (data-plane mode's transitions)
+TRACKER_ZONES = 0xFFFE
 CONTAINER_PREFIX = "mn."   # Containernet's and ours: node srv1-vid runs as container mn.srv1-vid
 
 
@@ -349,8 +354,8 @@ class Health:
     service: bool = setting(True, type="bool", help=(
         "also judge each instance by its service's own answer, as its host agent reads it "
         "(`GET /probes` twice per `interval_s`, within `timeout_s`): a process not answering "
-        "is out after `unhealthy_after` rounds, a stopped one at once, though its kernel "
-        "still answers the SYN probes ([reliability.md](reliability.md))"))
+        "is out after `unhealthy_after` such readings in a row, a stopped one at once, "
+        "though its kernel still answers the SYN probes ([reliability.md](reliability.md))"))
 
     def validate(self, path: str) -> None:
         if self.method != "none" and self.timeout_s >= self.interval_s:
@@ -405,6 +410,22 @@ class Dataplane:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Failover:
+    """A standby controller's timing (its peer and preferred role are per process:
+    `--malb-peer`, `--malb-role`; [controller.md](controller.md#a-standby-controller))."""
+    peer_poll_s: float = setting(0.25, lo=0.05, hi=10, help=(
+        "how often a controller with a peer asks it for its role (`GET /malb/role`)"))
+    takeover_after_s: float = setting(1.0, lo=0.1, hi=60, help=(
+        "a standby takes the master role when no master peer has answered for this long"))
+
+    def validate(self, path: str) -> None:
+        if self.takeover_after_s <= self.peer_poll_s:
+            raise ConfigError(f"{path}.takeover_after_s: must be longer than peer_poll_s "
+                              f"({self.peer_poll_s:g}), got {self.takeover_after_s:g}: one "
+                              f"missed answer would hand the switches over")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ControllerCfg:
     policy: str = setting("malb", type="choice", choices=POLICIES,
                           help="the balancing policy ([controller.md](controller.md#policies))")
@@ -437,6 +458,8 @@ class ControllerCfg:
                              help="health probes of the instances")
     dataplane: Dataplane = setting(Dataplane(), type="section", section=Dataplane,
                                    help="who balances short flows")
+    failover: Failover = setting(Failover(), type="section", section=Failover,
+                                 help="a standby controller's timing")
     packet_in_limit_per_s: int = setting(2000, type="integer", lo=0, hi=1_000_000, help=(
         "per switch, an OpenFlow meter on the rules that send new flows to the VIPs and "
         "table misses to the controller (about 2 metered packets per new connection on the "
@@ -614,6 +637,12 @@ class NetworkSwitch:
                         schema={"type": ["integer", "string"]},
                         help="its OpenFlow datapath id: an integer, or hex digits as a string "
                              "(`\"0000000000000001\"`)")
+    tracker_zone: int | None = setting(
+        None, type="integer", lo=1, hi=TRACKER_ZONES, nullable=True,
+        default_doc="`(dpid - 1) mod 65534 + 1`", help=(
+            "its connection-tracker zone in tracker mode: by default from its datapath id "
+            "alone, so it does not change when switches are added or removed; set it only "
+            "where two datapath ids give the same zone"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -704,10 +733,22 @@ class Proxy(Client):
     block."""
 
 
+def tracker_zone(dpid: int) -> int:
+    """A switch's connection-tracker zone when the configuration names none: from its
+    datapath id alone, so a switch keeps its zone whatever other switches are configured
+    (connections tracked before a restart with a changed configuration stay known)."""
+    return (dpid - 1) % TRACKER_ZONES + 1
+
+
 @dataclass(frozen=True)
 class Switch:
     name: str
     dpid: int
+    tracker_zone: int = 0          # 0: tracker_zone(dpid)
+
+    def __post_init__(self):
+        if not self.tracker_zone:
+            object.__setattr__(self, "tracker_zone", tracker_zone(self.dpid))
 
 
 @dataclass(frozen=True)

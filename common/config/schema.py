@@ -19,9 +19,9 @@ from common.config.fields import Setting, settings
 from common.config.model import (FILE_SECTIONS, MAX_SERVERS, SERVER_COUNT_SHARES, Server,
                                  ServerCount)
 from common.markdown import table
-from common.procs import ROOT
+from common.paths import ROOT, shipped
 
-SCHEMA_PATH = os.path.join(ROOT, "configs", "malb-config.schema.json")
+SCHEMA_PATH = shipped("configs", "malb-config.schema.json")
 DOC_PATH = os.path.join(ROOT, "docs", "configuration.md")
 # the first line of each file in configs/: editors with the YAML language server check it
 MODELINE = "# yaml-language-server: $schema=malb-config.schema.json\n"

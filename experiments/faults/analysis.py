@@ -276,5 +276,14 @@ def summary_markdown(doc: dict) -> str:
                          f"state while paused: {dd.get('state_when_paused')}.")
         if r["fault"] == "switch" and d.get("nat_restored"):
             lines.append(f"  Controller: {d['nat_restored'][-1]}")
+        if r["fault"] == "takeover":
+            took = d.get("takeover_s")
+            lines.append(f"  The standby claimed the master role "
+                         f"{f'{took:g} s after the kill' if took is not None else 'not at all'}"
+                         f"; the old master back as standby: "
+                         f"{d.get('restart_error') or 'yes'}.")
+        if r["fault"] == "ovs":
+            lines.append(f"  ovs-vswitchd pid {d.get('pid_before')} -> {d.get('pid_after')}, "
+                         f"restarted in {d.get('restart_s')} s.")
     return "\n".join(lines) + "\n"
 

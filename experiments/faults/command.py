@@ -12,8 +12,11 @@ long video streams), and a few seconds into it the fault is injected:
 - agent:      the host agent of the first server killed with SIGKILL, restarted --hold s later;
 - profiler:   the profiler killed with SIGKILL as soon as its history file is being written,
               restarted --hold s later on the same history;
-- controller: ryu-manager stopped (SIGTERM), started again --hold s later; the switches
+- controller: the controller process stopped (SIGTERM), started again --hold s later; the switches
               reconnect on their own;
+- takeover:   (with --standby, in place of controller) the master controller killed with
+              SIGKILL beside its standby; the standby's claim timed; the killed one started
+              again as the standby once the other has taken over;
 - container:  the ui instance of the second server killed (`docker kill`); it stays dead and
               the health probes must take it out of its pool;
 - hung:       the ui instance of the third server frozen (`docker pause`: every process
@@ -27,6 +30,9 @@ long video streams), and a few seconds into it the fault is injected:
 - switch:     the switches' controller connection dropped and their flow tables wiped
               (`ovs-vsctl del-controller`, `ovs-ofctl del-flows`), the connection given back
               --hold s later (as tests/integration/test_controller.py does);
+- ovs:        (not in the default set yet) Open vSwitch restarted with its own script
+              (`ovs-ctl restart`: flows saved and put back; its connection tracker's state,
+              tracker mode's connections, lost);
 - docker:     the Docker engine unreachable for --docker-pause s: the dockerd serving the
               agents' socket is stopped with SIGSTOP and resumed with SIGCONT (containers run
               on under containerd; nothing is restarted).
@@ -64,8 +70,10 @@ from experiments.faults.analysis import (GRACE_HEALTH_INTERVALS, RECOVERY_TARGET
 from experiments.faults.suite import LEAD_S, VIDEO_SECONDS, Suite
 from experiments.faults.probing import WORKLOAD_MICROSERVICES
 
-FAULTS = ("agent", "profiler", "controller", "container", "hung", "starved", "switch", "docker")
-DEFAULT_FAULTS = tuple(f for f in FAULTS if f != "starved")
+FAULTS = ("agent", "profiler", "controller", "takeover", "container", "hung", "starved",
+          "switch", "ovs", "docker")
+# not yet in the default set: starved and ovs until they have run; takeover needs --standby
+DEFAULT_FAULTS = tuple(f for f in FAULTS if f not in ("starved", "ovs", "takeover"))
 
 
 def config_data(opts) -> dict:
@@ -73,15 +81,16 @@ def config_data(opts) -> dict:
     data.setdefault("testbed", {})["clients"] = 2
     data.setdefault("controller", {})["monitoring_period_s"] = opts.period
     data.setdefault("profiler", {})["period_s"] = opts.period
-    if opts.dataplane:
-        data["controller"].setdefault("dataplane", {})["short_flows"] = "switch"
+    if opts.dataplane or opts.tracker:
+        data["controller"].setdefault("dataplane", {})["short_flows"] = \
+            "switch" if opts.dataplane else "tracker"
     return data
 
 
 def run(opts, data: dict, out_dir: str, log=print) -> dict:
     from experiments.stack import Stack   # deferred: Mininet, for the runs only
     run_dir = os.path.join(out_dir, "run")
-    with Stack(data, run_dir, policy=opts.policy) as st:
+    with Stack(data, run_dir, policy=opts.policy, standby=opts.standby) as st:
         log(f"[faults] stack up ({st.testbed.backend}, {st.testbed.datapath} datapath); "
             f"waiting for monitoring")
         st.wait_monitoring(60)
@@ -91,7 +100,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         records = suite.run(opts.faults)
         decisions = suite.recorder.decisions()
         h = st.cfg.controller.health
-        info = {"testbed": {"backend": st.testbed.backend, "datapath": st.testbed.datapath},
+        info = {"testbed": st.testbed.describe(),
                 "health": {"method": h.method, "interval_s": h.interval_s,
                            "timeout_s": h.timeout_s, "unhealthy_after": h.unhealthy_after},
                 "period_s": suite.period,
@@ -131,9 +140,16 @@ def parser() -> argparse.ArgumentParser:
                    help="monitoring and profiler period in seconds (default 3, the paper's)")
     p.add_argument("--policy", choices=POLICIES, default="malb",
                    help="controller policy (default malb)")
-    p.add_argument("--dataplane", action="store_true",
-                   help="short flows balanced by the switch (controller.dataplane."
-                        "short_flows: switch): the ui service's flows take no packet-in")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dataplane", action="store_true",
+                      help="short flows balanced by the switch (controller.dataplane."
+                           "short_flows: switch): the ui service's flows take no packet-in")
+    mode.add_argument("--tracker", action="store_true",
+                      help="short flows translated by the switch's connection tracker "
+                           "(controller.dataplane.short_flows: tracker)")
+    p.add_argument("--standby", action="store_true",
+                   help="a standby controller beside the master (docs/controller.md, \"A "
+                        "standby controller\"); the controller fault is then takeover")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--config", help="base configuration (default configs/paper.yaml)")
     p.add_argument("--out", help="results directory (default results/faults-<time>)")
@@ -142,6 +158,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.standby and "controller" in args.faults:
+        if "--faults" in (argv if argv is not None else sys.argv[1:]):
+            parser().error("--faults: controller with --standby would hand the switches "
+                           "over; name takeover instead")
+        args.faults = [f if f != "controller" else "takeover" for f in args.faults]
+    if "takeover" in args.faults and not args.standby:
+        parser().error("--faults: takeover needs a standby controller (--standby)")
     args.faults = [f for f in FAULTS if f in args.faults]        # the fixed order
     if args.seconds < min(LEAD_S, args.seconds / 4) + max(args.hold, args.docker_pause) + 5:
         parser().error("--seconds: too short for the fault's hold and pause")

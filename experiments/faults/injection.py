@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 
+from common.httpjson import HttpError, get_json
 from common.state import process_state, same_process
 from experiments.faults.probing import (DecisionRecorder, FaultError, Probe,
                                         bridge_controllers, file_size, project_dockerd,
                                         restore_controllers, run_cmd, short, snapshot,
                                         verified_pid, wait_for_write)
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"      # how setup starts Open vSwitch
+OVS_PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 # starved: 1 ms of CPU in each second (the shortest quota the kernel takes, the longest period)
 STARVED_QUOTA_US = 1_000
 STARVED_PERIOD_US = 1_000_000
@@ -60,6 +63,8 @@ class Faults:
             "profiler": f"profiler SIGKILLed while writing its history, restarted after "
                         f"{o.hold:g} s",
             "controller": f"controller stopped, started again after {o.hold:g} s",
+            "takeover": "the master controller SIGKILLed beside its standby, started again "
+                        "as the standby once the other has taken over",
             "container": f"container of {self.container.name} killed (stays dead)",
             "hung": f"container of {self.hung.name} frozen (docker pause: its port up, "
                     f"nothing answering) until the end of its load",
@@ -68,6 +73,8 @@ class Faults:
                        f"of its load",
             "switch": f"switches' controller connection dropped and flows wiped for "
                       f"{o.hold:g} s",
+            "ovs": "Open vSwitch restarted as an operator does (ovs-ctl restart: its flows "
+                   "saved and put back, its connection tracker's state lost)",
             "docker": f"dockerd stopped (SIGSTOP) for {o.docker_pause:g} s",
         }[fault]
 
@@ -135,6 +142,44 @@ class Faults:
                            ("switches connected", p.switches),
                            ("controller reaches the profiler",
                             lambda: p.controller_profiler(since=end)),
+                           ("requests through the VIPs", p.vips)]}
+
+    def fault_takeover(self) -> dict:
+        """The master killed beside its standby (a pair: --standby): the standby's claim
+        awaited and timed, the stack turned to it, the killed one started again as the
+        standby. The fault is the kill: recovery counts from it."""
+        p, st = self.probe, self.st
+        if st.standby is None:
+            raise FaultError("no standby controller (the suite's --standby)")
+        svc, pid = st.controller, verified_pid(st.controller)
+        verified_pid(st.standby)
+        self.recorder.poll()      # the decisions it is about to take with it
+        standby_role = f"http://127.0.0.1:{st.pair.standby_ports()[1]}/malb/role"
+        start = time.time()
+        svc.kill(signal.SIGKILL)
+        claimed = None
+        while time.time() - start < self.opts.recovery_timeout:
+            try:
+                if get_json(standby_role, 1.0).get("role") == "master":
+                    claimed = time.time()
+                    break
+            except HttpError:
+                pass
+            time.sleep(0.05)
+        took = None if claimed is None else round(claimed - start, 3)
+        self.log(f"[faults] takeover: master pid {pid} killed; the standby "
+                 f"{'claimed after ' + str(took) + ' s' if took is not None else 'did not claim'}")
+        failed = None
+        if claimed is not None:
+            st.promote_standby()
+            failed = self._restart("the old master as standby", st.start_standby)
+        return {"start": start, "end": start,
+                "details": {"pid": pid, "takeover_s": took, "restart_error": failed},
+                "checks": [("controller answers", p.controller_up),
+                           ("the standby is master", p.master),
+                           ("switches connected", p.switches),
+                           ("controller reaches the profiler",
+                            lambda: p.controller_profiler(since=start)),
                            ("requests through the VIPs", p.vips)]}
 
     def fault_container(self) -> dict:
@@ -251,6 +296,32 @@ class Faults:
                 "checks": [("switches reconnected", p.switches),
                            ("requests through the VIPs", p.vips)]}
 
+    def fault_ovs(self) -> dict:
+        """Open vSwitch restarted with its own script, as setup started it; under tracker
+        mode its connection tracker's state is lost, and the tracked connections' next
+        segments come to the controller."""
+        p = self.probe
+        for sw in self.cfg.testbed.switches:
+            if run_cmd(["ovs-vsctl", "--timeout=5", "br-get-external-id", sw.name, "malb"],
+                       check=False).strip() != "1":
+                raise FaultError(f"bridge {sw.name} is not tagged external-ids:malb=1 (not "
+                                 f"the testbed's): Open vSwitch not restarted")
+        before = read_pid(OVS_PID_FILE)
+        start = time.time()
+        res = subprocess.run([OVS_CTL, "restart"], capture_output=True, text=True,
+                             timeout=120)
+        end = time.time()
+        if res.returncode != 0:
+            raise FaultError(f"ovs-ctl restart: {(res.stderr or res.stdout).strip()[-200:]}")
+        after = read_pid(OVS_PID_FILE)
+        self.log(f"[faults] ovs: ovs-vswitchd {before} -> {after} in {end - start:.1f} s")
+        return {"start": start, "end": end,
+                "details": {"pid_before": before, "pid_after": after,
+                            "restart_s": round(end - start, 2)},
+                "checks": [("switches connected", p.switches),
+                           ("requests through the VIPs", p.vips),
+                           ("controller answers", p.controller_up)]}
+
     def fault_docker(self) -> dict:
         p = self.probe
         pid, evidence = project_dockerd()
@@ -282,3 +353,11 @@ class Faults:
                 "checks": [("docker answers", p.docker),
                            ("agents answer", p.agents),
                            ("profiler fresh", lambda: p.profiler_fresh(since=end))]}
+
+
+def read_pid(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None

@@ -317,6 +317,10 @@ class Probe:
                     return f"{sw.name}: OVS is not connected to {target}"
         return None
 
+    def master(self):
+        role = self.st.controller_get("/malb/role")
+        return None if role.get("role") == "master" else f"it is {role.get('role')}"
+
     def controller_profiler(self, since: float | None = None):
         p = self.status()["profiler"]
         if p.get("reachable") is not True:

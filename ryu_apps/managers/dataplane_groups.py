@@ -40,6 +40,27 @@ def dp_cookie(kind: int, ms_index: int, inst_index: int = 0) -> int:
     return DP_COOKIE | kind << 32 | inst_index << 16 | ms_index
 
 
+def packed_buckets(view: tuple, m, target_of) -> bytes:
+    """The select group's buckets for a slot view, packed in slot order (equal buckets
+    packed once): to the owner's target, or through the connection tracker's transition
+    table for a slot in transition."""
+    packed: dict[object, bytes] = {}
+    parts = []
+    for bk in dataplane.buckets(view, m.protocol, m.port, target_of, ofwire.OFPP_CONTROLLER):
+        one = packed.get(bk)
+        if one is None:
+            if bk.track:
+                then = ofwire.action_ct(dataplane.TRANSITION_ZONE, dataplane.TRANSITION_TABLE)
+            else:
+                assert bk.out_port is not None      # an untracked bucket outputs
+                then = ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER)
+            one = packed[bk] = ofwire.bucket(
+                b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) + then,
+                watch_port=ofwire.OFPP_ANY if bk.watch_port is None else bk.watch_port)
+        parts.append(one)
+    return b"".join(parts)
+
+
 class DataplaneGroups(Manager):
     def __init__(self, cfg, plan, xid, policy_core, backends: dict, path, switches: set[int]):
         self.cfg, self.plan, self.xid = cfg, plan, xid
@@ -219,22 +240,7 @@ class DataplaneGroups(Manager):
         """The group (new, or its buckets replaced), and on first install the VIP rule and
         the reverse NAT rules; target_of gives the view's owners' targets on this switch.
         Buckets keep their positions, so only moved slots change."""
-        packed: dict[object, bytes] = {}
-        parts = []
-        for bk in dataplane.buckets(view, m.protocol, m.port, target_of,
-                                    ofwire.OFPP_CONTROLLER):
-            one = packed.get(bk)
-            if one is None:
-                if bk.track:
-                    then = ofwire.action_ct(dataplane.TRANSITION_ZONE, dataplane.TRANSITION_TABLE)
-                else:
-                    assert bk.out_port is not None      # an untracked bucket outputs
-                    then = ofwire.action_output(bk.out_port, ofwire.OFPCML_NO_BUFFER)
-                one = packed[bk] = ofwire.bucket(
-                    b"".join(ofwire.action_set_field(k, v) for k, v in bk.set_fields) + then,
-                    watch_port=ofwire.OFPP_ANY if bk.watch_port is None else bk.watch_port)
-            parts.append(one)
-        buckets = b"".join(parts)
+        buckets = packed_buckets(view, m, target_of)
         gid = DP_GROUP_BASE + m.index
         commands = (ofwire.OFPGC_ADD, ofwire.OFPGC_MODIFY) if first else (ofwire.OFPGC_MODIFY,)
         # the rules a moving slot's packets need in the switch before the buckets that use them

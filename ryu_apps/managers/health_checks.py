@@ -1,8 +1,8 @@
 """HealthChecks: the controller's view of each pooled instance's health. A round of probes
 (a TCP SYN from the VIP, else an ARP request), their answers, an echo request to every
 switch as the marker that judges the probes still out, an instance's port going down, and
-at each round the services' own answers since the last (their host agents' readings,
-service_reading); the verdicts (ryu_apps/health.py's tracker) go to the policy core and to
+the services' own answers (their host agents' readings, service_reading, each counted
+as it comes); the verdicts (ryu_apps/health.py's tracker) go to the policy core and to
 every manager as a pools change. Also each switch's channel lag (the marker's round
 trip)."""
 from __future__ import annotations
@@ -37,7 +37,6 @@ class HealthChecks(Manager):
         self.next_probe_port = PROBE_PORTS[0]
         # instance -> [when its service last answered, when a reading last failed, why]
         self.service_seen: dict[str, list] = {}
-        self.last_round: float | None = None
 
     def switch_down(self, dpid: int, now: float) -> None:
         self.channel_lag.pop(dpid, None)
@@ -62,7 +61,7 @@ class HealthChecks(Manager):
         out = Result()
         h = self.cfg.controller.health
         vip_mac = self.cfg.controller.vip_mac
-        self._judge_services(out, now)
+        self._forget_silent_services(out, now)
         for inst in [self.plan.instances[b.name] for pool in self.policy_core.pools.values()
                      for b in pool]:
             at = self.plan.locations.where(inst.name)
@@ -94,10 +93,10 @@ class HealthChecks(Manager):
 
     def service_reading(self, out: Result, instance: str, alive: bool | None, detail: str,
                         now: float, certain: bool = False) -> None:
-        """A host agent's reading of the instance's service: it answered (alive), did not
-        answer (not alive; judged at the next round, with the other readings since the
-        last), or nothing can be told (None). `certain`: its process is stopped or gone,
-        out at once."""
+        """A host agent's reading of the instance's service, counted at once: it answered
+        (alive), did not (not alive: `unhealthy_after` such readings in a row take it out,
+        about one health interval apart at two readings per interval), or nothing can be
+        told (None). `certain`: its process is stopped or gone, out at once."""
         if alive is None or instance not in self.health.state or \
                 not self.cfg.controller.health.service:
             return
@@ -106,33 +105,22 @@ class HealthChecks(Manager):
             seen[0] = now
         else:
             seen[1], seen[2] = now, detail
-            if certain:
-                change = self.health.service_result(instance, False, now, detail, True)
-                if change:
-                    self._apply(out, *change, now)
+        change = self.health.service_result(instance, alive, now,
+                                            "answered" if alive else detail, certain)
+        if change:
+            self._apply(out, *change, now)
 
-    def _judge_services(self, out: Result, now: float) -> None:
-        """Each round, one service verdict per instance from the readings since the last:
-        good if any answered, bad if some failed and none answered, none without a reading
-        (an agent that is down says nothing of its services)."""
-        since, self.last_round = self.last_round, now
-        if since is None:
-            return
+    def _forget_silent_services(self, out: Result, now: float) -> None:
+        """A service with no reading for SERVICE_SILENT_ROUNDS health intervals (its agent
+        is down, or no longer asked): the probes judge alone, rather than its last word
+        keeping it out."""
         silent_after = SERVICE_SILENT_ROUNDS * self.cfg.controller.health.interval_s
-        for instance, (alive, failed, detail) in list(self.service_seen.items()):
-            if alive is not None and alive > since:
-                change = self.health.service_result(instance, True, now, "answered")
-            elif failed is not None and failed > since:
-                change = self.health.service_result(instance, False, now, detail)
-            elif now - max(alive or -1e18, failed or -1e18) > silent_after:
-                # its agent has said nothing for that long (down, or no longer asked):
-                # the probes judge alone, rather than the last word keeping it out
+        for instance, (alive, failed, _) in list(self.service_seen.items()):
+            if now - max(alive or -1e18, failed or -1e18) > silent_after:
                 del self.service_seen[instance]
                 change = self.health.service_unknown(instance, now)
-            else:
-                continue
-            if change:
-                self._apply(out, *change, now)
+                if change:
+                    self._apply(out, *change, now)
 
     def _everywhere(self, frame: bytes) -> list[tuple[int, bytes]]:
         """An instance not located yet: its probe out of every switch's edge ports (before a

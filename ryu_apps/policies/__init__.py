@@ -5,10 +5,11 @@
     policies.names()                               # every registered name
     policies.title("malb"), policies.policy_class("malb"), policies.takes_option(...)
 
-A module registers its policy class with ``@register("name")`` (one class may be registered
-under several names with different presets); every module of the package is imported with
-it, so adding a policy is adding one module and its unit test (docs/controller.md,
-"Policies").
+A module registers its policy class with ``@register("name")`` under a name the
+configuration declares (common/config/model.py's POLICIES, read by every part without
+importing this package); one class may be registered under several names with different
+presets; every module of the package is imported with it, so adding a policy is adding one
+module, its name in POLICIES and its unit test (docs/controller.md, "Policies").
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pkgutil
 from dataclasses import dataclass, fields
 from typing import Any
 
+from common.config.model import POLICIES
 from ryu_apps.policies.base import Backend, Decision, Flow, NoBackend, Options, Policy
 
 __all__ = ["Backend", "Decision", "Flow", "NoBackend", "Options", "Policy", "make", "names",
@@ -29,27 +31,31 @@ _NOT_POLICIES = {"base", "rules"}    # the shared interface and the rules severa
 class _Entry:
     cls: type[Policy]
     preset: dict[str, Any]
-    rank: int          # where the name sorts: the paper's policies first, then the others
     title: str | None
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
 
-def register(name: str, rank: int = 100, title: str | None = None, **preset):
-    """Class decorator: register the policy under `name` (sorted by `rank`, then name;
-    reports call it `title`, default the class's), its options preset."""
+def register(name: str, title: str | None = None, **preset):
+    """Class decorator: register the policy under `name`, one the configuration declares
+    (common/config/model.py's POLICIES; reports call it `title`, default the class's), its
+    options preset."""
     def add(cls: type[Policy]) -> type[Policy]:
+        if name not in POLICIES:
+            raise ValueError(f"policy {name!r} is not declared in common/config/model.py's "
+                             f"POLICIES: add it there")
         if name in _REGISTRY:
             raise ValueError(f"policy {name!r} is registered twice")
         cls.Options.from_dict(name, preset)        # a bad preset fails at import
-        _REGISTRY[name] = _Entry(cls, dict(preset), rank, title)
+        _REGISTRY[name] = _Entry(cls, dict(preset), title)
         return cls
     return add
 
 
 def names() -> tuple[str, ...]:
-    return tuple(sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].rank, n)))
+    """The registered policies, in the configuration's order."""
+    return tuple(n for n in POLICIES if n in _REGISTRY)
 
 
 def policy_class(name: str) -> type[Policy]:

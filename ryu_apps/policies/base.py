@@ -33,9 +33,12 @@ class Backend:
 class Flow:
     """A new flow as the controller sees its first packet. `key` (protocol, client address
     and port, VIP and port) is what hashing policies hash; `watched`: the key the controller
-    will report the flow's end with (PolicyCore.flow_ended), None if it will not."""
+    will report the flow's end with (PolicyCore.flow_ended), None if it will not; `caller`:
+    the client's address (an instance's own when one microservice calls another), None if
+    not known."""
     key: Hashable | None = None
     watched: Hashable | None = None
+    caller: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ class ConnectionOptions(Options):
     by_capacity: bool = False       # open connections over the server's CPU cores
 
 
-@register("lc", rank=10)
+@register("lc")
 class LeastConnections(Policy):
     title = "least connections"
     Options = ConnectionOptions

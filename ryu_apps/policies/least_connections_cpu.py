@@ -24,7 +24,7 @@ def idle_share(view, server: str, now: float) -> float:
     return max(1.0, 100.0 - cpu) / 100.0
 
 
-@register("lc-cpu", rank=12, title="least connections by idle CPU")
+@register("lc-cpu", title="least connections by idle CPU")
 class LeastConnectionsByIdleCpu(Policy):
     title = "least connections by idle CPU"
     algorithm = "least-connections-idle-cpu"

@@ -10,7 +10,7 @@ from ryu_apps.policies.rules import least_load
 NETWORK_ONLY = (0.0, 0.0, 1.0)
 
 
-@register("ln", rank=2)
+@register("ln")
 class LeastNetworkLoad(Policy):
     title = "LN"
 

@@ -24,7 +24,7 @@ class MaglevOptions(Options):
                              f"got {self.table_size!r}")
 
 
-@register("maglev", rank=5)
+@register("maglev")
 class Maglev(Policy):
     title = "Maglev"
     Options = MaglevOptions

@@ -7,12 +7,13 @@ III.C's rule) and with this project's additions (``malb``), each an option of it
 - MalbOptions: the options beyond the paper's rule, each off in ``malb-paper``;
 - LOOKAHEAD_S: how far ahead a measured long flow counts (5 s);
 - HEADROOM_FLOOR, BALANCE_GAIN: the data-plane shares' floor and step (load_shares);
-- connection_factor: the data-plane shares set by the switches' counts of open connections.
+- connection_factor: the data-plane shares set by the switches' counts of open connections;
+- NEAR_SLACK: ``malb-near``'s load allowance for an instance on the caller's switch.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Options, Policy
@@ -28,6 +29,10 @@ LOOKAHEAD_S = 5.0
 # without swinging past (design runs: docs/journal/2026-12-06-connections-in-the-switch.md).
 HEADROOM_FLOOR = 0.1
 BALANCE_GAIN = 1.0
+# malb-near: an instance on the caller's switch is preferred while its servers' mean load is
+# at most this many points above the other candidates' (the joint rule of placement and
+# balancing; set before any run, not tuned: docs/placement.md's protocol for issue 68)
+NEAR_SLACK = 10.0
 SHORT_RULES = ("round-robin", "least-remaining")
 LONG_RULES = ("predicted-load", "running-load")
 
@@ -56,7 +61,13 @@ class MalbOptions(Options):
     - connection_shares: in data-plane mode, each instance's share is divided by 1 + its
       open connections as the switches count them (controller.dataplane.connection_poll_s)
       over its part of the shares, so that an instance holding more connections than its
-      part gets fewer new ones until its count falls (connection_factor)."""
+      part gets fewer new ones until its count falls (connection_factor);
+    - near_slack: when an instance calls the microservice and some of its instances are on
+      the caller's switch, the flow goes to one of those (by the rules above, among them)
+      unless their servers' mean load is more than near_slack points above the other
+      candidates' mean; a call that crosses no trunk is worth that much load. None: off
+      (``malb``); ``malb-near`` sets NEAR_SLACK. The switch balancing short flows in
+      data-plane mode does not see the caller: there it applies to the long flows."""
     short_flows: str = "least-remaining"
     capacity_weighted: bool = True
     long_flows: str = "running-load"
@@ -66,6 +77,7 @@ class MalbOptions(Options):
     outside_use: bool = True
     connection_shares: bool = True
     lookahead_s: float = LOOKAHEAD_S
+    near_slack: float | None = None
 
     def __post_init__(self):
         if self.short_flows not in SHORT_RULES:
@@ -76,6 +88,11 @@ class MalbOptions(Options):
                              f"got {self.long_flows!r}")
         if not isinstance(self.lookahead_s, (int, float)) or not self.lookahead_s >= 0:
             raise ValueError(f"lookahead_s: a number of seconds >= 0, got {self.lookahead_s!r}")
+        if self.near_slack is not None and (
+                isinstance(self.near_slack, bool) or
+                not isinstance(self.near_slack, (int, float)) or not self.near_slack >= 0
+                or math.isinf(self.near_slack)):
+            raise ValueError(f"near_slack: load points >= 0 or null, got {self.near_slack!r}")
 
 
 def _floored(shares: dict[str, float], floor: dict[str, float]) -> dict[str, float]:
@@ -112,10 +129,11 @@ def connection_factor(shares: dict[str, float], open_now: dict[str, int]) -> dic
     return {n: v / norm for n, v in out.items()}
 
 
-@register("malb-paper", rank=3, title="MALB (paper's rule)", short_flows="round-robin",
+@register("malb-paper", title="MALB (paper's rule)", short_flows="round-robin",
           capacity_weighted=False, long_flows="predicted-load", per_flow_weights=False,
           spread=False, load_shares=False, outside_use=False, connection_shares=False)
-@register("malb", rank=4, title="MALB (ours)")
+@register("malb", title="MALB (ours)")
+@register("malb-near", title="MALB, caller's switch first", near_slack=NEAR_SLACK)
 class Malb(Policy):
     title = "MALB"
     Options = MalbOptions
@@ -129,6 +147,12 @@ class Malb(Policy):
         self._shares: dict[str, tuple[tuple, dict[str, float]]] = {}
 
     def choose(self, view, ms, candidates, now, flow):
+        near, why = self._near_caller(view, ms, candidates, now, flow)
+        decision = self._choose(view, ms, near, now, flow)
+        return decision if why is None else replace(decision,
+                                                    reason=f"{why}; {decision.reason}")
+
+    def _choose(self, view, ms, candidates, now, flow):
         o = self.options
         weights = view.profiles.weights(ms, now)[0]
         if view.profiles.flow_class(ms)[0] == "short":
@@ -136,7 +160,8 @@ class Malb(Policy):
                 return self._least_remaining(view, ms, candidates, now, weights)
             if o.capacity_weighted and view.unequal_servers(candidates):
                 share = capacity_shares(view, candidates, weights)
-                best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates)
+                best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates,
+                                     view.pools.get(ms))
                 return self.decision(best, "weighted-round-robin",
                                      "short flows: round robin weighted by server capacity",
                                      now, {b.server: round(share[b.name], 3)
@@ -185,17 +210,10 @@ class Malb(Policy):
         weights = view.profiles.flow_weights(ms, now)[0]
         loads, times = {}, []
         for b in candidates:
-            sample = view.loads[b.server]
-            if not view.fresh(sample, now):
-                continue
-            figures = sample.measured if sample.measured is not None else \
-                (sample.cpu, sample.mem, sample.net)
-            if figures[0] is not None:
-                figures = (figures[0] + self._outside(sample), *figures[1:])
-            if any(w > 0 and v is None for w, v in zip(weights, figures)):
-                continue
-            loads[b.name] = sum(w * v for w, v in zip(weights, figures) if w > 0)
-            times.append((b.name, sample.sample_time))
+            load = self._measured_load(view, b.server, weights, now)
+            if load is not None:
+                loads[b.name] = load
+                times.append((b.name, view.loads[b.server].sample_time))
         if not loads:
             self._shares.pop(ms, None)
             return None
@@ -223,6 +241,49 @@ class Malb(Policy):
         shares = _floored(shares, {n: HEADROOM_FLOOR * c for n, c in capacity.items()})
         self._shares[ms] = (key, shares)
         return dict(shares)
+
+    def _measured_load(self, view, server, weights, now) -> float | None:
+        """The server's latest measured load (the prediction's figures when there is no
+        measurement) in these weights, with the use beside its containers; None without
+        fresh data for a weighted resource."""
+        sample = view.loads[server]
+        if not view.fresh(sample, now):
+            return None
+        figures = sample.measured if sample.measured is not None else \
+            (sample.cpu, sample.mem, sample.net)
+        if figures[0] is not None:
+            figures = (figures[0] + self._outside(sample), *figures[1:])
+        if any(w > 0 and v is None for w, v in zip(weights, figures)):
+            return None
+        return sum(w * v for w, v in zip(weights, figures) if w > 0)
+
+    # ------------------------------------------------------------ the caller's switch
+    def _near_caller(self, view, ms, candidates, now, flow) -> tuple[list, str | None]:
+        """The candidates on the caller's switch and why, when near_slack lets them take
+        the flow; else all of them and None. A server without fresh data counts at the
+        mean of those with; with none fresh, the near ones take it (nothing says they
+        cannot)."""
+        slack = self.options.near_slack
+        site = view.site_of_address(flow.caller) if slack is not None else None
+        if slack is None or site is None:
+            return candidates, None
+        near = [b for b in candidates if view.sites.get(b.server) == site]
+        if not near or len(near) == len(candidates):
+            return candidates, None
+        weights = view.profiles.flow_weights(ms, now)[0]
+        loads = {b.server: x for b in candidates
+                 if (x := self._measured_load(view, b.server, weights, now)) is not None}
+        if not loads:
+            return near, f"on the caller's switch {site} (no fresh load data)"
+        mean = sum(loads.values()) / len(loads)
+        far = [b for b in candidates if b not in near]
+        near_load = sum(loads.get(b.server, mean) for b in near) / len(near)
+        far_load = sum(loads.get(b.server, mean) for b in far) / len(far)
+        if near_load > far_load + slack:
+            return candidates, (f"the caller's switch {site} too loaded ({near_load:.0f} > "
+                                f"{far_load:.0f} + {slack:g}): every switch")
+        return near, (f"on the caller's switch {site} ({near_load:.0f} <= {far_load:.0f} + "
+                      f"{slack:g})")
 
     # ------------------------------------------------------------ short flows
     def _least_remaining(self, view, ms, candidates, now, weights):

@@ -26,7 +26,7 @@ class PowerOfTwoOptions(Options):
             raise ValueError(f"choices: a whole number >= 1, got {self.choices!r}")
 
 
-@register("p2c", rank=13)
+@register("p2c")
 class PowerOfTwoChoices(Policy):
     title = "power of two choices"
     Options = PowerOfTwoOptions

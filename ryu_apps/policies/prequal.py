@@ -38,7 +38,7 @@ class PrequalOptions(Options):
                 raise ValueError(f"{name}: seconds > 0, got {v!r}")
 
 
-@register("prequal", rank=14)
+@register("prequal")
 class Prequal(Policy):
     """An instance is hot when its requests in flight (its probe's, plus one per flow sent
     to it since that probe) are above the q_rif quantile of the RIF distribution, estimated

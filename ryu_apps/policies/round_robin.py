@@ -7,7 +7,7 @@ from ryu_apps.policies.base import Policy
 from ryu_apps.policies.rules import round_robin
 
 
-@register("srr", rank=1)
+@register("srr")
 class RoundRobin(Policy):
     title = "SRR"
 

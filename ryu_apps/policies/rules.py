@@ -101,12 +101,15 @@ def capacity_shares(view: PolicyCore, candidates: list[Backend],
 
 
 def weighted_turn(credit: dict[str, float], share: dict[str, float],
-                  candidates: list[Backend]) -> Backend:
-    """Smooth weighted round robin (nginx's): every instance gains its share, the one with
+                  candidates: list[Backend], pool: list[Backend] | None = None) -> Backend:
+    """Smooth weighted round robin (nginx's): every candidate gains its share, the one with
     the most credit is chosen and pays the total. `credit` is the caller's, kept between
-    calls; instances no longer in `share` lose theirs."""
+    calls; an instance left out of this turn but still in `pool` (the instance calling its
+    own VIP, one out of service) keeps its credit, neither gaining nor paying; one no longer
+    in the pool (or in `share`, without a pool) loses it."""
+    keep = set(share) | {b.name for b in pool or ()}
     for name in list(credit):
-        if name not in share:
+        if name not in keep:
             del credit[name]
     for name, w in share.items():
         credit[name] = credit.get(name, 0.0) + w

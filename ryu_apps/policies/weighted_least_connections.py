@@ -8,6 +8,6 @@ from ryu_apps.policies import register
 from ryu_apps.policies.least_connections import LeastConnections
 
 
-@register("wlc", rank=11, title="weighted least connections", by_capacity=True)
+@register("wlc", title="weighted least connections", by_capacity=True)
 class WeightedLeastConnections(LeastConnections):
     """Registered with by_capacity on: the class is lc's."""

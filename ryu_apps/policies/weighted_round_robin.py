@@ -11,7 +11,7 @@ from ryu_apps.policies.rules import cores_of, weighted_turn
 CPU_ONLY = (1.0, 0.0, 0.0)
 
 
-@register("wrr", rank=12)
+@register("wrr")
 class WeightedRoundRobin(Policy):
     title = "weighted round robin"
 
@@ -21,7 +21,8 @@ class WeightedRoundRobin(Policy):
 
     def choose(self, view, ms, candidates, now, flow):
         share = {b.name: cores_of(view, b.server) for b in candidates}
-        best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates)
+        best = weighted_turn(self._credit.setdefault(ms, {}), share, candidates,
+                             view.pools.get(ms))
         return self.decision(best, "weighted-round-robin",
                              "round robin weighted by the servers' CPU cores", now,
                              {b.server: share[b.name] for b in candidates}, CPU_ONLY)

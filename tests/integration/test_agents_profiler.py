@@ -239,6 +239,9 @@ def test_an_experiment_whose_monitoring_sees_no_container_of_a_server_stops_and_
         tmp_path):
     data = {**FAST_CONFIG, "servers": {"count": 2}, "testbed": {"clients": 1}}
     with Stack(data, str(tmp_path), controller=False, start_services=False) as st:
+        # which testbed ran is beside the run's configuration, whatever the entry point
+        assert json.loads((tmp_path / "testbed.json").read_text()) == st.testbed.describe()
+        assert st.testbed.describe()["backend"] in ("mininet", "containernet")
         for inst in st.cfg.instances_on("srv2"):
             docker.from_env().containers.get(inst.container).remove(force=True)
         time.sleep(4)     # its last complete sample, from before, is over 3 periods old

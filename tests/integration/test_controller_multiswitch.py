@@ -1,6 +1,7 @@
 """The controller on the multi-switch topology: NAT at the caller's edge switch, answers of
-live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched;
-with rule pairs, and in tracker mode (each switch its own zone of the shared tracker)."""
+live flows back through plain L2 over a bandwidth-limited trunk, direct traffic untouched,
+malb-near keeping an instance's calls on its switch; with rule pairs, and in tracker mode
+(each switch its own zone of the shared tracker)."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +11,6 @@ from collections import Counter
 import pytest
 
 from experiments.stack import Stack
-from ryu_apps.tracker import Tracker
 from tests.integration.helpers import FAST_CONFIG, download, packet_in_count, served_by
 from topologies.clean import clean_testbed
 
@@ -75,14 +75,29 @@ def test_an_instance_calling_across_the_trunk_never_goes_through_the_controller(
     assert after["repeat"] - before["repeat"] <= 3 * downloads, (before, after)
     if stack.cfg.controller.dataplane.short_flows == "tracker":
         # the caller's connections in s2's zone of the tracker, none in s1's
-        zones = Tracker(stack.cfg.controller.vip_mac,
-                        [s.dpid for s in stack.cfg.testbed.switches])
-        s1, s2 = (zones.zone(s.dpid) for s in stack.cfg.testbed.switches)
+        s1, s2 = (s.tracker_zone for s in stack.cfg.testbed.switches)
         caller_ip = stack.testbed.node("srv2-ui").IP()
         mine = f"orig=(src={caller_ip},"
         assert mine in _conntrack(s2) and mine not in _conntrack(s1)
     else:
         assert _rules("s2", 200) > 0        # the caller's NAT rules are on its own switch
+
+
+def test_malb_near_keeps_an_instances_calls_on_its_own_switch(stack):
+    """malb-near, the balancing half of placement's joint rule: an instance's calls go to the
+    instances on its own switch (no load data here: nothing says they cannot take them),
+    never to itself; a client host is no instance, and its requests cross the trunk."""
+    code, body = stack.controller_put("/malb/policy", {"policy": "malb-near"})
+    assert code == 200, body
+    try:
+        url = f"http://{VIP}:8002/object?size=20000"
+        for caller, near in (("srv2-ui", {"srv4"}), ("srv1-ui", {"srv3"})):
+            who = served_by(stack.testbed.node(caller), url, 4)
+            assert {w.split("-")[0] for w in who} == near, (caller, who)
+        who = {w.split("-")[0] for w in served_by(stack.testbed.node("cli1"), url, 8)}
+        assert who & {"srv1", "srv3"} and who & {"srv2", "srv4"}, who
+    finally:
+        stack.controller_put("/malb/policy", {"policy": "srr"})
 
 
 def _conntrack(zone: int) -> str:

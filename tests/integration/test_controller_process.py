@@ -77,8 +77,9 @@ def test_idle_and_slow_clients_do_not_take_the_rest_api_offline(tmp_path):
                             name="controller-idle"):
         idle = []
         try:
-            for _ in range(1100):
-                idle.append(socket.create_connection(("127.0.0.1", REST), timeout=5))
+            for k in range(1100):     # from 22 addresses, 50 each: within the per-address cap
+                idle.append(socket.create_connection(
+                    ("127.0.0.1", REST), timeout=5, source_address=(f"127.0.1.{1 + k % 22}", 0)))
             time.sleep(1)
             # it answers (Ryu's server never did again), and soon: the idle ones are taken
             # from the listen backlog in batches and cost the loop nothing while they idle

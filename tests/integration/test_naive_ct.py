@@ -12,13 +12,12 @@ import time
 import pytest
 
 from common.config import load_config
-from common.procs import ROOT
+from common.procs import ROOT, controller_argv
 from tests.lib.services import free_port
 
 pytestmark = pytest.mark.integration
 PAPER = os.path.join(ROOT, "configs", "paper.yaml")
 BRIDGE = "malbct0"
-RYU = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
 # answers each request with the instance's name and closes: a connection per request
 SERVER = ("import http.server, sys\n"
           "class H(http.server.BaseHTTPRequestHandler):\n"
@@ -78,8 +77,8 @@ def bench_net(tmp_path):
                                            inst.name]))
         log = open(tmp_path / "ryu.log", "w")
         procs.append(subprocess.Popen(
-            [RYU, "--ofp-tcp-listen-port", str(port),
-             os.path.join(ROOT, "benchmarks", "naive_ct.py")],
+            controller_argv(apps=["--ofp-tcp-listen-port", str(port),
+                                  os.path.join(ROOT, "benchmarks", "naive_ct.py")]),
             stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "MALB_CONFIG": PAPER, "PYTHONPATH": ROOT}))
         sh("ovs-vsctl", "set-controller", BRIDGE, f"tcp:127.0.0.1:{port}")

@@ -15,7 +15,7 @@ from common.httpjson import get_json
 from common.procs import controller_service
 from topologies.backend import remote_controller_class, resolve_datapath
 from topologies.clean import clean_testbed
-from topologies.testbed import disable_tx_offload
+from topologies.params import disable_tx_offload
 
 pytestmark = pytest.mark.integration
 

@@ -48,7 +48,7 @@ def ui_flows(stack, query: str = "") -> list[dict]:
 def tracked(stack, dpid: int) -> str:
     """The connections in the switch's own zone of Open vSwitch's tracker."""
     cfg = stack.cfg
-    zone = Tracker(cfg.controller.vip_mac, [s.dpid for s in cfg.testbed.switches]).zone(dpid)
+    zone = Tracker.of(cfg).zone(dpid)
     return subprocess.run(["ovs-appctl", "dpctl/dump-conntrack", f"zone={zone}"],
                           capture_output=True, text=True, timeout=10, check=True).stdout
 

@@ -13,9 +13,10 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
-
 from ryu_apps import ofwire
+from ryu_apps.framework import module, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+ofproto_parser = module("ofproto.ofproto_parser")
 
 CONTROLLER = ofp.OFPP_CONTROLLER
 
@@ -55,6 +56,11 @@ class EchoRequest(NamedTuple):
     data: bytes
 
 
+class RoleRequest(NamedTuple):
+    role: int             # ofp.OFPCR_ROLE_*
+    generation: int
+
+
 def _actions(buf: bytes, start: int, end: int) -> list:
     out, pos = [], start
     while pos < end:
@@ -66,7 +72,7 @@ def _actions(buf: bytes, start: int, end: int) -> list:
 
 def decode(buf: bytes) -> list:
     """Concatenated OpenFlow messages -> flow mods (Ryu's parser), packet-outs, group and
-    meter mods, statistics and echo requests; barriers skipped."""
+    meter mods, statistics, echo and role requests; barriers skipped."""
     out, off = [], 0
     while off < len(buf):
         version, msg_type, length, xid = ofproto_parser.header(buf[off:])
@@ -94,6 +100,8 @@ def decode(buf: bytes) -> list:
             out.append(Request(struct.unpack_from("!H", body, 8)[0], body[16:], xid))
         elif msg_type == ofp.OFPT_ECHO_REQUEST:
             out.append(EchoRequest(xid, body[8:]))
+        elif msg_type == ofp.OFPT_ROLE_REQUEST:
+            out.append(RoleRequest(*struct.unpack_from("!I4xQ", body, 8)))
         off += length
     return out
 
@@ -175,6 +183,7 @@ class FakeSwitch:
         self.requests: list[Request] = []
         self.packet_outs: list[PacketOut] = []
         self.echoes: list[EchoRequest] = []      # not answered yet
+        self.roles: list[RoleRequest] = []
         self.conntrack: dict[tuple, int] = {}      # (zone, 5-tuple) -> mark
         self.packets: dict[int, int] = {}          # id(rule) -> packets it matched
 
@@ -197,6 +206,8 @@ class FakeSwitch:
                 self.packet_outs.append(m)
             elif isinstance(m, EchoRequest):
                 self.echoes.append(m)
+            elif isinstance(m, RoleRequest):
+                self.roles.append(m)
         return msgs
 
     def answer_echoes(self) -> list[int]:

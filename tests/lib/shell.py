@@ -34,14 +34,17 @@ def event(dp, **fields):
     return types.SimpleNamespace(msg=types.SimpleNamespace(datapath=dp, **fields))
 
 
-def make_app(monkeypatch):
-    """The shell as ryu-manager would build it, on configs/paper.yaml at time NOW; a
-    generator (a fixture's body): the options it sets in Ryu's cfg are cleared after."""
+def make_app(monkeypatch, **env):
+    """The shell as ryu-manager would build it, on configs/paper.yaml at time NOW, with the
+    environment variables given (MALB_PEER=..., say); a generator (a fixture's body): the
+    options it sets in Ryu's cfg are cleared after."""
     # deferred: the framework's app stack (eventlet), only for the tests that build the shell
     from ryu_apps import malb
     monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
-    for name in ("MALB_POLICY", "MALB_TOKEN"):
+    for name in ("MALB_POLICY", "MALB_TOKEN", "MALB_PEER", "MALB_ROLE"):
         monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(malb.listeners, "check_free", lambda ports: None)
     monkeypatch.setattr(malb.hub, "spawn", lambda *a, **k: None)
     monkeypatch.setattr(malb.gc, "freeze", lambda: None)

@@ -243,7 +243,8 @@ def test_the_testbed_control_api_requires_it_and_placement_sends_it():
     controller = JsonServer(("127.0.0.1", 0), {
         ("GET", "/malb/instances"): route("GET"), ("POST", "/malb/instances"): route("POST"),
         ("PUT", "/malb/instances/srv1-ui"): route("PUT"),
-        ("DELETE", "/malb/instances/srv1-ui"): route("DELETE")}, token=TOKEN)
+        ("DELETE", "/malb/instances/srv1-ui"): route("DELETE"),
+        ("PUT", "/malb/policy"): route("PUT policy")}, token=TOKEN)
     controller.start_background()
     try:
         url = "http://%s:%d" % controller.server_address
@@ -253,8 +254,9 @@ def test_the_testbed_control_api_requires_it_and_placement_sends_it():
         client.add("srv1-ui")
         client.drain("srv1-ui")
         client.remove("srv1-ui", force=True)
+        client.set_policy("malb-near")
         assert client.layout() == {}
-        assert seen == ["POST", "PUT", "DELETE", "GET"]
+        assert seen == ["POST", "PUT", "DELETE", "PUT policy", "GET"]
     finally:
         controller.shutdown()
         controller.server_close()

@@ -15,7 +15,7 @@ import types
 
 import pytest
 
-from agents.agent import Agent, Selector, http_server
+from agents.agent import Agent, Selector, agent_routes, http_server
 from agents.dockerstats import Capacity
 from common.metrics import render
 from agents.probes import NetnsSockets, ProbeError, Prober, Target, parse_latency_answer, \
@@ -272,7 +272,7 @@ def agent_http():
         seen.append((pid, port, window_s))
         return ok_reading(in_flight=port - 8000)
     agent = make_agent(reader)
-    server = http_server(("127.0.0.1", 0), agent.routes(), name="agent-srv1")
+    server = http_server(("127.0.0.1", 0), agent_routes(agent), name="agent-srv1")
     server.start_background()
 
     def call(path):

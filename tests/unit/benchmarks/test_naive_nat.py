@@ -8,11 +8,12 @@ import os
 from types import SimpleNamespace
 
 import pytest
-from ryu.lib.packet import arp, ethernet, packet
-from ryu.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
 
 from common.config import load_config
 from common.procs import ROOT
+from ryu_apps.framework import module, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+arp, ethernet, packet = (module(f"lib.packet.{name}") for name in ("arp", "ethernet", "packet"))
 
 PAPER = os.path.join(ROOT, "configs", "paper.yaml")
 

@@ -110,6 +110,11 @@ BAD_INVOCATIONS = [
       "--out", "{out}"], "--policies: slo runs on one loop; this configuration has an "
                          "end-to-end objective"),
     (["experiments.slo_energy", "--seconds", "5", "--out", "{out}"], "must be at least 30"),
+    (["experiments.slo_energy", "--loads", "20-50,70", "--out", "{out}"],
+     "expected low-high pairs of requests per second above 0, separated by commas "
+     "(20-50,30-70), got '70'"),
+    (["experiments.slo_energy", "--loads", "20-50", "--low", "10", "--out", "{out}"],
+     "--loads replaces --low and --high"),
     (["experiments.slo_energy", "--config", "configs/paper.yaml", "--out", "{out}"],
      "configuration: microservices: no microservice has an slo"),
     (["experiments.placement_comparison", "--max-utilization", "1.5", "--out", "{out}"],
@@ -118,8 +123,17 @@ BAD_INVOCATIONS = [
      "must be at least 0.05"),
     (["agents", "--server", "srv1", "--slo-actuator", "magic"], "invalid choice: 'magic'"),
     (["experiments.faults", "--faults", "agent,meteor", "--out", "{out}"],
-     "choose from agent, profiler, controller, container, hung, starved, switch, docker, "
-     "got 'meteor'"),
+     "choose from agent, profiler, controller, takeover, container, hung, starved, switch, "
+     "ovs, docker, got 'meteor'"),
+    (["experiments.faults", "--standby", "--faults", "controller", "--out", "{out}"],
+     "--faults: controller with --standby would hand the switches over; name takeover"),
+    (["experiments.faults", "--faults", "takeover", "--out", "{out}"],
+     "--faults: takeover needs a standby controller (--standby)"),
+    (["experiments.faults", "--tracker", "--dataplane", "--out", "{out}"],
+     "argument --dataplane: not allowed with argument --tracker"),
+    (["experiments.scenarios"], "one of the arguments --callgraph-config --dsb-config is "
+                                "required"),
+    (["experiments.scenarios", "--dsb-config", "nope"], "invalid choice: 'nope'"),
     (["experiments.faults", "--seconds", "5", "--out", "{out}"], "must be at least 20"),
     (["experiments.faults", "--seconds", "20", "--docker-pause", "30", "--out", "{out}"],
      "--seconds: too short for the fault's hold and pause"),

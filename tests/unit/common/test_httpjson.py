@@ -2,8 +2,13 @@
 errors are JSON and name the field, limits hold, a kept-alive connection stays in sync, slow
 and idle clients are timed out, and hundreds of simultaneous clients are all answered."""
 import http.client
+from contextlib import contextmanager
 import json
+import resource
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -11,6 +16,7 @@ import pytest
 
 from common.httpjson import (JsonServer, decode_body, dispatch, HttpProblem, quote,
                              too_deep)
+from tests.conftest import ROOT
 
 J = "application/json"
 
@@ -123,6 +129,17 @@ def test_expect_100_continue_is_answered_at_once(server):
     assert b"200 OK" in first + rest
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
+def test_expect_100_continue_on_a_request_without_a_body_is_answered_not_left_waiting(
+        server, method):
+    # waitress sends 100 Continue and then takes the request as unfinished: no answer
+    with socket.create_connection(server.server_address, timeout=5) as s:
+        s.sendall(f"{method} /x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                  f"\r\n".encode())
+        first = s.recv(4096)
+    assert first.startswith(b"HTTP/1.1 200 OK" if method != "DELETE" else b"HTTP/1.1 405")
+
+
 def test_a_kept_alive_connection_stays_in_sync_after_a_404_or_405_with_a_body(server):
     # the body of each rejected request is itself a request: it must be read, not parsed
     smuggled = request("POST", "/x", b'{"smuggled": true}')
@@ -207,6 +224,87 @@ def test_slow_and_idle_clients_are_disconnected(server):
     assert 2 <= idle < 5, idle
 
 
+def idle_connections(srv, n: int, source: str = "127.0.0.1") -> list[socket.socket]:
+    return [socket.create_connection(srv.server_address, timeout=5, source_address=(source, 0))
+            for _ in range(n)]
+
+
+def closed_by_server(sock: socket.socket, wait_s: float = 2.0) -> bool:
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def get_status(srv, source: str = "127.0.0.1") -> int:
+    c = http.client.HTTPConnection(*srv.server_address, timeout=5, source_address=(source, 0))
+    try:
+        c.request("GET", "/health")
+        return c.getresponse().status
+    finally:
+        c.close()
+
+
+@contextmanager
+def shedding_server(**limits):
+    """A JsonServer with these limits, serving, that sheds connections idle for 0.3 s."""
+    srv = JsonServer(("127.0.0.1", 0), routes([]), name="cap", **limits)
+    srv._server.shed_after_s = 0.3
+    srv.start_background()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_one_address_idle_connections_make_room_for_its_next_and_are_capped():
+    with shedding_server(per_address_limit=8) as srv:
+        idle = idle_connections(srv, 8)
+        time.sleep(1.0)                           # idle longer than shed_after_s
+        assert get_status(srv) == 200             # past its own address's idle ones
+        assert closed_by_server(idle[0]) and not closed_by_server(idle[1], 0.2)
+        # a ninth, tenth... idle one each close the oldest: never more than 8 from one address
+        more = idle_connections(srv, 8)
+        time.sleep(0.5)
+        assert sum(closed_by_server(s, 0.5) for s in idle[1:] + more) >= 7
+        # another address is not touched by this one's limit
+        assert get_status(srv, "127.0.0.2") == 200
+        for s in idle + more:
+            s.close()
+
+
+def test_a_burst_beyond_the_limit_is_served_and_what_then_idles_is_trimmed_to_it():
+    with shedding_server(per_address_limit=4) as srv:
+        burst = idle_connections(srv, 12)         # new ones are never refused
+        for s in burst:
+            s.sendall(request("GET", "/health"))
+        answers = [s.recv(4096) for s in burst]
+        assert all(a.startswith(b"HTTP/1.1 200") for a in answers)
+        # idle: the housekeeping (every 1 s) trims them, oldest first, to the limit
+        deadline = time.monotonic() + 15
+        while True:
+            closed = [closed_by_server(s, 0.2) for s in burst]
+            if sum(closed) >= 8 or time.monotonic() > deadline:
+                break
+        assert sum(closed) == 8 and closed[0], closed
+        for s in burst:
+            s.close()
+
+
+def test_a_full_server_closes_its_oldest_idle_connection_for_a_new_client():
+    with shedding_server(connection_limit=12, per_address_limit=None) as srv:
+        idle = [s for k in range(4) for s in idle_connections(srv, 3, f"127.0.0.{10 + k}")]
+        time.sleep(0.5)
+        assert get_status(srv, "127.0.0.99") == 200     # not left in the listen backlog
+        assert closed_by_server(idle[0])
+        for s in idle:
+            s.close()
+
+
 def test_a_handler_bug_is_a_500_and_the_server_goes_on(caplog):
     srv = JsonServer(("127.0.0.1", 0), {("GET", "/x"): lambda q, b: 1 / 0}, name="bug")
     srv.start_background()
@@ -235,9 +333,9 @@ def test_two_hundred_simultaneous_clients_are_all_answered_none_dropped_at_the_l
     n, results = 200, []
     barrier = threading.Barrier(n)
 
-    def one():
+    def one(k):
         barrier.wait()
-        try:
+        try:      # from one address, beyond its limit of 64: a burst is served
             c = http.client.HTTPConnection(*server.server_address, timeout=5)
             c.request("GET", "/health")
             status = c.getresponse().status
@@ -245,7 +343,7 @@ def test_two_hundred_simultaneous_clients_are_all_answered_none_dropped_at_the_l
         except OSError as exc:
             status = repr(exc)
         results.append(status)
-    threads = [threading.Thread(target=one) for _ in range(n)]
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
     for t in threads:
@@ -284,3 +382,31 @@ def test_errors_quote_a_short_prefix_only():
                                   J,
                                   b'{"k": "' + b"x" * 100_000 + b'\\ud800"}')
     assert status == 400 and len(payload["error"]) < 200
+
+
+def test_the_open_files_limit_is_raised_for_the_connections_or_the_limit_lowered_saying_so():
+    child = textwrap.dedent("""
+        import json, logging, resource, sys
+        logging.basicConfig(stream=sys.stderr)
+        soft, hard = (int(x) for x in sys.argv[1:3])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        from common.httpjson import JsonServer
+        srv = JsonServer(("127.0.0.1", 0), {}, name="files", connection_limit=4096)
+        print(json.dumps({"soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                          "limit": srv._server.adj.connection_limit}))
+        srv.server_close()
+    """)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def run(soft: int, hard: int):
+        res = subprocess.run([sys.executable, "-c", child, str(soft), str(hard)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads(res.stdout.strip().splitlines()[-1]), res.stderr
+
+    if hard == resource.RLIM_INFINITY or hard >= 4096 + 256:
+        out, _ = run(1024, hard)      # Linux's usual soft limit, below 4,096 connections
+        assert out == {"soft": 4096 + 256, "limit": 4096}
+    out, err = run(600, 1000)          # a hard limit below: fewer connections, said
+    assert out == {"soft": 1000, "limit": 1000 - 256}
+    assert "files: 744 connections at most, not 4096" in err

@@ -13,7 +13,7 @@ from common.procs import ROOT
 def test_results_go_where_asked_or_to_a_dated_folder_under_results(tmp_path, monkeypatch):
     asked = tmp_path / "out" / "deeper"
     assert lab.results_dir(str(asked)) == str(asked) and asked.is_dir()
-    monkeypatch.setattr(lab, "ROOT", str(tmp_path))
+    monkeypatch.setattr(lab, "WORK", str(tmp_path))
     made = lab.results_dir(None, "faults-")
     assert os.path.dirname(made) == str(tmp_path / "results")
     assert re.fullmatch(r"faults-\d{8}-\d{6}", os.path.basename(made)) and os.path.isdir(made)

@@ -33,6 +33,9 @@ def test_every_method_plans_from_one_graph_and_exact_is_not_measured_twice():
     for m in pc.METHODS:
         assert made[m]["layout"] is not None and made[m]["cost"] >= 0
     assert made["exact"]["optimal"]
+    # latency-near measures the latency plan under the joint rule's balancing
+    assert made["latency-near"] == made["latency"]
+    assert pc.BALANCING == {"latency-near": "malb-near"}
     # bookinfo's optimum is what ours finds (HiGHS may pick a layout of the same cost)
     assert made["exact"]["cost"] == pytest.approx(made["ours"]["cost"])
     same = made["exact"]["layout"] == made["ours"]["layout"]

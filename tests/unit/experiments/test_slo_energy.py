@@ -288,3 +288,43 @@ def test_the_calibration_takes_the_worst_stable_tail_of_the_maximum_over_every_l
     assert slo_energy.calibrated_target({"max": [{"result": {"client_stable_max_ms":
                                                              75.0}}]}) == (75.0, 90.0)
     assert slo_energy.calibrated_target({"ondemand": res["ondemand"]}) is None
+
+
+def test_several_loads_are_each_a_profile_and_the_calibration_takes_the_worst_of_all():
+    opts = slo_energy.parser().parse_args(["--loads", "20-50, 30-70", "--policies", "max"])
+    assert slo_energy.loads_of(opts) == [(20.0, 50.0), (30.0, 70.0)]
+    assert slo_energy.loads_of(slo_energy.parser().parse_args(["--high", "90"])) == \
+        [(slo_energy.DEFAULT_LOW, 90.0)]
+    for bad in ("20", "20-x", "0-50", "20-50,", "-5-10"):
+        with pytest.raises(SystemExit):
+            slo_energy.parser().parse_args(["--loads", bad])
+    rows = [{"t": float(t), "sli_ms": 30.0, "client_sli_ms": 35.0, "freq_mhz": 1500}
+            for t in range(5)]
+
+    def at(worst):
+        return {"max": [{"result": {**fake_result(100.0, 1.0), "client_stable_max_ms": worst},
+                         "rows": rows}]}
+    doc = {"profiles": {"step 20-50": at(31.0), "step 30-70": at(52.0)},
+           "loop": {"actuator": "emulated", "energy_source": "modelled"},
+           "command": "c", "commit": "abc", "when": "now",
+           "testbed": {"backend": "mininet", "datapath": "netdev"}, "service": "api",
+           "slo": {"percentile": 95.0, "target_ms": 40.0, "margin": 0.1}}
+    md = slo_energy.summary_markdown(doc, opts)
+    assert "load 20 -> 50, 30 -> 70 requests/s" in md
+    assert "## Profile: step 20-50" in md and "## Profile: step 30-70" in md
+    assert "over its 1 run(s) was 31 ms; the rule (1.2 x that, rounded up to 5 ms) gives a " \
+        "target of 40 ms." in md
+    assert "Over every profile and load: Calibration: the fixed maximum's worst stable p95 " \
+        "at the client over its 2 run(s) was 52 ms; the rule (1.2 x that, rounded up to 5 " \
+        "ms) gives a target of 65 ms." in md
+
+
+def test_a_profile_at_one_of_several_loads_is_plotted_under_a_name_without_spaces(tmp_path):
+    rows = [{"t": float(t), "sli_ms": 30.0, "client_sli_ms": 35.0, "freq_mhz": 1500}
+            for t in range(5)]
+    doc = {"profiles": {"step 20-50": {"max": [{"result": fake_result(100.0, 1.0),
+                                                 "rows": rows}]}},
+           "loop": {"actuator": "emulated", "energy_source": "modelled"},
+           "slo": {"percentile": 95.0, "target_ms": 40.0, "margin": 0.1}}
+    slo_energy.plot(doc, str(tmp_path))
+    assert (tmp_path / "slo-step-20-50.png").exists()

@@ -46,15 +46,18 @@ def test_bad_flags_are_one_line_and_exit_2(capsys, argv, message):
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_the_summary_says_which_commit_ran_and_when(tmp_path):
+def test_the_summary_says_which_commit_ran_when_and_on_which_testbed(tmp_path):
     import argparse
     import json
     args = argparse.Namespace(minutes=1, rate=2, policy="malb", out=str(tmp_path),
                               stamp={"command": "c", "commit": "abc1234",
-                                     "when": "2026-11-27T07:00:00"})
+                                     "when": "2026-11-27T07:00:00"},
+                              testbed={"backend": "containernet", "datapath": "user"})
     rows = [{"time": t, "elapsed_s": t, "controller.rss_mb": 50.0} for t in range(0, 70, 10)]
     soak.write_summary(args, soak.verdicts(rows), rows)
     assert "Commit abc1234, started 2026-11-27T07:00:00." in \
         (tmp_path / "summary.md").read_text()
-    assert json.loads((tmp_path / "summary.json").read_text())["commit"] == "abc1234"
+    assert "Testbed: containernet, user datapath." in (tmp_path / "summary.md").read_text()
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert doc["commit"] == "abc1234" and doc["testbed"]["backend"] == "containernet"
     assert (tmp_path / "growth.png").exists()

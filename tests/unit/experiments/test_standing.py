@@ -101,3 +101,17 @@ def test_the_p95_aim_fails_on_one_class_significantly_worse():
             if line.startswith("| paper")]
     assert "baseline's (least connections)" in rows[0] and rows[0].endswith("| **met** |")
     assert "worse: ui +30 %" in rows[1] and rows[1].endswith("| not met |")
+
+
+def test_what_clients_saw_names_end_to_end_first_and_counts_the_rest():
+    def figure(label, ratio, verdict):
+        return {"label": label, "vs": {"haproxy-leastconn": {
+            "n": 5, "ratio": ratio, "verdict": f"significantly {verdict}"}}}
+    classes = {f"c{k}": figure(f"class{k} RT p95 (ms)", -0.1 * k, "better") for k in range(1, 6)}
+    classes |= {"all": figure("all requests RT p99 (ms)", -0.5, "better"),
+                "cpu": figure("balancing CPU s per 1,000 requests", -0.2, "better"),
+                "w": figure("ui mean throughput (Mbit/s)", -0.04, "worse")}
+    text = standing._client_text({"classes": classes}, "haproxy-leastconn")
+    assert text == ("worse: ui throughput -4 %; better: all requests p99 -50 %, balancing "
+                    "CPU -20 %, class1 p95 -10 %, class2 p95 -20 % and 3 more")
+    assert standing._client_text({"classes": {}}, "haproxy-leastconn") == "level"

@@ -270,10 +270,9 @@ def test_in_switch_transitions_render_both_owners_and_a_slot_returned_stays_in_o
 
 
 def test_transition_rules_are_packed_as_ryu_reads_them():
-    from ryu.ofproto import nicira_ext
-    from ryu.ofproto import ofproto_v1_3_parser as parser
-
     from ryu_apps import ofwire
+    from ryu_apps.framework import module, ofproto_v1_3_parser as parser
+    nicira_ext = module("ofproto.nicira_ext")
     t = Target("srv2-ui", "02:00:00:00:02:02", "10.0.2.2", 9002, 5, None, mark=7)
     start, keep, handover = dataplane.transition_rules(t, "tcp", VPORT)
     assert start.commit_mark == 7 and keep.commit_mark is handover.commit_mark is None

@@ -8,12 +8,12 @@ import copy
 import itertools
 
 import pytest
-from ryu.ofproto import ofproto_v1_3_parser as parser
 
 from common.config import DEFAULT_MICROSERVICES, parse_config_file_data
 from ryu_apps import ofwire
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowTable
+from ryu_apps.framework import ofproto_v1_3_parser as parser
 from ryu_apps.policies import Backend
 from ryu_apps.policy import PolicyCore, controller_settings
 from tests.lib.fakeswitch import PacketOut, decode

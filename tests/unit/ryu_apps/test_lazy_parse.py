@@ -5,10 +5,11 @@ from __future__ import annotations
 import struct
 
 import pytest
-from ryu.ofproto import ofproto_parser, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
-
 from benchmarks import ofswitch
 from ryu_apps import lazy_parse, ofwire
+from ryu_apps.framework import module, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+ofproto_parser = module("ofproto.ofproto_parser")
 
 
 class _Datapath:

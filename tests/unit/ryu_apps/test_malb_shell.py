@@ -9,7 +9,7 @@ import types
 import pytest
 
 from common.metrics import render
-from ryu_apps import malb, ofwire
+from ryu_apps import loop_stalls, malb, ofwire, peers
 from ryu_apps.framework import DEAD_DISPATCHER, ofproto_v1_3 as ofp, \
     ofproto_v1_3_parser as parser
 from tests.lib.fakeswitch import CONTROLLER, fields_of
@@ -92,19 +92,19 @@ def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monk
     answers = {"profiles": {"microservices": {"ui": {"weights": {"alpha": 0, "beta": 1,
                                                                  "gamma": 0}}}},
                "servers": {"servers": {}}}
-    monkeypatch.setattr(malb, "post_json", lambda url, body, timeout, token=None:
+    monkeypatch.setattr(peers, "post_json", lambda url, body, timeout, token=None:
                         posted.append((url, body)))
-    monkeypatch.setattr(malb, "get_json", lambda url, timeout: answers[url.rsplit("/")[-1]])
+    monkeypatch.setattr(peers, "get_json", lambda url, timeout: answers[url.rsplit("/")[-1]])
     app.policy_core.clock = lambda: NOW          # the weights' age is judged by the policy core
-    app._profiler_exchange(NOW, 1.0)
+    app.peers.profiler_exchange(NOW, 1.0)
     assert posted[0][0].endswith("/flows") and "pairs" in posted[0][1]
     assert app.status()["microservices"]["ui"]["weights"]["beta"] == 1.0
     assert app.status()["profiler"]["reachable"] is True
 
     def refused(url, timeout):
-        raise malb.HttpError("refused")
-    monkeypatch.setattr(malb, "get_json", refused)
-    app._profiler_exchange(NOW + 3, 1.0)
+        raise peers.HttpError("refused")
+    monkeypatch.setattr(peers, "get_json", refused)
+    app.peers.profiler_exchange(NOW + 3, 1.0)
     assert app.status()["profiler"]["reachable"] is False
     assert value(render(app.metrics), "malb_profiler_requests_total", call="any",
                  result="error") == 1
@@ -116,9 +116,9 @@ def test_the_profiler_exchange_posts_the_report_and_applies_the_answer(app, monk
 def test_garbage_collections_are_timed_outside_the_collector(app, monkeypatch):
     # registered with the collector; what a collection's callback records is observed later,
     # by the lag loop, so the callback never takes a metric's lock
-    assert app._gc_watch in malb.gc.callbacks
-    app._gc_watch("start", {"generation": 2, "collected": 0, "uncollectable": 0})
-    app._gc_watch("stop", {"generation": 2, "collected": 5, "uncollectable": 0})
+    assert app.stalls.gc_watch in malb.gc.callbacks
+    app.stalls.gc_watch("start", {"generation": 2, "collected": 0, "uncollectable": 0})
+    app.stalls.gc_watch("stop", {"generation": 2, "collected": 5, "uncollectable": 0})
     assert value(render(app.metrics), "malb_gc_pause_seconds_count", generation="2") is None
     # the lag loop counts them after each tick
     ticks = []
@@ -130,9 +130,9 @@ def test_garbage_collections_are_timed_outside_the_collector(app, monkeypatch):
         ticks.append(seconds)
         if len(ticks) > 1:
             raise Stop
-    monkeypatch.setattr(malb.hub, "sleep", sleep)
+    monkeypatch.setattr(loop_stalls.hub, "sleep", sleep)
     with pytest.raises(Stop):
-        app._lag_loop()
+        app.stalls.lag_loop()
     metrics = render(app.metrics)
     assert value(metrics, "malb_gc_pause_seconds_count", generation="2") == 1
     assert value(metrics, "malb_event_loop_lag_seconds_count") == 1

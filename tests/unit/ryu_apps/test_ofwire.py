@@ -1,11 +1,11 @@
 """The hand-packed OpenFlow messages are byte-for-byte what Ryu would send."""
 import itertools
 
-from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp, udp
-from ryu.ofproto import ofproto_v1_3 as ofp
-from ryu.ofproto import ofproto_v1_3_parser as parser
-
 from ryu_apps import ofwire
+from ryu_apps.framework import module, ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+arp, ethernet, ipv4, packet, tcp, udp = (
+    module(f"lib.packet.{name}") for name in ("arp", "ethernet", "ipv4", "packet", "tcp", "udp"))
 
 
 class DP:

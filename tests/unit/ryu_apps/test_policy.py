@@ -204,3 +204,16 @@ def test_weights_are_normalised_without_overflow():
         normalise_weights((10 ** 400, 1, 0), "video")
     with pytest.raises(ValueError, match="alpha"):
         normalise_weights((float("inf"), 1, 0), "video")
+
+
+def test_a_core_from_a_configuration_knows_each_servers_switch_and_each_callers():
+    from common.config import load_config
+    from common.paths import shipped
+    from ryu_apps.policy import core_from_config
+    cfg = load_config(shipped("configs", "hotelreservation.yaml"))
+    core = core_from_config(cfg, "malb-near")
+    assert core.sites == {s.name: s.switch for s in cfg.servers}
+    assert len(set(core.sites.values())) > 1
+    inst = cfg.instances[0]
+    assert core.site_of_address(inst.ip) == cfg.server(inst.server).switch
+    assert core.site_of_address("192.0.2.1") is None and core.site_of_address(None) is None

@@ -173,7 +173,7 @@ def test_a_failing_agent_is_logged_once_a_minute_and_its_recovery_once():
 # ---------------------------------------------------------------- the Ryu shell
 def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypatch):
     # deferred: the controller's shell (the framework, eventlet); the rest of this file needs none
-    from ryu_apps import malb
+    from ryu_apps import peers
     reads_probes(app.policy_core)
     asked = []
 
@@ -182,10 +182,10 @@ def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypat
         if len(asked) == 2:
             raise HttpError(f"{url}: timed out")
         return {"instances": {"srv1-ui": entry(in_flight=3)}}
-    monkeypatch.setattr(malb, "get_json", agent)
+    monkeypatch.setattr(peers, "get_json", agent)
     url = app.ctl.probes.agents["srv1"]["url"]
-    app._probe_poll("srv1", url, 0.75)
-    app._probe_poll("srv1", url, 0.75)
+    app.peers.probe_poll("srv1", url, 0.75)
+    app.peers.probe_poll("srv1", url, 0.75)
     assert asked == [("http://127.0.0.1:9101/probes", 0.75)] * 2
     assert app.policy_core.probes["srv1-ui"].in_flight == 3.0
     text = render(app.metrics)
@@ -255,6 +255,26 @@ def test_a_service_that_stops_answering_is_out_though_its_kernel_answers_the_syn
     rounds(ctl, "srv1", None, NOW + 4, 3)
     assert not ctl.policy_core.healthy["srv1-ui"]
     rounds(ctl, "srv1", {"srv1-ui": entry()}, NOW + 10, h.healthy_after)
+    assert ctl.policy_core.healthy["srv1-ui"]
+
+
+def test_a_service_that_stops_answering_is_out_after_two_readings_not_two_rounds():
+    # readings come twice per health interval: two in a row that waited out the health
+    # timeout take it out within the interval, not after two rounds
+    cfg, ctl, _ = make("srr", health="tcp")
+    ctl.probe_health(NOW)
+    hung = {"srv1-ui": entry(in_flight=None, error="no answer within 1 s",
+                             error_kind="timeout")}
+    ctl.probe_answer("srv1", {"instances": hung, "timeout_s": 1.0}, NOW + 0.5)
+    assert ctl.policy_core.healthy["srv1-ui"]
+    r = ctl.probe_answer("srv1", {"instances": hung, "timeout_s": 1.0}, NOW + 1.5)
+    assert not ctl.policy_core.healthy["srv1-ui"] and any("srv1-ui is DOWN" in w
+                                                          for w in r.warnings)
+    # an answer between two failures starts the count again
+    ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW + 2.5)
+    assert ctl.policy_core.healthy["srv1-ui"]
+    for k, reading in enumerate((hung, {"srv1-ui": entry()}, hung)):
+        ctl.probe_answer("srv1", {"instances": reading, "timeout_s": 1.0}, NOW + 3.5 + k)
     assert ctl.policy_core.healthy["srv1-ui"]
 
 

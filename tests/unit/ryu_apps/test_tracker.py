@@ -6,15 +6,31 @@ from __future__ import annotations
 
 import struct
 
-from ryu.ofproto import nicira_ext, ofproto_v1_3_parser as parser
+import pytest
 
+from common.config import ConfigError, parse_config_file_data
 from ryu_apps import ofwire, tracker
+from ryu_apps.framework import module, ofproto_v1_3_parser as parser
 from ryu_apps.managers.flow_statistics import FlowStatistics
 from ryu_apps.managers.switch_rules import SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from tests.lib.fakeswitch import PacketOut, Request, decode
 from tests.lib.controller import make as make_controller
 from tests.unit.ryu_apps.test_flowpath import NOW, VIP, client_frame, make, packet_in
+from tests.unit.ryu_apps.test_own_network import network_config
+
+nicira_ext = module("ofproto.nicira_ext")
+
+
+def own_network(switches: list[dict]) -> dict:
+    """A configuration of the user's network on these switches (instances found by the
+    controller), in tracker mode."""
+    data = network_config()
+    data["controller"] = {**data["controller"], "dataplane": {"short_flows": "tracker"}}
+    data["network"] = {"switches": switches, "instances": [
+        {k: v for k, v in inst.items() if k not in ("switch", "port")}
+        for inst in data["network"]["instances"]]}
+    return data
 
 
 def tracked(policy="srr"):
@@ -306,11 +322,42 @@ def test_a_switch_gets_the_tracker_rules_and_again_what_it_lacks_after_reconnect
 
 
 def test_each_configured_switch_has_a_tracker_zone_of_its_own():
-    assert len(set(tracker.Tracker("02:00:00:00:00:01", [1, 1 + 0xFFFF, 7]).zones.values())) \
-        == 3
     cfg, path, sw = make("srr", switches=3, dataplane={"short_flows": "tracker"})
     zones = [path.tracker.zone(s.dpid) for s in cfg.testbed.switches]
-    assert len(set(zones)) == 3 and all(1 <= z <= 0xFFFF for z in zones)
+    assert len(set(zones)) == 3 and all(1 <= z <= tracker.ZONES for z in zones)
+    # a switch the configuration does not hold shares no configured switch's zone
+    foreign = tracker.Tracker("02:00:00:00:00:01", {1: 1, 2: 3, 3: 2})
+    assert foreign.zone(1 + tracker.ZONES) == 4 and foreign.zone(4) == 4
+
+
+def test_a_switch_keeps_its_zone_when_switches_are_added_to_the_configuration():
+    # connections tracked before a restart with the new configuration stay known: a zone
+    # depends on the switch's datapath id (or its tracker_zone) alone
+    def zones(*dpids, **zone_of):
+        data = own_network([{"name": f"s{d}", "dpid": d,
+                             **({"tracker_zone": zone_of[f"s{d}"]} if f"s{d}" in zone_of
+                                else {})} for d in dpids])
+        return {s.name: s.tracker_zone for s in
+                parse_config_file_data(data, "own.yaml").testbed.switches}
+
+    before = zones(5, 9)
+    assert zones(2, 5, 9, 0x30) | before == zones(2, 5, 9, 0x30)
+    assert zones(5, 9, s9=77) == {"s5": 5, "s9": 77}
+
+
+@pytest.mark.parametrize("dpids, zone_of, message", [
+    ((1, 1 + tracker.ZONES), {}, r"switches 's1' and 's65535' have the same connection-tracker "
+                                  r"zone 1"),
+    ((1, 2), {"s2": 1}, r"same connection-tracker zone 1 .* give one another tracker_zone"),
+    ((1,), {"s1": 0xFFFF}, r"network.switches\[0\].tracker_zone: "),   # the transitions'
+
+])
+def test_a_zone_two_switches_would_share_is_refused(dpids, zone_of, message):
+    data = own_network([{"name": f"s{d}", "dpid": d, **({"tracker_zone": zone_of[f"s{d}"]}
+                                                        if f"s{d}" in zone_of else {})}
+                        for d in dpids])
+    with pytest.raises(ConfigError, match=message):
+        parse_config_file_data(data, "own.yaml")
 
 
 def test_tracked_flows_have_no_rules_to_poll():

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from ryu.ofproto import ofproto_v1_3 as ofp
 
 from common.config import DEFAULT_MICROSERVICES
 from ryu_apps import ofwire
+from ryu_apps.framework import ofproto_v1_3 as ofp
 from tests.unit.ryu_apps.test_flowpath import NOW, VIP, client_frame, expire, make, packet_in
 
 SYN, ACK, RST = ofwire.TCP_SYN, ofwire.TCP_ACK, ofwire.TCP_RST

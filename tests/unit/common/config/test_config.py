@@ -205,9 +205,10 @@ def test_slots_for_every_server_and_microservice_and_instances_where_placed():
     ports = sorted(i.switch_port for i in cfg.slots if i.switch == "s1")
     assert ports == [1, 2, 3, 4] and cfg.testbed.clients[0].switch_port == 5
     spec = callgraph_spec(cfg, cfg.microservice("front"))
-    assert spec == {"service": "front", "cpu_ms": 3.0, "response_bytes": 20000,
+    assert spec == {"service": "front", "cpu_ms": 3.0, "response_bytes": 20000, "callers": [],
                     "calls": [{"service": "back", "host": "10.0.0.100", "port": 9002,
                                "count": 2, "request_bytes": 100, "response_bytes": 5000}]}
+    assert callgraph_spec(cfg, cfg.microservice("back"))["callers"] == ["front"]
 
 
 def test_bad_call_graphs_are_refused_naming_the_field():

@@ -268,6 +268,17 @@ def test_a_service_is_signalled_only_when_its_pid_file_names_it(tmp_path, monkey
         faults.verified_pid(svc)
 
 
+def report_doc(results: list, **overrides) -> dict:
+    """A faults.json as the suite writes it, around these faults' results."""
+    return {"command": "sudo .venv/bin/python -m experiments.faults", "commit": "abc1234",
+            "when": "2026-01-01T00:00:00", "testbed": {"backend": "mininet", "datapath": "user"},
+            "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
+            "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
+            "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
+            "requests": {"planned": 0, "recorded": 0, "failed": 0},
+            "decisions": {"recorded": 0, "possible_gaps": 0}, "faults": results, **overrides}
+
+
 def test_the_report_names_every_fault_its_checks_and_its_evidence():
     records = [record("profiler", 0.0, 10.0, 15.0, 19.0, milestones={"profiler answers": 1.2},
                       details={"killed_while_writing": True}, history_rows_checked=120),
@@ -282,14 +293,9 @@ def test_the_report_names_every_fault_its_checks_and_its_evidence():
                 "error": "FaultError: bridge s1 is not tagged"}]
     results = analyse(records, [req(112.0, "timeout after 10 s")],
                       [decision(116.0, "srv2-ui")], grace_s=4.0, target_s=15.0)
-    doc = {"command": "sudo .venv/bin/python -m experiments.faults", "commit": "abc1234",
-           "when": "2026-01-01T00:00:00", "testbed": {"backend": "mininet", "datapath": "user"},
-           "health": {"method": "tcp", "interval_s": 2, "timeout_s": 1, "unhealthy_after": 2},
-           "period_s": 3, "grace_s": 4.0, "recovery_target_s": 15.0,
-           "options": {"policy": "malb", "rate": 4.0, "seconds": 45.0},
-           "requests": {"planned": 10, "recorded": 10, "failed": 1},
-           "decisions": {"recorded": 1, "possible_gaps": 0}, "faults": results}
-    text = faults.summary_markdown(doc)
+    text = faults.summary_markdown(report_doc(
+        results, requests={"planned": 10, "recorded": 10, "failed": 1},
+        decisions={"recorded": 1, "possible_gaps": 0}))
     assert text.startswith("# Fault suite\n")
     assert "| profiler | profiler fault | 5.0 |" in text and "not tagged" in text
     assert "profiler answers at 1.2 s" in text and "rows checked: 120" in text
@@ -311,10 +317,29 @@ def test_data_plane_mode_and_the_hung_fault_are_options_of_the_suite():
     assert "starved" not in args.faults
     args = faults.parser().parse_args(["--faults", "switch,starved,hung"])
     assert [f for f in faults.FAULTS if f in args.faults] == ["hung", "starved", "switch"]
+    # tracker mode; the restart of Open vSwitch and the standby's takeover when asked for
+    args = faults.parser().parse_args(["--tracker", "--standby", "--faults", "ovs,takeover"])
+    cfg = parse_config_file_data(faults.config_data(args), config_path(None))
+    assert cfg.controller.dataplane.short_flows == "tracker" and args.standby
+    assert [f for f in faults.FAULTS if f in args.faults] == ["takeover", "ovs"]
+    assert not {"ovs", "takeover"} & set(faults.parser().parse_args([]).faults)
+
+
+def test_the_report_says_when_the_standby_claimed_and_how_open_vswitch_came_back():
+    records = [record("takeover", 0.0, 10.0, 10.0, 12.0, milestones={"the standby is master": 1.3},
+                      details={"takeover_s": 1.21, "restart_error": None}),
+               record("ovs", 100.0, 110.0, 113.0, 116.0,
+                      details={"pid_before": 40, "pid_after": 41, "restart_s": 3.1})]
+    results = analyse(records, [], [], grace_s=4.0, target_s=15.0)
+    text = faults.summary_markdown(report_doc(results))
+    assert "The standby claimed the master role 1.21 s after the kill; the old master back " \
+        "as standby: yes." in text
+    assert "ovs-vswitchd pid 40 -> 41, restarted in 3.1 s." in text
 
 
 def test_the_workload_of_a_segment_is_a_valid_load_generator_spec():
-    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0, dataplane=False)
+    opts = argparse.Namespace(config=None, period=3.0, seconds=45.0, rate=4.0, dataplane=False,
+                              tracker=False)
     cfg = parse_config_file_data(faults.config_data(opts), config_path(None))
     assert cfg.controller.monitoring_period_s == cfg.profiler.period_s == 3.0
     spec = faults.workload_spec(cfg, opts, seed=3, phase="agent")

@@ -495,3 +495,87 @@ def test_connection_factor_leaves_equal_counts_alone_and_divides_by_one_plus_the
     # an instance without a share keeps none, and no shares at all stay as they are
     assert connection_factor({"a": 1.0, "b": 0.0}, {"a": 5, "b": 0}) == {"a": 1.0, "b": 0.0}
     assert connection_factor({"a": 0.0}, {"a": 1}) == {"a": 0.0}
+
+
+# --------------------------------------------------------------- malb-near: the caller's switch
+NEAR_SITES = {"srv1": "s1", "srv2": "s1", "srv3": "s2", "srv4": "s2"}
+
+
+def near_core(policy="malb-near", sites=NEAR_SITES, **kw):
+    """The test core with srv1-2 on switch s1, srv3-4 on s2, and a caller instance (front,
+    10.0.1.9) on srv1."""
+    from ryu_apps.policies import Backend
+    core = make_core(policy, sites=sites, **kw)
+    core.instances.add(Backend("srv1-front", "front", "srv1", "10.0.1.9", "02:00:00:01:01:09",
+                               80, 99))
+    return core
+
+
+def level(core, **per_server):
+    """Every server at one figure for CPU, memory and network (whatever the weights)."""
+    loads(core, **{s: (v, v, v) for s, v in per_server.items()})
+
+
+def test_malb_near_keeps_a_callers_short_flows_on_its_switch_in_turn():
+    core = near_core()
+    level(core, srv1=30, srv2=30, srv3=30, srv4=30)
+    picks = [core.choose("ui", caller="10.0.1.9").server for _ in range(6)]
+    assert picks == ["srv1", "srv2"] * 3
+    d = core.choose("ui", caller="10.0.1.9")
+    assert d.reason.startswith("on the caller's switch s1")
+    # ours without the rule, and a caller that is no instance (a client host): all four
+    for plain in (near_core("malb"), near_core()):
+        level(plain, srv1=30, srv2=30, srv3=30, srv4=30)
+        caller = "10.0.1.9" if plain.policy == "malb" else "10.0.200.1"
+        assert {plain.choose("ui", caller=caller).server for _ in range(8)} == set(SERVERS)
+
+
+def test_malb_near_spills_to_every_switch_when_the_callers_is_loaded_beyond_the_slack():
+    from ryu_apps.policies.malb import NEAR_SLACK
+    core = near_core()
+    level(core, srv1=40 + NEAR_SLACK, srv2=40 + NEAR_SLACK, srv3=40, srv4=40)
+    assert {core.choose("ui", caller="10.0.1.9").server for _ in range(4)} == {"srv1", "srv2"}
+    level(core, srv1=41 + NEAR_SLACK, srv2=41 + NEAR_SLACK, srv3=40, srv4=40)
+    d = core.choose("ui", caller="10.0.1.9")
+    assert "too loaded" in d.reason and "every switch" in d.reason
+    assert {core.choose("ui", caller="10.0.1.9").server for _ in range(8)} == set(SERVERS)
+    # the mean of the near servers counts: one busy and one idle server on s1 keep it
+    level(core, srv1=90, srv2=10, srv3=40, srv4=40)
+    assert core.choose("ui", caller="10.0.1.9").server in ("srv1", "srv2")
+
+
+def test_malb_near_runs_the_long_flow_rule_among_the_near_instances():
+    core = near_core(capacities={s: (0.3, 256, 50) for s in SERVERS})
+    core.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)   # CPU-bound
+    loads(core, srv1=(30, 0, 0), srv2=(25, 0, 0), srv3=(22, 0, 0), srv4=(18, 0, 0))
+    d = core.choose("backend", caller="10.0.1.9")
+    assert d.server == "srv2" and d.algorithm == "weighted-least-load"
+    assert "on the caller's switch s1" in d.reason
+    # without the rule, the least loaded anywhere
+    plain = near_core("malb", capacities={s: (0.3, 256, 50) for s in SERVERS})
+    plain.profiles.update({"backend": (1.0, 0.0, 0.0)}, {}, updated=99.0)
+    loads(plain, srv1=(30, 0, 0), srv2=(25, 0, 0), srv3=(22, 0, 0), srv4=(18, 0, 0))
+    assert plain.choose("backend", caller="10.0.1.9").server == "srv4"
+
+
+def test_malb_near_without_fresh_loads_prefers_the_near_and_without_sites_is_malb():
+    core = near_core()                      # no load ever reported
+    assert {core.choose("ui", caller="10.0.1.9").server for _ in range(4)} == {"srv1", "srv2"}
+    assert "no fresh load data" in core.choose("ui", caller="10.0.1.9").reason
+    # no switch known for the servers: nothing is near, the decisions are malb's
+    a, b = near_core(sites={}), near_core("malb", sites={})
+    level(a, srv1=30, srv2=30, srv3=30, srv4=30)
+    level(b, srv1=30, srv2=30, srv3=30, srv4=30)
+    assert [a.choose("ui", caller="10.0.1.9").server for _ in range(8)] == \
+        [b.choose("ui", caller="10.0.1.9").server for _ in range(8)]
+    # every candidate on the caller's switch: the rule says nothing
+    core = near_core(sites={s: "s1" for s in SERVERS})
+    level(core, srv1=30, srv2=30, srv3=30, srv4=30)
+    assert "caller's switch" not in core.choose("ui", caller="10.0.1.9").reason
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan, True, "10"])
+def test_malb_near_slack_must_be_load_points(bad):
+    from ryu_apps import policies
+    with pytest.raises(ValueError, match="near_slack"):
+        policies.make("malb-near", near_slack=bad)

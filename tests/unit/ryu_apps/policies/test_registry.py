@@ -31,6 +31,15 @@ def test_names_are_unique_and_each_makes_a_policy_of_that_name():
         assert p.name == name and policies.title(name)
 
 
+def test_a_policy_the_configuration_does_not_declare_is_refused_at_registration():
+    with pytest.raises(ValueError, match="policy 'random' is not declared in "
+                                         "common/config/model.py's POLICIES: add it there"):
+        @policies.register("random")
+        class Random(policies.Policy):
+            pass
+    assert "random" not in policies.names()
+
+
 def test_unknown_names_and_options_are_refused_naming_the_choices():
     with pytest.raises(ValueError, match="policy: must be one of .*srr.*got 'best'"):
         policies.make("best")
@@ -49,8 +58,8 @@ def test_malb_paper_is_the_papers_rule_with_every_addition_off():
 
 
 def test_consumers_take_every_registered_policy_by_name(config_file):
-    # the configuration, the REST choices (POLICIES) and the fluid model all read the
-    # registry: a new module is picked up without editing them
+    # the configuration declares the names (POLICIES: REST's choices too), the registry has
+    # a class for each, and the fluid model takes every one
     assert config.POLICIES == policies.names()
     for name in policies.names():
         cfg = config.parse_config_file_data({"controller": {"policy": name},

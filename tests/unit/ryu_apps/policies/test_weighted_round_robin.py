@@ -21,3 +21,20 @@ def test_wrr_on_equal_servers_is_round_robin_and_skips_unhealthy_instances():
     core.set_health("srv3-ui", False)
     assert "srv3" not in {core.choose("ui", 100.0).server for _ in range(9)}
     assert set(SERVERS) - {"srv3"} == {core.choose("ui", 100.0).server for _ in range(3)}
+
+
+def test_an_instance_calling_its_own_vip_keeps_its_turn_credit():
+    # left out of its own call (the switch cannot send a packet back where it came in), it
+    # neither gains nor pays, and keeps its place in the turn; an instance out of the pool
+    # loses its credit
+    caps = {"srv1": (0.6, 512, 100), "srv2": (0.3, 512, 100), "srv3": (0.3, 512, 100),
+            "srv4": (0.2, 512, 100)}
+    core = make_core("wrr", capacities=caps)
+    assert core.choose("ui", 100.0).server == "srv1"
+    credit = core.strategy._credit["ui"]
+    before = credit["srv1-ui"]
+    assert core.choose("ui", 100.0, caller="10.0.1.1").server != "srv1"
+    assert credit["srv1-ui"] == before
+    core.remove_backend("srv4-ui")
+    core.choose("ui", 100.0)
+    assert "srv4-ui" not in credit
