@@ -276,9 +276,12 @@ def aims_table(suite: dict) -> str:
 
 CPU_COLUMNS = ("srr", "lc", "p2c", "prequal", "haproxy-leastconn", "haproxy-agent",
                "malb-paper", "malb")
+CPU_COLUMNS_4 = (*CPU_COLUMNS[:-2], "nginx-leastconn", *CPU_COLUMNS[-2:])
 EVALUATION_BLOCKS: tuple[Block, ...] = (
-    Block("README.md", "where MALB stands", ("eval-3/suite.json",), standing_table),
+    Block("README.md", "where MALB stands", ("eval-4/suite.json",), standing_table),
     Block("docs/evaluation.md", "evaluation 4, aims", ("eval-4/suite.json",), aims_table),
+    Block("docs/evaluation.md", "evaluation 4, CPU balance", ("eval-4/suite.json",),
+          lambda s: cpu_table(s, CPU_COLUMNS_4)),
     Block("docs/evaluation.md", "evaluation 3, CPU balance", ("eval-3/suite.json",),
           lambda s: cpu_table(s, CPU_COLUMNS)),
     Block("docs/evaluation.md", "evaluation 2, CPU balance", ("eval-2/suite.json",),
