@@ -42,7 +42,7 @@ from common.markdown import table
 from common.procs import git_commit
 from common.stats import quantile
 from ryu_apps.policies import Backend
-from ryu_apps.policy import PolicyCore, controller_settings
+from ryu_apps.policy_core import PolicyCore, controller_settings
 
 DEFAULT_OUT = os.path.join("results", "bench")
 MICROSERVICES = ("video", "ui", "backend")

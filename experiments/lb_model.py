@@ -7,10 +7,10 @@ modelled servers in 50 ms steps, in seconds per run, so that a question like "ca
 policy be 35 % better than round robin in this workload?" gets an answer before a testbed
 run is spent on it. What is real and what is modelled:
 
-- real: the controller's PolicyCore (ryu_apps/policy.py, every policy, time passed in), the
+- real: the controller's PolicyCore (ryu_apps/policy_core.py, every policy, time passed in), the
   profiler's ProfilerModel (profiler/model.py: rolling mean or ARMA, weights, flow classes,
   per-flow costs, durations), the agents' server totals (agents/dockerstats.server_totals),
-  the profiler answer as the controller applies it (ryu_apps/profiles.py), the workload
+  the profiler answer as the controller applies it (ryu_apps/profiler_answers.py), the workload
   schedule and the evaluation (experiments/evaluation.py, experiments/significance.py);
 - modelled: each server is a CPU share shared in proportion to demand when oversubscribed
   (processor sharing); each instance has its own link shared equally by its transfers; a
@@ -67,8 +67,8 @@ from profiler.predictors import make_predictor
 from profiler.store import HistoryStore
 from ryu_apps import dataplane, policies
 from ryu_apps.policies.malb import LOOKAHEAD_S
-from ryu_apps.policy import core_from_config
-from ryu_apps.profiles import apply_profiles
+from ryu_apps.policy_core import core_from_config
+from ryu_apps.profiler_answers import apply_profiles
 
 DT = 0.05
 EPS = 1e-9                           # a step count in floats: 0.2 - 4 x 0.05 > 0

@@ -5,7 +5,7 @@ resource's share of the microservice's total (normalized) utilization, e.g. usag
 0.51 % CPU, 19.26 % memory, 22.87 % network gives 0.012, 0.452, 0.536. Section III.C:
 a server's load for that microservice is alpha*cpu + beta*mem + gamma*net of the
 server's utilization percentages (computed by the controller's policy core,
-ryu_apps/policy.py, which also decides what a missing value means).
+ryu_apps/policy_core.py, which also decides what a missing value means).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from ryu_apps.managers.profiler_exchange import ProfilerExchange
 from ryu_apps.managers.switch_rules import PRIO_L2, SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from ryu_apps.microservice_profiles import normalise_weights
-from ryu_apps.policy import backends_of, core_from_config
+from ryu_apps.policy_core import backends_of, core_from_config
 from ryu_apps.result import Result
 
 __all__ = ["ControllerCore", "FlowStat", "PortStat"]

@@ -23,7 +23,7 @@ from ryu_apps.locations import InstanceLocations
 from ryu_apps.managers.switch_rules import orphan_rules
 from ryu_apps.flows import FlowRecord, FlowTable
 from ryu_apps.policies import Backend, NoBackend
-from ryu_apps.policy import PolicyCore
+from ryu_apps.policy_core import PolicyCore
 from ryu_apps.result import Result
 from ryu_apps.tracker import Tracker, towards_actions
 

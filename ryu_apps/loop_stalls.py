@@ -18,7 +18,7 @@ class LoopStalls:
     """metrics: the controller's ControllerMetrics (loop_lag, gc_pause)."""
 
     def __init__(self, metrics):
-        self.m = metrics
+        self.metrics = metrics
         # the collector's pauses, as long as it runs: kept here, observed by the lag loop (a
         # callback that took the metric's lock could meet it held by the code the collection
         # interrupted)
@@ -31,10 +31,10 @@ class LoopStalls:
         while True:
             started = time.perf_counter()
             hub.sleep(LAG_TIMER_S)
-            self.m.loop_lag.observe(max(0.0, time.perf_counter() - started - LAG_TIMER_S))
+            self.metrics.loop_lag.observe(max(0.0, time.perf_counter() - started - LAG_TIMER_S))
             while self.pauses:
                 generation, took = self.pauses.popleft()
-                self.m.gc_pause.labels(generation).observe(took)
+                self.metrics.gc_pause.labels(generation).observe(took)
 
     def gc_watch(self, phase: str, info: dict) -> None:
         """gc.callbacks: a collection's start and stop."""

@@ -118,9 +118,9 @@ class MalbController(App):
         self._start_core(policy)
 
         # ---- metrics (ryu_apps/controller_metrics.py); REST renders the registry
-        self.m = ControllerMetrics()
-        self.metrics = self.m.registry
-        self.m.role.set(1 if self.roles.active else 0)
+        self.controller_metrics = ControllerMetrics()
+        self.metrics = self.controller_metrics.registry
+        self.controller_metrics.role.set(1 if self.roles.active else 0)
 
         try:
             self.rest = rest.server(self, rest_host, rest_port)
@@ -133,18 +133,18 @@ class MalbController(App):
                          len(self.cfg.servers), policy, self.cfg.source,
                          *self.rest.server_address)
         # the HTTP exchanges with the profiler and the agents (ryu_apps/peers.py)
-        self.peers = PeerExchanges(self.ctl, self.cfg, self.m, self._apply, self.token,
-                                   self.logger, active=lambda: self.roles.active)
-        self.stalls = LoopStalls(self.m)
+        self.peers = PeerExchanges(self.core, self.cfg, self.controller_metrics, self._apply,
+                                   self.token, self.logger, active=lambda: self.roles.active)
+        self.stalls = LoopStalls(self.controller_metrics)
         self.threads = [hub.spawn(self.rest.serve_forever), hub.spawn(self._monitor_loop),
                         hub.spawn(self.peers.profiler_loop), hub.spawn(self.stalls.lag_loop)]
-        if self.ctl.discovering:     # the user's own network: links between switches found
+        if self.core.discovering:     # the user's own network: links between switches found
             self.threads.append(hub.spawn(self._discovery_loop))
         # Ryu and this app allocate a few hundred thousand long-lived objects at start-up;
         # frozen, they stay out of every later full collection (a 70 ms pause otherwise).
         gc.freeze()
         gc.callbacks.append(self.stalls.gc_watch)     # its pauses, as long as it runs
-        if self.ctl.dataplane.counting:
+        if self.core.dataplane.counting:
             self.threads.append(hub.spawn(self._connections_loop))
         if c.health.method != "none":
             self.threads.append(hub.spawn(self._health_loop))
@@ -159,14 +159,14 @@ class MalbController(App):
     def _start_core(self, policy: str) -> None:
         """A controller core as at a start: at the start, and again when this controller
         steps down to standby (what it knew is the new master's to know)."""
-        self.ctl = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
+        self.core = ControllerCore(self.cfg, policy, xid=self._xid, started=time.time(),
                                   timer=time.perf_counter)
         # what REST (ryu_apps/rest.py) reads: the policy core, flows, decisions, instances
-        self.policy_core, self.flows = self.ctl.policy_core, self.ctl.flows
-        self.decisions = self.ctl.decisions
-        self.instances = self.ctl.plan.instances
+        self.policy_core, self.flows = self.core.policy_core, self.core.flows
+        self.decisions = self.core.decisions
+        self.instances = self.core.plan.instances
         if hasattr(self, "peers"):
-            self.peers.ctl = self.ctl
+            self.peers.core = self.core
 
     # ================================================================ sending
     def _xid(self, dpid: int) -> int:
@@ -184,9 +184,9 @@ class MalbController(App):
             if target is not None and messages:
                 target.send(messages)
         for kind in result.kinds:
-            self.m.packet_in.labels(kind).inc()
+            self.controller_metrics.packet_in.labels(kind).inc()
         for op, name, labels, value in result.metrics:
-            metric = series(self.m.by_name[name], *labels)
+            metric = series(self.controller_metrics.by_name[name], *labels)
             if op == "set":
                 metric.set(value)
             else:
@@ -196,12 +196,13 @@ class MalbController(App):
         for text in result.warnings:
             self.logger.warning("%s", text)
         if result.no_backend:
-            self.m.no_backend.labels(result.no_backend).inc()
+            self.controller_metrics.no_backend.labels(result.no_backend).inc()
         d = result.decision
         if d is not None:
             if result.choose_s is not None:
-                self.m.choose.labels(d.algorithm).observe(result.choose_s)
-            self.m.decisions.labels(d.microservice, d.server, d.policy, d.algorithm).inc()
+                self.controller_metrics.choose.labels(d.algorithm).observe(result.choose_s)
+            self.controller_metrics.decisions.labels(d.microservice, d.server, d.policy,
+                                                     d.algorithm).inc()
 
     # ================================================================ switch events
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
@@ -212,7 +213,7 @@ class MalbController(App):
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
             del self.datapaths[dp.id]
             if self.roles.active:
-                self._apply(self.ctl.switch_gone(dp.id, time.time()))
+                self._apply(self.core.switch_gone(dp.id, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
@@ -226,20 +227,20 @@ class MalbController(App):
         if ask:
             dp.send(ask)
         if self.roles.active:
-            self._apply(self.ctl.switch_connected(dp.id, time.time()))
+            self._apply(self.core.switch_connected(dp.id, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPMeterFeaturesStatsReply, MAIN_DISPATCHER)
     @_when_master
     def _meter_features(self, ev):
         f = ev.msg.body[0] if isinstance(ev.msg.body, list) else ev.msg.body
-        self._apply(self.ctl.meter_features(ev.msg.datapath.id, f.max_meter, f.band_types,
+        self._apply(self.core.meter_features(ev.msg.datapath.id, f.max_meter, f.band_types,
                                             f.capabilities, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
     @_when_master
     def _group_features(self, ev):
         body, ofp = ev.msg.body, ev.msg.datapath.ofproto
-        self._apply(self.ctl.group_features(ev.msg.datapath.id, body.types,
+        self._apply(self.core.group_features(ev.msg.datapath.id, body.types,
                                             body.max_groups[ofp.OFPGT_SELECT], time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
@@ -247,23 +248,24 @@ class MalbController(App):
     def _packet_in(self, ev):
         started = time.perf_counter()
         msg = ev.msg
-        result = self.ctl.packet_in(msg.datapath.id, msg.match["in_port"], msg.data,
+        result = self.core.packet_in(msg.datapath.id, msg.match["in_port"], msg.data,
                                     time.time(), msg.cookie)
         self._apply(result)
         took = time.perf_counter() - started
         if result.latency:
-            self.m.latency.observe(took)
-        self.m.handler.labels("packet_in").observe(took)
+            self.controller_metrics.latency.observe(took)
+        self.controller_metrics.handler.labels("packet_in").observe(took)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     @_when_master
     def _flow_removed(self, ev):
         started = time.perf_counter()
         m = ev.msg
-        self._apply(self.ctl.flow_removed(m.datapath.id, m.cookie,
+        self._apply(self.core.flow_removed(m.datapath.id, m.cookie,
                                           m.duration_sec + m.duration_nsec / 1e9,
                                           m.byte_count, m.packet_count, m.reason, time.time()))
-        self.m.handler.labels("flow_removed").observe(time.perf_counter() - started)
+        self.controller_metrics.handler.labels("flow_removed").observe(
+            time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     @_when_master
@@ -274,20 +276,20 @@ class MalbController(App):
                             st.packet_count, lazy_parse.MatchView(st), lazy_parse.OutPorts(st))
                    for st in ev.msg.body]
         msg = ev.msg
-        self._apply(self.ctl.flow_stats(msg.datapath.id, entries, time.time(), msg.xid,
+        self._apply(self.core.flow_stats(msg.datapath.id, entries, time.time(), msg.xid,
                                         bool(msg.flags & ofproto_v1_3.OFPMPF_REPLY_MORE)))
-        self.m.handler.labels("flow_stats").observe(time.perf_counter() - started)
+        self.controller_metrics.handler.labels("flow_stats").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPEchoReply, MAIN_DISPATCHER)
     @_when_master
     def _echo_reply(self, ev):
-        self._apply(self.ctl.echo_reply(ev.msg.datapath.id, ev.msg.xid, time.time()))
+        self._apply(self.core.echo_reply(ev.msg.datapath.id, ev.msg.xid, time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     @_when_master
     def _port_status(self, ev):
         m = ev.msg
-        self._apply(self.ctl.port_status(m.datapath.id, m.desc.port_no, m.reason, m.desc.state,
+        self._apply(self.core.port_status(m.datapath.id, m.desc.port_no, m.reason, m.desc.state,
                                          time.time()))
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
@@ -295,8 +297,8 @@ class MalbController(App):
     def _port_stats(self, ev):
         started = time.perf_counter()
         entries = [PortStat(st.port_no, st.rx_bytes, st.tx_bytes) for st in ev.msg.body]
-        self._apply(self.ctl.port_stats(ev.msg.datapath.id, entries, time.time()))
-        self.m.handler.labels("port_stats").observe(time.perf_counter() - started)
+        self._apply(self.core.port_stats(ev.msg.datapath.id, entries, time.time()))
+        self.controller_metrics.handler.labels("port_stats").observe(time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev):
@@ -317,9 +319,10 @@ class MalbController(App):
                 delay = self.cfg.controller.monitoring_period_s
                 continue
             started = time.perf_counter()
-            result = self.ctl.poll_stats(time.time())
+            result = self.core.poll_stats(time.time())
             self._apply(result)
-            self.m.handler.labels("poll_stats").observe(time.perf_counter() - started)
+            self.controller_metrics.handler.labels("poll_stats").observe(
+                time.perf_counter() - started)
             delay = result.next_in_s
 
     def _connections_loop(self):
@@ -329,48 +332,48 @@ class MalbController(App):
         while True:
             hub.sleep(period)
             if self.roles.active:
-                self._apply(self.ctl.poll_connections(time.time()))
+                self._apply(self.core.poll_connections(time.time()))
 
     def _discovery_loop(self):
         """LLDP out of every switch port each monitoring period (ControllerCore.discover_links)."""
         while True:
             hub.sleep(self.cfg.controller.monitoring_period_s)
             if self.roles.active:
-                self._apply(self.ctl.discover_links(time.time()))
+                self._apply(self.core.discover_links(time.time()))
 
     def _health_loop(self):
         interval = self.cfg.controller.health.interval_s
         while True:
             if self.roles.active:
-                self._apply(self.ctl.probe_health(time.time()))
+                self._apply(self.core.probe_health(time.time()))
             hub.sleep(interval)
             if self.roles.active:
-                self._apply(self.ctl.health_marker(time.time()))
+                self._apply(self.core.health_marker(time.time()))
 
     # ================================================================ REST
     def set_policy(self, policy: str) -> None:
-        self._apply(self.ctl.set_policy(policy, time.time()))
+        self._apply(self.core.set_policy(policy, time.time()))
 
     def set_weights(self, weights: dict) -> None:
-        self._apply(self.ctl.set_weights(weights, time.time()))
+        self._apply(self.core.set_weights(weights, time.time()))
 
     def add_instance(self, name: str) -> None:
-        self._apply(self.ctl.add_instance(name, time.time()))
+        self._apply(self.core.add_instance(name, time.time()))
 
     def set_draining(self, name: str, draining: bool) -> None:
-        self._apply(self.ctl.set_draining(name, draining, time.time()))
+        self._apply(self.core.set_draining(name, draining, time.time()))
 
     def remove_instance(self, name: str) -> None:
-        self._apply(self.ctl.remove_instance(name, time.time()))
+        self._apply(self.core.remove_instance(name, time.time()))
 
     def active_flows_of(self) -> dict[str, int]:
-        return self.ctl.active_flows_of()
+        return self.core.active_flows_of()
 
     def instances_view(self) -> dict:
-        return self.ctl.instances_view()
+        return self.core.instances_view()
 
     def status(self) -> dict:
-        return {**self.ctl.status(), "role": self.role_status()}
+        return {**self.core.status(), "role": self.role_status()}
 
     def role_status(self) -> dict:
         return {**self.roles.status(time.time()), "policy": self.policy_core.policy}

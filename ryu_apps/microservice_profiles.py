@@ -3,7 +3,7 @@
 flows uses, how long its flows last, and how late the predictions show a change.
 
 - MicroserviceProfiles: that knowledge, updated as the profiler answers
-  (ryu_apps/profiles.py applies an answer) and read by the policies;
+  (ryu_apps/profiler_answers.py applies an answer) and read by the policies;
 - normalise_weights: three weights checked and scaled to sum to 1.
 """
 from __future__ import annotations

@@ -20,13 +20,13 @@ PROBE_BUG_LOG_EVERY_S = 60.0   # an exception in the probe loop: logged this oft
 
 
 class PeerExchanges:
-    """ctl: the controller core; metrics: its ControllerMetrics; apply(result): the shell's
+    """core: the controller core; metrics: its ControllerMetrics; apply(result): the shell's
     sending of what the core returns; token: the shared token the flow reports carry;
     active(): whether this controller is master (a standby reports nothing and polls no
     agent)."""
 
-    def __init__(self, ctl, cfg, metrics, apply, token, logger, active=lambda: True):
-        self.ctl, self.cfg, self.metrics = ctl, cfg, metrics
+    def __init__(self, core, cfg, metrics, apply, token, logger, active=lambda: True):
+        self.core, self.cfg, self.metrics = core, cfg, metrics
         self.apply, self.token, self.logger = apply, token, logger
         self.active = active
 
@@ -45,7 +45,7 @@ class PeerExchanges:
             except Exception:   # the loop must outlive any one bad answer
                 self.logger.exception("profiler exchange failed; trying again next period")
             # flow classes or weights may have changed, transitions may be over
-            self.apply(self.ctl.sync_dataplane(time.time()))
+            self.apply(self.core.sync_dataplane(time.time()))
 
     def profiler_exchange(self, now: float, timeout: float) -> float | None:
         """Report flows and ports to the profiler; hand its weights, classes and loads to
@@ -55,7 +55,7 @@ class PeerExchanges:
         try:
             sent = 0
             started = time.perf_counter()
-            for body in self.ctl.profiler_report(now):
+            for body in self.core.profiler_report(now):
                 self.metrics.handler.labels("profiler_report").observe(
                     time.perf_counter() - started)
                 if body is None:        # the core paused its scan of the flow records
@@ -63,7 +63,7 @@ class PeerExchanges:
                 else:
                     post_json(f"{base}/flows", body, timeout, token=self.token)
                     if sent == 0:       # the pairs arrived: they count from now on
-                        self.ctl.profiler_pairs_sent(now)
+                        self.core.profiler_pairs_sent(now)
                     sent += 1
                 started = time.perf_counter()
             self.metrics.profiler.labels("flows", "ok").inc()
@@ -73,11 +73,11 @@ class PeerExchanges:
             self.metrics.profiler.labels("servers", "ok").inc()
         except HttpError as exc:
             self.metrics.profiler.labels("any", "error").inc()
-            self.apply(self.ctl.profiler_failed(str(exc), now))
+            self.apply(self.core.profiler_failed(str(exc), now))
             return None
         started = time.perf_counter()
-        result = self.ctl.profiler_answer(profiles, servers, now)
-        if self.ctl.profiler.state["last_error"] is not None:   # not JSON objects
+        result = self.core.profiler_answer(profiles, servers, now)
+        if self.core.profiler.state["last_error"] is not None:   # not JSON objects
             self.metrics.profiler.labels("any", "error").inc()
         self.apply(result)
         self.metrics.handler.labels("profiler_answer").observe(time.perf_counter() - started)
@@ -88,11 +88,11 @@ class PeerExchanges:
         period while the current policy reads probes, and twice per health interval within
         the health timeout while the services' answers judge their health (asked every
         round: a policy set over REST changes the pace)."""
-        url = self.ctl.probes.agents[server]["url"]
+        url = self.core.probes.agents[server]["url"]
         logged, last_health = None, float("-inf")
         while True:
             started = time.monotonic()
-            plan = self.ctl.probe_poll_plan() if self.active() else None
+            plan = self.core.probe_poll_plan() if self.active() else None
             period = plan.period_s if plan else self.cfg.controller.probe_period_s
             if plan:
                 health = plan.health_every_s is not None and \
@@ -115,8 +115,8 @@ class PeerExchanges:
         try:
             body = get_json(url, timeout)
         except HttpError as exc:
-            result = self.ctl.probe_failed(server, str(exc), time.time())
+            result = self.core.probe_failed(server, str(exc), time.time())
         else:
-            result = self.ctl.probe_answer(server, body, time.time())
+            result = self.core.probe_answer(server, body, time.time())
         self.metrics.probe_poll.labels(server).observe(time.perf_counter() - started)
         self.apply(result)

@@ -51,7 +51,7 @@ class Standby:
             app.logger.warning("malb: standby from now on: %s; state dropped, the master "
                                "keeps it", why)
             app._start_core(app.policy_core.policy)
-            app.m.role.set(0)
+            app.controller_metrics.role.set(0)
         elif not roles.asks_roles and not self.told_shared:
             self.told_shared = True
             app.logger.warning("malb: %s, but no peer is configured (--malb-peer): another "
@@ -65,15 +65,15 @@ class Standby:
         generation = roles.claim(now)
         policy = roles.peer_policy
         if policy in POLICIES and policy != app.policy_core.policy:
-            app._apply(app.ctl.set_policy(policy, now))
+            app._apply(app.core.set_policy(policy, now))
         app.logger.warning("malb: master from now on (generation %d, %d switches): %s",
                            generation, len(app.datapaths),
                            roles.peer_error or f"peer {roles.peer_role}")
-        app.m.role.set(1)
-        app.m.takeovers.inc()
+        app.controller_metrics.role.set(1)
+        app.controller_metrics.takeovers.inc()
         for dpid, dp in list(app.datapaths.items()):
             dp.send(role_request(app._xid(dpid), True, generation))
-            app._apply(app.ctl.switch_connected(dpid, now))
+            app._apply(app.core.switch_connected(dpid, now))
 
     def peer_loop(self) -> None:
         """Every failover.peer_poll_s, the peer's GET /malb/role: claim or step down as

@@ -26,13 +26,14 @@ from common.procs import ROOT
 from ryu_apps import policies
 from ryu_apps.core import ControllerCore
 from ryu_apps.flowpath import FlowPath
-from ryu_apps.policy import PolicyCore
+from ryu_apps.policy_core import PolicyCore
 from ryu_apps.result import Result
 
 FAKE_SWITCH_TESTS = ("tests/unit/ryu_apps/test_core.py", "tests/unit/ryu_apps/test_flowpath.py",
                      "tests/unit/ryu_apps/test_dataplane.py")
-POLICY_TESTS = ("tests/unit/ryu_apps/test_policy.py", "tests/unit/ryu_apps/policies",
-                "tests/unit/experiments/test_lb_model.py", "tests/unit/ryu_apps/test_profiles.py",
+POLICY_TESTS = ("tests/unit/ryu_apps/test_policy_core.py", "tests/unit/ryu_apps/policies",
+                "tests/unit/experiments/test_lb_model.py",
+                "tests/unit/ryu_apps/test_profiler_answers.py",
                 "tests/unit/ryu_apps/estimators/test_running.py")
 
 def replay_policies() -> tuple[str, ...]:

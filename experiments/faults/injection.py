@@ -41,7 +41,7 @@ class Faults:
     dead: the instances that count as dead, from when."""
 
     def __init__(self, st, opts, log):
-        self.st, self.opts, self.log = st, opts, log
+        self.stack, self.opts, self.log = st, opts, log
         self.cfg = st.cfg
         self.probe = Probe(st)
         self.recorder = DecisionRecorder(st)
@@ -91,7 +91,7 @@ class Faults:
 
     def fault_agent(self) -> dict:
         server, p = self.agent_server, self.probe
-        svc = self.st.agents[server]
+        svc = self.stack.agents[server]
         pid = verified_pid(svc)
         start = time.time()
         svc.kill(signal.SIGKILL)
@@ -99,26 +99,26 @@ class Faults:
                  f"{self.opts.hold:g} s")
         time.sleep(self.opts.hold)
         end = time.time()
-        failed = self._restart(f"agent-{server}", lambda: self.st.start_agent(server))
+        failed = self._restart(f"agent-{server}", lambda: self.stack.start_agent(server))
         return {"start": start, "end": end,
                 "details": {"pid": pid, "server": server, "restart_error": failed},
                 "checks": [("agent answers", lambda: p.agents([server])),
                            ("profiler fresh", lambda: p.profiler_fresh(since=end))]}
 
     def fault_profiler(self) -> dict:
-        p, svc = self.probe, self.st.profiler
+        p, svc = self.probe, self.stack.profiler
         pid = verified_pid(svc)
-        wal = self.st.history_path + "-wal"
+        wal = self.stack.history_path + "-wal"
         writing = wait_for_write(wal, 2 * self.cfg.profiler.period_s + 1)
         start = time.time()
         svc.kill(signal.SIGKILL)
-        committed = snapshot(self.st.history_path, start, self.log)
+        committed = snapshot(self.stack.history_path, start, self.log)
         self.log(f"[faults] profiler: pid {pid} killed "
                  f"{'while writing its history' if writing else '(no write seen in time)'}; "
                  f"restart in {self.opts.hold:g} s")
         time.sleep(self.opts.hold)
         end = time.time()
-        failed = self._restart("the profiler", self.st.start_profiler)
+        failed = self._restart("the profiler", self.stack.start_profiler)
         return {"start": start, "end": end, "history_before": committed,
                 "details": {"pid": pid, "killed_while_writing": writing,
                             "restart_error": failed},
@@ -128,7 +128,7 @@ class Faults:
                             lambda: p.controller_profiler(since=end))]}
 
     def fault_controller(self) -> dict:
-        p, svc = self.probe, self.st.controller
+        p, svc = self.probe, self.stack.controller
         pid = verified_pid(svc)
         self.recorder.poll()      # the decisions it is about to forget
         start = time.time()
@@ -136,7 +136,7 @@ class Faults:
         self.log(f"[faults] controller: pid {pid} stopped; start again in {self.opts.hold:g} s")
         time.sleep(self.opts.hold)
         end = time.time()
-        failed = self._restart("the controller", self.st.start_controller)
+        failed = self._restart("the controller", self.stack.start_controller)
         return {"start": start, "end": end, "details": {"pid": pid, "restart_error": failed},
                 "checks": [("controller answers", p.controller_up),
                            ("switches connected", p.switches),
@@ -148,7 +148,7 @@ class Faults:
         """The master killed beside its standby (a pair: --standby): the standby's claim
         awaited and timed, the stack turned to it, the killed one started again as the
         standby. The fault is the kill: recovery counts from it."""
-        p, st = self.probe, self.st
+        p, st = self.probe, self.stack
         if st.standby is None:
             raise FaultError("no standby controller (the suite's --standby)")
         svc, pid = st.controller, verified_pid(st.controller)
@@ -277,7 +277,7 @@ class Faults:
         rules = {br: max(0, len(run_cmd(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", br],
                                      check=False).strip().splitlines()) - 1)
                  for br in bridges}
-        log_offset = file_size(self.st.controller.log_path)
+        log_offset = file_size(self.stack.controller.log_path)
         start = time.time()
         try:
             for br in bridges:

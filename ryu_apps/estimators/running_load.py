@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from common.numbers import finite_non_negative
 
 if TYPE_CHECKING:
-    from ryu_apps.policy import PolicyCore, ServerLoad
+    from ryu_apps.policy_core import PolicyCore, ServerLoad
 
 
 class RunningLoad:

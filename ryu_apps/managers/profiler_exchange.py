@@ -1,7 +1,7 @@
 """ProfilerExchange: once a period, the flow records (in chunks), the port rates and who
 sent what to which instance (the communication graph's edges) go to the profiler's /flows;
 its /profiles and /servers come back as weights, predictions and flow classes for the
-policy core (ryu_apps/profiles.py). A failed exchange sends the same records again next
+policy core (ryu_apps/profiler_answers.py). A failed exchange sends the same records again next
 period. next_exchange_in: when the next exchange is due, in step with the profiler."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from common.numbers import is_finite
 from ryu_apps.managers.base import Manager
-from ryu_apps.profiles import apply_profiles
+from ryu_apps.profiler_answers import apply_profiles
 from ryu_apps.result import Result
 
 REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields

@@ -3,7 +3,7 @@ the answer (Decision), the error when no instance can take it (NoBackend), the i
 policy implements (Policy) and the named options a policy class takes (Options).
 
 A policy is a strategy object: given a microservice, its in-service instances, the load
-view (ryu_apps/policy.py's PolicyCore: pools, health, server loads, profiles, probes and the
+view (ryu_apps/policy_core.py's PolicyCore: pools, health, server loads, profiles, probes and the
 estimators) and the time, it picks the instance for a new flow. It keeps its own state (a
 random generator, a hash table, credits); the view keeps what every policy may read.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Hashable
 
 if TYPE_CHECKING:        # the view is passed in at every call; no import at run time
-    from ryu_apps.policy import PolicyCore
+    from ryu_apps.policy_core import PolicyCore
 
 
 @dataclass(frozen=True)

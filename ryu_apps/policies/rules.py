@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ryu_apps.policies.base import Backend, Decision, NoBackend, Policy
 
 if TYPE_CHECKING:
-    from ryu_apps.policy import PolicyCore
+    from ryu_apps.policy_core import PolicyCore
 
 
 def round_robin(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],

@@ -2,7 +2,7 @@
 four servers, and ways to feed it loads and profiles."""
 from common.config import parse_config
 from ryu_apps.policies import Backend
-from ryu_apps.policy import PolicyCore, controller_settings
+from ryu_apps.policy_core import PolicyCore, controller_settings
 
 SERVERS = ["srv1", "srv2", "srv3", "srv4"]
 

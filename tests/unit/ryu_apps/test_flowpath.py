@@ -15,7 +15,7 @@ from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowTable
 from ryu_apps.framework import ofproto_v1_3_parser as parser
 from ryu_apps.policies import Backend
-from ryu_apps.policy import PolicyCore, controller_settings
+from ryu_apps.policy_core import PolicyCore, controller_settings
 from tests.lib.fakeswitch import PacketOut, decode
 
 NOW = 1_700_000_000.0

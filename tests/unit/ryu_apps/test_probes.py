@@ -14,7 +14,7 @@ from common.metrics import render
 from ryu_apps.policies.round_robin import RoundRobin
 from ryu_apps.instance_pools import Probe
 from ryu_apps.managers.agent_probes import PollPlan
-from ryu_apps.policy import core_from_config
+from ryu_apps.policy_core import core_from_config
 from tests.lib.controller import NOW, make
 from tests.lib.metrics import value
 
@@ -183,7 +183,7 @@ def test_the_shell_polls_an_agent_and_counts_answers_and_failures(app, monkeypat
             raise HttpError(f"{url}: timed out")
         return {"instances": {"srv1-ui": entry(in_flight=3)}}
     monkeypatch.setattr(peers, "get_json", agent)
-    url = app.ctl.probes.agents["srv1"]["url"]
+    url = app.core.probes.agents["srv1"]["url"]
     app.peers.probe_poll("srv1", url, 0.75)
     app.peers.probe_poll("srv1", url, 0.75)
     assert asked == [("http://127.0.0.1:9101/probes", 0.75)] * 2

@@ -71,9 +71,9 @@ def test_a_master_a_switch_calls_slave_steps_down_and_starts_afresh(standby):
     dp = connect(standby)
     standby.standby.take_over()
     syn(standby, dp, 40002)
-    old = standby.ctl
+    old = standby.core
     standby._error(event(dp, type=ofp.OFPET_BAD_REQUEST, code=ofp.OFPBRC_IS_SLAVE, xid=9))
-    assert not standby.roles.active and standby.ctl is not old
+    assert not standby.roles.active and standby.core is not old
     assert standby.status()["active_flows"] == 0          # the master knows them now
     role = standby.role_status()
     assert role["step_downs"] == 1 and "this controller is its slave" in role["last_step_down"]

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from ryu_apps.estimators.pending_assignments import PendingFlows
-from ryu_apps.policy import PENDING_KEEP_LAG_S, PENDING_MAX_LAG_S
+from ryu_apps.policy_core import PENDING_KEEP_LAG_S, PENDING_MAX_LAG_S
 from tests.lib.policy_core import SERVERS, loads, make_core
 
 Q = 0.1

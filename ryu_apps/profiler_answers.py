@@ -6,7 +6,7 @@ type are left out; an answer with weights the core refuses is ignored whole: a w
 nothing changes, not even the server loads."""
 from __future__ import annotations
 
-from ryu_apps.policy import PolicyCore
+from ryu_apps.policy_core import PolicyCore
 
 
 def _numbers(d: dict, keys) -> bool:

@@ -1,7 +1,7 @@
-"""ryu_apps/profiles.py: the profiler's answer as the controller applies it."""
+"""ryu_apps/profiler_answers.py: the profiler's answer as the controller applies it."""
 from common.config import load_config
-from ryu_apps.policy import core_from_config
-from ryu_apps.profiles import apply_profiles
+from ryu_apps.policy_core import core_from_config
+from ryu_apps.profiler_answers import apply_profiles
 
 NOW = 1000.0
 

@@ -1,4 +1,4 @@
-"""The policy core (ryu_apps/policy.py): pools, health, loads, weights, pending flows and the
+"""The policy core (ryu_apps/policy_core.py): pools, health, loads, weights, pending flows and the
 status, as every policy reads them. Each policy's own tests: tests/unit/ryu_apps/policies/."""
 import json
 from collections import Counter
@@ -209,7 +209,7 @@ def test_weights_are_normalised_without_overflow():
 def test_a_core_from_a_configuration_knows_each_servers_switch_and_each_callers():
     from common.config import load_config
     from common.paths import shipped
-    from ryu_apps.policy import core_from_config
+    from ryu_apps.policy_core import core_from_config
     cfg = load_config(shipped("configs", "hotelreservation.yaml"))
     core = core_from_config(cfg, "malb-near")
     assert core.sites == {s.name: s.switch for s in cfg.servers}
