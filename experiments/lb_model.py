@@ -251,7 +251,7 @@ class FlowReports:
         return out
 
 
-class Model:
+class PolicyRun:
     """One run of one policy."""
 
     def __init__(self, cfg, opts, policy: str, seed: int):
@@ -678,7 +678,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     for run in range(1, runs + 1):        # run k plays seed + k, as lb_comparison
         for policy in opts.policies:
-            per_policy[policy].append(Model(cfg, opts, policy, opts.seed + run).run(end))
+            per_policy[policy].append(PolicyRun(cfg, opts, policy, opts.seed + run).run(end))
         print(f"run {run}/{runs} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     candidate = "malb" if "malb" in per_policy else opts.policies[0]
     comparison = significance.compare(per_policy, candidate)

@@ -13,7 +13,7 @@ plan()'s steps).
 - replan, moved: a new plan within a budget of moves from the current one;
 - should_replace: the hysteresis (re-place only for a set gain, after a dwell time);
 - spread, random_placement, greedy_network_aware: the baselines; exact: the exact program alone;
-- Plan: a placement and what it costs; the problem's types (Problem, Unit, Host,
+- PlacementPlan: a placement and what it costs; the problem's types (Problem, Unit, Host,
   PlacementError) are placement/model.py's.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ METIS_UFACTOR = 30        # allowed imbalance, 1/1000 (METIS's k-way default)
 
 
 @dataclass
-class Plan:
+class PlacementPlan:
     assignment: dict[str, str]
     cost: float
     trunk_traffic: float
@@ -66,15 +66,16 @@ class Plan:
 
 
 def _plan(problem: Problem, assignment: dict[str, str], method: str,
-          optimal: bool = False) -> Plan:
-    return Plan(dict(assignment), problem.cost(assignment), problem.trunk_traffic(assignment),
-                len(set(assignment.values())), method, optimal,
-                traffic_cost=problem.traffic_cost(assignment),
-                queueing=problem.queueing(assignment))
+          optimal: bool = False) -> PlacementPlan:
+    return PlacementPlan(dict(assignment), problem.cost(assignment),
+                         problem.trunk_traffic(assignment),
+                         len(set(assignment.values())), method, optimal,
+                         traffic_cost=problem.traffic_cost(assignment),
+                         queueing=problem.queueing(assignment))
 
 
 # ------------------------------------------------------------------ baselines
-def spread(problem: Problem) -> Plan:
+def spread(problem: Problem) -> PlacementPlan:
     """Round robin over the servers in order: unit k on the k-th server with room (the
     testbed's default layout spreads every service over every server)."""
     assignment: dict[str, str] = {}
@@ -93,7 +94,7 @@ def spread(problem: Problem) -> Plan:
     return _plan(problem, assignment, "spread")
 
 
-def random_placement(problem: Problem, seed: int = 1) -> Plan:
+def random_placement(problem: Problem, seed: int = 1) -> PlacementPlan:
     """Each unit, in random order, on a random server with room."""
     rng = random.Random(seed)
     for _attempt in range(100):
@@ -114,7 +115,7 @@ def random_placement(problem: Problem, seed: int = 1) -> Plan:
     raise PlacementError("random: found no placement with room for every unit")
 
 
-def greedy_network_aware(problem: Problem) -> Plan:
+def greedy_network_aware(problem: Problem) -> PlacementPlan:
     """The Kubernetes network-aware scheduler's idea (Diktyo): place units one at a time,
     those with the most traffic first (pinned ones before all), each on the server where
     its traffic times distance to its already placed peers (and anchors) is least; ties to
@@ -576,7 +577,7 @@ def _exact_attempt(problem: Problem, time_limit_s: float, attempts: list[dict], 
     return sol
 
 
-def exact(problem: Problem, time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
+def exact(problem: Problem, time_limit_s: float = EXACT_TIME_LIMIT_S) -> PlacementPlan:
     """The exact program alone (placement/milp.py) for at most time_limit_s: its best
     placement, marked optimal when proven, with its bound. PlacementError when the problem
     is beyond EXACT_MAX_UNITS units or the solver found no placement in time."""
@@ -596,7 +597,7 @@ def exact(problem: Problem, time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
 
 def plan(problem: Problem, near: str | None = None, current: dict[str, str] | None = None,
          move_cost: float = 0.0, headroom: float = HEADROOM,
-         exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
+         exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> PlacementPlan:
     """Our placement: the fewest servers near `near` with headroom, a METIS partition sized
     by their capacities, parts mapped by distance, repaired to the limits and refined by
     local search; the greedy score refined as well; and, up to EXACT_MAX_UNITS units, the
@@ -677,7 +678,7 @@ def moved(before: dict[str, str], after: dict[str, str]) -> int:
 
 def replan(problem: Problem, current: dict[str, str], max_moved_share: float = 0.10,
            near: str | None = None, headroom: float = HEADROOM,
-           exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> Plan:
+           exact_time_limit_s: float = EXACT_TIME_LIMIT_S) -> PlacementPlan:
     """A new plan that moves at most max_moved_share of the units from `current` (the
     traffic drifted; moving an instance costs a start, a drain and its warm state): the
     fresh plan when it moves few enough; else the cheaper of: from `current` made feasible,

@@ -1,7 +1,7 @@
 """The controller core as plain Python, in the style of faucet's valve: events in,
 OpenFlow messages and state changes out. No Ryu import, no clock read, no send, no socket:
 ryu_apps/malb.py decodes each Ryu event into plain arguments, passes the time in, calls
-one method here and sends the (dpid, bytes) the returned Result holds, counts its metric
+one method here and sends the (dpid, bytes) the returned CoreResult holds, counts its metric
 updates and logs its lines. tests/unit/ryu_apps/test_core.py runs it against a fake flow table.
 
 ControllerCore holds the managers (ryu_apps/managers/, one concern each) and passes each
@@ -24,7 +24,7 @@ from ryu_apps import ofwire, views
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.flows import FIN_TAG, FlowTable
 from ryu_apps.tracker import MISS_COOKIE
-from ryu_apps.health import HealthTracker
+from ryu_apps.health import InstanceHealth
 from ryu_apps.managers.agent_probes import AgentProbes, PollPlan
 from ryu_apps.managers.base import controller_packet_out
 from ryu_apps.managers.dataplane_groups import DataplaneGroups
@@ -37,7 +37,7 @@ from ryu_apps.managers.switch_rules import PRIO_L2, SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from ryu_apps.microservice_profiles import normalise_weights
 from ryu_apps.policy_core import backends_of, core_from_config
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 __all__ = ["ControllerCore", "FlowStat", "PortStat"]
 
@@ -61,7 +61,7 @@ class ControllerCore:
                                threshold_s=cfg.profiler.flow_threshold_s,
                                refresh_s=active_flow_refresh_s(cfg),
                                tracked_max_s=c.dataplane.tracked_max_s)
-        self.health = HealthTracker([i.name for i in cfg.instances],
+        self.health = InstanceHealth([i.name for i in cfg.instances],
                                     c.health.unhealthy_after, c.health.healthy_after,
                                     c.health.timeout_s)
         self.path = FlowPath(cfg, self.policy_core, self.flows, self.backends, xid=xid, timer=timer,
@@ -100,20 +100,20 @@ class ControllerCore:
                          self.health_checks, self.probes, self.profiler, self.discovery)
         self.switches = switches
 
-    def _pools_changed(self, now: float, out: Result) -> Result:
+    def _pools_changed(self, now: float, out: CoreResult) -> CoreResult:
         for m in self.managers:
             m.pools_changed(now, out)
         return out
 
     # ---------------------------------------------------------------- switches
-    def switch_connected(self, dpid: int, now: float) -> Result:
+    def switch_connected(self, dpid: int, now: float) -> CoreResult:
         """Base rules on every (re)connection, then the NAT rules of flows still active.
         Existing rules are never wiped: after a controller restart, connections keep
         working on the rules they have."""
         # parts joined once: a reconnection may restore thousands of NAT rules
         buf = [part for m in self.managers for part in m.switch_up(dpid, now)]
         lost = self.statistics.unrestored
-        return Result(sends=[(dpid, b"".join(buf))],
+        return CoreResult(sends=[(dpid, b"".join(buf))],
                       infos=[f"switch {dpid:016x} connected: base rules installed, "
                              f"{self.statistics.restored} NAT flows restored"],
                       warnings=[f"switch {dpid:016x}: {sum(lost.values())} flows not "
@@ -123,32 +123,32 @@ class ControllerCore:
                                 "known; those whose rules the switch no longer lists end "
                                 "(rules_lost)"] if lost else [])
 
-    def switch_gone(self, dpid: int, now: float) -> Result:
+    def switch_gone(self, dpid: int, now: float) -> CoreResult:
         """Its flows keep their records, and its links theirs until they expire
         (discover_links): a reconnection restores their rules."""
         for m in self.managers:
             m.switch_down(dpid, now)
-        return Result(warnings=[f"switch {dpid:016x} disconnected"])
+        return CoreResult(warnings=[f"switch {dpid:016x} disconnected"])
 
     def meter_features(self, dpid: int, max_meter: int, band_types: int, capabilities: int,
-                       now: float) -> Result:
+                       now: float) -> CoreResult:
         return self.switch_rules.meter_features(dpid, max_meter, band_types, capabilities, now)
 
     def group_features(self, dpid: int, types: int, max_select_groups: int,
-                       now: float) -> Result:
+                       now: float) -> CoreResult:
         return self.dataplane.group_features(dpid, types, max_select_groups, now)
 
-    def sync_dataplane(self, now: float, out: Result | None = None) -> Result:
+    def sync_dataplane(self, now: float, out: CoreResult | None = None) -> CoreResult:
         """The data-plane loop's step: groups in step with what the policy says now."""
         return self.dataplane.sync(now, out)
 
     # ---------------------------------------------------------------- packet-in
     def packet_in(self, dpid: int, in_port: int, data: bytes, now: float,
-                  cookie: int = 0) -> Result:
+                  cookie: int = 0) -> CoreResult:
         """`cookie`: the rule's that sent the packet here (a flow's FIN watch, or 0)."""
         f = ofwire.parse_frame(data)
         if f is None:
-            return Result()
+            return CoreResult()
         if f.eth_type == ofwire.ETH_TYPE_LLDP:
             return self.discovery.heard(dpid, in_port, data, now)
         if cookie >> 48 == FIN_TAG and f.eth_type == ofwire.ETH_TYPE_IP:
@@ -161,7 +161,7 @@ class ControllerCore:
             self.path.mac_to_port.setdefault(dpid, {})[f.eth_src] = in_port
         plan = self.plan
         if f.eth_type == ofwire.ETH_TYPE_ARP and f.arp_tpa in plan.vips:
-            out = Result()
+            out = CoreResult()
             if f.arp_op == ofwire.ARP_REQUEST:
                 out.kinds.append("arp_vip")
                 vip_mac = self.cfg.controller.vip_mac
@@ -175,7 +175,7 @@ class ControllerCore:
             return out
         if f.ip_dst in plan.vips and f.ip_proto in (ofwire.IPPROTO_TCP, ofwire.IPPROTO_UDP):
             if self.health_checks.is_probe_answer(f, plan.instance_ips):
-                out = Result(kinds=["health"])
+                out = CoreResult(kinds=["health"])
                 self._locate(out, plan.instance_ips[f.ip_src].name, dpid, in_port, f.eth_src)
                 self.health_checks.tcp_probe_answer(out, dpid, in_port, f, now)
                 return out
@@ -191,7 +191,7 @@ class ControllerCore:
                     "weights": list(d.weights) if d.weights else None})
             return out
         if f.ip_dst in plan.vips:
-            return Result()  # other IP protocols to a VIP: nothing serves them
+            return CoreResult()  # other IP protocols to a VIP: nothing serves them
         if f.ip_src in plan.instance_ips and f.ip_proto in (ofwire.IPPROTO_TCP,
                                                             ofwire.IPPROTO_UDP):
             out = self.path.orphan(dpid, data, f, now, self.switches.__contains__)
@@ -199,11 +199,11 @@ class ControllerCore:
                 return out
         # broadcasts (ARP, neighbour discovery) always come here; unicast only for hosts the
         # configuration does not know
-        out = Result(kinds=["l2_broadcast" if int(f.eth_dst[:2], 16) & 1 else "l2"])
+        out = CoreResult(kinds=["l2_broadcast" if int(f.eth_dst[:2], 16) & 1 else "l2"])
         self._l2_forward(out, dpid, in_port, data, f)
         return out
 
-    def _locate(self, out: Result, name: str, dpid: int, in_port: int, mac: str) -> None:
+    def _locate(self, out: CoreResult, name: str, dpid: int, in_port: int, mac: str) -> None:
         """A probe answer enters the controller from the instance's own switch (the probe
         rules are on every switch, so the first one it meets sends it here)."""
         said = self.plan.locations.learn(name, dpid, in_port, mac)
@@ -211,11 +211,11 @@ class ControllerCore:
             line, warning = said
             (out.warnings if warning else out.infos).append(line)
 
-    def discover_links(self, now: float) -> Result:
+    def discover_links(self, now: float) -> CoreResult:
         """The user's network: discovery frames out, links not heard forgotten."""
         return self.discovery.discover(now)
 
-    def _l2_forward(self, out: Result, dpid: int, in_port: int, data: bytes, f) -> None:
+    def _l2_forward(self, out: CoreResult, dpid: int, in_port: int, data: bytes, f) -> None:
         out_port = self.path.mac_to_port.get(dpid, {}).get(f.eth_dst)
         buf = b""
         if out_port is not None and out_port != in_port:
@@ -229,42 +229,42 @@ class ControllerCore:
 
     # ---------------------------------------------------------------- NAT rules, ports
     def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,
-                     packet_count: int, reason: int, now: float) -> Result:
+                     packet_count: int, reason: int, now: float) -> CoreResult:
         return self.statistics.flow_removed(dpid, cookie, duration_s, byte_count,
                                             packet_count, reason, now)
 
-    def poll_stats(self, now: float) -> Result:
+    def poll_stats(self, now: float) -> CoreResult:
         return self.statistics.poll_stats(now)
 
     def flow_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int = 0,
-                   more: bool = False) -> Result:
+                   more: bool = False) -> CoreResult:
         if self.dataplane.answers_poll(xid):
             return self.dataplane.counter_stats(dpid, entries, now, xid, more)
         return self.statistics.flow_stats(dpid, entries, now, xid, more)
 
-    def poll_connections(self, now: float) -> Result:
+    def poll_connections(self, now: float) -> CoreResult:
         """Data-plane mode: the switches' connection counters asked for."""
         return self.dataplane.poll_connections(now)
 
-    def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> Result:
+    def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> CoreResult:
         self.discovery.ports_seen(dpid, [e.port_no for e in entries])
         return self.ports.port_stats(dpid, entries, now)
 
     def port_status(self, dpid: int, port_no: int, reason: int, state: int,
-                    now: float) -> Result:
+                    now: float) -> CoreResult:
         return self.health_checks.port_status(dpid, port_no, reason, state, now)
 
     # ---------------------------------------------------------------- health
-    def probe_health(self, now: float) -> Result:
+    def probe_health(self, now: float) -> CoreResult:
         return self.health_checks.probe_health(now)
 
-    def health_marker(self, now: float) -> Result:
+    def health_marker(self, now: float) -> CoreResult:
         return self.health_checks.health_marker(now)
 
-    def echo_reply(self, dpid: int, xid: int, now: float) -> Result:
+    def echo_reply(self, dpid: int, xid: int, now: float) -> CoreResult:
         return self.health_checks.echo_reply(dpid, xid, now)
 
-    def health_result(self, instance: str, ok: bool, detail: str, now: float) -> Result:
+    def health_result(self, instance: str, ok: bool, detail: str, now: float) -> CoreResult:
         return self.health_checks.health_result(instance, ok, detail, now)
 
     # ---------------------------------------------------------------- profiler, probes
@@ -274,10 +274,10 @@ class ControllerCore:
     def profiler_pairs_sent(self, now: float) -> None:
         self.profiler.pairs_sent(now)
 
-    def profiler_failed(self, error: str, now: float) -> Result:
+    def profiler_failed(self, error: str, now: float) -> CoreResult:
         return self.profiler.failed(error, now)
 
-    def profiler_answer(self, profiles, servers, now: float) -> Result:
+    def profiler_answer(self, profiles, servers, now: float) -> CoreResult:
         return self.profiler.answer(profiles, servers, now)
 
     def probing(self) -> bool:
@@ -286,18 +286,18 @@ class ControllerCore:
     def probe_poll_plan(self) -> PollPlan | None:
         return self.probes.poll_plan()
 
-    def probe_answer(self, server: str, body, now: float) -> Result:
+    def probe_answer(self, server: str, body, now: float) -> CoreResult:
         return self.probes.probe_answer(server, body, now)
 
-    def probe_failed(self, server: str, error: str, now: float, kind: str = "poll") -> Result:
+    def probe_failed(self, server: str, error: str, now: float, kind: str = "poll") -> CoreResult:
         return self.probes.probe_failed(server, error, now, kind)
 
     # ---------------------------------------------------------------- pools at run time
-    def add_instance(self, name: str, now: float) -> Result:
+    def add_instance(self, name: str, now: float) -> CoreResult:
         """A slot's instance joins its pool: unhealthy until its probe answers."""
         if name not in self.plan.instances:
             raise KeyError(name)
-        out = Result()
+        out = CoreResult()
         self.policy_core.add_backend(self.backends[name])
         self.health.add(name)
         out.metrics.append(("set", "malb_instance_healthy", (name,), 0))
@@ -305,25 +305,25 @@ class ControllerCore:
                          f"{self.plan.instances[name].microservice} (healthy once it answers)")
         return self._pools_changed(now, out)
 
-    def set_draining(self, name: str, draining: bool, now: float) -> Result:
+    def set_draining(self, name: str, draining: bool, now: float) -> CoreResult:
         self.policy_core.set_draining(name, draining)
-        out = Result(infos=[f"instance {name} " + ("draining: no new flows" if draining
+        out = CoreResult(infos=[f"instance {name} " + ("draining: no new flows" if draining
                                                    else "takes new flows again")])
         return self._pools_changed(now, out)
 
-    def remove_instance(self, name: str, now: float) -> Result:
+    def remove_instance(self, name: str, now: float) -> CoreResult:
         self.policy_core.remove_backend(name)
         self.health.remove(name)
-        out = Result(infos=[f"instance {name} removed from the pool of "
+        out = CoreResult(infos=[f"instance {name} removed from the pool of "
                             f"{self.plan.instances[name].microservice}"])
         return self._pools_changed(now, out)
 
-    def set_policy(self, policy: str, now: float) -> Result:
+    def set_policy(self, policy: str, now: float) -> CoreResult:
         self.policy_core.set_policy(policy)
-        return self._pools_changed(now, Result())
+        return self._pools_changed(now, CoreResult())
 
     def set_weights(self, weights: dict[str, tuple[float, float, float] | None],
-                    now: float) -> Result:
+                    now: float) -> CoreResult:
         """Manual weights per microservice (None: the profiler's again), all or none: an
         unknown microservice or weights the policy core refuses change nothing. The
         data-plane groups follow at once (their shares may weigh capacity by them)."""
@@ -334,7 +334,7 @@ class ControllerCore:
                 normalise_weights(w, ms)
         for ms, w in weights.items():
             self.policy_core.profiles.set_manual_weights(ms, w)
-        return self._pools_changed(now, Result())
+        return self._pools_changed(now, CoreResult())
 
     # ---------------------------------------------------------------- views (ryu_apps/views.py)
     def active_flows_of(self) -> dict[str, int]:

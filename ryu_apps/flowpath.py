@@ -1,7 +1,7 @@
 """The controller's new-flow path as plain Python (no Ryu import, no clock read, no send): a
 packet-in to a VIP, an instance's answer that no rule rewrites, or a FIN watch's copy goes
 in with the time; the OpenFlow messages per switch, the packet-in kinds, the decision and
-any warning come out, in the Result the controller core (ryu_apps/core.py) returns
+any warning come out, in the CoreResult the controller core (ryu_apps/core.py) returns
 (docs/controller.md: "How a decision is made", "Connections that outlive their rules").
 
 - FlowPath: vip_packet (repeat, transition, resume, reset, decision, caps), orphan (resumed
@@ -24,7 +24,7 @@ from ryu_apps.managers.switch_rules import orphan_rules
 from ryu_apps.flows import FlowRecord, FlowTable
 from ryu_apps.policies import Backend, NoBackend
 from ryu_apps.policy_core import PolicyCore
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 from ryu_apps.tracker import Tracker, towards_actions
 
 RULES_RESEND_AFTER_S = 1.0   # an instance's answers still reach the controller after this
@@ -108,7 +108,7 @@ class FlowPath:
 
     # ------------------------------------------------------------------ packet-ins
     def vip_packet(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
-                   now: float) -> Result:
+                   now: float) -> CoreResult:
         """A TCP segment or UDP datagram to a VIP (not a health-probe answer): of a flow
         whose rules are there (it met the switch's stale path), the same instance and no
         new rules (`repeat`); from a select-group slot in transition (its destination MAC
@@ -120,7 +120,7 @@ class FlowPath:
         Tracker mode: a repeat is committed once more (the client's SYN, sent again while
         the first waited), then goes on a rule pair (the tracker refuses it); a resumed
         flow goes on a rule pair."""
-        out = Result()
+        out = CoreResult()
         proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         ms = self.service_at.get((f.ip_dst, proto, f.dst_port))
         if ms is None:
@@ -240,7 +240,7 @@ class FlowPath:
                                 f"{f.src_port} dropped")
         return out
 
-    def _path_to(self, out: Result, dpid: int, rec: FlowRecord, f: ofwire.Frame,
+    def _path_to(self, out: CoreResult, dpid: int, rec: FlowRecord, f: ofwire.Frame,
                  now: float) -> bool:
         """Whether a path leads from the switch to the flow's instance; if none, the packet
         is dropped (_no_path). Checked before a flow under way is changed: one changed and
@@ -252,7 +252,7 @@ class FlowPath:
             return False
         return True
 
-    def _no_path(self, out: Result, dpid: int, f: ofwire.Frame, exc: LookupError,
+    def _no_path(self, out: CoreResult, dpid: int, f: ofwire.Frame, exc: LookupError,
                  now: float) -> None:
         """A packet of a flow under way whose instance no path leads to from this switch
         (the user's network: links not found again yet, or the instance looked for again):
@@ -265,11 +265,11 @@ class FlowPath:
                                 f"{f.src_port} dropped (and any others for "
                                 f"{NO_PATH_LOG_EVERY_S:g} s, counted as no_path)")
 
-    def fin(self, dpid: int, f: ofwire.Frame, now: float) -> Result:
+    def fin(self, dpid: int, f: ofwire.Frame, now: float) -> CoreResult:
         """An instance's FIN or reset, copied by a flow's FIN watch after the reverse
         rewrite, or in tracker mode a client's reset copied after the forward one (the
         switch has sent either on): the flow ends for the policy core."""
-        out = Result(kinds=["fin"])
+        out = CoreResult(kinds=["fin"])
         if (f.ip_src, "tcp", f.src_port) in self.service_at:     # from a VIP: an answer's
             key = (dpid, "tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port)
         else:                                  # the client's reset, on its way to the instance
@@ -283,13 +283,13 @@ class FlowPath:
         return out
 
     def tracked_miss(self, dpid: int, in_port: int, data: bytes, f: ofwire.Frame,
-                     now: float) -> Result:
+                     now: float) -> CoreResult:
         """A TCP segment from the tracker's catch-all, already translated: of a tracked
         connection whose rule the switch had just been sent, but which met the datapath's
         cached "to controller" path before it was revalidated. Sent on as the rule would
         (an end it carries ends the flow, as its watch would have); not handled otherwise
         (an untranslated segment: to a VIP, or an answer the tracker does not hold)."""
-        out = Result()
+        out = CoreResult()
         towards = self.flows.lookup_reverse(("tcp", f.ip_dst, f.dst_port, f.ip_src, f.src_port))
         if towards is not None and towards.tracked and towards.dpid == dpid:
             inst = self.instances[towards.instance]
@@ -314,12 +314,12 @@ class FlowPath:
         return out
 
     def orphan(self, dpid: int, data: bytes, f: ofwire.Frame, now: float,
-               connected: Callable[[int], bool]) -> Result:
+               connected: Callable[[int], bool]) -> CoreResult:
         """An instance answers on a connection whose rules expired: resume the flow (rules on
         the client's edge switch again) and deliver the packet rewritten to the VIP. Not
         handled when no NATed flow owns the packet (traffic sent to the instance's own
         address), which then goes on as plain L2."""
-        out = Result()
+        out = CoreResult()
         proto = "tcp" if f.ip_proto == ofwire.IPPROTO_TCP else "udp"
         reverse_key = (proto, f.ip_src, f.src_port, f.ip_dst, f.dst_port)
         rec = self.flows.lookup_reverse(reverse_key)
@@ -363,7 +363,7 @@ class FlowPath:
         return out
 
     # ------------------------------------------------------------------ messages
-    def _start_flow(self, out: Result, dpid: int, in_port: int, data: bytes, f, proto: str,
+    def _start_flow(self, out: CoreResult, dpid: int, in_port: int, data: bytes, f, proto: str,
                     ms, backend: Backend, now: float, fin_watch: bool = False,
                     tracked: bool = False) -> None:
         rec = new_record(self.flows.new_flow_id(ms.index, backend.order), dpid, in_port, f,

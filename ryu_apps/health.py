@@ -55,7 +55,7 @@ class _State:
 
 
 @dataclass
-class HealthTracker:
+class InstanceHealth:
     instances: list[str]
     unhealthy_after: int
     healthy_after: int

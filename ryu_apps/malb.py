@@ -33,7 +33,7 @@ from ryu_apps.loop_stalls import LoopStalls
 from ryu_apps.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, cfg, \
     hub, ofp_event, ofproto_v1_3, set_ev_cls
 from ryu_apps.peers import PeerExchanges
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 from ryu_apps.roles import SUPERSEDED
 from ryu_apps.standby import Standby, roles_of
 
@@ -177,7 +177,7 @@ class MalbController(App):
         dp.xid = (dp.xid + 1) & dp.ofproto.MAX_XID
         return dp.xid
 
-    def _apply(self, result: Result) -> None:
+    def _apply(self, result: CoreResult) -> None:
         """Send, count and log what the core returned."""
         for dpid, messages in result.sends:
             target = self.datapaths.get(dpid)

@@ -27,7 +27,7 @@ figures are conservative.
 - Split: their answer;
 - Objective: one end-to-end objective (the entry, its target, the calls below it);
 - BudgetPlanner: the split kept up to date from periodic readings (smoothed as the
-  profiler's graph is), and which loops' targets to change; Plan: one period's answer.
+  profiler's graph is), and which loops' targets to change; BudgetPlan: one period's answer.
 """
 from __future__ import annotations
 
@@ -222,7 +222,7 @@ class Objective:
 
 
 @dataclass(frozen=True)
-class Plan:
+class BudgetPlan:
     split: Split | None              # None: not every latency is measured yet
     send: dict[str, float]           # service -> the target its loops are to be set to
     waiting_for: list[str]           # what is not measured yet (services, "a -> b" calls)
@@ -248,7 +248,7 @@ class BudgetPlanner:
     busy: dict[str, float] = field(default_factory=dict)           # smoothed
     last_time: dict[str, float] = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
-    last: Plan | None = None
+    last: BudgetPlan | None = None
 
     def observe(self, now: float, latency_ms: dict[str, float],
                 freq_mhz: dict[str, float] | None = None,
@@ -270,7 +270,7 @@ class BudgetPlanner:
                 self.busy[s] = _ewma(self.busy.get(s), min(1.0, float(b)), alpha)
             self.last_time[s] = now
 
-    def plan(self, edge_ms: dict[tuple[str, str], float]) -> Plan:
+    def plan(self, edge_ms: dict[tuple[str, str], float]) -> BudgetPlan:
         """The split from the smoothed readings and the calls' latencies, and the targets to
         send; call after observe()."""
         o = self.objective
@@ -281,7 +281,7 @@ class BudgetPlanner:
             missing += [f"{s} frequency" for s in _order(o.entry, o.calls)
                         if s not in self.freq_mhz or s not in self.busy]
         if missing:
-            self.last = Plan(None, {}, missing)
+            self.last = BudgetPlan(None, {}, missing)
             return self.last
         found = split(o.target_ms, o.entry, o.calls, self.latency_ms, edge_ms) \
             if o.split == "uniform" else \
@@ -293,7 +293,7 @@ class BudgetPlanner:
             before = self.sent.get(s)
             if before is None or abs(budget - before) >= RESEND_SHARE * before:
                 send[s] = round(budget, 3)
-        self.last = Plan(found, send, [])
+        self.last = BudgetPlan(found, send, [])
         return self.last
 
     def confirm(self, service: str, target_ms: float) -> None:

@@ -27,7 +27,7 @@ from ryu_apps import policies
 from ryu_apps.core import ControllerCore
 from ryu_apps.flowpath import FlowPath
 from ryu_apps.policy_core import PolicyCore
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 FAKE_SWITCH_TESTS = ("tests/unit/ryu_apps/test_core.py", "tests/unit/ryu_apps/test_flowpath.py",
                      "tests/unit/ryu_apps/test_dataplane.py")
@@ -86,7 +86,7 @@ def _wrap(cls, name: str, record, outermost_only: bool = False) -> None:
 
 def install() -> None:
     def record(out):
-        if isinstance(out, Result):
+        if isinstance(out, CoreResult):
             _result(out)
         elif isinstance(out, (bytes, bytearray)):
             _feed("bytes", bytes(out))
@@ -144,7 +144,7 @@ def _model_runs() -> dict:
         cfg = parse_config_file_data(workload.config_data(opts), config_path(None))
         for policy in replay_policies():
             for seed in (2, 3):
-                model = lb_model.Model(cfg, opts, policy, seed)
+                model = lb_model.PolicyRun(cfg, opts, policy, seed)
                 _digests.clear()
                 _current[0] = "model"
                 model.run(3 * opts.phase_seconds)

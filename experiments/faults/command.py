@@ -67,7 +67,7 @@ from common.config import POLICIES, ConfigError, check_testbed_builds, config_pa
 from common.procs import ROOT
 from experiments.faults.analysis import (GRACE_HEALTH_INTERVALS, RECOVERY_TARGET_PERIODS,
                                              analyse, read_requests, summary_markdown)
-from experiments.faults.suite import LEAD_S, VIDEO_SECONDS, Suite
+from experiments.faults.suite import LEAD_S, VIDEO_SECONDS, FaultSuite
 from experiments.faults.probing import WORKLOAD_MICROSERVICES
 
 FAULTS = ("agent", "profiler", "controller", "takeover", "container", "hung", "starved",
@@ -96,7 +96,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
         st.wait_monitoring(60)
         st.wait_for(lambda: st.controller_get("/malb/status")["profiler"]["reachable"], 30,
                     "the controller reaches the profiler")
-        suite = Suite(st, opts, log)
+        suite = FaultSuite(st, opts, log)
         records = suite.run(opts.faults)
         decisions = suite.recorder.decisions()
         h = st.cfg.controller.health

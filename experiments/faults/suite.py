@@ -1,4 +1,4 @@
-"""The suite's course (Suite): before each fault the stack steady; a segment of load; the
+"""The suite's course (FaultSuite): before each fault the stack steady; a segment of load; the
 fault (experiments/faults/injection.py) injected a few seconds into it; its checks awaited;
 the profiler's history compared before and after; the rest of the load finished. And the
 load of a segment (workload_spec).
@@ -18,11 +18,11 @@ REQUEST_TIMEOUT_S = 10           # a request fails after this long without data
 LEAD_S = 10                      # load before the fault (at most a quarter of --seconds)
 
 
-class Suite:
+class FaultSuite:
     """The faults, run one after another on a running stack under load."""
 
     def __init__(self, st, opts, log):
-        self.st, self.opts, self.log = st, opts, log
+        self.stack, self.opts, self.log = st, opts, log
         self.cfg = st.cfg
         self.faults = Faults(st, opts, log)
         self.probe, self.recorder = self.faults.probe, self.faults.recorder
@@ -38,7 +38,7 @@ class Suite:
 
     # ------------------------------------------------------------ one fault under load
     def run_fault(self, k: int, fault: str) -> dict:
-        o, st = self.opts, self.st
+        o, st = self.opts, self.stack
         rec = {"fault": fault, "what": self.faults.what(fault), "tag": f"{k + 1}-{fault}",
                "error": None, "start": None, "end": None, "recovered_at": None}
         spec_path = os.path.join(st.run_dir, f"spec-{rec['tag']}.json")
@@ -96,7 +96,7 @@ class Suite:
         return rec
 
     def _finish_segment(self, rec: dict, seg0: float, fault: str) -> None:
-        o, st = self.opts, self.st
+        o, st = self.opts, self.stack
         clients = len(self.cfg.testbed.clients)
         st.wait_for(lambda: len(st.loadgen_summaries(rec["tag"])) == clients,
                     max(0.0, seg0 + o.seconds - time.time()) + VIDEO_SECONDS +

@@ -1,6 +1,6 @@
 """The controller core's managers, one concern each, in the style of faucet's valve
 managers: ryu_apps/core.py holds every one and passes each event to those it concerns, in
-turn; each returns or fills a Result (ryu_apps/result.py).
+turn; each returns or fills a Result (ryu_apps/core_result.py).
 
     base.py               Manager: the hooks every manager has (a switch up or gone, the
                           pools changed) and the packet-out the controller makes

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from common.numbers import finite_non_negative
 from ryu_apps.managers.base import Manager
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 # an agent whose GET /probes fails, or answers in part, fails at every poll (4 a second):
 # its warnings are logged once per this many seconds, with how many were left out
@@ -66,13 +66,13 @@ class AgentProbes(Manager):
                             min(c.probe_period_s, every), every, timeout)
         return PollPlan(every, every, timeout) if every is not None else None   # health
 
-    def probe_answer(self, server: str, body, now: float) -> Result:
+    def probe_answer(self, server: str, body, now: float) -> CoreResult:
         """An agent's GET /probes answer, received at `now`: each instance's reading goes
         to the policy core at now - its age_s (the agent's clock need not agree with ours).
         Instances the agent could not read, or that are in no pool, keep their last probe;
         malformed parts are warnings (at most one line a minute per agent), the rest is
         applied."""
-        out = Result()
+        out = CoreResult()
         agent = self.agents.get(server)
         if agent is None:
             out.warnings.append(f"/probes answer from an unknown server {server!r:.40}")
@@ -151,10 +151,10 @@ class AgentProbes(Manager):
                                          f"{'; '.join(bad[:3])}{more}; the rest applied", now)
         return out
 
-    def probe_failed(self, server: str, error: str, now: float, kind: str = "poll") -> Result:
+    def probe_failed(self, server: str, error: str, now: float, kind: str = "poll") -> CoreResult:
         """An agent's GET /probes failed (kind poll) or answered no instances object
         (malformed): its instances keep their last probes, which age."""
-        out = Result()
+        out = CoreResult()
         agent = self.agents.get(server)
         if agent is None:
             return out
@@ -163,7 +163,7 @@ class AgentProbes(Manager):
         self._log(out, server, f"agent {server}: /probes failed: {error}", now)
         return out
 
-    def _log(self, out: Result, server: str, text: str, now: float) -> None:
+    def _log(self, out: CoreResult, server: str, text: str, now: float) -> None:
         """A warning about an agent's probes, at most one per PROBE_LOG_EVERY_S per agent
         (they come at every poll while the trouble lasts)."""
         agent = self.agents[server]

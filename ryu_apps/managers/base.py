@@ -3,7 +3,7 @@ packet-out of a frame the controller made."""
 from __future__ import annotations
 
 from ryu_apps import ofwire
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 TO_CONTROLLER = ofwire.action_output(ofwire.OFPP_CONTROLLER, ofwire.OFPCML_NO_BUFFER)
 
@@ -19,7 +19,7 @@ class Manager:
     def switch_down(self, dpid: int, now: float) -> None:
         """A switch went away: forget what only its connection held."""
 
-    def pools_changed(self, now: float, out: Result) -> None:
+    def pools_changed(self, now: float, out: CoreResult) -> None:
         """An instance joined, left, drained, came up or went down, or the policy or its
         manual weights changed."""
 

@@ -13,7 +13,7 @@ from ryu_apps import dataplane, maglev, ofwire
 from ryu_apps.managers.flow_statistics import FlowStat
 from ryu_apps.managers.base import TO_CONTROLLER, Manager
 from ryu_apps.managers.switch_rules import HOST_TABLE
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 # VIP:port to the select group above the VIP's to-controller rule; the stateless reverse NAT
 # above the orphan rules it replaces, below the per-flow NAT pairs (flows that did go
@@ -103,14 +103,14 @@ class DataplaneGroups(Manager):
         self.policy_core.switch_connections.forget(dpid)
         self.polls = {x: p for x, p in self.polls.items() if p[0] != dpid}
 
-    def pools_changed(self, now: float, out: Result) -> None:
+    def pools_changed(self, now: float, out: CoreResult) -> None:
         self.sync(now, out)
 
     # ------------------------------------------------------------ connection counts
-    def poll_connections(self, now: float) -> Result:
+    def poll_connections(self, now: float) -> CoreResult:
         """The counter rules' statistics, asked of every switch that has groups (a reply
         still out is superseded: its switch is asked again)."""
-        out = Result()
+        out = CoreResult()
         if not self.counting:
             return out
         for dpid in sorted(self.switches):
@@ -126,15 +126,15 @@ class DataplaneGroups(Manager):
         return xid in self.polls
 
     def counter_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int,
-                      more: bool = False) -> Result:
+                      more: bool = False) -> CoreResult:
         """One reply (or part of one) to a poll; complete, the switch's counts replace its
         last ones and the groups follow what the policy makes of them."""
         poll = self.polls.get(xid)
         if poll is None or poll[0] != dpid:
-            return Result()
+            return CoreResult()
         poll[1].extend(entries)
         if more:
-            return Result()
+            return CoreResult()
         del self.polls[xid]
         counts: dict[str, list[int]] = {}
         for st in poll[1]:
@@ -146,18 +146,18 @@ class DataplaneGroups(Manager):
         known = self.policy_core.switch_connections
         known.update(dpid, {n: (c[0], c[1]) for n, c in counts.items()}, now)
         if any(d in self.switches for d, _ in self.polls.values()):
-            return Result()             # the round's other replies still to come
+            return CoreResult()             # the round's other replies still to come
         # the round is in: the groups follow the counts once
-        out = Result()
+        out = CoreResult()
         for name, n in known.totals().items():
             out.metrics.append(("set", "malb_dataplane_open_connections", (name,), n))
         return self.sync(now, out)
 
     def group_features(self, dpid: int, types: int, max_select_groups: int,
-                       now: float) -> Result:
+                       now: float) -> CoreResult:
         select = bool(types & (1 << ofwire.OFPGT_SELECT)) and max_select_groups > 0
         self.group_capable[dpid] = select
-        out = Result()
+        out = CoreResult()
         if not select:
             out.warnings.append(f"switch {dpid:016x} has no select groups: short flows stay "
                                 f"under per-flow control there")
@@ -175,11 +175,11 @@ class DataplaneGroups(Manager):
             out[m.name] = self.policy_core.short_flow_shares(m.name) if on else None
         return out
 
-    def sync(self, now: float, out: Result | None = None) -> Result:
+    def sync(self, now: float, out: CoreResult | None = None) -> CoreResult:
         """Bring every switch's select groups and data-plane rules to what the pools,
         health, policy and flow classes say now, and end transitions whose grace period is
         over; only what changed is sent."""
-        out = out or Result()
+        out = out or CoreResult()
         if not self.on:
             return out
         c = self.cfg.controller

@@ -13,7 +13,7 @@ from ryu_apps import ofwire
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, fin_cookie, flow_id_of, \
     parse_cookie
 from ryu_apps.managers.base import Manager
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 COOKIE_BASE = 0x4D4C << 48
 COOKIE_MASK = 0xFFFF << 48
@@ -100,8 +100,8 @@ class FlowStatistics(Manager):
             self.unseen = {fid: d for fid, d in self.unseen.items() if d != dpid}
 
     def flow_removed(self, dpid: int, cookie: int, duration_s: float, byte_count: int,
-                     packet_count: int, reason: int, now: float) -> Result:
-        out = Result()
+                     packet_count: int, reason: int, now: float) -> CoreResult:
+        out = CoreResult()
         rec = self.flows.on_removed(cookie, duration_s, byte_count, packet_count,
                                     REMOVED_REASONS.get(reason, "other"), now)
         # an idled-out rule's flow went quiet the idle timeout before its removal
@@ -131,13 +131,13 @@ class FlowStatistics(Manager):
             buf += ofwire.port_stats_request(self.xid(dpid))
         return buf
 
-    def poll_stats(self, now: float) -> Result:
+    def poll_stats(self, now: float) -> CoreResult:
         """One step of the statistics loop: one slice to every switch; out.next_in_s says
         when the next step is due. A cycle covers every rule once, in one period, or longer
         when the rules exceed the statistics budget. The number of slices follows the number
         of rules at every step: it grows at once (a burst of new flows must not make one
         huge reply) and shrinks only at a cycle's end."""
-        out = Result()
+        out = CoreResult()
         for rec in self.flows.age_out_tracked(now):
             self.policy_core.flow_ended(rec.key, now, quiet_since=rec.last_active)
         period = self.cfg.controller.monitoring_period_s
@@ -155,10 +155,10 @@ class FlowStatistics(Manager):
         return out
 
     def flow_stats(self, dpid: int, entries: list[FlowStat], now: float, xid: int = 0,
-                   more: bool = False) -> Result:
+                   more: bool = False) -> CoreResult:
         """One reply (or one part of one, `more` to come) to the flow statistics request
         `xid`."""
-        out = Result()
+        out = CoreResult()
         unseen = self.unseen
         for st in entries:
             rec = self.flows.on_stats(st.cookie, st.age, st.byte_count, st.packet_count, now)
@@ -172,7 +172,7 @@ class FlowStatistics(Manager):
         out.metrics.append(("set", "malb_active_flows", (), self.flows.active_count()))
         return out
 
-    def _rules_lost(self, out: Result, dpid: int, now: float) -> None:
+    def _rules_lost(self, out: CoreResult, dpid: int, now: float) -> None:
         """The statistics requested with the switch's reconnection are all in: the flows it
         could not restore that they do not list, and that no packet of theirs has got their
         rules since, lost them with the switch. Each ends as if its rules had been removed,
@@ -196,7 +196,7 @@ class FlowStatistics(Manager):
                                 f"reconnection ended: its statistics list none of their "
                                 f"rules, and no packet of theirs got them again (rules_lost)")
 
-    def _adopt_rule(self, out: Result, dpid: int, st: FlowStat, now: float) -> None:
+    def _adopt_rule(self, out: CoreResult, dpid: int, st: FlowStat, now: float) -> None:
         """A NAT rule this process did not install (a previous controller did): rebuild its
         flow record from the cookie and the match, so it is counted and reported."""
         parsed = parse_cookie(st.cookie)

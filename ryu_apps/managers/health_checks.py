@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ryu_apps import ofwire
-from ryu_apps.health import HealthTracker
+from ryu_apps.health import InstanceHealth
 from ryu_apps.managers.base import Manager, controller_packet_out
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 # outside Linux's default ephemeral range (32768-60999): never a client; one masked match
 # (tcp_dst 0xF000/0xFC00) sends their answers to the controller past the packet-in meter
@@ -23,8 +23,8 @@ SERVICE_SILENT_ROUNDS = 5
 
 
 class HealthChecks(Manager):
-    def __init__(self, cfg, plan, xid, policy_core, health: HealthTracker, path,
-                 switches: set[int], rng, pools_changed: Callable[[float, Result], object],
+    def __init__(self, cfg, plan, xid, policy_core, health: InstanceHealth, path,
+                 switches: set[int], rng, pools_changed: Callable[[float, CoreResult], object],
                  edge_ports: Callable[[int], set[int] | None] = lambda dpid: None):
         self.cfg, self.plan, self.xid, self.policy_core = cfg, plan, xid, policy_core
         self.health, self.path, self.switches, self.rng = health, path, switches, rng
@@ -54,11 +54,11 @@ class HealthChecks(Manager):
         return (f.ip_proto == ofwire.IPPROTO_TCP and f.ip_src in instance_ips
                 and PROBE_PORTS[0] <= f.dst_port <= PROBE_PORTS[1])
 
-    def probe_health(self, now: float) -> Result:
+    def probe_health(self, now: float) -> CoreResult:
         """One round of probes (the health loop's first step): a TCP SYN from the VIP to
         every pooled instance of a TCP service, else an ARP request. An instance whose last
         probe is still out gets none: that one waits for health_marker's verdict."""
-        out = Result()
+        out = CoreResult()
         h = self.cfg.controller.health
         vip_mac = self.cfg.controller.vip_mac
         self._forget_silent_services(out, now)
@@ -91,7 +91,7 @@ class HealthChecks(Manager):
                 self._apply(out, *change, now)
         return out
 
-    def service_reading(self, out: Result, instance: str, alive: bool | None, detail: str,
+    def service_reading(self, out: CoreResult, instance: str, alive: bool | None, detail: str,
                         now: float, certain: bool = False) -> None:
         """A host agent's reading of the instance's service, counted at once: it answered
         (alive), did not (not alive: `unhealthy_after` such readings in a row take it out,
@@ -110,7 +110,7 @@ class HealthChecks(Manager):
         if change:
             self._apply(out, *change, now)
 
-    def _forget_silent_services(self, out: Result, now: float) -> None:
+    def _forget_silent_services(self, out: CoreResult, now: float) -> None:
         """A service with no reading for SERVICE_SILENT_ROUNDS health intervals (its agent
         is down, or no longer asked): the probes judge alone, rather than its last word
         keeping it out."""
@@ -136,14 +136,14 @@ class HealthChecks(Manager):
                                                       actions, frame)))
         return sends
 
-    def health_marker(self, now: float) -> Result:
+    def health_marker(self, now: float) -> CoreResult:
         """The health loop's second step: an echo request to every switch. Probes are judged
         when its reply comes back (echo_reply), not by the controller's clock alone: the
         reply queues behind every packet-in the switch sent before it, probe answers among
         them, so a controller that falls behind a flood of packet-ins does not count the
         answers still waiting in its queue as missing. A switch whose last marker is still
         out gets none (at most one per switch is kept)."""
-        out = Result()
+        out = CoreResult()
         waiting = {dpid for dpid, _ in self.markers}
         for dpid in sorted(self.switches - waiting):
             xid = self.xid(dpid)
@@ -151,10 +151,10 @@ class HealthChecks(Manager):
             out.sends.append((dpid, ofwire.echo_request(xid, b"malb-health")))
         return out
 
-    def echo_reply(self, dpid: int, xid: int, now: float) -> Result:
+    def echo_reply(self, dpid: int, xid: int, now: float) -> CoreResult:
         """A health marker came back: the probes on this switch that were out longer than
         the timeout when it was sent, and are still unanswered, are failures."""
-        out = Result()
+        out = CoreResult()
         sent = self.markers.pop((dpid, xid), None)
         if sent is None:          # not ours (Ryu's keep-alive) or its switch went away
             return out
@@ -166,10 +166,10 @@ class HealthChecks(Manager):
         return out
 
     def port_status(self, dpid: int, port_no: int, reason: int, state: int,
-                    now: float) -> Result:
+                    now: float) -> CoreResult:
         """An instance's port deleted or its link down (the container died): out of its pool
         at once, not two or three probe intervals later; the probes bring it back."""
-        out = Result()
+        out = CoreResult()
         gone = reason == ofwire.OFPPR_DELETE or bool(state & ofwire.OFPPS_LINK_DOWN)
         owner = self.plan.port_owner(dpid, port_no)
         if not gone or owner is None or owner.name not in self.health.state:
@@ -180,15 +180,15 @@ class HealthChecks(Manager):
             self._apply(out, *change, now)
         return out
 
-    def health_result(self, instance: str, ok: bool, detail: str, now: float) -> Result:
+    def health_result(self, instance: str, ok: bool, detail: str, now: float) -> CoreResult:
         """A probe's result known by other means than a probe answer."""
-        out = Result()
+        out = CoreResult()
         change = self.health.record(instance, ok, now, detail)
         if change:
             self._apply(out, *change, now)
         return out
 
-    def tcp_probe_answer(self, out: Result, dpid: int, in_port: int, f, now: float) -> None:
+    def tcp_probe_answer(self, out: CoreResult, dpid: int, in_port: int, f, now: float) -> None:
         ok = bool(f.tcp_flags & ofwire.TCP_SYN) and bool(f.tcp_flags & ofwire.TCP_ACK)
         refused = bool(f.tcp_flags & ofwire.TCP_RST)
         if ok:   # close the half-open connection
@@ -197,12 +197,12 @@ class HealthChecks(Manager):
             self.answered(out, ("tcp", f.ip_src, f.dst_port), ok,
                           "TCP SYN-ACK" if ok else "TCP reset (port closed)", now)
 
-    def answered(self, out: Result, token, ok: bool, detail: str, now: float) -> None:
+    def answered(self, out: CoreResult, token, ok: bool, detail: str, now: float) -> None:
         change = self.health.answered(token, ok, now, detail)
         if change:
             self._apply(out, *change, now)
 
-    def _apply(self, out: Result, instance: str, healthy: bool, now: float) -> None:
+    def _apply(self, out: CoreResult, instance: str, healthy: bool, now: float) -> None:
         self.policy_core.set_health(instance, healthy)
         if not healthy and self.plan.locations.forget(instance):
             # a learned location is not trusted any more: probed everywhere until it answers

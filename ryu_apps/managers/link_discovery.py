@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ryu_apps.flowpath import next_hops
 from ryu_apps.links import Links
 from ryu_apps.managers.base import Manager, controller_packet_out
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 
 class LinkDiscovery(Manager):
@@ -19,7 +19,7 @@ class LinkDiscovery(Manager):
     core's, for the data-plane groups' buckets that may point elsewhere now."""
 
     def __init__(self, cfg, on: bool, xid: Callable[[int], int], next_hop: dict,
-                 switches: set[int], pools_changed: Callable[[float, Result], Result]):
+                 switches: set[int], pools_changed: Callable[[float, CoreResult], CoreResult]):
         self.cfg, self.on, self.xid = cfg, on, xid
         self.next_hop, self.switches, self.pools_changed_of = next_hop, switches, pools_changed
         self.links = Links(cfg.controller.monitoring_period_s)
@@ -27,9 +27,9 @@ class LinkDiscovery(Manager):
     def switch_down(self, dpid: int, now: float) -> None:
         self.links.switch_gone(dpid)
 
-    def heard(self, dpid: int, in_port: int, data: bytes, now: float) -> Result:
+    def heard(self, dpid: int, in_port: int, data: bytes, now: float) -> CoreResult:
         """An LLDP frame that came in: a link found, or one heard again."""
-        out = Result(kinds=["lldp"])
+        out = CoreResult(kinds=["lldp"])
         if self.on and self.links.heard(dpid, in_port, data, now):
             peer, peer_port = self.links.links[(dpid, in_port)][0]
             out.infos.append(f"link found: switch {dpid:016x} port {in_port} - "
@@ -37,10 +37,10 @@ class LinkDiscovery(Manager):
             self._changed(out, now)
         return out
 
-    def discover(self, now: float) -> Result:
+    def discover(self, now: float) -> CoreResult:
         """A discovery frame out of every port of every switch, and links not heard for a
         while forgotten."""
-        out = Result()
+        out = CoreResult()
         if not self.on:
             return out
         gone = self.links.expire(now)
@@ -60,7 +60,7 @@ class LinkDiscovery(Manager):
         if self.on:
             self.links.ports_seen(dpid, ports)
 
-    def _changed(self, out: Result, now: float) -> None:
+    def _changed(self, out: CoreResult, now: float) -> None:
         hops = next_hops(self.cfg, self.links.adjacency())
         self.next_hop.clear()
         self.next_hop.update(hops)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from common.netuse import network_percent
 from ryu_apps.managers.base import Manager
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 
 class PortStat(NamedTuple):
@@ -22,7 +22,7 @@ class PortRates(Manager):
         self.prev: dict[tuple[int, int], tuple[int, int, float]] = {}
         self.rates: dict[tuple[int, int], dict] = {}
 
-    def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> Result:
+    def port_stats(self, dpid: int, entries: list[PortStat], now: float) -> CoreResult:
         """Rates per port since the last reply; the instances' ports give each server's
         network utilisation to the policy core."""
         per_server: dict[str, list[float]] = {}
@@ -47,4 +47,4 @@ class PortRates(Manager):
         for server, (rx, tx) in per_server.items():
             capacity = self.cfg.server(server).network_mbit * 1e6 / 8
             self.policy_core.update_network(server, network_percent(rx, tx, capacity), now)
-        return Result()
+        return CoreResult()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from common.numbers import is_finite
 from ryu_apps.managers.base import Manager
 from ryu_apps.profiler_answers import apply_profiles
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 REPORT_CHUNK = 200    # flow records per POST: bounded JSON work between event-loop yields
 # The profiler's answer is ready this long after its step's time: the next exchange with it
@@ -82,10 +82,10 @@ class ProfilerExchange(Manager):
                          "flows": started.get((client_ip, instance), 0)})
         return {"interval_s": round(now - self._pairs_since, 3), "edges": rows}
 
-    def failed(self, error: str, now: float) -> Result:
+    def failed(self, error: str, now: float) -> CoreResult:
         """The exchange failed: the records and pairs go out again next period; the last
         weights stay (equal weights once they are stale)."""
-        out = Result()
+        out = CoreResult()
         report, pairs = self._report
         self._report = ([], ({}, {}))
         self.flows.report_failed(report)
@@ -97,13 +97,13 @@ class ProfilerExchange(Manager):
         self.state.update(reachable=False, last_error=error)
         return out
 
-    def answer(self, profiles, servers, now: float) -> Result:
+    def answer(self, profiles, servers, now: float) -> CoreResult:
         """The profiler's /profiles and /servers. An answer that is not two JSON objects
         counts as a failed exchange; one with weights the policy core would refuse is
         rejected whole (nothing changes) with a warning."""
         if not isinstance(profiles, dict) or not isinstance(servers, dict):
             return self.failed("profiler answered something other than JSON objects", now)
-        out = Result()
+        out = CoreResult()
         self._report = ([], ({}, {}))
         if self.state["reachable"] is False:
             out.infos.append("profiler reachable again")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ryu_apps import ofwire, tracker
 from ryu_apps.managers.base import TO_CONTROLLER, Manager
 from ryu_apps.managers.health_checks import PROBE_MASK, PROBE_PORTS
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 
 PRIO_L2, PRIO_HOSTS, PRIO_VIP, PRIO_ORPHAN = 10, 20, 100, 150    # PRIO_NAT: flowpath.py
 PRIO_PROBE = PRIO_VIP + 1
@@ -108,8 +108,8 @@ class SwitchRules(Manager):
         return buf
 
     def meter_features(self, dpid: int, max_meter: int, band_types: int, capabilities: int,
-                       now: float) -> Result:
-        out = Result()
+                       now: float) -> CoreResult:
+        out = CoreResult()
         limit = self.cfg.controller.packet_in_limit_per_s
         if not (max_meter >= MISS_METER and band_types & (1 << ofwire.OFPMBT_DROP)
                 and capabilities & ofwire.OFPMF_PKTPS):

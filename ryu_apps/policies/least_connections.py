@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Options, Policy
-from ryu_apps.policies.rules import least_in_turn, open_per_capacity
+from ryu_apps.policies.shared_rules import least_in_turn, open_per_capacity
 
 
 @dataclass(frozen=True)

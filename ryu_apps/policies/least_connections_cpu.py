@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Policy
-from ryu_apps.policies.rules import cores_of, least_in_turn
+from ryu_apps.policies.shared_rules import cores_of, least_in_turn
 
 
 def idle_share(view, server: str, now: float) -> float:

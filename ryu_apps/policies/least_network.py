@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Policy
-from ryu_apps.policies.rules import least_load
+from ryu_apps.policies.shared_rules import least_load
 
 NETWORK_ONLY = (0.0, 0.0, 1.0)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ryu_apps import maglev
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Backend, Options, Policy
-from ryu_apps.policies.rules import round_robin
+from ryu_apps.policies.shared_rules import round_robin
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Options, Policy
-from ryu_apps.policies.rules import capacity_shares, least_in_turn, least_load, round_robin, \
-    weighted_turn
+from ryu_apps.policies.shared_rules import capacity_shares, least_in_turn, least_load, \
+    round_robin, weighted_turn
 
 LOOKAHEAD_S = 5.0
 # Data-plane shares by load (load_shares): an instance keeps at least this part of its

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Options, Policy
-from ryu_apps.policies.rules import open_per_capacity
+from ryu_apps.policies.shared_rules import open_per_capacity
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Options, Policy
-from ryu_apps.policies.rules import round_robin
+from ryu_apps.policies.shared_rules import round_robin
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Policy
-from ryu_apps.policies.rules import round_robin
+from ryu_apps.policies.shared_rules import round_robin
 
 
 @register("srr")

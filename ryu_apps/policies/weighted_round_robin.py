@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ryu_apps.policies import register
 from ryu_apps.policies.base import Policy
-from ryu_apps.policies.rules import cores_of, weighted_turn
+from ryu_apps.policies.shared_rules import cores_of, weighted_turn
 
 CPU_ONLY = (1.0, 0.0, 0.0)
 

@@ -16,7 +16,7 @@ def model(policy="srr", seed=1, *flags):
     # the paper's 3 s period unless a test asks for another (the comparison's default is 1)
     opts = lb_model.parser().parse_args(["--phase-seconds", "10", "--period", "3", *flags])
     cfg = parse_config_file_data(workload.config_data(opts), config_path(opts.config))
-    return lb_model.Model(cfg, opts, policy, seed)
+    return lb_model.PolicyRun(cfg, opts, policy, seed)
 
 
 def test_every_request_of_the_schedule_ends_once_and_a_run_repeats_exactly():
@@ -318,7 +318,7 @@ def test_malb_does_not_average_a_noisy_neighbour_away_with_the_short_flows():
     def jobs_to_srv1(policy):
         n = 0
         for seed in range(2, 10):
-            m = lb_model.Model(cfg, opts, policy, seed)
+            m = lb_model.PolicyRun(cfg, opts, policy, seed)
             window = next(a for a in m.antagonists if a["server"] == "srv1")
             # until the neighbour beside srv3 starts: then malb avoids srv3 as well, and
             # the jobs it takes from there go to the other three
@@ -349,7 +349,7 @@ def test_malb_sees_a_neighbour_beside_the_containers_through_the_servers_whole_u
             + [x for k, v in options.items() for x in ("--policy-option", f"{k}={v}")])
         n = 0
         for seed in range(2, 7):
-            m = lb_model.Model(cfg, o, policy, seed)
+            m = lb_model.PolicyRun(cfg, o, policy, seed)
             window = next(a for a in m.antagonists if a["server"] == beside.server)
             m.run(90)
             n += sum(1 for j in m.judged if j["chosen"] == beside.server

@@ -16,7 +16,7 @@ from ryu_apps.managers.dataplane_groups import COUNTERS as DP_OPENED_COOKIE
 from ryu_apps.managers.flow_statistics import COOKIE_BASE
 from ryu_apps.managers.profiler_exchange import PROFILER_READY_S, next_exchange_in
 from ryu_apps.managers.switch_rules import MISS_METER, PACKET_IN_METER
-from ryu_apps.result import Result
+from ryu_apps.core_result import CoreResult
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FIN_TAG
 from ryu_apps import policies
 from ryu_apps.policies import Backend
@@ -535,7 +535,7 @@ def test_a_probe_still_out_is_not_sent_again_and_a_late_marker_judges_it():
     net.apply(ctl.health_marker(NOW + 5).sends)
     assert len(net.switches[1].echoes) == 1 and len(ctl.health_checks.markers) == 1
     # an echo reply that is not a marker (Ryu's keep-alive) changes nothing
-    assert ctl.echo_reply(1, 999_999, NOW + 2) == Result()
+    assert ctl.echo_reply(1, 999_999, NOW + 2) == CoreResult()
     assert len(ctl.health_checks.markers) == 1
 
 

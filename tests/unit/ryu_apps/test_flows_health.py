@@ -5,7 +5,7 @@ import pytest
 
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, FlowTable, flow_id_of, \
     make_cookie, parse_cookie
-from ryu_apps.health import HealthTracker
+from ryu_apps.health import InstanceHealth
 
 
 def record(table, now=100.0, client_port=40000, instance="srv2-ui", **kw):
@@ -80,7 +80,7 @@ def test_stats_for_unknown_cookies_are_ignored():
 
 
 def test_health_goes_down_after_n_failures_and_up_after_m_answers():
-    h = HealthTracker(["a", "b"], unhealthy_after=2, healthy_after=1, timeout_s=1.0)
+    h = InstanceHealth(["a", "b"], unhealthy_after=2, healthy_after=1, timeout_s=1.0)
     h.sent(1, "a", 0.0)
     assert h.answered(1, False, 0.1) is None                # one refusal: still up
     h.sent(2, "a", 1.0)
@@ -182,13 +182,13 @@ def test_ended_flows_are_trimmed_oldest_first_reported_or_not():
 
 
 def test_a_probe_sent_while_the_last_is_unanswered_counts_that_one_as_failed():
-    h = HealthTracker(["a"], unhealthy_after=2, healthy_after=1, timeout_s=5.0)
+    h = InstanceHealth(["a"], unhealthy_after=2, healthy_after=1, timeout_s=5.0)
     assert h.sent(("arp", "10.0.1.1"), "a", 0.0) is None
     assert h.sent(("arp", "10.0.1.1"), "a", 2.0) is None          # one miss
     assert h.sent(("arp", "10.0.1.1"), "a", 4.0) == ("a", False)  # two in a row
     assert h.answered(("arp", "10.0.1.1"), True, 4.1) == ("a", True)
 def test_a_port_down_makes_an_instance_unhealthy_at_once_and_probes_bring_it_back():
-    h = HealthTracker(["a", "b"], unhealthy_after=2, healthy_after=2, timeout_s=1.0)
+    h = InstanceHealth(["a", "b"], unhealthy_after=2, healthy_after=2, timeout_s=1.0)
     assert h.link_down("a", 10.0) == ("a", False)
     assert h.status()["a"]["last_result"] == "switch port down"
     assert h.link_down("a", 11.0) is None          # already down: no second change

@@ -1,4 +1,4 @@
-"""Result: what the Ryu shell (ryu_apps/malb.py) does with one event the controller core
+"""CoreResult: what the Ryu shell (ryu_apps/malb.py) does with one event the controller core
 handled: messages to send per switch, packet-in kinds and metric updates to count, lines to
 log, the decision made, when a loop's next step is due."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ryu_apps.policies import Decision
 
 
 @dataclass
-class Result:
+class CoreResult:
     sends: list[tuple[int, bytes]] = field(default_factory=list)   # (dpid, messages)
     kinds: list[str] = field(default_factory=list)     # malb_packet_in_total kinds
     decision: Decision | None = None
