@@ -32,7 +32,9 @@ FAULT_LABELS = {"agent": "agent (SIGKILL, restart)",
                 "starved": "starved (CPU quota cut: port up, answers after seconds)",
                 "switch": "switch (controller connection dropped, flows wiped)",
                 "docker": "docker (dockerd stopped {docker_pause:g} s)"}
-MODES = {False: "per-flow", True: "data-plane"}     # options.dataplane -> the page's name
+# the page's names of the controller's modes, in its order: a run's options say which
+# (dataplane: the select group; tracker: the connection tracker; neither: per flow)
+MODES = ("per-flow", "tracker", "data-plane")
 TARGET_NAMES = {"late_flows": "late flows", "rows_lost": "history rows lost",
                 "recovery": "recovery"}
 
@@ -105,11 +107,19 @@ def _run_cell(run: dict, fault: str) -> str:
 def _by_mode(runs: tuple[dict, ...]) -> dict[str, list[dict]]:
     """The runs per mode, the page's order of modes, each mode's runs in the order given."""
     out: dict[str, list[dict]] = {}
-    for dataplane, name in MODES.items():
-        mine = [r for r in runs if bool(r["options"].get("dataplane")) is dataplane]
+    for name in MODES:
+        mine = [r for r in runs if mode_of(r) == name]
         if mine:
             out[name] = mine
     return out
+
+
+def mode_of(run: dict) -> str:
+    """The controller's mode a fault-suite run had, by the page's name."""
+    options = run["options"]
+    if options.get("dataplane"):
+        return "data-plane"
+    return "tracker" if options.get("tracker") else "per-flow"
 
 
 def _totals(runs: tuple[dict, ...], key: str) -> int:

@@ -10,12 +10,12 @@ def _fault(name, requests, failed, recovery, outage=5.0, late=None, lost=0, met=
             "met": met}
 
 
-def _run(faults, dataplane=False, commit="abc1234", planned=100, pause=7.0):
+def _run(faults, dataplane=False, commit="abc1234", planned=100, pause=7.0, tracker=False):
     return {"faults": faults, "commit": commit, "when": "2026-11-20T10:00:00",
             "grace_s": 4.0, "recovery_target_s": 15.0,
             "requests": {"planned": planned, "recorded": planned,
                          "failed": sum(f["requests"]["failed"] for f in faults)},
-            "options": {"dataplane": dataplane, "docker_pause": pause}}
+            "options": {"dataplane": dataplane, "tracker": tracker, "docker_pause": pause}}
 
 
 def _rows(md):
@@ -59,6 +59,17 @@ def test_the_modes_table_gives_every_run_of_each_mode_in_its_column():
     assert rows["hung (docker pause: port up, nothing answers)"][2] == "3 of 10 / 1.5"
     assert "per-flow aaa1111, bbb2222; data-plane ccc3333" in md
     assert "300 of 300 recorded" in md
+
+
+def test_tracker_runs_have_their_own_column_between_the_others():
+    runs = [_run([_fault("agent", 40, 0, 3.0)], dataplane=True, commit="ccc3333"),
+            _run([_fault("agent", 41, 0, 3.1)], tracker=True, commit="ddd4444"),
+            _run([_fault("agent", 42, 0, 3.2)], commit="aaa1111")]
+    md = reliability.modes_table(*runs)
+    assert md.splitlines()[0] == "| fault | per-flow | tracker | data-plane |"
+    assert _rows(md)["agent (SIGKILL, restart)"][1:] == ["0 of 42 / 3.2", "0 of 41 / 3.1",
+                                                         "0 of 40 / 3.0"]
+    assert "per-flow aaa1111; tracker ddd4444; data-plane ccc3333" in md
 
 
 def _figure(name, first, last, mean, growth, verdict="levels off"):
