@@ -60,16 +60,11 @@ test-unit: setup-python
 	@$(TIMED) unit bash scripts/unprivileged.sh $(PY) -m pytest -m "not integration" -n auto \
 	  -p no:cacheprovider $(DURATIONS) $(PYTEST_ARGS)
 
-# every part runs, whichever fails. The unit tier on the newer Pythons runs beside the
-# integration tier at nice 19: that tier waits on the network and timers most of its time,
-# and holds beside two CPU hogs at normal priority (docs/tests.md); its output follows.
+# every part runs, whichever fails
 test: check setup
-	@rc=0; newer_log=$$(mktemp /tmp/malb-newer-unit.XXXXXX); \
-	nice -n 19 $(MAKE) --no-print-directory test-newer-unit > $$newer_log 2>&1 & newer=$$!; \
+	@rc=0; \
 	$(TIMED) integration $(PY) -m pytest $(INTEGRATION) $(DURATIONS) $(PYTEST_ARGS) || rc=1; \
-	wait $$newer || rc=1; \
-	echo "[test] the unit tier on Python $(NEWER), run beside the integration tier:"; \
-	cat $$newer_log; rm -f $$newer_log; \
+	$(MAKE) --no-print-directory test-newer-unit || rc=1; \
 	exit $$rc
 
 # on each newer Python with a virtualenv (scripts/setup.sh) the unit tier, or the
