@@ -6,6 +6,8 @@ summary.json (written by `python -m experiments.soak`).
   window and those failed, late flows to a dead instance, history rows lost, recovery;
 - modes_table: several runs in per-flow and data-plane mode side by side, a row per fault
   and in each mode's cell every run's failed requests of its window and recovery;
+- takeover_table: the standby's takeover, a row per run: the claim after the master's
+  kill, the way back for clients, requests in the window and those failed;
 - soak_table: the soak's figures, first and last sample, mean over the second half and
   growth per hour, the agents' (and the processes') figures gathered in one row;
 - BLOCKS: where they go.
@@ -149,6 +151,31 @@ def modes_table(*runs: dict) -> str:
         "\n" + caption + "\n"
 
 
+# ------------------------------------------------------------------ the standby
+def takeover_table(*runs: dict) -> str:
+    """Per run of the takeover fault: how long the standby took to claim the master role
+    after the master's SIGKILL (the suite polls its role every 50 ms), when requests went
+    through the VIPs again (recovery), and the window's requests and failures."""
+    rows, failed, requests = [], 0, 0
+    for i, run in enumerate(runs, 1):
+        fault = next(f for f in run["faults"] if f["fault"] == "takeover")
+        claim = (fault.get("details") or {}).get("takeover_s")
+        window = fault["requests"]
+        failed += window["failed"]
+        requests += window["requests"]
+        rows.append([str(i), run["commit"], "–" if claim is None else number(claim, 2),
+                     "–" if fault["recovery_s"] is None else number(fault["recovery_s"], 1),
+                     f"{window['requests']:,}", f"{window['failed']:,}",
+                     "met" if fault["met"] else "missed"])
+    caption = (f"{failed:,} of {requests:,} requests in the takeover windows failed over "
+               f"{len(runs)} runs; claim: from the kill until the standby answered as master; "
+               f"recovery: until requests went through the VIPs again; targets: the suite's "
+               f"(late flows, history rows, recovery within "
+               f"{number(runs[0]['recovery_target_s'], 0)} s).")
+    return table(["run", "commit", "claim s", "recovery s", "requests in window", "failed",
+                  "targets"], rows, "llrrrrl") + "\n" + caption + "\n"
+
+
 # ------------------------------------------------------------------ the soak
 # the page's rows: a label and the figures it gathers (fnmatch patterns on the summary's
 # figure names, process.kind), one group per pattern, the groups' texts joined by ", ";
@@ -253,13 +280,16 @@ def soak_table(summary: dict, readme: str) -> str:
 
 
 # ------------------------------------------------------------------ where they go
-CURRENT_RUNS = ("pf-3", "pf-4", "pf-5", "dp-3", "dp-4", "dp-5")    # the page's runs 1-3
+CURRENT_RUNS = ("pf-3", "pf-4", "pf-5", "tr-1", "tr-2", "tr-3", "dp-3", "dp-4", "dp-5")
 BLOCKS = (
     Block(DOC, "fault suite, first run", ("reliability/faults-first/faults.json",),
           fault_table),
-    Block(DOC, "fault suite, per-flow and data-plane",
+    Block(DOC, "fault suite, the three modes",
           tuple(f"reliability/faults-current/{r}/faults.json" for r in CURRENT_RUNS),
           modes_table),
+    Block(DOC, "fault suite, takeover",
+          tuple(f"reliability/faults-takeover/run-{i}/faults.json" for i in (1, 2, 3)),
+          takeover_table),
     Block(DOC, "soak, the hour",
           ("reliability/soak-60/summary.json", "reliability/soak-60/README.md"), soak_table),
 )

@@ -72,6 +72,18 @@ def test_tracker_runs_have_their_own_column_between_the_others():
     assert "per-flow aaa1111; tracker ddd4444; data-plane ccc3333" in md
 
 
+def test_the_takeover_table_is_a_row_per_run_with_the_claim_and_the_window():
+    fault = _fault("takeover", 37, 0, 7.909)
+    fault["details"] = {"takeover_s": 1.046}
+    slow = _fault("takeover", 40, 2, None, met=False)
+    slow["details"] = {"takeover_s": None}
+    md = reliability.takeover_table(_run([fault]), _run([slow], commit="def5678"))
+    rows = _rows(md)
+    assert rows["1"][1:] == ["abc1234", "1.05", "7.9", "37", "0", "met"]
+    assert rows["2"][1:] == ["def5678", "–", "–", "40", "2", "missed"]
+    assert "2 of 77 requests in the takeover windows failed over 2 runs" in md
+
+
 def _figure(name, first, last, mean, growth, verdict="levels off"):
     return {"figure": name, "kind": name.rsplit(".", 1)[1], "first": first, "last": last,
             "mean_second_half": mean, "growth_per_hour": growth, "verdict": verdict}
