@@ -70,14 +70,16 @@ class LoadView:
 
     def unequal_servers(self, candidates: list[Backend]) -> bool:
         """Whether the candidates' servers have different, known capacities."""
-        return self._core.unequal_servers(candidates)
+        caps = {self.capacities.get(b.server) for b in candidates}
+        return len(caps) > 1 and None not in caps
 
     def in_service(self, b: Backend) -> bool:
         return self._core.in_service(b)
 
     def site_of_address(self, address: str | None) -> str | None:
         """The switch of the instance with this address (None: none, or unknown)."""
-        return self._core.site_of_address(address)
+        backend = self._core.instances.by_address(address) if address is not None else None
+        return self.sites.get(backend.server) if backend is not None else None
 
     def flow_cost(self, microservice: str, server: str) -> tuple[float, float] | None:
         """(CPU %, network %) of the server that one running flow of the microservice uses."""
@@ -95,8 +97,12 @@ class LoadView:
         return self._core.pending_flows.view(server, data_time, lag_s)
 
     def running_model(self) -> bool:
-        """Whether running flows can be estimated (estimators/running_load.py)."""
-        return self._core.running_model()
+        """Whether the profiler has told durations and per-flow use of some microservice
+        (or flows are watched to their end, which needs no durations): running flows can
+        be estimated (estimators/running_load.py)."""
+        core, profiles = self._core, self._core.profiles
+        return any(ms in profiles.per_flow or ms in profiles.per_flow_abs
+                   for ms in (*profiles.survival, *(() if not core.open_flows else core.pools)))
 
     def running_base(self, server: str, load: ServerLoad
                      ) -> tuple[tuple, float, float, frozenset]:

@@ -281,17 +281,6 @@ class PolicyCore:
             total += share * cost
         return total
 
-    def unequal_servers(self, candidates: list[Backend]) -> bool:
-        caps = {self.capacities.get(b.server) for b in candidates}
-        return len(caps) > 1 and None not in caps
-
-    def running_model(self) -> bool:
-        """Whether the profiler has told durations and per-flow use of some microservice
-        (or flows are watched to their end, which needs no durations)."""
-        return any(ms in self.profiles.per_flow or ms in self.profiles.per_flow_abs
-                   for ms in (*self.profiles.survival,
-                              *(() if not self.open_flows else self.pools)))
-
     def flow_cost(self, ms: str, server: str) -> tuple[float, float] | None:
         """(CPU %, network %) of the server that one running flow of ms uses."""
         cap = self.capacities.get(server)
@@ -300,11 +289,6 @@ class PolicyCore:
             return 100.0 * use[0] / cap[0], 100.0 * use[1] / (cap[2] * 125000.0)
         pct = self.profiles.per_flow.get(ms)
         return None if pct is None else (pct[0], pct[2])
-
-    def site_of_address(self, address: str | None) -> str | None:
-        """The switch of the instance with this address (None: no instance, or unknown)."""
-        backend = self.instances.by_address(address) if address is not None else None
-        return self.sites.get(backend.server) if backend is not None else None
 
     def running_load(self, server: str, at: float, skip: frozenset = frozenset(),
                      ahead_s: float = 0.0) -> tuple[float, float, float]:
