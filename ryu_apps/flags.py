@@ -23,4 +23,8 @@ cfg.CONF.register_cli_opts([
     cfg.StrOpt("malb-role", default=None,
                help="the role this controller starts for beside its peer: master or standby "
                     "(default: $MALB_ROLE, else master)"),
+    cfg.BoolOpt("malb-eager-parse", default=False,
+                help="keep Ryu's own parsers for flow-removed messages and flow statistics "
+                     "(default: $MALB_EAGER_PARSE; unset: their matches are parsed when "
+                     "first read, ryu_apps/lazy_parse.py)"),
 ])

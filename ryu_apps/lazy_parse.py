@@ -7,10 +7,13 @@ flow-statistics entries per second, and Ryu's parsing of their matches and instr
 Python object per field and action) was about a quarter of the controller's time
 (benchmarks.controller_alone with py-spy, docs/controller.md). MALB reads only their fixed
 fields (cookie, duration, counters, reason) except when it adopts a rule it did not install.
-install() swaps in these parsers for the whole ryu-manager process; every attribute is still
-there, parsed by Ryu's own code when first read, so other apps in the process see the same
-messages. Holds install, OFPFlowStats and OFPFlowRemoved (Ryu's, lazy), MatchView and
-OutPorts (an entry's match and output ports for the controller core, lazy).
+install() swaps in these parsers while the MALB app runs (uninstall() at its stop puts Ryu's
+back; `--malb-eager-parse` leaves Ryu's in place). The swap is for the whole ryu-manager
+process, as Ryu keeps one parser table, but other apps in it see the same messages: every
+attribute is still there, parsed by Ryu's own code when first read, and the classes are
+Ryu's subclasses under Ryu's names (tests/unit/ryu_apps/test_lazy_parse.py). Holds install,
+uninstall, installed, OFPFlowStats and OFPFlowRemoved (Ryu's, lazy), MatchView and OutPorts
+(an entry's match and output ports for the controller core, lazy).
 """
 from __future__ import annotations
 
@@ -89,11 +92,26 @@ class OFPFlowRemoved(_Lazy, parser.OFPFlowRemoved):
         self.match = parser.OFPMatch.parser(buf, offset)
 
 
+# Ryu's own parsers, as the framework loaded them: what uninstall() puts back
+_RYU_PARSERS = (parser.OFPFlowStatsReply.cls_stats_body_cls,
+                parser._MSG_PARSERS[ofp.OFPT_FLOW_REMOVED])
+
+
 def install() -> None:
     """From now on, in this process, flow-removed messages and flow-statistics entries
     parse their match (and instructions) on first access."""
     parser.OFPFlowStatsReply.cls_stats_body_cls = OFPFlowStats
     parser._MSG_PARSERS[ofp.OFPT_FLOW_REMOVED] = OFPFlowRemoved.parser
+
+
+def uninstall() -> None:
+    """Ryu's own parsers again."""
+    (parser.OFPFlowStatsReply.cls_stats_body_cls,
+     parser._MSG_PARSERS[ofp.OFPT_FLOW_REMOVED]) = _RYU_PARSERS
+
+
+def installed() -> bool:
+    return parser.OFPFlowStatsReply.cls_stats_body_cls is OFPFlowStats
 
 
 class MatchView(Mapping):

@@ -111,7 +111,8 @@ class MalbController(App):
 
         # flow-removed and flow-statistics matches parsed on first access: a quarter of the
         # controller's time at 1,000 new flows/s went to parsing what it never reads
-        lazy_parse.install()
+        if not (_conf("malb_eager_parse") or os.environ.get("MALB_EAGER_PARSE")):
+            lazy_parse.install()
 
         # ---- the pure controller core (ryu_apps/core.py); the shell keeps the datapaths
         self.datapaths = {}
@@ -155,6 +156,11 @@ class MalbController(App):
         self.standby = Standby(self)
         if self.roles.asks_roles:
             self.threads.append(hub.spawn(self.standby.peer_loop))
+
+    def stop(self):
+        """Unloaded by the app manager: Ryu's own parsers back for the rest of the process."""
+        lazy_parse.uninstall()
+        super().stop()
 
     def _start_core(self, policy: str) -> None:
         """A controller core as at a start: at the start, and again when this controller

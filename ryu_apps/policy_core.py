@@ -4,7 +4,8 @@ load-balancing policy reads, and the one entry that asks the chosen policy for a
 
 - PolicyCore: per microservice its pool and profile, per server its latest load and
   capacity, the probes and the shared estimators (ryu_apps/estimators/); `choose` hands the
-  in-service instances to the policy chosen by name and records its decision;
+  in-service instances and a read-only view of the rest (ryu_apps/load_view.py) to the
+  policy chosen by name and records its decision;
 - ServerLoad: a server's latest utilization, its sample time and parts;
 - core_from_config, backends_of, controller_settings: a PolicyCore from a configuration.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 
 from common.numbers import finite_non_negative
 from ryu_apps import policies
@@ -23,6 +24,7 @@ from ryu_apps.estimators.running_flows import RunningFlows
 from ryu_apps.estimators.running_load import RunningLoad
 from ryu_apps.estimators.switch_connections import SwitchConnections
 from ryu_apps.instance_pools import InstancePools
+from ryu_apps.load_view import LoadView
 from ryu_apps.microservice_profiles import MicroserviceProfiles
 from ryu_apps.policies import Backend, Decision, Flow, NoBackend
 from ryu_apps.policy_status import policy_status
@@ -107,6 +109,8 @@ class PolicyCore:
         self.switch_connections = SwitchConnections()
         self.loads_version = 0
         self.running_estimate = RunningLoad(self)
+        # what the policies see: read-only, but for the round-robin turn
+        self.view = LoadView(self)
 
     # ------------------------------------------------------------------ inputs
     def set_policy(self, policy: str, **options) -> None:
@@ -158,6 +162,11 @@ class PolicyCore:
                 if b.server == server:
                     self.unexplained_use.observe(b.name, sample_time, float(p["cpu"]),
                                                  float(p["net"]))
+
+    def set_switch_balanced(self, microservices: Iterable[str]) -> None:
+        """The microservices whose short flows the switch balances from now on (data-plane
+        mode): their instances' use is not compared with flows the controller never sees."""
+        self.switch_balanced = frozenset(microservices)
 
     def update_network(self, server: str, net: float, sample_time: float) -> None:
         """Network utilization measured by the switches (port statistics)."""
@@ -272,17 +281,6 @@ class PolicyCore:
             total += share * cost
         return total
 
-    def unequal_servers(self, candidates: list[Backend]) -> bool:
-        caps = {self.capacities.get(b.server) for b in candidates}
-        return len(caps) > 1 and None not in caps
-
-    def running_model(self) -> bool:
-        """Whether the profiler has told durations and per-flow use of some microservice
-        (or flows are watched to their end, which needs no durations)."""
-        return any(ms in self.profiles.per_flow or ms in self.profiles.per_flow_abs
-                   for ms in (*self.profiles.survival,
-                              *(() if not self.open_flows else self.pools)))
-
     def flow_cost(self, ms: str, server: str) -> tuple[float, float] | None:
         """(CPU %, network %) of the server that one running flow of ms uses."""
         cap = self.capacities.get(server)
@@ -291,11 +289,6 @@ class PolicyCore:
             return 100.0 * use[0] / cap[0], 100.0 * use[1] / (cap[2] * 125000.0)
         pct = self.profiles.per_flow.get(ms)
         return None if pct is None else (pct[0], pct[2])
-
-    def site_of_address(self, address: str | None) -> str | None:
-        """The switch of the instance with this address (None: no instance, or unknown)."""
-        backend = self.instances.by_address(address) if address is not None else None
-        return self.sites.get(backend.server) if backend is not None else None
 
     def running_load(self, server: str, at: float, skip: frozenset = frozenset(),
                      ahead_s: float = 0.0) -> tuple[float, float, float]:
@@ -325,7 +318,7 @@ class PolicyCore:
             if not candidates:
                 raise NoBackend(f"no healthy instance of {microservice} but the caller "
                                 f"itself")
-        decision = self.strategy.choose(self, microservice, candidates, now,
+        decision = self.strategy.choose(self.view, microservice, candidates, now,
                                         Flow(flow_key, watched, caller))
         return self._record(decision, watched)
 
@@ -352,7 +345,7 @@ class PolicyCore:
     def watches(self, microservice: str) -> bool:
         """Whether the controller should watch a new TCP flow of the microservice to its
         end (its FIN) and tell flow_ended: as the policy asks (long flows always)."""
-        return self.strategy.watches(self, microservice)
+        return self.strategy.watches(self.view, microservice)
 
     def short_flow_shares(self, microservice: str, now: float | None = None
                           ) -> dict[str, float]:
@@ -360,7 +353,7 @@ class PolicyCore:
         should get when the switch balances them (ryu_apps/dataplane.py renders these)."""
         now = self.clock() if now is None else now
         candidates = [b for b in self.pools.get(microservice, []) if self.in_service(b)]
-        return self.strategy.short_flow_shares(self, microservice, candidates, now)
+        return self.strategy.short_flow_shares(self.view, microservice, candidates, now)
 
     def _record(self, d: Decision, watched: Hashable | None = None) -> Decision:
         self.note_assignment(d.server, d.microservice, d.time, watched, d.instance)

@@ -186,7 +186,7 @@ class DataplaneGroups(Manager):
         # connections to these may go on: their moved slots pass through the controller
         alive = {n for n in self.plan.instances if self.policy_core.healthy.get(n, True)}
         services = self._services()
-        self.policy_core.switch_balanced = frozenset(
+        self.policy_core.set_switch_balanced(
             name for name, shares in services.items() if shares is not None)
         for name, shares in services.items():
             table = self.slot_tables[name]

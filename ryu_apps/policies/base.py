@@ -3,9 +3,10 @@ the answer (Decision), the error when no instance can take it (NoBackend), the i
 policy implements (Policy) and the named options a policy class takes (Options).
 
 A policy is a strategy object: given a microservice, its in-service instances, the load
-view (ryu_apps/policy_core.py's PolicyCore: pools, health, server loads, profiles, probes and the
-estimators) and the time, it picks the instance for a new flow. It keeps its own state (a
-random generator, a hash table, credits); the view keeps what every policy may read.
+view (ryu_apps/load_view.py's LoadView: pools, server loads, profiles, probes and the
+estimators, read-only, and the shared round-robin turn) and the time, it picks the instance
+for a new flow. It keeps its own state (a random generator, a hash table, credits); the view
+keeps what every policy may read.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Hashable
 
 if TYPE_CHECKING:        # the view is passed in at every call; no import at run time
-    from ryu_apps.policy_core import PolicyCore
+    from ryu_apps.load_view import LoadView
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,18 @@ class Policy:
     def __init__(self, options: _Options | None = None):
         self.options = options if options is not None else self.Options()
 
-    def choose(self, view: PolicyCore, ms: str, candidates: list[Backend], now: float,
+    def choose(self, view: LoadView, ms: str, candidates: list[Backend], now: float,
                flow: Flow) -> Decision:
         """The instance for a new flow of `ms`, from `candidates` (in service, in
         configuration order, never empty)."""
         raise NotImplementedError
 
-    def watches(self, view: PolicyCore, ms: str) -> bool:
+    def watches(self, view: LoadView, ms: str) -> bool:
         """Whether the controller should follow a new TCP flow of `ms` to its FIN and report
         its end: long flows always (their load counts until they end)."""
         return view.profiles.flow_class(ms)[0] == "long"
 
-    def short_flow_shares(self, view: PolicyCore, ms: str, candidates: list[Backend],
+    def short_flow_shares(self, view: LoadView, ms: str, candidates: list[Backend],
                           now: float) -> dict[str, float]:
         """The share of a short-flow microservice's new flows each instance should get when
         the switch balances them (dataplane policies): equal by default."""

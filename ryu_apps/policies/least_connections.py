@@ -27,7 +27,7 @@ class LeastConnections(Policy):
             scores = {b.name: open_per_capacity(view, b) for b in candidates}
             how = "fewest open connections per CPU core"
         else:
-            scores = {b.name: float(view.connections.open_count(b.name)) for b in candidates}
+            scores = {b.name: float(view.open_connections(b.name)) for b in candidates}
             how = "fewest open connections"
         return least_in_turn(view, self, ms, candidates, now, scores, self.algorithm, how)
 

@@ -32,7 +32,7 @@ class LeastConnectionsByIdleCpu(Policy):
     def choose(self, view, ms, candidates, now, flow):
         weight = {s: cores_of(view, s) * idle_share(view, s, now)
                   for s in {b.server for b in candidates}}
-        scores = {b.name: (view.connections.open_count(b.name) + 1) / weight[b.server]
+        scores = {b.name: (view.open_connections(b.name) + 1) / weight[b.server]
                   for b in candidates}
         return least_in_turn(view, self, ms, candidates, now, scores, self.algorithm,
                              "fewest open connections per idle CPU core")

@@ -189,7 +189,7 @@ class Malb(Policy):
         if shares is None:
             shares = super().short_flow_shares(view, ms, candidates, now)
         if self.options.connection_shares:
-            counts = view.switch_connections.fresh_counts(shares, now)
+            counts = view.switch_connection_counts(shares, now)
             if counts is not None:
                 return connection_factor(shares, counts)
         return shares
@@ -297,7 +297,7 @@ class Malb(Policy):
         new = survival.expected_remaining(0.0) if survival is not None else 1.0
         share = capacity_shares(view, candidates, weights) \
             if view.unequal_servers(candidates) else {}
-        scores = {b.name: (view.connections.remaining(b.name, now, survival) + new)
+        scores = {b.name: (view.remaining_connections(b.name, now, survival) + new)
                   / max(share.get(b.name, 1.0), 1e-9) for b in candidates}
         basis = "profiled durations" if survival is not None else "open flows"
         return least_in_turn(view, self, ms, candidates, now, scores, "least-remaining",
@@ -314,10 +314,10 @@ class Malb(Policy):
             load = view.loads[c.server]
             if not view.fresh(load, now):
                 continue
-            meas, then_cpu, then_net, skip = view.running_estimate.base(c.server, load)
+            meas, then_cpu, then_net, skip = view.running_base(c.server, load)
             if any(w > 0 and v is None for w, v in zip(weights, meas)):
                 continue
-            now_cpu, now_net, running[c.server] = view.running_estimate.flows(
+            now_cpu, now_net, running[c.server] = view.running_flows(
                 c.server, now, skip, self.options.lookahead_s)
             cpu = max(0.0, (meas[0] or 0.0) - then_cpu) + now_cpu + self._outside(load)
             net = max(0.0, (meas[2] or 0.0) - then_net) + now_net

@@ -101,7 +101,7 @@ class Prequal(Policy):
         cold = [b for b in fresh if rif[b.name] <= threshold]
         pool = view.pools[ms]
         pos = {b.name: i for i, b in enumerate(pool)}
-        turn = view.turn[ms]
+        turn = view.turn(ms)
 
         def order(b):
             return (pos[b.name] - turn) % len(pool)
@@ -111,7 +111,7 @@ class Prequal(Policy):
         else:
             best = min(fresh, key=lambda b: (rif[b.name], latency[b.name], order(b)))
             how = "all hot: the fewest in flight"
-        view.turn[ms] = (pos[best.name] + 1) % len(pool)
+        view.advance_turn(ms, pos[best.name] + 1)
         probe_time = view.probes[best.name].time
         since, sent = self._sent.get(best.name, (probe_time, 0))
         self._sent[best.name] = (probe_time, sent + 1 if since == probe_time else 1)

@@ -16,24 +16,24 @@ from typing import TYPE_CHECKING
 from ryu_apps.policies.base import Backend, Decision, NoBackend, Policy
 
 if TYPE_CHECKING:
-    from ryu_apps.policy_core import PolicyCore
+    from ryu_apps.load_view import LoadView
 
 
-def round_robin(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
+def round_robin(view: LoadView, policy: Policy, ms: str, candidates: list[Backend],
                 now: float, reason: str) -> Decision:
     """The next of the candidates in the microservice's turn over its whole pool."""
     pool = view.pools[ms]
-    start = view.turn[ms]
+    start = view.turn(ms)
     names = {b.name for b in candidates}
     for step in range(len(pool)):
         b = pool[(start + step) % len(pool)]
         if b.name in names:
-            view.turn[ms] = (start + step + 1) % len(pool)
+            view.advance_turn(ms, start + step + 1)
             return policy.decision(b, "round-robin", reason, now)
     raise NoBackend(f"no healthy instance of {ms}")   # unreachable: candidates non-empty
 
 
-def measure(view: PolicyCore, server: str, weights: tuple[float, float, float],
+def measure(view: LoadView, server: str, weights: tuple[float, float, float],
             algorithm: str, now: float) -> tuple[float, float, float] | None:
     """(load, time of the data it rests on, how long that data takes to show a new flow
     in full), or None without fresh data.
@@ -64,7 +64,7 @@ def measure(view: PolicyCore, server: str, weights: tuple[float, float, float],
     return load, prof_t, view.profiles.prediction_lag_s
 
 
-def least_load(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
+def least_load(view: LoadView, policy: Policy, ms: str, candidates: list[Backend],
                now: float, algorithm: str, weights: tuple[float, float, float],
                extra_cpu: dict[str, float] | None = None) -> Decision:
     """The least loaded server's instance; ties on fewer pending flows, then instance
@@ -79,7 +79,7 @@ def least_load(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backe
     pending, scores = {}, {}
     for b in fresh:
         load, data_time, lag = measured[b.server]
-        pending[b.server], shares = view.pending_flows.view(b.server, data_time, lag)
+        pending[b.server], shares = view.pending(b.server, data_time, lag)
         scores[b.server] = load + view.cost(shares, weights) + \
             weights[0] * (extra_cpu or {}).get(b.server, 0.0)
     best = min(fresh, key=lambda b: (scores[b.server], pending[b.server], b.order))
@@ -90,7 +90,7 @@ def least_load(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backe
                            {s: round(v, 3) for s, v in scores.items()}, weights)
 
 
-def capacity_shares(view: PolicyCore, candidates: list[Backend],
+def capacity_shares(view: LoadView, candidates: list[Backend],
                     weights: tuple[float, float, float]) -> dict[str, float]:
     """Per instance, its server's capacity relative to the candidates' mean, in the given
     resource weights (CPU, memory, network)."""
@@ -118,27 +118,27 @@ def weighted_turn(credit: dict[str, float], share: dict[str, float],
     return best
 
 
-def cores_of(view: PolicyCore, server: str) -> float:
+def cores_of(view: LoadView, server: str) -> float:
     """The server's CPU cores (1 when its capacity is unknown: every server alike)."""
     cap = view.capacities.get(server)
     return cap[0] if cap is not None and cap[0] > 0 else 1.0
 
 
-def open_per_capacity(view: PolicyCore, b: Backend) -> float:
+def open_per_capacity(view: LoadView, b: Backend) -> float:
     """The instance's open connections over its server's CPU cores: equal servers order
     as the plain counts."""
-    return view.connections.open_count(b.name) / cores_of(view, b.server)
+    return view.open_connections(b.name) / cores_of(view, b.server)
 
 
-def least_in_turn(view: PolicyCore, policy: Policy, ms: str, candidates: list[Backend],
+def least_in_turn(view: LoadView, policy: Policy, ms: str, candidates: list[Backend],
                   now: float, scores: dict[str, float], algorithm: str, reason: str,
                   weights: tuple[float, float, float] | None = None) -> Decision:
     """The candidate with the least score (per instance name); among equal ones, the
     next in the microservice's round-robin turn, which moves past the chosen one."""
     pool = view.pools[ms]
-    n, start = len(pool), view.turn[ms]
+    n, start = len(pool), view.turn(ms)
     pos = {b.name: i for i, b in enumerate(pool)}
     best = min(candidates, key=lambda b: (round(scores[b.name], 9), (pos[b.name] - start) % n))
-    view.turn[ms] = (pos[best.name] + 1) % n
+    view.advance_turn(ms, pos[best.name] + 1)
     return policy.decision(best, algorithm, reason, now,
                            {b.server: round(scores[b.name], 3) for b in candidates}, weights)

@@ -41,7 +41,7 @@ def make_app(monkeypatch, **env):
     # deferred: the framework's app stack (eventlet), only for the tests that build the shell
     from ryu_apps import malb
     monkeypatch.setenv("MALB_CONFIG", os.path.join(ROOT, "configs", "paper.yaml"))
-    for name in ("MALB_POLICY", "MALB_TOKEN", "MALB_PEER", "MALB_ROLE"):
+    for name in ("MALB_POLICY", "MALB_TOKEN", "MALB_PEER", "MALB_ROLE", "MALB_EAGER_PARSE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -55,6 +55,7 @@ def make_app(monkeypatch, **env):
     monkeypatch.setattr(malb.time, "time", lambda: NOW)
     yield malb.MalbController()
     cfg.CONF.clear_override("ofp_tcp_listen_port")
+    malb.lazy_parse.uninstall()
 
 
 def connect(app, dpid=1):

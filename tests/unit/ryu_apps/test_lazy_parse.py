@@ -40,12 +40,23 @@ def parsed(buf: bytes):
 
 @pytest.fixture
 def ryu_parsers():
-    """Ryu's own parsers, back in place after each test."""
-    body_cls = parser.OFPFlowStatsReply.cls_stats_body_cls
-    removed = parser._MSG_PARSERS[ofp.OFPT_FLOW_REMOVED]
+    """Ryu's own parsers, back in place after each test (as the app's stop puts them)."""
     yield
-    parser.OFPFlowStatsReply.cls_stats_body_cls = body_cls
-    parser._MSG_PARSERS[ofp.OFPT_FLOW_REMOVED] = removed
+    lazy_parse.uninstall()
+
+
+def test_uninstall_gives_back_ryus_own_parsers_and_messages(ryu_parsers):
+    sw = rules()
+    for r in sw.rules.values():
+        r.created -= 20
+    sw.expire(max(r.created for r in sw.rules.values()) + 20)
+    buf = sw.writer.sent[0]
+    before = type(parsed(buf))
+    lazy_parse.install()
+    assert lazy_parse.installed() and type(parsed(buf)) is not before
+    lazy_parse.uninstall()
+    assert not lazy_parse.installed()
+    assert type(parsed(buf)) is before is parser.OFPFlowRemoved
 
 
 def both(buf: bytes):

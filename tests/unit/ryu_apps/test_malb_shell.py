@@ -14,7 +14,7 @@ from ryu_apps.framework import DEAD_DISPATCHER, ofproto_v1_3 as ofp, \
     ofproto_v1_3_parser as parser
 from tests.lib.fakeswitch import CONTROLLER, fields_of
 from tests.lib.metrics import convention_problems, value
-from tests.lib.shell import NOW, connect, event
+from tests.lib.shell import NOW, connect, event, make_app
 
 
 def syn(app, sport):
@@ -137,3 +137,15 @@ def test_garbage_collections_are_timed_outside_the_collector(app, monkeypatch):
     assert value(metrics, "malb_gc_pause_seconds_count", generation="2") == 1
     assert value(metrics, "malb_event_loop_lag_seconds_count") == 1
     assert convention_problems(metrics) == []
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_the_lazy_parsers_are_in_place_while_the_app_runs_unless_ryus_are_asked_for(
+        monkeypatch, eager):
+    built = make_app(monkeypatch, **({"MALB_EAGER_PARSE": "1"} if eager else {}))
+    app = next(built)
+    assert malb.lazy_parse.installed() is not eager
+    app.threads = []             # stubbed: nothing was spawned
+    app.stop()                   # as the app manager unloads it
+    assert not malb.lazy_parse.installed()
+    next(built, None)            # the fixture's own cleanup

@@ -215,5 +215,6 @@ def test_a_core_from_a_configuration_knows_each_servers_switch_and_each_callers(
     assert core.sites == {s.name: s.switch for s in cfg.servers}
     assert len(set(core.sites.values())) > 1
     inst = cfg.instances[0]
-    assert core.site_of_address(inst.ip) == cfg.server(inst.server).switch
-    assert core.site_of_address("192.0.2.1") is None and core.site_of_address(None) is None
+    assert core.view.site_of_address(inst.ip) == cfg.server(inst.server).switch
+    view = core.view
+    assert view.site_of_address("192.0.2.1") is None and view.site_of_address(None) is None

@@ -395,7 +395,7 @@ def test_malb_keeps_what_a_short_flow_instance_uses_beyond_what_our_flows_explai
     # short-flow rule is round robin): no flow-seconds, so none of the use is taken as
     # unexplained; the ui's part counts at its level, as the flows' would
     switched = core_with("malb")
-    switched.switch_balanced = frozenset({"ui"})
+    switched.set_switch_balanced({"ui"})
     assert switched.running_estimate.own_load("srv1", "ui", 99.0) == (0.0, 0.0)
     assert switched.choose("backend", now=100.0).server == "srv1"
     unwatched = core_with("malb")
