@@ -8,6 +8,8 @@ summary.json (written by `python -m experiments.soak`).
   and in each mode's cell every run's failed requests of its window and recovery;
 - takeover_table: the standby's takeover, a row per run: the claim after the master's
   kill, the way back for clients, requests in the window and those failed;
+- idle_table: every HTTP server's GETs alone and beside 2,000 idle or half-sent
+  connections (benchmarks.idle_clients);
 - soak_table: the soak's figures, first and last sample, mean over the second half and
   growth per hour, the agents' (and the processes') figures gathered in one row;
 - BLOCKS: where they go.
@@ -176,6 +178,39 @@ def takeover_table(*runs: dict) -> str:
                   "targets"], rows, "llrrrrl") + "\n" + caption + "\n"
 
 
+# ------------------------------------------------------------------ idle connections
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else number(1000 * seconds, 1)
+
+
+def idle_table(bench: dict) -> str:
+    """benchmarks.idle_clients: each server's GETs alone and beside the held idle or
+    half-sent connections, per state over every round, and the target's verdict."""
+    rows = []
+    for s in bench["summary"]:
+        for state in ("alone", "beside"):
+            r = s[state]
+            beside = state == "beside"
+            rows.append([s["server"] if not beside else "", state, f"{r['requests']:,}",
+                         f"{r['failed']:,}", _ms(r["p50_s"]), _ms(r["p99_s"]),
+                         _ms(r["max_s"]),
+                         ", ".join(number(x, 2) for x in s["median_ratio_per_round"])
+                         if beside else "",
+                         ", ".join(f"{n:,}" for n in s["closed_by_server"]) if beside else ""])
+    controller = next(s for s in bench["summary"] if s["server"] == "controller REST")
+    slowest = controller["beside"]["max_s"]
+    caption = (f"{bench['held']:,} connections held from {bench['sources']} loopback "
+               f"addresses, half idle and half with a request half sent, "
+               f"{len(bench['rounds']) // len(bench['summary'])} rounds, the states' order "
+               f"alternating; target: every GET /malb/status beside them within "
+               f"{number(1000 * bench['target_s'], 0)} ms: "
+               f"{'met' if bench['met'] else 'not met'} (slowest {_ms(slowest)} ms, "
+               f"{controller['beside']['failed']} failed); code at {bench['commit']}.")
+    return table(["server", "state", "requests", "failed", "p50 ms", "p99 ms", "slowest ms",
+                  "median beside / alone, per round", "held closed by the server"],
+                 rows, "llrrrrrll", compact=True) + "\n" + caption + "\n"
+
+
 # ------------------------------------------------------------------ the soak
 # the page's rows: a label and the figures it gathers (fnmatch patterns on the summary's
 # figure names, process.kind), one group per pattern, the groups' texts joined by ", ";
@@ -261,8 +296,10 @@ def _soak_code(summary: dict, readme: str) -> str:
     return f"code at {found.group(1)} ({found.group(2)})" if found else "commit not recorded"
 
 
-def soak_table(summary: dict, readme: str) -> str:
-    """The soak's figures, gathered as the page shows them, with the run's verdict."""
+def soak_table(summary: dict, readme: str, short_flows: str = "controller") -> str:
+    """The soak's figures, gathered as the page shows them, with the run's verdict;
+    `short_flows`: who handled short flows, where the summary does not say (a soak
+    recorded it from a later commit)."""
     # soak.verdict's words: "levels off", "grows", or "too few samples" to judge
     by = {v: [f["figure"] for f in summary["figures"] if f["verdict"] == v]
           for v in dict.fromkeys(f["verdict"] for f in summary["figures"])}
@@ -270,13 +307,19 @@ def soak_table(summary: dict, readme: str) -> str:
     verdict = "every figure levels off" if not judged_not else "; ".join(
         f"{'not levelling off' if v == 'grows' else v}: {', '.join(names)}"
         for v, names in judged_not.items())
+    mode = MODE_NAMES[summary.get("short_flows", short_flows)]
     caption = (f"{summary['minutes']:g} minutes at {summary['rate']:g} requests/s, policy "
-               f"{summary['policy']}; growth per hour: the least-squares "
+               f"{summary['policy']}, {mode}; growth per hour: the least-squares "
                f"slope over the second half; a figure levels off when that is at most "
                f"{100 * summary['level_share']:g} % of its mean per hour or below its kind's "
                f"floor: {verdict}; {_soak_code(summary, readme)}.")
     return table(["figure", "start", "end", "mean, second half", "growth per hour"],
                  _soak_rows(summary), "lrrrr") + "\n" + caption + "\n"
+
+
+# controller.dataplane.short_flows, as the captions name it
+MODE_NAMES = {"controller": "per-flow mode", "tracker": "tracker mode",
+              "switch": "data-plane mode"}
 
 
 # ------------------------------------------------------------------ where they go
@@ -290,6 +333,11 @@ BLOCKS = (
     Block(DOC, "fault suite, takeover",
           tuple(f"reliability/faults-takeover/run-{i}/faults.json" for i in (1, 2, 3)),
           takeover_table),
+    Block(DOC, "servers beside idle connections", ("reliability/idle-clients/idle_clients.json",),
+          idle_table),
     Block(DOC, "soak, the hour",
           ("reliability/soak-60/summary.json", "reliability/soak-60/README.md"), soak_table),
+    Block(DOC, "soak, the hour in tracker mode",
+          ("reliability/soak-60-tracker/summary.json", "reliability/soak-60-tracker/README.md"),
+          partial(soak_table, short_flows="tracker")),
 )
