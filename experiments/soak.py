@@ -211,7 +211,8 @@ def run(args) -> int:
 def write_summary(args, lines: list[dict], rows: list[dict]) -> None:
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump({**getattr(args, "stamp", {}), "minutes": args.minutes, "rate": args.rate,
-                   "policy": args.policy, "testbed": getattr(args, "testbed", None),
+                   "policy": args.policy, "short_flows": args.short_flows,
+                   "testbed": getattr(args, "testbed", None),
                    "level_share": LEVEL_SHARE, "floors": FLOORS, "figures": lines}, fh,
                   indent=2)
     body = table(["figure", "first", "last", "mean (2nd half)", "growth / h", "verdict"],

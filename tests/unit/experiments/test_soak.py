@@ -46,10 +46,11 @@ def test_bad_flags_are_one_line_and_exit_2(capsys, argv, message):
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_the_summary_says_which_commit_ran_when_and_on_which_testbed(tmp_path):
+def test_the_summary_says_which_commit_ran_when_on_which_testbed_and_mode(tmp_path):
     import argparse
     import json
-    args = argparse.Namespace(minutes=1, rate=2, policy="malb", out=str(tmp_path),
+    args = argparse.Namespace(minutes=1, rate=2, policy="malb", short_flows="tracker",
+                              out=str(tmp_path),
                               stamp={"command": "c", "commit": "abc1234",
                                      "when": "2026-11-27T07:00:00"},
                               testbed={"backend": "containernet", "datapath": "user"})
@@ -60,4 +61,5 @@ def test_the_summary_says_which_commit_ran_when_and_on_which_testbed(tmp_path):
     assert "Testbed: containernet, user datapath." in (tmp_path / "summary.md").read_text()
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert doc["commit"] == "abc1234" and doc["testbed"]["backend"] == "containernet"
+    assert doc["short_flows"] == "tracker"
     assert (tmp_path / "growth.png").exists()

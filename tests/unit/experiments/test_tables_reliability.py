@@ -82,6 +82,19 @@ def test_the_takeover_table_is_a_row_per_run_with_the_claim_and_the_window():
     assert rows["1"][1:] == ["abc1234", "1.05", "7.9", "37", "0", "met"]
     assert rows["2"][1:] == ["def5678", "–", "–", "40", "2", "missed"]
     assert "2 of 77 requests in the takeover windows failed over 2 runs" in md
+    assert "against the 1 % aimed at: not met" in md
+
+
+def test_the_takeover_aim_is_judged_by_the_bound_on_the_share_that_fails():
+    # none failed in n: the bound is 1 - 0.05 ** (1 / n), under 1 % from n = 299 on
+    assert abs(reliability.failing_share_bound(0, 117) - (1 - 0.05 ** (1 / 117))) < 1e-12
+    assert reliability.failing_share_bound(0, 298) > 0.01 > \
+        reliability.failing_share_bound(0, 299)
+    assert reliability.failing_share_bound(3, 300) > reliability.failing_share_bound(0, 300)
+    assert reliability.failing_share_bound(0, 0) == 1.0
+    run = _run([dict(_fault("takeover", 300, 0, 4.0), details={"takeover_s": 0.9})])
+    assert "below 0.99 % (95 %, one-sided Clopper-Pearson), against the 1 % aimed at: met" \
+        in reliability.takeover_table(run)
 
 
 def _figure(name, first, last, mean, growth, verdict="levels off"):
