@@ -16,6 +16,10 @@
 # skipping), of the examples/ scripts and of `mn --custom` (Containernet's own `mn`); and a
 # short comparison of malb in per-flow mode beside HAProxy leastconn through the proxy
 # host, then in tracker and in data-plane mode (results/containernet-check/).
+# --entry-points: `topologies check`, then each experiment entry point once, short: the
+# load-balancing comparison (malb beside HAProxy leastconn), the placement run end to end,
+# the SLO loop and the fault suite; each one's time, exit status and the backend its stack
+# recorded go to results/containernet-check/entry-points.jsonl (docs/testbed.md's table).
 #
 # Everything it made is removed at the end, results apart. Exit status: 0 when every step
 # passed, else that of the first that failed; 2 for a bad argument.
@@ -27,9 +31,11 @@ RESULTS="$ROOT/results/containernet-check"
 say() { echo "[containernet-check] $*"; }
 
 tier=0
+entry_points=0
 if [ "${1:-}" = "--tier" ]; then tier=1; shift; fi
+if [ "${1:-}" = "--entry-points" ]; then entry_points=1; shift; fi
 if [ $# -lt 1 ] || [ ! -f "$1/mininet/net.py" ] || ! grep -q "class Containernet" "$1/mininet/net.py"; then
-  echo "usage: sudo bash scripts/check-containernet.sh [--tier] PATH-TO-CONTAINERNET-SOURCE [pytest args...]" >&2
+  echo "usage: sudo bash scripts/check-containernet.sh [--tier | --entry-points] PATH-TO-CONTAINERNET-SOURCE [pytest args...]" >&2
   echo "  (a checkout of github.com/containernet/containernet: its mininet/net.py defines Containernet)" >&2
   exit 2
 fi
@@ -81,6 +87,7 @@ step() {
     say "FAILED ($rc) in $((SECONDS - start)) s: $*"; [ $status -ne 0 ] || status=$rc
   fi
   "$ROOT/.venv/bin/python" -m topologies clean >/dev/null 2>&1
+  return $rc
 }
 # A short comparison: 3 phases of a few seconds, one run per policy.
 compare() {
@@ -88,10 +95,29 @@ compare() {
   "$PY" -m experiments.lb_comparison --phase-seconds 6 --peak-rate 2 --duration-scale 0.1 \
     --video-seconds 10 --period 1 --progress 10 --runs 1 --out "$RESULTS/$out" "$@"
 }
+# An entry point run once: its time, exit status and the backend its stack recorded
+# (testbed.json in its results), one JSON line each.
+entry() {
+  local name=$1 out=$2; shift 2
+  local start=$SECONDS
+  step "$name" "$PY" -m "$@" --out "$RESULTS/$out"
+  local rc=$?
+  "$PY" "$ROOT/scripts/entry_record.py" "$name" "$RESULTS/$out" "$((SECONDS - start))" "$rc" \
+    "$@" >> "$RESULTS/entry-points.jsonl"
+}
 rm -rf "$RESULTS"
 
 step "topologies check (12 instances)" "$PY" -m topologies check
-if [ $tier -eq 1 ]; then
+if [ $entry_points -eq 1 ]; then
+  entry "load-balancing comparison" lb experiments.lb_comparison \
+    --policies malb,haproxy-leastconn --phase-seconds 20 --runs 1
+  entry "placement, end to end" placement experiments.placement_comparison \
+    --methods spread,ours --runs 1 --warmup 30 --phase 30 --settle 10
+  entry "SLO loop" slo experiments.slo_energy --policies max,slo-client --profiles step \
+    --seconds 60 --warmup 15 --runs 1 --no-progress
+  entry "fault suite" faults experiments.faults --faults agent,controller,container \
+    --seconds 20
+elif [ $tier -eq 1 ]; then
   # the testbed's, the examples' and `mn --custom`'s integration tests, on Containernet
   step "the tests of the testbed, the examples and mn --custom" \
     env MALB_REQUIRE_CONTAINERNET=1 "$PY" -m pytest -m "integration and not e2e" \
