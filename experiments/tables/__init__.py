@@ -3,6 +3,7 @@ evaluations' own are in experiments/standing.py, which writes and checks them al
 `python -m experiments.standing [--doc PATH] [--check]`).
 
 - block: Block, what a generated table is;
+- backends: docs/testbed.md's entry points on Containernet;
 - slo: docs/slo.md's comparisons of the SLO loops against the governors;
 - placement: docs/placement.md's;
 - reliability: docs/reliability.md's;
@@ -11,10 +12,12 @@ evaluations' own are in experiments/standing.py, which writes and checks them al
 """
 from __future__ import annotations
 
-from experiments.tables import bench_pages, experiments_page, placement, reliability, slo
+from experiments.tables import backends, bench_pages, experiments_page, placement, \
+    reliability, slo
 from experiments.tables.block import Block
 
 BLOCKS: tuple[Block, ...] = (*slo.BLOCKS, *placement.BLOCKS, *reliability.BLOCKS,
-                             *experiments_page.BLOCKS, *bench_pages.BLOCKS)
+                             *experiments_page.BLOCKS, *bench_pages.BLOCKS,
+                             *backends.BLOCKS)
 
 __all__ = ["Block", "BLOCKS"]
