@@ -63,7 +63,7 @@ class ControllerCore:
                                tracked_max_s=c.dataplane.tracked_max_s)
         self.health = InstanceHealth([i.name for i in cfg.instances],
                                     c.health.unhealthy_after, c.health.healthy_after,
-                                    c.health.timeout_s)
+                                    c.health.timeout_s, c.health.service_readmit_s)
         self.path = FlowPath(cfg, self.policy_core, self.flows, self.backends, xid=xid, timer=timer,
                              locations=self.plan.locations)
         # the user's network: links between switches found by LLDP, not configured

@@ -8,10 +8,20 @@ answer to a request within the timeout, as its host agent saw it), counts the sa
 instance is healthy only while both are good. A SYN is answered by the kernel of a
 container whose process is frozen or stuck: only the service's own answer tells those
 apart.
+
+An instance its service's readings took out is back only when they have all been good for
+``readmit_s`` (and ``healthy_after`` of them): a process starved of CPU answers some readings
+in time and misses others, and one good reading would put it back into its pool while still
+starved. Taken out again within ``FLAP_MEMORY`` holds of being back, its hold doubles (up to
+``2 ** MAX_DOUBLINGS`` times), as Envoy's outlier detection lengthens an ejection each time
+a host is ejected again.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+FLAP_MEMORY = 16       # holds: taken out again sooner after being back is a flap
+MAX_DOUBLINGS = 4
 
 
 @dataclass
@@ -21,14 +31,19 @@ class _Verdict:
     successes: int = 0
     failures: int = 0
     last_result: str = "not judged yet"
+    good_since: float | None = None      # the first good result of those in a row
 
     def count(self, ok: bool, detail: str, unhealthy_after: int, healthy_after: int,
-              certain: bool = False) -> None:
-        """One result; `certain`: a failure that needs no second one."""
+              certain: bool = False, now: float | None = None, hold_s: float = 0.0) -> None:
+        """One result; `certain`: a failure that needs no second one; back only when the
+        good results in a row have lasted `hold_s` by `now`."""
         self.last_result = detail
         if ok:
+            if self.successes == 0:
+                self.good_since = now
             self.successes, self.failures = self.successes + 1, 0
-            if not self.ok and self.successes >= healthy_after:
+            held = now is None or self.good_since is None or now - self.good_since >= hold_s
+            if not self.ok and self.successes >= healthy_after and held:
                 self.ok = True
         else:
             self.failures, self.successes = self.failures + 1, 0
@@ -39,11 +54,33 @@ class _Verdict:
 
 
 @dataclass
+class _ServiceVerdict(_Verdict):
+    """The service's verdict, whose re-admission is held (the module's docstring)."""
+    takeouts: int = 0                    # in a row, each within FLAP_MEMORY holds of the last
+    back_at: float | None = None
+
+    def hold_s(self, readmit_s: float) -> float:
+        return readmit_s * 2 ** min(max(self.takeouts - 1, 0), MAX_DOUBLINGS)
+
+    def judge(self, ok: bool, detail: str, unhealthy_after: int, healthy_after: int,
+              certain: bool, now: float, readmit_s: float) -> None:
+        was_ok, hold = self.ok, self.hold_s(readmit_s)
+        self.count(ok, detail, unhealthy_after, healthy_after, certain, now, hold)
+        if was_ok and not self.ok:
+            flapped = self.back_at is not None and now - self.back_at < FLAP_MEMORY * hold
+            self.takeouts = self.takeouts + 1 if flapped else 1
+        elif self.ok and not was_ok:
+            self.back_at = now
+            if self.good_since is not None:
+                self.last_result = f"answered for {now - self.good_since:.1f} s in a row"
+
+
+@dataclass
 class _State:
     healthy: bool = True          # both verdicts good
     last_change: float | None = None
     probe: _Verdict = field(default_factory=lambda: _Verdict(last_result="not probed yet"))
-    service: _Verdict = field(default_factory=_Verdict)   # good until judged
+    service: _ServiceVerdict = field(default_factory=_ServiceVerdict)   # good until judged
 
     @property
     def last_result(self) -> str:
@@ -60,6 +97,7 @@ class InstanceHealth:
     unhealthy_after: int
     healthy_after: int
     timeout_s: float
+    readmit_s: float = 0.0
     state: dict[str, _State] = field(default_factory=dict)
     # token -> (instance, sent)
     outstanding: dict[object, tuple[str, float]] = field(default_factory=dict)
@@ -138,7 +176,8 @@ class InstanceHealth:
         st = self.state.get(instance)
         if st is None:
             return None
-        st.service.count(ok, detail, self.unhealthy_after, self.healthy_after, certain)
+        st.service.judge(ok, detail, self.unhealthy_after, self.healthy_after, certain, now,
+                         self.readmit_s)
         return self._combine(instance, st, now)
 
     def service_unknown(self, instance: str, now: float) -> tuple[str, bool] | None:
@@ -147,7 +186,7 @@ class InstanceHealth:
         st = self.state.get(instance)
         if st is None:
             return None
-        st.service = _Verdict(last_result="no readings of late: the probes judge alone")
+        st.service = _ServiceVerdict(last_result="no readings of late: the probes judge alone")
         return self._combine(instance, st, now)
 
     @staticmethod
@@ -169,5 +208,6 @@ class InstanceHealth:
         return {i: {"healthy": s.healthy, "last_result": s.probe.last_result,
                     "consecutive_failures": s.probe.failures, "last_change": s.last_change,
                     "service": {"ok": s.service.ok, "last_result": s.service.last_result,
-                                "consecutive_failures": s.service.failures}}
+                                "consecutive_failures": s.service.failures,
+                                "readmit_after_s": s.service.hold_s(self.readmit_s)}}
                 for i, s in self.state.items()}

@@ -356,6 +356,11 @@ class Health:
         "(`GET /probes` twice per `interval_s`, within `timeout_s`): a process not answering "
         "is out after `unhealthy_after` such readings in a row, a stopped one at once, "
         "though its kernel still answers the SYN probes ([reliability.md](reliability.md))"))
+    service_readmit_s: float = setting(10.0, lo=0, hi=3600, help=(
+        "an instance its service's readings took out is back only after they have all been "
+        "good for this long (a process starved of CPU answers some in time); doubled each "
+        "time it is taken out again soon after, up to 16 times; 0: at `healthy_after` good "
+        "readings"))
 
     def validate(self, path: str) -> None:
         if self.method != "none" and self.timeout_s >= self.interval_s:

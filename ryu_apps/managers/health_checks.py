@@ -209,8 +209,11 @@ class HealthChecks(Manager):
             out.infos.append(f"instance {instance}: its location is looked for again")
         out.metrics.append(("set", "malb_instance_healthy", (instance,), 1 if healthy else 0))
         st = self.health.state[instance]
-        why = st.probe.last_result if healthy or not st.probe.ok else "its service: " + \
-            st.service.last_result
+        if healthy:      # both verdicts good: each said, the one that changed last may be either
+            why = f"{st.probe.last_result}; its service: {st.service.last_result}"
+        else:
+            why = st.probe.last_result if not st.probe.ok else \
+                "its service: " + st.service.last_result
         text = "instance %s is %s (%s)" % (instance,
                                            "healthy again" if healthy else "DOWN: no new flows",
                                            why)

@@ -219,8 +219,9 @@ def test_a_killed_instance_gets_no_new_flows_after_the_health_interval(stack, cl
                                                                     for w in who), who
     finally:
         stack.testbed.start_service(stack.cfg.instances_of("ui")[2])
+    # back once its service's readings have been good for service_readmit_s
     stack.wait_for(lambda: status(stack)["servers"]["srv3"]["instances"]["srv3-ui"]["healthy"],
-                   10, "srv3-ui healthy again")
+                   10 + stack.cfg.controller.health.service_readmit_s, "srv3-ui healthy again")
     assert "srv3-ui" in served_by(cli, UI, 8)
 
 

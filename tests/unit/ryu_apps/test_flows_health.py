@@ -200,6 +200,59 @@ def test_a_port_down_makes_an_instance_unhealthy_at_once_and_probes_bring_it_bac
     assert h.status()["b"]["healthy"] is True
 
 
+def starved_readings(h, instance, start, seconds, every=0.5):
+    """A process starved of CPU as the fault suite starves one (1 ms a second): its kernel
+    answers every SYN, its service answers two readings in three in time. The state
+    changes, in order."""
+    changes, t, k = [], start, 0
+    while t < start + seconds:
+        h.sent(("tcp", instance), instance, t)
+        for change in (h.answered(("tcp", instance), True, t + 0.01, "TCP SYN-ACK"),
+                       h.service_result(instance, k % 3 != 2, t + 0.2,
+                                        "answered" if k % 3 != 2 else "no answer within 1 s")):
+            if change:
+                changes.append(change)
+        t, k = t + every, k + 1
+    return changes
+
+
+def test_a_starved_service_taken_out_by_its_readings_stays_out_though_some_answer():
+    h = InstanceHealth(["a"], unhealthy_after=2, healthy_after=1, timeout_s=1.0, readmit_s=10)
+    for t in (0.0, 0.5):
+        h.service_result("a", False, t, "no answer within 1 s")
+    assert not h.state["a"].healthy
+    assert starved_readings(h, "a", 1.0, 60) == []       # never back while starved
+    assert h.status()["a"]["service"]["readmit_after_s"] == 10
+    # fed again: back once its readings have all been good for 10 s, not before
+    changes = [(t, h.service_result("a", True, t, "answered"))
+               for t in [61 + 0.5 * k for k in range(21)]]
+    assert [(t, c) for t, c in changes if c] == [(71.0, ("a", True))]
+    assert h.status()["a"]["service"]["last_result"] == "answered for 10.0 s in a row"
+
+
+def test_a_service_taken_out_again_soon_after_it_came_back_is_held_twice_as_long():
+    h = InstanceHealth(["a"], unhealthy_after=1, healthy_after=1, timeout_s=1.0, readmit_s=10)
+    back = []
+    t = 0.0
+    for _ in range(3):                 # out, then answering until it is back, then out again
+        assert h.service_result("a", False, t, "no answer within 1 s") == ("a", False)
+        start = t = t + 0.5
+        while not h.state["a"].healthy:
+            h.service_result("a", True, t, "answered")
+            t += 0.5
+        back.append(t - 0.5 - start)
+    assert back == [10.0, 20.0, 40.0]
+    # back long enough (16 holds of the last): a fresh fault is held for the base time again
+    h.service_result("a", False, t + 16 * 40, "no answer within 1 s")
+    assert h.status()["a"]["service"]["readmit_after_s"] == 10
+
+
+def test_without_a_hold_one_good_reading_puts_the_instance_back():
+    h = InstanceHealth(["a"], unhealthy_after=1, healthy_after=1, timeout_s=1.0)
+    assert h.service_result("a", False, 0.0, "no answer within 1 s") == ("a", False)
+    assert h.service_result("a", True, 0.5, "answered") == ("a", True)
+
+
 def test_a_watched_flow_runs_for_the_profiler_from_its_first_packet_to_its_fin():
     t = FlowTable(idle_timeout=10, threshold_s=3.0, dormant_max_s=600.0)
     rec = record(t, fin_watch=True)

@@ -251,11 +251,17 @@ def test_a_service_that_stops_answering_is_out_though_its_kernel_answers_the_syn
     check = ctl.status()["servers"]["srv1"]["instances"]["srv1-ui"]["service_check"]
     assert check["ok"] is False and check["consecutive_failures"] == 2
     # rounds without a reading (the agent itself down) change nothing; answering brings it
-    # back after healthy_after rounds
+    # back once its answers have lasted service_readmit_s, not at the first
     rounds(ctl, "srv1", None, NOW + 4, 3)
     assert not ctl.policy_core.healthy["srv1-ui"]
-    rounds(ctl, "srv1", {"srv1-ui": entry()}, NOW + 10, h.healthy_after)
+    held = int(h.service_readmit_s // 2)            # rounds 2 s apart, the first at NOW + 11
+    rounds(ctl, "srv1", {"srv1-ui": entry()}, NOW + 10, held)
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    back = ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}, "timeout_s": 1.0},
+                            NOW + 11 + 2 * held)
     assert ctl.policy_core.healthy["srv1-ui"]
+    assert any("srv1-ui is healthy again" in i and "its service: answered for 10.0 s in a row"
+               in i for i in back.infos), back.infos
 
 
 def test_a_service_that_stops_answering_is_out_after_two_readings_not_two_rounds():
@@ -270,12 +276,14 @@ def test_a_service_that_stops_answering_is_out_after_two_readings_not_two_rounds
     r = ctl.probe_answer("srv1", {"instances": hung, "timeout_s": 1.0}, NOW + 1.5)
     assert not ctl.policy_core.healthy["srv1-ui"] and any("srv1-ui is DOWN" in w
                                                           for w in r.warnings)
-    # an answer between two failures starts the count again
+    # one answer does not put it back (service_readmit_s); one between two failures of
+    # an instance still in starts the count again
     ctl.probe_answer("srv1", {"instances": {"srv1-ui": entry()}}, NOW + 2.5)
-    assert ctl.policy_core.healthy["srv1-ui"]
-    for k, reading in enumerate((hung, {"srv1-ui": entry()}, hung)):
-        ctl.probe_answer("srv1", {"instances": reading, "timeout_s": 1.0}, NOW + 3.5 + k)
-    assert ctl.policy_core.healthy["srv1-ui"]
+    assert not ctl.policy_core.healthy["srv1-ui"]
+    for k, reading in enumerate((hung, {"srv1-be": entry()}, hung)):
+        stuck = {"srv1-be": reading["srv1-ui"]} if "srv1-ui" in reading else reading
+        ctl.probe_answer("srv1", {"instances": stuck, "timeout_s": 1.0}, NOW + 3.5 + k)
+    assert ctl.policy_core.healthy["srv1-be"]
 
 
 def test_a_stopped_process_is_out_at_once_and_a_bad_answer_still_counts_as_alive():
