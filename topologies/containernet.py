@@ -18,9 +18,9 @@ class ContainernetDocker(ProjectNode, Docker):
     without line editing (``--noediting``: readline's bracketed-paste escapes wrapped every
     cmd() output); resource updates through the Docker API (ProjectNode); an earlier run's
     container of the same name removed when it is ours; a shell that dies with its
-    container does not hang cmd(). Containernet keeps its own labels (ours are dropped: the
-    agents select containers by name) and its cgroup parent (/docker), so `labels` and
-    `cgroup_parent` are ignored here."""
+    container does not hang cmd(); its Docker client closed with it. Containernet keeps its
+    own labels (ours are dropped: the agents select containers by name) and its cgroup
+    parent (/docker), so `labels` and `cgroup_parent` are ignored here."""
 
     def __init__(self, name, labels=None, cgroup_parent=None, **kwargs):
         # labels and cgroup_parent: Containernet has no room for them (see above)
@@ -37,3 +37,11 @@ class ContainernetDocker(ProjectNode, Docker):
 
     def _docker_update(self, **limits) -> None:
         self.dcli.update_container(self.dc, **limits)
+
+    def terminate(self):
+        try:
+            super().terminate()
+        finally:
+            # each node holds a Docker client of its own: its sockets outlived the testbed
+            # (a session's descriptors passed 1024 over the integration suite)
+            self.d_client.close()

@@ -112,7 +112,10 @@ class ProjectNode:
 
     def read(self, size=1024):
         if not self.readbuf:
-            while not select.select([self.stdout.fileno()], [], [], SHELL_POLL_MS / 1000)[0]:
+            # poll, not select: a long test session's descriptors pass select's 1024
+            waiting = select.poll()
+            waiting.register(self.stdout.fileno(), select.POLLIN | select.POLLHUP)
+            while not waiting.poll(SHELL_POLL_MS):
                 if not self._shell_alive():
                     return ""
         return super().read(size)
