@@ -85,10 +85,16 @@ def test_agent_weights_follow_each_servers_cpu(stack):
         # idle servers: (nearly) their whole weight
         stack.wait_for(lambda: all(w >= 80 for w in weights().values()), 10,
                        "every server near its full weight")
-        # a back-end job that takes all of srv1's CPU share, sent from the proxy host to
-        # the instance's own address (plain L2, as HAProxy's own connections go)
+        # all of srv1's CPU share taken: a back-end job sent from the proxy host to the
+        # instance's own address (plain L2, as HAProxy's own connections go), and a busy
+        # loop in each other container of srv1 (on Containernet, with no server group,
+        # each container is held to its part of the share: the job alone fills a third)
         prx.cmd(f"curl -s -o /dev/null --max-time 30 "
                 f"'http://{loaded.ip}:8003/job?seconds=12&cpu=1' &")
+        for inst in stack.cfg.instances_on("srv1"):
+            if inst.name != loaded.name:
+                stack.testbed.node(inst.name).cmd(
+                    "timeout 12 python3 -c 'while True: pass' > /dev/null 2>&1 &")
         low = stack.wait_for(lambda: (w := weights()) and all(
             w[f"srv1-{a}"] <= 20 for a in ("vid", "ui", "be")) and w, 10,
             "srv1's instances lose their weight")
