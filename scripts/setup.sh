@@ -147,7 +147,9 @@ link_mininet() {     # link_mininet VENV
   mkdir -p "$1/mininet-path"
   ln -sfn "$mnpath" "$1/mininet-path/mininet"
   site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  echo "$1/mininet-path" > "$site/malb-mininet.pth"
+  # the resolved path: a virtualenv reached through a link (a worktree's) keeps working
+  # when the link goes
+  echo "$(cd "$1/mininet-path" && pwd -P)" > "$site/malb-mininet.pth"
 }
 # the controller's imports started for real: the launcher's, with its framework's app manager
 controller_imports() {     # controller_imports PYTHON MODULE
