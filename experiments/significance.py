@@ -22,12 +22,19 @@ import math
 import statistics
 
 import numpy as np
-from scipy import stats as sps
 
 from common.markdown import number, table
 from experiments.evaluation import balancing_cpu_per_1000
 
 ALPHA = 0.05
+
+
+def _stats():
+    """scipy.stats, imported on first use: it takes about 1.5 s, and every command line that
+    imports this module would otherwise pay it before it could reject a bad flag."""
+    from scipy import stats
+    return stats
+
 CANDIDATE = "malb"          # ours: tested against every other policy of the comparison
 
 # (key, label, better): the figures a reader of Table II/III looks at first. `better` is the
@@ -118,7 +125,7 @@ def mean_ci(values: list[float], confidence: float = 0.95) -> dict:
     mean = statistics.fmean(values)
     if n < 2:
         return {"n": 1, "mean": mean, "ci": None}
-    half = sps.t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    half = _stats().t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return {"n": n, "mean": mean, "ci": half}
 
 
@@ -149,7 +156,7 @@ def paired(candidate: list[float], baseline: list[float], better: str = "lower")
     if statistics.pstdev(diffs) == 0:
         p = 0.0 if out["diff"] != 0 else 1.0     # identical differences: no spread to test
     else:
-        p = float(sps.ttest_rel(candidate, baseline).pvalue)
+        p = float(_stats().ttest_rel(candidate, baseline).pvalue)
     out["p"] = p
     if p >= ALPHA:
         out["verdict"] = "not significant"
@@ -216,7 +223,7 @@ def pooled_tails(rts: dict[str, list[list[float]]], candidate: str = CANDIDATE,
     def interval(stat) -> tuple[float | None, float | None]:
         if n < MIN_RUNS_TO_RESAMPLE:
             return None, None
-        res = sps.bootstrap((index,), stat, vectorized=False, method="percentile",
+        res = _stats().bootstrap((index,), stat, vectorized=False, method="percentile",
                             n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(seed))
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
