@@ -1,8 +1,8 @@
 """A short soak (experiments/soak.py) on the real stack: minutes are too short for a growth
 per hour, so this version fails on growth that shows in minutes: flow records, rules and
 active flows that keep piling up, memory, descriptors or threads climbing through the run.
-One minute in `make test`, three in `make test-e2e`. The hour-long soak's figures are in
-docs/reliability.md."""
+Three minutes, in `make test-e2e` only (kept out of `make test` for CI's time). The
+hour-long soak's figures are in docs/reliability.md."""
 from __future__ import annotations
 
 import csv
@@ -21,10 +21,6 @@ ALLOWED = {"active_flows": (1.5, 30), "rules": (1.5, 60),
 # not the history's size: the profiler prunes every 100 periods (5 minutes at 3 s) and
 # SQLite reuses freed pages without shrinking the file, so 3 minutes show only its growth;
 # the hour's soak (retention 15 min) judges it
-
-
-def test_a_minute_of_soak_shows_nothing_piling_up(tmp_path):
-    soak(tmp_path, minutes=1, sample_s=2)
 
 
 @pytest.mark.e2e
