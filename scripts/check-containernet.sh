@@ -13,9 +13,9 @@
 # tests included) and a short comparison (results/containernet-check/).
 # --tier, the Containernet tier of CI (.ci/run, a few minutes): `topologies check`; the
 # integration tests of the testbed (those that need Containernet fail here instead of
-# skipping), of the examples/ scripts and of `mn --custom` (Containernet's own `mn`); and a
-# short comparison of malb in per-flow mode beside HAProxy leastconn through the proxy
-# host, then in tracker and in data-plane mode (results/containernet-check/).
+# skipping), of the examples/ scripts and of `mn --custom` (Containernet's own `mn`); the
+# integration test's short comparison of malb in per-flow mode beside HAProxy through the
+# proxy host; then malb in tracker and in data-plane mode (results/containernet-check/).
 # --entry-points: `topologies check`, then each experiment entry point once, short: the
 # load-balancing comparison (malb beside HAProxy leastconn), the placement run end to end,
 # the SLO loop and the fault suite; each one's time, exit status and the backend its stack
@@ -123,8 +123,12 @@ elif [ $tier -eq 1 ]; then
     env MALB_REQUIRE_CONTAINERNET=1 "$PY" -m pytest -m "integration and not e2e" \
     -p no:cacheprovider -q tests/integration/test_testbed.py \
     tests/integration/test_examples.py "$@"
-  step "comparison: malb per flow beside HAProxy leastconn" compare per-flow \
-    --policies malb,haproxy-leastconn
+  # malb per flow beside HAProxy (CPU-fed agent weights) through the proxy host, with the
+  # integration test's checks of what it wrote (CI runs it here instead of on Mininet)
+  step "comparison: malb per flow beside HAProxy, checked" \
+    env MALB_REQUIRE_CONTAINERNET=1 "$PY" -m pytest -m "integration and not e2e" \
+    -p no:cacheprovider -q \
+    tests/integration/test_experiments.py::test_a_short_comparison_of_malb_and_haproxy "$@"
   step "comparison: malb in tracker mode" compare tracker --policies malb --tracker
   step "comparison: malb in data-plane mode" compare dataplane --policies malb --dataplane
 else
