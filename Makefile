@@ -8,6 +8,12 @@ PY    := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # the integration tier's alone (.ci/run leaves out what its Containernet tier runs instead)
 INTEGRATION_ARGS ?=
+# Bytecode in one cache outside the checkout and the virtualenvs, written even where
+# PYTHONDONTWRITEBYTECODE is set (uv installs none, and the unit tier runs as nobody, who
+# cannot write into root's virtualenv): else every process the tests start compiles scipy
+# and the rest again (about 1 s each). scripts/unprivileged.sh gives nobody a cache of its own.
+export PYTHONPYCACHEPREFIX ?= /var/cache/malb/pycache
+unexport PYTHONDONTWRITEBYTECODE
 # each tier's wall time is printed when it ends, and kept in $(MALB_TIMES) when that is set
 TIMED := bash scripts/timed.sh
 DURATIONS := --durations=25

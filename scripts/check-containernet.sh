@@ -29,6 +29,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRATCH="$ROOT/.venv-containernet"
 RESULTS="$ROOT/results/containernet-check"
 say() { echo "[containernet-check] $*"; }
+# bytecode in the tests' one cache, as make's tiers keep it (Makefile: PYTHONPYCACHEPREFIX)
+export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-/var/cache/malb/pycache}"
+unset PYTHONDONTWRITEBYTECODE
 
 tier=0
 entry_points=0

@@ -127,19 +127,14 @@ install_packages PYTHON_APT_PACKAGES
 # Every virtualenv installs a lock of locks/ (exact versions with hashes, written by uv from
 # pyproject.toml: `make locks`), then this checkout, editable, without dependencies (its
 # console scripts; the checkout on the path). uv installs, from .venv, where the lock puts it.
-# Compiled to bytecode at install: uv leaves none, and the unit tier runs as nobody (who
-# cannot write it into root's virtualenv) under PYTHONDONTWRITEBYTECODE where that is set,
-# so every process would compile scipy and the rest again at each import (about 1 s each).
 install_lock() {     # install_lock VENV LOCK LOG: the lock, then the checkout
   local venv=$1 lock=$2 log=$3
   echo "[setup]   uv pip sync $(basename "$lock") (log: $log)"
-  "$UV" pip sync --quiet --require-hashes --compile-bytecode --python "$venv/bin/python" \
-    "$lock" >"$log" 2>&1 || fail "uv pip sync $lock failed (see $log)"
+  "$UV" pip sync --quiet --require-hashes --python "$venv/bin/python" "$lock" >"$log" 2>&1 \
+    || fail "uv pip sync $lock failed (see $log)"
   "$UV" pip install --quiet --no-deps --python "$venv/bin/python" \
     --config-settings editable_mode=compat -e "$ROOT" >>"$log" 2>&1 \
     || fail "the checkout does not install into $venv (see $log)"
-  "$venv/bin/python" -m compileall -q -j 0 -x '/(\.venv[^/]*|build|results|data)/' "$ROOT" \
-    >>"$log" 2>&1 || fail "the checkout does not compile under $venv (see $log)"
 }
 # The virtualenv sees the system's Mininet (Debian's package, or Containernet where a user
 # installed it system-wide) through a path holding only that module; a Containernet

@@ -20,6 +20,8 @@ fi
 home=$(mktemp -d /tmp/malb-nobody.XXXXXX)
 chown nobody "$home"
 echo "[unprivileged] as the user nobody" >&2
+# its bytecode cache in its scratch home: the one make names (Makefile) is root's
+if [ -n "${PYTHONPYCACHEPREFIX:-}" ]; then export PYTHONPYCACHEPREFIX="$home/pycache"; fi
 HOME=$home "${as_nobody[@]}" "$@"
 rc=$?
 rm -rf "$home"
