@@ -5,6 +5,10 @@
 - stamp(), images(): the command, the commit of the code that ran and when (and the
   containers' images), for its result file;
 - write_results(): <name>.json (the data) and <name>.md (the report), the report echoed;
+- resumable_stamp(): stamp() for an experiment that --resume continues, its options kept
+  at its start and checked on resuming (resume_problem(): what stands in the way of
+  resuming, before anything starts); set_aside(): the directory of a part cut off,
+  moved out of the resumed experiment's way;
 - rotated(): round k's order of the variants of interleaved rounds;
 - terminate_unwinds(), restore_terminate(): SIGTERM raising KeyboardInterrupt while a
   testbed is up, so that it comes down as after ^C.
@@ -72,6 +76,69 @@ def stamp(command: str, with_images: bool = False) -> dict:
     if with_images:
         out["images"] = images()
     return out
+
+
+# Options that may differ between an experiment's start and its resumption: where it goes
+# and how it reports progress. Any other would make the resumed part another experiment.
+RESUME_FREE_OPTIONS = frozenset({"out", "progress", "resume"})
+
+
+def resume_problem(out: str | None) -> str | None:
+    """Why --resume cannot go on with an experiment in `out` (the --out flag), or None;
+    asked before anything starts."""
+    if not out:
+        return "--resume continues the experiment in --out DIRECTORY: give it"
+    if not os.path.exists(os.path.join(out, "started.json")):
+        return f"--resume: {out} holds no experiment to resume (no started.json)"
+    return None
+
+
+def resumable_stamp(out_dir: str, command: str, options: dict, resume: bool) -> dict:
+    """stamp() (with the images) for an experiment that can be resumed: its options (but
+    RESUME_FREE_OPTIONS) and stamp are kept in out_dir/started.json at its start. With
+    `resume`, that record must be there with the same options, else ValueError naming
+    what differs; the stamp is the start's, its commit "<start's>, resumed at <now's>"
+    when the code changed in between."""
+    path = os.path.join(out_dir, "started.json")
+    # as JSON has them, so that a tuple and the list it was read back as are one value
+    mine = json.loads(json.dumps({k: v for k, v in options.items()
+                                  if k not in RESUME_FREE_OPTIONS}, default=str))
+    now = stamp(command, with_images=True)
+    if not resume:
+        with open(path, "w") as fh:
+            json.dump({"options": mine, "stamp": now}, fh, indent=1)
+        return now
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+        theirs, started = record["options"], record["stamp"]
+    except FileNotFoundError:
+        raise ValueError(f"{out_dir} holds no experiment to resume (no started.json)") \
+            from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"the record {path} cannot be read ({exc})") from None
+    differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if differ:
+        raise ValueError(f"{out_dir} started with other options ({', '.join(differ)}); "
+                         "give the same ones, or another --out")
+    if started["commit"] != now["commit"]:
+        started = {**started, "commit": f"{started['commit']}, resumed at {now['commit']}"}
+    if started.get("images") != now["images"]:
+        print(f"[lab] warning: the containers' images are {now['images']}, the experiment "
+              f"started with {started.get('images')}", file=sys.stderr)
+    return started
+
+
+def set_aside(path: str, why: str = "interrupted") -> str:
+    """Move the directory `path` to <path>.<why> (or <path>.<why>-2, ...: none is
+    overwritten), kept for its logs but out of the way of the part played again; returns
+    where it went."""
+    aside, n = f"{path}.{why}", 1
+    while os.path.exists(aside):
+        n += 1
+        aside = f"{path}.{why}-{n}"
+    os.rename(path, aside)
+    return aside
 
 
 def write_results(out_dir: str, name: str, doc: dict,

@@ -659,11 +659,7 @@ def finished_run(out_dir: str, policy: str, run: int, args) -> dict | None:
     path = os.path.join(run_dir, "result.json")
     if not os.path.exists(path):
         if os.path.isdir(run_dir):
-            aside, n = f"{run_dir}.interrupted", 1
-            while os.path.exists(aside):
-                n += 1
-                aside = f"{run_dir}.interrupted-{n}"
-            os.rename(run_dir, aside)
+            lab.set_aside(run_dir)
         return None
     try:
         with open(path) as fh:

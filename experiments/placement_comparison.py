@@ -32,7 +32,9 @@ There is no netem on this platform: trunks are limited in bandwidth (`testbed.tr
 so what a placement relieves is trunk congestion, not added delay. Results: summary.md
 (per method the mean and 95 % interval over the runs, the candidate (--candidate, default
 ours) against each other method paired by run), summary.json, placement.png, and run<k>/
-with each run's own tables, graph and plans.
+with each run's own tables, graph and plans (its summary.json written as it ends:
+`--resume --out DIR`, the same options, goes on with a comparison cut off at its first
+run without one).
 """
 from __future__ import annotations
 
@@ -226,13 +228,30 @@ def run(opts, data: dict, out_dir: str, shares: dict[str, float], log=print) -> 
     runs = []
     for k in range(opts.runs):
         order = protocol.run_order(opts.methods, k + 1)
-        log(f"[placement] run {k + 1} of {opts.runs}: {', '.join(order)}")
         run_dir = os.path.join(out_dir, f"run{k + 1}")
+        done = finished_run(run_dir) if opts.resume else None
+        log(f"[placement] run {k + 1} of {opts.runs}: {', '.join(order)}"
+            + ("; finished before, read back" if done else ""))
+        if done is not None:
+            runs.append(done)
+            continue
         runs.append(run_once(opts, data, run_dir, shares, order, opts.seed + k, log))
         # written as each run ends: a suite cut off keeps the runs it finished
         lab.write_results(run_dir, "summary", runs[-1],
                           lambda: run_markdown(runs[-1], opts), echo=False)
     return {"runs": runs, "testbed": runs[-1]["testbed"]}
+
+
+def finished_run(run_dir: str) -> dict | None:
+    """With --resume: a run that finished (its summary.json, written as it ended), or None
+    for one to play; the directory of a run cut off half-way is set aside first."""
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        if os.path.isdir(run_dir):
+            lab.set_aside(run_dir)
+        return None
 
 
 def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: list[str],
@@ -499,6 +518,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1,
                    help="run k's load and random placement play seed + k (default 1)")
     p.add_argument("--out", help="results directory (default results/placement-<time>)")
+    p.add_argument("--resume", action="store_true", help=(
+        "go on with the comparison in --out, cut off before its end, with the same options: "
+        "the runs that finished there are read back, the others played"))
     return p
 
 
@@ -507,6 +529,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.candidate not in args.methods:
         ap.error(f"--candidate: {args.candidate} is not among --methods")
+    if args.resume and lab.resume_problem(args.out):
+        fail(lab.resume_problem(args.out), code=2)
     try:
         data = load_config_data(args.config)
         if args.trunk_bw:
@@ -523,11 +547,19 @@ def main(argv=None) -> int:
     require_testbed("the placement comparison")
     out_dir = lab.results_dir(args.out, "placement-")
     command = lab.invocation("experiments.placement_comparison", argv).strip()
-    stamp = lab.stamp(command, with_images=True)          # the code and time the run starts with
+    try:                            # the code and time the comparison started with
+        stamp = lab.resumable_stamp(out_dir, command, vars(args), args.resume)
+    except ValueError as exc:
+        fail(f"--resume: {exc}", code=2)
+    lab.terminate_unwinds()         # between stacks too: a SIGTERM ends it as ^C does
     try:
         measured = run(args, data, out_dir, shares, log=lambda m: print(m, flush=True))
     except PlacementError as exc:
         fail(f"placement: {exc}", code=1)
+    except KeyboardInterrupt:       # ^C or SIGTERM: the stack came down on its way out
+        print(f"\n[placement] interrupted; the runs that finished are in {out_dir}: the same "
+              "command with --resume goes on from there", file=sys.stderr, flush=True)
+        return 130
     doc = {**measured, **stamp,
            "statistics": statistics(measured["runs"], args.methods, args.candidate),
            "entry_shares": shares, "config": os.path.relpath(config_path(args.config), ROOT),

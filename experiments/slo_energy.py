@@ -61,7 +61,9 @@ energy per request, the share of stable intervals within the SLO at the client).
 --loads each profile is played at each load (low-high pairs) and reported as its own
 profile (`step 20-50`); the calibration line then also takes the worst over them all: a
 target the fixed maximum meets on every load. Results: summary.md (beside the paper's
-Table 2), summary.json, per-policy CSVs, slo-<profile>.png.
+Table 2), summary.json, per-policy CSVs, slo-<profile>.png; each play's figures in
+plays/<tag>.json as it ends, so that `--resume --out DIR` (the same options) goes on with
+an experiment cut off, on a fresh stack, from its first play without a result.
 """
 from __future__ import annotations
 
@@ -440,13 +442,47 @@ def loop_figures(rows: list[dict], t_from: float, t_to: float) -> dict:
             "mean_target_ms": round(sum(r["target_ms"] for r in rows) / len(rows), 2)}
 
 
+def play_tag(label: str, policy: str, run: int, runs: int) -> str:
+    """A play's name in file names: its profile and load, the policy, and the run."""
+    return f"{label}-{policy}" + (f"-r{run + 1}" if runs > 1 else "")
+
+
+def played(plays_dir: str, tag: str) -> dict | None:
+    """A play that finished (plays/<tag>.json, written whole at its end), or None."""
+    try:
+        with open(os.path.join(plays_dir, f"{tag}.json")) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+
+
+def keep_play(plays_dir: str, tag: str, result: dict) -> None:
+    """plays/<tag>.json, whole or not at all: --resume takes a play whose file is there for
+    finished, so an interruption must not leave half of one."""
+    os.makedirs(plays_dir, exist_ok=True)
+    path = os.path.join(plays_dir, f"{tag}.json")
+    with open(path + ".part", "w") as fh:
+        json.dump(result, fh)
+    os.replace(path + ".part", path)
+
+
+def stack_dir(out_dir: str) -> str:
+    """The stack's directory: run/, or on resuming the first of run-2, run-3, ... not there
+    yet, so that no file of an interrupted play is taken for one of today's."""
+    path, n = os.path.join(out_dir, "run"), 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(out_dir, f"run-{n}")
+    return path
+
+
 def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int = 0,
          label: str | None = None) -> dict:
     """One policy through one profile's phases; `label`: the profile and load in file
     names (default the profile)."""
     apply_policy(st, policy)
     agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
-    tag = f"{label or profile}-{policy}" + (f"-r{run + 1}" if opts.runs > 1 else "")
+    tag = play_tag(label or profile, policy, run, opts.runs)
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
     # from where the one before it left the frequency (none asked for: none played, as the
     # load generator takes no phase of 0 s)
@@ -522,7 +558,8 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
     cfg = parse_config_file_data(data, config_path(opts.config))
     # a call graph's objective is split by the profiler
     call_graph = slo_service(cfg).slo.scope == "end-to-end"
-    with Stack(data, os.path.join(out_dir, "run"), policy="malb", profiler=call_graph) as st:
+    plays_dir = os.path.join(out_dir, "plays")
+    with Stack(data, stack_dir(out_dir), policy="malb", profiler=call_graph) as st:
         svc = slo_service(st.cfg)
         loops = loops_of(st.cfg)
         for name, agent in loops:
@@ -541,11 +578,16 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                     phases = profile_phases(profile, low, high, opts.seconds)
                     key = profile if len(loads) == 1 else f"{profile} {low:g}-{high:g}"
                     for policy in order:
-                        if opts.runs > 1:
-                            log(f"[slo] run {run + 1} of {opts.runs}: {key}, {policy}")
-                        runs = out.setdefault(key, {}).setdefault(policy, [])
-                        runs.append(play(st, svc, policy, profile, phases, opts, log, run,
-                                         key.replace(" ", "-")))
+                        tag = play_tag(key.replace(" ", "-"), policy, run, opts.runs)
+                        done = played(plays_dir, tag) if opts.resume else None
+                        if opts.runs > 1 or done:
+                            log(f"[slo] run {run + 1} of {opts.runs}: {key}, {policy}"
+                                + ("; played before, read back" if done else ""))
+                        if done is None:
+                            done = play(st, svc, policy, profile, phases, opts, log, run,
+                                        key.replace(" ", "-"))
+                            keep_play(plays_dir, tag, done)
+                        out.setdefault(key, {}).setdefault(policy, []).append(done)
         backend = st.testbed.describe()
     return {"profiles": out, "loop": {k: slo_doc[k] for k in ("actuator", "energy_source",
                                                               "period_s")},
@@ -818,6 +860,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.add_argument("--out", help="results directory (default results/slo-<time>)")
+    p.add_argument("--resume", action="store_true", help=(
+        "go on with the experiment in --out, cut off before its end, with the same options: "
+        "the plays that finished there are read back, the others played"))
     return p
 
 
@@ -826,6 +871,8 @@ def main(argv=None) -> int:
     if args.loads and (args.low is not None or args.high is not None):
         fail("--loads replaces --low and --high: give one or the other", code=2)
     args.loads = loads_of(args)
+    if args.resume and lab.resume_problem(args.out):
+        fail(lab.resume_problem(args.out), code=2)
     try:
         data = load_config_data(args.config)
         cfg = parse_config_file_data(data, config_path(args.config))
@@ -844,8 +891,17 @@ def main(argv=None) -> int:
     require_testbed("the SLO experiment")
     out_dir = lab.results_dir(args.out, "slo-")
     command = lab.invocation("experiments.slo_energy", argv).strip()
-    stamp = lab.stamp(command, with_images=True)          # the code and time the run starts with
-    measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
+    try:                            # the code and time the experiment started with
+        stamp = lab.resumable_stamp(out_dir, command, vars(args), args.resume)
+    except ValueError as exc:
+        fail(f"--resume: {exc}", code=2)
+    lab.terminate_unwinds()         # between stacks too: a SIGTERM ends it as ^C does
+    try:
+        measured = run(args, data, out_dir, log=lambda m: print(m, flush=True))
+    except KeyboardInterrupt:       # ^C or SIGTERM: the stack came down on its way out
+        print(f"\n[slo] interrupted; the plays that finished are in {out_dir}/plays: the "
+              "same command with --resume goes on from there", file=sys.stderr, flush=True)
+        return 130
     doc = {**measured, **stamp,
            "config": os.path.relpath(config_path(args.config), ROOT),
            "options": vars(args)}

@@ -1,11 +1,12 @@
 """The experiments' pipelines end to end, at very short lengths: in `make test` one short
 run of each kind (a comparison of malb and HAProxy, a placement comparison, the SLO
 experiment; the fault suite and the soak have their own modules), in `make test-e2e` the
-comparison with every policy and Scenario 1."""
+comparison with every policy and Scenario 1, and an SLO experiment cut off and resumed."""
 import csv
 import glob
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from common import config
 from common.config import DEFAULT_MICROSERVICES
 from experiments.stack import Stack
-from tests.conftest import run_module
+from common.procs import ROOT
+from tests.conftest import PY, run_module
 from topologies.clean import leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_machine")]
@@ -173,3 +175,35 @@ def test_a_load_generator_that_crashes_is_reported_at_once_not_at_the_deadline(t
             while time.time() < deadline:
                 assert st.loadgen_summaries() == []
                 time.sleep(0.5)
+
+
+@pytest.mark.e2e
+def test_an_slo_experiment_cut_off_goes_on_from_its_first_play_without_a_result(tmp_path):
+    out = tmp_path / "slo"
+    flags = ["--profiles", "step", "--policies", "max,ondemand", "--short-flows", "switch",
+             "--seconds", "30", "--warmup", "0", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen([PY, "-m", "experiments.slo_energy", *flags], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 400
+    while not list(out.glob("plays/*.json")) and proc.poll() is None \
+            and time.time() < deadline:
+        time.sleep(1)
+    proc.terminate()                    # cut off during the second play
+    _stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert "--resume goes on" in stderr and not (out / "summary.json").exists()
+    (kept,) = out.glob("plays/*.json")
+    first = json.loads(kept.read_text())
+    res = run_module("experiments.slo_energy", *flags, "--resume", timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "played before, read back" in res.stdout
+    doc = json.loads((out / "summary.json").read_text())
+    started = json.loads((out / "started.json").read_text())["stamp"]
+    assert doc["commit"] == started["commit"] and doc["when"] == started["when"]
+    played = {p: runs for p, runs in doc["profiles"]["step"].items()}
+    assert sorted(played) == ["max", "ondemand"] and all(len(r) == 1 for r in played.values())
+    # the play kept is the one reported; the other was played on the resumed stack, in
+    # a directory of its own
+    assert first["result"] in (played["max"][0], played["ondemand"][0])
+    assert (out / "run").is_dir() and (out / "run-2").is_dir()
+    assert leftovers()["containers"] == []

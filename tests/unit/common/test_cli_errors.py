@@ -110,6 +110,11 @@ BAD_INVOCATIONS = [
       "--out", "{out}"], "--policies: slo runs on one loop; this configuration has an "
                          "end-to-end objective"),
     (["experiments.slo_energy", "--seconds", "5", "--out", "{out}"], "must be at least 30"),
+    (["experiments.slo_energy", "--resume"], "--resume continues the experiment in --out"),
+    (["experiments.slo_energy", "--resume", "--out", "{tmp}"],
+     "holds no experiment to resume (no started.json)"),
+    (["experiments.placement_comparison", "--resume", "--out", "{tmp}"],
+     "holds no experiment to resume (no started.json)"),
     (["experiments.slo_energy", "--loads", "20-50,70", "--out", "{out}"],
      "expected low-high pairs of requests per second above 0, separated by commas "
      "(20-50,30-70), got '70'"),

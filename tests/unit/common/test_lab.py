@@ -97,3 +97,38 @@ def test_a_termination_unwinds_like_an_interrupt_and_the_default_comes_back():
                          text=True, timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == ["unwound", "True", "True"], res.stdout
+
+
+def test_a_resumed_experiment_keeps_its_start_and_refuses_other_options(tmp_path, monkeypatch):
+    out, code = str(tmp_path), {"commit": "aaa"}
+    monkeypatch.setattr(lab, "git_commit", lambda: code["commit"])
+    monkeypatch.setattr(lab, "images", lambda: {"malb/service:latest": "c1"})
+    options = {"seed": 300, "loads": [(20.0, 50.0)], "out": out, "resume": False}
+    start = lab.resumable_stamp(out, "python -m x --seed 300", options, resume=False)
+    assert start["commit"] == "aaa" and start["images"] == {"malb/service:latest": "c1"}
+    # resumed at the same code: the start's stamp; where it goes and --resume may differ
+    same = lab.resumable_stamp(out, "python -m x --resume", {**options, "resume": True,
+                                                              "out": "elsewhere"}, True)
+    assert same == start
+    code["commit"] = "bbb"
+    assert lab.resumable_stamp(out, "x", {**options, "resume": True}, True)["commit"] == \
+        "aaa, resumed at bbb"
+    with pytest.raises(ValueError, match=r"other options \(loads, seed\)"):
+        lab.resumable_stamp(out, "x", {**options, "seed": 301, "loads": [(20, 60)]}, True)
+    # nothing to resume, or a record that cannot be read: said, and nothing written
+    with pytest.raises(ValueError, match="no experiment to resume"):
+        lab.resumable_stamp(str(tmp_path / "empty"), "x", options, True)
+    (tmp_path / "started.json").write_text("{")
+    with pytest.raises(ValueError, match="cannot be read"):
+        lab.resumable_stamp(out, "x", options, True)
+    assert (tmp_path / "started.json").read_text() == "{"
+
+
+def test_a_part_cut_off_is_set_aside_without_overwriting_another(tmp_path):
+    for n in range(3):
+        (tmp_path / "run1").mkdir()
+        (tmp_path / "run1" / "log").write_text(str(n))
+        lab.set_aside(str(tmp_path / "run1"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == \
+        ["run1.interrupted", "run1.interrupted-2", "run1.interrupted-3"]
+    assert (tmp_path / "run1.interrupted-3" / "log").read_text() == "2"

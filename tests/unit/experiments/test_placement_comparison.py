@@ -93,3 +93,16 @@ def test_the_summary_reads_every_figure_and_says_what_was_not_measured():
     assert "| trunk Mbit/s | 8.0 ± 0.0 | 1.0 ± 0.0 | – |" in md
     assert "run 2, exact: exact: no placement found" in md
     assert "2 run(s)" in md and "productpage (100.0 %)" in md and "(4 at a time" in md
+
+
+def test_a_resumed_comparison_reads_back_finished_runs_and_sets_a_cut_off_one_aside(tmp_path):
+    finished, cut_off = tmp_path / "run1", tmp_path / "run2"
+    finished.mkdir()
+    (finished / "summary.json").write_text('{"results": {"spread": {"p95_ms": 90.0}}}')
+    cut_off.mkdir()
+    (cut_off / "controller.log").write_text("cut off")
+    assert pc.finished_run(str(finished)) == \
+        {"results": {"spread": {"p95_ms": 90.0}}}
+    assert pc.finished_run(str(cut_off)) is None
+    assert not cut_off.exists() and (tmp_path / "run2.interrupted" / "controller.log").exists()
+    assert pc.finished_run(str(tmp_path / "run3")) is None

@@ -328,3 +328,21 @@ def test_a_profile_at_one_of_several_loads_is_plotted_under_a_name_without_space
            "slo": {"percentile": 95.0, "target_ms": 40.0, "margin": 0.1}}
     slo_energy.plot(doc, str(tmp_path))
     assert (tmp_path / "slo-step-20-50.png").exists()
+
+
+def test_a_finished_play_is_kept_whole_and_a_resumed_stack_gets_a_directory_of_its_own(
+        tmp_path):
+    plays = str(tmp_path / "plays")
+    tag = slo_energy.play_tag("step-20-50", "slo", 2, runs=5)
+    # "slo" is a prefix of "slo-client": the tags of both stay apart
+    assert tag == "step-20-50-slo-r3" != slo_energy.play_tag("step-20-50", "slo-client", 2, 5)
+    assert slo_energy.played(plays, tag) is None
+    slo_energy.keep_play(plays, tag, {"result": {"energy_j": 1.5}, "rows": [{"t": 0.0}]})
+    assert slo_energy.played(plays, tag) == {"result": {"energy_j": 1.5}, "rows": [{"t": 0.0}]}
+    assert not list((tmp_path / "plays").glob("*.part"))
+    # the first stack writes to run/, each resumption to a new one: no file of a play cut
+    # off there (its clients' records, their summaries) is read as one of today's
+    assert slo_energy.stack_dir(str(tmp_path)) == str(tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run-2").mkdir()
+    assert slo_energy.stack_dir(str(tmp_path)) == str(tmp_path / "run-3")
