@@ -5,7 +5,8 @@ JSON (`python -m benchmarks.placement`, `python -m benchmarks.placement_drift`, 
 data/bench/).
 
 - latency_targets_table: issue 68's targets (the latency objective and scale), from the
-  planted instances under both objectives and the applications under the latency one;
+  planted instances under both objectives, the applications under the latency one and
+  the end-to-end runs; versus_table: a comparison's candidate against each method;
 - traffic_targets_table: issue 38's targets, from the applications, the generated graphs,
   the scale run, the drift benchmark and hotel reservation's end-to-end runs;
 - hotel_table, bookinfo_table: every placement method end to end on a testbed, over the
@@ -32,12 +33,17 @@ GENERATED = "bench/placement-generated.json"
 SCALE = "bench/placement-scale.json"
 DRIFT = "bench/placement_drift.json"
 HOTEL = "placement/hotel/summary.json"
+LATENCY_HOTEL = "placement/latency-hotel/summary.json"     # issue 68's end-to-end runs
 BOOKINFO = "placement/bookinfo/summary.json"
 
 # Issue 68's targets, as the issue set them
 PLANTED_UNITS = 1000            # generated graphs of this many units ...
 PLANTED_WITHIN = 0.05           # ... planned within this share of a proven bound ...
 PLANTED_UNDER_S = 60.0          # ... in under this many seconds
+# end to end (the protocol's): significant below this p, Bonferroni over the six tests of
+# both applications (p95 and trunk against spread, p95 against greedy)
+LATENCY_ALPHA = 0.05 / 6
+LATENCY_APPS = ("hotelreservation", "socialnetwork")
 SCALE_UNITS = 20000             # and this many units ...
 SCALE_UNDER_S = 10.0            # ... in under this many seconds (issue 38's too)
 # Issue 38's targets, as the issue set them
@@ -53,6 +59,7 @@ CANDIDATE = "ours"              # the method the comparisons test against the ot
 METHOD_LABELS = {"spread": "spread (the default layout)", "random": "random",
                  "greedy": "greedy network-aware", "ours": "ours",
                  "latency": "ours, latency objective (`latency`)",
+                 "latency-near": "the same, balanced by `malb-near` (`latency-near`)",
                  "exact": "exact (HiGHS alone, {limit:g} s)"}
 APP_NAMES = {"hotelreservation": "hotel reservation", "socialnetwork": "social network",
              "bookinfo": "Bookinfo", "callgraph30": "callgraph30"}
@@ -209,15 +216,66 @@ def _scale_measured(benches: dict[str, dict]) -> str:
         _scale_text(b) for b in benches.values())
 
 
-def latency_targets_table(planted: dict, planted_latency: dict, apps_latency: dict) -> str:
-    """Issue 68's targets, each with what the benchmarks measured; the end-to-end target
-    has no data yet."""
+def _versus_text(v: dict | None, unit: str, digits: int) -> str:
+    """The candidate against another method on one figure: the change, the paired
+    difference with its interval, and p."""
+    if v is None or v["ratio"] is None:
+        return "–"
+    ci = "" if v["ci"] is None else f" ± {number(v['ci'], digits)}"
+    return f"{100 * v['ratio']:+.1f} % ({v['diff']:+,.{digits}f}{ci} {unit}, {_p(v['p'])})"
+
+
+def _latency_app_aims(summary: dict) -> tuple[str, list[bool | None]]:
+    """`latency` end to end on one application, against the protocol's aims: (what the
+    data shows, one verdict per aim: p95 below spread's by P95_BELOW, below greedy's,
+    trunk below spread's by TRUNK_BELOW, each significant below LATENCY_ALPHA; None where
+    not tested)."""
+    stats = _statistics(summary)
+
+    def aim(key: str, against: str, share: float) -> bool | None:
+        v = stats[key]["vs"].get(against)
+        if v is None or v["p"] is None:
+            return None
+        return v["ratio"] <= -share and v["diff"] < 0 and v["p"] < LATENCY_ALPHA
+
+    parts = [("p95 against spread", "p95_ms", "spread", "ms", 0, P95_BELOW),
+             ("p95 against greedy", "p95_ms", "greedy", "ms", 0, 0.0),
+             ("trunk against spread", "trunk_mbit_s", "spread", "Mbit/s", 2, TRUNK_BELOW)]
+    text = f"{_app(summary['config'])}, {_count(len(_runs(summary)), 'run').lower()}: " + \
+        "; ".join(f"{name} {_versus_text(stats[key]['vs'].get(other), unit, digits)}"
+                  for name, key, other, unit, digits, _share in parts)
+    return text, [aim(key, other, share) for _n, key, other, _u, _d, share in parts]
+
+
+def _latency_e2e(runs: dict[str, dict]) -> tuple[str, str]:
+    """The end-to-end target over the applications measured so far: (text, verdict)."""
+    texts, verdicts = [], []
+    for app in LATENCY_APPS:
+        if app in runs:
+            text, met = _latency_app_aims(runs[app])
+            texts.append(text)
+            verdicts += met
+        else:
+            texts.append(f"{APP_NAMES[app]}: not run yet (protocol above)")
+    if any(v is False for v in verdicts):
+        verdict = "not met" + ("" if len(runs) == len(LATENCY_APPS) else " (so far)")
+    elif verdicts and all(verdicts) and len(runs) == len(LATENCY_APPS):
+        verdict = "met"
+    else:
+        verdict = "–"
+    return "; ".join(texts) + f" (significant: p < {LATENCY_ALPHA:.4f}, Bonferroni)", verdict
+
+
+def latency_targets_table(planted: dict, planted_latency: dict, apps_latency: dict,
+                          hotel: dict) -> str:
+    """Issue 68's targets, each with what the benchmarks and the end-to-end runs measured
+    (social network's runs are to come)."""
     both = {"traffic objective": planted, "latency objective": planted_latency}
+    e2e, e2e_verdict = _latency_e2e({"hotelreservation": hotel})
     rows = [
         ["end to end, both DeathStarBench applications: p95 >= "
          f"{100 * P95_BELOW:.0f} % below spread's, significantly below greedy's; trunk "
-         f"traffic >= {100 * TRUNK_BELOW:.0f} % below spread's",
-         "not run yet (protocol above)", "–"],
+         f"traffic >= {100 * TRUNK_BELOW:.0f} % below spread's", e2e, e2e_verdict],
         [f"generated graphs of {number(PLANTED_UNITS, 0)} units: the plan within "
          f"{100 * PLANTED_WITHIN:.0f} % of a proven bound (or a planted optimum) in under "
          f"{PLANTED_UNDER_S:g} s",
@@ -231,7 +289,10 @@ def latency_targets_table(planted: dict, planted_latency: dict, apps_latency: di
     ]
     caption = ("Data: " + "; ".join(_provenance(s, b) for s, b in (
         (PLANTED, planted), (PLANTED_LATENCY, planted_latency),
-        (APPS_LATENCY, apps_latency))) + ".")
+        (APPS_LATENCY, apps_latency))) + f"; {_link(LATENCY_HOTEL)} (code at "
+        f"{hotel['commit']}). End to end: `latency` against each method paired by run "
+        "(paired t-test), the change in its mean, the mean paired difference ± its 95 % "
+        "interval.")
     return table(["target", "measured", ""], rows, "lll") + "\n" + caption + "\n"
 
 
@@ -316,12 +377,17 @@ def _runs(summary: dict) -> list[dict]:
         [summary["results"]]
 
 
+def _candidate(summary: dict) -> str:
+    """The method a comparison tested against the others (its --candidate)."""
+    return summary["options"].get("candidate") or CANDIDATE
+
+
 def _statistics(summary: dict) -> dict:
-    """Per figure, each method over the runs that measured it and ours against each other
-    method paired by the runs both have (placement_comparison.statistics, as the
-    comparison's own summary computes it)."""
+    """Per figure, each method over the runs that measured it and the candidate against
+    each other method paired by the runs both have (placement_comparison.statistics, as
+    the comparison's own summary computes it)."""
     return placement_comparison.statistics([{"results": r} for r in _runs(summary)],
-                                           _methods(summary), CANDIDATE)
+                                           _methods(summary), _candidate(summary))
 
 
 def _versus(summary: dict, key: str, against: str) -> dict | None:
@@ -494,6 +560,21 @@ def bookinfo_table(summary: dict) -> str:
         "\n" + caption + "\n"
 
 
+def versus_table(summary: dict) -> str:
+    """The candidate against each other method, paired by run: end-to-end p50, p95, p99 and
+    trunk traffic (the change in the mean, the paired difference ± its 95 % interval, p)."""
+    stats, cand = _statistics(summary), _candidate(summary)
+    figures = (("p50_ms", "ms", 0), ("p95_ms", "ms", 0), ("p99_ms", "ms", 0),
+               ("trunk_mbit_s", "Mbit/s", 2))
+    rows = [[_label(summary, m)] + [_versus_text(stats[k]["vs"].get(m), unit, d)
+                                    for k, unit, d in figures]
+            for m in _methods(summary) if m != cand]
+    caption = (f"{_label(summary, cand)} against each method, paired by run (paired "
+               f"t-test); {_when(summary)}.")
+    return table([f"{cand} against", "p50", "p95", "p99", "trunk"], rows, "lllll",
+                 compact=True) + "\n" + caption + "\n"
+
+
 # --- generated graphs ---------------------------------------------------------------------
 
 def generated_table(bench: dict) -> str:
@@ -509,8 +590,12 @@ def generated_table(bench: dict) -> str:
 
 
 BLOCKS = (
-    Block(DOC, "issue 68, targets", (PLANTED, PLANTED_LATENCY, APPS_LATENCY),
+    Block(DOC, "issue 68, targets", (PLANTED, PLANTED_LATENCY, APPS_LATENCY, LATENCY_HOTEL),
           latency_targets_table),
+    Block(DOC, "the latency objective end to end, hotel reservation", (LATENCY_HOTEL,),
+          hotel_table),
+    Block(DOC, "the latency objective against the others, hotel reservation",
+          (LATENCY_HOTEL,), versus_table),
     Block(DOC, "issue 38, targets", (APPS, GENERATED, SCALE, DRIFT, HOTEL),
           traffic_targets_table),
     Block(DOC, "hotel reservation end to end", (HOTEL,), hotel_table),
