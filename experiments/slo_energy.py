@@ -295,6 +295,8 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
     over = [r for r in judged if r["sli_ms"] > target_ms]
     ok = sorted(float(q["latency_s"]) * 1000 for q in requests if not q["error"])
     energy = rows[-1]["energy_j"] - rows[0]["energy_j"] if len(rows) > 1 else None
+    floor = rows[-1]["floor_j"] - rows[0]["floor_j"] if len(rows) > 1 and \
+        rows[0].get("floor_j") is not None and rows[-1].get("floor_j") is not None else None
     freq_changes = sum(1 for a, b in zip(rows, rows[1:]) if a["freq_mhz"] != b["freq_mhz"])
     settle = None
     if changes and not ramp:
@@ -314,6 +316,10 @@ def analyse(rows: list[dict], requests: list[dict], target_ms: float, phases: li
         "energy_j": None if energy is None else round(energy, 2),
         "energy_per_request_mj": None if energy is None or not ok else
         round(1000 * energy / len(ok), 3),
+        # the same CPU work at the lowest frequency that carries each period's: the floor
+        # of any rule's energy on the power model, whatever the latency
+        "floor_per_request_mj": None if floor is None or not ok else
+        round(1000 * floor / len(ok), 3),
         "intervals": len(judged), "over_slo_share": round(len(over) / len(judged), 4)
         if judged else None,
         "stable_intervals": len(steady),
@@ -423,11 +429,15 @@ def with_total_energy(rows: list[dict], others: list[list[dict]]) -> list[dict]:
     share the monotonic clock)."""
     out = []
     for r in rows:
-        total = r["energy_j"]
-        for other in others:
-            before = [o["energy_j"] for o in other if o["time"] <= r["time"]]
-            total += before[-1] if before else 0.0
-        out.append({**r, "energy_j": round(total, 3)})
+        totals = {}
+        for key in ("energy_j", "floor_j"):     # floor_j: none from an agent before it
+            total = r.get(key)
+            for other in others:
+                before = [o.get(key) for o in other if o["time"] <= r["time"]]
+                total = None if total is None or (before and before[-1] is None) else \
+                    total + (before[-1] if before else 0.0)
+            totals[key] = None if total is None else round(total, 3)
+        out.append({**r, **totals})
     return out
 
 
@@ -529,7 +539,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     others = [sorted(w.rows, key=lambda r: r["time"]) for w in watchers[1:]]
     rows = [{"t": round(r["time"] - mono0, 3), "sli_ms": r["sli_ms"],
              "samples": r["samples"], "freq_mhz": r["freq_mhz"], "action": r["action"],
-             "load": r["load"], "energy_j": r["energy_j"]}
+             "load": r["load"], "energy_j": r["energy_j"], "floor_j": r["floor_j"]}
             for r in with_total_energy(own, others)]
     with open(os.path.join(st.run_dir, f"loop-{tag}.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["t"])
@@ -601,6 +611,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
 # the summary's columns: (result key, label, digits, scale: 100 for shares shown in %);
 # energy first, the energy against the maximum's in the same run follows it
 TABLE = (("energy_j", "energy J", 1, 1), ("energy_per_request_mj", "mJ/request", 2, 1),
+         ("floor_per_request_mj", "floor mJ/request", 2, 1),
          ("over_slo_share", "% over SLO at the service (all)", 1, 100),
          ("stable_within_slo_share", "% within SLO at the service (stable)", 1, 100),
          ("client_over_slo_share", "% over SLO at the client (all)", 1, 100),
@@ -744,6 +755,22 @@ def _loops_table(res: dict) -> list[str]:
                   "llrrr", compact=True)]
 
 
+def _floor_lines(res: dict, against: str = "ondemand") -> list[str]:
+    """How far below `against` any rule could go on the power model: the floor of its own
+    runs' work (the same CPU seconds at the lowest step that carries each period's)
+    against its energy per request; nothing without both."""
+    runs = [r["result"] for r in res.get(against, [])]
+    pairs = [(r["floor_per_request_mj"], r["energy_per_request_mj"]) for r in runs
+             if r.get("floor_per_request_mj") and r.get("energy_per_request_mj")]
+    if not pairs:
+        return []
+    below = [100 * (1 - floor / spent) for floor, spent in pairs]
+    return [f"The floor of {against}'s work (latency ignored) is "
+            f"{significance.mean_ci_text(significance.mean_ci(below), 1)} % below its "
+            "energy per request: no frequency rule saves more than that against it on this "
+            "power model.", ""]
+
+
 def summary_markdown(doc: dict, opts) -> str:
     energy_src = "measured (RAPL)" if doc["loop"]["energy_source"] == "rapl" else \
         "modelled (P = m V + C V^2 f, V linear in f: no RAPL here)"
@@ -780,6 +807,7 @@ def summary_markdown(doc: dict, opts) -> str:
                              "95 % interval", "p", "verdict"], tests, "lllrrrrl",
                             compact=True)]
         lines += _calibration_lines(doc, res, "")
+        lines += _floor_lines(res)
     if len(doc["profiles"]) > 1:
         every = {"max": [r for res in doc["profiles"].values() for r in res.get("max", [])]}
         lines += _calibration_lines(doc, every, "Over every profile and load: ")

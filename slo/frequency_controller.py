@@ -196,14 +196,26 @@ def ondemand(s: LoopSettings, load: float) -> int:
     return quantise(s, s.f_min_mhz + max(0.0, load) * (s.f_max_mhz - s.f_min_mhz))
 
 
+def _at_or_above(s: LoopSettings, mhz: float) -> int:
+    """The lowest step at or above mhz (the range's ends beyond it)."""
+    steps = math.ceil((mhz - s.f_min_mhz) / s.step_mhz - 1e-9)
+    return int(min(s.f_max_mhz, max(s.f_min_mhz, s.f_min_mhz + steps * s.step_mhz)))
+
+
 def schedutil(s: LoopSettings, load: float, freq_mhz: int) -> int:
     """Linux's schedutil governor (the default on most kernels now), one period: the
     utilization made frequency-invariant (busy share at the current frequency x current /
     maximum), asked for with 25 % headroom, at the lowest step at or above that."""
     util = max(0.0, load) * freq_mhz / s.f_max_mhz
-    want = SCHEDUTIL_HEADROOM * s.f_max_mhz * util
-    steps = math.ceil((want - s.f_min_mhz) / s.step_mhz - 1e-9)
-    return int(min(s.f_max_mhz, max(s.f_min_mhz, s.f_min_mhz + steps * s.step_mhz)))
+    return _at_or_above(s, SCHEDUTIL_HEADROOM * s.f_max_mhz * util)
+
+
+def floor_mhz(s: LoopSettings, load: float, freq_mhz: int) -> int:
+    """The lowest step that carries a period's work (busy share `load` at freq_mhz): its
+    frequency-invariant utilization fits there with nothing to spare. What a rule that knew
+    each period's work beforehand and ignored latency would set: the energy at it is the
+    floor of any rule's on the power model (the SLO experiment's `floor`)."""
+    return _at_or_above(s, max(0.0, load) * freq_mhz)
 
 
 def baseline(s: LoopSettings, state: LoopState, policy: str, load: float | None,

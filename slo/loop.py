@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from slo.actuators import ActuatorError
 from slo.frequency_controller import FREQUENCY_POLICIES, FrequencyDecision, LoopSettings, \
-    baseline, decide, initial_state
+    baseline, decide, floor_mhz, initial_state
 from slo.energy import CorePowerModel, emulated_busy_s
 from slo.predictive import PredictiveSettings, PredictiveState, QueueReading, correct, \
     decide_predictive, observe
@@ -63,6 +63,8 @@ class ServiceLoop:
         self.actuator_error: str | None = None
         self.history: deque[dict] = deque(maxlen=HISTORY)
         self.energy_j = 0.0
+        # the same CPU work at the lowest step that carries each period's (floor_mhz)
+        self.floor_energy_j = 0.0
         self.measured_energy_j = None if rapl is None else 0.0
         self.cpu_s = 0.0
         self.requests = 0
@@ -106,6 +108,7 @@ class ServiceLoop:
                                  "freq_mhz": d.state.freq_mhz, "action": d.action,
                                  "load": None if self.load is None else round(self.load, 3),
                                  "energy_j": round(self.energy_j, 3),
+                                 "floor_j": round(self.floor_energy_j, 3),
                                  "reason": d.reason, "applied": applied})
         return d
 
@@ -178,6 +181,11 @@ class ServiceLoop:
             self.window_load = self.load if self.window_load is None else \
                 self.window_load + a * (self.load - self.window_load)
         self.energy_j += self.power.energy_j(freq, seconds, busy, self.cores)
+        if self.load is not None:
+            floor = floor_mhz(self.settings, self.load, freq)
+            # busy at the floor: the same cycles (used is CPU time at freq, emulated or not)
+            floor_busy = self.load * seconds * self.capacity_cores * freq / floor
+            self.floor_energy_j += self.power.energy_j(floor, seconds, floor_busy, self.cores)
         if self.rapl is not None:
             uj = self.rapl.read_uj()
             if self._rapl_last is not None:

@@ -251,6 +251,12 @@ def test_the_energy_is_every_loops_at_each_of_the_judged_loops_times():
     others = [[{"time": 0.5, "energy_j": 1.0}, {"time": 2.5, "energy_j": 3.0}],
               [{"time": 1.5, "energy_j": 100.0}]]
     got = [r["energy_j"] for r in slo_energy.with_total_energy(own, others)]
+    # the floor adds up the same way; an agent that reports none makes the sum unknown
+    floors = slo_energy.with_total_energy(
+        [{**r, "floor_j": r["energy_j"] / 2} for r in own],
+        [[{**o, "floor_j": o["energy_j"] / 2} for o in other] for other in others])
+    assert [r["floor_j"] for r in floors] == [r / 2 for r in got]
+    assert slo_energy.with_total_energy(own, others)[0]["floor_j"] is None
     assert got == [11.0, 121.0, 133.0]      # 10 + 1 + 0, 20 + 1 + 100, 30 + 3 + 100
     rows = [{"time": float(t), "energy_j": 2.0 * t, "freq_mhz": 1000 + 100 * t,
              "target_ms": 20.0} for t in range(6)]
@@ -346,3 +352,15 @@ def test_a_finished_play_is_kept_whole_and_a_resumed_stack_gets_a_directory_of_i
     (tmp_path / "run").mkdir()
     (tmp_path / "run-2").mkdir()
     assert slo_energy.stack_dir(str(tmp_path)) == str(tmp_path / "run-3")
+
+
+def test_the_summary_says_how_far_below_ondemand_any_rule_could_go():
+    res = {"ondemand": [{"result": {"floor_per_request_mj": 40.0, "energy_per_request_mj": 50.0}},
+                        {"result": {"floor_per_request_mj": 45.0, "energy_per_request_mj": 50.0}}],
+           "slo": [{"result": {"floor_per_request_mj": 30.0, "energy_per_request_mj": 35.0}}]}
+    (line, _blank) = slo_energy._floor_lines(res)
+    assert line.startswith("The floor of ondemand's work (latency ignored) is 15.0 ± ")
+    # no ondemand, or a run from before the floor was measured: nothing said
+    assert slo_energy._floor_lines({"slo": res["slo"]}) == []
+    assert slo_energy._floor_lines({"ondemand": [{"result": {"energy_per_request_mj": 5.0}}]}) \
+        == []

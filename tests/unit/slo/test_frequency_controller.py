@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slo.frequency_controller import LoopSettings, LoopState, baseline, decide, \
-    initial_state, predicted_sli, quantise, schedutil
+    floor_mhz, initial_state, predicted_sli, quantise, schedutil
 
 S = LoopSettings(target_ms=100.0, min_samples=10)
 
@@ -142,6 +142,16 @@ def test_the_guard_undoes_a_down_step_at_once_but_waits_after_an_up_step():
     after_up = LoopState(freq_mhz=1400, last_change=0.0, last_step=1)
     assert decide(S, after_up, 97.0, 50, 1.0).action == "dwell"
     assert decide(S, after_down, 80.0, 50, 1.0).state.last_step == -1   # unchanged: kept
+
+
+def test_the_floor_is_the_lowest_step_that_carries_the_periods_work():
+    s = LoopSettings(target_ms=40.0, f_min_mhz=1000, f_max_mhz=2000, step_mhz=100)
+    # half busy at 2000 MHz is 1000 MHz of work: the lowest step, with nothing to spare
+    assert floor_mhz(s, 0.5, 2000) == 1000
+    assert floor_mhz(s, 0.9, 1500) == 1400            # 1350 MHz of work -> 1400
+    assert floor_mhz(s, 0.0, 1500) == 1000 and floor_mhz(s, 1.0, 2000) == 2000
+    # never above what schedutil asks for the same work (it adds a quarter)
+    assert all(floor_mhz(s, u / 10, 2000) <= schedutil(s, u / 10, 2000) for u in range(11))
 
 
 def test_schedutil_asks_for_a_quarter_more_than_the_frequency_invariant_use():

@@ -148,6 +148,13 @@ def test_energy_is_modelled_from_cpu_time_and_frequency_and_says_so():
     st = loop.status()
     assert st["energy"]["source"] == "modelled" and st["energy"]["joules"] > 0
     assert st["cpu_seconds"] == 1.0
+    # the floor: the same half core of work each second at the lowest step carrying it
+    # (1050 MHz of work -> 1100 MHz), never more than what the loop spent
+    power, s = loop.power, loop.settings
+    floor = 2 * power.energy_j(1100, 1.0, 0.5 * s.f_max_mhz / 1100)
+    assert loop.floor_energy_j == pytest.approx(floor)
+    assert st["last_decisions"][-1]["floor_j"] == pytest.approx(floor, abs=1e-3)
+    assert floor < loop.energy_j
     loop.restore()
 
 
