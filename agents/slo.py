@@ -120,7 +120,8 @@ class SloRunner:
                 power=CorePowerModel(settings.f_min_mhz, settings.f_max_mhz), rapl=self.rapl,
                 policy=lc.policy, queue_fn=probe.latency, predictive=PredictiveSettings(
                     work_scv=lc.predictive.work_scv, offset_gain=lc.predictive.offset_gain,
-                    max_down_steps=lc.predictive.max_down_steps))
+                    max_down_steps=lc.predictive.max_down_steps,
+                    margin=lc.predictive.margin))
         self._stop = threading.Event()
         self._thread = None
         self._metrics(registry)

@@ -38,15 +38,19 @@ class PredictiveSettings:
     horizons of the arrival rate's and the work's moving averages; offset_gain: how much of
     each windowed residual (SLI minus prediction) the offset takes; max_down_steps: steps
     down in one period at most (up is never limited); min_completed: requests a period
-    needs before its CPU per request counts."""
+    needs before its CPU per request counts; margin: the band the rule aims in the middle
+    of, a share of the target (None: the loop's, LoopSettings.margin)."""
     work_scv: float = 1.0
     rate_horizon_s: float = 2.0
     work_horizon_s: float = 10.0
     offset_gain: float = 0.3
     max_down_steps: int = 2
     min_completed: int = 5
+    margin: float | None = None
 
     def __post_init__(self):
+        if self.margin is not None and not 0 < self.margin < 1:
+            raise ValueError(f"margin: expected a share in (0, 1), got {self.margin!r}")
         if not 0 <= self.work_scv <= 100:
             raise ValueError(f"work_scv: expected 0-100, got {self.work_scv!r}")
         for name in ("rate_horizon_s", "work_horizon_s"):
@@ -190,7 +194,8 @@ def decide_predictive(s: LoopSettings, ps: PredictiveSettings, state: LoopState,
     """One control period. No queue reading: the maximum (no-signal). A measured SLI over
     (1 + emergency) x the target: the maximum, no step down for cooldown_s. No arrival rate
     or work per request yet: hold (learning). Else the lowest step whose prediction plus the
-    offset is at most the middle of the band, target x (1 - margin / 2): up to it at once,
+    offset is at most the middle of the band, target x (1 - margin / 2) (the predictive
+    settings' margin, else the loop's): up to it at once,
     down to it by at most max_down_steps, and not sooner than dwell_s after a change or
     within a cooldown. `capacity_cores`: the service's CPU at the maximum frequency; the
     prediction at f takes f / f_max of it."""
@@ -225,7 +230,7 @@ def decide_predictive(s: LoopSettings, ps: PredictiveSettings, state: LoopState,
                                  ps.work_scv, capacity_cores * f / s.f_max_mhz,
                                  model.in_flight) + model.offset_ms
 
-    aim = s.target_ms * (1.0 - s.margin / 2.0)
+    aim = s.target_ms * (1.0 - (s.margin if ps.margin is None else ps.margin) / 2.0)
     steps = _steps(s)
     need = next((f for f in steps if at(f) <= aim), s.f_max_mhz)
     how = (f"{model.arrival_rate:.1f} req/s of {1000 * model.work_s:.2f} ms CPU, "

@@ -555,6 +555,9 @@ class SloPredictiveCfg:
         "share of each windowed residual (SLI minus prediction) the offset takes"))
     max_down_steps: int = setting(2, type="integer", lo=1, hi=100,
                                   help="frequency steps down in one period at most")
+    margin: float | None = setting(None, lo=0.01, hi=0.9, nullable=True, help=(
+        "the band whose middle the rule aims at, a share of the target; null: the "
+        "service's `slo.margin` ([slo.md](slo.md#the-predictive-loop))"))
 
 
 @dataclass(frozen=True, kw_only=True)

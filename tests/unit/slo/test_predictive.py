@@ -207,6 +207,22 @@ def test_the_offset_takes_part_of_the_target():
     assert path.state.freq_mhz > plain.state.freq_mhz
 
 
+def test_a_margin_of_its_own_moves_the_rules_aim_and_no_other_rules_band():
+    # the loop's band 20 % (aim 90 ms); the predictive rule's own 50 %: aim 75 ms
+    narrow, model = decide_predictive(S, PredictiveSettings(margin=0.5), LoopState(
+        freq_mhz=1500), ready(30.0, 0.005), None, 0, 0.0, 0.5)
+    (_t, ms), = model.predictions
+    wide, _ = decide_predictive(S, P, LoopState(freq_mhz=1500), ready(30.0, 0.005), None,
+                                0, 0.0, 0.5)
+    assert ms <= 75.0
+    # the same prediction at both: only the aim differs (aims 90 and 75 ms here)
+    loose, _ = decide_predictive(S, PredictiveSettings(margin=0.01), LoopState(
+        freq_mhz=1500), ready(30.0, 0.005), None, 0, 0.0, 0.5)
+    assert loose.state.freq_mhz < wide.state.freq_mhz < narrow.state.freq_mhz
+    with pytest.raises(ValueError, match="margin"):
+        PredictiveSettings(margin=1.0)
+
+
 def test_each_decision_records_its_prediction_for_the_correction():
     d, model = decide_predictive(S, P, LoopState(freq_mhz=1500), ready(30.0, 0.005), None,
                                  0, 7.0, 0.5)

@@ -182,6 +182,11 @@ def runner(registry=None):
 def test_the_agent_runs_a_loop_per_service_with_an_slo_and_changes_targets():
     r = runner()
     assert list(r.loops) == ["ui"] and r.loops["ui"].settings.f_min_mhz == 1200
+    assert r.loops["ui"].predictive.margin is None      # the service's margin
+    own = copy.deepcopy(SLO_CONFIG)
+    own["agents"] = {"slo": {"predictive": {"margin": 0.3}}}
+    assert SloRunner(parse_config(own), "srv1", client=None, registry=new_registry("agent"),
+                     actuator="emulated").loops["ui"].predictive.margin == 0.3
     assert r.change({"service": "ui", "target_ms": 60, "percentile": 99}) == \
         (200, {"service": "ui", "policy": "slo", "sli": "service",
                "slo": {"target_ms": 60, "percentile": 99.0, "margin": 0.1,
