@@ -526,21 +526,33 @@ def _when(summary: dict) -> str:
     return f"code at {summary['commit']} ({summary['when'][:10]})"
 
 
+def _busiest(runs: list[dict], method: str) -> str:
+    """The busiest server's CPU (% of its share, as the agents measure it) over the
+    measured phase: mean ± 95 % interval over the runs."""
+    peaks = [max(cpu.values()) for r in _results(runs, method)
+             if (cpu := {s: c for s, c in (r.get("cpu_per_server") or {}).items()
+                         if c is not None})]
+    return significance.mean_ci_text(significance.mean_ci(peaks) if peaks else None, 0)
+
+
 def hotel_table(summary: dict) -> str:
-    """Each method over the runs: the plans' servers, the trunk's traffic, end-to-end
-    latencies (mean ± 95 % interval) and failed requests (summed, and during the moves)."""
+    """Each method over the runs: the plans' servers, the busiest one's CPU, the trunk's
+    traffic, end-to-end latencies (mean ± 95 % interval) and failed requests (summed, and
+    during the moves)."""
     runs, stats = _runs(summary), _statistics(summary)
-    rows = [[_label(summary, m) + _played(runs, m), _servers(runs, m),
+    rows = [[_label(summary, m) + _played(runs, m), _servers(runs, m), _busiest(runs, m),
              _over_runs(stats, m, "trunk_mbit_s", 1), *_latencies(stats, m),
              f"{_failed(runs, m)} ({_during_moves(runs, m)})"] for m in _methods(summary)]
     over = "the value of the one run" if len(runs) == 1 else \
         f"mean ± 95 % interval over the {len(runs)} runs"
     caption = (f"{over[0].upper()}{over[1:]}, each placement measured "
                f"{summary['options']['phase']:g} s after its moves; servers: the plans' "
-               f"range over the runs; failed: summed over the runs, in brackets during the "
-               f"moves; {_when(summary)}.")
-    return table(["placement", "servers", "trunk Mbit/s", "p50 ms", "p95 ms", "p99 ms",
-                  "failed (during moves)"], rows, "lrrrrrr", compact=True) + \
+               f"range over the runs; busiest CPU: the busiest server's CPU over the "
+               f"measured phase, % of its share; failed: summed over the runs, in brackets "
+               f"during the moves; {_when(summary)}.")
+    return table(["placement", "servers", "busiest CPU %", "trunk Mbit/s", "p50 ms",
+                  "p95 ms", "p99 ms", "failed (during moves)"], rows, "lrrrrrrr",
+                 compact=True) + \
         "\n" + caption + "\n"
 
 

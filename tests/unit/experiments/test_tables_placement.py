@@ -39,7 +39,11 @@ def test_the_comparison_is_each_method_over_the_runs():
     # trunk 9.5 Mbit/s, p95 900 ms, p99 1,300 ms on average; failed summed over the runs
     assert "| 9.5 ± " in spread and "| 900 ± " in spread and "| 1,300 ± " in spread
     assert spread.endswith("| 3 (0 of 3,000) |")
-    assert rows["greedy network-aware"].startswith("| greedy network-aware | 7-8 |")
+    assert rows["greedy network-aware"].startswith("| greedy network-aware | 7-8 | – |")
+    # the busiest server's CPU, where the agents measured it
+    runs = [{m: {**r, "cpu_per_server": {"srv1": 40.0 + k, "srv2": 10.0, "srv3": None}}
+             for m, r in run.items()} for k, run in enumerate(HOTEL_RUNS)]
+    assert "| ours | 3 | 40 ± " in placement.hotel_table(_comparison(runs))
     assert rows["ours"].endswith("| 0 (2 of 200) |")
     assert "exact" not in " ".join(rows)       # a method that did not run has no row
 
@@ -244,7 +248,7 @@ def test_one_run_end_to_end_is_not_tested_and_a_skipped_method_says_so():
     md = placement.hotel_table(_comparison(runs))
     rows = _rows(md)
     assert rows["exact (HiGHS alone, 30 s) (1 of 2 runs)"].startswith(
-        "| exact (HiGHS alone, 30 s) (1 of 2 runs) | 5 | 0.0 | 250 | 580 | 780 |")
+        "| exact (HiGHS alone, 30 s) (1 of 2 runs) | 5 | – | 0.0 | 250 | 580 | 780 |")
     assert "| 600 |" in rows["ours"]              # the one p95 measured, alone
 
 
