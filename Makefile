@@ -37,7 +37,7 @@ help:
 	@echo "make run             set up what is missing, then compare srr, ln, malb-paper and malb (one run each, about 9 min)"
 	@echo "make test            make check, then the integration tier: real OVS, Docker, Mininet, the controller, HAProxy, nginx, Prometheus, Chromium; the unit tier on Python 3.13 (about 20 min)"
 	@echo "make check           lint (ruff), types (mypy) and the unit tier in parallel, without root (about 3 min)"
-	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing, the unit tier on Python 3.12 (about 33 min)"
+	@echo "make test-e2e        every policy end to end, the full fault suite, the soak, the scenarios, thorough fuzzing, the unit tier on Python 3.12, a resumed SLO experiment (about 35 min)"
 	@echo "make setup           install packages, start OVS and Docker, virtualenvs from locks/, images (idempotent)"
 	@echo "make locks           write locks/ again from pyproject.toml (uv), keeping the versions it can"
 	@echo "make bench           the benchmarks experiments/registry.py marks for it (python -m benchmarks list: all)"
