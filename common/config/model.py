@@ -557,7 +557,7 @@ class SloPredictiveCfg:
                                   help="frequency steps down in one period at most")
     margin: float | None = setting(None, lo=0.01, hi=0.9, nullable=True, help=(
         "the band whose middle the rule aims at, a share of the target; null: the "
-        "service's `slo.margin` ([slo.md](slo.md#the-predictive-loop-slopredictivepy-plain-python-time-passed-in))"))
+        "service's `slo.margin` (slo.md, \"The predictive loop\")"))
 
 
 @dataclass(frozen=True, kw_only=True)
