@@ -12,6 +12,7 @@ import sys
 from typing import NoReturn
 
 from common.config import CONFIG_ENV_VAR, ConfigError, load_config
+from common.config.model import DATAPLANE_MODES
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -155,6 +156,24 @@ def choice_list(choices):
                 f"choose from {', '.join(choices)}, got {(bad[0] if bad else text)[:40]!r}")
         return items
     return parse
+
+
+def add_short_flows(parser: argparse.ArgumentParser, what: str = "the connections") -> None:
+    """--short-flows: how the switches carry the short flows of an experiment's stack
+    (controller.dataplane.short_flows), the same flag in every experiment."""
+    parser.add_argument("--short-flows", choices=DATAPLANE_MODES, default="controller", help=(
+        f"how the switches carry {what} (controller.dataplane.short_flows): controller (a "
+        "rule pair per connection from the controller; the default), tracker (the "
+        "controller decides, the switch's connection tracker translates) or switch "
+        "(data-plane mode: no packet to the controller)"))
+
+
+def with_short_flows(data: dict, mode: str) -> dict:
+    """A configuration's data with controller.dataplane.short_flows set (the rest kept;
+    the data given is not changed)."""
+    controller = data.get("controller") or {}
+    return {**data, "controller": {**controller, "dataplane": {
+        **(controller.get("dataplane") or {}), "short_flows": mode}}}
 
 
 def regex(text: str):

@@ -93,12 +93,14 @@ def resume_problem(out: str | None) -> str | None:
     return None
 
 
-def resumable_stamp(out_dir: str, command: str, options: dict, resume: bool) -> dict:
+def resumable_stamp(out_dir: str, command: str, options: dict, resume: bool,
+                    defaults: dict | None = None) -> dict:
     """stamp() (with the images) for an experiment that can be resumed: its options (but
     RESUME_FREE_OPTIONS) and stamp are kept in out_dir/started.json at its start. With
     `resume`, that record must be there with the same options, else ValueError naming
-    what differs; the stamp is the start's, its commit "<start's>, resumed at <now's>"
-    when the code changed in between."""
+    what differs; an option the record lacks (one the program gained after the start)
+    counts as its value in `defaults`. The stamp is the start's, its commit "<start's>,
+    resumed at <now's>" when the code changed in between."""
     path = os.path.join(out_dir, "started.json")
     # as JSON has them, so that a tuple and the list it was read back as are one value
     mine = json.loads(json.dumps({k: v for k, v in options.items()
@@ -112,6 +114,8 @@ def resumable_stamp(out_dir: str, command: str, options: dict, resume: bool) -> 
         with open(path) as fh:
             record = json.load(fh)
         theirs, started = record["options"], record["stamp"]
+        theirs = {**json.loads(json.dumps({k: v for k, v in (defaults or {}).items()
+                                           if k in mine}, default=str)), **theirs}
     except FileNotFoundError:
         raise ValueError(f"{out_dir} holds no experiment to resume (no started.json)") \
             from None

@@ -24,9 +24,15 @@ counted), the layout settles, and the load is measured:
 
 - end-to-end response time (p50, p95, p99) at the clients, and failed requests;
 - per service, the response time of the requests it served (from its own histogram);
+- per call (caller > callee), what the caller waited for it (the caller's histogram), and
+  of that what lies beyond the callee's own time (set-up, network, the callee's queue);
 - bytes over the trunks (the switches' port counters);
 - CPU per server (the agents, through the profiler's history);
 - the plan's predicted cost and traffic over trunks, and the moves it took.
+
+`--short-flows` says how the switches carry the clients' and the services' connections
+(controller.dataplane.short_flows: a rule pair per connection from the controller, the
+default; the connection tracker; or the data plane alone).
 
 There is no netem on this platform: trunks are limited in bandwidth (`testbed.trunk_bw_mbit`),
 so what a placement relieves is trunk congestion, not added delay. Results: summary.md
@@ -49,8 +55,8 @@ import sys
 import time
 
 from common import lab
-from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
-    require_testbed
+from common.cli import ArgumentParser, add_short_flows, bounded, choice_list, fail, \
+    positive_float, require_testbed, with_short_flows
 from common.config import ConfigError, check_testbed_builds, config_path, load_config_data, \
     parse_config_file_data
 from common.markdown import number, table
@@ -59,7 +65,7 @@ from common.procs import ROOT
 from common.stats import histogram_quantile, quantile
 from experiments import protocol, significance
 from experiments.stack import Stack
-from placement.apply import ControllerClient, InProcessTestbed, apply_moves
+from placement.apply import ApplyError, ControllerClient, InProcessTestbed, apply_moves
 from placement.apps import entry_mix
 from placement.model import PlacementError
 from placement.partitioner import exact, greedy_network_aware, plan, random_placement, spread
@@ -77,6 +83,8 @@ FIGURES = (("trunk_mbit_s", "trunk Mbit/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p
            ("p99_ms", "p99 ms"), ("failed", "failed requests"))
 DEFAULT_CONFIG = shipped("configs", "bookinfo.yaml")
 REQUEST_METRIC = "callgraph_request_duration_seconds"
+# a call as its caller saw it: labels service (the caller) and callee (services/callgraph.py)
+CALL_METRIC = "callgraph_call_duration_seconds"
 # the paper (000, section 4.1): response time 10-15 % below the default in normal network
 # conditions, 15 % with added latency
 PAPER_RT_GAIN = "10-15 % lower response time than the default placement (Ahmed et al., PLOS ONE)"
@@ -148,7 +156,9 @@ def trunk_bytes(cfg) -> int:
 
 
 def scrape_services(stack, ms_names) -> dict[str, list[tuple[float, float]]]:
-    """Per microservice, its instances' request-latency histogram summed: (le, count)."""
+    """Latency histograms summed over the instances, each as (le, count): per microservice
+    the requests it served (its name) and per edge the calls its callers made, as they
+    saw them ("caller>callee")."""
     from prometheus_client.parser import text_string_to_metric_families
     out: dict[str, dict[float, float]] = {}
     for inst in stack.testbed.running_instances():
@@ -157,19 +167,28 @@ def scrape_services(stack, ms_names) -> dict[str, list[tuple[float, float]]]:
         port = stack.cfg.microservice(inst.microservice).port
         text = stack.testbed.node(inst.name).cmd(
             f"curl -s -m 3 http://127.0.0.1:{port}/metrics")
-        acc = out.setdefault(inst.microservice, {})
         try:
             families = list(text_string_to_metric_families(text))
         except ValueError:
             continue
         for f in families:
-            if f.name != REQUEST_METRIC:
+            if f.name not in (REQUEST_METRIC, CALL_METRIC):
                 continue
             for s in f.samples:
                 if s.name.endswith("_bucket"):
+                    key = inst.microservice if f.name == REQUEST_METRIC else \
+                        f"{inst.microservice}>{s.labels['callee']}"
+                    acc = out.setdefault(key, {})
                     le = float(s.labels["le"])
                     acc[le] = acc.get(le, 0.0) + float(s.value)
-    return {ms: sorted(b.items()) for ms, b in out.items()}
+    return {key: sorted(b.items()) for key, b in out.items()}
+
+
+def percentiles(before, after) -> dict[str, float | None]:
+    """p50, p95 and p99 in ms of what a histogram counted between two scrapes."""
+    d = histogram_delta(before, after)
+    return {q: None if (v := histogram_quantile(x, d)) is None else round(1000 * v, 2)
+            for q, x in (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))}
 
 
 def histogram_delta(before, after) -> list[tuple[float, float]]:
@@ -296,9 +315,17 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             run_load(st, f"move-{method}", move_s, opts.rate, shares, seed)
             time.sleep(2)
             began = time.monotonic()
-            done = apply_moves(cfg, moves, controller, InProcessTestbed(st.testbed),
-                               drain_timeout_s=opts.drain_timeout, log=log,
-                               batch=opts.move_batch)
+            try:
+                done = apply_moves(cfg, moves, controller, InProcessTestbed(st.testbed),
+                                   drain_timeout_s=opts.drain_timeout, log=log,
+                                   batch=opts.move_batch)
+            except ApplyError as exc:
+                # the failed batch undone, the earlier ones kept: the plan's layout was not
+                # reached, so it is not measured; the next method moves from where this left
+                made[method]["skipped"] = f"its moves failed: {exc}"
+                log(f"[placement] {method}: not measured: {made[method]['skipped']}")
+                collect_load(st, f"move-{method}", move_s + 180)
+                continue
             moves_s = 2 + time.monotonic() - began
             if moves_s > move_s:
                 log(f"[placement] {method}: the moves took {moves_s:.0f} s, longer than the "
@@ -311,13 +338,9 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             rows = collect_load(st, method, opts.phase + 180)
             t1 = time.time()
             hist1, bytes1 = scrape_services(st, names), trunk_bytes(cfg)
-            services = {}
-            for ms in names:
-                d = histogram_delta(hist0.get(ms), hist1.get(ms, []))
-                services[ms] = {q: (None if (v := histogram_quantile(x, d)) is None
-                                    else round(1000 * v, 2))
-                                for q, x in (("p50_ms", 0.5), ("p95_ms", 0.95),
-                                             ("p99_ms", 0.99))}
+            services = {ms: percentiles(hist0.get(ms), hist1.get(ms, [])) for ms in names}
+            calls = {edge: percentiles(hist0.get(edge), h) for edge, h in hist1.items()
+                     if ">" in edge}
             results[method] = {
                 "layout": target, "policy": policy, "plan": {k: made[method][k] for k in
                                            ("cost", "trunk_traffic", "servers_used", "method",
@@ -327,6 +350,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                 "failed_during_moves": sum(1 for r in moved if r["error"]),
                 "requests_during_moves": len(moved),
                 "end_to_end": rt_stats(rows), "services": services,
+                "calls": dict(sorted(calls.items())),
                 "trunk_bytes": bytes1 - bytes0,
                 "trunk_mbit_s": round(8 * (bytes1 - bytes0) / (t1 - t0) / 1e6, 3),
                 "cpu_per_server": server_cpu(cfg.profiler.history_path, t0, t1),
@@ -379,7 +403,8 @@ def summary_markdown(doc: dict, opts, command: str) -> str:
     lines = [
         "# Placement comparison", "",
         f"Command: `{command}`  ", f"Commit: {doc['commit']}; {doc['when']}  ",
-        f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath; "
+        f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath, "
+        f"short flows: {opts.short_flows}; "
         f"configuration {doc['config']}; {opts.rate:g} requests/s open loop (Poisson) to "
         + ", ".join(f"{e} ({100 * w:.1f} %)" for e, w in doc["entry_shares"].items())
         + f"; {len(doc['runs'])} run(s), the methods' order rotated by one place per run; "
@@ -443,6 +468,15 @@ def run_markdown(doc: dict, opts) -> str:
                                         for k in ("p50_ms", "p95_ms", "p99_ms")) for m in res]
                      for ms in next(iter(res.values()))["services"]],
                     "l".ljust(len(res) + 1, "r"), compact=True)]
+    edges = sorted({e for r in res.values() for e in r.get("calls", {})})
+    if edges:
+        lines += ["## Calls (p50 ms: what the caller waited / of it, beyond the callee's own "
+                  "time)", "",
+                  table(["caller > callee", *res],
+                        [[edge.replace(">", " > ")] + [_call_cell(r, edge) for r in res.values()]
+                         for edge in edges], "l".ljust(len(res) + 1, "r"), compact=True),
+                  "Beyond the callee's own time: the connection's set-up, the network both "
+                  "ways and the callee's queue before its handler starts.", ""]
     servers = sorted({s for r in res.values() for s in r["cpu_per_server"]})
     lines += ["## CPU per server (% of its share, mean over the phase)", "",
               table(["placement", *servers],
@@ -451,6 +485,19 @@ def run_markdown(doc: dict, opts) -> str:
               "Layouts:", ""] + [f"- {m}: " + ", ".join(
         f"{ms} on {','.join(v)}" for ms, v in sorted(r["layout"].items())) for m, r in res.items()]
     return "\n".join(lines) + "\n"
+
+
+def beyond_callee(result: dict, edge: str) -> float | None:
+    """The p50 of a call as its caller waited for it less the callee's own p50 (what the
+    callee's handler took): the call's cost outside the callee, in ms."""
+    waited = (result.get("calls", {}).get(edge) or {}).get("p50_ms")
+    own = (result["services"].get(edge.split(">", 1)[1]) or {}).get("p50_ms")
+    return None if waited is None or own is None else waited - own
+
+
+def _call_cell(result: dict, edge: str) -> str:
+    waited = (result.get("calls", {}).get(edge) or {}).get("p50_ms")
+    return f"{number(waited, 0)} / {number(beyond_callee(result, edge), 0)}"
 
 
 def plot(doc: dict, path: str) -> None:
@@ -491,6 +538,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", choices=METHODS, default=CANDIDATE,
                    help=f"the method compared with each other one (default {CANDIDATE}; "
                         "latency: ours under the latency objective)")
+    add_short_flows(p, "the clients' and the services' calls")
     p.add_argument("--rate", type=positive_float, default=20.0,
                    help="requests per second to the entry service (default 20)")
     p.add_argument("--warmup", type=bounded(float, 10), default=90.0,
@@ -532,7 +580,7 @@ def main(argv=None) -> int:
     if args.resume and lab.resume_problem(args.out):
         fail(lab.resume_problem(args.out), code=2)
     try:
-        data = load_config_data(args.config)
+        data = with_short_flows(load_config_data(args.config), args.short_flows)
         if args.trunk_bw:
             data.setdefault("testbed", {})["trunk_bw_mbit"] = args.trunk_bw
         cfg = parse_config_file_data(data, config_path(args.config))
@@ -548,7 +596,8 @@ def main(argv=None) -> int:
     out_dir = lab.results_dir(args.out, "placement-")
     command = lab.invocation("experiments.placement_comparison", argv).strip()
     try:                            # the code and time the comparison started with
-        stamp = lab.resumable_stamp(out_dir, command, vars(args), args.resume)
+        stamp = lab.resumable_stamp(out_dir, command, vars(args), args.resume,
+                                    {k: ap.get_default(k) for k in vars(args)})
     except ValueError as exc:
         fail(f"--resume: {exc}", code=2)
     lab.terminate_unwinds()         # between stacks too: a SIGTERM ends it as ^C does
@@ -556,6 +605,9 @@ def main(argv=None) -> int:
         measured = run(args, data, out_dir, shares, log=lambda m: print(m, flush=True))
     except PlacementError as exc:
         fail(f"placement: {exc}", code=1)
+    except (RuntimeError, OSError) as exc:     # the testbed's: a service, a load generator
+        fail(f"the comparison stopped: {exc}; the runs that finished are in {out_dir}: the "
+             "same command with --resume goes on from there", code=1)
     except KeyboardInterrupt:       # ^C or SIGTERM: the stack came down on its way out
         print(f"\n[placement] interrupted; the runs that finished are in {out_dir}: the same "
               "command with --resume goes on from there", file=sys.stderr, flush=True)

@@ -79,8 +79,8 @@ import threading
 import time
 
 from common import lab
-from common.cli import ArgumentParser, bounded, choice_list, fail, positive_float, \
-    require_testbed
+from common.cli import ArgumentParser, add_short_flows, bounded, choice_list, fail, \
+    positive_float, require_testbed, with_short_flows
 from common.config import ConfigError, config_path, load_config_data, parse_config_file_data
 from common.httpjson import HttpError, get_json, post_json, put_json
 from common.markdown import number, table
@@ -94,7 +94,6 @@ DEFAULT_CONFIG = shipped("configs", "slo.yaml")
 GOVERNORS = ("max", "min", "ondemand", "schedutil")
 ONE_LOOP = ("slo", "slo-client", "slo-paper", "slo-predictive")   # one loop
 CLIENT_SLI = ("slo-client", "slo-predictive")         # the loops read the clients' latency
-SHORT_FLOWS = ("controller", "tracker", "switch")     # controller.dataplane.short_flows
 # a configuration with an end-to-end objective
 CALL_GRAPH = ("slo-split", "slo-priced", "predictive-priced", "slo-whole")
 SPLIT_BY = {"slo-split": "uniform", "slo-priced": "priced",   # the profiler's split
@@ -562,9 +561,7 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
 
 def run(opts, data: dict, out_dir: str, log=print) -> dict:
     out: dict = {}
-    data = {**data, "controller": {**data.get("controller", {}), "dataplane": {
-        **(data.get("controller") or {}).get("dataplane", {}),
-        "short_flows": opts.short_flows}}}
+    data = with_short_flows(data, opts.short_flows)
     cfg = parse_config_file_data(data, config_path(opts.config))
     # a call graph's objective is split by the profiler
     call_graph = slo_service(cfg).slo.scope == "end-to-end"
@@ -860,10 +857,7 @@ def parser() -> argparse.ArgumentParser:
         "default: the governors and the loops the configuration runs (one loop: slo, "
         "slo-client, slo-paper, slo-predictive; an end-to-end objective: slo-split, "
         "slo-priced, predictive-priced, slo-whole)"))
-    p.add_argument("--short-flows", choices=SHORT_FLOWS, default="controller", help=(
-        "how the switch carries the clients' connections (controller.dataplane.short_flows):"
-        " controller (a rule pair per connection from the controller; the default), "
-        "tracker, or switch (data-plane mode: no packet to the controller)"))
+    add_short_flows(p, "the clients' connections")
     p.add_argument("--profiles", type=choice_list(PROFILES), default=list(PROFILES))
     p.add_argument("--low", type=positive_float,
                    help="requests per second at low load (default 30)")
@@ -895,7 +889,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
     if args.loads and (args.low is not None or args.high is not None):
         fail("--loads replaces --low and --high: give one or the other", code=2)
     args.loads = loads_of(args)
@@ -920,7 +915,8 @@ def main(argv=None) -> int:
     out_dir = lab.results_dir(args.out, "slo-")
     command = lab.invocation("experiments.slo_energy", argv).strip()
     try:                            # the code and time the experiment started with
-        stamp = lab.resumable_stamp(out_dir, command, vars(args), args.resume)
+        stamp = lab.resumable_stamp(out_dir, command, vars(args), args.resume,
+                                    {k: ap.get_default(k) for k in vars(args)})
     except ValueError as exc:
         fail(f"--resume: {exc}", code=2)
     lab.terminate_unwinds()         # between stacks too: a SIGTERM ends it as ^C does

@@ -36,9 +36,8 @@ import time
 import urllib.request
 
 from common import lab
-from common.cli import ArgumentParser, bounded, fail, require_testbed
+from common.cli import ArgumentParser, add_short_flows, bounded, fail, require_testbed
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
-from common.config.model import DATAPLANE_MODES
 from common.markdown import number, table
 from common.paths import WORK
 
@@ -257,10 +256,7 @@ def main(argv=None) -> int:
     p.add_argument("--rate", type=bounded(float, 0.5, 500), default=20.0,
                    help="requests per second, all clients together")
     p.add_argument("--policy", choices=POLICIES, default="malb")
-    p.add_argument("--short-flows", choices=DATAPLANE_MODES, default="controller",
-                   help="who handles short flows (controller.dataplane.short_flows): "
-                        "controller (per-flow rule pairs, the default), switch (data-plane "
-                        "mode) or tracker (the switch's connection tracker)")
+    add_short_flows(p, "the short flows")
     p.add_argument("--sample-s", type=bounded(float, 1, 600), default=10.0)
     p.add_argument("--history-retention-min", type=bounded(float, 1, 10080), default=15.0,
                    help="the profiler's history retention for the run, so that its pruning "

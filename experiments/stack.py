@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import sys
 import time
 import urllib.request
@@ -181,6 +182,7 @@ class Stack:
         testbed, self.testbed = self.testbed, None
         parts = [self.profiler, *self.agents.values(), testbed, self.controller, self.standby]
         try:
+            self.stop_loadgens()
             for service in [self.profiler, *self.agents.values()]:
                 if service is not None:
                     service.terminate()
@@ -225,6 +227,17 @@ class Stack:
                           f" 2> {self.run_dir}/loadgen-{name}.log & echo $!")
             pid = int(out.strip().split()[-1])
             self.loadgens[name] = (pid, process_start_ticks(pid))
+
+    def stop_loadgens(self) -> None:
+        """End the load generators still running (a block left mid-load): each one only
+        while its PID is still the process this stack started."""
+        for pid, start in self.loadgens.values():
+            if same_process(pid, start):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        self.loadgens.clear()
 
     def loadgen_summaries(self, tag: str = "") -> list[dict]:
         """The summaries of the clients whose load generator has finished. RuntimeError

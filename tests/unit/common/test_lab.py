@@ -124,6 +124,22 @@ def test_a_resumed_experiment_keeps_its_start_and_refuses_other_options(tmp_path
     assert (tmp_path / "started.json").read_text() == "{"
 
 
+def test_an_option_added_after_the_start_counts_as_its_default_on_resuming(tmp_path,
+                                                                         monkeypatch):
+    out = str(tmp_path)
+    monkeypatch.setattr(lab, "git_commit", lambda: "aaa")
+    monkeypatch.setattr(lab, "images", lambda: {})
+    lab.resumable_stamp(out, "x", {"seed": 300}, resume=False)
+    # the program gained --short-flows (default controller) after this experiment started
+    now = {"seed": 300, "short_flows": "controller"}
+    defaults = {"seed": 1, "short_flows": "controller"}
+    assert lab.resumable_stamp(out, "x", now, True, defaults)["commit"] == "aaa"
+    with pytest.raises(ValueError, match=r"other options \(short_flows\)"):
+        lab.resumable_stamp(out, "x", {**now, "short_flows": "tracker"}, True, defaults)
+    with pytest.raises(ValueError, match=r"other options \(short_flows\)"):
+        lab.resumable_stamp(out, "x", now, True)          # no default given: it differs
+
+
 def test_a_part_cut_off_is_set_aside_without_overwriting_another(tmp_path):
     for n in range(3):
         (tmp_path / "run1").mkdir()

@@ -84,7 +84,8 @@ def test_the_summary_reads_every_figure_and_says_what_was_not_measured():
              "plans": {"exact": {"layout": None, "skipped": "exact: no placement found"}},
              "order": ["spread", "ours", "exact"], "seed": 1 + k} for k in range(2)]
     opts = argparse.Namespace(methods=["spread", "ours", "exact"], rate=20.0, warmup=90.0,
-                              phase=60.0, max_utilization=0.6, move_batch=4)
+                              phase=60.0, max_utilization=0.6, move_batch=4,
+                              short_flows="tracker")
     doc = {"runs": runs, "statistics": pc.statistics(runs, opts.methods),
            "entry_shares": {"productpage": 1.0}, "commit": "abc", "when": "now",
            "testbed": {"backend": "mininet", "datapath": "netdev"},
@@ -93,6 +94,31 @@ def test_the_summary_reads_every_figure_and_says_what_was_not_measured():
     assert "| trunk Mbit/s | 8.0 ± 0.0 | 1.0 ± 0.0 | – |" in md
     assert "run 2, exact: exact: no placement found" in md
     assert "2 run(s)" in md and "productpage (100.0 %)" in md and "(4 at a time" in md
+    assert "netdev datapath, short flows: tracker;" in md
+
+
+def test_a_run_shows_each_call_as_its_caller_waited_and_the_part_beyond_the_callee():
+    def measured(waited, own):
+        out = result(1.0, 100.0)
+        out["end_to_end"]["requests"] = 100
+        return {**out, "plan": {"servers_used": 2, "trunk_traffic": 0},
+                "moves": [], "failed_during_moves": 0, "requests_during_moves": 0,
+                "services": {"rate": {"p50_ms": waited + 2, "p95_ms": None, "p99_ms": None},
+                             "memcachedrate": {"p50_ms": own, "p95_ms": None,
+                                               "p99_ms": None}},
+                "calls": {"rate>memcachedrate": {"p50_ms": waited, "p95_ms": None,
+                                                 "p99_ms": None}},
+                "cpu_per_server": {}, "layout": {}}
+    doc = {"results": {"spread": measured(52.0, 2.0), "ours": measured(8.5, 2.25)},
+           "seed": 1, "order": ["spread", "ours"]}
+    assert pc.beyond_callee(doc["results"]["spread"], "rate>memcachedrate") == 50.0
+    assert pc.beyond_callee(doc["results"]["spread"], "rate>geo") is None   # never called
+    md = pc.run_markdown(doc, argparse.Namespace())
+    assert "| rate > memcachedrate | 52 / 50 | 8 / 6 |" in md
+    # a run from before the calls were scraped has no such table
+    for r in doc["results"].values():
+        r.pop("calls")
+    assert "## Calls" not in pc.run_markdown(doc, argparse.Namespace())
 
 
 def test_a_resumed_comparison_reads_back_finished_runs_and_sets_a_cut_off_one_aside(tmp_path):

@@ -54,3 +54,23 @@ def test_coming_down_after_an_interrupt_keeps_the_interrupt(capsys):
     s = stack_of([], failing=("controller",))
     with pytest.raises(AssertionError, match="controller would not stop"):
         s.__exit__(None, None, None)     # a clean exit: the failure is the caller's to see
+
+
+def test_load_generators_still_running_end_with_the_stack_and_no_other_process():
+    import subprocess
+
+    from common.state import process_start_ticks
+    ours = subprocess.Popen(["sleep", "60"])
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        s = stack_of([])
+        # a load generator left mid-load, and a PID recorded whose process is now another
+        s.loadgens = {"move-0": (ours.pid, process_start_ticks(ours.pid)),
+                      "move-1": (other.pid, -1)}
+        s.stop()
+        assert ours.wait(timeout=5) == -15
+        assert other.poll() is None and s.loadgens == {}
+    finally:
+        for p in (ours, other):
+            p.kill()
+            p.wait()
