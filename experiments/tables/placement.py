@@ -11,6 +11,7 @@ data/bench/).
   the scale run, the drift benchmark and hotel reservation's end-to-end runs;
 - hotel_table, bookinfo_table: every placement method end to end on a testbed, over the
   runs (mean ± 95 % interval, significance.mean_ci) or from the one run;
+- call_cost_table: what a call costs beyond the callee's own time, per method;
 - generated_table: plan() against the best bound on generated graphs;
 - the targets (what the issues asked, the only numbers written here) and BLOCKS: where the
   tables go.
@@ -18,8 +19,11 @@ data/bench/).
 from __future__ import annotations
 
 import os
+import statistics
 
+from common.config import load_config
 from common.markdown import number, table
+from common.paths import ROOT
 from experiments import placement_comparison, significance
 from experiments.tables.block import Block
 
@@ -587,6 +591,75 @@ def versus_table(summary: dict) -> str:
                  compact=True) + "\n" + caption + "\n"
 
 
+def _single_callees(cfg) -> dict[str, tuple[str, int, float]]:
+    """The configuration's services that call one other service: caller -> (callee, calls
+    per request, the caller's CPU work per request in ms)."""
+    return {m.name: (m.calls[0].service, m.calls[0].count, m.cpu_ms)
+            for m in cfg.microservices if len(m.calls) == 1}
+
+
+def _call_costs(result: dict, single: dict[str, tuple[str, int, float]]) -> dict[str, float]:
+    """One method in one run: per call (caller>callee), its p50 beyond the callee's own
+    p50, ms. Measured (the callers' histograms) where the run has them; else estimated
+    for each service with one callee from the two services' own p50s: the caller's less
+    its CPU work, less the callee's for each call in turn, per call."""
+    if result.get("calls"):
+        return {e: v for e in result["calls"]
+                if (v := placement_comparison.beyond_callee(result, e)) is not None}
+    out, p50 = {}, {ms: v.get("p50_ms") for ms, v in result["services"].items()}
+    for caller, (callee, count, cpu_ms) in single.items():
+        if p50.get(caller) is not None and p50.get(callee) is not None:
+            out[f"{caller}>{callee}"] = (p50[caller] - cpu_ms - count * p50[callee]) / count
+    return out
+
+
+def _connections_per_request(cfg, shares: dict[str, float]) -> float:
+    """The TCP connections a client's request opens on average: its own and every call it
+    sets off, each a new connection (services/callgraph.py), at the entries' shares."""
+    services = {m.name: m for m in cfg.microservices}
+
+    def opened(name: str) -> float:
+        return sum(c.count * (1 + opened(c.service)) for c in services[name].calls)
+    return sum(share * (1 + opened(entry)) for entry, share in shares.items())
+
+
+def call_cost_table(summary: dict) -> str:
+    """Per method, what a call costs beyond the callee's own time (its p50, ms): the
+    median over the calls and their range, each call's figure averaged over the runs;
+    beside it the clients' p50, and the services' CPU work per call."""
+    cfg = load_config(os.path.join(ROOT, summary["config"]))
+    runs, single = _runs(summary), _single_callees(cfg)
+    measured = any(r.get("calls") for run in runs for r in run.values())
+    work = [m.cpu_ms for m in cfg.microservices]
+    rows = []
+    for m in _methods(summary):
+        per_call: dict[str, list[float]] = {}
+        for r in _results(runs, m):
+            for edge, v in _call_costs(r, single).items():
+                per_call.setdefault(edge, []).append(v)
+        means = sorted(sum(v) / len(v) for v in per_call.values())
+        clients = [r["end_to_end"]["p50_ms"] for r in _results(runs, m)
+                   if r["end_to_end"].get("p50_ms") is not None]
+        rows.append([_label(summary, m) + _played(runs, m), str(len(means)),
+                     number(statistics.median(means), 0) if means else "–",
+                     f"{number(means[0], 0)} to {number(means[-1], 0)}" if means else "–",
+                     number(sum(clients) / len(clients), 0) if clients else "–"])
+    how = ("measured: what each caller waited (its own histogram) less the callee's p50" if
+           measured else "estimated for each service with one callee: its p50 less its CPU "
+           "work, less the callee's p50 for each of its calls in turn, per call (the "
+           "callers' own histograms were not kept by this run)")
+    per_request = _connections_per_request(cfg, summary["entry_shares"])
+    caption = (f"{_app(summary['config'])}, {_count(len(runs), 'run').lower()}; calls: "
+               f"{how}; each call's figure the mean over the runs. The services' CPU work is "
+               f"{number(min(work), 1)}-{number(max(work), 1)} ms a request; a client's "
+               f"request opens {number(per_request, 1)} connections on average (its own and "
+               f"one per call), {number(per_request * summary['options']['rate'], 0)} a "
+               f"second at {number(summary['options']['rate'], 0)} requests/s; "
+               f"{_when(summary)}.")
+    return table(["placement", "calls", "beyond the callee, p50 ms (median)", "range",
+                  "clients' p50 ms"], rows, "lrrrr", compact=True) + "\n" + caption + "\n"
+
+
 # --- generated graphs ---------------------------------------------------------------------
 
 def generated_table(bench: dict) -> str:
@@ -608,6 +681,7 @@ BLOCKS = (
           hotel_table),
     Block(DOC, "the latency objective against the others, hotel reservation",
           (LATENCY_HOTEL,), versus_table),
+    Block(DOC, "a call's cost, hotel reservation", (LATENCY_HOTEL,), call_cost_table),
     Block(DOC, "issue 38, targets", (APPS, GENERATED, SCALE, DRIFT, HOTEL),
           traffic_targets_table),
     Block(DOC, "hotel reservation end to end", (HOTEL,), hotel_table),

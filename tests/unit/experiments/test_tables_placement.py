@@ -271,3 +271,27 @@ def test_issue_68s_end_to_end_row_reads_its_runs_once_they_are_in_data():
     block = next(b for b in placement.BLOCKS if b.name == "issue 68, targets")
     assert set(ran) <= set(block.sources), (
         f"{ran}: issue 68's end-to-end runs are in data/; render the row from them")
+
+
+def test_a_calls_cost_is_measured_where_the_callers_histograms_were_kept_else_estimated():
+    def run_of(rate_p50, calls=None):
+        r = _result(8, 1.0, 200, 400, 600)
+        r["services"] = {"rate": {"p50_ms": rate_p50}, "memcachedrate": {"p50_ms": 2.0},
+                         "geo": {"p50_ms": None}}
+        if calls is not None:
+            r["calls"] = calls
+        return {"spread": r}
+    summary = {**_comparison([run_of(52.0), run_of(56.0)]),
+               "entry_shares": {"hrsearch": 0.6, "hrrecommend": 0.4},
+               "options": {"methods": ["spread"], "phase": 60.0, "rate": 20.0}}
+    md = placement.call_cost_table(summary)
+    # rate's p50 less its 2 ms of work, less memcachedrate's p50: 48 and 52, 50 on average
+    assert "| spread (the default layout) | 1 | 50 | 50 to 50 | 200 |" in md
+    assert "estimated for each service with one callee" in md
+    # hrsearch opens 10 connections, hrrecommend 4 (its own and one per call)
+    assert "opens 7.6 connections on average" in md and "152 a second" in md
+    summary["runs"] = [{"results": run_of(52.0, {"rate>memcachedrate": {"p50_ms": 30.0},
+                                                 "search>geo": {"p50_ms": 5.0}})}]
+    md = placement.call_cost_table(summary)
+    assert "| spread (the default layout) | 1 | 28 | 28 to 28 | 200 |" in md
+    assert "measured: what each caller waited" in md
