@@ -160,17 +160,20 @@ def choice_list(choices):
 
 def add_short_flows(parser: argparse.ArgumentParser, what: str = "the connections") -> None:
     """--short-flows: how the switches carry the short flows of an experiment's stack
-    (controller.dataplane.short_flows), the same flag in every experiment."""
-    parser.add_argument("--short-flows", choices=DATAPLANE_MODES, default="controller", help=(
+    (controller.dataplane.short_flows), the same flag in every experiment; not given
+    (None): as the configuration says."""
+    parser.add_argument("--short-flows", choices=DATAPLANE_MODES, help=(
         f"how the switches carry {what} (controller.dataplane.short_flows): controller (a "
-        "rule pair per connection from the controller; the default), tracker (the "
-        "controller decides, the switch's connection tracker translates) or switch "
-        "(data-plane mode: no packet to the controller)"))
+        "rule pair per connection from the controller), tracker (the controller decides, "
+        "the switch's connection tracker translates) or switch (data-plane mode: no packet "
+        "to the controller); default: the configuration's (controller unless it says)"))
 
 
-def with_short_flows(data: dict, mode: str) -> dict:
-    """A configuration's data with controller.dataplane.short_flows set (the rest kept;
-    the data given is not changed)."""
+def with_short_flows(data: dict, mode: str | None) -> dict:
+    """A configuration's data with controller.dataplane.short_flows set to `mode` (None:
+    the data as it is). The rest kept; the data given is not changed."""
+    if mode is None:
+        return data
     controller = data.get("controller") or {}
     return {**data, "controller": {**controller, "dataplane": {
         **(controller.get("dataplane") or {}), "short_flows": mode}}}

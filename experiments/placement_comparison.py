@@ -25,7 +25,8 @@ counted), the layout settles, and the load is measured:
 - end-to-end response time (p50, p95, p99) at the clients, and failed requests;
 - per service, the response time of the requests it served (from its own histogram);
 - per call (caller > callee), what the caller waited for it (the caller's histogram), and
-  of that what lies beyond the callee's own time (set-up, network, the callee's queue);
+  of that what lies beyond the callee's handler (set-up, network, queues, waits for a
+  core);
 - bytes over the trunks (the switches' port counters);
 - CPU per server (the agents, through the profiler's history);
 - the plan's predicted cost and traffic over trunks, and the moves it took.
@@ -156,39 +157,60 @@ def trunk_bytes(cfg) -> int:
 
 
 def scrape_services(stack, ms_names) -> dict[str, list[tuple[float, float]]]:
-    """Latency histograms summed over the instances, each as (le, count): per microservice
-    the requests it served (its name) and per edge the calls its callers made, as they
-    saw them ("caller>callee")."""
-    from prometheus_client.parser import text_string_to_metric_families
+    """Latency histograms summed over the instances (add_histograms), each as (le, count)."""
     out: dict[str, dict[float, float]] = {}
     for inst in stack.testbed.running_instances():
         if inst.microservice not in ms_names:
             continue
         port = stack.cfg.microservice(inst.microservice).port
-        text = stack.testbed.node(inst.name).cmd(
-            f"curl -s -m 3 http://127.0.0.1:{port}/metrics")
-        try:
-            families = list(text_string_to_metric_families(text))
-        except ValueError:
-            continue
-        for f in families:
-            if f.name not in (REQUEST_METRIC, CALL_METRIC):
-                continue
-            for s in f.samples:
-                if s.name.endswith("_bucket"):
-                    key = inst.microservice if f.name == REQUEST_METRIC else \
-                        f"{inst.microservice}>{s.labels['callee']}"
-                    acc = out.setdefault(key, {})
-                    le = float(s.labels["le"])
-                    acc[le] = acc.get(le, 0.0) + float(s.value)
+        add_histograms(out, inst.microservice, stack.testbed.node(inst.name).cmd(
+            f"curl -s -m 3 http://127.0.0.1:{port}/metrics"))
     return {key: sorted(b.items()) for key, b in out.items()}
 
 
+def add_histograms(into: dict[str, dict[float, float]], service: str, text: str) -> None:
+    """Add one instance's latency histograms (its /metrics text; unreadable: nothing) to
+    `into`, by key: the requests it served (its service's name, and "service<caller" by
+    the caller it names) and the calls it made as it waited for them ("service>callee")."""
+    from prometheus_client.parser import text_string_to_metric_families
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        return
+    for f in families:
+        if f.name not in (REQUEST_METRIC, CALL_METRIC):
+            continue
+        for s in f.samples:
+            if not s.name.endswith("_bucket"):
+                continue
+            keys = [f"{service}>{s.labels['callee']}"] if f.name == CALL_METRIC else \
+                [service, f"{service}<{s.labels['caller']}"]
+            for key in keys:
+                acc = into.setdefault(key, {})
+                le = float(s.labels["le"])
+                acc[le] = acc.get(le, 0.0) + float(s.value)
+
+
 def percentiles(before, after) -> dict[str, float | None]:
-    """p50, p95 and p99 in ms of what a histogram counted between two scrapes."""
+    """p50, p95 and p99 in ms of what a histogram counted between two scrapes, and how
+    many it counted (n)."""
     d = histogram_delta(before, after)
-    return {q: None if (v := histogram_quantile(x, d)) is None else round(1000 * v, 2)
-            for q, x in (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))}
+    return {**{q: None if (v := histogram_quantile(x, d)) is None else round(1000 * v, 2)
+               for q, x in (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))},
+            "n": max((c for _le, c in d), default=0)}
+
+
+def call_figures(hist0: dict, hist1: dict) -> dict[str, dict]:
+    """Per call (caller>callee) between two scrapes: what the caller waited (percentiles)
+    and the callee's own p50 over the requests of that caller (callee_p50_ms)."""
+    out = {}
+    for edge in sorted(k for k in hist1 if ">" in k):
+        caller, callee = edge.split(">", 1)
+        served = percentiles(hist0.get(f"{callee}<{caller}"), hist1.get(f"{callee}<{caller}",
+                                                                          []))
+        out[edge] = {**percentiles(hist0.get(edge), hist1[edge]),
+                     "callee_p50_ms": served["p50_ms"]}
+    return out
 
 
 def histogram_delta(before, after) -> list[tuple[float, float]]:
@@ -320,11 +342,17 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                                    drain_timeout_s=opts.drain_timeout, log=log,
                                    batch=opts.move_batch)
             except ApplyError as exc:
+                if not exc.clean:       # something left behind: no method is measured on it
+                    raise
                 # the failed batch undone, the earlier ones kept: the plan's layout was not
                 # reached, so it is not measured; the next method moves from where this left
-                made[method]["skipped"] = f"its moves failed: {exc}"
+                moved = collect_load(st, f"move-{method}", move_s + 180)
+                made[method] |= {"skipped": f"its moves failed: {exc}",
+                                 "failed_during_moves": sum(1 for r in moved if r["error"]),
+                                 "requests_during_moves": len(moved)}
+                if made.get("exact", {}).get("same_as") == method:
+                    made["exact"]["skipped"] = f"the same layout as {method}, whose moves failed"
                 log(f"[placement] {method}: not measured: {made[method]['skipped']}")
-                collect_load(st, f"move-{method}", move_s + 180)
                 continue
             moves_s = 2 + time.monotonic() - began
             if moves_s > move_s:
@@ -339,8 +367,6 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             t1 = time.time()
             hist1, bytes1 = scrape_services(st, names), trunk_bytes(cfg)
             services = {ms: percentiles(hist0.get(ms), hist1.get(ms, [])) for ms in names}
-            calls = {edge: percentiles(hist0.get(edge), h) for edge, h in hist1.items()
-                     if ">" in edge}
             results[method] = {
                 "layout": target, "policy": policy, "plan": {k: made[method][k] for k in
                                            ("cost", "trunk_traffic", "servers_used", "method",
@@ -350,7 +376,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                 "failed_during_moves": sum(1 for r in moved if r["error"]),
                 "requests_during_moves": len(moved),
                 "end_to_end": rt_stats(rows), "services": services,
-                "calls": dict(sorted(calls.items())),
+                "calls": call_figures(hist0, hist1),
                 "trunk_bytes": bytes1 - bytes0,
                 "trunk_mbit_s": round(8 * (bytes1 - bytes0) / (t1 - t0) / 1e6, 3),
                 "cpu_per_server": server_cpu(cfg.profiler.history_path, t0, t1),
@@ -363,6 +389,8 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             # the same placement: its figures are ours', so that every run pairs
             results["exact"] = {**results["ours"], "same_as": "ours"}
         backend = st.testbed.describe()
+    with open(os.path.join(out_dir, "plans.json"), "w") as fh:    # with what was not measured
+        json.dump(made, fh, indent=1)
     return {"results": results, "plans": made, "testbed": backend, "order": order,
             "seed": seed}
 
@@ -466,7 +494,7 @@ def run_markdown(doc: dict, opts) -> str:
               table(["service", *res],
                     [[ms] + [" / ".join(number(res[m]["services"][ms][k], 0)
                                         for k in ("p50_ms", "p95_ms", "p99_ms")) for m in res]
-                     for ms in next(iter(res.values()))["services"]],
+                     for ms in next(iter(res.values()), {}).get("services", {})],
                     "l".ljust(len(res) + 1, "r"), compact=True)]
     edges = sorted({e for r in res.values() for e in r.get("calls", {})})
     if edges:
@@ -476,7 +504,8 @@ def run_markdown(doc: dict, opts) -> str:
                         [[edge.replace(">", " > ")] + [_call_cell(r, edge) for r in res.values()]
                          for edge in edges], "l".ljust(len(res) + 1, "r"), compact=True),
                   "Beyond the callee's own time: the connection's set-up, the network both "
-                  "ways and the callee's queue before its handler starts.", ""]
+                  "ways, the callee's queue before its handler starts and the threads' "
+                  "waits for a core.", ""]
     servers = sorted({s for r in res.values() for s in r["cpu_per_server"]})
     lines += ["## CPU per server (% of its share, mean over the phase)", "",
               table(["placement", *servers],
@@ -488,10 +517,14 @@ def run_markdown(doc: dict, opts) -> str:
 
 
 def beyond_callee(result: dict, edge: str) -> float | None:
-    """The p50 of a call as its caller waited for it less the callee's own p50 (what the
-    callee's handler took): the call's cost outside the callee, in ms."""
-    waited = (result.get("calls", {}).get(edge) or {}).get("p50_ms")
-    own = (result["services"].get(edge.split(">", 1)[1]) or {}).get("p50_ms")
+    """The p50 of a call as its caller waited for it less the callee's own p50 over that
+    caller's requests (what its handler took; over all its requests where a run has no
+    figure by caller): the call's cost outside the callee's handler, in ms."""
+    call = result.get("calls", {}).get(edge) or {}
+    own = call.get("callee_p50_ms")
+    if own is None:
+        own = (result["services"].get(edge.split(">", 1)[1]) or {}).get("p50_ms")
+    waited = call.get("p50_ms")
     return None if waited is None or own is None else waited - own
 
 
@@ -584,6 +617,7 @@ def main(argv=None) -> int:
         if args.trunk_bw:
             data.setdefault("testbed", {})["trunk_bw_mbit"] = args.trunk_bw
         cfg = parse_config_file_data(data, config_path(args.config))
+        args.short_flows = cfg.controller.dataplane.short_flows    # what runs, recorded
         check_testbed_builds(cfg)
         if len(cfg.testbed.switches) < 2:
             raise ConfigError("testbed.switches: placement needs 2 to 4 switches (trunks)")

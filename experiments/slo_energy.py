@@ -897,8 +897,9 @@ def main(argv=None) -> int:
     if args.resume and lab.resume_problem(args.out):
         fail(lab.resume_problem(args.out), code=2)
     try:
-        data = load_config_data(args.config)
+        data = with_short_flows(load_config_data(args.config), args.short_flows)
         cfg = parse_config_file_data(data, config_path(args.config))
+        args.short_flows = cfg.controller.dataplane.short_flows    # what runs, recorded
         args.policies = args.policies or default_policies(cfg)
         if args.margin is not None:
             for item in data["microservices"]:         # every loop's

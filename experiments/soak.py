@@ -36,7 +36,8 @@ import time
 import urllib.request
 
 from common import lab
-from common.cli import ArgumentParser, add_short_flows, bounded, fail, require_testbed
+from common.cli import ArgumentParser, add_short_flows, bounded, fail, require_testbed, \
+    with_short_flows
 from common.config import ConfigError, DEFAULT_MICROSERVICES, POLICIES
 from common.markdown import number, table
 from common.paths import WORK
@@ -144,13 +145,14 @@ def run(args) -> int:
     from experiments.stack import Stack      # deferred: Mininet, Docker
 
     os.makedirs(args.out, exist_ok=True)
-    data = {"testbed": {"clients": 2}, "microservices": DEFAULT_MICROSERVICES,
-            "controller": {"idle_timeout_s": 10,
-                           "dataplane": {"short_flows": args.short_flows}},
-            "profiler": {"retention_s": args.history_retention_min * 60.0}}
+    data = with_short_flows({"testbed": {"clients": 2}, "microservices": DEFAULT_MICROSERVICES,
+                             "controller": {"idle_timeout_s": 10},
+                             "profiler": {"retention_s": args.history_retention_min * 60.0}},
+                            args.short_flows)
     seconds = args.minutes * 60.0
     with Stack(data, os.path.join(args.out, "run"), policy=args.policy) as st:
         args.testbed = st.testbed.describe()
+        args.short_flows = st.cfg.controller.dataplane.short_flows    # what ran, recorded
         st.wait_monitoring(60)
         spec_path = os.path.join(args.out, "spec.json")
         with open(spec_path, "w") as fh:

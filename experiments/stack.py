@@ -231,12 +231,13 @@ class Stack:
     def stop_loadgens(self) -> None:
         """End the load generators still running (a block left mid-load): each one only
         while its PID is still the process this stack started."""
-        for pid, start in self.loadgens.values():
+        for name, (pid, start) in self.loadgens.items():
             if same_process(pid, start):
                 try:
                     os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+                except OSError as exc:          # gone meanwhile, or not ours to signal
+                    print(f"[stack] load generator {name} (PID {pid}): {exc}",
+                          file=sys.stderr)
         self.loadgens.clear()
 
     def loadgen_summaries(self, tag: str = "") -> list[dict]:

@@ -19,11 +19,14 @@ from placement.problem import Move
 
 
 class ApplyError(RuntimeError):
-    """A move that could not be made; done: the moves of the batches before it, made."""
+    """A move that could not be made; done: the moves of the batches before it, made;
+    clean: its batch was undone whole, nothing of it left behind (the layout is the one
+    before the batch)."""
 
-    def __init__(self, message: str, done: list | None = None):
+    def __init__(self, message: str, done: list | None = None, clean: bool = False):
         super().__init__(message)
         self.done = done or []
+        self.clean = clean
 
 
 class ControllerClient:
@@ -189,7 +192,8 @@ def _apply_batch(cfg, moves, controller, testbed, drain_timeout_s, health_timeou
         several = len(moves) > 1
         raise ApplyError(f"{why}; the move{'s are' if several else ' is'} undone, "
                          f"{', '.join(olds)} keep{'' if several else 's'} serving"
-                         + (f"; left behind: {'; '.join(left_behind)}" if left_behind else ""))
+                         + (f"; left behind: {'; '.join(left_behind)}" if left_behind else ""),
+                         clean=not left_behind)
 
     for move, new in zip(moves, news):
         log(f"[placement] {move.microservice}: {move.source} -> {move.target}: starting "

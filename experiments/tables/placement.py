@@ -59,6 +59,9 @@ TRUNK_BELOW = 0.50              # end to end, trunk traffic this much below spre
 P95_BELOW = 0.30                # ... and p95 this much below, each significantly
 
 CANDIDATE = "ours"              # the method the comparisons test against the others
+# a call's cost is shown for calls made at least this often in a measured phase (expected
+# from the configuration at the entries' shares): a median of fewer is mostly noise
+MIN_CALLS_PER_PHASE = 100
 # what the page calls each method of a comparison
 METHOD_LABELS = {"spread": "spread (the default layout)", "random": "random",
                  "greedy": "greedy network-aware", "ours": "ours",
@@ -613,14 +616,25 @@ def _call_costs(result: dict, single: dict[str, tuple[str, int, float]]) -> dict
     return out
 
 
+def _visits(cfg, shares: dict[str, float]) -> dict[str, float]:
+    """How many requests each service serves per client request, on average at the
+    entries' shares (a call graph: each call a request to its callee)."""
+    services = {m.name: m for m in cfg.microservices}
+    out: dict[str, float] = {}
+
+    def visit(name: str, times: float) -> None:
+        out[name] = out.get(name, 0.0) + times
+        for c in services[name].calls:
+            visit(c.service, times * c.count)
+    for entry, share in shares.items():
+        visit(entry, share)
+    return out
+
+
 def _connections_per_request(cfg, shares: dict[str, float]) -> float:
     """The TCP connections a client's request opens on average: its own and every call it
-    sets off, each a new connection (services/callgraph.py), at the entries' shares."""
-    services = {m.name: m for m in cfg.microservices}
-
-    def opened(name: str) -> float:
-        return sum(c.count * (1 + opened(c.service)) for c in services[name].calls)
-    return sum(share * (1 + opened(entry)) for entry, share in shares.items())
+    sets off, each a new connection (services/callgraph.py)."""
+    return sum(_visits(cfg, shares).values())
 
 
 def call_cost_table(summary: dict) -> str:
@@ -629,14 +643,23 @@ def call_cost_table(summary: dict) -> str:
     beside it the clients' p50, and the services' CPU work per call."""
     cfg = load_config(os.path.join(ROOT, summary["config"]))
     runs, single = _runs(summary), _single_callees(cfg)
-    measured = any(r.get("calls") for run in runs for r in run.values())
+    visits, phase_requests = _visits(cfg, summary["entry_shares"]), \
+        summary["options"]["rate"] * summary["options"]["phase"]
+    services = {m.name: m for m in cfg.microservices}
+
+    def often(edge: str) -> bool:
+        caller, callee = edge.split(">", 1)
+        count = next((c.count for c in services[caller].calls if c.service == callee), 0)
+        return visits.get(caller, 0.0) * count * phase_requests >= MIN_CALLS_PER_PHASE
+    measured = sum(1 for run in runs if any(r.get("calls") for r in run.values()))
     work = [m.cpu_ms for m in cfg.microservices]
     rows = []
     for m in _methods(summary):
         per_call: dict[str, list[float]] = {}
         for r in _results(runs, m):
             for edge, v in _call_costs(r, single).items():
-                per_call.setdefault(edge, []).append(v)
+                if often(edge):
+                    per_call.setdefault(edge, []).append(v)
         means = sorted(sum(v) / len(v) for v in per_call.values())
         clients = [r["end_to_end"]["p50_ms"] for r in _results(runs, m)
                    if r["end_to_end"].get("p50_ms") is not None]
@@ -644,13 +667,18 @@ def call_cost_table(summary: dict) -> str:
                      number(statistics.median(means), 0) if means else "–",
                      f"{number(means[0], 0)} to {number(means[-1], 0)}" if means else "–",
                      number(sum(clients) / len(clients), 0) if clients else "–"])
-    how = ("measured: what each caller waited (its own histogram) less the callee's p50" if
-           measured else "estimated for each service with one callee: its p50 less its CPU "
-           "work, less the callee's p50 for each of its calls in turn, per call (the "
-           "callers' own histograms were not kept by this run)")
+    measured_how = ("measured: what each caller waited (its own histogram) less the "
+                    "callee's p50 over that caller's requests")
+    estimated_how = ("estimated for each service with one callee: its p50 less its CPU "
+                     "work, less the callee's p50 for each of its calls in turn, per call")
+    how = measured_how if measured == len(runs) else \
+        f"{estimated_how} (the callers' own histograms were not kept)" if not measured else \
+        f"{measured_how} in {measured} of the runs; in the others {estimated_how}"
     per_request = _connections_per_request(cfg, summary["entry_shares"])
-    caption = (f"{_app(summary['config'])}, {_count(len(runs), 'run').lower()}; calls: "
-               f"{how}; each call's figure the mean over the runs. The services' CPU work is "
+    caption = (f"{_app(summary['config'])}, {_count(len(runs), 'run').lower()}; calls "
+               f"made at least {MIN_CALLS_PER_PHASE} times in a phase (from the "
+               f"configuration at the entries' shares), {how}; each call's figure the mean "
+               f"over the runs. The services' CPU work is "
                f"{number(min(work), 1)}-{number(max(work), 1)} ms a request; a client's "
                f"request opens {number(per_request, 1)} connections on average (its own and "
                f"one per call), {number(per_request * summary['options']['rate'], 0)} a "

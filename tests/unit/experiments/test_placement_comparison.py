@@ -132,3 +132,30 @@ def test_a_resumed_comparison_reads_back_finished_runs_and_sets_a_cut_off_one_as
     assert pc.finished_run(str(cut_off)) is None
     assert not cut_off.exists() and (tmp_path / "run2.interrupted" / "controller.log").exists()
     assert pc.finished_run(str(tmp_path / "run3")) is None
+
+
+def test_a_services_metrics_give_its_requests_by_caller_and_its_calls_as_it_waited():
+    from common.metrics import render
+    from services.callgraph import Metrics
+    m = Metrics("rate")
+    for seconds in (0.004, 0.006, 0.008):
+        m.latency.labels("rate", "srv1-rate", "search").observe(seconds)
+        m.calls.labels("rate", "srv1-rate", "memcachedrate").observe(seconds + 0.040)
+    m.latency.labels("rate", "srv1-rate", "client").observe(0.5)
+    before: dict = {}
+    pc.add_histograms(before, "rate", "not prometheus text {")     # unreadable: nothing
+    assert before == {}
+    after: dict = {}
+    pc.add_histograms(after, "rate", render(m.registry))
+    assert set(after) == {"rate", "rate<search", "rate<client", "rate>memcachedrate"}
+    after = {k: sorted(v.items()) for k, v in after.items()}
+    assert pc.percentiles(None, after["rate"])["n"] == 4
+    # the callee's side of a call, seen from the caller's scrape (here the same service)
+    after["memcachedrate<rate"] = after["rate<search"]
+    call = pc.call_figures({}, after)["rate>memcachedrate"]
+    assert call["n"] == 3 and 40 < call["p50_ms"] < 60 and call["callee_p50_ms"] < 10
+    result = {"services": {"memcachedrate": {"p50_ms": 1.0}}, "calls": {
+        "rate>memcachedrate": call}}
+    # beyond the callee's handler over this caller's requests, not over all of them
+    assert pc.beyond_callee(result, "rate>memcachedrate") == pytest.approx(
+        call["p50_ms"] - call["callee_p50_ms"])

@@ -125,7 +125,14 @@ def test_the_predictive_loop_reads_the_clients_latency_and_short_flows_reach_the
     assert (body["policy"], body["sli"]) == ("slo", "service")
     opts = slo_energy.parser().parse_args(["--short-flows", "switch"])
     assert opts.short_flows == "switch"
-    assert slo_energy.parser().parse_args([]).short_flows == "controller"
+    # not given: the configuration's, which the flag overrides only when given
+    assert slo_energy.parser().parse_args([]).short_flows is None
+    from common.cli import with_short_flows
+    data = {"controller": {"dataplane": {"short_flows": "tracker", "table_size": 64}}}
+    assert with_short_flows(data, None) is data
+    assert with_short_flows(data, "switch") == {
+        "controller": {"dataplane": {"short_flows": "switch", "table_size": 64}}}
+    assert data["controller"]["dataplane"]["short_flows"] == "tracker"    # not changed
 
 
 def fake_result(energy, within):

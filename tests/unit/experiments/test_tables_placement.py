@@ -276,8 +276,10 @@ def test_issue_68s_end_to_end_row_reads_its_runs_once_they_are_in_data():
 def test_a_calls_cost_is_measured_where_the_callers_histograms_were_kept_else_estimated():
     def run_of(rate_p50, calls=None):
         r = _result(8, 1.0, 200, 400, 600)
+        # hrlogin calls user, but hrlogin is not in this mix: too few calls to show
         r["services"] = {"rate": {"p50_ms": rate_p50}, "memcachedrate": {"p50_ms": 2.0},
-                         "geo": {"p50_ms": None}}
+                         "geo": {"p50_ms": None}, "hrlogin": {"p50_ms": 90.0},
+                         "user": {"p50_ms": 1.0}}
         if calls is not None:
             r["calls"] = calls
         return {"spread": r}
@@ -295,3 +297,5 @@ def test_a_calls_cost_is_measured_where_the_callers_histograms_were_kept_else_es
     md = placement.call_cost_table(summary)
     assert "| spread (the default layout) | 1 | 28 | 28 to 28 | 200 |" in md
     assert "measured: what each caller waited" in md
+    summary["runs"].append({"results": run_of(52.0)})         # a run from before
+    assert "in 1 of the runs; in the others estimated" in placement.call_cost_table(summary)

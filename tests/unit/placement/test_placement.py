@@ -214,11 +214,12 @@ def test_a_move_forces_out_flows_at_the_drain_timeout_and_undoes_an_unhealthy_st
     assert result.forced and result.flows_left == 5 and ctl.calls[-1] == \
         ("remove", "srv2-det", True)
     ctl, tb = FakeController(healthy_after=10 ** 6), FakeTestbed()
-    with pytest.raises(ApplyError, match="not healthy within 30 s; the move is undone"):
+    with pytest.raises(ApplyError, match="not healthy within 30 s; the move is undone") as err:
         apply_moves(cfg, [Move("details", "srv2", "srv1")], ctl, tb, log=lambda m: None,
                     clock=clock, sleep=sleep)
     assert tb.calls == [("start", "srv1-det"), ("stop", "srv1-det")]
     assert "srv2-det" in ctl.pool and not ctl.pool["srv2-det"]["draining"]
+    assert err.value.clean                 # nothing of the batch left: the layout before it
 
 
 def two_on_srv2(ctl) -> list[Move]:
@@ -499,6 +500,7 @@ def test_a_failed_retirement_says_what_is_left_and_the_batches_done_before_it():
         apply_moves(cfg, moves, ctl, tb, log=lambda m: None, clock=clock, sleep=sleep)
     assert [r.move.microservice for r in err.value.done] == ["details"]
     assert ctl.pool["srv2-rev"]["draining"] and "srv3-rev" in ctl.pool
+    assert not err.value.clean
 
 
 def test_the_testbed_builds_an_instance_whole_or_not_at_all(monkeypatch):
