@@ -9,9 +9,7 @@ benchmarks.fastpath).
 from __future__ import annotations
 
 from common.cgroups import detect_layout, read_server_cpu_seconds
-from common.state import CLK_TCK, process_cpu_seconds
-
-OVS_PID_FILE = "/run/openvswitch/ovs-vswitchd.pid"
+from common.state import CLK_TCK, ovs_vswitchd_pid, process_cpu_seconds
 
 
 def machine_cpu_seconds() -> float | None:
@@ -37,11 +35,7 @@ class CpuMeters:
 
     def __init__(self, stack):
         self.stack = stack
-        try:
-            with open(OVS_PID_FILE) as fh:
-                self.ovs = int(fh.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            self.ovs = None
+        self.ovs = ovs_vswitchd_pid()
         self.layout = None
         if getattr(stack.testbed, "backend", None) == "mininet":
             from topologies.dockerhost import docker_client   # deferred: Docker's SDK

@@ -9,7 +9,8 @@
 A PID file holds ``<pid> <name> <start>``, where start is the process's start time in clock
 ticks since boot (/proc/<pid>/stat, field 22). A PID alone may name some other process once
 ours has ended and the number was reused; cleanup signals a recorded process only while its
-start time still matches.
+start time still matches. Also here: the processes' CPU and start times, and Open vSwitch's
+own daemon (ovs_vswitchd_pid, from its PID file).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ STATE_DIR = "/run/malb"
 TESTBED_STATE_FILE = os.path.join(STATE_DIR, "testbed.json")
 TESTBED_LOCK_FILE = os.path.join(STATE_DIR, "testbed.lock")
 PID_DIR = os.path.join(STATE_DIR, "pids")
+OVS_PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"     # Open vSwitch's own
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -116,3 +118,15 @@ def read_pid_file(path: str) -> tuple[int, str, int | None]:
 def same_process(pid: int, start: int | None) -> bool:
     """Is the process with this PID still the one that was recorded?"""
     return start is not None and process_start_ticks(pid) == start
+
+
+def ovs_vswitchd_pid() -> int | None:
+    """Open vSwitch's datapath process (the userspace datapath forwards every packet in it),
+    from its PID file, if that names a running ovs-vswitchd."""
+    try:
+        with open(OVS_PID_FILE) as fh:
+            pid = int(fh.read().strip())
+        with open(f"/proc/{pid}/comm") as fh:
+            return pid if fh.read().strip() == "ovs-vswitchd" else None
+    except (OSError, ValueError):
+        return None

@@ -20,7 +20,7 @@ docs/experiments.md.
 
 Holds the run of one policy (run_one, evaluate_run, write_result), the summary (summarise
 and its tables: balancing_cost_markdown, antagonists_markdown, antagonised_share_markdown,
-long_flows_to), the processes metered (ovs_vswitchd_pid), resuming an interrupted
+long_flows_to), resuming an interrupted
 comparison (start_record, finished_run, read_back_run, experiment_options, options_differ,
 recorded, require_same_options), re-evaluation and pooling of finished comparisons
 (resummarise, pool) and main. The workload, the servers and the flags are
@@ -44,7 +44,7 @@ from common.markdown import number, table
 from common.config import ConfigError, check_testbed_builds, config_path, load_config, \
     load_config_data, parse_config_file_data
 from common.procs import git_commit
-from common.state import process_start_ticks
+from common.state import ovs_vswitchd_pid, process_start_ticks
 from experiments import antagonist, evaluation, haproxy, loadgen, nginx, protocol, report, \
     scenarios, significance, workload
 from experiments.evaluation import BALANCING_PARTS, balancing_cpu_per_1000, part_cores
@@ -71,18 +71,6 @@ def _count_rows(path: str) -> int:
             return max(0, sum(1 for _ in fh) - 1)
     except OSError:
         return 0
-
-
-def ovs_vswitchd_pid() -> int | None:
-    """Open vSwitch's datapath process (the userspace datapath forwards every packet in it),
-    from its PID file, if that names a running ovs-vswitchd."""
-    try:
-        with open("/var/run/openvswitch/ovs-vswitchd.pid") as fh:
-            pid = int(fh.read().strip())
-        with open(f"/proc/{pid}/comm") as fh:
-            return pid if fh.read().strip() == "ovs-vswitchd" else None
-    except (OSError, ValueError):
-        return None
 
 
 def write_result(path: str, result: dict) -> None:

@@ -28,6 +28,8 @@ counted), the layout settles, and the load is measured:
   of that what lies beyond the callee's handler (set-up, network, queues, waits for a
   core);
 - bytes over the trunks (the switches' port counters);
+- the CPU of the controller, Open vSwitch, the profiler, the agents, the servers and the
+  whole machine over the phase (benchmarks/cpu_meters.py);
 - CPU per server (the agents, through the profiler's history);
 - the plan's predicted cost and traffic over trunks, and the moves it took.
 
@@ -55,6 +57,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks.cpu_meters import CpuMeters, used
 from common import lab
 from common.cli import ArgumentParser, add_short_flows, bounded, choice_list, fail, \
     positive_float, require_testbed, with_short_flows
@@ -302,6 +305,7 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
     with Stack(data, os.path.join(out_dir, "run"), policy="malb") as st:
         st.wait_monitoring(60)
         cfg = st.cfg
+        meters = CpuMeters(st)
         controller = ControllerClient(st.controller_url(""), token=cfg.security.token)
         mix = ", ".join(f"{e} {100 * w:.0f} %" for e, w in shares.items())
         log(f"[placement] warm-up: {opts.warmup:g} s at {opts.rate:g} requests/s ({mix}), "
@@ -362,9 +366,11 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
             moved = collect_load(st, f"move-{method}", move_s + 180)
             names = [m.name for m in cfg.microservices]
             hist0, bytes0, t0 = scrape_services(st, names), trunk_bytes(cfg), time.time()
+            cpu0 = meters.read()
             run_load(st, method, opts.phase, opts.rate, shares, seed)
             rows = collect_load(st, method, opts.phase + 180)
             t1 = time.time()
+            cpu1 = meters.read()
             hist1, bytes1 = scrape_services(st, names), trunk_bytes(cfg)
             services = {ms: percentiles(hist0.get(ms), hist1.get(ms, [])) for ms in names}
             results[method] = {
@@ -380,6 +386,8 @@ def run_once(opts, data: dict, out_dir: str, shares: dict[str, float], order: li
                 "trunk_bytes": bytes1 - bytes0,
                 "trunk_mbit_s": round(8 * (bytes1 - bytes0) / (t1 - t0) / 1e6, 3),
                 "cpu_per_server": server_cpu(cfg.profiler.history_path, t0, t1),
+                # what the balancing parts and the rest cost: cores over the phase
+                "cpu": used(cpu0, cpu1, t1 - t0),
                 "seconds": round(t1 - t0, 1)}
             e = results[method]["end_to_end"]
             log(f"[placement] {method}: p95 {number(e['p95_ms'], 0)} ms, "
@@ -506,6 +514,17 @@ def run_markdown(doc: dict, opts) -> str:
                   "Beyond the callee's own time: the connection's set-up, the network both "
                   "ways, the callee's queue before its handler starts and the threads' "
                   "waits for a core.", ""]
+    parts = ("controller", "ovs", "profiler", "agents", "servers", "machine")
+    if any(r.get("cpu") for r in res.values()):
+        lines += ["## CPU of the parts (cores, mean over the phase)", "",
+                  table(["placement", "controller", "Open vSwitch", "profiler", "agents",
+                         "servers", "machine"],
+                        [[m] + [number((r.get("cpu") or {}).get(f"{k}_cores"), 2)
+                                for k in parts] for m, r in res.items()],
+                        "lrrrrrr", compact=True),
+                  "Open vSwitch: ovs-vswitchd, which forwards every packet on the userspace "
+                  "datapath and translates its flows again at each change of its tables; "
+                  "machine: every busy core (of its 2).", ""]
     servers = sorted({s for r in res.values() for s in r["cpu_per_server"]})
     lines += ["## CPU per server (% of its share, mean over the phase)", "",
               table(["placement", *servers],

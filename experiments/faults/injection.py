@@ -11,13 +11,12 @@ import sys
 import time
 
 from common.httpjson import HttpError, get_json
-from common.state import process_state, same_process
+from common.state import OVS_PID_FILE, process_state, same_process
 from experiments.faults.probing import (DecisionRecorder, FaultError, Probe,
                                         bridge_controllers, file_size, project_dockerd,
                                         restore_controllers, run_cmd, short, snapshot,
                                         verified_pid, wait_for_write)
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"      # how setup starts Open vSwitch
-OVS_PID_FILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 # starved: 1 ms of CPU in each second (the shortest quota the kernel takes, the longest period)
 STARVED_QUOTA_US = 1_000
 STARVED_PERIOD_US = 1_000_000

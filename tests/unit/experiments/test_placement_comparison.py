@@ -108,13 +108,15 @@ def test_a_run_shows_each_call_as_its_caller_waited_and_the_part_beyond_the_call
                                                "p99_ms": None}},
                 "calls": {"rate>memcachedrate": {"p50_ms": waited, "p95_ms": None,
                                                  "p99_ms": None}},
-                "cpu_per_server": {}, "layout": {}}
+                "cpu_per_server": {}, "layout": {},
+                "cpu": {"controller_cores": 0.2, "ovs_cores": waited / 50}}
     doc = {"results": {"spread": measured(52.0, 2.0), "ours": measured(8.5, 2.25)},
            "seed": 1, "order": ["spread", "ours"]}
     assert pc.beyond_callee(doc["results"]["spread"], "rate>memcachedrate") == 50.0
     assert pc.beyond_callee(doc["results"]["spread"], "rate>geo") is None   # never called
     md = pc.run_markdown(doc, argparse.Namespace())
     assert "| rate > memcachedrate | 52 / 50 | 8 / 6 |" in md
+    assert "| spread | 0.20 | 1.04 | – | – | – | – |" in md        # the parts' cores
     # a run from before the calls were scraped has no such table
     for r in doc["results"].values():
         r.pop("calls")
