@@ -40,7 +40,7 @@ import time
 
 import yaml
 
-from benchmarks.cpu_meters import CpuMeters, used
+from experiments.cpu_meters import CpuMeters, used
 from benchmarks.modes import COVERAGE, VIP_UI, base_config, counted, direct_rules, \
     histogram, histogram_quantile, metrics_text, packet_ins, slots_moved
 from common import lab

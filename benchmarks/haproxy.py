@@ -28,7 +28,7 @@ from common.cli import ArgumentParser, bounded, positive_int, require_testbed
 from common.config import POLICIES, load_config_data
 from common.markdown import table
 from common.procs import git_commit
-from benchmarks.cpu_meters import CpuMeters, used
+from experiments.cpu_meters import CpuMeters, used
 from experiments.haproxy import MODES, OutsideBalancer
 from experiments.stack import Stack
 from topologies.clean import clean_testbed

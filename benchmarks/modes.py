@@ -50,7 +50,7 @@ from collections import Counter
 import yaml
 
 from benchmarks import decision_cost
-from benchmarks.cpu_meters import CpuMeters, used
+from experiments.cpu_meters import CpuMeters, used
 from benchmarks.ofcapture import capture_latency, ms
 from common import lab
 from common.cli import ArgumentParser, bounded, require_testbed

@@ -29,7 +29,7 @@ counted), the layout settles, and the load is measured:
   core);
 - bytes over the trunks (the switches' port counters);
 - the CPU of the controller, Open vSwitch, the profiler, the agents, the servers and the
-  whole machine over the phase (benchmarks/cpu_meters.py);
+  whole machine over the phase (experiments/cpu_meters.py);
 - CPU per server (the agents, through the profiler's history);
 - the plan's predicted cost and traffic over trunks, and the moves it took.
 
@@ -57,7 +57,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.cpu_meters import CpuMeters, used
+from experiments.cpu_meters import CpuMeters, used
 from common import lab
 from common.cli import ArgumentParser, add_short_flows, bounded, choice_list, fail, \
     positive_float, require_testbed, with_short_flows

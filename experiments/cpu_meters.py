@@ -1,7 +1,7 @@
 """Where a testbed's CPU goes during a benchmark step: cumulative CPU seconds of the
 controller, Open vSwitch, the profiler, the host agents, the servers' cgroups and the whole
 machine, read before and after a step (benchmarks.haproxy, benchmarks.modes,
-benchmarks.fastpath).
+benchmarks.fastpath) or a measured phase (experiments.placement_comparison).
 
 - CpuMeters: read() the parts' CPU seconds now (None for a part that cannot be read);
 - used: per part, CPU seconds over a step and cores (CPU seconds / step seconds).

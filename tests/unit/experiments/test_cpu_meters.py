@@ -1,11 +1,11 @@
-"""benchmarks/cpu_meters.py: the parts' CPU seconds, read from this very process and the
+"""experiments/cpu_meters.py: the parts' CPU seconds, read from this very process and the
 machine, and the step's use per part."""
 import os
 import subprocess
 import sys
 import types
 
-from benchmarks.cpu_meters import CpuMeters, machine_cpu_seconds, used
+from experiments.cpu_meters import CpuMeters, machine_cpu_seconds, used
 
 
 def spin(seconds: float) -> None:
