@@ -111,6 +111,8 @@ def test_a_short_placement_comparison_moves_live_and_loses_no_request(tmp_path):
         assert result["end_to_end"]["p95_ms"] is not None
         # each call as its caller waited for it, from the callers' own histograms
         assert any(c["p50_ms"] for c in result["calls"].values()), result["calls"]
+        # and what the switch and the controller cost meanwhile
+        assert result["cpu"]["ovs_cores"] and result["cpu"]["controller_cores"], result["cpu"]
     assert "| trunk Mbit/s |" in (out / "summary.md").read_text()
     assert (out / "placement.png").stat().st_size > 0
     assert leftovers()["containers"] == []
