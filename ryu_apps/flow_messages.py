@@ -71,7 +71,8 @@ class FlowMessages:
         assert self.tracker is not None         # a tracked flow: tracker mode
         return self.tracker.rules(self.xid, dpid, rec.client_in_port, backend.name,
                                   backend.mac, backend.ip, backend.port,
-                                  self.port_towards(dpid, self.instances[backend.name]))
+                                  self.port_towards(dpid, self.instances[backend.name]),
+                                  rec.client_ip)
 
     def first_packet(self, dpid: int, in_port: int, data: bytes, rec: FlowRecord) -> bytes:
         backend = self.backends[rec.instance]

@@ -264,9 +264,14 @@ class FlowTable:
         grown = rec.bytes_fwd + rec.bytes_rev - old
         if grown > 0:
             rec.last_active = now
-            pair = (rec.client_ip, rec.instance)
-            self.pair_bytes[pair] = self.pair_bytes.get(pair, 0) + grown
+            self.add_pair_bytes(rec.client_ip, rec.instance, grown)
         return rec
+
+    def add_pair_bytes(self, client_ip: str, instance: str, grown: int) -> None:
+        """Bytes a pair exchanged: grown on a flow's rules, or on the tracker's counting
+        rules of a client port and an instance (tracked connections have no rules)."""
+        pair = (client_ip, instance)
+        self.pair_bytes[pair] = self.pair_bytes.get(pair, 0) + grown
 
     def take_pairs(self) -> tuple[dict, dict]:
         """(bytes, new flows) per (client address, instance) since the last call."""

@@ -48,7 +48,7 @@ OXM = {"in_port": (0, 4), "eth_dst": (3, 6), "eth_src": (4, 6), "eth_type": (5, 
 # 1.3 match or set_field (ovs-fields(7)); Ryu puts them before the OXM fields, as it sorts
 # by header
 NXM1_CLASS = 0x0001
-NXM = {"reg0": (0, 4), "ct_state": (105, 4), "ct_mark": (107, 4)}
+NXM = {"reg0": (0, 4), "ct_state": (105, 4), "ct_mark": (107, 4), "ct_label": (108, 16)}
 CT_NEW, CT_EST, CT_REPLY, CT_INVALID, CT_TRACKED = 0x01, 0x02, 0x08, 0x10, 0x20
 # Nicira actions: the tracker (nx_action_conntrack) and its NAT (nx_action_nat)
 NX_VENDOR = 0x00002320

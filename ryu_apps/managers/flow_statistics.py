@@ -4,12 +4,13 @@ active are installed again (a tracked flow's tracker rules), and those that no p
 install end if the switch's full statistics, requested then, list none of their rules
 (rules_lost); the rules' statistics are polled in slices spread over the monitoring period,
 and a rule this process did not install (a previous controller's) is adopted as a flow
-record. Tracked flows whose end was not seen are aged out as the polling goes."""
+record. Tracked flows whose end was not seen are aged out as the polling goes; the
+tracker's counting rules are read once a cycle, for the communication graph's bytes."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ryu_apps import ofwire
+from ryu_apps import ofwire, tracker
 from ryu_apps.flows import DIR_FORWARD, DIR_REVERSE, FlowRecord, fin_cookie, flow_id_of, \
     parse_cookie
 from ryu_apps.managers.base import Manager
@@ -123,12 +124,14 @@ class FlowStatistics(Manager):
 
     def stats_requests(self, dpid: int, flow_slice: int = 0, slices: int = 1,
                        xid: int | None = None) -> bytes:
-        """Port statistics (with slice 0) and one slice of the NAT flow statistics (under
-        `xid`, when given)."""
+        """Port statistics and the tracker's counting rules (with slice 0), and one slice of
+        the NAT flow statistics (under `xid`, when given)."""
         buf = ofwire.flow_stats_request(self.xid(dpid) if xid is None else xid,
                                         COOKIE_BASE | flow_slice, COOKIE_MASK | (slices - 1))
         if flow_slice == 0:
             buf += ofwire.port_stats_request(self.xid(dpid))
+            if self.path.tracker is not None:
+                buf += self.path.tracker.pair_stats_request(self.xid(dpid), dpid)
         return buf
 
     def poll_stats(self, now: float) -> CoreResult:
@@ -161,6 +164,9 @@ class FlowStatistics(Manager):
         out = CoreResult()
         unseen = self.unseen
         for st in entries:
+            if st.cookie & COOKIE_MASK == tracker.PAIR_COOKIE:
+                self._pair_counted(dpid, st)
+                continue
             rec = self.flows.on_stats(st.cookie, st.age, st.byte_count, st.packet_count, now)
             if rec is None:
                 self._adopt_rule(out, dpid, st, now)
@@ -171,6 +177,14 @@ class FlowStatistics(Manager):
             self._rules_lost(out, dpid, now)
         out.metrics.append(("set", "malb_active_flows", (), self.flows.active_count()))
         return out
+
+    def _pair_counted(self, dpid: int, st: FlowStat) -> None:
+        """A tracker counting rule's entry: what its pair exchanged since the last one
+        goes to the communication graph's edges."""
+        grown = None if self.path.tracker is None else \
+            self.path.tracker.pair_bytes(dpid, st.cookie, st.byte_count)
+        if grown is not None and grown[2] > 0:
+            self.flows.add_pair_bytes(grown[0], grown[1], grown[2])
 
     def _rules_lost(self, out: CoreResult, dpid: int, now: float) -> None:
         """The statistics requested with the switch's reconnection are all in: the flows it

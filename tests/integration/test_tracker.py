@@ -1,6 +1,7 @@
 """Tracker mode on the real testbed (controller.dataplane.short_flows: tracker): each ui
 connection is decided by the controller and translated by Open vSwitch's connection
-tracker, with no rule per connection; its FIN, or the client's reset, ends the flow; long
+tracker, with no rule per connection; its FIN, or the client's reset, ends the flow; the
+switch counts its bytes per client port and instance for the communication graph; long
 flows keep their rule pairs."""
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def ui_flows(stack, query: str = "") -> list[dict]:
             if f["microservice"] == "ui"]
 
 
+def ui_bytes(stack) -> int:
+    """What the clients exchanged with ui, in the profiler's communication graph."""
+    return sum(e["total_bytes"] for e in stack.profiler_get("/graph")["edges"]
+               if e["caller"].startswith("clients@") and e["callee"] == "ui")
+
+
 def tracked(stack, dpid: int) -> str:
     """The connections in the switch's own zone of Open vSwitch's tracker."""
     cfg = stack.cfg
@@ -59,6 +66,7 @@ def test_ui_connections_go_through_the_tracker_with_no_rule_each_and_end_at_thei
     code, body = stack.controller_put("/malb/policy", {"policy": policy})
     assert code == 200
     cli = stack.testbed.node("cli1")
+    graphed = ui_bytes(stack)
     # the first round brings the rules towards each instance and for cli1's port
     who = served_by(cli, UI, 8)
     assert len(who) == 8 and not [w for w in who if w.startswith("FAIL")], who
@@ -73,6 +81,9 @@ def test_ui_connections_go_through_the_tracker_with_no_rule_each_and_end_at_thei
     assert {f["end_reason"] for f in ui_flows(stack)} == {"fin"}
     dpid = stack.cfg.testbed.switches[0].dpid
     assert "dst=10.0.0.100,sport=" in tracked(stack, dpid), "no connection in the tracker"
+    # and the switch counted their bytes per client port and instance, for the graph
+    stack.wait_for(lambda: ui_bytes(stack) - graphed >= 48 * 20_000, 15,
+                   "the graph's clients > ui edge carries the objects' bytes")
 
 
 def test_a_long_flow_keeps_its_rule_pair_and_answers_outside_the_tracker_still_work(stack):

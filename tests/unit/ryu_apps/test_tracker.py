@@ -11,7 +11,7 @@ import pytest
 from common.config import ConfigError, parse_config_file_data
 from ryu_apps import ofwire, tracker
 from ryu_apps.framework import module, ofproto_v1_3_parser as parser
-from ryu_apps.managers.flow_statistics import FlowStatistics
+from ryu_apps.managers.flow_statistics import FlowStat, FlowStatistics
 from ryu_apps.managers.switch_rules import SwitchRules
 from ryu_apps.network_plan import NetworkPlan
 from tests.lib.fakeswitch import PacketOut, Request, decode
@@ -109,8 +109,15 @@ def test_a_short_flow_connection_is_one_packet_out_once_the_switch_has_its_rules
     assert {r.decision.instance for r in first} == {i.name for i in uis}     # round robin
     mods = [m for r in first for m in flow_mods(r)]
     # per instance, its rule towards it and a watch of the client's reset; per client port,
-    # its answer rule and two watches (the instance's FIN and reset)
-    assert len(mods) == 2 * len(uis) + 3 and {m.table_id for m in mods} == {tracker.CT_TABLE}
+    # its answer rule and two watches (the instance's FIN and reset); per (client port,
+    # instance), the two counting rules above them
+    assert len(mods) == 4 * len(uis) + 3 and {m.table_id for m in mods} == {tracker.CT_TABLE}
+    counting = [m for m in mods if m.cookie & tracker.PAIR_MASK == tracker.PAIR_COOKIE]
+    assert len(counting) == 2 * len(uis) and \
+        {m.priority for m in counting} == {tracker.PRIO_CT_PAIR}
+    assert sorted(dict(m.match.items())["ct_label"] for m in counting if m.cookie & 1) == \
+        sorted(tracker.label(i.ip) for i in uis)
+    assert {dict(m.match.items())["ct_mark"] for m in counting} == {c.switch_port}
     watches = [dict(m.match.items()) for m in mods if m.cookie == tracker.WATCH_COOKIE]
     assert sorted(w["tcp_flags"] for w in watches if "ct_mark" in w) == \
         [(ofwire.TCP_FIN,) * 2, (ofwire.TCP_RST,) * 2]
@@ -123,9 +130,10 @@ def test_a_short_flow_connection_is_one_packet_out_once_the_switch_has_its_rules
     (ct,) = out.actions
     assert isinstance(ct, parser.NXActionCT) and ct.flags == nicira_ext.NX_CT_F_COMMIT
     assert (ct.zone_ofs_nbits, ct.recirc_table) == (path.tracker.zone(c.dpid), tracker.CT_TABLE)
-    nat, mark = ct.actions
+    nat, mark, label = ct.actions
     assert (nat.range_ipv4_min, nat.range_ipv4_max) == (inst.ip, inst.ip)
     assert mark.value == c.switch_port and out.in_port == c.switch_port
+    assert label.key == "ct_label" and label.value == tracker.label(inst.ip)
     rec = path.flows.lookup((c.dpid, "tcp", c.ip, 41000, VIP, 8002))
     assert rec.tracked and rec.fin_watch and path.flows.tracked_count() == len(uis) + 1
 
@@ -202,6 +210,7 @@ def test_a_tracked_connection_not_restored_is_left_to_age_out_not_ended_as_lost(
     rec = path.flows.lookup((c.dpid, "tcp", c.ip, 40000, VIP, 8002))
     path.locations.configured[r.decision.instance] = (0x99, 1)
     stats = statistics(cfg, path)
+    path.tracker.forget(c.dpid)      # reconnected (SwitchRules.switch_up, before this)
     (request,) = [m for buf in stats.switch_up(c.dpid, NOW + 1) for m in decode(buf)
                   if isinstance(m, Request) and m.mp_type == ofwire.OFPMP_FLOW]
     assert stats.unrestored and rec.rules_sent == 0.0
@@ -318,7 +327,7 @@ def test_a_switch_gets_the_tracker_rules_and_again_what_it_lacks_after_reconnect
     rules.switch_up(c.dpid, NOW + 6)
     again = [m for buf in statistics(cfg, path).switch_up(c.dpid, NOW + 6)
              for m in decode(buf) if isinstance(m, parser.OFPFlowMod)]
-    assert len(again) == 2 * len(uis) + 3 and {m.table_id for m in again} == {tracker.CT_TABLE}
+    assert len(again) == 4 * len(uis) + 3 and {m.table_id for m in again} == {tracker.CT_TABLE}
 
 
 def test_each_configured_switch_has_a_tracker_zone_of_its_own():
@@ -448,3 +457,77 @@ def test_an_instance_calling_its_own_vip_through_the_path_is_never_given_itself(
                                flags=ofwire.TCP_SYN)
         r = path.vip_packet(me.dpid, me.switch_port, syn, ofwire.parse_frame(syn), NOW)
         assert r.decision.instance != me.name
+
+
+def counting_rules(results) -> dict[int, parser.OFPFlowMod]:
+    return {m.cookie: m for r in results for m in flow_mods(r)
+            if m.cookie & tracker.PAIR_MASK == tracker.PAIR_COOKIE}
+
+
+def test_the_counting_rules_give_the_graph_each_pairs_bytes_with_no_rule_per_connection():
+    cfg, path, sw = tracked()
+    c = cfg.testbed.clients[0]
+    uis = cfg.instances_of("ui")
+    first = [packet_in(cfg, path, sw, client_frame(cfg, 40000 + k)) for k in range(len(uis))]
+    counting = counting_rules(first)
+    stats = statistics(cfg, path)
+    requests = [m for m in decode(stats.stats_requests(c.dpid))
+                if isinstance(m, Request) and m.mp_type == ofwire.OFPMP_FLOW]
+    assert len(requests) == 2     # the NAT rules' slice, and the counting rules with slice 0
+    assert not [m for m in decode(stats.stats_requests(c.dpid, 1, 2))
+                if isinstance(m, Request) and m.mp_type == ofwire.OFPMP_FLOW][1:]
+    path.flows.take_pairs()       # the new flows counted so far
+    inst_of = {tracker.label(i.ip): i.name for i in uis}
+    ip_of = {i.ip: i.name for i in uis}
+
+    def pair(m) -> str:
+        fields = dict(m.match.items())
+        return inst_of[fields["ct_label"]] if m.cookie & 1 else ip_of[fields["ipv4_dst"]]
+
+    def read(counts: dict[str, tuple[int, int]]) -> dict:
+        """A statistics reply: per instance, (bytes towards it, bytes of its answers)."""
+        stats.flow_stats(c.dpid, [FlowStat(cookie, 1.0, counts[pair(m)][cookie & 1], 1, {})
+                                  for cookie, m in counting.items()] +
+                         [FlowStat(tracker.PAIR_COOKIE | 999 << 1, 1.0, 5000, 5, {})], NOW + 2)
+        return path.flows.take_pairs()[0]
+
+    assert read({i.name: (100 * k, 1000 * k) for k, i in enumerate(uis, 1)}) == \
+        {(c.ip, i.name): 1100 * k for k, i in enumerate(uis, 1)}
+    # what grew since; a rule sent again counts from zero (its counter restarted)
+    grown = read({i.name: (100 * k + 50, 1000 * k + 500) if k > 1 else (30, 20)
+                  for k, i in enumerate(uis, 1)})
+    assert grown == {(c.ip, uis[0].name): 50, **{(c.ip, i.name): 550
+                                                  for i in uis[1:]}}
+    assert read({i.name: (100 * k + 50, 1000 * k + 500) if k > 1 else (30, 20)
+                 for k, i in enumerate(uis, 1)}) == {}      # nothing new: no edge bytes
+    # the switch reconnected: what it reads next is a baseline (it may have kept its
+    # counters), not bytes counted twice
+    path.tracker.forget(c.dpid)
+    for k in range(len(uis)):
+        packet_in(cfg, path, sw, client_frame(cfg, 42000 + k))
+    assert read({i.name: (5000, 5000) for i in uis}) == {}
+    assert read({i.name: (5100, 5000) for i in uis}) == {(c.ip, i.name): 100 for i in uis}
+
+
+def test_an_instance_whose_way_changes_gets_every_pairs_counting_rules_again():
+    t = tracker.Tracker("02:00:00:00:00:fe", {1: 1})
+    xid = iter(range(1, 100))
+
+    def mods(in_port: int, out_port: int) -> list[parser.OFPFlowMod]:
+        buf = t.rules(lambda dpid: next(xid), 1, in_port, "srv1-ui", "02:00:00:01:01:02",
+                      "10.0.1.2", 8002, out_port, f"10.0.0.{in_port}")
+        return [m for m in decode(buf) if isinstance(m, parser.OFPFlowMod)]
+
+    def counting_out(ms) -> dict[tuple[int, int], int]:
+        """(pair's client port, answer) -> the port it sends to."""
+        return {(dict(m.match.items())["ct_mark"], m.cookie & 1):
+                m.instructions[0].actions[-1].port for m in ms
+                if m.cookie & tracker.PAIR_MASK == tracker.PAIR_COOKIE}
+
+    assert counting_out(mods(1, 5)) == {(1, 0): 5, (1, 1): 1}
+    assert counting_out(mods(2, 5)) == {(2, 0): 5, (2, 1): 2}
+    assert mods(1, 5) == []                      # all there: nothing per connection
+    # the instance moved (now out of port 6): both pairs' rules towards it are sent again
+    assert counting_out(mods(1, 6)) == {(1, 0): 6, (1, 1): 1, (2, 0): 6, (2, 1): 2}
+    t.forget(1)                                  # the switch reconnected: sent again
+    assert counting_out(mods(2, 6)) == {(2, 0): 6, (2, 1): 2}

@@ -169,11 +169,12 @@ CASES = [
          before=none_healthy),
     # the first connection to an instance brings the tracker's table rules the switch lacks
     # (towards it, a watch of the client's reset; the answer rule and two watches of this
-    # client port), then the packet-out that commits it, with no barrier between: OpenFlow
+    # client port; the pair's two counting rules), then the packet-out that commits it,
+    # with no barrier between: OpenFlow
     # lets a switch reorder messages without one; Open vSwitch applies a connection's in
     # order, which this path relies on (the per-flow path sends a barrier)
     Case("tracker: a SYN, committed by the switch's tracker", ["new_flow"],
-         ["flow"] * 5 + ["packet"], 1, options=TRACKER),
+         ["flow"] * 7 + ["packet"], 1, options=TRACKER),
     Case("tracker: the SYN again, committed once more", ["repeat"], ["packet"], 1,
          options=TRACKER, before=first_flow()),
     Case("tracker: a third time, on a rule pair", ["repeat"], NEW_PAIR, 1, options=TRACKER,
