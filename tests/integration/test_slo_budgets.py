@@ -20,12 +20,14 @@ from topologies.clean import clean_testbed
 
 pytestmark = pytest.mark.integration
 BELOW = ("auth", "data", "store")
-# above the calls' network parts on a loaded machine, so that the split is feasible and
-# bisected: each call is a new connection set up through the controller, and the split takes
-# each call's p95 (data calls store twice), so a SYN retransmitted after 1 s in 5 % of the
-# calls puts about 1 s per hop into the floor; 2 s was once not enough late in the suite.
-# (The experiment's own target is chosen by its calibration run, docs/slo.md.)
+# a target this loose lets every loop go down to the lowest emulated frequency, so the load
+# is one that each service carries there with room (configs/slo-callgraph.yaml's runs play
+# 4-20 requests/s): a service slowed past what it carries answers its callers in seconds
+# (and its host agent's health readings late, which takes it out), and the calls' p95, which
+# the split takes as their network parts, grows past any target. Far above those parts, the
+# split is feasible and bisected.
 TARGET_MS = 6000.0
+RATE = 8
 LOAD_S = 60           # the split is read once it has run 45 s
 
 
@@ -46,13 +48,23 @@ def loop(stack, name: str) -> dict:
     return get_json(f"{agent}/slo", 5.0)["services"][name]
 
 
+def loops_now(stack) -> dict:
+    """Each loop's frequency, latency and target now: what a failed split is read beside."""
+    out = {}
+    for name in ("front", *BELOW):
+        st = loop(stack, name)
+        out[name] = {"frequency_mhz": st["frequency_mhz"], "sli_ms": st["sli_ms"],
+                     "samples": st["samples"], "target_ms": st["slo"]["target_ms"]}
+    return out
+
+
 def budgets(stack) -> dict:
     return get_json(f"{stack.cfg.profiler.url}/budgets", 5.0)
 
 
 def test_the_profiler_splits_the_entrys_target_over_the_loops_below_it(stack):
     spec = {"seed": 5, "arrivals": "poisson",
-            "phases": [{"name": "load", "seconds": LOAD_S, "from": 30, "to": 30}],
+            "phases": [{"name": "load", "seconds": LOAD_S, "from": RATE, "to": RATE}],
             "classes": [{"name": "r", "weight": 1, "host": "10.0.0.100", "port": 9001,
                          "path": "/work"}]}
     path = os.path.join(stack.run_dir, "spec-budgets.json")
@@ -76,7 +88,8 @@ def test_the_profiler_splits_the_entrys_target_over_the_loops_below_it(stack):
     answer = budgets(stack)
     (split,) = answer["objectives"]
     assert split["factor"] is not None, answer
-    assert split["feasible"] and split["services"] == ["auth", "store", "data"], answer
+    assert split["feasible"], (split["reason"], split["latency_ms"], loops_now(stack))
+    assert split["services"] == ["auth", "store", "data"], answer
     assert split["budgets_ms"]["front"] == pytest.approx(TARGET_MS, abs=0.5), answer
     # the split read a latency from every loop and the calls' p95 from the graph
     assert set(split["latency_ms"]) == {"front", *BELOW}, answer
