@@ -37,7 +37,9 @@ GENERATED = "bench/placement-generated.json"
 SCALE = "bench/placement-scale.json"
 DRIFT = "bench/placement_drift.json"
 HOTEL = "placement/hotel/summary.json"
-LATENCY_HOTEL = "placement/latency-hotel/summary.json"     # issue 68's end-to-end runs
+LATENCY_HOTEL = "placement/latency-hotel/summary.json"     # issue 68's, per-flow path
+# the amended protocol's (ledger row 8): short flows on the tracker, the verdict's runs
+LATENCY_HOTEL_TRACKER = "placement/latency-hotel-tracker/summary.json"
 BOOKINFO = "placement/bookinfo/summary.json"
 
 # Issue 68's targets, as the issue set them
@@ -274,9 +276,10 @@ def _latency_e2e(runs: dict[str, dict]) -> tuple[str, str]:
 
 
 def latency_targets_table(planted: dict, planted_latency: dict, apps_latency: dict,
-                          hotel: dict) -> str:
-    """Issue 68's targets, each with what the benchmarks and the end-to-end runs measured
-    (social network's runs are to come)."""
+                          hotel_per_flow: dict, hotel: dict) -> str:
+    """Issue 68's targets, each with what the benchmarks and the end-to-end runs measured:
+    the verdict from the amended protocol's runs (`hotel`, on the tracker; social
+    network's are to come), the per-flow path's runs named as reported beside them."""
     both = {"traffic objective": planted, "latency objective": planted_latency}
     e2e, e2e_verdict = _latency_e2e({"hotelreservation": hotel})
     rows = [
@@ -296,10 +299,12 @@ def latency_targets_table(planted: dict, planted_latency: dict, apps_latency: di
     ]
     caption = ("Data: " + "; ".join(_provenance(s, b) for s, b in (
         (PLANTED, planted), (PLANTED_LATENCY, planted_latency),
-        (APPS_LATENCY, apps_latency))) + f"; {_link(LATENCY_HOTEL)} (code at "
+        (APPS_LATENCY, apps_latency))) + f"; {_link(LATENCY_HOTEL_TRACKER)} (code at "
         f"{hotel['commit']}). End to end: `latency` against each method paired by run "
         "(paired t-test), the change in its mean, the mean paired difference ± its 95 % "
-        "interval.")
+        f"interval; {_path(hotel)}, as the amended protocol runs it (the per-flow path's "
+        f"runs, {_link(LATENCY_HOTEL)}, code at {hotel_per_flow['commit']}, are reported "
+        "in their own tables below).")
     return table(["target", "measured", ""], rows, "lll") + "\n" + caption + "\n"
 
 
@@ -533,6 +538,13 @@ def _when(summary: dict) -> str:
     return f"code at {summary['commit']} ({summary['when'][:10]})"
 
 
+def _path(summary: dict) -> str:
+    """The controller's path for the short flows (calls) of a comparison's runs."""
+    mode = summary["options"].get("short_flows") or "per-flow"
+    return "short flows on the per-flow path" if mode == "per-flow" else \
+        f"short flows in {mode} mode"
+
+
 def _busiest(runs: list[dict], method: str) -> str:
     """The busiest server's CPU (% of its share, as the agents measure it) over the
     measured phase: mean ± 95 % interval over the runs."""
@@ -556,7 +568,7 @@ def hotel_table(summary: dict) -> str:
                f"{summary['options']['phase']:g} s after its moves; servers: the plans' "
                f"range over the runs; busiest CPU: the busiest server's CPU over the "
                f"measured phase, % of its share; failed: summed over the runs, in brackets "
-               f"during the moves; {_when(summary)}.")
+               f"during the moves; {_path(summary)}; {_when(summary)}.")
     return table(["placement", "servers", "busiest CPU %", "trunk Mbit/s", "p50 ms",
                   "p95 ms", "p99 ms", "failed (during moves)"], rows, "lrrrrrrr",
                  compact=True) + \
@@ -703,8 +715,15 @@ def generated_table(bench: dict) -> str:
 
 
 BLOCKS = (
-    Block(DOC, "issue 68, targets", (PLANTED, PLANTED_LATENCY, APPS_LATENCY, LATENCY_HOTEL),
+    Block(DOC, "issue 68, targets",
+          (PLANTED, PLANTED_LATENCY, APPS_LATENCY, LATENCY_HOTEL, LATENCY_HOTEL_TRACKER),
           latency_targets_table),
+    Block(DOC, "the latency objective end to end, hotel reservation on the tracker",
+          (LATENCY_HOTEL_TRACKER,), hotel_table),
+    Block(DOC, "the latency objective against the others, hotel reservation on the tracker",
+          (LATENCY_HOTEL_TRACKER,), versus_table),
+    Block(DOC, "a call's cost, hotel reservation on the tracker", (LATENCY_HOTEL_TRACKER,),
+          call_cost_table),
     Block(DOC, "the latency objective end to end, hotel reservation", (LATENCY_HOTEL,),
           hotel_table),
     Block(DOC, "the latency objective against the others, hotel reservation",

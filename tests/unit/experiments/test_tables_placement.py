@@ -46,6 +46,12 @@ def test_the_comparison_is_each_method_over_the_runs():
     assert "| ours | 3 | 40 ± " in placement.hotel_table(_comparison(runs))
     assert rows["ours"].endswith("| 0 (2 of 200) |")
     assert "exact" not in " ".join(rows)       # a method that did not run has no row
+    # the calls' path is named: the per-flow one unless the runs said otherwise
+    assert "; short flows on the per-flow path; code at" in placement.hotel_table(
+        _comparison(HOTEL_RUNS))
+    tracked = _comparison(HOTEL_RUNS)
+    tracked["options"] = {**tracked["options"], "short_flows": "tracker"}
+    assert "; short flows in tracker mode; code at" in placement.hotel_table(tracked)
 
 
 def test_one_run_gives_each_figure_alone():
@@ -162,7 +168,8 @@ def test_the_latency_targets_read_both_objectives_planted_instances():
     apps = _apps([_app_case(100.0, 100.0, False, cap=1.0),
                   _app_case(99.0, 100.0, False, cap=1.0, config="configs/socialnetwork.yaml")])
     rows = _rows(placement.latency_targets_table(traffic, latency, apps,
-                                                 _latency_comparison(LATENCY_RUNS)))
+                                                 _latency_comparison(LATENCY_RUNS),
+                                                 _latency_comparison(LATENCY_RUNS, "tracker")))
     planted = rows["generated graphs of 1,000 units: the plan within 5 % of a proven bound "
                    "(or a planted optimum) in under 60 s"]
     assert "Traffic objective: 2.33 % from the proven bound in 0.11 s at 1,000 units" in planted
@@ -177,12 +184,12 @@ def test_the_latency_targets_read_both_objectives_planted_instances():
     assert "in 1, below it in 1 (social network at 1.0: 1.00 %)" in quality
 
 
-def _latency_comparison(runs, config="configs/hotelreservation.yaml"):
+def _latency_comparison(runs, short_flows=None, config="configs/hotelreservation.yaml"):
     """A comparison of the latency objective: spread, greedy, ours and latency, the latter
-    the candidate."""
+    the candidate; its short flows on the per-flow path unless named."""
     return {**_comparison(runs), "config": config,
             "options": {"methods": ["spread", "greedy", "ours", "latency"], "phase": 60.0,
-                        "candidate": "latency"}}
+                        "candidate": "latency", "short_flows": short_flows}}
 
 
 # latency: p95 600-640 against spread's 1,000-1,060 (about -40 %, every run alike) and
@@ -200,17 +207,21 @@ def test_issue_68s_end_to_end_aims_are_latency_paired_by_run_with_bonferroni():
     apps = _apps([_app_case(100.0, 100.0, False, cap=1.0)])
     target = ("end to end, both DeathStarBench applications: p95 >= 30 % below spread's, "
               "significantly below greedy's; trunk traffic >= 50 % below spread's")
-    row = _rows(placement.latency_targets_table(traffic, latency, apps, _latency_comparison(
-        LATENCY_RUNS)))[target]
+    # p95 only 10 % below spread's on the per-flow path: reported, not the verdict
+    short = [{**r, "latency": _result(6, 0.1, 250, 0.9 * r["spread"]["end_to_end"]["p95_ms"]
+                                      - k, 800)} for k, r in enumerate(LATENCY_RUNS)]
+    md = placement.latency_targets_table(traffic, latency, apps, _latency_comparison(short),
+                                         _latency_comparison(LATENCY_RUNS, "tracker"))
+    row = _rows(md)[target]
     assert "hotel reservation, 5 runs: p95 against spread -40.4 % (-420 ± " in row
+    assert "short flows in tracker mode, as the amended protocol runs it" in md
     assert "social network: not run yet" in row and "p < 0.0083, Bonferroni" in row
     # every aim met on hotel reservation; social network's runs still to come
     assert row.endswith("| – |")
-    # p95 only 10 % below spread's: not met, whatever social network will show
-    short = [{**r, "latency": _result(6, 0.1, 250, 0.9 * r["spread"]["end_to_end"]["p95_ms"]
-                                      - k, 800)} for k, r in enumerate(LATENCY_RUNS)]
-    row = _rows(placement.latency_targets_table(traffic, latency, apps,
-                                                _latency_comparison(short)))[target]
+    # p95 only 10 % below spread's on the tracker: not met, whatever social network shows
+    row = _rows(placement.latency_targets_table(
+        traffic, latency, apps, _latency_comparison(LATENCY_RUNS),
+        _latency_comparison(short, "tracker")))[target]
     assert row.endswith("| not met (so far) |")
     # the candidate against every other method, figure by figure
     md = placement.versus_table(_latency_comparison(LATENCY_RUNS))
