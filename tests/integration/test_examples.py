@@ -92,6 +92,32 @@ def test_a_placement_move_while_a_client_requests(clean_machine):
     assert re.fullmatch(r"during the move, HTTP status counts: 40 200", during), out
 
 
+# run by mn's CLI (`sh`): until the controller at URL holds every instance of SERVICE
+# healthy with its last probe answered (exit 0: an instance is healthy before its first
+# probe, and a service still starting refuses one), or SECONDS pass (exit 1); says which in
+# mn's output either way
+WAIT_HEALTHY = """
+import json, sys, time, urllib.request
+url, service, deadline = sys.argv[1], sys.argv[2], time.time() + float(sys.argv[3])
+seen = None
+while time.time() < deadline:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            servers = json.load(answer)["servers"]
+        seen = {n: i["healthy"] and "SYN-ACK" in (i["health"] or "")
+                for s in servers.values() for n, i in s["instances"].items()
+                if i["microservice"] == service}
+        if seen and all(seen.values()):
+            print(f"[wait] every {service} instance answered: {sorted(seen)}", flush=True)
+            sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.5)
+print(f"[wait] not every {service} instance answered in time: {seen}", flush=True)
+sys.exit(1)
+"""
+
+
 @pytest.mark.parametrize("switches", [1, 2])
 def test_mn_custom_brings_a_testbed_up_under_the_controller(clean_machine, tmp_path, switches):
     """The paper testbed (malb-paper), and the chain of two switches from a configuration
@@ -108,10 +134,13 @@ def test_mn_custom_brings_a_testbed_up_under_the_controller(clean_machine, tmp_p
             yaml.safe_dump(data, fh)
         topo = f"malb,config={config}"
     cfg = load_config(config)
-    post = tmp_path / "post.cli"
-    # mn's CLI script once the network is up: wait for the services, then requests through
-    # the ui VIP
-    post.write_text("cli1 sleep 3\n" + "".join(
+    waiter, post = tmp_path / "wait_healthy.py", tmp_path / "post.cli"
+    waiter.write_text(WAIT_HEALTHY)
+    # mn's CLI script once the network is up: wait (in the root namespace, `sh`) until the
+    # controller holds every ui instance healthy, then requests through the ui VIP: round
+    # robin over the four only once none is left out
+    status_url = f"http://127.0.0.1:{cfg.controller.rest_port}/malb/status"
+    post.write_text(f"sh {sys.executable} {waiter} {status_url} ui 60\n" + "".join(
         f"cli1 curl -s -D - -o /dev/null --max-time 10 http://{cfg.microservice('ui').vip}:8002"
         f"/bytes?n=100 | grep -i x-served-by\n" for _ in range(4)))
     with controller_service(config, "srr", str(tmp_path / "controller.log"),
