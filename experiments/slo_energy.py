@@ -60,7 +60,11 @@ and each SLO loop is tested against max, ondemand and schedutil paired by run (e
 energy per request, the share of stable intervals within the SLO at the client). With
 --loads each profile is played at each load (low-high pairs) and reported as its own
 profile (`step 20-50`); the calibration line then also takes the worst over them all: a
-target the fixed maximum meets on every load. Results: summary.md (beside the paper's
+target the fixed maximum meets on every load. With --calibrate-each-run each run starts
+with that calibration (the fixed maximum on every profile and load, on a schedule of its
+own: seed + k + CALIBRATION_SEED_SHIFT), and the run's policies hold and are judged against
+the target it gives instead of the configuration's: a target the maximum meets on the day
+it runs, when the machine's speed moves between sittings. Results: summary.md (beside the paper's
 Table 2), summary.json, per-policy CSVs, slo-<profile>.png; each play's figures in
 plays/<tag>.json as it ends, so that `--resume --out DIR` (the same options) goes on with
 an experiment cut off, on a fresh stack, from its first play without a result.
@@ -107,6 +111,9 @@ DEFAULT_LOW, DEFAULT_HIGH = 30.0, 70.0      # requests per second
 STABLE_AFTER_S = 15.0       # intervals this soon after a change of load are settling
 CALIBRATION_FACTOR = 1.2    # a target: the maximum's worst stable client tail x this,
 CALIBRATION_STEP_MS = 5.0   # rounded up to a multiple of this
+# --calibrate-each-run: run k's calibration plays schedule seed + k + this, a schedule of its
+# own (the target is not fitted to the arrivals the policies are then judged on)
+CALIBRATION_SEED_SHIFT = 500
 PAPER_BAND = 0.10            # SLO-AEEM's Band_T = 10 % of TL_T
 PAPER = ("SLO-AEEM (Song et al.), Table 2: 1.6 GHz against 2.1 GHz fixed, p90 86 vs 63 ms, "
          "12.6 % less CPU power (the paper: \"~15 %\"), 18.6 % less throughput (closed-loop "
@@ -383,9 +390,12 @@ class ServiceWatcher:
                                       "in_flight": entry.get("in_flight")})
 
 
-def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
-    """(agent URL, PUT /slo body) for every loop under `policy`."""
+def policy_bodies(cfg, policy: str, target_ms: float | None = None
+                  ) -> list[tuple[str, dict]]:
+    """(agent URL, PUT /slo body) for every loop under `policy`; the entry's target
+    `target_ms` (the configuration's unless given)."""
     entry = slo_service(cfg)
+    target = entry.slo.target_ms if target_ms is None else target_ms
     out = []
     for name, agent in loops_of(cfg):
         slo = cfg.microservice(name).slo
@@ -398,6 +408,8 @@ def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
                     "sli": "client" if policy in CLIENT_SLI else "service",
                     "band_mode": "paper" if policy == "slo-paper" else "safe",
                     "margin": PAPER_BAND if policy == "slo-paper" else slo.margin}
+            if target_ms is not None:
+                body["target_ms"] = target
         else:
             rule = "predictive" if policy == "predictive-priced" else \
                 "slo" if policy in CALL_GRAPH else policy
@@ -406,19 +418,23 @@ def policy_bodies(cfg, policy: str) -> list[tuple[str, dict]]:
             # the entry holds the whole target; under slo-whole every loop does, under
             # slo-split and slo-priced the profiler sets the others' (their budgets)
             if name == entry.name or policy == "slo-whole":
-                body["target_ms"] = entry.slo.target_ms
+                body["target_ms"] = target
         out.append((agent, body))
     return out
 
 
-def apply_policy(st: Stack, policy: str) -> None:
+def apply_policy(st: Stack, policy: str, target_ms: float | None = None) -> None:
+    """Every loop under `policy`, the entry's target `target_ms` (the configuration's unless
+    given; on a call graph the profiler's objective too)."""
     entry, token = slo_service(st.cfg), st.cfg.security.token
     if entry.slo.scope == "end-to-end":
         body = {"entry": entry.name, "active": policy in SPLIT_BY}
+        if target_ms is not None:
+            body["target_ms"] = target_ms
         if policy in SPLIT_BY:
             body["split"] = SPLIT_BY[policy]
         put_json(f"{st.cfg.profiler.url}/budgets", body, 5.0, token=token)
-    for agent, body in policy_bodies(st.cfg, policy):
+    for agent, body in policy_bodies(st.cfg, policy, target_ms):
         put_json(f"{agent}/slo", body, 5.0, token=token)
 
 
@@ -486,10 +502,13 @@ def stack_dir(out_dir: str) -> str:
 
 
 def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int = 0,
-         label: str | None = None) -> dict:
+         label: str | None = None, target_ms: float | None = None, seed_shift: int = 0
+         ) -> dict:
     """One policy through one profile's phases; `label`: the profile and load in file
-    names (default the profile)."""
-    apply_policy(st, policy)
+    names (default the profile); `target_ms`: the entry's target, held and judged (the
+    configuration's unless given); the load on schedule seed + run + `seed_shift`."""
+    target = svc.slo.target_ms if target_ms is None else target_ms
+    apply_policy(st, policy, target_ms)
     agent = st.cfg.server(st.cfg.instances_of(svc.name)[0].server).agent_url
     tag = play_tag(label or profile, policy, run, opts.runs)
     # unmeasured warm-up at the first rate: every policy starts from where it settles, not
@@ -497,7 +516,8 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
     # load generator takes no phase of 0 s)
     warm = [{"name": "warmup", "seconds": opts.warmup, "from": phases[0]["from"],
              "to": phases[0]["from"]}] if opts.warmup > 0 else []
-    spec = {"seed": opts.seed + run, "arrivals": "poisson", "phases": warm + phases,
+    spec = {"seed": opts.seed + run + seed_shift, "arrivals": "poisson",
+            "phases": warm + phases,
             "classes": [{"name": "request", "weight": 1, "host": svc.vip, "port": svc.port,
                          "path": "/work"}]}
     path = os.path.join(st.run_dir, f"spec-{tag}.json")
@@ -546,8 +566,9 @@ def play(st: Stack, svc, policy: str, profile: str, phases, opts, log, run: int 
         w.writerows(rows)
     measured = [r for r in own_time.rows if r["time"] is not None
                 and t0 <= r["time"] <= t0 + seconds]
-    result = analyse(rows, requests, svc.slo.target_ms, phases, profile == "ramp", t0,
+    result = analyse(rows, requests, target, phases, profile == "ramp", t0,
                      st.cfg.agents.slo.window_s, svc.slo.percentile, measured)
+    result["target_ms"] = target
     result["client_reports"] = {"requests": relay.sent, "failed_posts": relay.errors}
     if len(watchers) > 1:
         result["loops"] = {f"{w.service}@{w.url}": loop_figures(w.rows, mono0, mono0 + seconds)
@@ -575,11 +596,16 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                         30, f"the actuator of {name}'s SLO loop")
         agent = loops[0][1]
         slo_doc = get_json(f"{agent}/slo", 5.0)
+        targets: list[dict] = []
         for run in range(opts.runs):
             # interleaved: run k of every policy before run k + 1 of any, the order
             # rotated by one place per run, each run's load on its own seed
             order = protocol.run_order(opts.policies, run + 1)
             loads = loads_of(opts)
+            target = None
+            if opts.calibrate_each_run:
+                targets.append(calibrate(st, svc, opts, plays_dir, run, log))
+                target = targets[-1]["target_ms"]
             for profile in opts.profiles:
                 for low, high in loads:
                     phases = profile_phases(profile, low, high, opts.seconds)
@@ -592,7 +618,7 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
                                 + ("; played before, read back" if done else ""))
                         if done is None:
                             done = play(st, svc, policy, profile, phases, opts, log, run,
-                                        key.replace(" ", "-"))
+                                        key.replace(" ", "-"), target)
                             keep_play(plays_dir, tag, done)
                         out.setdefault(key, {}).setdefault(policy, []).append(done)
         backend = st.testbed.describe()
@@ -602,7 +628,40 @@ def run(opts, data: dict, out_dir: str, log=print) -> dict:
             "service": svc.name, "loops": [name for name, _a in loops],
             "slo": {"target_ms": svc.slo.target_ms, "percentile": svc.slo.percentile,
                     "margin": svc.slo.margin, "scope": svc.slo.scope, "sli": svc.slo.sli},
-            "testbed": backend, "short_flows": opts.short_flows}
+            "testbed": backend, "short_flows": opts.short_flows,
+            "run_targets": targets or None}
+
+
+def calibrate(st: Stack, svc, opts, plays_dir: str, run: int, log) -> dict:
+    """Run `run`'s target: the fixed maximum played on every profile and load the run
+    plays, on a schedule of its own (CALIBRATION_SEED_SHIFT), and the calibration rule
+    applied to its worst stable client percentile (calibrated_target). Each play is kept
+    as the policies' are, so --resume reads it back. RuntimeError when no play of it had
+    a stable interval at the client (no target to take)."""
+    plays = []
+    for profile in opts.profiles:
+        for low, high in loads_of(opts):
+            label = f"calibration-{profile}-{low:g}-{high:g}"
+            tag = play_tag(label, "max", run, opts.runs)
+            done = played(plays_dir, tag) if opts.resume else None
+            log(f"[slo] run {run + 1} of {opts.runs}: calibration, {profile} "
+                f"{low:g}-{high:g}, max" + ("; played before, read back" if done else ""))
+            if done is None:
+                done = play(st, svc, "max", profile, profile_phases(profile, low, high,
+                                                                    opts.seconds),
+                            opts, log, run, label, seed_shift=CALIBRATION_SEED_SHIFT)
+                keep_play(plays_dir, tag, done)
+            plays.append(done)
+    found = calibrated_target({"max": plays})
+    if found is None:
+        raise RuntimeError(f"run {run + 1}'s calibration: the fixed maximum had no stable "
+                           "interval at the client, so no target to take")
+    worst, target = found
+    log(f"[slo] run {run + 1} of {opts.runs}: the fixed maximum's worst stable client "
+        f"p{svc.slo.percentile:g} {worst:g} ms: the run's target {target:g} ms")
+    return {"run": run + 1, "seed": opts.seed + run + CALIBRATION_SEED_SHIFT,
+            "worst_ms": worst, "target_ms": target,
+            "failed": sum(p["result"].get("failed") or 0 for p in plays)}
 
 
 # the summary's columns: (result key, label, digits, scale: 100 for shares shown in %);
@@ -728,6 +787,26 @@ def _scope_text(doc: dict) -> str:
             f"{', '.join(doc['loops'])}; energy is theirs together")
 
 
+def _target_text(doc: dict) -> str:
+    return "each run's calibrated target (below)" if doc.get("run_targets") else \
+        f"{doc['slo']['target_ms']:g} ms"
+
+
+def _run_target_lines(doc: dict) -> list[str]:
+    """With --calibrate-each-run: each run's target, from its own calibration plays."""
+    if not doc.get("run_targets"):
+        return []
+    rows = [[str(t["run"]), str(t["seed"]), number(t["worst_ms"], 1), number(t["target_ms"], 0),
+             str(t["failed"])] for t in doc["run_targets"]]
+    return [f"Each run's target: the fixed maximum played first on every profile and load "
+            f"on a schedule of its own, {CALIBRATION_FACTOR:g} x its worst stable client "
+            f"p{doc['slo']['percentile']:g}, rounded up to {CALIBRATION_STEP_MS:g} ms; that "
+            "run's policies held and judged against it (the configuration's "
+            f"{doc['slo']['target_ms']:g} ms unused).", "",
+            table(["run", "calibration seed", "worst stable ms", "target ms", "failed"],
+                  rows, "rrrrr", compact=True)]
+
+
 def _loops_table(res: dict) -> list[str]:
     """On a call graph: each loop's mean target, mean frequency and energy per policy."""
     names = sorted({k for runs in res.values() for r in runs
@@ -777,13 +856,14 @@ def summary_markdown(doc: dict, opts) -> str:
              f"Testbed: {doc['testbed']['backend']}, {doc['testbed']['datapath']} datapath, "
              f"short flows: {doc.get('short_flows', 'controller')}; "
              f"service {doc['service']}, SLO p{doc['slo']['percentile']:g} <= "
-             f"{doc['slo']['target_ms']:g} ms (margin {100 * doc['slo']['margin']:g} %"
+             f"{_target_text(doc)} (margin {100 * doc['slo']['margin']:g} %"
              f"{_scope_text(doc)}); "
              f"frequency: {act}"
              f"{' (EMULATED: CPU quota scaled by f / f_max)' if act == 'emulated' else ''}; "
              f"energy: {energy_src}; load {loads_text(loads_of(opts))} requests/s, "
              f"{opts.seconds:g} s per profile and policy, each after {opts.warmup:g} s of "
              f"unmeasured warm-up at the first rate.", ""]
+    lines += _run_target_lines(doc)
     for profile, res in doc["profiles"].items():
         rows = []
         for policy, runs in res.items():
@@ -880,6 +960,11 @@ def parser() -> argparse.ArgumentParser:
                    help="interleaved runs, the policies' order rotated by one place per run "
                         "and run k's load on seed + k (default 1; 3 or more for intervals)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--calibrate-each-run", action="store_true", help=(
+        "start each run with the fixed maximum on every profile and load, on a schedule "
+        f"of its own (seed + k + {CALIBRATION_SEED_SHIFT}), and hold and judge that run's "
+        f"policies against {CALIBRATION_FACTOR:g} x its worst stable client percentile, "
+        f"rounded up to {CALIBRATION_STEP_MS:g} ms, instead of the configuration's target"))
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.add_argument("--out", help="results directory (default results/slo-<time>)")
     p.add_argument("--resume", action="store_true", help=(

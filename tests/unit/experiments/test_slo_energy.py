@@ -123,6 +123,9 @@ def test_the_predictive_loop_reads_the_clients_latency_and_short_flows_reach_the
     assert (body["policy"], body["sli"], body["band_mode"]) == ("predictive", "client", "safe")
     (_agent, body), = slo_energy.policy_bodies(cfg, "slo")
     assert (body["policy"], body["sli"]) == ("slo", "service")
+    assert "target_ms" not in body                     # the configuration's, as the agent has it
+    (_agent, body), = slo_energy.policy_bodies(cfg, "ondemand", 85.0)
+    assert body["target_ms"] == 85.0                   # a run's own (--calibrate-each-run)
     opts = slo_energy.parser().parse_args(["--short-flows", "switch"])
     assert opts.short_flows == "switch"
     # not given: the configuration's, which the flag overrides only when given
@@ -195,6 +198,11 @@ def test_on_a_call_graph_the_governors_act_on_every_loop_and_the_loops_two_ways(
     ahead = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "predictive-priced")}
     assert {b["policy"] for b in ahead.values()} == {"predictive"}
     assert ahead["front"]["sli"] == "client" and ahead["store"]["sli"] == "service"
+    # a run's own target replaces the configuration's wherever that went
+    whole = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-whole", 135.0)}
+    assert {b["target_ms"] for b in whole.values()} == {135.0}
+    split = {b["service"]: b for _a, b in slo_energy.policy_bodies(cfg, "slo-split", 135.0)}
+    assert split["front"]["target_ms"] == 135.0 and "target_ms" not in split["store"]
 
 
 def test_the_split_policies_tell_the_profiler_how_to_split():
@@ -230,6 +238,12 @@ def test_the_split_policies_tell_the_profiler_how_to_split():
             slo_energy.apply_policy(stack, policy)
             assert sent[0] == ("/budgets", {"entry": "front", **want})
             assert [path for path, _b in sent[1:]] == ["/slo"] * 4
+        # a run's own target (--calibrate-each-run): the objective's and the entry's loop's
+        sent.clear()
+        slo_energy.apply_policy(stack, "slo-split", 135.0)
+        assert sent[0][1]["target_ms"] == 135.0
+        front = next(b for path, b in sent[1:] if b["service"] == "front")
+        assert front["target_ms"] == 135.0
     finally:
         for server in servers:
             server.shutdown()
@@ -371,3 +385,58 @@ def test_the_summary_says_how_far_below_ondemand_any_rule_could_go():
     assert slo_energy._floor_lines({"slo": res["slo"]}) == []
     assert slo_energy._floor_lines({"ondemand": [{"result": {"energy_per_request_mj": 5.0}}]}) \
         == []
+
+
+def test_each_run_can_calibrate_its_own_target_on_a_schedule_of_its_own(tmp_path, monkeypatch):
+    """--calibrate-each-run: the fixed maximum on every profile and load, on seed + k +
+    CALIBRATION_SEED_SHIFT, its plays kept for --resume; the run's target by the rule."""
+    calls = []
+
+    def fake_play(st, svc, policy, profile, phases, opts, log, run=0, label=None,
+                  target_ms=None, seed_shift=0):
+        calls.append((policy, label, run, seed_shift, target_ms))
+        worst = {"calibration-step-4-10": 51.0, "calibration-step-8-20": 70.4}[label]
+        return {"result": {**fake_result(100.0, 1.0), "client_stable_max_ms": worst,
+                           "failed": 1}, "rows": []}
+    monkeypatch.setattr(slo_energy, "play", fake_play)
+    opts = slo_energy.parser().parse_args(["--loads", "4-10,8-20", "--profiles", "step",
+                                           "--runs", "2", "--seed", "120",
+                                           "--calibrate-each-run"])
+    svc = type("Svc", (), {"slo": type("Slo", (), {"percentile": 95.0})()})()
+    plays = str(tmp_path / "plays")
+    got = slo_energy.calibrate(None, svc, opts, plays, 1, lambda _m: None)
+    # 1.2 x 70.4 = 84.48, up to 85; run 2 (index 1) on 120 + 1 + the shift
+    assert got == {"run": 2, "seed": 121 + slo_energy.CALIBRATION_SEED_SHIFT,
+                   "worst_ms": 70.4, "target_ms": 85.0, "failed": 2}
+    assert calls == [("max", "calibration-step-4-10", 1, slo_energy.CALIBRATION_SEED_SHIFT,
+                      None), ("max", "calibration-step-8-20", 1,
+                              slo_energy.CALIBRATION_SEED_SHIFT, None)]
+    assert sorted(p.name for p in (tmp_path / "plays").iterdir()) == [
+        "calibration-step-4-10-max-r2.json", "calibration-step-8-20-max-r2.json"]
+    # resumed: read back, not played again
+    calls.clear()
+    opts.resume = True
+    assert slo_energy.calibrate(None, svc, opts, plays, 1, lambda _m: None) == got
+    assert calls == []
+    # no stable interval at the client: no target, said so
+    monkeypatch.setattr(slo_energy, "play", lambda *a, **k: {
+        "result": {**fake_result(100.0, 1.0), "client_stable_max_ms": None}, "rows": []})
+    with pytest.raises(RuntimeError, match="run 1's calibration: the fixed maximum had no "
+                                           "stable interval"):
+        slo_energy.calibrate(None, svc, opts, str(tmp_path / "other"), 0, lambda _m: None)
+
+
+def test_the_summary_gives_each_runs_calibrated_target():
+    rows = [{"t": float(t), "sli_ms": 30.0, "client_sli_ms": 35.0, "freq_mhz": 1500}
+            for t in range(5)]
+    doc = {"profiles": {"step": {"max": [{"result": fake_result(100.0, 1.0), "rows": rows}]}},
+           "loop": {"actuator": "emulated", "energy_source": "modelled"},
+           "command": "c", "commit": "abc", "when": "now",
+           "testbed": {"backend": "mininet", "datapath": "netdev"}, "service": "api",
+           "slo": {"percentile": 95.0, "target_ms": 40.0, "margin": 0.1},
+           "run_targets": [{"run": 1, "seed": 620, "worst_ms": 70.44, "target_ms": 85.0,
+                            "failed": 0}]}
+    md = slo_energy.summary_markdown(doc, slo_energy.parser().parse_args([]))
+    assert "SLO p95 <= each run's calibrated target (below)" in md
+    assert "| 1 | 620 | 70.4 | 85 | 0 |" in md
+    assert "(the configuration's 40 ms unused)" in md
